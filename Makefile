@@ -1,0 +1,46 @@
+# lookout — run `make` (or `make help`) to list targets.
+
+SHELL := /usr/bin/env bash
+.DEFAULT_GOAL := help
+
+GO ?= go
+# Extra flags for `make test`, e.g. make test TESTFLAGS='-run TestPoll -v'
+TESTFLAGS ?=
+# Extra arguments for `make run` / `make bench`
+ARGS ?=
+
+.PHONY: help build test run bench pg-start pg-stop fmt vet tidy
+
+help: ## Show this help
+	@echo 'Usage: make <target>'
+	@echo
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z0-9_.-]+:[^#]*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build all commands into bin/
+	$(GO) build -o bin/ ./cmd/...
+
+test: ## Run the whole test suite (throwaway PostgreSQL, go vet, go test); TESTFLAGS='...'
+	bash scripts/test.sh $(TESTFLAGS)
+
+run: ## Run lookout locally (scripts/run.sh); ARGS='...'
+	bash scripts/run.sh $(ARGS)
+
+bench: ## Run the benchmarks (scripts/bench.sh); ARGS='...'
+	bash scripts/bench.sh $(ARGS)
+
+pg-start: ## Start the dev PostgreSQL cluster in .data/pg and print its URL
+	@bash scripts/pg.sh start
+
+pg-stop: ## Stop the dev PostgreSQL cluster
+	@bash scripts/pg.sh stop
+
+fmt: ## gofmt -l -w the Go files known to git (tracked or untracked, not ignored)
+	@git ls-files -z --cached --others --exclude-standard -- '*.go' \
+		| xargs -0 -r sh -c 'for f; do [ -f "$$f" ] && printf "%s\0" "$$f"; done; exit 0' sh \
+		| xargs -0 -r gofmt -l -w
+
+vet: ## go vet ./...
+	$(GO) vet ./...
+
+tidy: ## go mod tidy
+	$(GO) mod tidy

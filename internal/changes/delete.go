@@ -1,0 +1,88 @@
+package changes
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lookout-dev/lookout/internal/normalize"
+)
+
+// Querier is what LiveIDs needs: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Missing returns the ids of live (not deleted) records of source that are
+// not in seen: the records a complete snapshot no longer contains.
+func Missing(ctx context.Context, q Querier, source string, seen map[string]struct{}) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT record_id FROM records WHERE source = $1 AND deleted_at IS NULL`, source)
+	if err != nil {
+		return nil, fmt.Errorf("list live records of %s: %w", source, err)
+	}
+	defer rows.Close()
+	var missing []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list live records of %s: %w", source, err)
+		}
+		if _, ok := seen[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list live records of %s: %w", source, err)
+	}
+	return missing, nil
+}
+
+// Delete records tombstones for ids of source in tx: the records keep their
+// last content with deleted_at set and a new version, and a deleted change
+// carries the last content as both record and previous.
+func Delete(ctx context.Context, tx pgx.Tx, source string, runID int64, ids []string) (Stats, error) {
+	var st Stats
+	if len(ids) == 0 {
+		return st, nil
+	}
+	prev, err := loadFields(ctx, tx, source, ids)
+	if err != nil {
+		return st, err
+	}
+	rows, err := tx.Query(ctx, `
+		UPDATE records SET deleted_at = now(), version = version + 1, last_run_id = $3, synced_at = now()
+		WHERE source = $1 AND record_id = ANY($2::text[]) AND deleted_at IS NULL
+		RETURNING record_id, version, content_hash`, source, ids, runID)
+	if err != nil {
+		return st, fmt.Errorf("tombstone records of %s: %w", source, err)
+	}
+	c := newColumns(len(ids))
+	for rows.Next() {
+		var id, hash string
+		var version int
+		if err := rows.Scan(&id, &version, &hash); err != nil {
+			rows.Close()
+			return st, fmt.Errorf("tombstone records of %s: %w", source, err)
+		}
+		snap := string(normalize.Canonical(prev[id]))
+		h := hash
+		c.addChange(id, Deleted, version, &h, "", []string{}, snap, &snap)
+		st.Deleted++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("tombstone records of %s: %w", source, err)
+	}
+	for i := range c.cNewHashes {
+		c.cNewHashes[i] = ""
+	}
+	c.ids = nil
+	if st.Deleted == 0 {
+		return st, nil
+	}
+	if err := c.write(ctx, tx, source, runID); err != nil {
+		return st, err
+	}
+	return st, nil
+}

@@ -1,0 +1,167 @@
+package changes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Listener holds a dedicated connection that LISTENs on one channel and
+// turns notifications into wake-ups. A notification is never the data: on
+// every (re)connect the listener first LISTENs, then signals a wake-up so
+// that the consumer drains the table and catches up on whatever it missed.
+type Listener struct {
+	pool    *pgxpool.Pool
+	channel string
+	logger  *slog.Logger
+	wake    chan struct{}
+
+	// PingInterval is how long the connection may sit idle before it is
+	// checked. Defaults to 30s.
+	PingInterval time.Duration
+
+	connected atomic.Bool
+	mu        sync.Mutex
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+// NewListener returns a listener for channel (unquoted; see db.ChangesChannel).
+func NewListener(pool *pgxpool.Pool, channel string, logger *slog.Logger) *Listener {
+	return &Listener{pool: pool, channel: channel, logger: logger, wake: make(chan struct{}, 1), PingInterval: 30 * time.Second}
+}
+
+// Wake delivers a value after every notification and every (re)connect.
+// Wake-ups coalesce: one pending value stands for any number of events.
+func (l *Listener) Wake() <-chan struct{} { return l.wake }
+
+// Connected reports whether the LISTEN connection is up (for readiness).
+func (l *Listener) Connected() bool { return l.connected.Load() }
+
+// Start connects in the background. It returns at once; connection errors
+// are logged and retried with backoff until Stop.
+func (l *Listener) Start(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done != nil {
+		return errors.New("listener already started")
+	}
+	ctx, l.cancel = context.WithCancel(ctx)
+	l.done = make(chan struct{})
+	go func() {
+		defer close(l.done)
+		l.run(ctx)
+	}()
+	return nil
+}
+
+// Stop ends the listener and waits for it. It is safe to call more than
+// once and on a listener that never started.
+func (l *Listener) Stop() {
+	l.mu.Lock()
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (l *Listener) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Listener) run(ctx context.Context) {
+	backoff := Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
+	for ctx.Err() == nil {
+		err := l.listen(ctx)
+		l.connected.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := backoff.Next()
+		l.logger.Warn("listener disconnected; reconnecting", "channel", l.channel, "error", err, "retry_in", wait)
+		if !Sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// listen runs one connection until it fails.
+func (l *Listener) listen(ctx context.Context) error {
+	pc, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire listen connection: %w", err)
+	}
+	conn := pc.Hijack()
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		return fmt.Errorf("listen %s: %w", l.channel, err)
+	}
+	l.connected.Store(true)
+	l.logger.Debug("listening", "channel", l.channel)
+	// Catch up: anything committed while we were not listening.
+	l.signal()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, l.PingInterval)
+		_, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			l.signal()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			if err := conn.Ping(ctx); err != nil {
+				return fmt.Errorf("ping listen connection: %w", err)
+			}
+		default:
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+	}
+}
+
+// Backoff is exponential backoff with full jitter and a cap; Reset after a
+// success.
+type Backoff struct {
+	Min, Max time.Duration
+	attempt  int
+}
+
+// Next returns the next wait.
+func (b *Backoff) Next() time.Duration {
+	d := b.Min << min(b.attempt, 30)
+	if d > b.Max || d <= 0 {
+		d = b.Max
+	}
+	b.attempt++
+	// Jitter in [d/2, d): spreads reconnecting replicas.
+	return d/2 + rand.N(d/2+1)
+}
+
+// Reset starts over from Min.
+func (b *Backoff) Reset() { b.attempt = 0 }
+
+// Sleep waits for d or until ctx is done; it reports whether d elapsed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,389 @@
+// Package config loads lookout's configuration directory: lookout.yaml for
+// global settings and sources/*.yaml, one source per file.
+//
+// Decoding is strict: an unknown key, a value of the wrong type or a missing
+// required key is an error that names the file, the line and the key path,
+// for example
+//
+//	sources/acme.yaml:12: rate_limit.per_second must be > 0
+//
+// Secrets are written as ${ENV_VAR} references and expanded at load time;
+// the expanded values are never logged or stored in the database.
+package config
+
+import (
+	"time"
+)
+
+// Config is a loaded, validated configuration directory.
+type Config struct {
+	// Dir is the directory the configuration was loaded from.
+	Dir string
+	// Global holds lookout.yaml.
+	Global Global
+	// Sources holds sources/*.yaml, sorted by name.
+	Sources []*Source
+}
+
+// Source returns the source called name, or nil.
+func (c *Config) Source(name string) *Source {
+	for _, s := range c.Sources {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Global is lookout.yaml.
+type Global struct {
+	// Ollama is the model server used by watches with an ask.
+	Ollama Ollama `yaml:"ollama"`
+	// Sinks are the named notification channels watches refer to.
+	// Defaults to a single sink "log" of type log.
+	Sinks map[string]*Sink `yaml:"sinks"`
+	// Defaults apply to every source that does not set the value itself.
+	Defaults Defaults `yaml:"defaults"`
+	// Syncer tunes the syncer daemon.
+	Syncer Syncer `yaml:"syncer"`
+	// Evaluator tunes the evaluator daemon.
+	Evaluator Evaluator `yaml:"evaluator"`
+	// Log selects the log format and level.
+	Log Log `yaml:"log"`
+
+	file string
+}
+
+// Ollama configures the model server.
+type Ollama struct {
+	// Host is the Ollama server URL. Defaults to http://127.0.0.1:11434.
+	Host string `yaml:"host"`
+	// Model is the model name watches use unless they set one. Defaults to "llama3.2".
+	Model string `yaml:"model"`
+	// Timeout bounds one model call. Defaults to 60s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Concurrency bounds simultaneous model calls per evaluator. Defaults to 2.
+	Concurrency int `yaml:"concurrency"`
+	// Options are passed to the model (temperature, seed, num_predict, ...).
+	// Defaults to temperature 0 and seed 42.
+	Options map[string]any `yaml:"options"`
+}
+
+// Sink is one notification channel.
+type Sink struct {
+	// Type is log, webhook, slack, email or command. Required.
+	Type string `yaml:"type"`
+	// URL is the endpoint for webhook and slack sinks.
+	URL string `yaml:"url"`
+	// Secret signs webhook bodies (HMAC-SHA256); write it as ${ENV_VAR}.
+	Secret string `yaml:"secret"`
+	// Timeout bounds one delivery. Defaults to 10s.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxAttempts is the number of tries before a notification is dead. Defaults to 8.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Title and Body are text/template templates for the message.
+	Title string `yaml:"title"`
+	Body  string `yaml:"body"`
+	// Headers are extra HTTP headers for webhook sinks.
+	Headers map[string]string `yaml:"headers"`
+	// Email settings.
+	SMTP *SMTP `yaml:"smtp"`
+	// Command settings: the executable and its arguments; the payload
+	// arrives on standard input.
+	Command []string `yaml:"command"`
+
+	name string
+	line int
+}
+
+// Name is the sink's key in lookout.yaml.
+func (s *Sink) Name() string { return s.name }
+
+// SMTP configures an email sink.
+type SMTP struct {
+	Host     string   `yaml:"host"`
+	Port     int      `yaml:"port"`
+	Username string   `yaml:"username"`
+	Password string   `yaml:"password"`
+	From     string   `yaml:"from"`
+	To       []string `yaml:"to"`
+	// StartTLS is required, optional or none. Defaults to required.
+	StartTLS string `yaml:"starttls"`
+}
+
+// Defaults are source settings applied where a source is silent.
+type Defaults struct {
+	// Every is the polling interval. Defaults to 5m.
+	Every time.Duration `yaml:"every"`
+	// Jitter spreads runs of sources with one interval. Defaults to 10% of every.
+	Jitter *time.Duration `yaml:"jitter"`
+	// RateLimit is the per-source request budget. Defaults to 1/s, burst 1.
+	RateLimit RateLimit `yaml:"rate_limit"`
+	// Timeout bounds one request. Defaults to 30s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Notify lists the sinks used by watches that name none. Defaults to [log].
+	Notify []string `yaml:"notify"`
+}
+
+// Syncer tunes the syncer.
+type Syncer struct {
+	// Lease is how long a claim on a source lasts before another replica may
+	// take it over. Defaults to 5m.
+	Lease time.Duration `yaml:"lease"`
+	// Concurrency is how many sources one replica runs at once. Defaults to 4.
+	Concurrency int `yaml:"concurrency"`
+	// PollInterval is how often the syncer looks for due sources. Defaults to 1s.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// BatchSize is the number of items written per transaction. Defaults to 500.
+	BatchSize int `yaml:"batch_size"`
+}
+
+// Evaluator tunes the evaluator.
+type Evaluator struct {
+	// Lease is how long a claim on a batch of changes lasts. Defaults to 2m.
+	Lease time.Duration `yaml:"lease"`
+	// BatchSize is how many changes are claimed at once. Defaults to 500.
+	BatchSize int `yaml:"batch_size"`
+	// CatchUpInterval is the slow timer that drains the changes table even
+	// without notifications. Defaults to 30s.
+	CatchUpInterval time.Duration `yaml:"catch_up_interval"`
+	// MaxAttempts is how often a change is retried before it is recorded as
+	// failed. Defaults to 10.
+	MaxAttempts int `yaml:"max_attempts"`
+}
+
+// Log selects the log output.
+type Log struct {
+	// Format is json or text. Defaults to text.
+	Format string `yaml:"format"`
+	// Level is debug, info, warn or error. Defaults to info.
+	Level string `yaml:"level"`
+}
+
+// RateLimit is a token bucket.
+type RateLimit struct {
+	// PerSecond is the sustained request rate.
+	PerSecond float64 `yaml:"per_second"`
+	// Burst is the bucket size. Defaults to 1.
+	Burst int `yaml:"burst"`
+}
+
+// Source is one sources/*.yaml file.
+type Source struct {
+	// Name identifies the source in SQL and logs. Required; letters, digits, '-', '_' and '.'.
+	Name string `yaml:"name"`
+	// Connector is the connector type (file, http, ...). Required.
+	Connector string `yaml:"connector"`
+	// Every is the polling interval. Defaults to defaults.every.
+	Every time.Duration `yaml:"every"`
+	// Jitter is a random delay in [0, jitter) added to every run. Defaults to defaults.jitter.
+	Jitter *time.Duration `yaml:"jitter"`
+	// Cron is a cron expression used instead of every.
+	Cron string `yaml:"cron"`
+	// Timezone is the IANA zone for cron. Defaults to UTC.
+	Timezone string `yaml:"timezone"`
+	// Adaptive lets the interval move between min and max with activity.
+	Adaptive *Adaptive `yaml:"adaptive"`
+	// RateLimit is this source's request budget. Defaults to defaults.rate_limit.
+	RateLimit *RateLimit `yaml:"rate_limit"`
+	// Timeout bounds one request. Defaults to defaults.timeout.
+	Timeout time.Duration `yaml:"timeout"`
+	// Stop ends polling: after a time, when an expression over the last run
+	// is true, or after max_failures consecutive failures.
+	Stop *Stop `yaml:"stop"`
+	// Fields maps raw items to normalized records with expressions over
+	// `item`. Unset fields use the item's key of the same name.
+	Fields Fields `yaml:"fields"`
+	// Volatile lists normalized field paths (e.g. extra.views) left out of
+	// the content hash, so that their changes do not count as changes.
+	Volatile []string `yaml:"volatile"`
+	// Watches are the conditions the evaluator checks on every change.
+	Watches []*Watch `yaml:"watches"`
+
+	// Connector blocks: exactly the one named by Connector is set.
+	File   *FileConnector   `yaml:"file"`
+	HTTP   *HTTPConnector   `yaml:"http"`
+	RSS    *RSSConnector    `yaml:"rss"`
+	GitHub *GitHubConnector `yaml:"github"`
+
+	// File is the path the source was loaded from, relative to the config dir.
+	Path string `yaml:"-"`
+	// Hash identifies this source's configuration (stored in sources.config_hash).
+	Hash string `yaml:"-"`
+
+	lines map[string]int
+}
+
+// Line returns the line of key path (e.g. "http.url") in the source file,
+// or of its nearest ancestor that is present, or 1.
+func (s *Source) Line(path string) int {
+	for p := path; p != ""; {
+		if l, ok := s.lines[p]; ok {
+			return l
+		}
+		i := lastSep(p)
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 1
+}
+
+// Adaptive bounds the adaptive interval.
+type Adaptive struct {
+	Min time.Duration `yaml:"min"`
+	Max time.Duration `yaml:"max"`
+}
+
+// Stop holds a source's stop conditions.
+type Stop struct {
+	// After is an RFC 3339 time after which the source is completed.
+	After *time.Time `yaml:"after"`
+	// When is an expression over `run` (the last run's counters and status)
+	// and `source`; when true after a run the source is completed.
+	When string `yaml:"when"`
+	// MaxFailures disables the source after that many consecutive failures.
+	MaxFailures int `yaml:"max_failures"`
+}
+
+// Fields are expressions over `item` producing the normalized fields.
+type Fields struct {
+	ID        string            `yaml:"id"`
+	Title     string            `yaml:"title"`
+	Body      string            `yaml:"body"`
+	URL       string            `yaml:"url"`
+	Author    string            `yaml:"author"`
+	Status    string            `yaml:"status"`
+	Labels    string            `yaml:"labels"`
+	CreatedAt string            `yaml:"created_at"`
+	UpdatedAt string            `yaml:"updated_at"`
+	Extra     map[string]string `yaml:"extra"`
+}
+
+// Watch is a condition over changes of a source.
+type Watch struct {
+	// Name identifies the watch within its source. Required.
+	Name string `yaml:"name"`
+	// When is a deterministic expression over record, previous, change and
+	// source. Defaults to "true".
+	When string `yaml:"when"`
+	// Ask is an optional natural-language condition checked by the model
+	// for changes that passed When.
+	Ask string `yaml:"ask"`
+	// Examples and CounterExamples steer the model.
+	Examples        []string `yaml:"examples"`
+	CounterExamples []string `yaml:"counter_examples"`
+	// Model overrides the model settings of lookout.yaml for this watch.
+	Model *WatchModel `yaml:"model"`
+	// OnModelError is hold, notify or skip. Defaults to hold.
+	OnModelError string `yaml:"on_model_error"`
+	// Budget bounds model use per day.
+	Budget *Budget `yaml:"budget"`
+	// Notify lists sink names. Defaults to defaults.notify.
+	Notify []string `yaml:"notify"`
+	// Dedupe is version (once per record version, the default), record
+	// (once per record ever) or a duration such as 1h (at most once per
+	// window per record).
+	Dedupe string `yaml:"dedupe"`
+	// Digest collects matches and sends one summary per schedule.
+	Digest *Digest `yaml:"digest"`
+	// Urgency is the urgency of notifications decided without a model.
+	// Defaults to medium.
+	Urgency string `yaml:"urgency"`
+	// Title and Body are text/template templates overriding the sink's.
+	Title string `yaml:"title"`
+	Body  string `yaml:"body"`
+}
+
+// WatchModel overrides model settings for one watch.
+type WatchModel struct {
+	Name    string         `yaml:"name"`
+	Timeout time.Duration  `yaml:"timeout"`
+	Options map[string]any `yaml:"options"`
+}
+
+// Budget bounds model use of a watch per day.
+type Budget struct {
+	CallsPerDay  int `yaml:"calls_per_day"`
+	TokensPerDay int `yaml:"tokens_per_day"`
+}
+
+// Digest sends one summary per cron schedule.
+type Digest struct {
+	Cron     string `yaml:"cron"`
+	Timezone string `yaml:"timezone"`
+}
+
+// FileConnector reads JSON and JSONL files.
+type FileConnector struct {
+	// Paths are glob patterns, relative to the config directory unless absolute. Required.
+	Paths []string `yaml:"paths"`
+	// Items is an expression over `doc` selecting the item list of a JSON
+	// file. Defaults to the document itself when it is an array, else [doc].
+	Items string `yaml:"items"`
+}
+
+// HTTPConnector GETs a JSON API.
+type HTTPConnector struct {
+	// URL is the first page. Required.
+	URL string `yaml:"url"`
+	// Headers are sent with every request; values may use ${ENV}.
+	Headers map[string]string `yaml:"headers"`
+	// Items is an expression over `body` (the decoded response) and
+	// `headers` selecting the list of items. Defaults to body.
+	Items string `yaml:"items"`
+	// Next is an expression returning the next page URL, or "" / nil at the end.
+	Next string `yaml:"next"`
+	// Pagination selects how further pages are found: next (the Next
+	// expression, default when it is set), link (RFC 5988 Link header),
+	// cursor (Cursor expression + CursorParam), page (PageParam), or none.
+	Pagination string `yaml:"pagination"`
+	// Cursor is an expression over body returning the next cursor value.
+	Cursor string `yaml:"cursor"`
+	// CursorParam is the query parameter that carries the cursor.
+	CursorParam string `yaml:"cursor_param"`
+	// PageParam is the query parameter that carries the page number.
+	PageParam string `yaml:"page_param"`
+	// MaxPages bounds one run. Defaults to 1000.
+	MaxPages int `yaml:"max_pages"`
+	// Since enables an incremental cursor: the query parameter that
+	// receives the last seen updated-at (minus Lookback).
+	Since string `yaml:"since"`
+	// Lookback is subtracted from the last seen updated-at. Defaults to 0.
+	Lookback time.Duration `yaml:"lookback"`
+	// Snapshot means every run returns the full set, so records missing
+	// from a complete run are recorded as deleted. Defaults to false.
+	Snapshot bool `yaml:"snapshot"`
+}
+
+// RSSConnector reads an RSS, Atom or JSON feed.
+type RSSConnector struct {
+	// URL of the feed. Required.
+	URL string `yaml:"url"`
+	// Headers are sent with every request.
+	Headers map[string]string `yaml:"headers"`
+}
+
+// GitHubConnector reads issues and pull requests of a repository.
+type GitHubConnector struct {
+	// Repo is owner/name. Required.
+	Repo string `yaml:"repo"`
+	// Token is a GitHub token, written as ${ENV_VAR}.
+	Token string `yaml:"token"`
+	// State is open, closed or all. Defaults to all.
+	State string `yaml:"state"`
+	// BaseURL is the API root. Defaults to https://api.github.com.
+	BaseURL string `yaml:"base_url"`
+	// Lookback is subtracted from the since cursor. Defaults to 1m.
+	Lookback time.Duration `yaml:"lookback"`
+}
+
+func lastSep(p string) int {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '.' || p[i] == '[' {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,337 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// GlobalFile and SourcesDir name the parts of a configuration directory.
+const (
+	GlobalFile = "lookout.yaml"
+	SourcesDir = "sources"
+)
+
+// Error is a configuration error located in a file.
+type Error struct {
+	// File is relative to the configuration directory.
+	File string
+	// Line is 1-based; 0 when the error concerns the whole file.
+	Line int
+	// Key is the dotted key path, e.g. rate_limit.per_second; may be empty.
+	Key string
+	// Msg says what is wrong.
+	Msg string
+}
+
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Key == "" {
+		return loc + ": " + e.Msg
+	}
+	return loc + ": " + e.Key + " " + e.Msg
+}
+
+// Errorf returns an *Error at the line of key in the source file. Connectors
+// and the evaluator use it so that problems found while building a source
+// point at the configuration that caused them.
+func (s *Source) Errorf(key, format string, args ...any) error {
+	return &Error{File: s.Path, Line: s.Line(key), Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Errorf returns an *Error at the line of key in lookout.yaml.
+func (g *Global) Errorf(key, format string, args ...any) error {
+	line := 0
+	if strings.HasPrefix(key, "sinks.") {
+		name, _, _ := strings.Cut(strings.TrimPrefix(key, "sinks."), ".")
+		if s := g.Sinks[name]; s != nil {
+			line = s.line
+		}
+	}
+	return &Error{File: cmp.Or(g.file, GlobalFile), Line: line, Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Load reads and validates the configuration directory dir. All problems
+// found are returned together, joined, each naming its file and line.
+func Load(dir string) (*Config, error) {
+	cfg := &Config{Dir: dir}
+	var errs []error
+
+	globalPath := filepath.Join(dir, GlobalFile)
+	data, err := os.ReadFile(globalPath)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		// lookout.yaml is optional; every global setting has a default.
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", globalPath, err)
+	default:
+		if _, err := decodeStrict(GlobalFile, data, &cfg.Global); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	cfg.Global.file = GlobalFile
+	errs = append(errs, cfg.Global.applyDefaults()...)
+
+	entries, err := os.ReadDir(filepath.Join(dir, SourcesDir))
+	if err != nil {
+		return nil, fmt.Errorf("read sources directory: %w", err)
+	}
+	byName := map[string]string{}
+	for _, e := range entries {
+		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+			continue
+		}
+		rel := filepath.Join(SourcesDir, e.Name())
+		data, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", rel, err)
+		}
+		src := &Source{Path: rel}
+		lines, err := decodeStrict(rel, data, src)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		src.lines = lines
+		sum := sha256.Sum256(data)
+		src.Hash = hex.EncodeToString(sum[:8])
+		if verrs := src.validate(&cfg.Global); len(verrs) > 0 {
+			errs = append(errs, verrs...)
+			continue
+		}
+		if prev, dup := byName[src.Name]; dup {
+			errs = append(errs, src.Errorf("name", "%q is already used by %s", src.Name, prev))
+			continue
+		}
+		byName[src.Name] = rel
+		cfg.Sources = append(cfg.Sources, src)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	sort.Slice(cfg.Sources, func(i, j int) bool { return cfg.Sources[i].Name < cfg.Sources[j].Name })
+	return cfg, nil
+}
+
+// decodeStrict decodes data into v, rejecting unknown keys, expanding
+// ${ENV} references in string values, and returning the line of every key
+// path it saw.
+func decodeStrict(file string, data []byte, v any) (map[string]int, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: file, Msg: "file is empty"}
+		}
+		return nil, yamlError(file, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, &Error{File: file, Msg: "file is empty"}
+	}
+	root := doc.Content[0]
+	lines := map[string]int{}
+	var errs []error
+	checkKeys(file, root, reflect.TypeOf(v).Elem(), "", lines, &errs)
+	expandEnv(file, root, "", &errs)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := root.Decode(v); err != nil {
+		return nil, yamlError(file, err)
+	}
+	return lines, nil
+}
+
+var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// yamlError turns yaml.v3's "line N: msg" errors into file:N: msg errors.
+func yamlError(file string, err error) error {
+	var te *yaml.TypeError
+	msgs := []string{err.Error()}
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	}
+	var errs []error
+	for _, m := range msgs {
+		if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
+			var line int
+			fmt.Sscanf(sm[1], "%d", &line)
+			errs = append(errs, &Error{File: file, Line: line, Msg: humanizeYAML(sm[2])})
+			continue
+		}
+		errs = append(errs, &Error{File: file, Msg: strings.TrimPrefix(m, "yaml: ")})
+	}
+	return errors.Join(errs...)
+}
+
+var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.+)$")
+
+func humanizeYAML(msg string) string {
+	if sm := unmarshalRE.FindStringSubmatch(msg); sm != nil {
+		return fmt.Sprintf("cannot use %s %q as %s", yamlKind(sm[1]), sm[2], goTypeName(sm[3]))
+	}
+	return msg
+}
+
+func yamlKind(tag string) string {
+	switch tag {
+	case "str":
+		return "string"
+	case "int", "float":
+		return "number"
+	case "bool":
+		return "boolean"
+	case "seq":
+		return "a list"
+	case "map":
+		return "a mapping"
+	}
+	return tag
+}
+
+func goTypeName(t string) string {
+	switch {
+	case t == "time.Duration":
+		return "a duration (e.g. 30s, 5m, 1h)"
+	case strings.HasPrefix(t, "int"):
+		return "an integer"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case t == "bool":
+		return "a boolean"
+	case t == "string":
+		return "a string"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	case t == "time.Time":
+		return "a time (RFC 3339, e.g. 2026-12-31T00:00:00Z)"
+	}
+	return "a mapping"
+}
+
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	timeType     = reflect.TypeOf(time.Time{})
+)
+
+// checkKeys walks node alongside type t, reporting keys that t does not
+// declare and recording the line of every key path.
+func checkKeys(file string, node *yaml.Node, t reflect.Type, path string, lines map[string]int, errs *[]error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if node.Kind == yaml.AliasNode {
+		node = node.Alias
+	}
+	switch {
+	case t == durationType || t == timeType:
+		return
+	case t.Kind() == reflect.Struct && node.Kind == yaml.MappingNode:
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			key, val := node.Content[i], node.Content[i+1]
+			p := joinPath(path, key.Value)
+			lines[p] = key.Line
+			f, ok := fields[key.Value]
+			if !ok {
+				known := make([]string, 0, len(fields))
+				for k := range fields {
+					known = append(known, k)
+				}
+				slices.Sort(known)
+				*errs = append(*errs, &Error{File: file, Line: key.Line, Key: p,
+					Msg: fmt.Sprintf("is not a known key (known: %s)", strings.Join(known, ", "))})
+				continue
+			}
+			checkKeys(file, val, f, p, lines, errs)
+		}
+	case t.Kind() == reflect.Map && node.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			key, val := node.Content[i], node.Content[i+1]
+			p := joinPath(path, key.Value)
+			lines[p] = key.Line
+			checkKeys(file, val, t.Elem(), p, lines, errs)
+		}
+	case t.Kind() == reflect.Slice && node.Kind == yaml.SequenceNode:
+		for i, el := range node.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			lines[p] = el.Line
+			checkKeys(file, el, t.Elem(), p, lines, errs)
+		}
+	}
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var envRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${NAME} in string scalars with the environment value.
+// An unset variable is an error: a silently empty token is worse.
+func expandEnv(file string, node *yaml.Node, path string, errs *[]error) {
+	switch node.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for i, c := range node.Content {
+			expandEnv(file, c, fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			expandEnv(file, node.Content[i+1], joinPath(path, node.Content[i].Value), errs)
+		}
+	case yaml.ScalarNode:
+		if !strings.Contains(node.Value, "${") {
+			return
+		}
+		node.Value = envRE.ReplaceAllStringFunc(node.Value, func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			v, ok := os.LookupEnv(name)
+			if !ok {
+				*errs = append(*errs, &Error{File: file, Line: node.Line, Key: path,
+					Msg: fmt.Sprintf("refers to ${%s}, which is not set in the environment", name)})
+			}
+			return v
+		})
+	}
+}

@@ -1,0 +1,183 @@
+// Package connectors defines how lookout reads external systems and keeps
+// the registry of connector types, in the manner of database/sql.Register.
+//
+// A connector turns one configured source into pages of raw items. It owns
+// the protocol (HTTP, files, feeds) and the cursor format; it does not touch
+// the database, normalize items or decide anything. The syncer drives it:
+// it commits each page in one transaction together with the cursor the page
+// carries, so a run that stops half-way resumes from the last committed page.
+package connectors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/config"
+)
+
+// Connector fetches the items of one source.
+//
+// Fetch reads the source starting from cursor (nil on the first run) and
+// calls emit once per page, in order. ctx bounds the whole run; connectors
+// check it between requests and pass it to every request. When emit returns
+// an error, Fetch stops and returns that error unchanged.
+//
+// Fetch returns the cursor to store after a complete run and whether the run
+// saw the complete set of items (a snapshot, so that records not seen are
+// deleted). Errors are wrapped with context; the sentinels below tell the
+// syncer what to do:
+//
+//   - ErrNotModified: the source answered "not modified"; nothing to write,
+//     the run succeeds.
+//   - ErrUnauthorized: credentials were refused (401/403); the source is
+//     disabled until an operator fixes the configuration.
+//   - *RetryLaterError: the upstream asked to wait (429/503, rate-limit
+//     headers); the run pauses and resumes from its cursor at RetryAt
+//     instead of failing.
+//   - *ItemError: one item is malformed; the run fails, naming the item.
+//
+// Any other error fails the run and counts towards the source's backoff.
+// A retry means calling Fetch again with the last committed cursor.
+type Connector interface {
+	Fetch(ctx context.Context, cursor json.RawMessage, emit EmitFunc) (Result, error)
+}
+
+// EmitFunc receives one page. The page's Cursor, when set, is stored in the
+// same transaction as its items.
+type EmitFunc func(ctx context.Context, page Page) error
+
+// Page is one batch of raw items.
+type Page struct {
+	// Items are decoded JSON values (see normalize.Decode), normally objects.
+	Items []Item
+	// Cursor is the resume point after this page, or nil to keep the last one.
+	Cursor json.RawMessage
+}
+
+// Item is one raw item with where it came from, for error messages.
+type Item struct {
+	Value any
+	Raw   json.RawMessage
+	// Loc is a human-readable origin: "items/a.jsonl:12", "https://…/page/2 [3]".
+	Loc string
+}
+
+// Result is the outcome of a complete Fetch.
+type Result struct {
+	// Cursor is stored after the run; nil keeps the last page's cursor.
+	Cursor json.RawMessage
+	// Complete is true when the run returned every item the source has, so
+	// records not seen in the run are recorded as deleted.
+	Complete bool
+	// Requests counts upstream requests made.
+	Requests int
+	// MinInterval is a lower bound on the next run the upstream asked for
+	// (feed ttl, X-Poll-Interval), or 0.
+	MinInterval time.Duration
+}
+
+// Sentinel errors; see Connector.
+var (
+	ErrNotModified  = errors.New("not modified")
+	ErrUnauthorized = errors.New("unauthorized")
+)
+
+// RetryLaterError says the upstream asked not to be called before RetryAt.
+type RetryLaterError struct {
+	RetryAt time.Time
+	Reason  string
+}
+
+func (e *RetryLaterError) Error() string {
+	return fmt.Sprintf("upstream asked to retry after %s: %s", e.RetryAt.UTC().Format(time.RFC3339), e.Reason)
+}
+
+// ItemError is a malformed item.
+type ItemError struct {
+	Loc string
+	Err error
+}
+
+func (e *ItemError) Error() string { return e.Loc + ": " + e.Err.Error() }
+func (e *ItemError) Unwrap() error { return e.Err }
+
+// Env is what a factory may use to build a connector.
+type Env struct {
+	// Dir is the configuration directory; relative paths resolve against it.
+	Dir string
+	// HTTP is the client for upstream requests. It applies the source's and
+	// the host's rate limits and honours Retry-After; connectors use it for
+	// every request.
+	HTTP *http.Client
+	// Logger is scoped to the source.
+	Logger *slog.Logger
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Factory builds a connector for src. Problems in the source's connector
+// block are returned as src.Errorf(key, ...) so that they name file and line.
+type Factory func(src *config.Source, env Env) (Connector, error)
+
+var (
+	mu        sync.RWMutex
+	factories = map[string]Factory{}
+)
+
+// Register makes a connector type available by name. It panics on an empty
+// name, a nil factory or a duplicate, like database/sql.Register; call it
+// from an init function.
+func Register(name string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if name == "" {
+		panic("connectors: Register with an empty name")
+	}
+	if f == nil {
+		panic("connectors: Register " + name + " with a nil factory")
+	}
+	if _, dup := factories[name]; dup {
+		panic("connectors: Register called twice for " + name)
+	}
+	factories[name] = f
+}
+
+// Names lists the registered connector types, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(factories))
+	for n := range factories {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// New builds the connector src names.
+func New(src *config.Source, env Env) (Connector, error) {
+	mu.RLock()
+	f := factories[src.Connector]
+	mu.RUnlock()
+	if f == nil {
+		return nil, src.Errorf("connector", "%q is not known (known: %s)", src.Connector, strings.Join(Names(), ", "))
+	}
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	if env.Logger == nil {
+		env.Logger = slog.Default()
+	}
+	if env.HTTP == nil {
+		env.HTTP = &http.Client{Timeout: src.Timeout}
+	}
+	return f(src, env)
+}

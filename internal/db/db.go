@@ -1,0 +1,184 @@
+// Package db opens lookout's PostgreSQL pool and applies its migrations.
+//
+// All tables live in the connection's current schema (search_path), so the
+// channel names used for LISTEN/NOTIFY are qualified with that schema: two
+// installations, or two tests, in one database never hear each other.
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/lookout-dev/lookout/migrations"
+)
+
+// URLFromEnv returns DATABASE_URL, or an error that tells the operator what
+// to set.
+func URLFromEnv() (string, error) {
+	u := os.Getenv("DATABASE_URL")
+	if u == "" {
+		return "", errors.New("DATABASE_URL is not set (for example postgres://user@localhost:5432/lookout)")
+	}
+	return u, nil
+}
+
+// Open connects a pool to databaseURL and checks that the server answers.
+func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "lookout"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redact(databaseURL), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to %s: %w", redact(databaseURL), err)
+	}
+	return pool, nil
+}
+
+// CurrentSchema returns the schema that unqualified table names resolve to.
+func CurrentSchema(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	var schema string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return "", fmt.Errorf("read current schema: %w", err)
+	}
+	return schema, nil
+}
+
+// ChangesChannel is the NOTIFY channel the syncer signals after committing
+// changes in schema. It is also computed in SQL as current_schema() || '.changes'.
+func ChangesChannel(schema string) string { return schema + ".changes" }
+
+// NotificationsChannel is the NOTIFY channel signalled when notifications
+// become due for delivery.
+func NotificationsChannel(schema string) string { return schema + ".notifications" }
+
+// Migrate applies every pending migration to the pool's current schema.
+// It returns the resulting version. A database left dirty by a failed
+// migration is refused with instructions instead of being touched.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) (uint, error) {
+	m, closeFn, err := newMigrator(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
+	defer closeFn()
+	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		var dirty migrate.ErrDirty
+		if errors.As(err, &dirty) {
+			return 0, fmt.Errorf("database schema is dirty at version %d (a migration failed half-way): fix the schema by hand, then run `migrate --force %d`: %w", dirty.Version, dirty.Version-1, err)
+		}
+		return 0, fmt.Errorf("apply migrations: %w", err)
+	}
+	v, _, err := m.Version()
+	if err != nil {
+		return 0, fmt.Errorf("read migration version: %w", err)
+	}
+	return v, nil
+}
+
+// MigrationStatus reports the applied version, whether it is dirty, and the
+// newest version embedded in this binary.
+func MigrationStatus(ctx context.Context, pool *pgxpool.Pool) (current uint, dirty bool, latest uint, err error) {
+	m, closeFn, err := newMigrator(ctx, pool)
+	if err != nil {
+		return 0, false, 0, err
+	}
+	defer closeFn()
+	current, dirty, err = m.Version()
+	if err != nil && !errors.Is(err, migrate.ErrNilVersion) {
+		return 0, false, 0, fmt.Errorf("read migration version: %w", err)
+	}
+	latest, err = LatestVersion()
+	return current, dirty, latest, err
+}
+
+// Force sets the recorded migration version without running anything; it is
+// the documented way out of a dirty state after a manual fix.
+func Force(ctx context.Context, pool *pgxpool.Pool, version int) error {
+	m, closeFn, err := newMigrator(ctx, pool)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	if err := m.Force(version); err != nil {
+		return fmt.Errorf("force migration version %d: %w", version, err)
+	}
+	return nil
+}
+
+// LatestVersion is the highest migration version embedded in the binary.
+func LatestVersion() (uint, error) {
+	src, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return 0, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	defer src.Close()
+	v, err := src.First()
+	if err != nil {
+		return 0, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	for {
+		next, err := src.Next(v)
+		if err != nil {
+			return v, nil
+		}
+		v = next
+	}
+}
+
+func newMigrator(ctx context.Context, pool *pgxpool.Pool) (*migrate.Migrate, func(), error) {
+	src, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return nil, nil, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	// golang-migrate wants a *sql.DB; give it one over a connection config
+	// equal to the pool's so that search_path and credentials match.
+	sqlDB := stdlib.OpenDB(*pool.Config().ConnConfig.Copy())
+	schema, err := CurrentSchema(ctx, pool)
+	if err != nil {
+		sqlDB.Close()
+		return nil, nil, err
+	}
+	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{
+		MigrationsTable: "schema_migrations",
+		SchemaName:      schema,
+	})
+	if err != nil {
+		sqlDB.Close()
+		return nil, nil, fmt.Errorf("open migration driver: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "pgx5", driver)
+	if err != nil {
+		sqlDB.Close()
+		return nil, nil, fmt.Errorf("create migrator: %w", err)
+	}
+	return m, func() { m.Close() }, nil
+}
+
+// redact removes the password from a database URL for error messages.
+func redact(databaseURL string) string {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return "the database"
+	}
+	return u.Redacted()
+}
+
+// Quote returns the identifier quoted for SQL.
+func Quote(ident string) string { return pgx.Identifier{ident}.Sanitize() }

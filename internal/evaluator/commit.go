@@ -1,0 +1,301 @@
+package evaluator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lookout-dev/lookout/internal/notify"
+)
+
+// DedupeKey is the notification dedupe key of a decision under the watch's
+// policy: source/record/watch/content-hash for "version" and a window,
+// source/record/watch for "record".
+func DedupeKey(policy, source, recordID, watchName, kind, hash string, version int) string {
+	base := source + "/" + recordID + "/" + watchName
+	if policy == "record" {
+		return base
+	}
+	if kind == "deleted" || hash == "" {
+		return fmt.Sprintf("%s/deleted-v%d", base, version)
+	}
+	return base + "/" + hash
+}
+
+// note is a notification row to insert.
+type note struct {
+	dec     int // index into decisions
+	key     string
+	sink    string
+	title   string
+	payload []byte
+}
+
+// commit writes the decisions of the changes this evaluator still owns and
+// marks those changes done, in one transaction. It returns the number of
+// changes completed and notifications created.
+func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decision) (int, int, error) {
+	ids := make([]int64, len(claimed))
+	for i, c := range claimed {
+		ids[i] = c.ID
+	}
+	var completed, created int
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		owned := map[int64]bool{}
+		rows, err := tx.Query(ctx, `
+			SELECT id FROM changes WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'
+			ORDER BY id FOR UPDATE`, ids, e.conf.Owner)
+		if err != nil {
+			return fmt.Errorf("check change leases: %w", err)
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			owned[id] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("check change leases: %w", err)
+		}
+		if len(owned) < len(ids) {
+			e.logger.Warn("lost lease on changes; another evaluator will evaluate them", "lost", len(ids)-len(owned))
+		}
+
+		now := time.Now().UTC()
+		var notes []note
+		for i := range decs {
+			d := &decs[i]
+			if !owned[d.change.ID] || d.verdict != "notify" {
+				continue
+			}
+			for _, sink := range d.watch.cfg.Notify {
+				notes = append(notes, e.buildNote(i, d, sink, now))
+			}
+		}
+		if err := e.suppressWindow(ctx, tx, decs, notes); err != nil {
+			return err
+		}
+		notified, err := insertNotes(ctx, tx, decs, notes)
+		if err != nil {
+			return err
+		}
+		created = notified
+
+		b := &pgx.Batch{}
+		var evChange []int64
+		var evSource, evRecord, evWatch, evHash, evStep, evDecision, evReason, evUrgency []string
+		var evMatched []bool
+		var evNote []*int64
+		for i := range decs {
+			d := &decs[i]
+			if !owned[d.change.ID] {
+				continue
+			}
+			evChange = append(evChange, d.change.ID)
+			evSource = append(evSource, d.change.Source)
+			evRecord = append(evRecord, d.change.RecordID)
+			evWatch = append(evWatch, d.watch.cfg.Name)
+			evHash = append(evHash, d.change.NewHash)
+			evStep = append(evStep, d.step)
+			evMatched = append(evMatched, d.matched)
+			evDecision = append(evDecision, d.verdict)
+			evReason = append(evReason, d.reason)
+			evUrgency = append(evUrgency, d.urgency)
+			evNote = append(evNote, d.noteID)
+		}
+		if len(evChange) > 0 {
+			b.Queue(`
+				INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched,
+				                         decision, reason, urgency, notification_id, evaluator)
+				SELECT u.change_id, u.source, u.record_id, u.watch, NULLIF(u.hash, ''), u.step, u.matched,
+				       u.decision, u.reason, u.urgency, u.note, $1
+				FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+				            $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[])
+				     AS u(change_id, source, record_id, watch, hash, step, matched, decision, reason, urgency, note)
+				ON CONFLICT (change_id, watch) DO NOTHING`,
+				e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote)
+		}
+		ownedIDs := make([]int64, 0, len(owned))
+		for id := range owned {
+			ownedIDs = append(ownedIDs, id)
+		}
+		b.Queue(`
+			UPDATE changes SET eval_status = 'done', evaluated_at = now(), eval_owner = NULL,
+			       eval_lease_expires_at = NULL, eval_error = NULL
+			WHERE id = ANY($1)`, ownedIDs)
+		if created > 0 {
+			b.Queue(`SELECT pg_notify(current_schema() || '.notifications', '')`)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write evaluations: %w", err)
+		}
+		completed = len(owned)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("commit %d changes: %w", len(claimed), err)
+	}
+	for i := range decs {
+		d := &decs[i]
+		if d.verdict == "notify" || d.verdict == "duplicate" {
+			e.logger.Info("decision", "source", d.change.Source, "change_id", d.change.ID, "record_id", d.change.RecordID,
+				"watch", d.watch.cfg.Name, "decision", d.verdict, "reason", d.reason, "dedupe_key", d.dedupeKey)
+		}
+	}
+	return completed, created, nil
+}
+
+func (e *Evaluator) buildNote(i int, d *decision, sink string, now time.Time) note {
+	c, w := d.change, d.watch.cfg
+	key := DedupeKey(w.Dedupe, c.Source, c.RecordID, w.Name, c.Kind, c.NewHash, c.Version)
+	d.dedupeKey = key
+	rec := notify.RecordFromFields(c.Record)
+	rec.ContentHash = c.NewHash
+	title := rec.Title
+	if title == "" {
+		title = c.RecordID
+	}
+	title = fmt.Sprintf("[%s] %s", w.Name, title)
+	p := notify.Payload{
+		DedupeKey: key, Watch: w.Name, Source: c.Source, Title: title,
+		Record:  rec,
+		Change:  notify.PayloadChange{ID: c.ID, Kind: c.Kind, Version: c.Version, ChangedFields: nonNil(c.ChangedFields)},
+		Urgency: d.urgency, Reason: d.reason, CreatedAt: now,
+	}
+	return note{dec: i, key: key, sink: sink, title: title, payload: p.Marshal()}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// suppressWindow marks notes of windowed watches as duplicates when the
+// record already notified that sink within the window.
+func (e *Evaluator) suppressWindow(ctx context.Context, tx pgx.Tx, decs []decision, notes []note) error {
+	for i := range notes {
+		n := &notes[i]
+		d := &decs[n.dec]
+		win := d.watch.cfg.DedupeWindow()
+		if win <= 0 {
+			continue
+		}
+		var recent *int64
+		err := tx.QueryRow(ctx, `
+			SELECT id FROM notifications
+			WHERE source = $1 AND record_id = $2 AND watch = $3 AND sink = $4 AND created_at > now() - $5::interval
+			ORDER BY created_at DESC LIMIT 1`, d.change.Source, d.change.RecordID, d.watch.cfg.Name, n.sink, win).Scan(&recent)
+		if err != nil && err != pgx.ErrNoRows {
+			return fmt.Errorf("check dedupe window: %w", err)
+		}
+		if recent != nil {
+			if _, err := tx.Exec(ctx, `UPDATE notifications SET duplicates_suppressed = duplicates_suppressed + 1 WHERE id = $1`, *recent); err != nil {
+				return fmt.Errorf("count suppressed duplicate: %w", err)
+			}
+			n.sink = "" // suppressed
+			d.suppressed++
+			if d.noteID == nil {
+				d.noteID = recent
+			}
+		}
+	}
+	return nil
+}
+
+// insertNotes inserts the notes; a conflicting dedupe key counts a
+// suppressed duplicate on the existing row instead. Decisions whose every
+// note was a duplicate become "duplicate".
+func insertNotes(ctx context.Context, tx pgx.Tx, decs []decision, notes []note) (int, error) {
+	var keys, sinks, sources, records, watchesCol, hashes, titles, urgencies, reasons, payloads []string
+	var changeIDs []int64
+	var idx []int
+	for i, n := range notes {
+		if n.sink == "" {
+			continue
+		}
+		d := &decs[n.dec]
+		idx = append(idx, i)
+		keys = append(keys, n.key)
+		sinks = append(sinks, n.sink)
+		sources = append(sources, d.change.Source)
+		records = append(records, d.change.RecordID)
+		watchesCol = append(watchesCol, d.watch.cfg.Name)
+		changeIDs = append(changeIDs, d.change.ID)
+		hashes = append(hashes, d.change.NewHash)
+		titles = append(titles, n.title)
+		urgencies = append(urgencies, d.urgency)
+		reasons = append(reasons, d.reason)
+		payloads = append(payloads, string(n.payload))
+	}
+	created := 0
+	if len(keys) > 0 {
+		rows, err := tx.Query(ctx, `
+			INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, change_id, content_hash,
+			                           title, urgency, reason, payload)
+			SELECT u.key, u.sink, u.source, u.record_id, u.watch, u.change_id, NULLIF(u.hash, ''),
+			       u.title, u.urgency, u.reason, u.payload::jsonb
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
+			            $8::text[], $9::text[], $10::text[], $11::text[])
+			     WITH ORDINALITY AS u(key, sink, source, record_id, watch, change_id, hash, title, urgency, reason, payload, ord)
+			ORDER BY u.ord
+			ON CONFLICT (dedupe_key, sink) DO UPDATE
+			    SET duplicates_suppressed = notifications.duplicates_suppressed + 1
+			RETURNING id, dedupe_key, sink, xmax = 0`,
+			keys, sinks, sources, records, watchesCol, changeIDs, hashes, titles, urgencies, reasons, payloads)
+		if err != nil {
+			return 0, fmt.Errorf("insert notifications: %w", err)
+		}
+		type ks struct{ key, sink string }
+		got := map[ks]struct {
+			id       int64
+			inserted bool
+		}{}
+		for rows.Next() {
+			var id int64
+			var k, s string
+			var inserted bool
+			if err := rows.Scan(&id, &k, &s, &inserted); err != nil {
+				rows.Close()
+				return 0, fmt.Errorf("insert notifications: %w", err)
+			}
+			got[ks{k, s}] = struct {
+				id       int64
+				inserted bool
+			}{id, inserted}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("insert notifications: %w", err)
+		}
+		for _, i := range idx {
+			n := notes[i]
+			d := &decs[n.dec]
+			r := got[ks{n.key, n.sink}]
+			id := r.id
+			if d.noteID == nil {
+				d.noteID = &id
+			}
+			if r.inserted {
+				created++
+				d.inserted++
+			} else {
+				d.suppressed++
+			}
+		}
+	}
+	for i := range decs {
+		d := &decs[i]
+		if d.verdict == "notify" && d.inserted == 0 && d.suppressed > 0 {
+			d.verdict, d.step = "duplicate", "dedupe"
+			d.reason += "; already notified (dedupe " + d.watch.cfg.Dedupe + ")"
+		}
+	}
+	return created, nil
+}

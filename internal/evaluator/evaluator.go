@@ -1,0 +1,279 @@
+// Package evaluator consumes the change log: it wakes on LISTEN (a wake-up
+// only) and on a slow timer, claims pending changes with FOR UPDATE SKIP
+// LOCKED and a lease, runs each watch of the change's source, and writes
+// one evaluations row per (change, watch) and the notifications those
+// decisions call for, in one transaction with marking the changes done.
+//
+// Changes of one record are evaluated in order: a change is claimable only
+// when no earlier change of the same record is still pending. Several
+// evaluators may run against one database; the lease fences out one whose
+// claim expired, and the UNIQUE dedupe key makes a repeated decision write
+// no second notification.
+package evaluator
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/changes"
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/service"
+)
+
+// Config are the evaluator's typed settings.
+type Config struct {
+	// Owner identifies this replica in leases. Defaults to hostname:pid.
+	Owner string
+	// Lease, BatchSize, CatchUpInterval, MaxAttempts: see config.Evaluator.
+	Lease           time.Duration
+	BatchSize       int
+	CatchUpInterval time.Duration
+	MaxAttempts     int
+	// OnBatch, when set, is called after each committed batch with the
+	// number of notifications it created (the delivery wake-up).
+	OnBatch func(notifications int)
+}
+
+// Evaluator evaluates changes against watches.
+type Evaluator struct {
+	pool     *pgxpool.Pool
+	cfg      *config.Config
+	conf     Config
+	logger   *slog.Logger
+	watches  map[string][]*watch
+	listener *changes.Listener
+	loop     service.Loop
+}
+
+// New compiles the watches of cfg. Expression errors name file and line.
+func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logger) (*Evaluator, error) {
+	if conf.Owner == "" {
+		host, _ := os.Hostname()
+		conf.Owner = fmt.Sprintf("%s:%d", cmp.Or(host, "evaluator"), os.Getpid())
+	}
+	g := cfg.Global.Evaluator
+	conf.Lease = cmp.Or(conf.Lease, g.Lease)
+	conf.BatchSize = cmp.Or(conf.BatchSize, g.BatchSize)
+	conf.CatchUpInterval = cmp.Or(conf.CatchUpInterval, g.CatchUpInterval)
+	conf.MaxAttempts = cmp.Or(conf.MaxAttempts, g.MaxAttempts)
+	e := &Evaluator{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "evaluator"), watches: map[string][]*watch{}}
+	var errs []error
+	for _, src := range cfg.Sources {
+		for i, wc := range src.Watches {
+			p, err := compileWhen(wc.When)
+			if err != nil {
+				errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].when", i), "%v", err))
+				continue
+			}
+			e.watches[src.Name] = append(e.watches[src.Name], &watch{cfg: wc, source: src.Name, when: p})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return e, nil
+}
+
+// Build checks that every watch of cfg compiles (the config check).
+func Build(cfg *config.Config) error {
+	_, err := New(nil, cfg, Config{Owner: "check"}, slog.New(slog.DiscardHandler))
+	return err
+}
+
+// Listening reports whether the LISTEN connection is up.
+func (e *Evaluator) Listening() bool { return e.listener != nil && e.listener.Connected() }
+
+// Start listens for changes and evaluates them in the background until Stop.
+func (e *Evaluator) Start(ctx context.Context) error {
+	schema, err := db.CurrentSchema(ctx, e.pool)
+	if err != nil {
+		return err
+	}
+	e.listener = changes.NewListener(e.pool, db.ChangesChannel(schema), e.logger)
+	if err := e.listener.Start(ctx); err != nil {
+		return err
+	}
+	return e.loop.Start(ctx, e.run)
+}
+
+// Stop stops evaluating and waits for the batch in progress.
+func (e *Evaluator) Stop() error {
+	err := e.loop.Stop()
+	if e.listener != nil {
+		e.listener.Stop()
+	}
+	return err
+}
+
+func (e *Evaluator) run(ctx context.Context) error {
+	e.logger.Info("evaluator started", "owner", e.conf.Owner, "catch_up_interval", e.conf.CatchUpInterval)
+	timer := time.NewTimer(e.conf.CatchUpInterval)
+	defer timer.Stop()
+	backoff := changes.Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.listener.Wake():
+		case <-timer.C:
+		}
+		if _, err := e.Drain(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			wait := backoff.Next()
+			e.logger.Error("evaluate changes", "error", err, "retry_in", wait)
+			if !changes.Sleep(ctx, wait) {
+				return nil
+			}
+			continue
+		}
+		backoff.Reset()
+		timer.Reset(e.conf.CatchUpInterval)
+	}
+}
+
+// Drain evaluates claimable changes batch by batch until none is left, and
+// returns how many it evaluated.
+func (e *Evaluator) Drain(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := e.Batch(ctx)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			return total, nil
+		}
+	}
+}
+
+// change is a claimed change row.
+type change struct {
+	ID            int64
+	Source        string
+	RecordID      string
+	Kind          string
+	Version       int
+	NewHash       string
+	ChangedFields []string
+	Record        map[string]any
+	Previous      map[string]any
+	Attempts      int
+}
+
+// Batch claims and evaluates one batch; it returns the number of changes
+// it completed.
+func (e *Evaluator) Batch(ctx context.Context) (int, error) {
+	claimed, err := e.claim(ctx)
+	if err != nil || len(claimed) == 0 {
+		return 0, err
+	}
+	res := e.evaluate(claimed)
+	n, notes, err := e.commit(ctx, claimed, res)
+	if err != nil {
+		return 0, err
+	}
+	if e.conf.OnBatch != nil {
+		e.conf.OnBatch(notes)
+	}
+	return n, nil
+}
+
+func (e *Evaluator) claim(ctx context.Context) ([]*change, error) {
+	rows, err := e.pool.Query(ctx, `
+		WITH c AS (
+		    SELECT ch.id FROM changes ch
+		    WHERE ch.eval_status = 'pending' AND ch.eval_next_at <= now()
+		      AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
+		      AND NOT EXISTS (
+		          SELECT 1 FROM changes p
+		          WHERE p.eval_status = 'pending' AND p.source = ch.source
+		            AND p.record_id = ch.record_id AND p.id < ch.id)
+		    ORDER BY ch.id
+		    LIMIT $1
+		    FOR UPDATE SKIP LOCKED
+		)
+		UPDATE changes SET eval_owner = $2, eval_lease_expires_at = now() + $3::interval,
+		       eval_attempts = eval_attempts + 1
+		FROM c WHERE changes.id = c.id
+		RETURNING changes.id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields,
+		          record, previous, eval_attempts`,
+		e.conf.BatchSize, e.conf.Owner, e.conf.Lease)
+	if err != nil {
+		return nil, fmt.Errorf("claim changes: %w", err)
+	}
+	defer rows.Close()
+	var out []*change
+	for rows.Next() {
+		c := &change{}
+		var rec, prev []byte
+		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts); err != nil {
+			return nil, fmt.Errorf("claim changes: %w", err)
+		}
+		if err := json.Unmarshal(rec, &c.Record); err != nil {
+			return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
+		}
+		if prev != nil {
+			if err := json.Unmarshal(prev, &c.Previous); err != nil {
+				return nil, fmt.Errorf("change %d: previous snapshot: %w", c.ID, err)
+			}
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim changes: %w", err)
+	}
+	return out, nil
+}
+
+// decision is the outcome of one (change, watch).
+type decision struct {
+	change  *change
+	watch   *watch
+	step    string // filter, cache, model, budget, error, dedupe
+	matched bool
+	verdict string // notify, skip, duplicate, hold, error
+	reason  string
+	urgency string
+
+	dedupeKey  string
+	noteID     *int64
+	inserted   int // notifications created
+	suppressed int // notifications suppressed as duplicates
+}
+
+func (e *Evaluator) evaluate(claimed []*change) []decision {
+	var out []decision
+	for _, c := range claimed {
+		ws := e.watches[c.Source]
+		if len(ws) == 0 {
+			continue
+		}
+		env := whenEnv(c)
+		for _, w := range ws {
+			d := decision{change: c, watch: w, step: "filter", urgency: w.cfg.Urgency}
+			ok, err := w.match(env)
+			switch {
+			case err != nil:
+				d.verdict, d.reason = "error", fmt.Sprintf("when %q: %v", w.cfg.When, err)
+			case !ok:
+				d.verdict, d.reason = "skip", fmt.Sprintf("when %q is false", w.cfg.When)
+			default:
+				d.matched, d.verdict, d.reason = true, "notify", fmt.Sprintf("when %q is true", w.cfg.When)
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}

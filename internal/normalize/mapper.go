@@ -1,0 +1,343 @@
+package normalize
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FieldExprs are mapping expressions over `item`, keyed by field name. An
+// empty expression takes the item's key of the same name.
+type FieldExprs struct {
+	ID, Title, Body, URL, Author, Status, Labels, CreatedAt, UpdatedAt string
+	// Extra maps extra keys to expressions. When nil, every item key that
+	// no standard field consumed becomes an extra key.
+	Extra map[string]string
+}
+
+// FieldError is a mapping problem in one item; Field names the normalized
+// field and RecordID the item when known.
+type FieldError struct {
+	RecordID string
+	Field    string
+	Err      error
+}
+
+func (e *FieldError) Error() string {
+	if e.RecordID == "" {
+		return fmt.Sprintf("item field %s: %v", e.Field, e.Err)
+	}
+	return fmt.Sprintf("record %q field %s: %v", e.RecordID, e.Field, e.Err)
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+var simpleKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ErrNoID is returned for an item whose id is missing or empty.
+var ErrNoID = errors.New("item has no id")
+
+// Mapper maps raw items to records.
+type Mapper struct {
+	std    [9]*Program // indexed like fieldNames
+	keys   [9]string   // item keys the fields consume
+	plain  [9]bool     // the expression is a plain item.key
+	extra  map[string]*Program
+	hasher *Hasher
+}
+
+// NewMapper compiles the field expressions. The returned error names the
+// field whose expression does not compile (as fields.<name>).
+func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
+	h, err := NewHasher(volatile)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mapper{hasher: h, keys: [9]string{"id", "title", "body", "url", "author", "status", "labels", "created_at", "updated_at"}}
+	exprs := [9]string{f.ID, f.Title, f.Body, f.URL, f.Author, f.Status, f.Labels, f.CreatedAt, f.UpdatedAt}
+	for i, src := range exprs {
+		if strings.TrimSpace(src) == "" {
+			continue
+		}
+		p, err := Compile(src, "item")
+		if err != nil {
+			return nil, fmt.Errorf("fields.%s: %w", fieldNames[i], err)
+		}
+		m.std[i] = p
+		// A plain `item.key` mapping consumes that key: it is not repeated in extra.
+		if k, ok := strings.CutPrefix(strings.TrimSpace(src), "item."); ok && simpleKey.MatchString(k) {
+			m.keys[i] = k
+			m.plain[i] = true
+		}
+	}
+	if f.Extra != nil {
+		m.extra = map[string]*Program{}
+		for k, src := range f.Extra {
+			p, err := Compile(src, "item")
+			if err != nil {
+				return nil, fmt.Errorf("fields.extra.%s: %w", k, err)
+			}
+			m.extra[k] = p
+		}
+	}
+	return m, nil
+}
+
+// Hasher returns the mapper's hasher.
+func (m *Mapper) Hasher() *Hasher { return m.hasher }
+
+// Map maps one decoded item (see Decode) to a hashed record. raw is kept as
+// the record's Raw; pass nil to marshal item.
+func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
+	var r Record
+	obj, _ := item.(map[string]any)
+	vals := [9]any{}
+	for i := range vals {
+		if p := m.std[i]; p != nil {
+			v, err := p.Run(item)
+			if err != nil {
+				return r, &FieldError{RecordID: r.ID, Field: fieldNames[i], Err: err}
+			}
+			vals[i] = v
+		} else if obj != nil {
+			vals[i] = obj[m.keys[i]]
+		}
+		if i == 0 {
+			id, err := idString(vals[0])
+			if err != nil {
+				return r, err
+			}
+			r.ID = id
+		}
+	}
+	var err error
+	str := func(i int) string {
+		s, e := stringValue(vals[i])
+		if e != nil && err == nil {
+			err = &FieldError{RecordID: r.ID, Field: fieldNames[i], Err: e}
+		}
+		return s
+	}
+	r.Title, r.Body, r.URL, r.Author, r.Status = str(1), str(2), str(3), str(4), str(5)
+	if err != nil {
+		return r, err
+	}
+	if r.Labels, err = labelsValue(vals[6]); err != nil {
+		return r, &FieldError{RecordID: r.ID, Field: "labels", Err: err}
+	}
+	if r.CreatedAt, err = timeOf(vals[7]); err != nil {
+		return r, &FieldError{RecordID: r.ID, Field: "created_at", Err: err}
+	}
+	if r.UpdatedAt, err = timeOf(vals[8]); err != nil {
+		return r, &FieldError{RecordID: r.ID, Field: "updated_at", Err: err}
+	}
+	switch {
+	case m.extra != nil:
+		r.Extra = make(map[string]any, len(m.extra))
+		for k, p := range m.extra {
+			v, err := p.Run(item)
+			if err != nil {
+				return r, &FieldError{RecordID: r.ID, Field: "extra." + k, Err: err}
+			}
+			r.Extra[k] = jsonValue(v)
+		}
+	case obj != nil:
+		r.Extra = make(map[string]any, len(obj))
+		for k, v := range obj {
+			if !m.consumed(k) {
+				r.Extra[k] = v
+			}
+		}
+	}
+	if raw == nil {
+		raw = Canonical(item)
+	}
+	r.Raw = raw
+	m.hasher.Hash(&r)
+	return r, nil
+}
+
+func (m *Mapper) consumed(key string) bool {
+	for i, k := range m.keys {
+		if k == key && (m.std[i] == nil || m.plain[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+func idString(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", ErrNoID
+	case string:
+		if strings.TrimSpace(x) == "" {
+			return "", ErrNoID
+		}
+		return x, nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case int:
+		return strconv.Itoa(x), nil
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return strconv.FormatInt(int64(x), 10), nil
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64), nil
+	case json.Number:
+		return x.String(), nil
+	}
+	return "", fmt.Errorf("%w: id must be a string or a number, got %T", ErrNoID, v)
+}
+
+func stringValue(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return x, nil
+	case int64, int, float64, bool, json.Number:
+		return fmt.Sprint(x), nil
+	}
+	return "", fmt.Errorf("want a string, got %T", v)
+}
+
+func labelsValue(v any) ([]string, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		if x == "" {
+			return nil, nil
+		}
+		return []string{x}, nil
+	case []string:
+		return x, nil
+	case []any:
+		out := make([]string, 0, len(x))
+		for _, el := range x {
+			switch e := el.(type) {
+			case string:
+				out = append(out, e)
+			case map[string]any:
+				// GitHub-style label objects: {"name": "bug", ...}
+				name, ok := e["name"].(string)
+				if !ok {
+					return nil, errors.New("label object has no string name")
+				}
+				out = append(out, name)
+			default:
+				s, err := stringValue(e)
+				if err != nil {
+					return nil, fmt.Errorf("label: %w", err)
+				}
+				out = append(out, s)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("want a list of strings, got %T", v)
+}
+
+var timeLayouts = []string{time.RFC3339Nano, time.RFC1123Z, time.RFC1123, "2006-01-02 15:04:05Z07:00", "2006-01-02 15:04:05", "2006-01-02T15:04:05", "2006-01-02"}
+
+func timeOf(v any) (*time.Time, error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case time.Time:
+		t := x.UTC()
+		return &t, nil
+	case *time.Time:
+		if x == nil {
+			return nil, nil
+		}
+		t := x.UTC()
+		return &t, nil
+	case string:
+		if x == "" {
+			return nil, nil
+		}
+		for _, l := range timeLayouts {
+			if t, err := time.Parse(l, x); err == nil {
+				t = t.UTC()
+				return &t, nil
+			}
+		}
+		return nil, fmt.Errorf("%q is not a time (want RFC 3339, e.g. 2026-01-02T15:04:05Z)", x)
+	case int64:
+		t := time.Unix(x, 0).UTC()
+		return &t, nil
+	case float64:
+		sec, frac := math.Modf(x)
+		t := time.Unix(int64(sec), int64(frac*1e9)).UTC()
+		return &t, nil
+	}
+	return nil, fmt.Errorf("want a time, got %T", v)
+}
+
+// jsonValue converts expression results to JSON-compatible values.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = jsonValue(e)
+		}
+		return out
+	case map[string]any:
+		out := maps.Clone(x)
+		for k, e := range out {
+			out[k] = jsonValue(e)
+		}
+		return out
+	}
+	return v
+}
+
+// Decode decodes one JSON value the way items are decoded everywhere:
+// integers as int64 (ids stay exact), other numbers as float64.
+func Decode(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	return Numbers(v), nil
+}
+
+// Numbers replaces json.Number values in v by int64 or float64.
+func Numbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i, e := range x {
+			x[i] = Numbers(e)
+		}
+	case map[string]any:
+		for k, e := range x {
+			x[k] = Numbers(e)
+		}
+	}
+	return v
+}

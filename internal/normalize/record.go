@@ -1,0 +1,199 @@
+// Package normalize turns raw items from connectors into normalized records
+// with a canonical-JSON SHA-256 content hash.
+//
+// A record's canonical form is a JSON object with the keys id, title, body,
+// url, author, status, labels, created_at, updated_at and extra, encoded
+// with sorted keys, times in RFC 3339 UTC and integers without exponent. The
+// content hash covers that form minus the volatile paths a source names, so
+// key order in the upstream payload never matters and a changing view
+// counter need not count as a change.
+package normalize
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Record is a normalized external item.
+type Record struct {
+	ID        string
+	Title     string
+	Body      string
+	URL       string
+	Author    string
+	Status    string
+	Labels    []string
+	CreatedAt *time.Time
+	UpdatedAt *time.Time
+	// Extra holds the remaining fields, JSON-compatible values only.
+	Extra map[string]any
+	// Raw is the item as received, kept for audit in records.raw.
+	Raw json.RawMessage
+	// Hash is the content hash (hex SHA-256) set by Hasher.Hash.
+	Hash string
+}
+
+// Fields returns the canonical field map: the record as evaluator
+// expressions and change snapshots see it.
+func (r *Record) Fields() map[string]any {
+	labels := r.Labels
+	if labels == nil {
+		labels = []string{}
+	}
+	extra := r.Extra
+	if extra == nil {
+		extra = map[string]any{}
+	}
+	return map[string]any{
+		"id":         r.ID,
+		"title":      r.Title,
+		"body":       r.Body,
+		"url":        r.URL,
+		"author":     r.Author,
+		"status":     r.Status,
+		"labels":     labels,
+		"created_at": timeValue(r.CreatedAt),
+		"updated_at": timeValue(r.UpdatedAt),
+		"extra":      extra,
+	}
+}
+
+func timeValue(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// Hasher computes content hashes, leaving out volatile paths.
+type Hasher struct {
+	volatile map[string]bool
+}
+
+// NewHasher returns a Hasher ignoring the given paths: top-level field names
+// (updated_at) or extra keys (extra.views).
+func NewHasher(volatile []string) (*Hasher, error) {
+	h := &Hasher{volatile: map[string]bool{}}
+	for _, p := range volatile {
+		top, sub, nested := strings.Cut(p, ".")
+		switch {
+		case !nested && slices.Contains(fieldNames, top):
+		case nested && top == "extra" && sub != "":
+		default:
+			return nil, fmt.Errorf("volatile path %q is not a record field (one of %s, or extra.<key>)", p, strings.Join(fieldNames, ", "))
+		}
+		h.volatile[p] = true
+	}
+	return h, nil
+}
+
+var fieldNames = []string{"id", "title", "body", "url", "author", "status", "labels", "created_at", "updated_at"}
+
+// Hash sets r.Hash and returns it.
+func (h *Hasher) Hash(r *Record) string {
+	r.Hash = h.hashFields(r.Fields())
+	return r.Hash
+}
+
+func (h *Hasher) hashFields(f map[string]any) string {
+	if len(h.volatile) > 0 {
+		f = maps.Clone(f)
+		extra, _ := f["extra"].(map[string]any)
+		if extra != nil {
+			extra = maps.Clone(extra)
+			f["extra"] = extra
+		}
+		for p := range h.volatile {
+			if sub, ok := strings.CutPrefix(p, "extra."); ok {
+				delete(extra, sub)
+			} else {
+				delete(f, p)
+			}
+		}
+	}
+	sum := sha256.Sum256(Canonical(f))
+	return hex.EncodeToString(sum[:])
+}
+
+// Canonical encodes v as canonical JSON: sorted keys, no HTML escaping, no
+// trailing newline.
+func Canonical(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Fields only holds JSON-compatible values; an error here is a bug.
+		panic(fmt.Sprintf("normalize: canonical encoding: %v", err))
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// ChangedFields lists the fields that differ between two canonical field
+// maps: top-level names, and extra.<key> for extra keys. Volatile paths of
+// h are left out. A nil old map means every non-empty field changed.
+func (h *Hasher) ChangedFields(old, new map[string]any) []string {
+	var out []string
+	for _, name := range fieldNames {
+		if h.volatile[name] {
+			continue
+		}
+		if !equalJSON(old[name], new[name]) {
+			out = append(out, name)
+		}
+	}
+	oe, _ := old["extra"].(map[string]any)
+	ne, _ := new["extra"].(map[string]any)
+	keys := map[string]bool{}
+	for k := range oe {
+		keys[k] = true
+	}
+	for k := range ne {
+		keys[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if h.volatile["extra."+k] {
+			continue
+		}
+		if !equalJSON(oe[k], ne[k]) {
+			out = append(out, "extra."+k)
+		}
+	}
+	return out
+}
+
+// equalJSON compares two values as their canonical JSON, so that a snapshot
+// read back from Postgres ([]any, float64) equals the freshly mapped value
+// ([]string, int64).
+func equalJSON(a, b any) bool {
+	if reflect.DeepEqual(a, b) {
+		return true
+	}
+	if isEmpty(a) && isEmpty(b) {
+		return true
+	}
+	return bytes.Equal(Canonical(a), Canonical(b))
+}
+
+func isEmpty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case []string:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
+}

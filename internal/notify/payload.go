@@ -1,0 +1,80 @@
+// Package notify delivers notifications from the outbox to sinks.
+//
+// The evaluator writes a notifications row in the same transaction as the
+// decision that caused it; the Deliverer claims due rows with FOR UPDATE
+// SKIP LOCKED and a lease, sends them, and records the outcome. Every
+// delivery carries the row's dedupe key, so a receiver recognises a repeat
+// after a crash between send and acknowledgement.
+package notify
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Payload is the JSON document a sink sends (the webhook body). Its fields
+// are a contract with receivers: extend, never rename.
+type Payload struct {
+	NotificationID int64         `json:"notification_id"`
+	DedupeKey      string        `json:"dedupe_key"`
+	Watch          string        `json:"watch"`
+	Source         string        `json:"source"`
+	Title          string        `json:"title"`
+	Body           string        `json:"body,omitempty"`
+	Record         PayloadRecord `json:"record"`
+	Change         PayloadChange `json:"change"`
+	Urgency        string        `json:"urgency"`
+	Reason         string        `json:"reason"`
+	Confidence     *float64      `json:"confidence,omitempty"`
+	CreatedAt      time.Time     `json:"created_at"`
+}
+
+// PayloadRecord is the record part of a payload.
+type PayloadRecord struct {
+	ID          string         `json:"id"`
+	Title       string         `json:"title,omitempty"`
+	URL         string         `json:"url,omitempty"`
+	Author      string         `json:"author,omitempty"`
+	Status      string         `json:"status,omitempty"`
+	Labels      []string       `json:"labels,omitempty"`
+	Body        string         `json:"body,omitempty"`
+	UpdatedAt   string         `json:"updated_at,omitempty"`
+	Extra       map[string]any `json:"extra,omitempty"`
+	ContentHash string         `json:"content_hash,omitempty"`
+}
+
+// PayloadChange is the change part of a payload.
+type PayloadChange struct {
+	ID            int64    `json:"id"`
+	Kind          string   `json:"kind"`
+	Version       int      `json:"version"`
+	ChangedFields []string `json:"changed_fields"`
+}
+
+// Marshal encodes p.
+func (p *Payload) Marshal() []byte {
+	b, _ := json.Marshal(p)
+	return b
+}
+
+// RecordFromFields builds the payload record from a canonical field map
+// (normalize.Record.Fields, or a change snapshot).
+func RecordFromFields(f map[string]any) PayloadRecord {
+	str := func(k string) string { s, _ := f[k].(string); return s }
+	r := PayloadRecord{ID: str("id"), Title: str("title"), URL: str("url"), Author: str("author"),
+		Status: str("status"), Body: str("body"), UpdatedAt: str("updated_at")}
+	switch l := f["labels"].(type) {
+	case []string:
+		r.Labels = l
+	case []any:
+		for _, v := range l {
+			if s, ok := v.(string); ok {
+				r.Labels = append(r.Labels, s)
+			}
+		}
+	}
+	if x, ok := f["extra"].(map[string]any); ok && len(x) > 0 {
+		r.Extra = x
+	}
+	return r
+}

@@ -1,0 +1,114 @@
+// Package pgtest gives tests a real PostgreSQL: a fresh, migrated schema per
+// test in the database named by TEST_DATABASE_URL (scripts/test.sh starts a
+// throwaway cluster and sets it). There is no mocked database.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/db"
+)
+
+// URL returns TEST_DATABASE_URL or fails the test with instructions.
+func URL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv("TEST_DATABASE_URL")
+	if u == "" {
+		t.Fatal("TEST_DATABASE_URL is not set: run the suite with `make test` (scripts/test.sh starts a throwaway PostgreSQL), or point it at a database you can create schemas in")
+	}
+	return u
+}
+
+var unsafe = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// Schema creates a fresh schema named after the test, migrates it, and
+// returns a URL whose connections use it as search_path. The schema is
+// dropped when the test ends.
+func Schema(t testing.TB) (schema, url string) {
+	t.Helper()
+	base := URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	name := strings.ToLower(t.Name())
+	name = unsafe.ReplaceAllString(name, "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	schema = fmt.Sprintf("t_%s_%s", name, hex.EncodeToString(b[:]))
+
+	admin, err := db.Open(ctx, base)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+db.Quote(schema)); err != nil {
+		t.Fatalf("pgtest: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin, err := db.Open(ctx, base)
+		if err != nil {
+			t.Errorf("pgtest: drop schema %s: %v", schema, err)
+			return
+		}
+		defer admin.Close()
+		if _, err := admin.Exec(ctx, "DROP SCHEMA "+db.Quote(schema)+" CASCADE"); err != nil {
+			t.Errorf("pgtest: drop schema %s: %v", schema, err)
+		}
+	})
+
+	url = WithSearchPath(base, schema)
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer pool.Close()
+	if _, err := db.Migrate(ctx, pool); err != nil {
+		t.Fatalf("pgtest: migrate %s: %v", schema, err)
+	}
+	return schema, url
+}
+
+// Pool returns a pool on a fresh migrated schema (see Schema), closed when
+// the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	_, url := Schema(t)
+	return PoolFor(t, url)
+}
+
+// PoolFor opens a pool on url, closed when the test ends.
+func PoolFor(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// WithSearchPath returns url with search_path set to schema.
+func WithSearchPath(url, schema string) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "search_path=" + schema
+}

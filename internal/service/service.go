@@ -1,0 +1,62 @@
+// Package service gives long-lived loops the Start/Stop lifecycle: Start
+// backgrounds the loop and returns, Stop cancels it and blocks until it
+// returned; Stop is idempotent and safe on a service that never started.
+package service
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// Loop runs fn in the background between Start and Stop.
+type Loop struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// Start runs fn(ctx) in a goroutine. It fails if the loop already runs.
+func (l *Loop) Start(ctx context.Context, fn func(ctx context.Context) error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done != nil {
+		return errors.New("service already started")
+	}
+	ctx, l.cancel = context.WithCancel(ctx)
+	l.done = make(chan struct{})
+	go func() {
+		defer close(l.done)
+		err := fn(ctx)
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+	}()
+	return nil
+}
+
+// Stop cancels the loop and waits for it; it returns the loop's error.
+func (l *Loop) Stop() error {
+	l.mu.Lock()
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	<-done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Done is closed when the loop returned (nil before Start).
+func (l *Loop) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done
+}

@@ -1,0 +1,6 @@
+DROP TABLE IF EXISTS notifications;
+DROP TABLE IF EXISTS evaluations;
+DROP TABLE IF EXISTS changes;
+DROP TABLE IF EXISTS records;
+DROP TABLE IF EXISTS sync_runs;
+DROP TABLE IF EXISTS sources;
