@@ -51,7 +51,8 @@ type Global struct {
 	// Log selects the log format and level.
 	Log Log `yaml:"log"`
 
-	file string
+	file  string
+	lines map[string]int
 }
 
 // Ollama configures the model server.
@@ -93,7 +94,6 @@ type Sink struct {
 	Command []string `yaml:"command"`
 
 	name string
-	line int
 }
 
 // Name is the sink's key in lookout.yaml.

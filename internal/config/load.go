@@ -59,11 +59,13 @@ func (s *Source) Errorf(key, format string, args ...any) error {
 // Errorf returns an *Error at the line of key in lookout.yaml.
 func (g *Global) Errorf(key, format string, args ...any) error {
 	line := 0
-	if strings.HasPrefix(key, "sinks.") {
-		name, _, _ := strings.Cut(strings.TrimPrefix(key, "sinks."), ".")
-		if s := g.Sinks[name]; s != nil {
-			line = s.line
+	for p := key; p != "" && line == 0; {
+		line = g.lines[p]
+		i := lastSep(p)
+		if i < 0 {
+			break
 		}
+		p = p[:i]
 	}
 	return &Error{File: cmp.Or(g.file, GlobalFile), Line: line, Key: key, Msg: fmt.Sprintf(format, args...)}
 }
@@ -82,9 +84,11 @@ func Load(dir string) (*Config, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", globalPath, err)
 	default:
-		if _, err := decodeStrict(GlobalFile, data, &cfg.Global); err != nil {
+		lines, err := decodeStrict(GlobalFile, data, &cfg.Global)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		cfg.Global.lines = lines
 	}
 	cfg.Global.file = GlobalFile
 	errs = append(errs, cfg.Global.applyDefaults()...)

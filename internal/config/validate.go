@@ -146,12 +146,14 @@ func (s *Source) validate(g *Global) []error {
 		bad("connector", "is required (one of %s)", strings.Join(Connectors, ", "))
 	case !slices.Contains(Connectors, s.Connector):
 		bad("connector", "%q is not known (known: %s)", s.Connector, strings.Join(Connectors, ", "))
-	case !blocks[s.Connector]:
-		bad(s.Connector, "block is required for connector %q", s.Connector)
-	}
-	for name, set := range blocks {
-		if set && name != s.Connector {
-			bad(name, "block is set but the connector is %q", s.Connector)
+	default:
+		if !blocks[s.Connector] {
+			bad("connector", "%q needs a %s: block", s.Connector, s.Connector)
+		}
+		for _, name := range Connectors {
+			if blocks[name] && name != s.Connector {
+				bad(name, "block is set but the connector is %q", s.Connector)
+			}
 		}
 	}
 

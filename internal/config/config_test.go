@@ -1,0 +1,178 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/config"
+)
+
+const validGlobal = `sinks:
+  log:
+    type: log
+  hook:
+    type: webhook
+    url: http://127.0.0.1:9/hook
+defaults:
+  every: 1m
+`
+
+const validSource = `name: tasks
+connector: file
+every: 30s
+rate_limit:
+  per_second: 2
+  burst: 3
+file:
+  paths: [data/*.jsonl]
+watches:
+  - name: urgent
+    when: record.status == "open"
+    notify: [log]
+`
+
+// writeDir writes a config directory with lookout.yaml and one source file.
+func writeDir(t *testing.T, global, source string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if global != "" {
+		if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(global), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if source != "" {
+		if err := os.WriteFile(filepath.Join(dir, "sources", "tasks.yaml"), []byte(source), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestLoadValid(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(writeDir(t, validGlobal, validSource))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if len(cfg.Sources) != 1 {
+		t.Fatalf("sources = %d, want 1", len(cfg.Sources))
+	}
+	s := cfg.Sources[0]
+	if s.Name != "tasks" || s.Every != 30*time.Second || s.RateLimit.PerSecond != 2 || s.RateLimit.Burst != 3 {
+		t.Errorf("source = %+v", s)
+	}
+	if *s.Jitter != 3*time.Second {
+		t.Errorf("jitter default = %v, want 10%% of every (3s)", *s.Jitter)
+	}
+	if s.Timeout != config.TimeoutDefault {
+		t.Errorf("timeout = %v, want default %v", s.Timeout, config.TimeoutDefault)
+	}
+	w := s.Watches[0]
+	if w.Dedupe != "version" || w.OnModelError != "hold" || w.Urgency != "medium" {
+		t.Errorf("watch defaults = %+v", w)
+	}
+	if s.Line("watches[0].when") != 11 {
+		t.Errorf("line of watches[0].when = %d, want 11", s.Line("watches[0].when"))
+	}
+	if s.Hash == "" {
+		t.Error("config hash is empty")
+	}
+}
+
+func TestLoadExamples(t *testing.T) {
+	t.Parallel()
+	if _, err := config.Load("../../examples/config"); err != nil {
+		t.Fatalf("the example configuration must load: %v", err)
+	}
+}
+
+func TestLoadEnvSecrets(t *testing.T) {
+	t.Setenv("LOOKOUT_TEST_SECRET", "s3cr3t")
+	global := strings.Replace(validGlobal, "url: http://127.0.0.1:9/hook", "url: http://127.0.0.1:9/hook\n    secret: ${LOOKOUT_TEST_SECRET}", 1)
+	cfg, err := config.Load(writeDir(t, global, validSource))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if got := cfg.Global.Sinks["hook"].Secret; got != "s3cr3t" {
+		t.Errorf("secret = %q, want the environment value", got)
+	}
+}
+
+// TestLoadErrors changes one thing of a valid configuration and checks the
+// exact error: file, line, key and what is wrong.
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	replace := func(old, new string) string {
+		if !strings.Contains(validSource, old) {
+			t.Fatalf("test bug: %q not in the valid source", old)
+		}
+		return strings.Replace(validSource, old, new, 1)
+	}
+	tests := []struct {
+		name, global, source, want string
+	}{
+		{"unknown key", validGlobal, replace("every: 30s", "evry: 30s"),
+			`sources/tasks.yaml:3: evry is not a known key (known: adaptive, connector, cron, every, fields, file, github, http, jitter, name, rate_limit, rss, stop, timeout, timezone, volatile, watches)`},
+		{"unknown nested key", validGlobal, replace("  burst: 3", "  brust: 3"),
+			`sources/tasks.yaml:6: rate_limit.brust is not a known key (known: burst, per_second)`},
+		{"unknown key in a watch", validGlobal, replace("    notify: [log]", "    notfy: [log]"),
+			`sources/tasks.yaml:12: watches[0].notfy is not a known key (known: ask, body, budget, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, when)`},
+		{"wrong type", validGlobal, replace("per_second: 2", "per_second: fast"),
+			`sources/tasks.yaml:5: cannot use string "fast" as a number`},
+		{"wrong duration", validGlobal, replace("every: 30s", "every: often"),
+			`sources/tasks.yaml:3: cannot use string "often" as a duration (e.g. 30s, 5m, 1h)`},
+		{"missing name", validGlobal, replace("name: tasks\n", ""),
+			`sources/tasks.yaml:1: name is required`},
+		{"missing connector", validGlobal, replace("connector: file\n", ""),
+			`sources/tasks.yaml:1: connector is required (one of file, github, http, rss)`},
+		{"unknown connector", validGlobal, replace("connector: file", "connector: imap"),
+			`sources/tasks.yaml:2: connector "imap" is not known (known: file, github, http, rss)`},
+		{"connector block missing", validGlobal, replace("connector: file", "connector: http"),
+			"sources/tasks.yaml:2: connector \"http\" needs a http: block\nsources/tasks.yaml:7: file block is set but the connector is \"http\""},
+		{"bad rate", validGlobal, replace("per_second: 2", "per_second: 0"),
+			`sources/tasks.yaml:5: rate_limit.per_second must be > 0`},
+		{"unknown sink", validGlobal, replace("notify: [log]", "notify: [pager]"),
+			`sources/tasks.yaml:12: watches[0].notify[0] names sink "pager", which lookout.yaml does not declare (declared: hook, log)`},
+		{"unset secret", validGlobal, replace("paths: [data/*.jsonl]", `paths: ["${LOOKOUT_TEST_UNSET_VAR}/*.jsonl"]`),
+			`sources/tasks.yaml:8: file.paths[0] refers to ${LOOKOUT_TEST_UNSET_VAR}, which is not set in the environment`},
+		{"bad dedupe", validGlobal, replace("    notify: [log]", "    notify: [log]\n    dedupe: sometimes"),
+			`sources/tasks.yaml:13: watches[0].dedupe must be version, record or a positive duration such as 1h, not "sometimes"`},
+		{"sink without type", "sinks:\n  pager: {url: http://x}\n", validSource,
+			"lookout.yaml:2: sinks.pager.type is required (one of command, email, log, slack, webhook)\nsources/tasks.yaml:12: watches[0].notify[0] names sink \"log\", which lookout.yaml does not declare (declared: pager)"},
+		{"yaml syntax", validGlobal, replace("watches:", "watches: ["),
+			`sources/tasks.yaml:9: did not find expected node content`},
+		{"empty file", validGlobal, " ",
+			`sources/tasks.yaml: file is empty`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.Load(writeDir(t, tt.global, tt.source))
+			if err == nil {
+				t.Fatalf("Load succeeded, want error %q", tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error:\n got: %s\nwant: %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDuplicateSourceNames(t *testing.T) {
+	t.Parallel()
+	dir := writeDir(t, validGlobal, validSource)
+	if err := os.WriteFile(filepath.Join(dir, "sources", "copy.yaml"), []byte(validSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(dir)
+	want := `sources/tasks.yaml:1: name "tasks" is already used by sources/copy.yaml`
+	if err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %s", err, want)
+	}
+}

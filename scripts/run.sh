@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run lookout locally: syncer and evaluator as two processes against one
+# PostgreSQL, on the offline example configuration.
+#
+#   scripts/run.sh [CONFIG_DIR]      (default examples/config)
+#
+# When DATABASE_URL is unset this script starts a throwaway PostgreSQL under
+# .data/pg (git-ignored) with scripts/pg.sh and stops it on exit; the binaries
+# themselves never start a database. Ctrl-C stops everything.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "$ROOT"
+CONFIG="${1:-examples/config}"
+
+started_pg=0
+pids=()
+cleanup() {
+	trap - EXIT INT TERM
+	for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	if [ "$started_pg" = 1 ]; then
+		echo "== stopping the throwaway PostgreSQL" >&2
+		scripts/pg.sh stop >&2 || true
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ -z "${DATABASE_URL:-}" ]; then
+	if ! scripts/pg.sh url >/dev/null 2>&1; then started_pg=1; fi
+	DATABASE_URL="$(scripts/pg.sh start)"
+	echo "== DATABASE_URL unset: started a throwaway PostgreSQL at $DATABASE_URL" >&2
+fi
+export DATABASE_URL
+
+echo "== building bin/syncer and bin/evaluator" >&2
+go build -o bin/ ./cmd/syncer ./cmd/evaluator
+
+bin/syncer --config "$CONFIG" check
+bin/syncer --config "$CONFIG" migrate
+
+cat >&2 <<MSG
+== running syncer and evaluator on $CONFIG (Ctrl-C stops both)
+   Try: edit a line of examples/data/tasks.jsonl, or drop a new .jsonl file
+   into examples/data/, and watch for msg=notification below.
+MSG
+bin/syncer --config "$CONFIG" run &
+pids+=($!)
+bin/evaluator --config "$CONFIG" run &
+pids+=($!)
+# Exit when either process exits (wait -n), or on Ctrl-C via the trap.
+wait -n "${pids[@]}"
