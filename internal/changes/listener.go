@@ -87,7 +87,9 @@ func (l *Listener) run(ctx context.Context) {
 	backoff := Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
 	for ctx.Err() == nil {
 		err := l.listen(ctx)
-		l.connected.Store(false)
+		if l.connected.Swap(false) {
+			backoff.Reset() // it had been up: start over from the shortest wait
+		}
 		if ctx.Err() != nil {
 			return
 		}

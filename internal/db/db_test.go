@@ -1,0 +1,54 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+)
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t) // migrated once already
+	ctx := context.Background()
+	v, err := db.Migrate(ctx, pool)
+	if err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	latest, err := db.LatestVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != latest {
+		t.Errorf("version = %d, want latest %d", v, latest)
+	}
+	cur, dirty, lat, err := db.MigrationStatus(ctx, pool)
+	if err != nil || cur != latest || dirty || lat != latest {
+		t.Errorf("status = %d dirty=%t latest=%d err=%v", cur, dirty, lat, err)
+	}
+}
+
+func TestDirtyDatabaseIsRefused(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `UPDATE schema_migrations SET dirty = true`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Migrate(ctx, pool)
+	if err == nil {
+		t.Fatal("Migrate on a dirty database succeeded")
+	}
+	latest, _ := db.LatestVersion()
+	want := "database schema is dirty at version"
+	if got := err.Error(); len(got) < len(want) || got[:len(want)] != want {
+		t.Errorf("error = %q, want it to start with %q and say how to fix it", got, want)
+	}
+	if err := db.Force(ctx, pool, int(latest)); err != nil {
+		t.Fatalf("Force: %v", err)
+	}
+	if _, err := db.Migrate(ctx, pool); err != nil {
+		t.Errorf("Migrate after Force: %v", err)
+	}
+}
