@@ -57,7 +57,7 @@ func Delete(ctx context.Context, tx pgx.Tx, source string, runID int64, ids []st
 	if err != nil {
 		return st, fmt.Errorf("tombstone records of %s: %w", source, err)
 	}
-	c := newColumns(len(ids))
+	c := newBatch(len(ids))
 	for rows.Next() {
 		var id, hash string
 		var version int
@@ -67,17 +67,13 @@ func Delete(ctx context.Context, tx pgx.Tx, source string, runID int64, ids []st
 		}
 		snap := string(normalize.Canonical(prev[id]))
 		h := hash
-		c.addChange(id, Deleted, version, &h, "", []string{}, snap, &snap)
+		c.addChange(source, runID, id, Deleted, version, &h, "", []string{}, snap, &snap)
 		st.Deleted++
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return st, fmt.Errorf("tombstone records of %s: %w", source, err)
 	}
-	for i := range c.cNewHashes {
-		c.cNewHashes[i] = ""
-	}
-	c.ids = nil
 	if st.Deleted == 0 {
 		return st, nil
 	}

@@ -9,8 +9,8 @@ package changes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -106,7 +106,7 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 	}
 
 	n := len(changed)
-	w := newColumns(n)
+	w := newBatch(n)
 	for _, i := range changed {
 		r := &recs[i]
 		s, existed := have[r.ID]
@@ -118,6 +118,10 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 			}
 		}
 		fields := r.Fields()
+		snapshot := r.Snapshot
+		if snapshot == nil {
+			snapshot = normalize.Canonical(fields)
+		}
 		var prevJSON *string
 		var changedFields []string
 		if prev, ok := previous[r.ID]; ok {
@@ -131,8 +135,8 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 		if existed {
 			oldHash = &s.hash
 		}
-		w.addRecord(r, version)
-		w.addChange(r.ID, kind, version, oldHash, r.Hash, changedFields, string(normalize.Canonical(fields)), prevJSON)
+		w.addRecord(source, runID, r, version, existed)
+		w.addChange(source, runID, r.ID, kind, version, oldHash, r.Hash, changedFields, string(snapshot), prevJSON)
 		if kind == Created {
 			st.Created++
 		} else {
@@ -205,77 +209,128 @@ func deref(s *string) string {
 	return *s
 }
 
-// columns accumulates the batch as column arrays for unnest.
-type columns struct {
-	// records
+// batch accumulates one transaction's writes. New records and every change
+// row go in with COPY (the fastest path into Postgres; changes is
+// append-only and a new record cannot conflict while the source's lease is
+// held); records that already exist are upserted from column arrays.
+type batch struct {
+	newRecords [][]any
+	changes    [][]any
+
+	// upserts of existing records, as columns for unnest
 	ids, hashes, titles, bodies, urls, authors, statuses, labels, extras, raws []string
-	created, updated                                                           []*time.Time
-	versions                                                                   []int32
-	// changes
-	cIDs, cKinds, cNewHashes, cFields, cRecords []string
-	cOldHashes, cPrevious                       []*string
-	cVersions                                   []int32
+	created, updated                                                       []*time.Time
+	versions                                                               []int32
 }
 
-func newColumns(n int) *columns {
-	mk := func() []string { return make([]string, 0, n) }
-	return &columns{
-		ids: mk(), hashes: mk(), titles: mk(), bodies: mk(), urls: mk(), authors: mk(), statuses: mk(), labels: mk(), extras: mk(), raws: mk(),
-		created: make([]*time.Time, 0, n), updated: make([]*time.Time, 0, n), versions: make([]int32, 0, n),
-		cIDs: mk(), cKinds: mk(), cNewHashes: mk(), cFields: mk(), cRecords: mk(),
-		cOldHashes: make([]*string, 0, n), cPrevious: make([]*string, 0, n), cVersions: make([]int32, 0, n),
-	}
+func newBatch(n int) *batch {
+	return &batch{changes: make([][]any, 0, n)}
 }
 
-func (c *columns) addRecord(r *normalize.Record, version int) {
-	labels := r.Labels
-	if labels == nil {
-		labels = []string{}
+func orNil(s string) any {
+	if s == "" {
+		return nil
 	}
-	extra := r.Extra
-	if extra == nil {
-		extra = map[string]any{}
-	}
-	raw := string(r.Raw)
-	if raw == "" || !json.Valid(r.Raw) {
-		raw = "null"
-	}
-	c.ids = append(c.ids, r.ID)
-	c.hashes = append(c.hashes, r.Hash)
-	c.titles = append(c.titles, r.Title)
-	c.bodies = append(c.bodies, r.Body)
-	c.urls = append(c.urls, r.URL)
-	c.authors = append(c.authors, r.Author)
-	c.statuses = append(c.statuses, r.Status)
-	c.labels = append(c.labels, string(normalize.Canonical(labels)))
-	c.extras = append(c.extras, string(normalize.Canonical(extra)))
-	c.raws = append(c.raws, raw)
-	c.created = append(c.created, r.CreatedAt)
-	c.updated = append(c.updated, r.UpdatedAt)
-	c.versions = append(c.versions, int32(version))
+	return s
 }
 
-func (c *columns) addChange(id, kind string, version int, oldHash *string, newHash string, fields []string, record string, previous *string) {
+// rawJSON is the item as received: connectors hand over raw JSON they
+// decoded, so it is valid.
+func rawJSON(r *normalize.Record) string {
+	if len(r.Raw) == 0 {
+		return "null"
+	}
+	return string(r.Raw)
+}
+
+func labelsOf(r *normalize.Record) []string {
+	if r.Labels == nil {
+		return []string{}
+	}
+	return r.Labels
+}
+
+func extraOf(r *normalize.Record) string {
+	if r.ExtraJSON != nil {
+		return string(r.ExtraJSON)
+	}
+	if r.Extra == nil {
+		return "{}"
+	}
+	return string(normalize.Canonical(r.Extra))
+}
+
+// addRecord stages r at version; existed says whether a row is stored.
+func (b *batch) addRecord(source string, runID int64, r *normalize.Record, version int, existed bool) {
+	if !existed {
+		b.newRecords = append(b.newRecords, []any{source, r.ID, int32(version), r.Hash, orNil(r.Title), orNil(r.Body),
+			orNil(r.URL), orNil(r.Author), orNil(r.Status), labelsOf(r), r.CreatedAt, r.UpdatedAt, extraOf(r), rawJSON(r), runID})
+		return
+	}
+	b.ids = append(b.ids, r.ID)
+	b.hashes = append(b.hashes, r.Hash)
+	b.titles = append(b.titles, r.Title)
+	b.bodies = append(b.bodies, r.Body)
+	b.urls = append(b.urls, r.URL)
+	b.authors = append(b.authors, r.Author)
+	b.statuses = append(b.statuses, r.Status)
+	b.labels = append(b.labels, arrayLiteral(labelsOf(r)))
+	b.extras = append(b.extras, extraOf(r))
+	b.raws = append(b.raws, rawJSON(r))
+	b.created = append(b.created, r.CreatedAt)
+	b.updated = append(b.updated, r.UpdatedAt)
+	b.versions = append(b.versions, int32(version))
+}
+
+func (b *batch) addChange(source string, runID int64, id, kind string, version int, oldHash *string, newHash string, fields []string, record string, previous *string) {
 	if fields == nil {
 		fields = []string{}
 	}
-	c.cIDs = append(c.cIDs, id)
-	c.cKinds = append(c.cKinds, kind)
-	c.cVersions = append(c.cVersions, int32(version))
-	c.cOldHashes = append(c.cOldHashes, oldHash)
-	c.cNewHashes = append(c.cNewHashes, newHash)
-	c.cFields = append(c.cFields, string(normalize.Canonical(fields)))
-	c.cRecords = append(c.cRecords, record)
-	c.cPrevious = append(c.cPrevious, previous)
+	var prev any
+	if previous != nil {
+		prev = *previous
+	}
+	var old any
+	if oldHash != nil {
+		old = *oldHash
+	}
+	b.changes = append(b.changes, []any{source, id, kind, int32(version), old, orNil(newHash), fields, record, prev, runID})
 }
+
+// arrayLiteral encodes a Postgres text[] literal.
+func arrayLiteral(ss []string) string {
+	var sb strings.Builder
+	sb.WriteByte('{')
+	for i, s := range ss {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteByte('"')
+		for _, c := range []byte(s) {
+			if c == '"' || c == '\\' {
+				sb.WriteByte('\\')
+			}
+			sb.WriteByte(c)
+		}
+		sb.WriteByte('"')
+	}
+	sb.WriteByte('}')
+	return sb.String()
+}
+
+var (
+	recordColumns = []string{"source", "record_id", "version", "content_hash", "title", "body", "url", "author",
+		"status", "labels", "external_created_at", "external_updated_at", "extra", "raw", "last_run_id"}
+	changeColumns = []string{"source", "record_id", "kind", "version", "old_hash", "new_hash", "changed_fields",
+		"record", "previous", "run_id"}
+)
 
 const upsertRecords = `
 INSERT INTO records AS r (source, record_id, version, content_hash, title, body, url, author, status,
                           labels, external_created_at, external_updated_at, extra, raw, last_run_id,
                           synced_at, deleted_at)
 SELECT $1, u.id, u.version, u.hash, NULLIF(u.title, ''), NULLIF(u.body, ''), NULLIF(u.url, ''),
-       NULLIF(u.author, ''), NULLIF(u.status, ''),
-       ARRAY(SELECT jsonb_array_elements_text(u.labels::jsonb)), u.created, u.updated,
+       NULLIF(u.author, ''), NULLIF(u.status, ''), u.labels::text[], u.created, u.updated,
        u.extra::jsonb, u.raw::jsonb, $2, now(), NULL
 FROM unnest($3::text[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
             $10::text[], $11::text[], $12::timestamptz[], $13::timestamptz[], $14::text[], $15::text[])
@@ -287,27 +342,28 @@ ON CONFLICT (source, record_id) DO UPDATE SET
     external_updated_at = excluded.external_updated_at, extra = excluded.extra, raw = excluded.raw,
     last_run_id = excluded.last_run_id, synced_at = excluded.synced_at, deleted_at = NULL`
 
-const insertChanges = `
-INSERT INTO changes (source, record_id, kind, version, old_hash, new_hash, changed_fields, record, previous, run_id)
-SELECT $1, c.id, c.kind, c.version, c.old_hash, NULLIF(c.new_hash, ''),
-       ARRAY(SELECT jsonb_array_elements_text(c.fields::jsonb)), c.record::jsonb, c.previous::jsonb, $2
-FROM unnest($3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-     AS c(id, kind, version, old_hash, new_hash, fields, record, previous)`
-
 // NotifySQL wakes the evaluators listening on '<schema>.changes'.
 const NotifySQL = `SELECT pg_notify(current_schema() || '.changes', $1)`
 
-func (c *columns) write(ctx context.Context, tx pgx.Tx, source string, runID int64) error {
-	b := &pgx.Batch{}
-	if len(c.ids) > 0 {
-		b.Queue(upsertRecords, source, runID, c.ids, c.versions, c.hashes, c.titles, c.bodies, c.urls,
-			c.authors, c.statuses, c.labels, c.created, c.updated, c.extras, c.raws)
+func (b *batch) write(ctx context.Context, tx pgx.Tx, source string, runID int64) error {
+	if len(b.newRecords) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"records"}, recordColumns, pgx.CopyFromRows(b.newRecords)); err != nil {
+			return fmt.Errorf("copy %d new records of %s: %w", len(b.newRecords), source, err)
+		}
 	}
-	b.Queue(insertChanges, source, runID, c.cIDs, c.cKinds, c.cVersions, c.cOldHashes, c.cNewHashes,
-		c.cFields, c.cRecords, c.cPrevious)
-	b.Queue(NotifySQL, source)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("write %d changes of %s: %w", len(c.cIDs), source, err)
+	if len(b.changes) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"changes"}, changeColumns, pgx.CopyFromRows(b.changes)); err != nil {
+			return fmt.Errorf("copy %d changes of %s: %w", len(b.changes), source, err)
+		}
+	}
+	q := &pgx.Batch{}
+	if len(b.ids) > 0 {
+		q.Queue(upsertRecords, source, runID, b.ids, b.versions, b.hashes, b.titles, b.bodies, b.urls,
+			b.authors, b.statuses, b.labels, b.created, b.updated, b.extras, b.raws)
+	}
+	q.Queue(NotifySQL, source)
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return fmt.Errorf("write %d changes of %s: %w", len(b.changes), source, err)
 	}
 	return nil
 }

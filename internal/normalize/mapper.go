@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	gojson "github.com/goccy/go-json"
 )
 
 // FieldExprs are mapping expressions over `item`, keyed by field name. An
@@ -307,9 +309,11 @@ func jsonValue(v any) any {
 }
 
 // Decode decodes one JSON value the way items are decoded everywhere:
-// integers as int64 (ids stay exact), other numbers as float64.
+// integers as int64 (ids stay exact), other numbers as float64. It uses
+// goccy/go-json, a drop-in encoding/json that decodes several times faster:
+// decoding upstream pages is the syncer's largest CPU cost.
 func Decode(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := gojson.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
@@ -330,6 +334,7 @@ func Numbers(v any) any {
 		}
 		f, _ := x.Float64()
 		return f
+
 	case []any:
 		for i, e := range x {
 			x[i] = Numbers(e)

@@ -10,8 +10,7 @@
 package normalize
 
 import (
-	"bytes"
-	"crypto/sha256"
+		"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -39,6 +38,11 @@ type Record struct {
 	Raw json.RawMessage
 	// Hash is the content hash (hex SHA-256) set by Hasher.Hash.
 	Hash string
+	// Snapshot is the canonical JSON of Fields and ExtraJSON that of Extra,
+	// both set by Hasher.Hash: what a change stores as the record's version,
+	// and records.extra.
+	Snapshot  []byte
+	ExtraJSON []byte
 }
 
 // Fields returns the canonical field map: the record as evaluator
@@ -99,12 +103,20 @@ var fieldNames = []string{"id", "title", "body", "url", "author", "status", "lab
 
 // Hash sets r.Hash and returns it.
 func (h *Hasher) Hash(r *Record) string {
-	r.Hash = h.hashFields(r.Fields())
+	f := r.Fields()
+	r.Snapshot = Canonical(f)
+	r.ExtraJSON = Canonical(f["extra"])
+	if len(h.volatile) == 0 {
+		sum := sha256.Sum256(r.Snapshot)
+		r.Hash = hex.EncodeToString(sum[:])
+	} else {
+		r.Hash = h.hashFields(f)
+	}
 	return r.Hash
 }
 
 func (h *Hasher) hashFields(f map[string]any) string {
-	if len(h.volatile) > 0 {
+	{
 		f = maps.Clone(f)
 		extra, _ := f["extra"].(map[string]any)
 		if extra != nil {
@@ -123,24 +135,25 @@ func (h *Hasher) hashFields(f map[string]any) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Canonical encodes v as canonical JSON: sorted keys, no HTML escaping, no
-// trailing newline.
-func Canonical(v any) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		// Fields only holds JSON-compatible values; an error here is a bug.
-		panic(fmt.Sprintf("normalize: canonical encoding: %v", err))
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
-
 // ChangedFields lists the fields that differ between two canonical field
 // maps: top-level names, and extra.<key> for extra keys. Volatile paths of
 // h are left out. A nil old map means every non-empty field changed.
 func (h *Hasher) ChangedFields(old, new map[string]any) []string {
 	var out []string
+	if old == nil {
+		for _, name := range fieldNames {
+			if !h.volatile[name] && !isEmpty(new[name]) {
+				out = append(out, name)
+			}
+		}
+		extra, _ := new["extra"].(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(extra)) {
+			if !h.volatile["extra."+k] {
+				out = append(out, "extra."+k)
+			}
+		}
+		return out
+	}
 	for _, name := range fieldNames {
 		if h.volatile[name] {
 			continue
@@ -179,7 +192,7 @@ func equalJSON(a, b any) bool {
 	if isEmpty(a) && isEmpty(b) {
 		return true
 	}
-	return bytes.Equal(Canonical(a), Canonical(b))
+	return string(Canonical(a)) == string(Canonical(b))
 }
 
 func isEmpty(v any) bool {

@@ -58,12 +58,41 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 	}
 }
 
-// fetch runs the connector and writes its pages.
+// fetch runs the connector and writes its pages. Mapping the next page
+// (connector I/O, JSON decoding, hashing: Go's core) overlaps with writing
+// the previous one (Postgres's core): a writer goroutine commits batches in
+// order, one transaction each, while emit maps the next page.
 func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 	var out outcome
-	var seen map[string]struct{}
-	var locs map[string]string
-	complete := true // whether every page was accepted, for tombstones
+	seen := map[string]struct{}{}
+	locs := map[string]string{}
+
+	type job struct {
+		recs   []normalize.Record
+		cursor json.RawMessage
+	}
+	jobs := make(chan job, 2)
+	var writeErr error
+	var written changes.Stats
+	writerDone := make(chan struct{})
+	wctx, cancelWriter := context.WithCancel(ctx)
+	defer cancelWriter()
+	go func() {
+		defer close(writerDone)
+		for j := range jobs {
+			if writeErr != nil {
+				continue // drain after a failure
+			}
+			st, err := s.writeBatch(wctx, c, j.recs, j.cursor)
+			if err != nil {
+				writeErr = err
+				cancelWriter()
+				continue
+			}
+			written.Add(st)
+		}
+	}()
+
 	emit := func(ctx context.Context, page connectors.Page) error {
 		out.pages++
 		recs := make([]normalize.Record, 0, len(page.Items))
@@ -82,29 +111,34 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 			pageLocs[r.ID] = it.Loc
 			recs = append(recs, r)
 		}
-		for i := 0; i < len(recs); i += s.conf.BatchSize {
-			batch := recs[i:min(i+s.conf.BatchSize, len(recs))]
-			var cur json.RawMessage
-			if i+s.conf.BatchSize >= len(recs) {
-				cur = page.Cursor
-			}
-			st, err := s.writeBatch(ctx, c, batch, cur)
-			if err != nil {
-				return err
-			}
-			out.stats.Add(st)
-		}
-		if seen == nil {
-			seen, locs = map[string]struct{}{}, map[string]string{}
-		}
 		for id, loc := range pageLocs {
 			seen[id] = struct{}{}
 			locs[id] = loc
 		}
+		for i := 0; i < len(recs) || (i == 0 && page.Cursor != nil); i += s.conf.BatchSize {
+			j := job{recs: recs[i:min(i+s.conf.BatchSize, len(recs))]}
+			if i+s.conf.BatchSize >= len(recs) {
+				j.cursor = page.Cursor
+			}
+			select {
+			case jobs <- j:
+			case <-wctx.Done():
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return errWriterFailed
+			}
+		}
 		return nil
 	}
 	res, err := src.conn.Fetch(ctx, c.cursor, emit)
+	close(jobs)
+	<-writerDone
+	out.stats.Add(written)
 	out.result = res
+	if writeErr != nil {
+		err = writeErr // the root cause; the connector only saw errWriterFailed
+	}
 	var retry *connectors.RetryLaterError
 	switch {
 	case err == nil:
@@ -123,7 +157,7 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 		out.status, out.err = "failed", err
 		return out
 	}
-	if res.Complete && complete {
+	if res.Complete {
 		st, err := s.tombstone(ctx, c, seen)
 		out.stats.Add(st)
 		if err != nil {
@@ -132,6 +166,10 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 	}
 	return out
 }
+
+// errWriterFailed stops the connector when a batch write failed; the
+// writer's own error is reported instead.
+var errWriterFailed = errors.New("batch write failed")
 
 // writeBatch commits one batch: the records and changes, the cursor, the
 // run's counters and the lease extension, all or nothing. The lease check

@@ -1,0 +1,164 @@
+package normalize
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Canonical encodes v as canonical JSON: object keys sorted bytewise, no
+// insignificant whitespace, no HTML escaping, integers in decimal, other
+// numbers in the shortest form that round-trips ('g' with exponent only for
+// very large or small values), strings with the minimal JSON escapes and
+// invalid UTF-8 replaced by U+FFFD. The content hash is SHA-256 of this
+// form, so it is part of the stored data's contract: changing it changes
+// every hash.
+//
+// Values other than nil, bool, string, integers, float64, []any, []string,
+// map[string]any and times are encoded through encoding/json first.
+func Canonical(v any) []byte {
+	return AppendCanonical(make([]byte, 0, 256), v)
+}
+
+// AppendCanonical appends the canonical encoding of v to b.
+func AppendCanonical(b []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...)
+	case bool:
+		return strconv.AppendBool(b, x)
+	case string:
+		return appendString(b, x)
+	case int:
+		return strconv.AppendInt(b, int64(x), 10)
+	case int64:
+		return strconv.AppendInt(b, x, 10)
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10)
+	case float64:
+		return appendFloat(b, x)
+	case time.Time:
+		return appendString(b, x.UTC().Format(time.RFC3339Nano))
+	case *time.Time:
+		if x == nil {
+			return append(b, "null"...)
+		}
+		return appendString(b, x.UTC().Format(time.RFC3339Nano))
+	case []string:
+		b = append(b, '[')
+		for i, s := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, s)
+		}
+		return append(b, ']')
+	case []any:
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendCanonical(b, e)
+		}
+		return append(b, ']')
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = AppendCanonical(b, x[k])
+		}
+		return append(b, '}')
+	}
+	// Other values (e.g. []int from an expression): through encoding/json
+	// and back, so that they take the canonical form of what they encode to.
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("normalize: canonical encoding of %T: %v", v, err))
+	}
+	back, err := Decode(data)
+	if err != nil {
+		panic(fmt.Sprintf("normalize: canonical encoding of %T: %v", v, err))
+	}
+	return AppendCanonical(b, back)
+}
+
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	if f == 0 {
+		return append(b, '0') // also -0
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e21 {
+		return strconv.AppendFloat(b, f, 'f', -1, 64)
+	}
+	abs := math.Abs(f)
+	if abs < 1e-6 || abs >= 1e21 {
+		return strconv.AppendFloat(b, f, 'e', -1, 64)
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
+}
+
+const hexDigits = "0123456789abcdef"
+
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, "\uFFFD"...) // the replacement character itself, as UTF-8
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
