@@ -219,8 +219,8 @@ type batch struct {
 
 	// upserts of existing records, as columns for unnest
 	ids, hashes, titles, bodies, urls, authors, statuses, labels, extras, raws []string
-	created, updated                                                       []*time.Time
-	versions                                                               []int32
+	created, updated                                                           []*time.Time
+	versions                                                                   []int32
 }
 
 func newBatch(n int) *batch {

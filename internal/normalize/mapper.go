@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"regexp"
@@ -316,13 +317,31 @@ func Decode(data []byte) (any, error) {
 	dec := gojson.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
+	err := dec.Decode(&v)
+	if err == nil && dec.More() {
+		err = errors.New("unexpected data after the JSON value")
 	}
-	if dec.More() {
-		return nil, errors.New("unexpected data after the JSON value")
+	if err != nil {
+		// Malformed input is rare: decode again with encoding/json for its
+		// precise error (a *json.SyntaxError with the offset of the problem).
+		return nil, decodeError(data, err)
 	}
 	return Numbers(v), nil
+}
+
+func decodeError(data []byte, fast error) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("unexpected data after the JSON value at offset %d", dec.InputOffset())
+	}
+	return fast
 }
 
 // Numbers replaces json.Number values in v by int64 or float64.

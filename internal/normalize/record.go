@@ -10,7 +10,7 @@
 package normalize
 
 import (
-		"crypto/sha256"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -247,7 +248,7 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 	sc := src.cfg
 	var errText *string
 	if out.err != nil {
-		e := out.err.Error()
+		e := cleanText(out.err.Error())
 		errText = &e
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -309,6 +310,12 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 		_, err = tx.Exec(ctx, `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2) WHERE id = $1`, c.runID, c.name)
 		return err
 	})
+}
+
+// cleanText makes an error message storable as Postgres text: valid UTF-8
+// without NUL bytes (upstream bodies end up in messages).
+func cleanText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\\x00")
 }
 
 func nullJSON(b json.RawMessage) any {
