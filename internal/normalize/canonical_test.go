@@ -58,3 +58,33 @@ func FuzzCanonicalRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// TestSnapshotIsCanonicalFields pins the hand-ordered snapshot writer to the
+// generic encoding of Record.Fields.
+func TestSnapshotIsCanonicalFields(t *testing.T) {
+	t.Parallel()
+	m, err := normalize.NewMapper(normalize.FieldExprs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range []string{
+		`{"id": "a"}`,
+		`{"id": 7, "title": "T \"q\"", "body": "b\n", "url": "u", "author": "x", "status": "s", "labels": ["l1", "l2"],
+		  "created_at": "2026-01-02T03:04:05.123Z", "updated_at": "2026-01-02T03:04:05Z", "z": {"b": 1, "a": [null]}}`,
+	} {
+		v, err := normalize.Decode([]byte(item))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.Map(v, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := string(normalize.Canonical(r.Fields())); string(r.Snapshot) != want {
+			t.Errorf("snapshot\n got %s\nwant %s", r.Snapshot, want)
+		}
+		if want := string(normalize.Canonical(r.Fields()["extra"])); string(r.ExtraJSON) != want {
+			t.Errorf("extra %s, want %s", r.ExtraJSON, want)
+		}
+	}
+}

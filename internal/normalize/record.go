@@ -103,16 +103,52 @@ var fieldNames = []string{"id", "title", "body", "url", "author", "status", "lab
 
 // Hash sets r.Hash and returns it.
 func (h *Hasher) Hash(r *Record) string {
-	f := r.Fields()
-	r.Snapshot = Canonical(f)
-	r.ExtraJSON = Canonical(f["extra"])
+	r.Snapshot, r.ExtraJSON = r.appendSnapshot(make([]byte, 0, 512))
 	if len(h.volatile) == 0 {
 		sum := sha256.Sum256(r.Snapshot)
 		r.Hash = hex.EncodeToString(sum[:])
 	} else {
-		r.Hash = h.hashFields(f)
+		r.Hash = h.hashFields(r.Fields())
 	}
 	return r.Hash
+}
+
+// appendSnapshot appends Canonical(r.Fields()) without building the map:
+// the keys in their sorted order. It returns the snapshot and the extra
+// object within it.
+func (r *Record) appendSnapshot(b []byte) (snapshot, extra []byte) {
+	str := func(key, v string) {
+		b = append(b, key...)
+		b = appendString(b, v)
+	}
+	tm := func(key string, t *time.Time) {
+		b = append(b, key...)
+		b = AppendCanonical(b, t)
+	}
+	str(`{"author":`, r.Author)
+	str(`,"body":`, r.Body)
+	tm(`,"created_at":`, r.CreatedAt)
+	b = append(b, `,"extra":`...)
+	start := len(b)
+	if r.Extra == nil {
+		b = append(b, "{}"...)
+	} else {
+		b = AppendCanonical(b, r.Extra)
+	}
+	end := len(b)
+	str(`,"id":`, r.ID)
+	b = append(b, `,"labels":`...)
+	if r.Labels == nil {
+		b = append(b, "[]"...)
+	} else {
+		b = AppendCanonical(b, r.Labels)
+	}
+	str(`,"status":`, r.Status)
+	str(`,"title":`, r.Title)
+	tm(`,"updated_at":`, r.UpdatedAt)
+	str(`,"url":`, r.URL)
+	b = append(b, '}')
+	return b, b[start:end:end]
 }
 
 func (h *Hasher) hashFields(f map[string]any) string {
