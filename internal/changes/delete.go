@@ -16,7 +16,7 @@ type Querier interface {
 
 // Missing returns the ids of live (not deleted) records of source that are
 // not in seen: the records a complete snapshot no longer contains.
-func Missing(ctx context.Context, q Querier, source string, seen map[string]struct{}) ([]string, error) {
+func Missing[V any](ctx context.Context, q Querier, source string, seen map[string]V) ([]string, error) {
 	rows, err := q.Query(ctx, `SELECT record_id FROM records WHERE source = $1 AND deleted_at IS NULL`, source)
 	if err != nil {
 		return nil, fmt.Errorf("list live records of %s: %w", source, err)

@@ -50,6 +50,15 @@ type Connector interface {
 	Fetch(ctx context.Context, cursor json.RawMessage, emit EmitFunc) (Result, error)
 }
 
+// Snapshotter is implemented by connectors whose every complete run
+// returns the full set of items (a file glob, an http endpoint configured
+// with snapshot: true). The syncer then remembers the ids a run sees, to
+// record deletions; for other connectors it keeps no per-run id set, so a
+// large incremental source costs no memory per record.
+type Snapshotter interface {
+	Snapshot() bool
+}
+
 // EmitFunc receives one page. The page's Cursor, when set, is stored in the
 // same transaction as its items.
 type EmitFunc func(ctx context.Context, page Page) error

@@ -65,8 +65,13 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 // order, one transaction each, while emit maps the next page.
 func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 	var out outcome
-	seen := map[string]struct{}{}
-	locs := map[string]string{}
+	// For snapshot sources, the ids seen in this run (with where, for
+	// duplicate errors) decide which records were deleted. Incremental
+	// sources check duplicates within a page only and keep nothing per run.
+	var seen map[string]string
+	if sn, ok := src.conn.(connectors.Snapshotter); ok && sn.Snapshot() {
+		seen = map[string]string{}
+	}
 
 	type job struct {
 		recs   []normalize.Record
@@ -106,15 +111,16 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 			if prev, dup := pageLocs[r.ID]; dup {
 				return &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
 			}
-			if prev, dup := locs[r.ID]; dup {
+			if prev, dup := seen[r.ID]; dup {
 				return &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
 			}
 			pageLocs[r.ID] = it.Loc
 			recs = append(recs, r)
 		}
-		for id, loc := range pageLocs {
-			seen[id] = struct{}{}
-			locs[id] = loc
+		if seen != nil {
+			for id, loc := range pageLocs {
+				seen[id] = loc
+			}
 		}
 		for i := 0; i < len(recs) || (i == 0 && page.Cursor != nil); i += s.conf.BatchSize {
 			j := job{recs: recs[i:min(i+s.conf.BatchSize, len(recs))]}
@@ -158,7 +164,7 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 		out.status, out.err = "failed", err
 		return out
 	}
-	if res.Complete {
+	if res.Complete && seen != nil {
 		st, err := s.tombstone(ctx, c, seen)
 		out.stats.Add(st)
 		if err != nil {
@@ -218,7 +224,7 @@ func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, c claim, st changes
 }
 
 // tombstone records deletions for records a complete run did not see.
-func (s *Syncer) tombstone(ctx context.Context, c claim, seen map[string]struct{}) (changes.Stats, error) {
+func (s *Syncer) tombstone(ctx context.Context, c claim, seen map[string]string) (changes.Stats, error) {
 	var total changes.Stats
 	missing, err := changes.Missing(ctx, s.pool, c.name, seen)
 	if err != nil {

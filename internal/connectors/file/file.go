@@ -65,6 +65,9 @@ func New(dir string, paths []string, items *normalize.Program) *Connector {
 	return &Connector{dir: dir, paths: paths, items: items}
 }
 
+// Snapshot reports true: every run reads the complete set of files.
+func (c *Connector) Snapshot() bool { return true }
+
 // Fetch reads every matching file. All files are parsed before the first
 // page is emitted, so a malformed file fails the run before anything is
 // written.

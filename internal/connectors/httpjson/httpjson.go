@@ -106,6 +106,9 @@ type pageEnv struct {
 	url     string
 }
 
+// Snapshot reports whether the endpoint returns the full set every run.
+func (c *Connector) Snapshot() bool { return c.snapshot }
+
 // cursor is the stored state: validators of the first page.
 type cursor struct {
 	ETag         string `json:"etag,omitempty"`
