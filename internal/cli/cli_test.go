@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "github.com/lookout-dev/lookout/internal/connectors/file"
+	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
+)
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), "syncer", "test", []Command{CheckCommand(BuildAll), MigrateCommand()}, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCheckExampleConfig(t *testing.T) {
+	code, out, stderr := runCLI(t, "--config", "../../examples/config", "check")
+	if code != 0 {
+		t.Fatalf("check of the example exited %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "is valid: 1 sources, 2 watches, 1 sinks") {
+		t.Errorf("output = %q", out)
+	}
+}
+
+func TestCheckBadConfigExitsNonZero(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "name: x\nconnector: file\nfile: {paths: [a.jsonl]}\nfields:\n  title: item.title +\nwatches:\n  - name: w\n    when: record.title ==\n"
+	if err := os.WriteFile(filepath.Join(dir, "sources", "x.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "--config", dir, "check")
+	if code != 1 {
+		t.Errorf("exit code = %d, want 1", code)
+	}
+	for _, want := range []string{
+		`sources/x.yaml:5: fields.title expression "item.title +": unexpected token EOF`,
+		`sources/x.yaml:8: watches[0].when expression "record.title ==": unexpected token EOF`,
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	if code, _, stderr := runCLI(t, "frobnicate"); code != 2 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(t); code != 2 || !strings.Contains(stderr, "Commands:") {
+		t.Errorf("no command: exit %d, %q", code, stderr)
+	}
+}
