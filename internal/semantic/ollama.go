@@ -140,6 +140,16 @@ func (c *Client) report(down bool, err error) {
 	c.logger.Warn("model server failed; failing fast", "host", c.host, "error", err, "retry_in", wait)
 }
 
+// ResetBreaker forgets earlier failures, so that the next request goes to
+// the server at once (tests; an operator's explicit retry).
+func (c *Client) ResetBreaker() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.backoff.Reset()
+	c.openTil = time.Time{}
+	c.lastErr = nil
+}
+
 // Digest returns the digest the server reports for model in /api/tags,
 // cached for the TTL. When the server cannot be asked, a digest read
 // earlier is returned with no error (a cached verdict for it is still
