@@ -147,8 +147,8 @@ sinks:
 
 	type call struct {
 		record, digest, outcome, errText, output string
-		promptTokens, outputTokens                 int
-		latency                                    float64
+		promptTokens, outputTokens               int
+		latency                                  float64
 	}
 	calls := func() []call {
 		rows, err := h.pool.Query(h.ctx, `SELECT record_id, model_digest, outcome, coalesce(error, ''), coalesce(output::text, ''),
