@@ -15,6 +15,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/cli"
+	// The config check builds sources too: register the connectors as the
+	// syncer does.
+	_ "github.com/lookout-dev/lookout/internal/connectors/file"
+	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/notify"
 )

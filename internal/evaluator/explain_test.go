@@ -139,7 +139,7 @@ watches:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Changes != 3 || len(rep.Rows) != 3 || rep.Unknown != 3 || rep.Calls != 0 || h.fake.Chats() != calls {
+	if rep.Changes != 3 || len(rep.Rows) != 3 || rep.Unknown != 3 || rep.Differ != 0 || rep.Calls != 0 || h.fake.Chats() != calls {
 		t.Fatalf("no-model replay: %+v", rep)
 	}
 

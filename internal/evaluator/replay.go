@@ -41,7 +41,8 @@ type ReplayRow struct {
 	// limit reached).
 	New, NewStep string
 	Reason       string
-	// Differs compares Old and New, counting a duplicate as a notify.
+	// Differs compares Old and New, counting a duplicate as a notify; an
+	// unknown New differs from nothing.
 	Differs bool
 }
 
@@ -142,7 +143,7 @@ func (e *Evaluator) Replay(ctx context.Context, q ReplayQuery) (*ReplayReport, e
 		if oldNorm == "duplicate" {
 			oldNorm = "notify"
 		}
-		row.Differs = oldNorm != row.New
+		row.Differs = oldNorm != row.New && row.New != "unknown"
 		if row.Differs {
 			rep.Differ++
 		}
@@ -222,7 +223,7 @@ func (e *Evaluator) recordedDecisions(ctx context.Context, claimed []*change) (m
 }
 
 // WriteReplay prints a replay report: a summary, then the rows whose
-// decision would change (every row when all is set).
+// decision would change or is unknown (every row when all is set).
 func WriteReplay(w io.Writer, r *ReplayReport, all bool) error {
 	q := r.Query
 	scope := "all watches"
@@ -244,7 +245,7 @@ func WriteReplay(w io.Writer, r *ReplayReport, all bool) error {
 	fmt.Fprintln(w, "nothing was written to evaluations or notifications, nothing was delivered")
 	var shown []ReplayRow
 	for _, row := range r.Rows {
-		if all || row.Differs {
+		if all || row.Differs || row.New == "unknown" {
 			shown = append(shown, row)
 		}
 	}
