@@ -400,3 +400,55 @@ func TestSemanticFigures(t *testing.T) {
 		t.Errorf("re-sync: evaluated %d, calls %d, hits %d; want %d, 0, %d", evaluated, newCalls, hits, n, n/10)
 	}
 }
+
+func TestReportsShowModelDriftAndCost(t *testing.T) {
+	t.Parallel()
+	global := strings.Replace(baseGlobal, "model: llama3.2", "model: llama3.2\n  digest_ttl: 1ns", 1)
+	h := newHarness(t, global, map[string]string{"tasks.yaml": tasksSource})
+	h.sync("tasks", rec("T-1", "URGENT one", "open"), rec("T-2", "two", "open"))
+	h.drain()
+	// The model is updated on the server: same name, new weights.
+	const digest2 = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	h.fake.SetDigest("llama3.2:latest", digest2)
+	h.fake.SetAnswer(func(*api.ChatRequest) ollamatest.Answer {
+		return ollamatest.Answer{Content: ollamatest.Verdict(true, "high", "Everything is urgent now.", 1), PromptTokens: 900, OutputTokens: 100}
+	})
+	h.sync("tasks", rec("T-3", "three", "open"), rec("T-4", "four", "open"))
+	h.drain()
+
+	rows, err := h.pool.Query(h.ctx, `
+		SELECT model_digest, evaluations, judged, notify, skip, notify_rate::float8, avg_confidence::float8
+		FROM report_model_drift WHERE watch = 'urgent' ORDER BY first_seen`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type drift struct {
+		digest                      string
+		evals, judged, notify, skip int
+		notifyRate, avgConfidence   float64
+	}
+	var got []drift
+	for rows.Next() {
+		var d drift
+		if err := rows.Scan(&d.digest, &d.evals, &d.judged, &d.notify, &d.skip, &d.notifyRate, &d.avgConfidence); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, d)
+	}
+	want := []drift{{testDigest, 2, 2, 1, 1, 0.5, 0.85}, {digest2, 2, 2, 2, 0, 1, 1}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("report_model_drift:\n got %+v\nwant %+v", got, want)
+	}
+
+	var top string
+	var total int
+	if err := h.pool.QueryRow(h.ctx, `SELECT record_id, total_tokens FROM report_expensive_evaluations ORDER BY total_tokens DESC, record_id LIMIT 1`).Scan(&top, &total); err != nil {
+		t.Fatal(err)
+	}
+	if top != "T-3" || total != 1000 {
+		t.Errorf("most expensive: %s with %d tokens", top, total)
+	}
+	if n := h.count(`SELECT sum(calls)::int FROM report_model_usage WHERE watch = 'urgent' AND purpose = 'evaluate'`); n != 4 {
+		t.Errorf("report_model_usage calls = %d, want 4", n)
+	}
+}
