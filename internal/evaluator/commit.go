@@ -202,7 +202,7 @@ func (e *Evaluator) buildNote(i int, d *decision, sink string, now time.Time) no
 		DedupeKey: key, Watch: w.Name, Source: c.Source, Title: title,
 		Record:  rec,
 		Change:  notify.PayloadChange{ID: c.ID, Kind: c.Kind, Version: c.Version, ChangedFields: nonNil(c.ChangedFields)},
-		Urgency: d.urgency, Reason: d.reason, CreatedAt: now,
+		Urgency: d.urgency, Reason: d.reason, Confidence: d.confidence, CreatedAt: now,
 	}
 	return note{dec: i, key: key, sink: sink, title: title, payload: p.Marshal()}
 }

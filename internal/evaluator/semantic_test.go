@@ -78,6 +78,9 @@ func TestModelIsAskedOnlyForFilterMatches(t *testing.T) {
 	if urgency != "high" || reason != "The record is marked urgent." {
 		t.Errorf("notification urgency %q reason %q", urgency, reason)
 	}
+	if n := h.count(`SELECT count(*) FROM notifications WHERE record_id = 'T-1' AND (payload->>'confidence')::float8 = 0.9`); n != 1 {
+		t.Errorf("payload confidence missing")
+	}
 	// The prompt holds the ask, the examples and the record, not the volatile field.
 	req := h.fake.Requests()[0]
 	if !strings.Contains(req.Messages[0].Content, "Is this task urgent for the on-call engineer?") ||
