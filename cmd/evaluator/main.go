@@ -6,12 +6,19 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/cli"
+	// The config check builds sources too: register the connectors as the
+	// syncer does.
+	_ "github.com/lookout-dev/lookout/internal/connectors/file"
+	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/notify"
 )
@@ -20,6 +27,8 @@ func main() {
 	os.Exit(cli.Main("evaluator", "evaluate changes and deliver notifications", []cli.Command{
 		{Name: "run", Summary: "run the evaluator and delivery daemon until SIGINT/SIGTERM", Run: runDaemon},
 		{Name: "once", Summary: "evaluate pending changes and deliver due notifications, then exit", Run: runOnce},
+		{Name: "explain", Summary: "print the decision trail of a change (--change ID) or of a record's changes (SOURCE RECORD_ID)", Run: runExplain},
+		{Name: "replay", Summary: "re-evaluate stored changes against the current watches and print how decisions would differ; delivers nothing", Run: runReplay},
 		cli.MigrateCommand(),
 		cli.CheckCommand(cli.BuildAll),
 	}))
@@ -94,4 +103,113 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 	d, err := p.del.DeliverDue(ctx)
 	fmt.Fprintf(env.Stdout, "evaluated %d change(s), attempted %d deliverie(s)\n", n, d)
 	return err
+}
+
+func runExplain(ctx context.Context, env *cli.Env) error {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	changeID := fs.Int64("change", 0, "explain the change with this `id`")
+	limit := fs.Int("limit", 10, "with SOURCE RECORD_ID: show the newest `n` changes of the record")
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "Usage: evaluator explain --change ID\n       evaluator explain [--limit N] SOURCE RECORD_ID\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(env.Args); err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	q := evaluator.ExplainQuery{ChangeID: *changeID, Limit: *limit}
+	switch {
+	case *changeID != 0 && fs.NArg() == 0:
+	case *changeID == 0 && fs.NArg() == 1:
+		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		if err != nil {
+			return &cli.UsageError{Msg: fmt.Sprintf("want --change ID or SOURCE RECORD_ID, not %q", fs.Arg(0))}
+		}
+		q.ChangeID = id
+	case *changeID == 0 && fs.NArg() == 2:
+		q.Source, q.RecordID = fs.Arg(0), fs.Arg(1)
+	default:
+		return &cli.UsageError{Msg: "want --change ID, or SOURCE RECORD_ID"}
+	}
+	cfg, err := env.Load()
+	if err != nil {
+		return err
+	}
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	trails, err := evaluator.Explain(ctx, pool, cfg, q)
+	if err != nil {
+		return err
+	}
+	evaluator.WriteTrails(env.Stdout, trails)
+	return nil
+}
+
+func runReplay(ctx context.Context, env *cli.Env) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	since := fs.String("since", "24h", "replay changes created since this `time` (RFC 3339, or a duration back from now such as 24h)")
+	until := fs.String("until", "", "and before this `time` (RFC 3339 or a duration back from now); default now")
+	source := fs.String("source", "", "only changes of this `source`")
+	watch := fs.String("watch", "", "only this `watch` (the one you are testing)")
+	noModel := fs.Bool("no-model", false, "do not call the model: use cached verdicts only (others show as unknown)")
+	maxCalls := fs.Int("max-calls", 100, "call the model at most `n` times (0: no limit)")
+	all := fs.Bool("all", false, "print every decision, not only those that would change")
+	if err := fs.Parse(env.Args); err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	now := time.Now()
+	q := evaluator.ReplayQuery{Source: *source, Watch: *watch, NoModel: *noModel, MaxCalls: *maxCalls}
+	if *maxCalls == 0 {
+		q.MaxCalls = -1
+	}
+	var err error
+	if q.Since, err = parseTime(*since, now); err != nil {
+		return &cli.UsageError{Msg: "--since: " + err.Error()}
+	}
+	if *until != "" {
+		if q.Until, err = parseTime(*until, now); err != nil {
+			return &cli.UsageError{Msg: "--until: " + err.Error()}
+		}
+	}
+	cfg, err := env.Load()
+	if err != nil {
+		return err
+	}
+	logger := env.Logger(cfg, "evaluator")
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	ev, err := evaluator.New(pool, cfg, evaluator.Config{Owner: "replay"}, logger)
+	if err != nil {
+		return fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+	}
+	rep, err := ev.Replay(ctx, q)
+	if err != nil {
+		return err
+	}
+	return evaluator.WriteReplay(env.Stdout, rep, *all)
+}
+
+// parseTime reads an RFC 3339 time or a duration back from now.
+func parseTime(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("duration %q must be positive (it counts back from now)", s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither a duration (24h) nor an RFC 3339 time (2026-11-30T08:00:00Z)", s)
+	}
+	return t, nil
 }

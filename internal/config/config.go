@@ -66,8 +66,32 @@ type Ollama struct {
 	// Concurrency bounds simultaneous model calls per evaluator. Defaults to 2.
 	Concurrency int `yaml:"concurrency"`
 	// Options are passed to the model (temperature, seed, num_predict, ...).
-	// Defaults to temperature 0 and seed 42.
+	// Keys left out default to temperature 0 and seed 42, so that a verdict
+	// is reproducible. Defaults to {temperature: 0, seed: 42}.
 	Options map[string]any `yaml:"options"`
+	// RateLimit bounds model calls per second per evaluator. Defaults to
+	// 5 per second with a burst of ollama.concurrency.
+	RateLimit *RateLimit `yaml:"rate_limit"`
+	// HoldBackoff spaces the retries of a change held because the model
+	// failed (on_model_error: hold): min after the first failure, doubling
+	// up to max. Defaults to {min: 30s, max: 15m}.
+	HoldBackoff *Backoff `yaml:"hold_backoff"`
+	// ReasonMaxChars bounds the reason the model may write (maxLength in the
+	// answer's JSON schema): shorter reasons cost fewer output tokens.
+	// Defaults to 200.
+	ReasonMaxChars int `yaml:"reason_max_chars"`
+	// DigestTTL is how long a model digest read from /api/tags is trusted
+	// before it is read again, so that an updated model is noticed.
+	// Defaults to 1m.
+	DigestTTL time.Duration `yaml:"digest_ttl"`
+}
+
+// Backoff is an exponential backoff between min and max.
+type Backoff struct {
+	// Min is the first wait. Required.
+	Min time.Duration `yaml:"min"`
+	// Max caps the wait. Required.
+	Max time.Duration `yaml:"max"`
 }
 
 // Sink is one notification channel.
@@ -298,14 +322,20 @@ type Watch struct {
 
 // WatchModel overrides model settings for one watch.
 type WatchModel struct {
-	Name    string         `yaml:"name"`
-	Timeout time.Duration  `yaml:"timeout"`
+	// Name is the Ollama model. Defaults to ollama.model.
+	Name string `yaml:"name"`
+	// Timeout bounds one call. Defaults to ollama.timeout.
+	Timeout time.Duration `yaml:"timeout"`
+	// Options are merged over ollama.options key by key. Defaults to none.
 	Options map[string]any `yaml:"options"`
 }
 
-// Budget bounds model use of a watch per day.
+// Budget bounds model use of a watch per UTC day. When a limit is reached
+// the watch's on_model_error policy applies until the next UTC midnight.
 type Budget struct {
-	CallsPerDay  int `yaml:"calls_per_day"`
+	// CallsPerDay caps model calls (each attempt counts). Defaults to 0, no limit.
+	CallsPerDay int `yaml:"calls_per_day"`
+	// TokensPerDay caps prompt plus output tokens. Defaults to 0, no limit.
 	TokensPerDay int `yaml:"tokens_per_day"`
 }
 

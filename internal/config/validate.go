@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -26,7 +27,17 @@ const (
 	EvaluatorLeaseDefault   = 2 * time.Minute
 	CatchUpIntervalDefault  = 30 * time.Second
 	EvaluatorAttempsDefault = 10
+	OllamaRateDefault       = 5.0
+	HoldBackoffMinDefault   = 30 * time.Second
+	HoldBackoffMaxDefault   = 15 * time.Minute
+	DigestTTLDefault        = time.Minute
+	ReasonMaxCharsDefault   = 200
 )
+
+// OllamaOptionDefaults are the model options every call carries unless the
+// configuration sets them: a temperature of 0 and a fixed seed make a
+// verdict reproducible.
+var OllamaOptionDefaults = map[string]any{"temperature": 0, "seed": 42}
 
 // Connectors lists the connector names a source may use. The connectors
 // package registry is the authority at build time; this list lets config
@@ -44,9 +55,7 @@ func (g *Global) applyDefaults() []error {
 	g.Ollama.Model = cmp.Or(g.Ollama.Model, OllamaModelDefault)
 	g.Ollama.Timeout = cmp.Or(g.Ollama.Timeout, OllamaTimeoutDefault)
 	g.Ollama.Concurrency = cmp.Or(g.Ollama.Concurrency, OllamaConcurrency)
-	if g.Ollama.Options == nil {
-		g.Ollama.Options = map[string]any{"temperature": 0, "seed": 42}
-	}
+	errs = append(errs, g.Ollama.applyDefaults(g)...)
 	if len(g.Sinks) == 0 {
 		g.Sinks = map[string]*Sink{"log": {Type: "log"}}
 	}
@@ -124,6 +133,57 @@ func (g *Global) applyDefaults() []error {
 	}
 	if g.Syncer.BatchSize < 1 || g.Syncer.BatchSize > 10000 {
 		errs = append(errs, g.Errorf("syncer.batch_size", "must be between 1 and 10000"))
+	}
+	if g.Evaluator.Lease <= g.Ollama.Timeout {
+		errs = append(errs, g.Errorf("evaluator.lease", "(%s) must exceed ollama.timeout (%s): a claim on a change must outlive a model call", g.Evaluator.Lease, g.Ollama.Timeout))
+	}
+	return errs
+}
+
+func (o *Ollama) applyDefaults(g *Global) []error {
+	var errs []error
+	if u, err := url.Parse(o.Host); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, g.Errorf("ollama.host", "must be an http:// or https:// URL, not %q", o.Host))
+	}
+	if o.Timeout < 0 {
+		errs = append(errs, g.Errorf("ollama.timeout", "must be positive"))
+	}
+	if o.Concurrency < 1 {
+		errs = append(errs, g.Errorf("ollama.concurrency", "must be >= 1"))
+	}
+	if o.Options == nil {
+		o.Options = map[string]any{}
+	}
+	for k, v := range OllamaOptionDefaults {
+		if _, ok := o.Options[k]; !ok {
+			o.Options[k] = v
+		}
+	}
+	if o.RateLimit == nil {
+		o.RateLimit = &RateLimit{PerSecond: OllamaRateDefault, Burst: max(o.Concurrency, 1)}
+	} else {
+		if o.RateLimit.PerSecond <= 0 {
+			errs = append(errs, g.Errorf("ollama.rate_limit.per_second", "must be > 0"))
+		}
+		o.RateLimit.Burst = cmp.Or(o.RateLimit.Burst, max(o.Concurrency, 1))
+		if o.RateLimit.Burst < 1 {
+			errs = append(errs, g.Errorf("ollama.rate_limit.burst", "must be >= 1"))
+		}
+	}
+	if o.HoldBackoff == nil {
+		o.HoldBackoff = &Backoff{Min: HoldBackoffMinDefault, Max: HoldBackoffMaxDefault}
+	} else if b := o.HoldBackoff; b.Min <= 0 || b.Max <= 0 {
+		errs = append(errs, g.Errorf("ollama.hold_backoff", "needs min and max, both positive"))
+	} else if b.Min > b.Max {
+		errs = append(errs, g.Errorf("ollama.hold_backoff.min", "must not exceed ollama.hold_backoff.max"))
+	}
+	if o.DigestTTL < 0 {
+		errs = append(errs, g.Errorf("ollama.digest_ttl", "must not be negative"))
+	}
+	o.DigestTTL = cmp.Or(o.DigestTTL, DigestTTLDefault)
+	o.ReasonMaxChars = cmp.Or(o.ReasonMaxChars, ReasonMaxCharsDefault)
+	if o.ReasonMaxChars < 10 || o.ReasonMaxChars > 2000 {
+		errs = append(errs, g.Errorf("ollama.reason_max_chars", "must be between 10 and 2000, not %d", o.ReasonMaxChars))
 	}
 	return errs
 }
@@ -255,6 +315,7 @@ func (s *Source) validate(g *Global) []error {
 		if !slices.Contains([]string{"hold", "notify", "skip"}, w.OnModelError) {
 			bad(key+".on_model_error", "must be hold, notify or skip, not %q", w.OnModelError)
 		}
+		errs = append(errs, s.validateSemantic(g, w, key)...)
 		w.Urgency = cmp.Or(w.Urgency, "medium")
 		if !slices.Contains([]string{"low", "medium", "high"}, w.Urgency) {
 			bad(key+".urgency", "must be low, medium or high, not %q", w.Urgency)
@@ -288,4 +349,49 @@ func sinkNames(g *Global) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// validateSemantic checks the model settings of watch w (at key path key).
+func (s *Source) validateSemantic(g *Global, w *Watch, key string) []error {
+	var errs []error
+	bad := func(k, format string, args ...any) { errs = append(errs, s.Errorf(key+k, format, args...)) }
+	w.Ask = strings.TrimSpace(w.Ask)
+	if w.Ask == "" {
+		switch {
+		case len(w.Examples) > 0:
+			bad(".examples", "need an ask: examples steer the model, which only a watch with an ask uses")
+		case len(w.CounterExamples) > 0:
+			bad(".counter_examples", "need an ask: counter-examples steer the model, which only a watch with an ask uses")
+		case w.Model != nil:
+			bad(".model", "is set but the watch has no ask")
+		case w.Budget != nil:
+			bad(".budget", "is set but the watch has no ask")
+		}
+	}
+	for i, ex := range w.Examples {
+		if strings.TrimSpace(ex) == "" {
+			bad(fmt.Sprintf(".examples[%d]", i), "is empty")
+		}
+	}
+	for i, ex := range w.CounterExamples {
+		if strings.TrimSpace(ex) == "" {
+			bad(fmt.Sprintf(".counter_examples[%d]", i), "is empty")
+		}
+	}
+	if m := w.Model; m != nil {
+		if m.Timeout < 0 {
+			bad(".model.timeout", "must be positive")
+		} else if m.Timeout > 0 && g.Evaluator.Lease > 0 && m.Timeout >= g.Evaluator.Lease {
+			bad(".model.timeout", "(%s) must be shorter than evaluator.lease (%s): a claim on a change must outlive a model call", m.Timeout, g.Evaluator.Lease)
+		}
+	}
+	if b := w.Budget; b != nil {
+		if b.CallsPerDay < 0 {
+			bad(".budget.calls_per_day", "must not be negative")
+		}
+		if b.TokensPerDay < 0 {
+			bad(".budget.tokens_per_day", "must not be negative")
+		}
+	}
+	return errs
 }

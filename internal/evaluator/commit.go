@@ -90,7 +90,9 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 		var evChange []int64
 		var evSource, evRecord, evWatch, evHash, evStep, evDecision, evReason, evUrgency []string
 		var evMatched []bool
-		var evNote []*int64
+		var evNote, evCall []*int64
+		var evConfidence []*float64
+		held := map[int64]*decision{} // change -> its earliest-retried held decision
 		for i := range decs {
 			d := &decs[i]
 			if !owned[d.change.ID] {
@@ -107,34 +109,65 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 			evReason = append(evReason, d.reason)
 			evUrgency = append(evUrgency, d.urgency)
 			evNote = append(evNote, d.noteID)
+			evCall = append(evCall, d.modelCallID)
+			evConfidence = append(evConfidence, d.confidence)
+			if d.verdict == "hold" {
+				if h := held[d.change.ID]; h == nil || d.retryAt.Before(h.retryAt) {
+					held[d.change.ID] = d
+				}
+			}
 		}
 		if len(evChange) > 0 {
+			// A held decision is replaced when the change comes back; any
+			// other existing decision stands (a repeat is a no-op).
 			b.Queue(`
 				INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched,
-				                         decision, reason, urgency, notification_id, evaluator)
+				                         decision, reason, urgency, notification_id, evaluator, model_call_id, confidence)
 				SELECT u.change_id, u.source, u.record_id, u.watch, NULLIF(u.hash, ''), u.step, u.matched,
-				       u.decision, u.reason, u.urgency, u.note, $1
+				       u.decision, u.reason, u.urgency, u.note, $1, u.call, u.confidence
 				FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-				            $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[])
-				     AS u(change_id, source, record_id, watch, hash, step, matched, decision, reason, urgency, note)
-				ON CONFLICT (change_id, watch) DO NOTHING`,
-				e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote)
+				            $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::float8[])
+				     AS u(change_id, source, record_id, watch, hash, step, matched, decision, reason, urgency, note, call, confidence)
+				ON CONFLICT (change_id, watch) DO UPDATE
+				    SET content_hash = EXCLUDED.content_hash, step = EXCLUDED.step, matched = EXCLUDED.matched,
+				        decision = EXCLUDED.decision, reason = EXCLUDED.reason, urgency = EXCLUDED.urgency,
+				        notification_id = EXCLUDED.notification_id, evaluator = EXCLUDED.evaluator,
+				        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = now()
+				    WHERE evaluations.decision = 'hold'`,
+				e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote,
+				evCall, evConfidence)
 		}
 		ownedIDs := make([]int64, 0, len(owned))
+		var heldIDs []int64
+		var heldUntil []time.Time
+		var heldReason []string
 		for id := range owned {
+			if h := held[id]; h != nil {
+				heldIDs, heldUntil = append(heldIDs, id), append(heldUntil, h.retryAt)
+				heldReason = append(heldReason, h.watch.cfg.Name+": "+h.reason)
+				continue
+			}
 			ownedIDs = append(ownedIDs, id)
 		}
 		b.Queue(`
 			UPDATE changes SET eval_status = 'done', evaluated_at = now(), eval_owner = NULL,
 			       eval_lease_expires_at = NULL, eval_error = NULL
 			WHERE id = ANY($1)`, ownedIDs)
+		if len(heldIDs) > 0 {
+			// Held: still pending, lease released, due again at retryAt.
+			b.Queue(`
+				UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
+				       eval_error = u.reason
+				FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
+				WHERE changes.id = u.id`, heldIDs, heldUntil, heldReason)
+		}
 		if created > 0 {
 			b.Queue(`SELECT pg_notify(current_schema() || '.notifications', '')`)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write evaluations: %w", err)
 		}
-		completed = len(owned)
+		completed = len(ownedIDs)
 		return nil
 	})
 	if err != nil {
@@ -142,6 +175,10 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 	}
 	for i := range decs {
 		d := &decs[i]
+		if d.verdict == "hold" {
+			e.logger.Warn("decision held", "source", d.change.Source, "change_id", d.change.ID, "record_id", d.change.RecordID,
+				"watch", d.watch.cfg.Name, "step", d.step, "reason", d.reason)
+		}
 		if d.verdict == "notify" || d.verdict == "duplicate" {
 			e.logger.Info("decision", "source", d.change.Source, "change_id", d.change.ID, "record_id", d.change.RecordID,
 				"watch", d.watch.cfg.Name, "decision", d.verdict, "reason", d.reason, "dedupe_key", d.dedupeKey)
@@ -165,7 +202,7 @@ func (e *Evaluator) buildNote(i int, d *decision, sink string, now time.Time) no
 		DedupeKey: key, Watch: w.Name, Source: c.Source, Title: title,
 		Record:  rec,
 		Change:  notify.PayloadChange{ID: c.ID, Kind: c.Kind, Version: c.Version, ChangedFields: nonNil(c.ChangedFields)},
-		Urgency: d.urgency, Reason: d.reason, CreatedAt: now,
+		Urgency: d.urgency, Reason: d.reason, Confidence: d.confidence, CreatedAt: now,
 	}
 	return note{dec: i, key: key, sink: sink, title: title, payload: p.Marshal()}
 }

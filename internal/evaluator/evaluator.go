@@ -4,6 +4,12 @@
 // one evaluations row per (change, watch) and the notifications those
 // decisions call for, in one transaction with marking the changes done.
 //
+// A watch with an ask sends the changes that passed its filter to the model
+// (package semantic), outside any transaction: claim, judge, commit. A
+// change whose model step failed under on_model_error: hold keeps its
+// decided watches' evaluations, stays pending and is retried with backoff;
+// the batch goes on with every other change.
+//
 // Changes of one record are evaluated in order: a change is claimable only
 // when no earlier change of the same record is still pending. Several
 // evaluators may run against one database; the lease fences out one whose
@@ -26,6 +32,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -50,6 +57,8 @@ type Evaluator struct {
 	conf     Config
 	logger   *slog.Logger
 	watches  map[string][]*watch
+	volatile map[string][]string
+	judge    *semantic.Judge // nil when no watch has an ask
 	listener *changes.Listener
 	loop     service.Loop
 }
@@ -65,20 +74,38 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 	conf.BatchSize = cmp.Or(conf.BatchSize, g.BatchSize)
 	conf.CatchUpInterval = cmp.Or(conf.CatchUpInterval, g.CatchUpInterval)
 	conf.MaxAttempts = cmp.Or(conf.MaxAttempts, g.MaxAttempts)
-	e := &Evaluator{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "evaluator"), watches: map[string][]*watch{}}
+	e := &Evaluator{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "evaluator"),
+		watches: map[string][]*watch{}, volatile: map[string][]string{}}
 	var errs []error
+	asks := false
 	for _, src := range cfg.Sources {
+		e.volatile[src.Name] = src.Volatile
 		for i, wc := range src.Watches {
 			p, err := compileWhen(wc.When)
 			if err != nil {
 				errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].when", i), "%v", err))
 				continue
 			}
-			e.watches[src.Name] = append(e.watches[src.Name], &watch{cfg: wc, source: src.Name, when: p})
+			w := &watch{cfg: wc, source: src.Name, when: p}
+			if wc.Ask != "" {
+				if w.question, err = semantic.NewQuestion(cfg.Global.Ollama, wc); err != nil {
+					errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].model.options", i), "%v", err))
+					continue
+				}
+				asks = true
+			}
+			e.watches[src.Name] = append(e.watches[src.Name], w)
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if asks {
+		client, err := semantic.NewClient(cfg.Global.Ollama, logger)
+		if err != nil {
+			return nil, err
+		}
+		e.judge = semantic.NewJudge(pool, client, cfg.Global.Ollama.Concurrency, conf.Owner, logger)
 	}
 	return e, nil
 }
@@ -143,16 +170,16 @@ func (e *Evaluator) run(ctx context.Context) error {
 }
 
 // Drain evaluates claimable changes batch by batch until none is left, and
-// returns how many it evaluated.
+// returns how many it completed (held changes are not counted).
 func (e *Evaluator) Drain(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := e.Batch(ctx)
+		claimed, n, err := e.batch(ctx)
 		total += n
 		if err != nil {
 			return total, err
 		}
-		if n == 0 {
+		if claimed == 0 {
 			return total, nil
 		}
 	}
@@ -175,19 +202,32 @@ type change struct {
 // Batch claims and evaluates one batch; it returns the number of changes
 // it completed.
 func (e *Evaluator) Batch(ctx context.Context) (int, error) {
+	_, n, err := e.batch(ctx)
+	return n, err
+}
+
+// batch returns the number of changes claimed and completed.
+func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
 	claimed, err := e.claim(ctx)
 	if err != nil || len(claimed) == 0 {
-		return 0, err
+		return 0, 0, err
 	}
-	res := e.evaluate(claimed)
+	decided, err := e.decidedWatches(ctx, claimed)
+	if err != nil {
+		return 0, 0, err
+	}
+	res := e.evaluate(claimed, decided)
+	if err := e.judgeDecisions(ctx, claimed, res); err != nil {
+		return 0, 0, err
+	}
 	n, notes, err := e.commit(ctx, claimed, res)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if e.conf.OnBatch != nil {
 		e.conf.OnBatch(notes)
 	}
-	return n, nil
+	return len(claimed), n, nil
 }
 
 func (e *Evaluator) claim(ctx context.Context) ([]*change, error) {
@@ -247,13 +287,23 @@ type decision struct {
 	reason  string
 	urgency string
 
+	// model step (semantic): the verdict's confidence and model call, and
+	// for a held decision when to retry.
+	confidence  *float64
+	modelCallID *int64
+	retryAt     time.Time
+
 	dedupeKey  string
 	noteID     *int64
 	inserted   int // notifications created
 	suppressed int // notifications suppressed as duplicates
 }
 
-func (e *Evaluator) evaluate(claimed []*change) []decision {
+// evaluate runs the deterministic filter of every watch of each change,
+// except the watches in decided (those a previous attempt at a held change
+// already decided). Matches of watches with an ask are decided by
+// judgeDecisions next.
+func (e *Evaluator) evaluate(claimed []*change, decided map[int64]map[string]bool) []decision {
 	var out []decision
 	for _, c := range claimed {
 		ws := e.watches[c.Source]
@@ -262,6 +312,9 @@ func (e *Evaluator) evaluate(claimed []*change) []decision {
 		}
 		env := whenEnv(c)
 		for _, w := range ws {
+			if decided[c.ID][w.cfg.Name] {
+				continue
+			}
 			d := decision{change: c, watch: w, step: "filter", urgency: w.cfg.Urgency}
 			ok, err := w.match(env)
 			switch {

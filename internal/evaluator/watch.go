@@ -8,6 +8,7 @@ import (
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/semantic"
 )
 
 // watch is a compiled config.Watch.
@@ -15,6 +16,8 @@ type watch struct {
 	cfg    *config.Watch
 	source string
 	when   *vm.Program
+	// question is the model step of a watch with an ask; nil without.
+	question *semantic.Question
 }
 
 // compileEnv declares the variables a `when` expression sees:

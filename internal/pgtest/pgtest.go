@@ -42,8 +42,10 @@ func Schema(t testing.TB) (schema, url string) {
 
 	name := strings.ToLower(t.Name())
 	name = unsafe.ReplaceAllString(name, "_")
-	if len(name) > 40 {
-		name = name[:40]
+	// The schema names NOTIFY channels ("<schema>.notifications"), which
+	// Postgres caps at 63 bytes: keep "t_" + name + "_" + 8 hex within 45.
+	if len(name) > 34 {
+		name = name[:34]
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])

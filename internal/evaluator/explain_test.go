@@ -1,0 +1,201 @@
+package evaluator
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+
+	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
+)
+
+func TestExplainPrintsTheDecisionTrail(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": tasksSource})
+	h.sync("tasks", rec("T-1", "URGENT: database down", "open"), rec("T-3", "Old", "done"))
+	h.drain()
+	id := h.lastChange("tasks", "T-1")
+
+	trails, err := Explain(h.ctx, h.pool, h.cfg, ExplainQuery{ChangeID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trails) != 1 || len(trails[0].Watches) != 2 {
+		t.Fatalf("trails: %+v", trails)
+	}
+	urgent := trails[0].Watches[0]
+	if urgent.Watch != "urgent" || urgent.Evaluation.Step != "model" || urgent.Verdict == nil || urgent.Verdict.Digest != testDigest ||
+		len(urgent.Calls) != 1 || len(urgent.Notifications) != 1 || urgent.Notifications[0].Status != "pending" {
+		t.Fatalf("urgent trail: %+v", urgent)
+	}
+	var out bytes.Buffer
+	WriteTrails(&out, trails)
+	text := out.String()
+	for _, want := range []string{
+		"· tasks/T-1 · created v1 · ",
+		"  title:    URGENT: database down\n",
+		"  state:    done, evaluated ",
+		"  watch urgent\n",
+		`    filter   true: record.status == "open"` + "\n",
+		"    ask      Is this task urgent for the on-call engineer?\n",
+		`    model    notify · urgency high · confidence 0.90 — "The record is marked urgent."` + "\n",
+		"digest aaaaaaaaaaaa prompt pv-",
+		" attempt 1 · ok · ",
+		" · 50+20 tokens · llama3.2 digest aaaaaaaaaaaa",
+		"    notify   #1 → log: pending, next attempt ",
+		"  watch closed\n",
+		`    filter   false: record.status == "done" → skip` + "\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, text)
+		}
+	}
+
+	// A held change, then the same content for another record answered
+	// from the cache.
+	h.fake.SetAnswer(func(*api.ChatRequest) ollamatest.Answer {
+		return ollamatest.Answer{Status: http.StatusInternalServerError, Error: "out of memory"}
+	})
+	h.sync("tasks", rec("T-2", "x", "open"))
+	h.drain()
+	trails, err = Explain(h.ctx, h.pool, h.cfg, ExplainQuery{Source: "tasks", RecordID: "T-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	WriteTrails(&out, trails)
+	text = out.String()
+	for _, want := range []string{
+		"  state:    pending, held until ",
+		"): urgent: chat with \"llama3.2\" at " + h.fake.URL,
+		"    error    hold · urgency medium — chat with \"llama3.2\" at ",
+		"out of memory; on_model_error is hold: retry after ",
+		" attempt 1 · error · ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("held explain output lacks %q:\n%s", want, text)
+		}
+	}
+
+	h.resetMirror("tasks")
+	h.fake.SetAnswer(ollamatest.DefaultAnswer)
+	h.sync("tasks", rec("T-1", "URGENT: database down", "open"))
+	h.drain()
+	trails, err = Explain(h.ctx, h.pool, h.cfg, ExplainQuery{Source: "tasks", RecordID: "T-1", Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	WriteTrails(&out, trails)
+	if want := regexp.MustCompile(`verdict of call #1 \(cached: judged for change \d+\): llama3.2`); !want.MatchString(out.String()) {
+		t.Errorf("cached explain output lacks %s:\n%s", want, out.String())
+	}
+	if !strings.Contains(out.String(), "    dedupe   duplicate · urgency high") || !strings.Contains(out.String(), " · sent for change ") {
+		t.Errorf("dedupe not explained:\n%s", out.String())
+	}
+
+	if _, err := Explain(h.ctx, h.pool, h.cfg, ExplainQuery{ChangeID: 999}); err == nil || err.Error() != "change 999 does not exist" {
+		t.Errorf("missing change: %v", err)
+	}
+}
+
+func TestReplayShowsHowDecisionsWouldDiffer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": tasksSource})
+	h.sync("tasks", rec("T-1", "URGENT: database down", "open"), rec("T-2", "Fix a typo", "open"), rec("T-3", "Old", "done"))
+	h.drain()
+	evals, notes, calls := h.count(`SELECT count(*) FROM evaluations`), h.count(`SELECT count(*) FROM notifications`), h.fake.Chats()
+
+	// The operator drafts a broader watch with a new ask.
+	draft := `
+name: tasks
+connector: file
+file:
+  paths: ["data/*.json"]
+watches:
+  - name: urgent
+    when: record.status == "open" || record.status == "done"
+    ask: Would anyone on the team care about this task?
+  - name: closed
+    when: record.status == "done"
+`
+	cfg := loadConfig(t, strings.ReplaceAll(baseGlobal, "{{OLLAMA}}", h.fake.URL), map[string]string{"tasks.yaml": draft})
+	ev, err := New(h.pool, cfg, Config{Owner: "replay"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.fake.SetAnswer(func(*api.ChatRequest) ollamatest.Answer {
+		return ollamatest.Answer{Content: ollamatest.Verdict(true, "medium", "Someone would care.", 0.6)}
+	})
+
+	// Cache only first: the new ask has no verdicts yet.
+	since := time.Now().Add(-time.Hour)
+	rep, err := ev.Replay(h.ctx, ReplayQuery{Since: since, Watch: "urgent", NoModel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Changes != 3 || len(rep.Rows) != 3 || rep.Unknown != 3 || rep.Differ != 0 || rep.Calls != 0 || h.fake.Chats() != calls {
+		t.Fatalf("no-model replay: %+v", rep)
+	}
+
+	rep, err = ev.Replay(h.ctx, ReplayQuery{Since: since, Watch: "urgent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Calls != 3 || rep.Differ != 2 || len(rep.Rows) != 3 {
+		t.Fatalf("replay: %+v", rep)
+	}
+	want := map[string][2]string{"T-1": {"notify", "notify"}, "T-2": {"skip", "notify"}, "T-3": {"skip", "notify"}}
+	for _, r := range rep.Rows {
+		if w := want[r.RecordID]; r.Old != w[0] || r.New != w[1] || r.NewStep != "model" || r.Differs != (w[0] != w[1]) {
+			t.Errorf("row %+v, want %v", r, w)
+		}
+	}
+	var out bytes.Buffer
+	if err := WriteReplay(&out, rep, false); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		", watch urgent: 3 change(s), 3 decision(s), 2 would change\n",
+		"model step (model and cache): 3 call(s), 0 cached verdict(s), 0 without a verdict\n",
+		"nothing was written to evaluations or notifications, nothing was delivered\n",
+		"CHANGE  RECORD",
+		"tasks/T-2  urgent  skip (model)   →  notify (model)  Someone would care.",
+		"tasks/T-3  urgent  skip (filter)  →  notify (model)  Someone would care.",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("replay output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "tasks/T-1") {
+		t.Errorf("unchanged decision printed without --all:\n%s", text)
+	}
+
+	// Nothing was decided or delivered; the calls are on record as replays.
+	if n := h.count(`SELECT count(*) FROM evaluations`); n != evals {
+		t.Errorf("evaluations %d, was %d", n, evals)
+	}
+	if n := h.count(`SELECT count(*) FROM notifications`); n != notes {
+		t.Errorf("notifications %d, was %d", n, notes)
+	}
+	if n := h.count(`SELECT count(*) FROM model_calls WHERE purpose = 'replay'`); n != 3 {
+		t.Errorf("replay calls on record = %d, want 3", n)
+	}
+	// A second replay is answered from the cache.
+	rep, err = ev.Replay(h.ctx, ReplayQuery{Since: since, Watch: "urgent", NoModel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.CacheHits != 3 || rep.Unknown != 0 || rep.Differ != 2 {
+		t.Errorf("cached replay: %+v", rep)
+	}
+	if _, err := ev.Replay(h.ctx, ReplayQuery{Since: since, Watch: "nope"}); err == nil || err.Error() != `watch "nope" is not configured` {
+		t.Errorf("unknown watch: %v", err)
+	}
+}

@@ -1,0 +1,182 @@
+package evaluator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/semantic"
+)
+
+// decidedWatches returns, for claimed changes that were attempted before
+// (a held change coming back), the watches an earlier attempt already
+// decided: they are not evaluated again.
+func (e *Evaluator) decidedWatches(ctx context.Context, claimed []*change) (map[int64]map[string]bool, error) {
+	var ids []int64
+	for _, c := range claimed {
+		if c.Attempts > 1 {
+			ids = append(ids, c.ID)
+		}
+	}
+	out := map[int64]map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := e.pool.Query(ctx, `
+		SELECT change_id, watch FROM evaluations WHERE change_id = ANY($1) AND decision <> 'hold'`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read earlier decisions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var w string
+		if err := rows.Scan(&id, &w); err != nil {
+			return nil, fmt.Errorf("read earlier decisions: %w", err)
+		}
+		if out[id] == nil {
+			out[id] = map[string]bool{}
+		}
+		out[id][w] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read earlier decisions: %w", err)
+	}
+	return out, nil
+}
+
+// request builds the model request of a decision.
+func (e *Evaluator) request(d *decision) *semantic.Request {
+	c, w := d.change, d.watch
+	r := &semantic.Request{
+		ChangeID: c.ID, Source: c.Source, RecordID: c.RecordID, Watch: w.cfg.Name, ContentHash: c.NewHash,
+		Question: w.question,
+		Input: semantic.Input{Source: c.Source, Kind: c.Kind, ChangedFields: c.ChangedFields,
+			Record: c.Record, Previous: c.Previous, Omit: e.volatile[c.Source]},
+	}
+	if b := w.cfg.Budget; b != nil {
+		r.Budget = *b
+	}
+	return r
+}
+
+// judgeDecisions runs the model step for the decisions whose filter matched
+// and whose watch has an ask: verdict cache, budget, model. It runs outside
+// any transaction and keeps the claim on the batch alive meanwhile. A
+// failed model step becomes the watch's on_model_error decision.
+func (e *Evaluator) judgeDecisions(ctx context.Context, claimed []*change, decs []decision) error {
+	if e.judge == nil {
+		return nil
+	}
+	var reqs []*semantic.Request
+	var idx []int
+	for i := range decs {
+		d := &decs[i]
+		if d.matched && d.verdict == "notify" && d.watch.question != nil {
+			reqs = append(reqs, e.request(d))
+			idx = append(idx, i)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	stop := e.keepLease(ctx, claimed)
+	results, err := e.judge.Judge(ctx, reqs, semantic.Options{Purpose: semantic.PurposeEvaluate})
+	stop()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for k, r := range results {
+		e.applyResult(&decs[idx[k]], r, now)
+	}
+	return nil
+}
+
+// applyResult turns the model step's result into the decision.
+func (e *Evaluator) applyResult(d *decision, r semantic.Result, now time.Time) {
+	d.modelCallID = r.ModelCallID
+	d.step = r.Step
+	if v := r.Verdict; v != nil {
+		conf := v.Confidence
+		d.urgency, d.confidence, d.reason = v.Urgency, &conf, v.Reason
+		d.verdict = "skip"
+		if v.ShouldNotify {
+			d.verdict = "notify"
+		}
+		return
+	}
+	if d.step != semantic.StepBudget {
+		d.step = semantic.StepError
+	}
+	why := "model step failed"
+	if r.Err != nil {
+		why = r.Err.Error()
+	}
+	policy := d.watch.cfg.OnModelError
+	switch {
+	case policy == "hold" && r.Outcome == semantic.OutcomeMalformed && d.change.Attempts >= e.conf.MaxAttempts:
+		// A model that keeps answering outside the schema would hold the
+		// change forever; after evaluator.max_attempts it is an error.
+		d.verdict = "error"
+		d.reason = fmt.Sprintf("%s; malformed on %d attempts (evaluator.max_attempts), giving up", why, d.change.Attempts)
+	case policy == "notify":
+		d.verdict, d.reason = "notify", why+"; on_model_error is notify"
+	case policy == "skip":
+		d.verdict, d.reason = "skip", why+"; on_model_error is skip"
+	default:
+		d.verdict = "hold"
+		d.retryAt = r.RetryAt
+		if d.retryAt.IsZero() {
+			d.retryAt = now.Add(e.holdBackoff(d.change.Attempts))
+		}
+		d.reason = fmt.Sprintf("%s; on_model_error is hold: retry after %s", why, d.retryAt.UTC().Format(time.RFC3339))
+	}
+}
+
+// holdBackoff is the wait before a held change's next attempt: the
+// configured minimum doubling per attempt up to the maximum, with jitter in
+// [d/2, d).
+func (e *Evaluator) holdBackoff(attempts int) time.Duration {
+	b := e.cfg.Global.Ollama.HoldBackoff
+	lo, hi := 30*time.Second, 15*time.Minute
+	if b != nil {
+		lo, hi = b.Min, b.Max
+	}
+	d := lo << min(max(attempts-1, 0), 30)
+	if d > hi || d <= 0 {
+		d = hi
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// keepLease extends the lease on the claimed changes every third of the
+// lease until stop is called, so that a long model step does not let
+// another evaluator take them over.
+func (e *Evaluator) keepLease(ctx context.Context, claimed []*change) (stop func()) {
+	ids := make([]int64, len(claimed))
+	for i, c := range claimed {
+		ids[i] = c.ID
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(e.conf.Lease/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := e.pool.Exec(ctx, `
+				UPDATE changes SET eval_lease_expires_at = now() + $3::interval
+				WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'`, ids, e.conf.Owner, e.conf.Lease); err != nil && ctx.Err() == nil {
+				e.logger.Warn("extend change leases", "error", err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

@@ -1,0 +1,229 @@
+package evaluator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+
+	"github.com/lookout-dev/lookout/internal/pgtest"
+)
+
+// realOllama starts `ollama serve` ($LOOKOUT_TEST_OLLAMA) on a free
+// loopback port with a private model folder, registers the GGUF model
+// $LOOKOUT_TEST_MODEL as "tiny", and returns the server URL. It skips the
+// test when either is absent; scripts/test.sh (and so .ci/run) provides both.
+func realOllama(t *testing.T) string {
+	t.Helper()
+	bin, model := os.Getenv("LOOKOUT_TEST_OLLAMA"), os.Getenv("LOOKOUT_TEST_MODEL")
+	switch {
+	case bin == "":
+		t.Skip("LOOKOUT_TEST_OLLAMA is not set: no Ollama binary to test against (scripts/test.sh builds one into .tools/bin and sets it)")
+	case model == "":
+		t.Skip("LOOKOUT_TEST_MODEL is not set: no model file to test with (scripts/test.sh points it at ../shared/models/llama-2-tiny-random.gguf)")
+	}
+	for _, p := range []string{bin, model} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("real Ollama test needs %s: %v", p, err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+
+	dir := t.TempDir()
+	env := append(os.Environ(), "OLLAMA_HOST="+addr, "OLLAMA_MODELS="+filepath.Join(dir, "models"), "HOME="+dir)
+	var logs bytes.Buffer
+	serve := exec.Command(bin, "serve")
+	serve.Env, serve.Stdout, serve.Stderr = env, &logs, &logs
+	serve.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its runner subprocesses die with it
+	if err := serve.Start(); err != nil {
+		t.Fatalf("start %s serve: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-serve.Process.Pid, syscall.SIGKILL)
+		_ = serve.Wait()
+		if t.Failed() {
+			t.Logf("ollama serve output:\n%s", logs.String())
+		}
+	})
+
+	base := "http://" + addr
+	u, _ := url.Parse(base)
+	client := api.NewClient(u, http.DefaultClient)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := client.Heartbeat(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ollama serve did not answer within 60s: %v\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	modelfile := filepath.Join(dir, "Modelfile")
+	if err := os.WriteFile(modelfile, []byte(fmt.Sprintf("FROM %s\n", model)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	create := exec.Command(bin, "create", "tiny", "-f", modelfile)
+	create.Env = env
+	if out, err := create.CombinedOutput(); err != nil {
+		t.Fatalf("ollama create tiny: %v\n%s", err, out)
+	}
+	return base
+}
+
+// TestRealOllama runs the evaluator against a real Ollama server with a
+// tiny random-weight model: the request is accepted, the structured output
+// parses, the server's digest is recorded, and unchanged content is not
+// sent a second time. The model's judgment is gibberish; only the wiring
+// is under test.
+func TestRealOllama(t *testing.T) {
+	t.Parallel()
+	base := realOllama(t)
+	global := fmt.Sprintf(`
+ollama:
+  host: %s
+  model: tiny
+  timeout: 2m
+  concurrency: 1
+  reason_max_chars: 40
+  options: {num_predict: 128}
+evaluator:
+  lease: 5m
+sinks:
+  log: {type: log}
+`, base)
+	h := &harness{t: t, ctx: context.Background()}
+	h.cfg = loadConfig(t, global, map[string]string{"tasks.yaml": tasksSource})
+	h.pool = pgtest.Pool(t)
+	h.exec(`INSERT INTO sources (name, connector, config_hash) VALUES ('tasks', 'file', 'x')`)
+	ev, err := New(h.pool, h.cfg, Config{Owner: "real-ollama-test"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ev = ev
+
+	h.sync("tasks", rec("T-1", "URGENT: the production database is down", "open"),
+		rec("T-2", "Payment failed for customer 42", "open"), rec("T-3", "Closed long ago", "done"))
+	start := time.Now()
+	h.drain()
+	t.Logf("first pass: %s", time.Since(start).Round(time.Millisecond))
+
+	// The server's digest, as /api/tags reports it.
+	u, _ := url.Parse(base)
+	list, err := api.NewClient(u, http.DefaultClient).List(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var digest string
+	for _, m := range list.Models {
+		if m.Name == "tiny:latest" {
+			digest = m.Digest
+		}
+	}
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(digest) {
+		t.Fatalf("tiny:latest digest %q from /api/tags", digest)
+	}
+
+	type call struct {
+		record, digest, outcome, errText, output string
+		promptTokens, outputTokens               int
+		latency                                  float64
+	}
+	calls := func() []call {
+		rows, err := h.pool.Query(h.ctx, `SELECT record_id, model_digest, outcome, coalesce(error, ''), coalesce(output::text, ''),
+			prompt_tokens, output_tokens, latency_ms FROM model_calls ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []call
+		for rows.Next() {
+			var c call
+			if err := rows.Scan(&c.record, &c.digest, &c.outcome, &c.errText, &c.output, &c.promptTokens, &c.outputTokens, &c.latency); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	first := calls()
+	if len(first) < 2 {
+		t.Fatalf("model calls = %d, want at least 2 (T-1 and T-2 pass the filter)", len(first))
+	}
+	okRecords := map[string]bool{}
+	for _, c := range first {
+		t.Logf("call: %s outcome=%s tokens=%d+%d latency=%.0fms output=%s %s", c.record, c.outcome, c.promptTokens, c.outputTokens, c.latency, c.output, c.errText)
+		if c.record == "T-3" {
+			t.Errorf("T-3 fails the filter but was sent to the model")
+		}
+		// Accepted (no transport or HTTP error) and the output is JSON.
+		if c.outcome != "ok" && c.outcome != "malformed" {
+			t.Errorf("%s: outcome %s: %s", c.record, c.outcome, c.errText)
+		}
+		if c.output == "" {
+			t.Errorf("%s: output is not JSON: %s", c.record, c.errText)
+		}
+		if c.digest != digest {
+			t.Errorf("%s: recorded digest %q, server reports %q", c.record, c.digest, digest)
+		}
+		if c.outputTokens <= 0 || c.latency <= 0 {
+			t.Errorf("%s: tokens %d, latency %v", c.record, c.outputTokens, c.latency)
+		}
+		if c.outcome == "ok" {
+			okRecords[c.record] = true
+		}
+	}
+	if len(okRecords) == 0 {
+		t.Fatalf("no call produced a schema-valid verdict")
+	}
+	for r := range okRecords {
+		if e := h.one("tasks", r, "urgent"); e.Step != "model" || (e.Decision != "notify" && e.Decision != "skip") || e.Confidence == nil {
+			t.Errorf("%s urgent: %+v", r, e)
+		}
+	}
+
+	// The same content again (a rebuilt mirror): answered from the cache.
+	h.resetMirror("tasks")
+	h.sync("tasks", rec("T-1", "URGENT: the production database is down", "open"),
+		rec("T-2", "Payment failed for customer 42", "open"), rec("T-3", "Closed long ago", "done"))
+	h.makeDue()
+	h.drain()
+	second := calls()[len(first):]
+	for _, c := range second {
+		if okRecords[c.record] {
+			t.Errorf("%s was judged before but the model was called again", c.record)
+		}
+	}
+	for r := range okRecords {
+		evs := h.evaluations("tasks", r, "urgent")
+		last := evs[len(evs)-1]
+		if last.ModelCallID == nil || *last.ModelCallID != *evs[0].ModelCallID || (last.Step != "cache" && last.Step != "dedupe") {
+			t.Errorf("%s second evaluation: %+v (first %+v)", r, last, evs[0])
+		}
+	}
+	if n := h.count(`SELECT coalesce(sum(hits), 0)::int FROM verdicts`); n < len(okRecords) {
+		t.Errorf("verdict cache hits = %d, want %d", n, len(okRecords))
+	}
+	t.Logf("records with a valid verdict: %d, cache hits on re-sync: %d, new calls on re-sync: %d", len(okRecords), h.count(`SELECT sum(hits)::int FROM verdicts`), len(second))
+}
