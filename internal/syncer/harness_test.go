@@ -190,10 +190,10 @@ func (h *harness) syncer(cfg *config.Config, conf Config) *Syncer {
 // row reads a source's state.
 type sourceRow struct {
 	Status, StatusReason, IntervalReason, LastError string
-	NextRunAt                                     time.Time
-	Interval                                      float64
-	Failures                                      int
-	Cursor                                        string
+	NextRunAt                                       time.Time
+	Interval                                        float64
+	Failures                                        int
+	Cursor                                          string
 }
 
 func (h *harness) source(name string) sourceRow {
@@ -234,12 +234,12 @@ func (h *harness) runAt(s *Syncer, name string) int {
 }
 
 type runRow struct {
-	ID                      int64
-	Owner, Reason, Status   string
-	Error                   string
-	Requests, Waits, Pages  int
-	StartedAt, FinishedAt   time.Time
-	Created, Updated, Seen  int
+	ID                     int64
+	Owner, Reason, Status  string
+	Error                  string
+	Requests, Waits, Pages int
+	StartedAt, FinishedAt  time.Time
+	Created, Updated, Seen int
 }
 
 func (h *harness) runs(name string) []runRow {
