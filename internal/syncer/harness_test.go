@@ -303,7 +303,7 @@ type upstream struct {
 
 	mu       sync.Mutex
 	requests []request
-	script   map[string]func(w http.ResponseWriter) bool // path -> respond instead (return true to consume)
+	script   map[string]func(w http.ResponseWriter, r *http.Request) bool // path -> respond instead (return true when it answered)
 	total    atomic.Int64
 }
 
@@ -314,7 +314,7 @@ type request struct {
 }
 
 func newUpstream(t *testing.T, pages int, clock func() time.Time) *upstream {
-	u := &upstream{clock: clock, pages: pages, script: map[string]func(http.ResponseWriter) bool{}}
+	u := &upstream{clock: clock, pages: pages, script: map[string]func(http.ResponseWriter, *http.Request) bool{}}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(u.Close)
 	return u
@@ -326,7 +326,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.requests = append(u.requests, request{Path: r.URL.Path, At: u.clock(), Real: time.Now()})
 	fn := u.script[r.URL.Path]
 	u.mu.Unlock()
-	if fn != nil && fn(w) {
+	if fn != nil && fn(w, r) {
 		return
 	}
 	var src string
@@ -345,7 +345,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // on scripts the response to path; fn returns whether it answered.
-func (u *upstream) on(path string, fn func(w http.ResponseWriter) bool) {
+func (u *upstream) on(path string, fn func(w http.ResponseWriter, r *http.Request) bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.script[path] = fn

@@ -114,7 +114,7 @@ func TestBackoffThenDisableAfterMaxFailures(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	up := newUpstream(t, 1, h.clock.Now)
-	up.on("/flaky/page/1", func(w http.ResponseWriter) bool {
+	up.on("/flaky/page/1", func(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, "database on fire", http.StatusInternalServerError)
 		return true
 	})
@@ -163,7 +163,7 @@ func TestBackoffResetsOnSuccess(t *testing.T) {
 	up := newUpstream(t, 1, h.clock.Now)
 	var failing atomic.Bool
 	failing.Store(true)
-	up.on("/s/page/1", func(w http.ResponseWriter) bool {
+	up.on("/s/page/1", func(w http.ResponseWriter, r *http.Request) bool {
 		if failing.Load() {
 			http.Error(w, "boom", http.StatusBadGateway)
 			return true
@@ -192,11 +192,11 @@ func TestUnauthorizedDisables(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	up := newUpstream(t, 1, h.clock.Now)
-	up.on("/locked/page/1", func(w http.ResponseWriter) bool {
+	up.on("/locked/page/1", func(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
 		return true
 	})
-	up.on("/forbidden/page/1", func(w http.ResponseWriter) bool {
+	up.on("/forbidden/page/1", func(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, "no", http.StatusForbidden)
 		return true
 	})
@@ -204,7 +204,7 @@ func TestUnauthorizedDisables(t *testing.T) {
 	// spent: that is a rate limit, not a refusal. (Another host: the block
 	// would hold the other sources too.)
 	other := newUpstream(t, 1, h.clock.Now)
-	other.on("/spent/page/1", func(w http.ResponseWriter) bool {
+	other.on("/spent/page/1", func(w http.ResponseWriter, r *http.Request) bool {
 		w.Header().Set("X-RateLimit-Remaining", "0")
 		w.Header().Set("X-RateLimit-Reset", fmt.Sprint(h.clock.Now().Add(time.Hour).Unix()))
 		http.Error(w, "API rate limit exceeded", http.StatusForbidden)
