@@ -187,8 +187,9 @@ type hostScenario struct {
 type hostMeasure struct {
 	requests   int
 	span       time.Duration
-	maxFixed   int // most requests in one second, windows from the first request
-	maxSliding int // most requests in any one-second window
+	maxFixed   int   // most requests in one second, windows from the first request
+	maxSliding int   // most requests in any one-second window
+	windows    []int // requests per second, from the first request
 	perReplica map[string]int
 	waits      int
 	bound      int // burst + per_second: the most a token bucket allows in 1s
@@ -252,8 +253,9 @@ func measureHost(t *testing.T, sc hostScenario) hostMeasure {
 		}
 		m.maxSliding = max(m.maxSliding, j-i)
 	}
-	for _, c := range fixed {
-		m.maxFixed = max(m.maxFixed, c)
+	for i := range int(sc.duration / time.Second) {
+		m.windows = append(m.windows, fixed[i])
+		m.maxFixed = max(m.maxFixed, fixed[i])
 	}
 	rows, err := h.pool.Query(context.Background(), `SELECT owner, sum(requests), sum(rate_limit_waits) FROM sync_runs GROUP BY owner`)
 	if err != nil {
@@ -317,6 +319,11 @@ func TestHostRateReport(t *testing.T) {
 		sc.sources, sc.sourceRate, sc.replicas, sc.hostRate, sc.hostBurst, sc.duration)
 	t.Logf("  requests %d, average %.2f/s, highest in one second: %d sliding / %d fixed windows (bucket allows %d); without the host budget the sources would send %g/s",
 		m.requests, float64(m.requests)/m.span.Seconds(), m.maxSliding, m.maxFixed, m.bound, sc.sourceRate*float64(sc.sources))
+	steady := 0
+	for _, c := range m.windows[1:] {
+		steady += c
+	}
+	t.Logf("  requests per second %v: after the first second (which holds the burst) %.2f/s", m.windows, float64(steady)/float64(len(m.windows)-1))
 	t.Logf("  per replica %v, rate_limit_waits %d", m.perReplica, m.waits)
 	m.check(t, sc)
 }
