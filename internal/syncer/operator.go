@@ -156,7 +156,10 @@ func WriteStatus(w io.Writer, states []SourceState, now time.Time) error {
 	fmt.Fprintln(tw, "SOURCE\tSTATUS\tNEXT RUN\tINTERVAL\tFAILURES\tLEASE\tLAST ERROR")
 	for _, st := range states {
 		next := "in " + ago(st.NextRunAt.Sub(now))
+		leased := st.LeaseOwner != "" && st.LeaseExpiresAt != nil && st.LeaseExpiresAt.After(now)
 		switch {
+		case leased:
+			next = "running"
 		case st.Status != "active":
 			next = "-"
 		case st.RunRequested:
@@ -175,7 +178,11 @@ func WriteStatus(w io.Writer, states []SourceState, now time.Time) error {
 				lease = fmt.Sprintf("%s (run %d, EXPIRED %s ago)", st.LeaseOwner, deref(st.RunID), ago(now.Sub(*st.LeaseExpiresAt)))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", st.Name, st.Status, next, interval, st.FailureCount, lease, clip(st.LastError, 60))
+		lastError := "-"
+		if st.LastError != "" {
+			lastError = clip(st.LastError, 60)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", st.Name, st.Status, next, interval, st.FailureCount, lease, lastError)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
