@@ -28,6 +28,9 @@ type outcome struct {
 	disable string // reason to disable the source, if any
 }
 
+// minDefer is the shortest deferral of a run the upstream postponed.
+const minDefer = time.Second
+
 // errRunTimeout cancels a run that outlived syncer.run_timeout.
 var errRunTimeout = errors.New("run exceeded syncer.run_timeout")
 
@@ -332,6 +335,13 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 			at := out.retryAt
 			if b := rs.blockedUntil(); b.After(at) {
 				at = b
+			}
+			switch {
+			case at.IsZero():
+				at = now.Add(DefaultBlock)
+			case at.Before(now.Add(minDefer)):
+				// "Retry-After: 0" must not turn into a request per poll.
+				at = now.Add(minDefer)
 			}
 			fin.next = schedule.Deferred(now, at, errText(out.err))
 		case "failed":
