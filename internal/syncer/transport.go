@@ -125,9 +125,9 @@ func (t *politeTransport) waitSource(ctx context.Context, rs *runStats) error {
 	if d <= 0 {
 		return nil
 	}
-	if d > t.maxWait {
+	if limit, why := t.waitLimit(ctx); d > limit {
 		r.Cancel()
-		return &connectors.RetryLaterError{RetryAt: t.now().Add(d), Reason: fmt.Sprintf("source rate_limit needs a %s wait, more than syncer.max_wait %s", d.Round(time.Millisecond), t.maxWait)}
+		return &connectors.RetryLaterError{RetryAt: t.now().Add(d), Reason: fmt.Sprintf("source rate_limit needs a %s wait, more than %s", d.Round(time.Millisecond), why)}
 	}
 	rs.waits.Add(1)
 	if !changes.Sleep(ctx, d) {
@@ -152,7 +152,7 @@ func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStat
 		if tk.blocked {
 			rs.noteBlock(tk.blockedUntil)
 			d := tk.blockedUntil.Sub(now)
-			if d > t.maxWait {
+			if limit, _ := t.waitLimit(ctx); d > limit {
 				return &connectors.RetryLaterError{RetryAt: tk.blockedUntil,
 					Reason: fmt.Sprintf("host %s is blocked: %s", host, tk.reason)}
 			}
@@ -162,12 +162,12 @@ func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStat
 			}
 			continue
 		}
-		if tk.wait > t.maxWait {
+		if limit, why := t.waitLimit(ctx); tk.wait > limit {
 			if err := t.hosts.refund(context.WithoutCancel(ctx), host); err != nil {
 				t.logger.Warn("refund host token", "host", host, "error", err)
 			}
 			return &connectors.RetryLaterError{RetryAt: now.Add(tk.wait),
-				Reason: fmt.Sprintf("host %s budget needs a %s wait, more than syncer.max_wait %s", host, tk.wait.Round(time.Millisecond), t.maxWait)}
+				Reason: fmt.Sprintf("host %s budget needs a %s wait, more than %s", host, tk.wait.Round(time.Millisecond), why)}
 		}
 		if tk.wait > 0 {
 			rs.waits.Add(1)
@@ -177,6 +177,20 @@ func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStat
 		}
 		return nil
 	}
+}
+
+// waitLimit is the longest a request may wait for a budget: syncer.max_wait,
+// or less when the request's context ends sooner (a connector's own
+// per-request timeout, the run's timeout): a wait that would outlast the
+// request defers the run instead of failing it.
+func (t *politeTransport) waitLimit(ctx context.Context) (time.Duration, string) {
+	limit, why := t.maxWait, fmt.Sprintf("syncer.max_wait %s", t.maxWait)
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < limit {
+			limit, why = max(left, 0), fmt.Sprintf("the %s left before the request's deadline", left.Round(time.Millisecond))
+		}
+	}
+	return limit, why
 }
 
 // observe blocks the host when the response asks us to stay away, and

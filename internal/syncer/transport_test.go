@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/connectors"
 )
 
 // TestRetryAfterBlocksHost: a 429 or a spent X-RateLimit budget blocks
@@ -326,4 +329,42 @@ func TestHostRateReport(t *testing.T) {
 	t.Logf("  requests per second %v: after the first second (which holds the burst) %.2f/s", m.windows, float64(steady)/float64(len(m.windows)-1))
 	t.Logf("  per replica %v, rate_limit_waits %d", m.perReplica, m.waits)
 	m.check(t, sc)
+}
+
+// TestWaitBeyondRequestDeadlineDefers: a connector that bounds each
+// request with its own timeout must not see a rate-limit wait turn into a
+// timeout failure: the run is deferred instead.
+func TestWaitBeyondRequestDeadlineDefers(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	up := newUpstream(t, 2, time.Now)
+	fetch := func(ctx context.Context, env connectors.Env, cur json.RawMessage, emit connectors.EmitFunc) (connectors.Result, error) {
+		for page := 1; page <= 2; page++ {
+			rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			req, _ := http.NewRequestWithContext(rctx, http.MethodGet, fmt.Sprintf("%s/s/page/%d", up.URL, page), nil)
+			resp, err := env.HTTP.Do(req)
+			if err != nil {
+				cancel()
+				return connectors.Result{}, fmt.Errorf("page %d: %w", page, err)
+			}
+			resp.Body.Close()
+			cancel()
+		}
+		return connectors.Result{}, nil
+	}
+	cfg := loadConfig(t, "defaults: {host_rate_limit: {per_second: 1000, burst: 100}}\n", map[string]string{
+		"s": "every: 1h\njitter: 0s\nrate_limit: {per_second: 2, burst: 1}\n",
+	}, map[string]fetchFunc{"s": fetch})
+	s := h.syncer(cfg, Config{Now: time.Now})
+	h.runDue(s)
+	runs := h.runs("s")
+	if r := runs[0]; r.Status != "deferred" || !strings.Contains(r.Error, "before the request's deadline") {
+		t.Fatalf("run: %+v", r)
+	}
+	if r := h.source("s"); r.Failures != 0 {
+		t.Errorf("failures %d", r.Failures)
+	}
+	if n := up.total.Load(); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
 }
