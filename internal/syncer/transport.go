@@ -100,7 +100,13 @@ func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 
-	rctx, cancel := context.WithTimeout(ctx, t.timeout)
+	var rctx context.Context
+	var cancel context.CancelFunc
+	if t.timeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, t.timeout)
+	} else {
+		rctx, cancel = context.WithCancel(ctx)
+	}
 	resp, err := t.base.RoundTrip(req.WithContext(rctx))
 	rs.requests.Add(1)
 	if err != nil {
