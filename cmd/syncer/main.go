@@ -5,8 +5,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/lookout-dev/lookout/internal/cli"
 	_ "github.com/lookout-dev/lookout/internal/connectors/file"
@@ -18,6 +20,10 @@ func main() {
 	os.Exit(cli.Main("syncer", "mirror sources into PostgreSQL", []cli.Command{
 		{Name: "run", Summary: "run the syncer daemon until SIGINT/SIGTERM", Run: runDaemon},
 		{Name: "once", Summary: "run every due source once, then exit (cron, CronJob, tests)", Run: runOnce},
+		{Name: "status", Summary: "show every source: status, next run, interval, failures, lease, last error", Run: status},
+		{Name: "pause", Summary: "pause SOURCE [--reason TEXT]: stop scheduling it until resume", Run: pause},
+		{Name: "resume", Summary: "resume SOURCE: make a paused, disabled or completed source active and due now", Run: resume},
+		{Name: "run-now", Summary: "run-now SOURCE: run an active source at the next poll, whatever its schedule", Run: runNow},
 		cli.MigrateCommand(),
 		cli.CheckCommand(cli.BuildAll),
 	}))
@@ -66,4 +72,98 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 	n, err := s.RunDue(ctx)
 	fmt.Fprintf(env.Stdout, "ran %d source(s)\n", n)
 	return err
+}
+
+// sourceArg parses "SOURCE [flags]" or "[flags] SOURCE" for an operator
+// command, with the flags fs defines.
+func sourceArg(env *cli.Env, fs *flag.FlagSet) (string, error) {
+	fs.SetOutput(env.Stderr)
+	if err := fs.Parse(env.Args); err != nil {
+		return "", &cli.UsageError{Msg: err.Error()}
+	}
+	args := fs.Args()
+	if len(args) > 0 {
+		if err := fs.Parse(args[1:]); err != nil {
+			return "", &cli.UsageError{Msg: err.Error()}
+		}
+		args = append(args[:1], fs.Args()...)
+	}
+	if len(args) != 1 {
+		return "", &cli.UsageError{Msg: fmt.Sprintf("want exactly one source name, got %d argument(s)", len(args))}
+	}
+	return args[0], nil
+}
+
+func status(ctx context.Context, env *cli.Env) error {
+	if len(env.Args) > 0 {
+		return &cli.UsageError{Msg: "status takes no arguments"}
+	}
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	states, err := syncer.States(ctx, pool)
+	if err != nil {
+		return err
+	}
+	return syncer.WriteStatus(env.Stdout, states, time.Now())
+}
+
+func pause(ctx context.Context, env *cli.Env) error {
+	fs := flag.NewFlagSet("pause", flag.ContinueOnError)
+	reason := fs.String("reason", "", "why, stored in sources.status_reason (default \"paused by operator\")")
+	name, err := sourceArg(env, fs)
+	if err != nil {
+		return err
+	}
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := syncer.Pause(ctx, pool, name, *reason, time.Now()); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "paused %s\n", name)
+	return nil
+}
+
+func resume(ctx context.Context, env *cli.Env) error {
+	name, err := sourceArg(env, flag.NewFlagSet("resume", flag.ContinueOnError))
+	if err != nil {
+		return err
+	}
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	was, err := syncer.Resume(ctx, pool, name, time.Now())
+	if err != nil {
+		return err
+	}
+	if was == "active" {
+		fmt.Fprintf(env.Stdout, "%s was already active\n", name)
+		return nil
+	}
+	fmt.Fprintf(env.Stdout, "resumed %s (was %s); it is due now\n", name, was)
+	return nil
+}
+
+func runNow(ctx context.Context, env *cli.Env) error {
+	name, err := sourceArg(env, flag.NewFlagSet("run-now", flag.ContinueOnError))
+	if err != nil {
+		return err
+	}
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := syncer.RunNow(ctx, pool, name, time.Now()); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "requested a run of %s; a syncer picks it up at its next poll\n", name)
+	return nil
 }

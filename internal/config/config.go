@@ -44,6 +44,12 @@ type Global struct {
 	Sinks map[string]*Sink `yaml:"sinks"`
 	// Defaults apply to every source that does not set the value itself.
 	Defaults Defaults `yaml:"defaults"`
+	// Hosts are request budgets per upstream host, shared by every source
+	// that calls the host and by every syncer replica (the budget lives in
+	// the host_limits table). Keys are a host name ("api.github.com") or
+	// host:port ("127.0.0.1:8080"); a host not listed gets
+	// defaults.host_rate_limit.
+	Hosts map[string]*RateLimit `yaml:"hosts"`
 	// Syncer tunes the syncer daemon.
 	Syncer Syncer `yaml:"syncer"`
 	// Evaluator tunes the evaluator daemon.
@@ -86,11 +92,13 @@ type Ollama struct {
 	DigestTTL time.Duration `yaml:"digest_ttl"`
 }
 
-// Backoff is an exponential backoff between min and max.
+// Backoff is exponential backoff with jitter between Min and Max; where it
+// is used says its defaults (syncer.backoff: 30s..1h, ollama.hold_backoff:
+// 30s..15m).
 type Backoff struct {
-	// Min is the first wait. Required.
+	// Min is the first wait.
 	Min time.Duration `yaml:"min"`
-	// Max caps the wait. Required.
+	// Max caps the wait.
 	Max time.Duration `yaml:"max"`
 }
 
@@ -143,8 +151,16 @@ type Defaults struct {
 	Jitter *time.Duration `yaml:"jitter"`
 	// RateLimit is the per-source request budget. Defaults to 1/s, burst 1.
 	RateLimit RateLimit `yaml:"rate_limit"`
+	// HostRateLimit is the request budget of an upstream host that hosts
+	// does not list, shared by all sources and replicas calling it.
+	// Defaults to 2/s, burst 4.
+	HostRateLimit RateLimit `yaml:"host_rate_limit"`
 	// Timeout bounds one request. Defaults to 30s.
 	Timeout time.Duration `yaml:"timeout"`
+	// MaxFailures disables a source after that many consecutive failed runs,
+	// for sources whose stop block does not set max_failures; 0 never
+	// disables. Defaults to 20.
+	MaxFailures *int `yaml:"max_failures"`
 	// Notify lists the sinks used by watches that name none. Defaults to [log].
 	Notify []string `yaml:"notify"`
 }
@@ -160,6 +176,18 @@ type Syncer struct {
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// BatchSize is the number of items written per transaction. Defaults to 500.
 	BatchSize int `yaml:"batch_size"`
+	// Backoff spaces the runs of a failing source: min after the first
+	// failure, doubling per consecutive failure up to max, with jitter.
+	// Defaults to min 30s, max 1h.
+	Backoff Backoff `yaml:"backoff"`
+	// MaxWait is the longest one request waits inside a run for its
+	// source's or its host's budget, or for a host block (Retry-After) to
+	// end; a longer wait defers the run to that time, to resume from its
+	// cursor. Defaults to 30s.
+	MaxWait time.Duration `yaml:"max_wait"`
+	// RunTimeout bounds one run of a source; a run still going then is
+	// cancelled and counts as a failure. Defaults to 1h.
+	RunTimeout time.Duration `yaml:"run_timeout"`
 }
 
 // Evaluator tunes the evaluator.
@@ -213,7 +241,8 @@ type Source struct {
 	// Timeout bounds one request. Defaults to defaults.timeout.
 	Timeout time.Duration `yaml:"timeout"`
 	// Stop ends polling: after a time, when an expression over the last run
-	// is true, or after max_failures consecutive failures.
+	// is true, or after max_failures consecutive failures. Never nil after
+	// loading. Defaults to max_failures from defaults.max_failures.
 	Stop *Stop `yaml:"stop"`
 	// Fields maps raw items to normalized records with expressions over
 	// `item`. Unset fields use the item's key of the same name.
@@ -254,21 +283,27 @@ func (s *Source) Line(path string) int {
 	return 1
 }
 
-// Adaptive bounds the adaptive interval.
+// Adaptive bounds the adaptive interval: shorter after runs that saw
+// changes, longer while nothing changes, never outside [min, max].
 type Adaptive struct {
+	// Min is the shortest interval. Required.
 	Min time.Duration `yaml:"min"`
+	// Max is the longest interval. Required.
 	Max time.Duration `yaml:"max"`
 }
 
 // Stop holds a source's stop conditions.
 type Stop struct {
-	// After is an RFC 3339 time after which the source is completed.
+	// After is an RFC 3339 time after which the source is completed and
+	// not polled again. Defaults to none.
 	After *time.Time `yaml:"after"`
 	// When is an expression over `run` (the last run's counters and status)
 	// and `source`; when true after a run the source is completed.
+	// Defaults to none.
 	When string `yaml:"when"`
-	// MaxFailures disables the source after that many consecutive failures.
-	MaxFailures int `yaml:"max_failures"`
+	// MaxFailures disables the source after that many consecutive failed
+	// runs; 0 never disables. Defaults to defaults.max_failures.
+	MaxFailures *int `yaml:"max_failures"`
 }
 
 // Fields are expressions over `item` producing the normalized fields.

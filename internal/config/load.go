@@ -247,6 +247,14 @@ func checkKeys(file string, node *yaml.Node, t reflect.Type, path string, lines 
 		node = node.Alias
 	}
 	switch {
+	case t == timeType && node.Kind == yaml.ScalarNode && !strings.Contains(node.Value, "${"):
+		// yaml reports a bad time without its line: check it here.
+		var v time.Time
+		if err := node.Decode(&v); err != nil {
+			*errs = append(*errs, &Error{File: file, Line: node.Line, Key: path,
+				Msg: fmt.Sprintf("must be a time (RFC 3339, e.g. 2026-12-31T00:00:00Z), not %q", node.Value)})
+		}
+		return
 	case t == durationType || t == timeType:
 		return
 	case t.Kind() == reflect.Struct && node.Kind == yaml.MappingNode:

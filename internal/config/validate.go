@@ -3,11 +3,14 @@ package config
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/schedule"
 )
 
 // Defaults for settings that neither a source nor lookout.yaml sets.
@@ -32,12 +35,21 @@ const (
 	HoldBackoffMaxDefault   = 15 * time.Minute
 	DigestTTLDefault        = time.Minute
 	ReasonMaxCharsDefault   = 200
+	MaxFailuresDefault      = 20
+	BackoffMinDefault       = 30 * time.Second
+	BackoffMaxDefault       = time.Hour
+	MaxWaitDefault          = 30 * time.Second
+	RunTimeoutDefault       = time.Hour
 )
 
 // OllamaOptionDefaults are the model options every call carries unless the
 // configuration sets them: a temperature of 0 and a fixed seed make a
 // verdict reproducible.
 var OllamaOptionDefaults = map[string]any{"temperature": 0, "seed": 42}
+
+// HostRateLimitDefault is the budget of a host that lookout.yaml's hosts
+// does not list.
+var HostRateLimitDefault = RateLimit{PerSecond: 2, Burst: 4}
 
 // Connectors lists the connector names a source may use. The connectors
 // package registry is the authority at build time; this list lets config
@@ -98,6 +110,41 @@ func (g *Global) applyDefaults() []error {
 		d.RateLimit.PerSecond = 1
 	}
 	d.RateLimit.Burst = cmp.Or(d.RateLimit.Burst, 1)
+	if d.RateLimit.PerSecond < 0 || d.RateLimit.Burst < 1 {
+		errs = append(errs, g.Errorf("defaults.rate_limit", "needs per_second > 0 and burst >= 1"))
+	}
+	if d.HostRateLimit.PerSecond == 0 {
+		d.HostRateLimit.PerSecond = HostRateLimitDefault.PerSecond
+		d.HostRateLimit.Burst = cmp.Or(d.HostRateLimit.Burst, HostRateLimitDefault.Burst)
+	}
+	d.HostRateLimit.Burst = cmp.Or(d.HostRateLimit.Burst, 1)
+	if d.HostRateLimit.PerSecond < 0 || d.HostRateLimit.Burst < 1 {
+		errs = append(errs, g.Errorf("defaults.host_rate_limit", "needs per_second > 0 and burst >= 1"))
+	}
+	if d.MaxFailures == nil {
+		n := MaxFailuresDefault
+		d.MaxFailures = &n
+	} else if *d.MaxFailures < 0 {
+		errs = append(errs, g.Errorf("defaults.max_failures", "must not be negative (0 never disables)"))
+	}
+	for host, rl := range g.Hosts {
+		key := "hosts." + host
+		if lower := strings.ToLower(host); lower != host {
+			delete(g.Hosts, host)
+			g.Hosts[lower] = rl
+		}
+		if host == "" || strings.ContainsAny(host, "/ ") || strings.Contains(host, "://") {
+			errs = append(errs, g.Errorf(key, "must be a host name or host:port, without scheme or path"))
+		}
+		if rl == nil || rl.PerSecond <= 0 {
+			errs = append(errs, g.Errorf(key+".per_second", "must be > 0"))
+			continue
+		}
+		rl.Burst = cmp.Or(rl.Burst, 1)
+		if rl.Burst < 1 {
+			errs = append(errs, g.Errorf(key+".burst", "must be >= 1"))
+		}
+	}
 	if len(d.Notify) == 0 {
 		for name := range g.Sinks {
 			d.Notify = append(d.Notify, name)
@@ -119,6 +166,19 @@ func (g *Global) applyDefaults() []error {
 	g.Syncer.Concurrency = cmp.Or(g.Syncer.Concurrency, SyncerConcurrency)
 	g.Syncer.PollInterval = cmp.Or(g.Syncer.PollInterval, SyncerPollDefault)
 	g.Syncer.BatchSize = cmp.Or(g.Syncer.BatchSize, BatchSizeDefault)
+	g.Syncer.Backoff.Min = cmp.Or(g.Syncer.Backoff.Min, BackoffMinDefault)
+	g.Syncer.Backoff.Max = cmp.Or(g.Syncer.Backoff.Max, max(BackoffMaxDefault, g.Syncer.Backoff.Min))
+	g.Syncer.MaxWait = cmp.Or(g.Syncer.MaxWait, MaxWaitDefault)
+	g.Syncer.RunTimeout = cmp.Or(g.Syncer.RunTimeout, RunTimeoutDefault)
+	if g.Syncer.Backoff.Min < 0 || g.Syncer.Backoff.Max < g.Syncer.Backoff.Min {
+		errs = append(errs, g.Errorf("syncer.backoff", "needs 0 < min <= max"))
+	}
+	if g.Syncer.MaxWait < 0 {
+		errs = append(errs, g.Errorf("syncer.max_wait", "must not be negative"))
+	}
+	if g.Syncer.RunTimeout < 0 {
+		errs = append(errs, g.Errorf("syncer.run_timeout", "must not be negative"))
+	}
 	g.Evaluator.Lease = cmp.Or(g.Evaluator.Lease, EvaluatorLeaseDefault)
 	g.Evaluator.BatchSize = cmp.Or(g.Evaluator.BatchSize, BatchSizeDefault)
 	g.Evaluator.CatchUpInterval = cmp.Or(g.Evaluator.CatchUpInterval, CatchUpIntervalDefault)
@@ -238,7 +298,8 @@ func (s *Source) validate(g *Global) []error {
 		bad("jitter", "must not be negative")
 	}
 	s.Timezone = cmp.Or(s.Timezone, "UTC")
-	if _, err := time.LoadLocation(s.Timezone); err != nil {
+	_, tzErr := time.LoadLocation(s.Timezone)
+	if tzErr != nil {
 		bad("timezone", "%q is not a known time zone", s.Timezone)
 	}
 	if a := s.Adaptive; a != nil {
@@ -246,6 +307,14 @@ func (s *Source) validate(g *Global) []error {
 			bad("adaptive", "needs min and max, both positive")
 		} else if a.Min > a.Max {
 			bad("adaptive.min", "must not exceed adaptive.max")
+		}
+		if s.Cron != "" {
+			bad("adaptive", "needs an every schedule, not cron")
+		}
+	}
+	if s.Cron != "" && tzErr == nil {
+		if _, err := schedule.New(schedule.Spec{Cron: s.Cron, Timezone: s.Timezone}); err != nil {
+			bad("cron", "%s", strings.TrimPrefix(err.Error(), "cron "))
 		}
 	}
 	if s.RateLimit == nil {
@@ -261,9 +330,19 @@ func (s *Source) validate(g *Global) []error {
 		}
 	}
 	s.Timeout = cmp.Or(s.Timeout, g.Defaults.Timeout)
-	if st := s.Stop; st != nil && st.MaxFailures < 0 {
-		bad("stop.max_failures", "must not be negative")
+	if s.Stop == nil {
+		s.Stop = &Stop{}
 	}
+	if s.Stop.MaxFailures == nil {
+		n := MaxFailuresDefault
+		if g.Defaults.MaxFailures != nil {
+			n = *g.Defaults.MaxFailures
+		}
+		s.Stop.MaxFailures = &n
+	} else if *s.Stop.MaxFailures < 0 {
+		bad("stop.max_failures", "must not be negative (0 never disables)")
+	}
+	s.Stop.When = strings.TrimSpace(s.Stop.When)
 
 	switch {
 	case s.File != nil && s.Connector == "file":
@@ -331,6 +410,22 @@ func (s *Source) validate(g *Global) []error {
 		}
 	}
 	return errs
+}
+
+// HostLimit returns the request budget of host (host or host:port, as in
+// a URL): the hosts entry for host:port, else for the host name without
+// the port, else defaults.host_rate_limit.
+func (g *Global) HostLimit(host string) RateLimit {
+	host = strings.ToLower(host)
+	if rl := g.Hosts[host]; rl != nil {
+		return *rl
+	}
+	if name, _, err := net.SplitHostPort(host); err == nil {
+		if rl := g.Hosts[name]; rl != nil {
+			return *rl
+		}
+	}
+	return g.Defaults.HostRateLimit
 }
 
 // DedupeWindow returns the window of a duration dedupe policy, or 0.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/schedule"
 )
 
 // outcome is what a run ended with.
@@ -26,6 +28,12 @@ type outcome struct {
 	disable string // reason to disable the source, if any
 }
 
+// minDefer is the shortest deferral of a run the upstream postponed.
+const minDefer = time.Second
+
+// errRunTimeout cancels a run that outlived syncer.run_timeout.
+var errRunTimeout = errors.New("run exceeded syncer.run_timeout")
+
 // runClaim runs one claimed source and records the outcome. Errors are
 // recorded in sync_runs and sources, and logged; they do not stop the loop.
 func (s *Syncer) runClaim(ctx context.Context, c claim) {
@@ -34,28 +42,89 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 	started := s.conf.Now()
 	logger.Info("run started", "reason", c.reason, "cursor_before", string(c.cursor))
 
-	out := s.fetch(ctx, c, src)
-	if ctx.Err() != nil && out.err != nil {
-		// Shutting down: give the source back at once rather than leaving a
-		// lease for another replica to wait out.
-		out.status, out.err = "failed", fmt.Errorf("interrupted by shutdown: %w", out.err)
+	rs := &runStats{}
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	if s.conf.RunTimeout > 0 {
+		var cancelTimeout context.CancelFunc
+		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, s.conf.RunTimeout, errRunTimeout)
+		defer cancelTimeout()
 	}
-	if err := s.finish(context.WithoutCancel(ctx), c, src, out, started); err != nil {
+	stopHeartbeat := s.heartbeat(runCtx, c, cancelRun, logger)
+	out := s.fetch(withRunStats(runCtx, rs), c, src)
+	stopHeartbeat()
+	if out.err != nil {
+		switch cause := context.Cause(runCtx); {
+		case ctx.Err() != nil:
+			// Shutting down: give the source back at once rather than
+			// leaving a lease for another replica to wait out.
+			out.status, out.err = "failed", fmt.Errorf("interrupted by shutdown: %w", out.err)
+		case errors.Is(cause, errRunTimeout):
+			out.status, out.err = "failed", fmt.Errorf("%w (%s): %w", errRunTimeout, s.conf.RunTimeout, out.err)
+		case errors.Is(cause, ErrLeaseLost):
+			out.status, out.err = "failed", fmt.Errorf("%w: %w", ErrLeaseLost, out.err)
+		}
+	}
+	fin, err := s.finish(context.WithoutCancel(ctx), c, src, out, started, rs)
+	if err != nil {
 		logger.Error("record run outcome", "error", err)
 		return
 	}
 	attrs := []any{"status", out.status, "seen", out.stats.Seen, "created", out.stats.Created,
 		"updated", out.stats.Updated, "unchanged", out.stats.Unchanged, "deleted", out.stats.Deleted,
-		"pages", out.pages, "duration_ms", time.Since(started).Milliseconds()}
+		"pages", out.pages, "requests", fin.requests, "rate_limit_waits", fin.waits,
+		"duration_ms", s.conf.Now().Sub(started).Milliseconds(), "next_run_at", fin.next.At, "interval_reason", fin.next.Reason}
 	switch {
-	case out.disable != "":
-		logger.Error("source disabled", append(attrs, "error", out.err, "reason", out.disable)...)
 	case out.err != nil && out.status == "deferred":
-		logger.Warn("run deferred by upstream", append(attrs, "error", out.err, "retry_at", out.retryAt)...)
+		logger.Warn("run deferred by upstream", append(attrs, "error", out.err, "retry_at", fin.next.At)...)
 	case out.err != nil:
-		logger.Error("run failed", append(attrs, "error", out.err)...)
+		logger.Error("run failed", append(attrs, "error", out.err, "failure_count", fin.failures)...)
 	default:
 		logger.Info("run finished", attrs...)
+	}
+	switch fin.status {
+	case "disabled":
+		logger.Error("source disabled", "status", fin.status, "reason", fin.reason)
+	case "completed":
+		logger.Info("source completed", "status", fin.status, "reason", fin.reason)
+	}
+}
+
+// heartbeat renews the run's lease every third of the lease while the run
+// goes on, so that a slow page does not let another replica take the
+// source over; if the lease was lost anyway it cancels the run with
+// ErrLeaseLost. The returned function stops it and waits.
+func (s *Syncer) heartbeat(ctx context.Context, c claim, lost context.CancelCauseFunc, logger *slog.Logger) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(s.conf.Lease/3, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			var held bool
+			err := s.pool.QueryRow(ctx, `
+				UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval
+				WHERE name = $1 AND lease_owner = $2 AND run_id = $3
+				RETURNING true`, c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease).Scan(&held)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				logger.Warn("lease lost while running; stopping the run")
+				lost(ErrLeaseLost)
+				return
+			case err != nil && ctx.Err() == nil:
+				logger.Warn("renew lease", "error", err)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 
@@ -247,21 +316,33 @@ func (s *Syncer) tombstone(ctx context.Context, c claim, seen map[string]string)
 	return total, nil
 }
 
+// finished is what finish decided.
+type finished struct {
+	status, reason  string // the source's status after the run, and why if it changed
+	next            schedule.Decision
+	failures        int
+	requests, waits int
+}
+
 // finish records the outcome in sync_runs and sources and releases the
-// lease, unless another replica holds it by now.
-func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, started time.Time) error {
+// lease, unless another replica holds it by now. It decides the next run
+// (schedule, backoff or deferral) and applies the stop conditions: 401/403
+// and stop.max_failures disable the source, stop.when and stop.after
+// complete it.
+func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, started time.Time, rs *runStats) (finished, error) {
 	now := s.conf.Now()
 	sc := src.cfg
-	var errText *string
-	if out.err != nil {
-		e := cleanText(out.err.Error())
-		errText = &e
-	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var failures int
+	fin := finished{requests: max(out.result.Requests, int(rs.requests.Load())), waits: int(rs.waits.Load())}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var prevFailures int
 		var status string
-		err := tx.QueryRow(ctx, `SELECT failure_count, status FROM sources WHERE name = $1 AND lease_owner = $2 AND run_id = $3 FOR UPDATE`,
-			c.name, s.conf.Owner, c.runID).Scan(&failures, &status)
+		var interval *float64
+		var lastChange, lastSuccess *time.Time
+		var since time.Time
+		err := tx.QueryRow(ctx, `
+			SELECT failure_count, status, interval_seconds, last_change_at, last_success_at, created_at
+			FROM sources WHERE name = $1 AND lease_owner = $2 AND run_id = $3 FOR UPDATE`,
+			c.name, s.conf.Owner, c.runID).Scan(&prevFailures, &status, &interval, &lastChange, &lastSuccess, &since)
 		if errors.Is(err, pgx.ErrNoRows) {
 			_, err = tx.Exec(ctx, `UPDATE sync_runs SET status = 'abandoned', finished_at = $2, error = $3 WHERE id = $1 AND status = 'running'`,
 				c.runID, now, ErrLeaseLost.Error())
@@ -273,49 +354,172 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 		if err != nil {
 			return fmt.Errorf("read source state: %w", err)
 		}
-		next, reason := s.nextRun(sc, now, out, failures)
-		newFailures := 0
-		if out.status == "failed" {
-			newFailures = failures + 1
-		} else if out.status == "deferred" {
-			newFailures = failures
+		succeeded := out.status == "succeeded" || out.status == "not_modified"
+		cur := time.Duration(0)
+		if interval != nil {
+			cur = time.Duration(*interval * float64(time.Second))
 		}
-		newStatus, statusReason := status, (*string)(nil)
-		if out.disable != "" {
-			newStatus, statusReason = "disabled", &out.disable
-		} else if st := sc.Stop; st != nil && st.MaxFailures > 0 && newFailures >= st.MaxFailures {
-			r := fmt.Sprintf("disabled after %d consecutive failures; last error: %s", newFailures, out.err)
-			newStatus, statusReason = "disabled", &r
-		}
-		var lastChange any
 		if out.stats.Changed() > 0 {
-			lastChange = now
+			lastChange = &now
 		}
+		if lastChange != nil {
+			since = *lastChange
+		}
+		if succeeded {
+			lastSuccess = &now
+		}
+		run := schedule.Run{Interval: cur, Changes: out.stats.Changed(), Quiet: now.Sub(since), MinInterval: out.result.MinInterval}
+
+		// Failures and the next run.
+		fin.failures = 0
+		newInterval := interval
+		switch out.status {
+		case "deferred":
+			fin.failures = prevFailures
+			at := out.retryAt
+			if b := rs.blockedUntil(); b.After(at) {
+				at = b
+			}
+			switch {
+			case at.IsZero():
+				at = now.Add(DefaultBlock)
+			case at.Before(now.Add(minDefer)):
+				// "Retry-After: 0" must not turn into a request per poll.
+				at = now.Add(minDefer)
+			}
+			fin.next = schedule.Deferred(now, at, errText(out.err))
+		case "failed":
+			fin.failures = prevFailures + 1
+			fin.next = src.schedule.Retry(now, fin.failures, s.conf.Backoff, run)
+		default:
+			fin.next = src.schedule.Next(now, run)
+			secs := fin.next.Interval.Seconds()
+			newInterval = &secs
+		}
+
+		// Stop conditions.
+		fin.status = status
+		lastError := errText(out.err)
+		maxFailures := 0
+		if sc.Stop != nil && sc.Stop.MaxFailures != nil {
+			maxFailures = *sc.Stop.MaxFailures
+		}
+		switch {
+		case out.disable != "":
+			fin.status, fin.reason = "disabled", out.disable
+		case out.status == "failed" && maxFailures > 0 && fin.failures >= maxFailures:
+			fin.status = "disabled"
+			fin.reason = fmt.Sprintf("stop.max_failures: disabled after %d consecutive failures; last error: %s", fin.failures, lastError)
+		default:
+			if src.stopWhen != nil {
+				stop, err := evalStopWhen(src, out, fin, c, started, now, lastChange, lastSuccess)
+				switch {
+				case err != nil:
+					lastError = strings.TrimPrefix(lastError+"; ", "; ") + err.Error()
+					s.logger.Warn("stop.when failed; the source keeps running", "source", c.name, "run_id", c.runID, "error", err)
+				case stop:
+					fin.status = "completed"
+					fin.reason = fmt.Sprintf("stop.when %q was true after run %d", sc.Stop.When, c.runID)
+				}
+			}
+			if fin.status == status && sc.Stop != nil && sc.Stop.After != nil && !fin.next.At.Before(*sc.Stop.After) {
+				fin.status = "completed"
+				fin.reason = fmt.Sprintf("stop.after %s reached: no run after it", sc.Stop.After.UTC().Format(time.RFC3339))
+			}
+		}
+		var statusReason, statusChanged any
+		if fin.status != status {
+			statusReason, statusChanged = fin.reason, now
+		}
+
 		if _, err := tx.Exec(ctx, `
 			UPDATE sync_runs SET status = $2, finished_at = $3, duration_ms = $4, error = $5,
-			       requests = $6
+			       requests = $6, rate_limit_waits = $7
 			WHERE id = $1`,
-			c.runID, out.status, now, float64(now.Sub(started).Microseconds())/1000, errText, out.result.Requests); err != nil {
+			c.runID, out.status, now, float64(now.Sub(started).Microseconds())/1000, nullText(errText(out.err)),
+			fin.requests, fin.waits); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
-		succeeded := out.status == "succeeded" || out.status == "not_modified"
 		if _, err := tx.Exec(ctx, `
 			UPDATE sources SET
 			    lease_owner = NULL, lease_expires_at = NULL, last_run_at = $2,
 			    last_success_at = CASE WHEN $3 THEN $2 ELSE last_success_at END,
-			    last_change_at = coalesce($4, last_change_at),
-			    failure_count = $5, last_error = $6, next_run_at = $7, interval_reason = $8,
-			    cursor = CASE WHEN $3 THEN coalesce($9::jsonb, cursor) ELSE cursor END,
-			    status = $10, status_reason = coalesce($11, status_reason), updated_at = now()
+			    last_change_at = $4,
+			    failure_count = $5, last_error = $6, next_run_at = $7,
+			    interval_seconds = $8, interval_reason = $9,
+			    cursor = CASE WHEN $3 THEN coalesce($10::jsonb, cursor) ELSE cursor END,
+			    status = $11, status_reason = coalesce($12, status_reason),
+			    status_changed_at = coalesce($13, status_changed_at), updated_at = now()
 			WHERE name = $1`,
-			c.name, now, succeeded, lastChange, newFailures, errText, next, reason,
-			nullJSON(out.result.Cursor), newStatus, statusReason); err != nil {
+			c.name, now, succeeded, lastChange, fin.failures, nullText(lastError), fin.next.At,
+			newInterval, fin.next.Reason, nullJSON(out.result.Cursor), fin.status, statusReason, statusChanged); err != nil {
 			return fmt.Errorf("release lease: %w", err)
 		}
 		// Record the final cursor in the run too.
 		_, err = tx.Exec(ctx, `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2) WHERE id = $1`, c.runID, c.name)
 		return err
 	})
+	return fin, err
+}
+
+// evalStopWhen evaluates stop.when over the run that just ended and the
+// source's state after it.
+func evalStopWhen(src *source, out outcome, fin finished, c claim, started, now time.Time, lastChange, lastSuccess *time.Time) (bool, error) {
+	run := map[string]any{
+		"id":               c.runID,
+		"reason":           c.reason,
+		"status":           out.status,
+		"error":            errText(out.err),
+		"pages":            out.pages,
+		"requests":         fin.requests,
+		"rate_limit_waits": fin.waits,
+		"seen":             out.stats.Seen,
+		"created":          out.stats.Created,
+		"updated":          out.stats.Updated,
+		"unchanged":        out.stats.Unchanged,
+		"deleted":          out.stats.Deleted,
+		"changes":          out.stats.Changed(),
+		"started_at":       started,
+		"finished_at":      now,
+		"duration_seconds": now.Sub(started).Seconds(),
+	}
+	source := map[string]any{
+		"name":            src.cfg.Name,
+		"connector":       src.cfg.Connector,
+		"failure_count":   fin.failures,
+		"last_change_at":  timeOrNil(lastChange),
+		"last_success_at": timeOrNil(lastSuccess),
+	}
+	v, err := src.stopWhen.Run(run, source)
+	if err != nil {
+		return false, fmt.Errorf("stop.when: %w", err)
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("stop.when: %q returned %T, want a boolean", src.cfg.Stop.When, v)
+	}
+	return b, nil
+}
+
+func timeOrNil(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return *t
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return cleanText(err.Error())
+}
+
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // cleanText makes an error message storable as Postgres text: valid UTF-8

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
@@ -25,11 +24,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sourcegraph/conc/pool"
+	"golang.org/x/time/rate"
 
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -41,12 +42,17 @@ var ErrLeaseLost = errors.New("lease lost to another syncer")
 type Config struct {
 	// Owner identifies this replica in leases. Defaults to hostname:pid.
 	Owner string
-	// Lease, Concurrency, PollInterval and BatchSize: see config.Syncer.
+	// Lease, Concurrency, PollInterval, BatchSize, Backoff, MaxWait and
+	// RunTimeout: see config.Syncer. Each defaults to lookout.yaml's value.
 	Lease        time.Duration
 	Concurrency  int
 	PollInterval time.Duration
 	BatchSize    int
-	// Now is the clock. Defaults to time.Now.
+	Backoff      schedule.Backoff
+	MaxWait      time.Duration
+	RunTimeout   time.Duration
+	// Now is the clock of schedules, leases and host budgets. Defaults to
+	// time.Now.
 	Now func() time.Time
 	// Transport is the base HTTP transport. Defaults to http.DefaultTransport.
 	Transport http.RoundTripper
@@ -59,14 +65,17 @@ type Syncer struct {
 	conf    Config
 	logger  *slog.Logger
 	sources map[string]*source
+	hosts   *hostBudget
 	loop    service.Loop
 }
 
 // source is a configured source, built once.
 type source struct {
-	cfg    *config.Source
-	conn   connectors.Connector
-	mapper *normalize.Mapper
+	cfg      *config.Source
+	conn     connectors.Connector
+	mapper   *normalize.Mapper
+	schedule *schedule.Schedule
+	stopWhen *normalize.Program // nil without stop.when
 }
 
 // New builds a syncer for every source of cfg. Connector, mapping and
@@ -80,6 +89,10 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 	conf.Concurrency = cmp.Or(conf.Concurrency, cfg.Global.Syncer.Concurrency)
 	conf.PollInterval = cmp.Or(conf.PollInterval, cfg.Global.Syncer.PollInterval)
 	conf.BatchSize = cmp.Or(conf.BatchSize, cfg.Global.Syncer.BatchSize)
+	conf.Backoff.Min = cmp.Or(conf.Backoff.Min, cfg.Global.Syncer.Backoff.Min)
+	conf.Backoff.Max = cmp.Or(conf.Backoff.Max, cfg.Global.Syncer.Backoff.Max)
+	conf.MaxWait = cmp.Or(conf.MaxWait, cfg.Global.Syncer.MaxWait)
+	conf.RunTimeout = cmp.Or(conf.RunTimeout, cfg.Global.Syncer.RunTimeout)
 	if conf.Now == nil {
 		conf.Now = time.Now
 	}
@@ -87,6 +100,9 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 		conf.Transport = http.DefaultTransport
 	}
 	s := &Syncer{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "syncer"), sources: map[string]*source{}}
+	if pool != nil {
+		s.hosts = &hostBudget{pool: pool, limits: cfg.Global.HostLimit}
+	}
 	var errs []error
 	for _, sc := range cfg.Sources {
 		src, err := s.build(sc)
@@ -122,32 +138,73 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 		}
 		return nil, sc.Errorf(key, "%s", msg)
 	}
-	logger := s.logger.With("source", sc.Name)
-	client := &http.Client{
-		Timeout:   sc.Timeout,
-		Transport: newLimitedTransport(s.conf.Transport, sc.RateLimit.PerSecond, sc.RateLimit.Burst),
+	var adaptive *schedule.Bounds
+	if a := sc.Adaptive; a != nil {
+		adaptive = &schedule.Bounds{Min: a.Min, Max: a.Max}
 	}
+	sched, err := schedule.New(schedule.Spec{Every: sc.Every, Jitter: *sc.Jitter, Cron: sc.Cron, Timezone: sc.Timezone, Adaptive: adaptive})
+	if err != nil {
+		key := "every"
+		switch {
+		case strings.Contains(err.Error(), "adaptive"):
+			key = "adaptive"
+		case strings.Contains(err.Error(), "timezone"):
+			key = "timezone"
+		case strings.Contains(err.Error(), "jitter"):
+			key = "jitter"
+		case sc.Cron != "":
+			key = "cron"
+		}
+		return nil, sc.Errorf(key, "%v", err)
+	}
+	var stopWhen *normalize.Program
+	if sc.Stop != nil && sc.Stop.When != "" {
+		if stopWhen, err = normalize.Compile(sc.Stop.When, "run", "source"); err != nil {
+			return nil, sc.Errorf("stop.when", "%v", err)
+		}
+	}
+	logger := s.logger.With("source", sc.Name)
+	// No http.Client.Timeout: it would count the waits for rate limits.
+	// The transport bounds every request by the source's timeout instead.
+	client := &http.Client{Transport: &politeTransport{
+		base:    s.conf.Transport,
+		limiter: rate.NewLimiter(rate.Limit(sc.RateLimit.PerSecond), sc.RateLimit.Burst),
+		hosts:   s.hosts,
+		timeout: sc.Timeout,
+		maxWait: s.conf.MaxWait,
+		now:     s.conf.Now,
+		logger:  logger,
+	}}
 	conn, err := connectors.New(sc, connectors.Env{Dir: s.cfg.Dir, HTTP: client, Logger: logger, Now: s.conf.Now})
 	if err != nil {
 		return nil, err
 	}
-	return &source{cfg: sc, conn: conn, mapper: mapper}, nil
+	return &source{cfg: sc, conn: conn, mapper: mapper, schedule: sched, stopWhen: stopWhen}, nil
 }
 
 // Owner is this replica's lease owner name.
 func (s *Syncer) Owner() string { return s.conf.Owner }
 
-// Register upserts the configured sources into the sources table. A source
-// whose configuration changed is due at once; one that the system disabled
-// or completed is re-activated by a configuration change.
+// Register upserts the configured sources into the sources table. A new
+// source first runs after a random part of its jitter (or at its next cron
+// slot). A source whose configuration changed is due by its new schedule at
+// the latest, starts again from its initial interval and failure count, and
+// is re-activated if the system had disabled or completed it; a source an
+// operator paused stays paused.
 func (s *Syncer) Register(ctx context.Context) error {
 	b := &pgx.Batch{}
 	now := s.conf.Now()
 	for _, sc := range s.cfg.Sources {
-		first := now.Add(jitter(*sc.Jitter))
+		src := s.sources[sc.Name]
+		first := src.schedule.First(now)
+		var interval *float64
+		if iv := src.schedule.Initial(); iv > 0 {
+			secs := iv.Seconds()
+			interval = &secs
+		}
 		b.Queue(`
-			INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, next_run_at)
-			VALUES ($1, $2, $3, $4, $5, $6)
+			INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 			ON CONFLICT (name) DO UPDATE SET
 			    connector = excluded.connector,
 			    schedule = excluded.schedule,
@@ -155,14 +212,18 @@ func (s *Syncer) Register(ctx context.Context) error {
 			    updated_at = now(),
 			    interval_seconds = CASE WHEN sources.config_hash <> excluded.config_hash
 			                            THEN excluded.interval_seconds ELSE sources.interval_seconds END,
+			    interval_reason = CASE WHEN sources.config_hash <> excluded.config_hash
+			                           THEN 'configuration changed; ' || excluded.interval_reason ELSE sources.interval_reason END,
 			    next_run_at = CASE WHEN sources.config_hash <> excluded.config_hash
 			                       THEN least(sources.next_run_at, excluded.next_run_at) ELSE sources.next_run_at END,
 			    failure_count = CASE WHEN sources.config_hash <> excluded.config_hash THEN 0 ELSE sources.failure_count END,
+			    status_changed_at = CASE WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
+			                             THEN excluded.status_changed_at ELSE sources.status_changed_at END,
 			    status = CASE WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 			                  THEN 'active' ELSE sources.status END,
 			    status_reason = CASE WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 			                         THEN 'configuration changed' ELSE sources.status_reason END`,
-			sc.Name, sc.Connector, sc.Hash, describeSchedule(sc), sc.Every.Seconds(), first)
+			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, first.At, now)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("register sources: %w", err)
@@ -194,12 +255,20 @@ func (s *Syncer) run(ctx context.Context) error {
 	}
 }
 
-// RunDue claims the sources that are due (up to the concurrency limit at a
-// time) and runs them, until none is due. It returns how many runs it made.
+// RunDue completes the sources whose stop.after has passed, then claims
+// the sources that were due when it was called (up to the concurrency
+// limit at a time) and runs them, until none of those is left. Sources that
+// fall due while it works are left for the next call, so that RunDue ends
+// even when a source's interval is shorter than its run. It returns how
+// many runs it made.
 func (s *Syncer) RunDue(ctx context.Context) (int, error) {
+	asOf := s.conf.Now()
+	if err := s.completeExpired(ctx, asOf); err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
-		claims, err := s.claim(ctx, s.conf.Concurrency)
+		claims, err := s.claim(ctx, s.conf.Concurrency, asOf)
 		if err != nil {
 			return total, err
 		}
@@ -227,7 +296,12 @@ type claim struct {
 	prevOwner string
 }
 
-func (s *Syncer) claim(ctx context.Context, limit int) ([]claim, error) {
+// claim leases up to limit active sources that were due at asOf (or that
+// an operator asked to run), skipping rows other replicas have locked and
+// sources whose lease is still held. A source whose lease expired (its
+// holder died) is taken over: its run is recorded as abandoned and the new
+// run's reason is takeover.
+func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim, error) {
 	names := make([]string, 0, len(s.sources))
 	for n := range s.sources {
 		names = append(names, n)
@@ -239,7 +313,7 @@ func (s *Syncer) claim(ctx context.Context, limit int) ([]claim, error) {
 			    SELECT name, lease_owner, lease_expires_at, run_id, run_requested_at
 			    FROM sources
 			    WHERE name = ANY($1::text[]) AND status = 'active'
-			      AND (next_run_at <= $4 OR run_requested_at IS NOT NULL)
+			      AND (next_run_at <= $6 OR run_requested_at IS NOT NULL)
 			      AND (lease_expires_at IS NULL OR lease_expires_at < $4)
 			    ORDER BY run_requested_at NULLS LAST, next_run_at
 			    LIMIT $2
@@ -251,7 +325,7 @@ func (s *Syncer) claim(ctx context.Context, limit int) ([]claim, error) {
 			WHERE s.name = due.name
 			RETURNING s.name, s.cursor, coalesce(due.lease_owner, ''), due.run_id,
 			          due.run_requested_at IS NOT NULL`,
-			names, limit, s.conf.Owner, s.conf.Now(), s.conf.Lease)
+			names, limit, s.conf.Owner, s.conf.Now(), s.conf.Lease, asOf)
 		if err != nil {
 			return err
 		}
@@ -310,23 +384,41 @@ func (s *Syncer) claim(ctx context.Context, limit int) ([]claim, error) {
 	return claims, nil
 }
 
-func jitter(max time.Duration) time.Duration {
-	if max <= 0 {
-		return 0
+// completeExpired marks completed the active sources whose stop.after has
+// passed, so that a syncer that was down past the date does not run them
+// once more. A source whose lease is held is completed by its run.
+func (s *Syncer) completeExpired(ctx context.Context, now time.Time) error {
+	var names []string
+	var afters []time.Time
+	for name, src := range s.sources {
+		if st := src.cfg.Stop; st != nil && st.After != nil && !now.Before(*st.After) {
+			names = append(names, name)
+			afters = append(afters, *st.After)
+		}
 	}
-	return rand.N(max)
-}
-
-func describeSchedule(sc *config.Source) string {
-	if sc.Cron != "" {
-		return fmt.Sprintf("cron %q %s", sc.Cron, sc.Timezone)
+	if len(names) == 0 {
+		return nil
 	}
-	s := "every " + sc.Every.String()
-	if sc.Jitter != nil && *sc.Jitter > 0 {
-		s += " jitter " + sc.Jitter.String()
+	rows, err := s.pool.Query(ctx, `
+		UPDATE sources SET status = 'completed', status_changed_at = $3, updated_at = now(),
+		       status_reason = 'stop.after ' || to_char(x.after AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' reached'
+		FROM unnest($1::text[], $2::timestamptz[]) AS x(name, after)
+		WHERE sources.name = x.name AND sources.status = 'active'
+		  AND (sources.lease_expires_at IS NULL OR sources.lease_expires_at < $3)
+		RETURNING sources.name, sources.status_reason`, names, afters, now)
+	if err != nil {
+		return fmt.Errorf("complete sources past stop.after: %w", err)
 	}
-	if sc.Adaptive != nil {
-		s += fmt.Sprintf(" adaptive %s..%s", sc.Adaptive.Min, sc.Adaptive.Max)
+	defer rows.Close()
+	for rows.Next() {
+		var name, reason string
+		if err := rows.Scan(&name, &reason); err != nil {
+			return fmt.Errorf("complete sources past stop.after: %w", err)
+		}
+		s.logger.Info("source completed", "source", name, "reason", reason)
 	}
-	return s
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("complete sources past stop.after: %w", err)
+	}
+	return nil
 }

@@ -1,25 +1,284 @@
 package syncer
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/lookout-dev/lookout/internal/changes"
+	"github.com/lookout-dev/lookout/internal/connectors"
 )
 
-// limitedTransport waits on a source's token bucket before each request,
-// so a connector cannot exceed the source's rate_limit however it pages.
-type limitedTransport struct {
+// DefaultBlock is how long a host is blocked after a 429 that names no
+// time (no Retry-After, no X-RateLimit-Reset).
+const DefaultBlock = time.Minute
+
+// MaxBlock caps the time a host may ask us to stay away, so that a
+// nonsensical Retry-After cannot silence a host for a year.
+const MaxBlock = 24 * time.Hour
+
+// politeTransport is the http.RoundTripper the syncer gives a source's
+// connector. Before each request it waits for the source's own token
+// bucket (a local rate.Limiter: a source runs on one replica at a time)
+// and for its host's budget (hostBudget, shared by every source and
+// replica through Postgres); a host that answered 429/503 with a time, or
+// X-RateLimit-Remaining: 0 with a reset time, is not called again before
+// that time by anyone. A wait longer than maxWait is not waited out: the
+// request fails with a *connectors.RetryLaterError and the run is deferred,
+// to resume from its cursor. Every request is bounded by timeout, waits
+// for budgets excluded.
+type politeTransport struct {
 	base    http.RoundTripper
 	limiter *rate.Limiter
+	hosts   *hostBudget // nil when the syncer has no database (config check)
+	timeout time.Duration
+	maxWait time.Duration
+	now     func() time.Time
+	logger  *slog.Logger
 }
 
-func newLimitedTransport(base http.RoundTripper, perSecond float64, burst int) *limitedTransport {
-	return &limitedTransport{base: base, limiter: rate.NewLimiter(rate.Limit(perSecond), burst)}
+var _ http.RoundTripper = (*politeTransport)(nil)
+
+// runStats collects, for the run in progress, what the transport did; it
+// travels in the request context (connectors pass the run's context to
+// every request, as their contract says).
+type runStats struct {
+	requests atomic.Int64
+	waits    atomic.Int64
+	mu       sync.Mutex
+	blocked  time.Time // latest host block seen
 }
 
-func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := t.limiter.Wait(req.Context()); err != nil {
+type runStatsKey struct{}
+
+func withRunStats(ctx context.Context, rs *runStats) context.Context {
+	return context.WithValue(ctx, runStatsKey{}, rs)
+}
+
+func runStatsFrom(ctx context.Context) *runStats {
+	if rs, ok := ctx.Value(runStatsKey{}).(*runStats); ok {
+		return rs
+	}
+	return &runStats{} // a request outside a run: count into nothing
+}
+
+func (rs *runStats) noteBlock(until time.Time) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if until.After(rs.blocked) {
+		rs.blocked = until
+	}
+}
+
+func (rs *runStats) blockedUntil() time.Time {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.blocked
+}
+
+// RoundTrip waits for the budgets, sends req with the timeout, and records
+// what the response says about the host's limits.
+func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	rs := runStatsFrom(ctx)
+	host := strings.ToLower(req.URL.Host)
+
+	if err := t.waitSource(ctx, rs); err != nil {
 		return nil, err
 	}
-	return t.base.RoundTrip(req)
+	if err := t.waitHost(ctx, host, rs); err != nil {
+		return nil, err
+	}
+
+	var rctx context.Context
+	var cancel context.CancelFunc
+	if t.timeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, t.timeout)
+	} else {
+		rctx, cancel = context.WithCancel(ctx)
+	}
+	resp, err := t.base.RoundTrip(req.WithContext(rctx))
+	rs.requests.Add(1)
+	if err != nil {
+		cancel()
+		if errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, fmt.Errorf("no response from %s within the source's timeout %s: %w", host, t.timeout, err)
+		}
+		return nil, err
+	}
+	t.observe(ctx, host, resp, rs)
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// waitSource waits for the source's own rate limit.
+func (t *politeTransport) waitSource(ctx context.Context, rs *runStats) error {
+	r := t.limiter.Reserve()
+	if !r.OK() {
+		return fmt.Errorf("source rate limit cannot grant a request")
+	}
+	d := r.Delay()
+	if d <= 0 {
+		return nil
+	}
+	if limit, why := t.waitLimit(ctx); d > limit {
+		r.Cancel()
+		return &connectors.RetryLaterError{RetryAt: t.now().Add(d), Reason: fmt.Sprintf("source rate_limit needs a %s wait, more than %s", d.Round(time.Millisecond), why)}
+	}
+	rs.waits.Add(1)
+	if !changes.Sleep(ctx, d) {
+		r.Cancel()
+		return ctx.Err()
+	}
+	return nil
+}
+
+// waitHost waits for a token of host's shared budget, and for a standing
+// block of the host to end.
+func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStats) error {
+	if t.hosts == nil {
+		return nil
+	}
+	for {
+		now := t.now()
+		tk, err := t.hosts.take(ctx, host, now)
+		if err != nil {
+			return err
+		}
+		if tk.blocked {
+			rs.noteBlock(tk.blockedUntil)
+			d := tk.blockedUntil.Sub(now)
+			if limit, _ := t.waitLimit(ctx); d > limit {
+				return &connectors.RetryLaterError{RetryAt: tk.blockedUntil,
+					Reason: fmt.Sprintf("host %s is blocked: %s", host, tk.reason)}
+			}
+			rs.waits.Add(1)
+			if !changes.Sleep(ctx, d) {
+				return ctx.Err()
+			}
+			continue
+		}
+		if limit, why := t.waitLimit(ctx); tk.wait > limit {
+			if err := t.hosts.refund(context.WithoutCancel(ctx), host); err != nil {
+				t.logger.Warn("refund host token", "host", host, "error", err)
+			}
+			return &connectors.RetryLaterError{RetryAt: now.Add(tk.wait),
+				Reason: fmt.Sprintf("host %s budget needs a %s wait, more than %s", host, tk.wait.Round(time.Millisecond), why)}
+		}
+		if tk.wait > 0 {
+			rs.waits.Add(1)
+			if !changes.Sleep(ctx, tk.wait) {
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+}
+
+// waitLimit is the longest a request may wait for a budget: syncer.max_wait,
+// or less when the request's context ends sooner (a connector's own
+// per-request timeout, the run's timeout): a wait that would outlast the
+// request defers the run instead of failing it.
+func (t *politeTransport) waitLimit(ctx context.Context) (time.Duration, string) {
+	limit, why := t.maxWait, fmt.Sprintf("syncer.max_wait %s", t.maxWait)
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < limit {
+			limit, why = max(left, 0), fmt.Sprintf("the %s left before the request's deadline", left.Round(time.Millisecond))
+		}
+	}
+	return limit, why
+}
+
+// observe blocks the host when the response asks us to stay away, and
+// records error statuses.
+func (t *politeTransport) observe(ctx context.Context, host string, resp *http.Response, rs *runStats) {
+	if t.hosts == nil {
+		return
+	}
+	now := t.now()
+	code := resp.StatusCode
+	until, why, ok := blockUntil(resp, now)
+	ctx = context.WithoutCancel(ctx)
+	switch {
+	case ok:
+		if until.Sub(now) > MaxBlock {
+			until, why = now.Add(MaxBlock), why+fmt.Sprintf(", capped to %s", MaxBlock)
+		}
+		rs.noteBlock(until)
+		reason := fmt.Sprintf("%s (%s)", resp.Status, why)
+		if err := t.hosts.block(ctx, host, until, code, reason, now); err != nil {
+			t.logger.Warn("record host block", "host", host, "error", err)
+			return
+		}
+		t.logger.Warn("host asked us to wait", "host", host, "status", code, "blocked_until", until.UTC().Format(time.RFC3339), "why", why)
+	case code >= 400:
+		if err := t.hosts.status(ctx, host, code, now); err != nil {
+			t.logger.Warn("record host status", "host", host, "error", err)
+		}
+	}
+}
+
+// blockUntil reads when the host wants the next request: Retry-After
+// (seconds or an HTTP date) on 429 and 503, else X-RateLimit-Reset when
+// X-RateLimit-Remaining is 0 (on any status: the budget is spent), else a
+// default block for a bare 429. A 503 without Retry-After blocks nothing:
+// it is an outage, handled by the run's backoff.
+func blockUntil(resp *http.Response, now time.Time) (time.Time, string, bool) {
+	h := resp.Header
+	code := resp.StatusCode
+	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+		if ra := strings.TrimSpace(h.Get("Retry-After")); ra != "" {
+			if secs, err := strconv.ParseInt(ra, 10, 64); err == nil && secs >= 0 {
+				return now.Add(time.Duration(secs) * time.Second), "Retry-After: " + ra, true
+			}
+			if at, err := http.ParseTime(ra); err == nil {
+				return at, "Retry-After: " + ra, true
+			}
+		}
+	}
+	if strings.TrimSpace(h.Get("X-RateLimit-Remaining")) == "0" {
+		if reset, ok := parseReset(h.Get("X-RateLimit-Reset"), now); ok && reset.After(now) {
+			return reset, "X-RateLimit-Remaining: 0, X-RateLimit-Reset: " + h.Get("X-RateLimit-Reset"), true
+		}
+	}
+	if code == http.StatusTooManyRequests {
+		return now.Add(DefaultBlock), fmt.Sprintf("no retry time given, waiting %s", DefaultBlock), true
+	}
+	return time.Time{}, "", false
+}
+
+// parseReset reads X-RateLimit-Reset: Unix seconds (GitHub and most APIs),
+// or, for values too small to be a date (below 10^9, i.e. before 2001),
+// seconds from now.
+func parseReset(v string, now time.Time) (time.Time, bool) {
+	n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || n < 0 {
+		return time.Time{}, false
+	}
+	if n < 1e9 {
+		return now.Add(time.Duration(n * float64(time.Second))), true
+	}
+	return time.Unix(0, int64(n*1e9)), true
+}
+
+// cancelOnClose releases the request's timeout context with the body.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }

@@ -1,0 +1,366 @@
+// Package schedule decides when a source runs next: on a fixed interval
+// with jitter (`every`), on a cron expression in a time zone (`cron` +
+// `timezone`), or on an adaptive interval that shortens after changes and
+// lengthens while nothing changes (`adaptive: {min, max}`); after failures
+// it backs off exponentially with jitter and a cap.
+//
+// Every decision is computed from the time the run ended, never from the
+// slots a stopped syncer missed: a source that was overdue by a day runs
+// once and is then scheduled from now. Each decision carries the interval
+// it chose and a sentence saying why, which the syncer stores in
+// sources.interval_seconds and sources.interval_reason.
+//
+// The package is pure: it reads no clock and touches no database, so every
+// rule is tested with fixed times.
+package schedule
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// cronParser accepts standard five-field expressions (minute, hour, day of
+// month, month, day of week) and the descriptors @yearly, @monthly,
+// @weekly, @daily and @hourly.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Bounds are the limits of an adaptive interval.
+type Bounds struct {
+	Min, Max time.Duration
+}
+
+// Clamp returns d limited to [b.Min, b.Max].
+func (b Bounds) Clamp(d time.Duration) time.Duration {
+	return min(max(d, b.Min), b.Max)
+}
+
+// Spec is the schedule part of a source's configuration.
+type Spec struct {
+	// Every is the fixed interval; ignored when Cron is set.
+	Every time.Duration
+	// Jitter is the upper bound of a random delay added to every run.
+	Jitter time.Duration
+	// Cron is a five-field cron expression or a descriptor such as @daily.
+	Cron string
+	// Timezone is the IANA zone Cron is read in. Defaults to UTC.
+	Timezone string
+	// Adaptive, when set, lets the interval move within the bounds.
+	Adaptive *Bounds
+}
+
+// Schedule is a parsed Spec.
+type Schedule struct {
+	spec     Spec
+	cron     cron.Schedule
+	loc      *time.Location
+	jitterFn func(time.Duration) time.Duration
+}
+
+// Decision is when a source runs next and why.
+type Decision struct {
+	// At is the time of the next run.
+	At time.Time
+	// Interval is the interval the decision used (for cron, the time until
+	// At); stored in sources.interval_seconds.
+	Interval time.Duration
+	// Reason says why, for sources.interval_reason and the logs.
+	Reason string
+}
+
+// New parses spec. Errors name the offending setting (cron, timezone,
+// every, adaptive) so that callers can locate them in the source file.
+func New(spec Spec) (*Schedule, error) {
+	s := &Schedule{spec: spec, jitterFn: randomJitter}
+	if spec.Jitter < 0 {
+		return nil, fmt.Errorf("jitter must not be negative")
+	}
+	if spec.Cron != "" {
+		expr := strings.TrimSpace(spec.Cron)
+		if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
+			return nil, fmt.Errorf("cron %q: set the zone with timezone, not inside the expression", spec.Cron)
+		}
+		if strings.HasPrefix(expr, "@every") {
+			return nil, fmt.Errorf("cron %q: use every for fixed intervals", spec.Cron)
+		}
+		if spec.Adaptive != nil {
+			return nil, fmt.Errorf("adaptive needs an every schedule, not cron")
+		}
+		tz := spec.Timezone
+		if tz == "" {
+			tz = "UTC"
+		}
+		loc, err := time.LoadLocation(tz)
+		if err != nil {
+			return nil, fmt.Errorf("timezone %q is not a known time zone: %w", tz, err)
+		}
+		sched, err := cronParser.Parse(expr)
+		if err != nil {
+			return nil, fmt.Errorf("cron %q: %w", spec.Cron, err)
+		}
+		if ss, ok := sched.(*cron.SpecSchedule); ok {
+			ss.Location = loc
+		}
+		// A spec that can never fire (30 February) would leave the source
+		// silently idle: refuse it.
+		if sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, loc)).IsZero() {
+			return nil, fmt.Errorf("cron %q never fires", spec.Cron)
+		}
+		s.cron, s.loc = sched, loc
+		return s, nil
+	}
+	if spec.Every <= 0 {
+		return nil, fmt.Errorf("every must be positive")
+	}
+	if a := spec.Adaptive; a != nil {
+		if a.Min <= 0 || a.Max <= 0 || a.Min > a.Max {
+			return nil, fmt.Errorf("adaptive needs 0 < min <= max, got min %s max %s", a.Min, a.Max)
+		}
+	}
+	return s, nil
+}
+
+// MustNew is New that panics; for tests and constants.
+func MustNew(spec Spec) *Schedule {
+	s, err := New(spec)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// WithJitter returns a copy of s that draws jitter from fn (given the
+// configured upper bound, it returns a delay in [0, bound)). Tests use it
+// to make jitter deterministic.
+func (s *Schedule) WithJitter(fn func(bound time.Duration) time.Duration) *Schedule {
+	c := *s
+	c.jitterFn = fn
+	return &c
+}
+
+// IsCron reports whether s is a cron schedule.
+func (s *Schedule) IsCron() bool { return s.cron != nil }
+
+// Adaptive returns the adaptive bounds, or nil.
+func (s *Schedule) Adaptive() *Bounds { return s.spec.Adaptive }
+
+// String describes the schedule for sources.schedule.
+func (s *Schedule) String() string {
+	if s.cron != nil {
+		str := fmt.Sprintf("cron %q in %s", s.spec.Cron, s.loc)
+		if s.spec.Jitter > 0 {
+			str += " jitter " + s.spec.Jitter.String()
+		}
+		return str
+	}
+	str := "every " + s.spec.Every.String()
+	if s.spec.Jitter > 0 {
+		str += " jitter " + s.spec.Jitter.String()
+	}
+	if a := s.spec.Adaptive; a != nil {
+		str += fmt.Sprintf(" adaptive %s..%s", a.Min, a.Max)
+	}
+	return str
+}
+
+// Initial is the interval a newly registered (or reconfigured) source
+// starts with: every, clamped to the adaptive bounds. It is 0 for cron.
+func (s *Schedule) Initial() time.Duration {
+	if s.cron != nil {
+		return 0
+	}
+	if a := s.spec.Adaptive; a != nil {
+		return a.Clamp(s.spec.Every)
+	}
+	return s.spec.Every
+}
+
+// First is the first run of a newly registered source: a random point in
+// [now, now+jitter) for an interval schedule, so that sources registered
+// together do not fire together, or the next cron slot.
+func (s *Schedule) First(now time.Time) Decision {
+	if s.cron != nil {
+		return s.cronNext(now, "first run at the next cron slot")
+	}
+	j := s.jitter()
+	return Decision{At: now.Add(j), Interval: s.Initial(),
+		Reason: fmt.Sprintf("registered; first run after %s of jitter", round(j))}
+}
+
+// Run describes the run that just ended, for Next.
+type Run struct {
+	// Interval is the source's current interval (sources.interval_seconds);
+	// 0 means unknown and is read as the initial interval.
+	Interval time.Duration
+	// Changes is the number of records the run created, updated or deleted.
+	Changes int
+	// Quiet is how long the source has had no change (now minus
+	// sources.last_change_at, or since it was registered).
+	Quiet time.Duration
+	// MinInterval is a lower bound the upstream asked for (feed ttl,
+	// X-Poll-Interval), or 0.
+	MinInterval time.Duration
+}
+
+// Next schedules the run after a successful (or not-modified) run that
+// ended at now. It counts from now, so a source that was overdue runs once
+// and is not made to catch up on the slots it missed.
+func (s *Schedule) Next(now time.Time, r Run) Decision {
+	if s.cron != nil {
+		d := s.cronNext(now, "")
+		if r.MinInterval > 0 && d.At.Before(now.Add(r.MinInterval)) {
+			d = s.cronNext(now.Add(r.MinInterval), "")
+			d.Reason = fmt.Sprintf("upstream asked for at least %s; %s", r.MinInterval, d.Reason)
+			d.Interval = d.At.Sub(now)
+		}
+		return d
+	}
+	interval, reason := s.spec.Every, "every "+s.spec.Every.String()
+	if a := s.spec.Adaptive; a != nil {
+		interval, reason = s.adapt(*a, r)
+	}
+	if r.MinInterval > interval {
+		floor := r.MinInterval
+		if a := s.spec.Adaptive; a != nil && floor > a.Max {
+			floor = a.Max
+		}
+		if floor > interval {
+			reason = fmt.Sprintf("upstream asked for at least %s (%s)", r.MinInterval, reason)
+			interval = floor
+		}
+	}
+	return Decision{At: now.Add(interval + s.jitter()), Interval: interval, Reason: reason}
+}
+
+// adapt moves the interval: halved after a run that saw changes, and while
+// nothing changes, half the time since the last change (never shorter than
+// it was), always within the bounds. A source that changes about every T
+// settles near T/2 between checks; one that went quiet slows down by about
+// half again per run until it reaches max.
+func (s *Schedule) adapt(b Bounds, r Run) (time.Duration, string) {
+	cur := r.Interval
+	if cur <= 0 {
+		cur = s.Initial()
+	}
+	cur = b.Clamp(cur)
+	bounds := fmt.Sprintf("adaptive %s..%s", b.Min, b.Max)
+	if r.Changes > 0 {
+		next := b.Clamp(cur / 2)
+		verb := "halved"
+		if next == cur {
+			verb = "kept at the minimum"
+		}
+		return next, fmt.Sprintf("%d change(s) in the last run: interval %s from %s to %s (%s)",
+			r.Changes, verb, round(cur), round(next), bounds)
+	}
+	next := b.Clamp(max(cur, r.Quiet/2))
+	switch {
+	case next == cur && cur == b.Max:
+		return next, fmt.Sprintf("no change for %s: interval kept at the maximum %s (%s)", round(r.Quiet), round(next), bounds)
+	case next == cur:
+		return next, fmt.Sprintf("no change for %s: interval kept at %s until the quiet time exceeds twice it (%s)", round(r.Quiet), round(next), bounds)
+	default:
+		return next, fmt.Sprintf("no change for %s: interval lengthened from %s to %s, half the quiet time (%s)", round(r.Quiet), round(cur), round(next), bounds)
+	}
+}
+
+// Backoff is exponential backoff with jitter and a cap.
+type Backoff struct {
+	// Min is the delay after the first failure; it doubles per failure.
+	Min time.Duration
+	// Max caps the delay.
+	Max time.Duration
+}
+
+// Delay is the capped delay before jitter after the n-th consecutive
+// failure (n >= 1): Min·2^(n-1), at most Max.
+func (b Backoff) Delay(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	d := b.Min << min(n-1, 40)
+	if d > b.Max || d <= 0 {
+		d = b.Max
+	}
+	return d
+}
+
+// Retry schedules the run after the n-th consecutive failure, ending at
+// now: a random point in [d/2, d) for d = b.Delay(n) ("equal jitter": the
+// delay keeps growing while replicas and sources spread out). An interval
+// source is never retried sooner than its interval, so a failing source is
+// never polled more often than a healthy one; a cron source is retried on
+// the backoff or at its next slot, whichever comes first.
+func (s *Schedule) Retry(now time.Time, n int, b Backoff, r Run) Decision {
+	d := b.Delay(n)
+	wait := d/2 + s.jitterFn(d/2)
+	reason := fmt.Sprintf("backoff after %d consecutive failure(s): %s (cap %s)", n, round(d), b.Max)
+	if s.cron != nil {
+		slot := s.cronNext(now, "")
+		if slot.At.Before(now.Add(wait)) {
+			slot.Reason = fmt.Sprintf("%s; next cron slot comes first", reason)
+			return slot
+		}
+		return Decision{At: now.Add(wait), Interval: wait, Reason: reason}
+	}
+	interval := s.spec.Every
+	if a := s.spec.Adaptive; a != nil {
+		interval = s.Initial()
+		if r.Interval > 0 {
+			interval = a.Clamp(r.Interval)
+		}
+	}
+	if wait < interval {
+		return Decision{At: now.Add(interval + s.jitter()), Interval: interval,
+			Reason: fmt.Sprintf("%s, shorter than the interval %s: next run on the interval", reason, round(interval))}
+	}
+	return Decision{At: now.Add(wait), Interval: wait, Reason: reason}
+}
+
+// Deferred schedules the run the upstream asked to postpone until at.
+func Deferred(now, at time.Time, why string) Decision {
+	if at.Before(now) {
+		at = now
+	}
+	return Decision{At: at, Interval: at.Sub(now),
+		Reason: fmt.Sprintf("deferred: %s; resumes from its cursor at %s", why, at.UTC().Format(time.RFC3339))}
+}
+
+func (s *Schedule) cronNext(now time.Time, prefix string) Decision {
+	at := s.cron.Next(now.In(s.loc))
+	j := s.jitter()
+	reason := fmt.Sprintf("cron %q in %s: next slot %s", s.spec.Cron, s.loc, at.Format("2006-01-02 15:04 MST"))
+	if j > 0 {
+		reason += fmt.Sprintf(" + %s jitter", round(j))
+	}
+	if prefix != "" {
+		reason = prefix + ": " + reason
+	}
+	at = at.Add(j)
+	return Decision{At: at, Interval: at.Sub(now), Reason: reason}
+}
+
+func (s *Schedule) jitter() time.Duration {
+	if s.spec.Jitter <= 0 {
+		return 0
+	}
+	return s.jitterFn(s.spec.Jitter)
+}
+
+func randomJitter(bound time.Duration) time.Duration {
+	if bound <= 0 {
+		return 0
+	}
+	return rand.N(bound)
+}
+
+// round shortens a duration for reasons: whole seconds above a second.
+func round(d time.Duration) time.Duration {
+	if d > time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}

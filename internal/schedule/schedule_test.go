@@ -1,0 +1,250 @@
+package schedule
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 3, 27, 10, 0, 0, 0, time.UTC) // a Friday
+
+func noJitter(time.Duration) time.Duration { return 0 }
+
+func TestCronNextInTimezone(t *testing.T) {
+	t.Parallel()
+	// 09:00 on weekdays in Paris. From Friday 11:00 Paris time the next slot
+	// is Monday 09:00, and Paris moves to summer time on Sunday 29 March
+	// 2026, so Monday 09:00 is 07:00 UTC (it would be 08:00 UTC in winter).
+	s := MustNew(Spec{Cron: "0 9 * * 1-5", Timezone: "Europe/Paris"})
+	d := s.Next(t0, Run{})
+	want := time.Date(2026, 3, 30, 7, 0, 0, 0, time.UTC)
+	if !d.At.Equal(want) {
+		t.Fatalf("next = %s, want %s", d.At.UTC(), want)
+	}
+	if d.Interval != want.Sub(t0) {
+		t.Errorf("interval = %s, want %s", d.Interval, want.Sub(t0))
+	}
+	if !strings.Contains(d.Reason, `cron "0 9 * * 1-5" in Europe/Paris`) {
+		t.Errorf("reason %q does not name the cron and zone", d.Reason)
+	}
+	// The same expression in UTC fires at 09:00 UTC.
+	u := MustNew(Spec{Cron: "0 9 * * 1-5"})
+	if got := u.Next(t0, Run{}).At; !got.Equal(time.Date(2026, 3, 30, 9, 0, 0, 0, time.UTC)) {
+		t.Errorf("UTC next = %s", got)
+	}
+	// Descriptors work; a first run waits for the next slot.
+	daily := MustNew(Spec{Cron: "@daily", Timezone: "America/New_York"})
+	if got := daily.First(t0).At; !got.Equal(time.Date(2026, 3, 28, 4, 0, 0, 0, time.UTC)) {
+		t.Errorf("@daily first = %s, want midnight New York (04:00 UTC)", got.UTC())
+	}
+}
+
+func TestCronSkipsMissedSlots(t *testing.T) {
+	t.Parallel()
+	// After three days of downtime an hourly cron source runs once and is
+	// then scheduled at the next slot after now, not at the 72 it missed.
+	s := MustNew(Spec{Cron: "0 * * * *"})
+	now := t0.Add(72*time.Hour + 17*time.Minute)
+	d := s.Next(now, Run{})
+	if want := now.Truncate(time.Hour).Add(time.Hour); !d.At.Equal(want) {
+		t.Fatalf("next = %s, want %s", d.At, want)
+	}
+}
+
+func TestEveryCountsFromNow(t *testing.T) {
+	t.Parallel()
+	s := MustNew(Spec{Every: 10 * time.Minute}).WithJitter(noJitter)
+	now := t0.Add(50 * time.Hour) // long overdue
+	d := s.Next(now, Run{})
+	if !d.At.Equal(now.Add(10 * time.Minute)) {
+		t.Fatalf("next = %s, want now+10m", d.At)
+	}
+	if d.Reason != "every 10m0s" {
+		t.Errorf("reason = %q", d.Reason)
+	}
+	// The upstream's minimum interval wins over a shorter every.
+	d = s.Next(now, Run{MinInterval: time.Hour})
+	if d.Interval != time.Hour || !strings.Contains(d.Reason, "upstream asked for at least 1h0m0s") {
+		t.Errorf("min interval: %+v", d)
+	}
+}
+
+func TestJitterSpreadsSources(t *testing.T) {
+	t.Parallel()
+	// 1000 sources registered at one instant with every 1m, jitter 1m:
+	// their first runs spread over the whole minute, none before now.
+	s := MustNew(Spec{Every: time.Minute, Jitter: time.Minute})
+	const n, buckets = 1000, 10
+	var count [buckets]int
+	seen := map[time.Time]bool{}
+	for range n {
+		at := s.First(t0).At
+		off := at.Sub(t0)
+		if off < 0 || off >= time.Minute {
+			t.Fatalf("first run %s outside [now, now+jitter)", off)
+		}
+		count[off*buckets/time.Minute]++
+		seen[at] = true
+		if next := s.Next(t0, Run{}).At.Sub(t0); next < time.Minute || next >= 2*time.Minute {
+			t.Fatalf("next run %s outside [every, every+jitter)", next)
+		}
+	}
+	for i, c := range count {
+		// Expected 100 per bucket; a uniform draw stays well inside [40, 160].
+		if c < 40 || c > 160 {
+			t.Errorf("bucket %d holds %d of %d first runs: not spread (%v)", i, c, n, count)
+		}
+	}
+	if len(seen) < n*99/100 {
+		t.Errorf("only %d distinct first-run times of %d", len(seen), n)
+	}
+}
+
+func TestBackoffGrowsToCap(t *testing.T) {
+	t.Parallel()
+	b := Backoff{Min: 30 * time.Second, Max: time.Hour}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
+		16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
+	for i, w := range want {
+		if got := b.Delay(i + 1); got != w {
+			t.Errorf("Delay(%d) = %s, want %s", i+1, got, w)
+		}
+	}
+	if got := b.Delay(500); got != time.Hour {
+		t.Errorf("Delay(500) = %s, want the cap (no overflow)", got)
+	}
+	s := MustNew(Spec{Every: time.Second})
+	for n := 1; n <= 12; n++ {
+		d := b.Delay(n)
+		for range 50 {
+			r := s.Retry(t0, n, b, Run{})
+			if w := r.At.Sub(t0); w < d/2 || w >= d {
+				t.Fatalf("failure %d: retry after %s, want in [%s, %s)", n, w, d/2, d)
+			}
+			if !strings.Contains(r.Reason, "backoff after") {
+				t.Fatalf("reason %q", r.Reason)
+			}
+		}
+	}
+}
+
+func TestRetryNeverSoonerThanInterval(t *testing.T) {
+	t.Parallel()
+	b := Backoff{Min: 30 * time.Second, Max: time.Hour}
+	s := MustNew(Spec{Every: 10 * time.Minute}).WithJitter(noJitter)
+	r := s.Retry(t0, 1, b, Run{})
+	if r.At.Sub(t0) != 10*time.Minute || !strings.Contains(r.Reason, "next run on the interval") {
+		t.Errorf("first failure of a 10m source: %+v", r)
+	}
+	// The ninth failure backs off beyond the interval (at least 30m).
+	if w := s.Retry(t0, 9, b, Run{}).At.Sub(t0); w < 30*time.Minute {
+		t.Errorf("ninth failure retries after %s", w)
+	}
+	// A cron source retries on the backoff, unless its next slot is sooner.
+	c := MustNew(Spec{Cron: "0 0 * * *"}).WithJitter(noJitter)
+	if w := c.Retry(t0, 1, b, Run{}).At.Sub(t0); w >= 30*time.Second {
+		t.Errorf("daily cron retry after %s, want the backoff (< 30s)", w)
+	}
+	c = MustNew(Spec{Cron: "* * * * *"}).WithJitter(noJitter)
+	r = c.Retry(t0.Add(30*time.Second), 9, b, Run{})
+	if !r.At.Equal(t0.Add(time.Minute)) || !strings.Contains(r.Reason, "next cron slot comes first") {
+		t.Errorf("minutely cron after 9 failures: %+v", r)
+	}
+}
+
+func TestAdaptive(t *testing.T) {
+	t.Parallel()
+	b := Bounds{Min: time.Minute, Max: time.Hour}
+	s := MustNew(Spec{Every: 10 * time.Minute, Adaptive: &b}).WithJitter(noJitter)
+	if s.Initial() != 10*time.Minute {
+		t.Fatalf("initial = %s", s.Initial())
+	}
+
+	// Changes halve the interval down to min, never below.
+	iv := s.Initial()
+	for _, want := range []time.Duration{5 * time.Minute, 150 * time.Second, 75 * time.Second, time.Minute, time.Minute} {
+		d := s.Next(t0, Run{Interval: iv, Changes: 3})
+		if d.Interval != want {
+			t.Fatalf("after a change from %s: %s, want %s (%s)", iv, d.Interval, want, d.Reason)
+		}
+		if !d.At.Equal(t0.Add(want)) {
+			t.Fatalf("at = %s", d.At)
+		}
+		iv = d.Interval
+	}
+	if d := s.Next(t0, Run{Interval: iv, Changes: 1}); !strings.Contains(d.Reason, "kept at the minimum") {
+		t.Errorf("reason at min: %q", d.Reason)
+	}
+
+	// While nothing changes the interval follows half the quiet time, never
+	// shrinking, up to max.
+	quiet := time.Duration(0)
+	var last time.Duration
+	for range 30 {
+		quiet += iv
+		d := s.Next(t0, Run{Interval: iv, Quiet: quiet})
+		if d.Interval < iv {
+			t.Fatalf("interval shrank from %s to %s without changes", iv, d.Interval)
+		}
+		if d.Interval < b.Min || d.Interval > b.Max {
+			t.Fatalf("interval %s outside [%s, %s]", d.Interval, b.Min, b.Max)
+		}
+		iv, last = d.Interval, d.Interval
+	}
+	if last != time.Hour {
+		t.Fatalf("after a long quiet the interval is %s, want the max 1h", last)
+	}
+	d := s.Next(t0, Run{Interval: 20 * time.Minute, Quiet: 3 * time.Hour})
+	if d.Interval != time.Hour || !strings.Contains(d.Reason, "no change for 3h0m0s") {
+		t.Errorf("quiet 3h from 20m: %+v", d)
+	}
+	d = s.Next(t0, Run{Interval: 20 * time.Minute, Quiet: 50 * time.Minute})
+	if d.Interval != 25*time.Minute || !strings.Contains(d.Reason, "lengthened from 20m0s to 25m0s") {
+		t.Errorf("quiet 50m from 20m: %+v", d)
+	}
+
+	// An upstream floor beyond max is held to max: never outside the bounds.
+	d = s.Next(t0, Run{Interval: time.Minute, Changes: 1, MinInterval: 2 * time.Hour})
+	if d.Interval != time.Hour {
+		t.Errorf("upstream floor 2h with max 1h: %s", d.Interval)
+	}
+	// A stored interval outside the bounds (the bounds changed) is clamped.
+	if d := s.Next(t0, Run{Interval: 5 * time.Hour}); d.Interval != time.Hour {
+		t.Errorf("stored 5h: %s", d.Interval)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		spec Spec
+		want string
+	}{
+		{Spec{Cron: "61 * * * *"}, `cron "61 * * * *": end of range (61) above maximum (59)`},
+		{Spec{Cron: "CRON_TZ=Europe/Paris 0 9 * * *"}, "set the zone with timezone"},
+		{Spec{Cron: "@every 5m"}, "use every for fixed intervals"},
+		{Spec{Cron: "0 0 30 2 *"}, "never fires"},
+		{Spec{Cron: "0 9 * * *", Timezone: "Mars/Olympus"}, `timezone "Mars/Olympus" is not a known time zone`},
+		{Spec{Cron: "0 9 * * *", Adaptive: &Bounds{time.Minute, time.Hour}}, "adaptive needs an every schedule"},
+		{Spec{Every: 0}, "every must be positive"},
+		{Spec{Every: time.Minute, Adaptive: &Bounds{time.Hour, time.Minute}}, "adaptive needs 0 < min <= max"},
+		{Spec{Every: time.Minute, Jitter: -time.Second}, "jitter must not be negative"},
+	} {
+		_, err := New(tc.spec)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error containing %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+func TestDeferred(t *testing.T) {
+	t.Parallel()
+	at := t0.Add(90 * time.Second)
+	d := Deferred(t0, at, "429 Too Many Requests")
+	if !d.At.Equal(at) || d.Interval != 90*time.Second || !strings.Contains(d.Reason, "resumes from its cursor") {
+		t.Errorf("%+v", d)
+	}
+	if d := Deferred(t0, t0.Add(-time.Hour), "x"); !d.At.Equal(t0) {
+		t.Errorf("a past time defers to now, got %s", d.At)
+	}
+}

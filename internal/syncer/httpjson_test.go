@@ -1,0 +1,84 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
+)
+
+// TestHTTPConnectorIsPolite runs the real http connector through the
+// syncer's transport: a 429 defers the run and blocks the host, a 401
+// disables the source.
+func TestHTTPConnectorIsPolite(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var limited atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/denied":
+			http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+		case "/items":
+			if !limited.Swap(true) {
+				w.Header().Set("Retry-After", "90")
+				http.Error(w, "slow down", http.StatusTooManyRequests)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"items": [{"id": "1", "title": "one"}]}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"denied": "/denied", "items": "/items"} {
+		y := fmt.Sprintf("name: %s\nconnector: http\nhttp: {url: %q, items: body.items}\nevery: 1h\njitter: 0s\n", name, srv.URL+path)
+		if err := os.WriteFile(filepath.Join(dir, "sources", name+".yaml"), []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(fastLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := h.syncer(cfg, Config{})
+	if n := h.runDue(s); n != 2 {
+		t.Fatalf("ran %d", n)
+	}
+	if r := h.source("denied"); r.Status != "disabled" || !strings.Contains(r.StatusReason, "authorization refused by upstream") {
+		t.Errorf("denied: %s %q", r.Status, r.StatusReason)
+	}
+	r := h.source("items")
+	if r.Status != "active" || r.Failures != 0 || r.NextRunAt.Sub(h.clock.Now()) < 89*time.Second {
+		t.Fatalf("items after a 429: %+v", r)
+	}
+	if runs := h.runs("items"); runs[0].Status != "deferred" {
+		t.Fatalf("items run: %+v", runs[0])
+	}
+	var blocked time.Time
+	if err := h.pool.QueryRow(context.Background(), `SELECT blocked_until FROM host_limits`).Scan(&blocked); err != nil || !blocked.Equal(h.clock.Now().Add(90*time.Second)) {
+		t.Fatalf("host blocked until %s (%v), want now+90s", blocked, err)
+	}
+	h.runAt(s, "items")
+	if r := h.source("items"); r.Failures != 0 || r.LastError != "" {
+		t.Fatalf("items after the block: %+v", r)
+	}
+	var records int
+	if err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM records WHERE source = 'items'`).Scan(&records); err != nil || records != 1 {
+		t.Fatalf("records: %d %v", records, err)
+	}
+}

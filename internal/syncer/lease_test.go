@@ -1,0 +1,196 @@
+package syncer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/connectors"
+)
+
+func TestLeaseTakeoverIsRecorded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	cfg := loadConfig(t, "", map[string]string{"s": "every: 1m\njitter: 0s\n"},
+		map[string]fetchFunc{"s": items(func() []map[string]any { return []map[string]any{{"id": "a"}} })})
+	a := h.syncer(cfg, Config{Owner: "replica-a", Lease: time.Minute})
+	b := h.syncer(cfg, Config{Owner: "replica-b", Lease: time.Minute})
+	ctx := context.Background()
+
+	// Replica a claims the source and dies before running it.
+	claims, err := a.claim(ctx, 1, h.clock.Now())
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v %v", claims, err)
+	}
+	if n := h.runDue(b); n != 0 {
+		t.Fatalf("b ran a source whose lease a holds")
+	}
+	h.clock.Advance(61 * time.Second)
+	if n := h.runDue(b); n != 1 {
+		t.Fatalf("b ran %d after the lease expired, want 1", n)
+	}
+	runs := h.runs("s")
+	if len(runs) != 2 {
+		t.Fatalf("runs: %+v", runs)
+	}
+	if r := runs[0]; r.Owner != "replica-a" || r.Status != "abandoned" || !strings.Contains(r.Error, "lease expired while running; taken over by replica-b") {
+		t.Errorf("a's run: %+v", r)
+	}
+	if r := runs[1]; r.Owner != "replica-b" || r.Reason != "takeover" || r.Status != "succeeded" {
+		t.Errorf("b's run: %+v", r)
+	}
+	if !strings.Contains(h.logs.String(), `msg="took over expired lease"`) {
+		t.Errorf("no takeover log line")
+	}
+
+	// a wakes up: its writes are fenced out and its outcome is not recorded.
+	if _, err := a.writeBatch(ctx, claims[0], nil, nil); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("write after takeover: %v, want ErrLeaseLost", err)
+	}
+	_, err = a.finish(ctx, claims[0], a.sources["s"], outcome{status: "succeeded"}, h.clock.Now(), &runStats{})
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("finish after takeover: %v, want ErrLeaseLost", err)
+	}
+	if r := h.runs("s")[0]; r.Status != "abandoned" {
+		t.Errorf("a's run became %s", r.Status)
+	}
+}
+
+func TestHeartbeatKeepsLongRunsLeased(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	started := make(chan struct{})
+	slow := func(ctx context.Context, env connectors.Env, c json.RawMessage, emit connectors.EmitFunc) (connectors.Result, error) {
+		close(started)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return connectors.Result{}, ctx.Err()
+		}
+		return connectors.Result{}, nil
+	}
+	cfg := loadConfig(t, "", map[string]string{"slow": "every: 1h\njitter: 0s\n"}, map[string]fetchFunc{"slow": slow})
+	a := h.syncer(cfg, Config{Owner: "replica-a", Lease: 300 * time.Millisecond, Now: time.Now})
+	b := h.syncer(cfg, Config{Owner: "replica-b", Lease: 300 * time.Millisecond, Now: time.Now})
+	done := make(chan int)
+	go func() { n, _ := a.RunDue(context.Background()); done <- n }()
+	<-started
+	// The run lasts several leases; b polls all along and never takes over.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if n := h.runDue(b); n != 0 {
+			t.Fatalf("b took over a run whose holder is alive")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	releaseOnce.Do(func() { close(release) })
+	if n := <-done; n != 1 {
+		t.Fatalf("a ran %d", n)
+	}
+	if runs := h.runs("slow"); len(runs) != 1 || runs[0].Status != "succeeded" {
+		t.Fatalf("runs: %+v", runs)
+	}
+}
+
+// TestThreeReplicasNeverOverlap runs three syncers on one schema against
+// sources due every 50ms; the fake connector detects two runs of one
+// source at once.
+func TestThreeReplicasNeverOverlap(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const nSources, minRuns = 9, 6
+	type counters struct{ running, runs, overlaps atomic.Int32 }
+	state := map[string]*counters{}
+	sources, fetch := map[string]string{}, map[string]fetchFunc{}
+	for i := range nSources {
+		name := fmt.Sprintf("src%d", i)
+		c := &counters{}
+		state[name] = c
+		sources[name] = "every: 50ms\njitter: 20ms\n"
+		fetch[name] = func(ctx context.Context, env connectors.Env, cur json.RawMessage, emit connectors.EmitFunc) (connectors.Result, error) {
+			if c.running.Add(1) > 1 {
+				c.overlaps.Add(1)
+			}
+			defer c.running.Add(-1)
+			time.Sleep(time.Duration(2+rand.IntN(15)) * time.Millisecond) // the run's work
+			n := c.runs.Add(1)
+			err := emit(ctx, connectors.Page{Items: []connectors.Item{{Value: map[string]any{"id": "r", "n": int(n)}, Loc: "x"}}})
+			return connectors.Result{}, err
+		}
+	}
+	cfg := loadConfig(t, fastLimits, sources, fetch)
+	var replicas []*Syncer
+	for _, owner := range []string{"replica-a", "replica-b", "replica-c"} {
+		s := h.syncer(cfg, Config{Owner: owner, Now: time.Now, Lease: 2 * time.Second, PollInterval: 5 * time.Millisecond, Concurrency: 3})
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		replicas = append(replicas, s)
+	}
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			for _, s := range replicas {
+				if err := s.Stop(); err != nil {
+					t.Errorf("stop: %v", err)
+				}
+			}
+		})
+	}
+	t.Cleanup(stop)
+	eventually(t, 30*time.Second, fmt.Sprintf("every source to run %d times", minRuns), func() bool {
+		for _, c := range state {
+			if c.runs.Load() < minRuns {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+
+	total := 0
+	for name, c := range state {
+		if o := c.overlaps.Load(); o != 0 {
+			t.Errorf("%s: %d overlapping runs", name, o)
+		}
+		total += int(c.runs.Load())
+	}
+	// Every replica took part, and every finished run is recorded once.
+	rows, err := h.pool.Query(context.Background(), `
+		SELECT owner, count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'abandoned')
+		FROM sync_runs GROUP BY owner ORDER BY owner`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	owners, succeeded := 0, 0
+	for rows.Next() {
+		var owner string
+		var ok, abandoned int
+		if err := rows.Scan(&owner, &ok, &abandoned); err != nil {
+			t.Fatal(err)
+		}
+		owners++
+		succeeded += ok
+		if abandoned != 0 {
+			t.Errorf("%s: %d abandoned runs (a lease was lost)", owner, abandoned)
+		}
+		t.Logf("%s: %d runs succeeded", owner, ok)
+	}
+	if owners != 3 {
+		t.Errorf("%d replicas ran sources, want 3", owners)
+	}
+	if succeeded > total || succeeded < total-nSources {
+		t.Errorf("%d succeeded runs recorded for %d fetches", succeeded, total)
+	}
+}
