@@ -58,14 +58,7 @@ func (s *Source) Errorf(key, format string, args ...any) error {
 
 // Errorf returns an *Error at the line of key in lookout.yaml.
 func (g *Global) Errorf(key, format string, args ...any) error {
-	line := 0
-	if strings.HasPrefix(key, "sinks.") {
-		name, _, _ := strings.Cut(strings.TrimPrefix(key, "sinks."), ".")
-		if s := g.Sinks[name]; s != nil {
-			line = s.line
-		}
-	}
-	return &Error{File: cmp.Or(g.file, GlobalFile), Line: line, Key: key, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: cmp.Or(g.file, GlobalFile), Line: g.Line(key), Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Load reads and validates the configuration directory dir. All problems
@@ -82,9 +75,11 @@ func Load(dir string) (*Config, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", globalPath, err)
 	default:
-		if _, err := decodeStrict(GlobalFile, data, &cfg.Global); err != nil {
+		lines, err := decodeStrict(GlobalFile, data, &cfg.Global)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		cfg.Global.lines = lines
 	}
 	cfg.Global.file = GlobalFile
 	errs = append(errs, cfg.Global.applyDefaults()...)
