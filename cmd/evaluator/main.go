@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -20,6 +21,8 @@ func main() {
 	os.Exit(cli.Main("evaluator", "evaluate changes and deliver notifications", []cli.Command{
 		{Name: "run", Summary: "run the evaluator and delivery daemon until SIGINT/SIGTERM", Run: runDaemon},
 		{Name: "once", Summary: "evaluate pending changes and deliver due notifications, then exit", Run: runOnce},
+		{Name: "retry-dead", Summary: "send dead notifications back to pending (--sink S --watch W --source S --id N)", Run: retryDead},
+		{Name: "deliveries", Summary: "list notifications and their delivery state (--status S --sink S --watch W --limit N)", Run: deliveries},
 		cli.MigrateCommand(),
 		cli.CheckCommand(cli.BuildAll),
 	}))
@@ -29,6 +32,7 @@ type parts struct {
 	pool *pgxpool.Pool
 	eval *evaluator.Evaluator
 	del  *notify.Deliverer
+	dig  *notify.Digester
 }
 
 func setup(ctx context.Context, env *cli.Env) (*parts, error) {
@@ -45,8 +49,14 @@ func setup(ctx context.Context, env *cli.Env) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	composer, err := notify.NewComposer(cfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+	}
 	p := &parts{pool: pool}
 	p.del = notify.NewDeliverer(pool, &cfg.Global, sinks, notify.DelivererConfig{}, logger)
+	p.dig = notify.NewDigester(pool, &cfg.Global, composer, notify.DigesterConfig{OnDigest: func(int) { p.del.Wake() }}, logger)
 	p.eval, err = evaluator.New(pool, cfg, evaluator.Config{OnBatch: func(n int) {
 		if n > 0 {
 			p.del.Wake()
@@ -68,17 +78,17 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	if err := p.del.Start(ctx); err != nil {
 		return err
 	}
+	if err := p.dig.Start(ctx); err != nil {
+		p.del.Stop()
+		return err
+	}
 	if err := p.eval.Start(ctx); err != nil {
+		p.dig.Stop()
 		p.del.Stop()
 		return err
 	}
 	<-ctx.Done()
-	evalErr := p.eval.Stop()
-	delErr := p.del.Stop()
-	if evalErr != nil {
-		return evalErr
-	}
-	return delErr
+	return errors.Join(p.eval.Stop(), p.dig.Stop(), p.del.Stop())
 }
 
 func runOnce(ctx context.Context, env *cli.Env) error {
@@ -91,7 +101,11 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
+	g, err := p.dig.RunDue(ctx)
+	if err != nil {
+		return err
+	}
 	d, err := p.del.DeliverDue(ctx)
-	fmt.Fprintf(env.Stdout, "evaluated %d change(s), attempted %d deliverie(s)\n", n, d)
+	fmt.Fprintf(env.Stdout, "evaluated %d change(s), built %d digest(s), attempted %d deliverie(s)\n", n, g, d)
 	return err
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -50,6 +51,7 @@ type Evaluator struct {
 	conf     Config
 	logger   *slog.Logger
 	watches  map[string][]*watch
+	composer *notify.Composer
 	listener *changes.Listener
 	loop     service.Loop
 }
@@ -76,6 +78,10 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 			}
 			e.watches[src.Name] = append(e.watches[src.Name], &watch{cfg: wc, source: src.Name, when: p})
 		}
+	}
+	var err error
+	if e.composer, err = notify.NewComposer(cfg); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -246,6 +252,8 @@ type decision struct {
 	verdict string // notify, skip, duplicate, hold, error
 	reason  string
 	urgency string
+	// confidence is the model's confidence in the verdict, nil without a model.
+	confidence *float64
 
 	dedupeKey  string
 	noteID     *int64

@@ -38,10 +38,6 @@ type DelivererConfig struct {
 	// RetryMin and RetryMax bound the backoff between attempts. Default to
 	// delivery.retry_min and delivery.retry_max.
 	RetryMin, RetryMax time.Duration
-	// FlushInterval bounds how long a finished delivery waits to be
-	// recorded: outcomes are written in batches, one UPDATE per batch.
-	// Defaults to 20ms.
-	FlushInterval time.Duration
 }
 
 // maxRetryAfter caps a receiver's Retry-After.
@@ -89,7 +85,6 @@ func NewDeliverer(p *pgxpool.Pool, g *config.Global, sinks map[string]Sink, conf
 	conf.PollInterval = cmp.Or(conf.PollInterval, dl.PollInterval, config.DeliveryPollDefault)
 	conf.RetryMin = cmp.Or(conf.RetryMin, dl.RetryMin, config.RetryMinDefault)
 	conf.RetryMax = cmp.Or(conf.RetryMax, dl.RetryMax, config.RetryMaxDefault)
-	conf.FlushInterval = cmp.Or(conf.FlushInterval, 20*time.Millisecond)
 	d := &Deliverer{pool: p, conf: conf, logger: logger.With("component", "deliverer"), wake: make(chan struct{}, 1)}
 	names := make([]string, 0, len(sinks))
 	for name := range sinks {
@@ -192,6 +187,10 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 	for range max(l.cfg.Concurrency, 1) {
 		workers.Go(func() {
 			for c := range work {
+				if ctx.Err() != nil {
+					rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
+					continue
+				}
 				rec.add(d.attempt(ctx, l, c, logger))
 			}
 		})
@@ -229,9 +228,16 @@ claim:
 			continue
 		}
 		for i, c := range batch {
-			// A row whose lease cannot outlast a whole attempt any more
-			// goes back unsent: another replica may already take it over.
-			if time.Until(c.leaseEnd) < l.cfg.Timeout+time.Second {
+			if ctx.Err() != nil {
+				for _, r := range batch[i:] {
+					rec.add(outcome{id: r.n.ID, kind: outcomeUnclaim})
+				}
+				break claim
+			}
+			// A row whose lease cannot outlast a whole attempt (plus a
+			// tenth of the lease for recording) goes back unsent: another
+			// replica may take it over before we could record.
+			if time.Until(c.leaseEnd) < l.cfg.Timeout+d.conf.Lease/10 {
 				rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
 				continue
 			}
@@ -388,8 +394,11 @@ type outcome struct {
 	err  string
 }
 
-// recorder writes outcomes in batches: one UPDATE for up to 500 rows, at
-// most FlushInterval after the first outcome of the batch finished.
+// recorder writes outcomes as soon as they come, in batches (group
+// commit): while one UPDATE runs, the outcomes that finish meanwhile queue
+// up and go together in the next, up to 500 rows. Under load that is few
+// statements; idle, a finished delivery is recorded at once, which keeps
+// the window in which a crash causes a repeat small.
 type recorder struct {
 	d      *Deliverer
 	logger *slog.Logger
@@ -398,7 +407,7 @@ type recorder struct {
 }
 
 func newRecorder(d *Deliverer, logger *slog.Logger) *recorder {
-	r := &recorder{d: d, logger: logger, in: make(chan outcome, 256), done: make(chan error, 1)}
+	r := &recorder{d: d, logger: logger, in: make(chan outcome, 512), done: make(chan error, 1)}
 	go r.run()
 	return r
 }
@@ -412,40 +421,28 @@ func (r *recorder) close() error {
 }
 
 func (r *recorder) run() {
-	var buf []outcome
 	var lastErr error
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	flush := func() {
-		if len(buf) == 0 {
-			return
+	buf := make([]outcome, 0, 500)
+	for o := range r.in {
+		buf = append(buf[:0], o)
+	gather:
+		for len(buf) < cap(buf) {
+			select {
+			case o, ok := <-r.in:
+				if !ok {
+					break gather
+				}
+				buf = append(buf, o)
+			default:
+				break gather
+			}
 		}
 		if err := r.d.record(buf); err != nil {
 			r.logger.Error("record delivery outcomes; the rows are delivered again after their lease", "error", err, "rows", len(buf))
 			lastErr = err
 		}
-		buf = buf[:0]
 	}
-	for {
-		select {
-		case o, ok := <-r.in:
-			if !ok {
-				flush()
-				r.done <- lastErr
-				return
-			}
-			if len(buf) == 0 {
-				timer.Reset(r.d.conf.FlushInterval)
-			}
-			buf = append(buf, o)
-			if len(buf) >= 500 {
-				timer.Stop()
-				flush()
-			}
-		case <-timer.C:
-			flush()
-		}
-	}
+	r.done <- lastErr
 }
 
 // record writes outcomes in one statement. Rows whose lease this replica

@@ -151,7 +151,7 @@ func (g *Digester) batch(ctx context.Context) (created int, more bool, err error
 			created++
 		}
 		if created > 0 {
-			if _, err := tx.Exec(ctx, `SELECT pg_notify(current_schema() || '.notifications', '')`); err != nil {
+			if _, err := tx.Exec(ctx, `SELECT pg_notify(current_schema() || '.outbox', '')`); err != nil {
 				return fmt.Errorf("notify deliverers: %w", err)
 			}
 		}

@@ -64,7 +64,7 @@ func RetryDead(ctx context.Context, p *pgxpool.Pool, f Filter) (int64, error) {
 		}
 		n = tag.RowsAffected()
 		if n > 0 {
-			_, err = tx.Exec(ctx, `SELECT pg_notify(current_schema() || '.notifications', '')`)
+			_, err = tx.Exec(ctx, `SELECT pg_notify(current_schema() || '.outbox', '')`)
 		}
 		return err
 	})
