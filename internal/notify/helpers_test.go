@@ -83,8 +83,8 @@ func insertNotifications(t testing.TB, pool *pgxpool.Pool, sink, prefix string, 
 		records[i] = fmt.Sprintf("r%d", i)
 		titles[i] = fmt.Sprintf("Record %d", i)
 		p := Payload{DedupeKey: keys[i], Kind: KindSingle, Watch: "w", Source: "src", Title: titles[i], Body: "body",
-			Record: PayloadRecord{ID: records[i], Title: titles[i], URL: "https://example.com/" + records[i]},
-			Change: PayloadChange{ID: int64(i), Kind: "created", Version: 1, ChangedFields: []string{}},
+			Record:  PayloadRecord{ID: records[i], Title: titles[i], URL: "https://example.com/" + records[i]},
+			Change:  PayloadChange{ID: int64(i), Kind: "created", Version: 1, ChangedFields: []string{}},
 			Urgency: "medium", Reason: "test", CreatedAt: time.Now().UTC()}
 		payloads[i] = string(p.Marshal())
 	}
