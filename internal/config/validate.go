@@ -363,13 +363,14 @@ func (g *Global) validateSink(key string, s *Sink) []error {
 			bad("smtp.port", "must be between 1 and 65535")
 		}
 		m.StartTLS = cmp.Or(m.StartTLS, "required")
-		if !slices.Contains([]string{"required", "optional", "none"}, m.StartTLS) {
+		validTLS := slices.Contains([]string{"required", "optional", "none"}, m.StartTLS)
+		if !validTLS {
 			bad("smtp.starttls", "must be required, optional or none, not %q", m.StartTLS)
 		}
 		if m.Password != "" && m.Username == "" {
 			bad("smtp.username", "is required when smtp.password is set")
 		}
-		if m.Username != "" && m.StartTLS != "required" {
+		if validTLS && m.Username != "" && m.StartTLS != "required" {
 			bad("smtp.starttls", "must be required when smtp.username is set: credentials never travel in clear text")
 		}
 	case "command":
