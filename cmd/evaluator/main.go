@@ -106,6 +106,6 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	d, err := p.del.DeliverDue(ctx)
-	fmt.Fprintf(env.Stdout, "evaluated %d change(s), built %d digest(s), attempted %d deliverie(s)\n", n, g, d)
+	fmt.Fprintf(env.Stdout, "evaluated %d change(s), built %d digest(s), made %d delivery attempt(s)\n", n, g, d)
 	return err
 }

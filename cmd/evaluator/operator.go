@@ -74,6 +74,8 @@ func deliveries(ctx context.Context, env *cli.Env) error {
 			when = "delivered " + r.DeliveredAt.UTC().Format(time.RFC3339)
 		case r.Status == "pending":
 			when = "next " + r.NextAttemptAt.UTC().Format(time.RFC3339)
+		case r.Status == "dead" && r.DeadAt != nil:
+			when = "dead " + r.DeadAt.UTC().Format(time.RFC3339)
 		case r.Status == "held" && r.DigestDueAt != nil:
 			when = "digest " + r.DigestDueAt.UTC().Format(time.RFC3339)
 		}

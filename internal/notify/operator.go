@@ -91,6 +91,7 @@ type DeliveryRow struct {
 	NextAttemptAt time.Time
 	DeliveredAt   *time.Time
 	DigestDueAt   *time.Time
+	DeadAt        *time.Time
 	LastError     *string
 }
 
@@ -104,7 +105,7 @@ func ListDeliveries(ctx context.Context, p *pgxpool.Pool, f Filter) ([]DeliveryR
 	args = append(args, limit)
 	rows, err := p.Query(ctx, `
 		SELECT id, status, kind, sink, source, watch, record_id, dedupe_key, title, attempts, duplicates_suppressed,
-		       created_at, next_attempt_at, delivered_at, digest_due_at, last_error
+		       created_at, next_attempt_at, delivered_at, digest_due_at, dead_at, last_error
 		FROM notifications WHERE `+cond+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
@@ -114,7 +115,7 @@ func ListDeliveries(ctx context.Context, p *pgxpool.Pool, f Filter) ([]DeliveryR
 	for rows.Next() {
 		var r DeliveryRow
 		if err := rows.Scan(&r.ID, &r.Status, &r.Kind, &r.Sink, &r.Source, &r.Watch, &r.RecordID, &r.DedupeKey, &r.Title,
-			&r.Attempts, &r.Duplicates, &r.CreatedAt, &r.NextAttemptAt, &r.DeliveredAt, &r.DigestDueAt, &r.LastError); err != nil {
+			&r.Attempts, &r.Duplicates, &r.CreatedAt, &r.NextAttemptAt, &r.DeliveredAt, &r.DigestDueAt, &r.DeadAt, &r.LastError); err != nil {
 			return nil, fmt.Errorf("list notifications: %w", err)
 		}
 		out = append(out, r)
