@@ -325,13 +325,6 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 			"delivery_id", n.DeliveryID, "duration_ms", now.Sub(start).Milliseconds())
 		return outcome{id: n.ID, kind: outcomeDelivered, at: now}
 	}
-	if ctx.Err() != nil {
-		// Shutting down: the attempt may or may not have reached the
-		// channel. Give the row back for another try now rather than
-		// counting it against max_attempts; the receiver recognises a
-		// repeat by its dedupe key.
-		return outcome{id: n.ID, kind: outcomeRelease, at: now, err: "interrupted by shutdown: " + err.Error()}
-	}
 	var perm *PermanentError
 	var ra *RetryAfterError
 	next := now.Add(Backoff(n.Attempt, d.conf.RetryMin, d.conf.RetryMax))
@@ -382,7 +375,6 @@ const (
 	outcomeDelivered = "delivered"
 	outcomeRetry     = "pending"
 	outcomeDead      = "dead"
-	outcomeRelease   = "release" // attempted, interrupted: pending again now
 	outcomeUnclaim   = "unclaim" // never attempted: pending again, attempt not counted
 )
 
@@ -469,13 +461,13 @@ func (d *Deliverer) record(outs []outcome) error {
 	defer cancel()
 	_, err := d.pool.Exec(ctx, `
 		UPDATE notifications n SET
-		    status = CASE WHEN u.kind IN ('release', 'unclaim') THEN 'pending' ELSE u.kind END,
+		    status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
 		    delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
 		    dead_at = CASE WHEN u.kind = 'dead' THEN u.at ELSE n.dead_at END,
 		    last_attempt_at = coalesce(u.at, n.last_attempt_at),
 		    last_error = CASE WHEN u.kind = 'delivered' THEN NULL WHEN u.kind = 'unclaim' THEN n.last_error ELSE u.err END,
 		    next_attempt_at = CASE WHEN u.kind = 'pending' THEN u.next
-		                           WHEN u.kind IN ('release', 'unclaim') THEN now() ELSE n.next_attempt_at END,
+		                           WHEN u.kind = 'unclaim' THEN now() ELSE n.next_attempt_at END,
 		    attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
 		    lease_owner = NULL, lease_expires_at = NULL
 		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])

@@ -275,9 +275,11 @@ func TestHangingSinkDoesNotBlockOthers(t *testing.T) {
 	fast.check()
 }
 
-// A deliverer that stops between sending and recording gives the row back;
+// A deliverer stopped between sending and acknowledging records a failed
+// attempt (a killed one records nothing: TestKilledDeliverersLoseNothing);
 // the next deliverer sends it again with the same idempotency key, which
-// the receiver recognises as a duplicate.
+// the receiver recognises as a duplicate. Rows claimed but not started go
+// back unsent.
 func TestCancelBetweenSendAndAckDeliversAgain(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
@@ -301,11 +303,19 @@ func TestCancelBetweenSendAndAckDeliversAgain(t *testing.T) {
 	if leased != 0 {
 		t.Errorf("%d rows still leased after a graceful stop", leased)
 	}
+	var lastErr string
+	if err := pool.QueryRow(context.Background(), `SELECT last_error FROM notifications WHERE last_error IS NOT NULL`).Scan(&lastErr); err != nil ||
+		!strings.Contains(lastErr, "crashed before acknowledging") {
+		t.Errorf("the unacknowledged attempt: last_error %q (%v), want it recorded as failed", lastErr, err)
+	}
 	b := newDeliverer(t, pool, map[string]Sink{"hook": rc.sink(t)},
 		map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 5, 4)}, DelivererConfig{Owner: "b"})
-	if _, err := b.DeliverDue(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, 5*time.Second, "b to deliver the rest and the retry", func() bool {
+		if _, err := b.DeliverDue(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return countStatus(t, pool, "hook", "delivered") == 30
+	})
 	if m := rc.missing(keys); len(m) > 0 {
 		t.Errorf("lost notifications: %v", m)
 	}
