@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -29,6 +30,8 @@ func main() {
 		{Name: "once", Summary: "evaluate pending changes and deliver due notifications, then exit", Run: runOnce},
 		{Name: "explain", Summary: "print the decision trail of a change (--change ID) or of a record's changes (SOURCE RECORD_ID)", Run: runExplain},
 		{Name: "replay", Summary: "re-evaluate stored changes against the current watches and print how decisions would differ; delivers nothing", Run: runReplay},
+		{Name: "retry-dead", Summary: "send dead notifications back to pending (--sink S --watch W --source S --id N)", Run: retryDead},
+		{Name: "deliveries", Summary: "list notifications and their delivery state (--status S --sink S --watch W --limit N)", Run: deliveries},
 		cli.MigrateCommand(),
 		cli.CheckCommand(cli.BuildAll),
 	}))
@@ -38,6 +41,7 @@ type parts struct {
 	pool *pgxpool.Pool
 	eval *evaluator.Evaluator
 	del  *notify.Deliverer
+	dig  *notify.Digester
 }
 
 func setup(ctx context.Context, env *cli.Env) (*parts, error) {
@@ -54,8 +58,14 @@ func setup(ctx context.Context, env *cli.Env) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	composer, err := notify.NewComposer(cfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+	}
 	p := &parts{pool: pool}
 	p.del = notify.NewDeliverer(pool, &cfg.Global, sinks, notify.DelivererConfig{}, logger)
+	p.dig = notify.NewDigester(pool, &cfg.Global, composer, notify.DigesterConfig{OnDigest: func(int) { p.del.Wake() }}, logger)
 	p.eval, err = evaluator.New(pool, cfg, evaluator.Config{OnBatch: func(n int) {
 		if n > 0 {
 			p.del.Wake()
@@ -77,17 +87,17 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	if err := p.del.Start(ctx); err != nil {
 		return err
 	}
+	if err := p.dig.Start(ctx); err != nil {
+		p.del.Stop()
+		return err
+	}
 	if err := p.eval.Start(ctx); err != nil {
+		p.dig.Stop()
 		p.del.Stop()
 		return err
 	}
 	<-ctx.Done()
-	evalErr := p.eval.Stop()
-	delErr := p.del.Stop()
-	if evalErr != nil {
-		return evalErr
-	}
-	return delErr
+	return errors.Join(p.eval.Stop(), p.dig.Stop(), p.del.Stop())
 }
 
 func runOnce(ctx context.Context, env *cli.Env) error {
@@ -100,8 +110,12 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
+	g, err := p.dig.RunDue(ctx)
+	if err != nil {
+		return err
+	}
 	d, err := p.del.DeliverDue(ctx)
-	fmt.Fprintf(env.Stdout, "evaluated %d change(s), attempted %d deliverie(s)\n", n, d)
+	fmt.Fprintf(env.Stdout, "evaluated %d change(s), built %d digest(s), made %d delivery attempt(s)\n", n, g, d)
 	return err
 }
 

@@ -54,11 +54,29 @@ type Global struct {
 	Syncer Syncer `yaml:"syncer"`
 	// Evaluator tunes the evaluator daemon.
 	Evaluator Evaluator `yaml:"evaluator"`
+	// Delivery tunes the notification deliverer of the evaluator daemon.
+	Delivery Delivery `yaml:"delivery"`
 	// Log selects the log format and level.
 	Log Log `yaml:"log"`
 
 	file  string
 	lines map[string]int
+}
+
+// Line returns the line of key path (e.g. "sinks.ops.url") in lookout.yaml,
+// or of its nearest ancestor that is present, or 0.
+func (g *Global) Line(path string) int {
+	for p := path; p != ""; {
+		if l, ok := g.lines[p]; ok {
+			return l
+		}
+		i := lastSep(p)
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 0
 }
 
 // Ollama configures the model server.
@@ -106,23 +124,33 @@ type Backoff struct {
 type Sink struct {
 	// Type is log, webhook, slack, email or command. Required.
 	Type string `yaml:"type"`
-	// URL is the endpoint for webhook and slack sinks.
+	// URL is the endpoint of webhook and slack sinks (http or https).
+	// Required for those types.
 	URL string `yaml:"url"`
-	// Secret signs webhook bodies (HMAC-SHA256); write it as ${ENV_VAR}.
+	// Secret signs webhook bodies (HMAC-SHA256, header X-Lookout-Signature);
+	// write it as ${ENV_VAR}. Defaults to no signature.
 	Secret string `yaml:"secret"`
-	// Timeout bounds one delivery. Defaults to 10s.
+	// Timeout bounds one delivery attempt; a sink that does not answer in
+	// time fails the attempt, which is retried. Defaults to 10s.
 	Timeout time.Duration `yaml:"timeout"`
 	// MaxAttempts is the number of tries before a notification is dead. Defaults to 8.
 	MaxAttempts int `yaml:"max_attempts"`
-	// Title and Body are text/template templates for the message.
+	// Concurrency is how many deliveries to this sink one evaluator runs at
+	// once. Defaults to 4.
+	Concurrency int `yaml:"concurrency"`
+	// Title and Body are text/template templates for the message, over
+	// .Record, .Change, .Verdict, .Watch and .Source (see docs/delivery.md).
+	// A watch's own title/body win. Defaults to "[watch] record title" and
+	// the reason, link and change summary.
 	Title string `yaml:"title"`
 	Body  string `yaml:"body"`
-	// Headers are extra HTTP headers for webhook sinks.
+	// Headers are extra HTTP headers for webhook and slack sinks; values
+	// may use ${ENV}. Defaults to none.
 	Headers map[string]string `yaml:"headers"`
-	// Email settings.
+	// SMTP configures an email sink. Required for that type.
 	SMTP *SMTP `yaml:"smtp"`
-	// Command settings: the executable and its arguments; the payload
-	// arrives on standard input.
+	// Command is the executable and its arguments of a command sink; the
+	// payload arrives on standard input. Required for that type.
 	Command []string `yaml:"command"`
 
 	name string
@@ -133,14 +161,40 @@ func (s *Sink) Name() string { return s.name }
 
 // SMTP configures an email sink.
 type SMTP struct {
-	Host     string   `yaml:"host"`
-	Port     int      `yaml:"port"`
-	Username string   `yaml:"username"`
-	Password string   `yaml:"password"`
-	From     string   `yaml:"from"`
-	To       []string `yaml:"to"`
+	// Host is the SMTP server. Required.
+	Host string `yaml:"host"`
+	// Port is the submission port. Defaults to 587.
+	Port int `yaml:"port"`
+	// Username and Password authenticate (AUTH PLAIN, only over TLS);
+	// write the password as ${ENV_VAR}. Defaults to no authentication.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	// From is the sender address. Required.
+	From string `yaml:"from"`
+	// To lists the recipients. Required.
+	To []string `yaml:"to"`
 	// StartTLS is required, optional or none. Defaults to required.
 	StartTLS string `yaml:"starttls"`
+}
+
+// Delivery tunes the deliverer, which claims due notifications per sink
+// and sends them.
+type Delivery struct {
+	// Lease is how long a claimed notification stays with one evaluator
+	// before another may take it over; it must exceed every sink timeout.
+	// Defaults to 2m.
+	Lease time.Duration `yaml:"lease"`
+	// BatchSize is how many notifications of one sink are claimed at once.
+	// Defaults to 100.
+	BatchSize int `yaml:"batch_size"`
+	// PollInterval is the slow timer that finds retries coming due.
+	// Defaults to 1s.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// RetryMin is the wait after a first failed attempt; each further
+	// failure doubles it, with jitter. Defaults to 1s.
+	RetryMin time.Duration `yaml:"retry_min"`
+	// RetryMax caps the wait between attempts. Defaults to 1h.
+	RetryMax time.Duration `yaml:"retry_max"`
 }
 
 // Defaults are source settings applied where a source is silent.
@@ -374,10 +428,21 @@ type Budget struct {
 	TokensPerDay int `yaml:"tokens_per_day"`
 }
 
-// Digest sends one summary per cron schedule.
+// Digest sends one summary per cron schedule instead of one message per
+// match.
 type Digest struct {
-	Cron     string `yaml:"cron"`
+	// Cron is a five-field cron expression (or @daily, @hourly, ...): a
+	// summary is sent at each tick for the matches since the previous one.
+	// Required.
+	Cron string `yaml:"cron"`
+	// Timezone is the IANA zone the cron expression is read in. Defaults to UTC.
 	Timezone string `yaml:"timezone"`
+	// Title and Body are text/template templates for the summary, over
+	// .Watch, .Source, .Sink, .Count, .DueAt and .Items (see
+	// docs/delivery.md). Defaults to "[watch] N matches" and one line per
+	// match.
+	Title string `yaml:"title"`
+	Body  string `yaml:"body"`
 }
 
 // FileConnector reads JSON and JSONL files.

@@ -58,16 +58,7 @@ func (s *Source) Errorf(key, format string, args ...any) error {
 
 // Errorf returns an *Error at the line of key in lookout.yaml.
 func (g *Global) Errorf(key, format string, args ...any) error {
-	line := 0
-	for p := key; p != "" && line == 0; {
-		line = g.lines[p]
-		i := lastSep(p)
-		if i < 0 {
-			break
-		}
-		p = p[:i]
-	}
-	return &Error{File: cmp.Or(g.file, GlobalFile), Line: line, Key: key, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: cmp.Or(g.file, GlobalFile), Line: g.Line(key), Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Load reads and validates the configuration directory dir. All problems

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/schedule"
+	"github.com/robfig/cron/v3"
 )
 
 // Defaults for settings that neither a source nor lookout.yaml sets.
@@ -23,6 +24,13 @@ const (
 	OllamaConcurrency       = 2
 	SinkTimeoutDefault      = 10 * time.Second
 	SinkMaxAttemptsDefault  = 8
+	SinkConcurrencyDefault  = 4
+	SMTPPortDefault         = 587
+	DeliveryLeaseDefault    = 2 * time.Minute
+	DeliveryBatchDefault    = 100
+	DeliveryPollDefault     = time.Second
+	RetryMinDefault         = time.Second
+	RetryMaxDefault         = time.Hour
 	SyncerLeaseDefault      = 5 * time.Minute
 	SyncerConcurrency       = 4
 	SyncerPollDefault       = time.Second
@@ -71,7 +79,8 @@ func (g *Global) applyDefaults() []error {
 	if len(g.Sinks) == 0 {
 		g.Sinks = map[string]*Sink{"log": {Type: "log"}}
 	}
-	for name, s := range g.Sinks {
+	for _, name := range sinkNames(g) {
+		s := g.Sinks[name]
 		if s == nil {
 			s = &Sink{}
 			g.Sinks[name] = s
@@ -81,26 +90,32 @@ func (g *Global) applyDefaults() []error {
 		if !nameRE.MatchString(name) {
 			errs = append(errs, g.Errorf(key, "is not a valid sink name (letters, digits, '-', '_', '.')"))
 		}
-		s.Timeout = cmp.Or(s.Timeout, SinkTimeoutDefault)
-		s.MaxAttempts = cmp.Or(s.MaxAttempts, SinkMaxAttemptsDefault)
-		switch s.Type {
-		case "":
-			errs = append(errs, g.Errorf(key+".type", "is required (one of %s)", strings.Join(SinkTypes, ", ")))
-		case "webhook", "slack":
-			if s.URL == "" {
-				errs = append(errs, g.Errorf(key+".url", "is required for a %s sink", s.Type))
-			}
-		case "email":
-			if s.SMTP == nil || s.SMTP.Host == "" || s.SMTP.From == "" || len(s.SMTP.To) == 0 {
-				errs = append(errs, g.Errorf(key+".smtp", "needs host, from and to for an email sink"))
-			}
-		case "command":
-			if len(s.Command) == 0 {
-				errs = append(errs, g.Errorf(key+".command", "is required for a command sink"))
-			}
-		case "log":
-		default:
-			errs = append(errs, g.Errorf(key+".type", "%q is not a sink type (known: %s)", s.Type, strings.Join(SinkTypes, ", ")))
+		errs = append(errs, g.validateSink(key, s)...)
+	}
+	dl := &g.Delivery
+	dl.Lease = cmp.Or(dl.Lease, DeliveryLeaseDefault)
+	dl.BatchSize = cmp.Or(dl.BatchSize, DeliveryBatchDefault)
+	dl.PollInterval = cmp.Or(dl.PollInterval, DeliveryPollDefault)
+	dl.RetryMin = cmp.Or(dl.RetryMin, RetryMinDefault)
+	dl.RetryMax = cmp.Or(dl.RetryMax, RetryMaxDefault)
+	if dl.Lease < 0 {
+		errs = append(errs, g.Errorf("delivery.lease", "must be positive"))
+	}
+	if dl.BatchSize < 1 || dl.BatchSize > 10000 {
+		errs = append(errs, g.Errorf("delivery.batch_size", "must be between 1 and 10000"))
+	}
+	if dl.PollInterval < 0 {
+		errs = append(errs, g.Errorf("delivery.poll_interval", "must be positive"))
+	}
+	if dl.RetryMin < 0 {
+		errs = append(errs, g.Errorf("delivery.retry_min", "must be positive"))
+	}
+	if dl.RetryMax < dl.RetryMin {
+		errs = append(errs, g.Errorf("delivery.retry_max", "must not be less than delivery.retry_min (%s)", dl.RetryMin))
+	}
+	for _, name := range sinkNames(g) {
+		if s := g.Sinks[name]; s.Timeout > 0 && dl.Lease <= s.Timeout {
+			errs = append(errs, g.Errorf("delivery.lease", "(%s) must exceed sinks.%s.timeout (%s): a delivery may not outlive its claim", dl.Lease, name, s.Timeout))
 		}
 	}
 	d := &g.Defaults
@@ -405,8 +420,26 @@ func (s *Source) validate(g *Global) []error {
 				bad(key+".dedupe", "must be version, record or a positive duration such as 1h, not %q", w.Dedupe)
 			}
 		}
-		if w.Digest != nil && w.Digest.Cron == "" {
-			bad(key+".digest.cron", "is required")
+		seenSink := map[string]bool{}
+		for j, n := range w.Notify {
+			if seenSink[n] {
+				bad(fmt.Sprintf("%s.notify[%d]", key, j), "names sink %q twice", n)
+			}
+			seenSink[n] = true
+		}
+		if dg := w.Digest; dg != nil {
+			dg.Timezone = cmp.Or(dg.Timezone, "UTC")
+			if _, err := time.LoadLocation(dg.Timezone); err != nil {
+				bad(key+".digest.timezone", "%q is not a known time zone", dg.Timezone)
+			}
+			switch {
+			case dg.Cron == "":
+				bad(key+".digest.cron", "is required (e.g. \"0 8 * * *\" for 08:00 daily)")
+			default:
+				if _, err := ParseCron(dg.Cron); err != nil {
+					bad(key+".digest.cron", "%v", err)
+				}
+			}
 		}
 	}
 	return errs
@@ -427,6 +460,101 @@ func (g *Global) HostLimit(host string) RateLimit {
 	}
 	return g.Defaults.HostRateLimit
 }
+
+// validateSink applies a sink's defaults and checks its keys against its type.
+func (g *Global) validateSink(key string, s *Sink) []error {
+	var errs []error
+	bad := func(k, format string, args ...any) { errs = append(errs, g.Errorf(key+"."+k, format, args...)) }
+	s.Timeout = cmp.Or(s.Timeout, SinkTimeoutDefault)
+	s.MaxAttempts = cmp.Or(s.MaxAttempts, SinkMaxAttemptsDefault)
+	s.Concurrency = cmp.Or(s.Concurrency, SinkConcurrencyDefault)
+	if s.Timeout < 0 {
+		bad("timeout", "must be positive")
+	}
+	if s.MaxAttempts < 1 {
+		bad("max_attempts", "must be >= 1")
+	}
+	if s.Concurrency < 1 || s.Concurrency > 256 {
+		bad("concurrency", "must be between 1 and 256")
+	}
+	// Keys that only one type reads are mistakes on another.
+	only := func(set bool, k string, types ...string) {
+		if set && !slices.Contains(types, s.Type) {
+			bad(k, "is not used by a %s sink (only by %s)", s.Type, strings.Join(types, ", "))
+		}
+	}
+	if s.Type != "" && slices.Contains(SinkTypes, s.Type) {
+		only(s.URL != "", "url", "webhook", "slack")
+		only(s.Secret != "", "secret", "webhook")
+		only(len(s.Headers) > 0, "headers", "webhook", "slack")
+		only(s.SMTP != nil, "smtp", "email")
+		only(len(s.Command) > 0, "command", "command")
+	}
+	switch s.Type {
+	case "":
+		bad("type", "is required (one of %s)", strings.Join(SinkTypes, ", "))
+	case "webhook", "slack":
+		switch {
+		case s.URL == "":
+			bad("url", "is required for a %s sink", s.Type)
+		case !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://"):
+			bad("url", "must start with http:// or https://")
+		}
+	case "email":
+		m := s.SMTP
+		if m == nil {
+			bad("smtp", "is required for an email sink (host, from, to)")
+			break
+		}
+		if m.Host == "" {
+			bad("smtp.host", "is required")
+		}
+		if m.From == "" {
+			bad("smtp.from", "is required")
+		}
+		if len(m.To) == 0 {
+			bad("smtp.to", "is required (a list of addresses)")
+		}
+		m.Port = cmp.Or(m.Port, SMTPPortDefault)
+		if m.Port < 1 || m.Port > 65535 {
+			bad("smtp.port", "must be between 1 and 65535")
+		}
+		m.StartTLS = cmp.Or(m.StartTLS, "required")
+		validTLS := slices.Contains([]string{"required", "optional", "none"}, m.StartTLS)
+		if !validTLS {
+			bad("smtp.starttls", "must be required, optional or none, not %q", m.StartTLS)
+		}
+		if m.Password != "" && m.Username == "" {
+			bad("smtp.username", "is required when smtp.password is set")
+		}
+		if validTLS && m.Username != "" && m.StartTLS != "required" {
+			bad("smtp.starttls", "must be required when smtp.username is set: credentials never travel in clear text")
+		}
+	case "command":
+		if len(s.Command) == 0 || s.Command[0] == "" {
+			bad("command", "is required for a command sink (the executable and its arguments)")
+		}
+	case "log":
+	default:
+		bad("type", "%q is not a sink type (known: %s)", s.Type, strings.Join(SinkTypes, ", "))
+	}
+	return errs
+}
+
+// ParseCron parses a five-field cron expression or a descriptor such as
+// @daily, the syntax of digest.cron.
+func ParseCron(spec string) (cron.Schedule, error) {
+	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
+		return nil, fmt.Errorf("%q: set the time zone with the timezone key, not in the expression", spec)
+	}
+	sched, err := cronParser.Parse(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a cron expression (minute hour day-of-month month day-of-week, or @daily, @hourly, @every 1h): %w", spec, err)
+	}
+	return sched, nil
+}
+
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // DedupeWindow returns the window of a duration dedupe policy, or 0.
 func (w *Watch) DedupeWindow() time.Duration {

@@ -11,26 +11,37 @@ import (
 )
 
 // DedupeKey is the notification dedupe key of a decision under the watch's
-// policy: source/record/watch/content-hash for "version" and a window,
-// source/record/watch for "record".
+// policy (the sink completes it: notifications are UNIQUE (dedupe_key,
+// sink)):
+//
+//	version, window  <source>/<record>/<watch>/v<version>-<hash[:16]>
+//	                 (deleted: <source>/<record>/<watch>/v<version>-deleted)
+//	record           <source>/<record>/<watch>
+//
+// The version makes a record that returns to earlier content notify again;
+// the hash keeps a source whose versions restart (dropped and re-added)
+// from colliding with notifications about other content.
 func DedupeKey(policy, source, recordID, watchName, kind, hash string, version int) string {
 	base := source + "/" + recordID + "/" + watchName
 	if policy == "record" {
 		return base
 	}
 	if kind == "deleted" || hash == "" {
-		return fmt.Sprintf("%s/deleted-v%d", base, version)
+		return fmt.Sprintf("%s/v%d-deleted", base, version)
 	}
-	return base + "/" + hash
+	return fmt.Sprintf("%s/v%d-%s", base, version, hash[:min(len(hash), 16)])
 }
 
 // note is a notification row to insert.
 type note struct {
 	dec     int // index into decisions
 	key     string
-	sink    string
+	sink    string // "" once suppressed as a duplicate
 	title   string
+	body    string
 	payload []byte
+	status  string     // pending, or held for a digest
+	dueAt   *time.Time // held: the end of the digest period
 }
 
 // commit writes the decisions of the changes this evaluator still owns and
@@ -162,7 +173,7 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 				WHERE changes.id = u.id`, heldIDs, heldUntil, heldReason)
 		}
 		if created > 0 {
-			b.Queue(`SELECT pg_notify(current_schema() || '.notifications', '')`)
+			b.Queue(`SELECT pg_notify(current_schema() || '.outbox', '')`)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("write evaluations: %w", err)
@@ -187,24 +198,32 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 	return completed, created, nil
 }
 
+// buildNote renders the notification of decision d for one sink: title and
+// body from the templates (stored, so what is sent is what was decided),
+// the payload, and for a digest watch the end of the period it waits for.
 func (e *Evaluator) buildNote(i int, d *decision, sink string, now time.Time) note {
 	c, w := d.change, d.watch.cfg
 	key := DedupeKey(w.Dedupe, c.Source, c.RecordID, w.Name, c.Kind, c.NewHash, c.Version)
 	d.dedupeKey = key
 	rec := notify.RecordFromFields(c.Record)
 	rec.ContentHash = c.NewHash
-	title := rec.Title
-	if title == "" {
-		title = c.RecordID
+	v := notify.Verdict{Urgency: d.urgency, Reason: d.reason}
+	if d.confidence != nil {
+		v.Confidence = *d.confidence
 	}
-	title = fmt.Sprintf("[%s] %s", w.Name, title)
-	p := notify.Payload{
-		DedupeKey: key, Watch: w.Name, Source: c.Source, Title: title,
-		Record:  rec,
+	out := e.composer.Compose(&notify.Match{
+		Source: c.Source, Watch: w, Sink: sink, DedupeKey: key, Record: rec,
 		Change:  notify.PayloadChange{ID: c.ID, Kind: c.Kind, Version: c.Version, ChangedFields: nonNil(c.ChangedFields)},
-		Urgency: d.urgency, Reason: d.reason, Confidence: d.confidence, CreatedAt: now,
+		Verdict: v, Confidence: d.confidence, Now: now,
+	})
+	if out.Err != nil {
+		e.logger.Warn("render notification", "source", c.Source, "watch", w.Name, "sink", sink, "dedupe_key", key, "error", out.Err)
 	}
-	return note{dec: i, key: key, sink: sink, title: title, payload: p.Marshal()}
+	n := note{dec: i, key: key, sink: sink, title: out.Title, body: out.Body, payload: out.Payload, status: "pending"}
+	if out.DigestDueAt != nil {
+		n.status, n.dueAt = "held", out.DigestDueAt
+	}
+	return n
 }
 
 func nonNil(s []string) []string {
@@ -233,7 +252,9 @@ func (e *Evaluator) suppressWindow(ctx context.Context, tx pgx.Tx, decs []decisi
 			return fmt.Errorf("check dedupe window: %w", err)
 		}
 		if recent != nil {
-			if _, err := tx.Exec(ctx, `UPDATE notifications SET duplicates_suppressed = duplicates_suppressed + 1 WHERE id = $1`, *recent); err != nil {
+			if _, err := tx.Exec(ctx, `
+				UPDATE notifications SET duplicates_suppressed = duplicates_suppressed + 1, last_duplicate_at = now()
+				WHERE id = $1`, *recent); err != nil {
 				return fmt.Errorf("count suppressed duplicate: %w", err)
 			}
 			n.sink = "" // suppressed
@@ -250,8 +271,9 @@ func (e *Evaluator) suppressWindow(ctx context.Context, tx pgx.Tx, decs []decisi
 // suppressed duplicate on the existing row instead. Decisions whose every
 // note was a duplicate become "duplicate".
 func insertNotes(ctx context.Context, tx pgx.Tx, decs []decision, notes []note) (int, error) {
-	var keys, sinks, sources, records, watchesCol, hashes, titles, urgencies, reasons, payloads []string
+	var keys, sinks, sources, records, watchesCol, hashes, titles, bodies, urgencies, reasons, payloads, statuses []string
 	var changeIDs []int64
+	var dues []*time.Time
 	var idx []int
 	for i, n := range notes {
 		if n.sink == "" {
@@ -267,6 +289,9 @@ func insertNotes(ctx context.Context, tx pgx.Tx, decs []decision, notes []note) 
 		changeIDs = append(changeIDs, d.change.ID)
 		hashes = append(hashes, d.change.NewHash)
 		titles = append(titles, n.title)
+		bodies = append(bodies, n.body)
+		statuses = append(statuses, n.status)
+		dues = append(dues, n.dueAt)
 		urgencies = append(urgencies, d.urgency)
 		reasons = append(reasons, d.reason)
 		payloads = append(payloads, string(n.payload))
@@ -275,17 +300,19 @@ func insertNotes(ctx context.Context, tx pgx.Tx, decs []decision, notes []note) 
 	if len(keys) > 0 {
 		rows, err := tx.Query(ctx, `
 			INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, change_id, content_hash,
-			                           title, urgency, reason, payload)
+			                           title, body, urgency, reason, payload, status, digest_due_at)
 			SELECT u.key, u.sink, u.source, u.record_id, u.watch, u.change_id, NULLIF(u.hash, ''),
-			       u.title, u.urgency, u.reason, u.payload::jsonb
+			       u.title, u.body, u.urgency, u.reason, u.payload::jsonb, u.status, u.due
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
-			            $8::text[], $9::text[], $10::text[], $11::text[])
-			     WITH ORDINALITY AS u(key, sink, source, record_id, watch, change_id, hash, title, urgency, reason, payload, ord)
+			            $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::timestamptz[])
+			     WITH ORDINALITY AS u(key, sink, source, record_id, watch, change_id, hash, title, body, urgency, reason,
+			                          payload, status, due, ord)
 			ORDER BY u.ord
 			ON CONFLICT (dedupe_key, sink) DO UPDATE
-			    SET duplicates_suppressed = notifications.duplicates_suppressed + 1
+			    SET duplicates_suppressed = notifications.duplicates_suppressed + 1, last_duplicate_at = now()
 			RETURNING id, dedupe_key, sink, xmax = 0`,
-			keys, sinks, sources, records, watchesCol, changeIDs, hashes, titles, urgencies, reasons, payloads)
+			keys, sinks, sources, records, watchesCol, changeIDs, hashes, titles, bodies, urgencies, reasons, payloads,
+			statuses, dues)
 		if err != nil {
 			return 0, fmt.Errorf("insert notifications: %w", err)
 		}

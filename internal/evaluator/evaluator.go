@@ -32,6 +32,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
 )
@@ -59,6 +60,7 @@ type Evaluator struct {
 	watches  map[string][]*watch
 	volatile map[string][]string
 	judge    *semantic.Judge // nil when no watch has an ask
+	composer *notify.Composer
 	listener *changes.Listener
 	loop     service.Loop
 }
@@ -96,6 +98,10 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 			}
 			e.watches[src.Name] = append(e.watches[src.Name], w)
 		}
+	}
+	var err error
+	if e.composer, err = notify.NewComposer(cfg); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
@@ -19,26 +21,42 @@ import (
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
-// DelivererConfig are the deliverer's typed settings.
+// DelivererConfig are the deliverer's typed settings. Zero values take
+// lookout.yaml's delivery block.
 type DelivererConfig struct {
 	// Owner identifies this replica in leases. Defaults to hostname:pid.
 	Owner string
 	// Lease bounds how long a claimed notification stays with this
-	// replica. Defaults to 2m (it must exceed every sink timeout).
+	// replica. Defaults to delivery.lease.
 	Lease time.Duration
-	// BatchSize is how many notifications are claimed at once. Defaults to 100.
+	// BatchSize is how many notifications of one sink are claimed at once.
+	// Defaults to delivery.batch_size.
 	BatchSize int
-	// Concurrency bounds simultaneous deliveries. Defaults to 8.
-	Concurrency int
-	// PollInterval is the slow timer for retries that come due. Defaults to 1s.
+	// PollInterval is the slow timer for retries that come due. Defaults to
+	// delivery.poll_interval.
 	PollInterval time.Duration
+	// RetryMin and RetryMax bound the backoff between attempts. Default to
+	// delivery.retry_min and delivery.retry_max.
+	RetryMin, RetryMax time.Duration
 }
 
-// Deliverer sends due notifications to their sinks.
+// maxRetryAfter caps a receiver's Retry-After.
+const maxRetryAfter = 24 * time.Hour
+
+// Deliverer sends due notifications to their sinks. Every sink has a lane
+// of its own — its own claim query, its own workers (the sink's
+// concurrency) — so a slow or failing sink never holds up another's.
+//
+// A lane claims a batch of its due rows with FOR UPDATE SKIP LOCKED and a
+// lease (attempts is counted at the claim), hands them to its workers, and
+// records outcomes in batches: delivered, retried later (exponential
+// backoff with jitter, or the receiver's Retry-After), or dead after the
+// sink's max_attempts or a permanent failure. A replica that dies between
+// sending and recording leaves the row leased; when the lease expires
+// another replica sends it again with the same dedupe key.
 type Deliverer struct {
 	pool     *pgxpool.Pool
-	sinks    map[string]Sink
-	cfgs     map[string]*config.Sink
+	lanes    []*lane
 	conf     DelivererConfig
 	logger   *slog.Logger
 	wake     chan struct{}
@@ -46,17 +64,41 @@ type Deliverer struct {
 	loop     service.Loop
 }
 
-// NewDeliverer returns a deliverer for the given sinks.
+// lane is one sink's queue.
+type lane struct {
+	name string
+	sink Sink
+	cfg  *config.Sink
+	wake chan struct{}
+}
+
+// NewDeliverer returns a deliverer for the given sinks; sinks without
+// configuration in g are ignored.
 func NewDeliverer(p *pgxpool.Pool, g *config.Global, sinks map[string]Sink, conf DelivererConfig, logger *slog.Logger) *Deliverer {
 	if conf.Owner == "" {
 		host, _ := os.Hostname()
 		conf.Owner = fmt.Sprintf("%s:%d", cmp.Or(host, "deliverer"), os.Getpid())
 	}
-	conf.Lease = cmp.Or(conf.Lease, 2*time.Minute)
-	conf.BatchSize = cmp.Or(conf.BatchSize, 100)
-	conf.Concurrency = cmp.Or(conf.Concurrency, 8)
-	conf.PollInterval = cmp.Or(conf.PollInterval, time.Second)
-	return &Deliverer{pool: p, sinks: sinks, cfgs: g.Sinks, conf: conf, logger: logger.With("component", "deliverer"), wake: make(chan struct{}, 1)}
+	dl := g.Delivery
+	conf.Lease = cmp.Or(conf.Lease, dl.Lease, config.DeliveryLeaseDefault)
+	conf.BatchSize = cmp.Or(conf.BatchSize, dl.BatchSize, config.DeliveryBatchDefault)
+	conf.PollInterval = cmp.Or(conf.PollInterval, dl.PollInterval, config.DeliveryPollDefault)
+	conf.RetryMin = cmp.Or(conf.RetryMin, dl.RetryMin, config.RetryMinDefault)
+	conf.RetryMax = cmp.Or(conf.RetryMax, dl.RetryMax, config.RetryMaxDefault)
+	d := &Deliverer{pool: p, conf: conf, logger: logger.With("component", "deliverer"), wake: make(chan struct{}, 1)}
+	names := make([]string, 0, len(sinks))
+	for name := range sinks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		sc := g.Sinks[name]
+		if sc == nil {
+			continue
+		}
+		d.lanes = append(d.lanes, &lane{name: name, sink: sinks[name], cfg: sc, wake: make(chan struct{}, 1)})
+	}
+	return d
 }
 
 // Wake asks the deliverer to look for due notifications now.
@@ -80,7 +122,8 @@ func (d *Deliverer) Start(ctx context.Context) error {
 	return d.loop.Start(ctx, d.run)
 }
 
-// Stop stops delivering and waits for deliveries in progress.
+// Stop stops claiming, lets deliveries in progress finish within their
+// timeout, records their outcomes, and returns.
 func (d *Deliverer) Stop() error {
 	err := d.loop.Stop()
 	if d.listener != nil {
@@ -90,149 +133,349 @@ func (d *Deliverer) Stop() error {
 }
 
 func (d *Deliverer) run(ctx context.Context) error {
+	d.logger.Info("deliverer started", "owner", d.conf.Owner, "sinks", len(d.lanes))
+	var wg sync.WaitGroup
+	for _, l := range d.lanes {
+		wg.Go(func() { _, _ = d.runLane(ctx, l, false) })
+	}
 	t := time.NewTicker(d.conf.PollInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			wg.Wait()
 			return nil
 		case <-d.wake:
 		case <-d.listener.Wake():
 		case <-t.C:
 		}
-		if _, err := d.DeliverDue(ctx); err != nil && ctx.Err() == nil {
-			d.logger.Error("deliver notifications", "error", err)
+		for _, l := range d.lanes {
+			select {
+			case l.wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
 
-// DeliverDue delivers due notifications batch by batch until none is due,
-// and returns how many deliveries it attempted.
+// DeliverDue delivers the notifications due now, sink by sink in parallel,
+// until none is due, and returns how many deliveries it attempted.
 func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		batch, err := d.claim(ctx)
-		if err != nil {
-			return total, err
-		}
-		if len(batch) == 0 {
-			return total, nil
-		}
-		p := pool.New().WithMaxGoroutines(d.conf.Concurrency)
-		for _, n := range batch {
-			p.Go(func() { d.deliver(ctx, n) })
-		}
-		p.Wait()
-		total += len(batch)
-		if ctx.Err() != nil {
-			return total, ctx.Err()
-		}
+	var total atomic.Int64
+	errs := make([]error, len(d.lanes))
+	var wg sync.WaitGroup
+	for i, l := range d.lanes {
+		wg.Go(func() {
+			n, err := d.runLane(ctx, l, true)
+			total.Add(int64(n))
+			errs[i] = err
+		})
 	}
+	wg.Wait()
+	return int(total.Load()), errors.Join(errs...)
 }
 
-func (d *Deliverer) claim(ctx context.Context) ([]*Notification, error) {
+// runLane claims and delivers the rows of one sink. With drain it returns
+// when a claim finds nothing due; otherwise it waits for a wake-up and
+// runs until ctx ends. Outcomes of deliveries that finished are recorded
+// before it returns.
+func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, error) {
+	logger := d.logger.With("sink", l.name)
+	rec := newRecorder(d, logger)
+	work := make(chan *claimedRow)
+	var workers sync.WaitGroup
+	for range max(l.cfg.Concurrency, 1) {
+		workers.Go(func() {
+			for c := range work {
+				if ctx.Err() != nil {
+					rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
+					continue
+				}
+				rec.add(d.attempt(ctx, l, c, logger))
+			}
+		})
+	}
+	attempted := 0
+	var err error
+	backoff := changes.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
+claim:
+	for ctx.Err() == nil {
+		batch, cerr := d.claim(ctx, l.name)
+		if cerr != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if drain {
+				err = cerr
+				break
+			}
+			wait := backoff.Next()
+			logger.Error("claim notifications", "error", cerr, "retry_in", wait)
+			if !changes.Sleep(ctx, wait) {
+				break
+			}
+			continue
+		}
+		backoff.Reset()
+		if len(batch) == 0 {
+			if drain {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-l.wake:
+			}
+			continue
+		}
+		for i, c := range batch {
+			if ctx.Err() != nil {
+				for _, r := range batch[i:] {
+					rec.add(outcome{id: r.n.ID, kind: outcomeUnclaim})
+				}
+				break claim
+			}
+			// A row whose lease cannot outlast a whole attempt (plus a
+			// tenth of the lease for recording) goes back unsent: another
+			// replica may take it over before we could record.
+			if time.Until(c.leaseEnd) < l.cfg.Timeout+d.conf.Lease/10 {
+				rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
+				continue
+			}
+			select {
+			case work <- c:
+				attempted++
+			case <-ctx.Done():
+				for _, r := range batch[i:] {
+					rec.add(outcome{id: r.n.ID, kind: outcomeUnclaim})
+				}
+				break claim
+			}
+		}
+	}
+	close(work)
+	workers.Wait()
+	if ferr := rec.close(); ferr != nil && err == nil {
+		err = ferr
+	}
+	return attempted, err
+}
+
+// claimedRow is a claimed notification and the end of its lease as seen
+// by the local clock (measured from before the claim, so conservative).
+type claimedRow struct {
+	n        *Notification
+	leaseEnd time.Time
+}
+
+func (d *Deliverer) claim(ctx context.Context, sink string) ([]*claimedRow, error) {
+	start := time.Now()
 	rows, err := d.pool.Query(ctx, `
 		WITH due AS (
 		    SELECT id FROM notifications
-		    WHERE status = 'pending' AND next_attempt_at <= now()
+		    WHERE sink = $1 AND status = 'pending' AND next_attempt_at <= now()
 		      AND (lease_expires_at IS NULL OR lease_expires_at < now())
 		    ORDER BY next_attempt_at, id
-		    LIMIT $1
+		    LIMIT $2
 		    FOR UPDATE SKIP LOCKED
 		)
-		UPDATE notifications n SET lease_owner = $2, lease_expires_at = now() + $3::interval, attempts = attempts + 1
+		UPDATE notifications n SET lease_owner = $3, lease_expires_at = now() + $4::interval, attempts = attempts + 1
 		FROM due WHERE n.id = due.id
-		RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.title, n.body, n.urgency,
+		RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
 		          n.reason, n.payload, n.attempts`,
-		d.conf.BatchSize, d.conf.Owner, d.conf.Lease)
+		sink, d.conf.BatchSize, d.conf.Owner, d.conf.Lease)
 	if err != nil {
-		return nil, fmt.Errorf("claim notifications: %w", err)
+		return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
 	}
 	defer rows.Close()
-	var out []*Notification
+	leaseEnd := start.Add(d.conf.Lease)
+	var out []*claimedRow
 	for rows.Next() {
 		n := &Notification{}
 		var raw []byte
-		if err := rows.Scan(&n.ID, &n.DedupeKey, &n.Sink, &n.Source, &n.RecordID, &n.Watch, &n.Title, &n.Body,
+		if err := rows.Scan(&n.ID, &n.DedupeKey, &n.Sink, &n.Source, &n.RecordID, &n.Watch, &n.Kind, &n.Title, &n.Body,
 			&n.Urgency, &n.Reason, &raw, &n.Attempt); err != nil {
-			return nil, fmt.Errorf("claim notifications: %w", err)
+			return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
 		}
 		if n.Payload, err = decodePayload(n.ID, raw); err != nil {
 			return nil, err
 		}
-		out = append(out, n)
+		n.DeliveryID = newDeliveryID(n.ID, n.Attempt)
+		out = append(out, &claimedRow{n: n, leaseEnd: leaseEnd})
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
+	}
+	slices.SortFunc(out, func(a, b *claimedRow) int { return cmp.Compare(a.n.ID, b.n.ID) })
+	return out, nil
 }
 
-// deliver sends one notification and records the outcome. The outcome is
-// recorded only while this replica holds the lease.
-func (d *Deliverer) deliver(ctx context.Context, n *Notification) {
-	logger := d.logger.With("notification_id", n.ID, "dedupe_key", n.DedupeKey, "sink", n.Sink, "attempt", n.Attempt)
-	sink, sc := d.sinks[n.Sink], d.cfgs[n.Sink]
-	var err error
-	if sink == nil || sc == nil {
-		err = &PermanentError{Err: fmt.Errorf("sink %q is not configured", n.Sink)}
-	} else {
-		sctx, cancel := context.WithTimeout(ctx, sc.Timeout)
-		err = sink.Deliver(sctx, n)
-		cancel()
-	}
-	if ctx.Err() != nil && err != nil {
-		// Shutting down mid-delivery: leave the row to its lease; it is
-		// retried, and the receiver dedupes by key.
-		return
-	}
-	wctx := context.WithoutCancel(ctx)
+// attempt sends one notification and returns the outcome to record.
+func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger *slog.Logger) outcome {
+	n := c.n
+	// An attempt that started runs to its end (bounded by the sink's
+	// timeout) even when the deliverer stops: cutting it off half-way
+	// would only make a repeat more likely.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
+	start := time.Now()
+	err := safeDeliver(sctx, l.sink, n)
+	cancel()
+	now := time.Now()
 	if err == nil {
-		if _, err := d.pool.Exec(wctx, `
-			UPDATE notifications SET status = 'delivered', delivered_at = now(), last_error = NULL,
-			       lease_owner = NULL, lease_expires_at = NULL
-			WHERE id = $1 AND lease_owner = $2`, n.ID, d.conf.Owner); err != nil {
-			logger.Error("record delivery", "error", err)
-		}
-		logger.Debug("delivered")
-		return
+		logger.Debug("delivered", "notification_id", n.ID, "dedupe_key", n.DedupeKey, "attempt", n.Attempt,
+			"delivery_id", n.DeliveryID, "duration_ms", now.Sub(start).Milliseconds())
+		return outcome{id: n.ID, kind: outcomeDelivered, at: now}
 	}
-	maxAttempts := SinkMaxAttempts(sc)
 	var perm *PermanentError
 	var ra *RetryAfterError
-	next := time.Now().Add(RetryBackoff(n.Attempt))
-	status := "pending"
+	next := now.Add(Backoff(n.Attempt, d.conf.RetryMin, d.conf.RetryMax))
+	kind := outcomeRetry
 	switch {
-	case errors.As(err, &perm), n.Attempt >= maxAttempts:
-		status = "dead"
+	case errors.As(err, &perm):
+		kind = outcomeDead
+	case n.Attempt >= l.cfg.MaxAttempts:
+		kind = outcomeDead
+		err = fmt.Errorf("gave up after %d attempts: %w", n.Attempt, err)
 	case errors.As(err, &ra) && ra.At.After(next):
 		next = ra.At
+		if limit := now.Add(maxRetryAfter); next.After(limit) {
+			next = limit
+		}
 	}
-	if _, dbErr := d.pool.Exec(wctx, `
-		UPDATE notifications SET status = $3, last_error = $4, next_attempt_at = $5,
-		       lease_owner = NULL, lease_expires_at = NULL
-		WHERE id = $1 AND lease_owner = $2`, n.ID, d.conf.Owner, status, err.Error(), next); dbErr != nil {
-		logger.Error("record delivery failure", "error", dbErr, "delivery_error", err)
-		return
-	}
-	if status == "dead" {
-		logger.Error("notification is dead", "error", err)
+	attrs := []any{"notification_id", n.ID, "dedupe_key", n.DedupeKey, "attempt", n.Attempt, "delivery_id", n.DeliveryID, "error", err}
+	if kind == outcomeDead {
+		logger.Error("notification is dead", attrs...)
 	} else {
-		logger.Warn("delivery failed; will retry", "error", err, "next_attempt_at", next)
+		logger.Warn("delivery failed; will retry", append(attrs, "next_attempt_at", next)...)
 	}
+	return outcome{id: n.ID, kind: kind, at: now, next: next, err: snippet(err.Error(), 2000)}
 }
 
-// SinkMaxAttempts is the sink's max_attempts, defaulting when cfg is nil.
-func SinkMaxAttempts(cfg *config.Sink) int {
-	if cfg == nil || cfg.MaxAttempts <= 0 {
-		return config.SinkMaxAttemptsDefault
-	}
-	return cfg.MaxAttempts
+// safeDeliver turns a sink's panic into a failed attempt.
+func safeDeliver(ctx context.Context, s Sink, n *Notification) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("sink panicked: %v", r)
+		}
+	}()
+	return s.Deliver(ctx, n)
 }
 
-// RetryBackoff is the wait after failed attempt n: exponential from 1s,
-// capped at 1h, with jitter in [d/2, d).
-func RetryBackoff(attempt int) time.Duration {
-	d := time.Second << min(max(attempt-1, 0), 20)
-	if d > time.Hour {
-		d = time.Hour
+// Backoff is the wait after failed attempt n (1-based): lo doubled per
+// further attempt, capped at hi, with jitter in [d/2, d).
+func Backoff(attempt int, lo, hi time.Duration) time.Duration {
+	d := lo << min(max(attempt-1, 0), 30)
+	if d > hi || d <= 0 {
+		d = hi
 	}
 	return d/2 + rand.N(d/2+1)
+}
+
+// Outcome kinds.
+const (
+	outcomeDelivered = "delivered"
+	outcomeRetry     = "pending"
+	outcomeDead      = "dead"
+	outcomeUnclaim   = "unclaim" // never attempted: pending again, attempt not counted
+)
+
+type outcome struct {
+	id   int64
+	kind string
+	at   time.Time
+	next time.Time
+	err  string
+}
+
+// recorder writes outcomes as soon as they come, in batches (group
+// commit): while one UPDATE runs, the outcomes that finish meanwhile queue
+// up and go together in the next, up to 500 rows. Under load that is few
+// statements; idle, a finished delivery is recorded at once, which keeps
+// the window in which a crash causes a repeat small.
+type recorder struct {
+	d      *Deliverer
+	logger *slog.Logger
+	in     chan outcome
+	done   chan error
+}
+
+func newRecorder(d *Deliverer, logger *slog.Logger) *recorder {
+	r := &recorder{d: d, logger: logger, in: make(chan outcome, 512), done: make(chan error, 1)}
+	go r.run()
+	return r
+}
+
+func (r *recorder) add(o outcome) { r.in <- o }
+
+// close flushes what is left and returns the last flush error.
+func (r *recorder) close() error {
+	close(r.in)
+	return <-r.done
+}
+
+func (r *recorder) run() {
+	var lastErr error
+	buf := make([]outcome, 0, 500)
+	for o := range r.in {
+		buf = append(buf[:0], o)
+	gather:
+		for len(buf) < cap(buf) {
+			select {
+			case o, ok := <-r.in:
+				if !ok {
+					break gather
+				}
+				buf = append(buf, o)
+			default:
+				break gather
+			}
+		}
+		if err := r.d.record(buf); err != nil {
+			r.logger.Error("record delivery outcomes; the rows are delivered again after their lease", "error", err, "rows", len(buf))
+			lastErr = err
+		}
+	}
+	r.done <- lastErr
+}
+
+// record writes outcomes in one statement. Rows whose lease this replica
+// lost are left alone (lease_owner fences).
+func (d *Deliverer) record(outs []outcome) error {
+	ids := make([]int64, len(outs))
+	kinds := make([]string, len(outs))
+	errs := make([]*string, len(outs))
+	nexts := make([]*time.Time, len(outs))
+	ats := make([]*time.Time, len(outs))
+	for i, o := range outs {
+		ids[i], kinds[i] = o.id, o.kind
+		if o.err != "" {
+			errs[i] = &o.err
+		}
+		if !o.next.IsZero() {
+			nexts[i] = &o.next
+		}
+		if !o.at.IsZero() {
+			ats[i] = &o.at
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := d.pool.Exec(ctx, `
+		UPDATE notifications n SET
+		    status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
+		    delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
+		    dead_at = CASE WHEN u.kind = 'dead' THEN u.at ELSE n.dead_at END,
+		    last_attempt_at = coalesce(u.at, n.last_attempt_at),
+		    last_error = CASE WHEN u.kind = 'delivered' THEN NULL WHEN u.kind = 'unclaim' THEN n.last_error ELSE u.err END,
+		    next_attempt_at = CASE WHEN u.kind = 'pending' THEN u.next
+		                           WHEN u.kind = 'unclaim' THEN now() ELSE n.next_attempt_at END,
+		    attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
+		    lease_owner = NULL, lease_expires_at = NULL
+		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+		     AS u(id, kind, err, next, at)
+		WHERE n.id = u.id AND n.lease_owner = $1`,
+		d.conf.Owner, ids, kinds, errs, nexts, ats)
+	if err != nil {
+		return fmt.Errorf("record %d delivery outcome(s): %w", len(outs), err)
+	}
+	return nil
 }

@@ -15,19 +15,49 @@ import (
 // Payload is the JSON document a sink sends (the webhook body). Its fields
 // are a contract with receivers: extend, never rename.
 type Payload struct {
+	NotificationID int64  `json:"notification_id"`
+	DedupeKey      string `json:"dedupe_key"`
+	// Kind is "single" (one match) or "digest" (a summary of matches, in
+	// Digest; Record and Change are then empty).
+	Kind       string        `json:"kind"`
+	Watch      string        `json:"watch"`
+	Source     string        `json:"source"`
+	Title      string        `json:"title"`
+	Body       string        `json:"body,omitempty"`
+	Record     PayloadRecord `json:"record"`
+	Change     PayloadChange `json:"change"`
+	Urgency    string        `json:"urgency"`
+	Reason     string        `json:"reason"`
+	Confidence *float64      `json:"confidence,omitempty"`
+	CreatedAt  time.Time     `json:"created_at"`
+	// Digest lists the matches of a digest period (kind "digest" only).
+	Digest *PayloadDigest `json:"digest,omitempty"`
+}
+
+// PayloadDigest is the digest part of a payload.
+type PayloadDigest struct {
+	// Count is the number of matches in the period; Items lists at most
+	// MaxDigestItems of them, oldest first.
+	Count int `json:"count"`
+	// DueAt is the schedule tick that closed the period.
+	DueAt time.Time           `json:"due_at"`
+	Items []PayloadDigestItem `json:"items"`
+}
+
+// PayloadDigestItem is one match in a digest.
+type PayloadDigestItem struct {
 	NotificationID int64         `json:"notification_id"`
 	DedupeKey      string        `json:"dedupe_key"`
-	Watch          string        `json:"watch"`
-	Source         string        `json:"source"`
 	Title          string        `json:"title"`
-	Body           string        `json:"body,omitempty"`
 	Record         PayloadRecord `json:"record"`
 	Change         PayloadChange `json:"change"`
 	Urgency        string        `json:"urgency"`
 	Reason         string        `json:"reason"`
-	Confidence     *float64      `json:"confidence,omitempty"`
 	CreatedAt      time.Time     `json:"created_at"`
 }
+
+// MaxDigestItems bounds the items listed in one digest payload and body.
+const MaxDigestItems = 200
 
 // PayloadRecord is the record part of a payload.
 type PayloadRecord struct {
@@ -38,6 +68,7 @@ type PayloadRecord struct {
 	Status      string         `json:"status,omitempty"`
 	Labels      []string       `json:"labels,omitempty"`
 	Body        string         `json:"body,omitempty"`
+	CreatedAt   string         `json:"created_at,omitempty"`
 	UpdatedAt   string         `json:"updated_at,omitempty"`
 	Extra       map[string]any `json:"extra,omitempty"`
 	ContentHash string         `json:"content_hash,omitempty"`
@@ -62,7 +93,7 @@ func (p *Payload) Marshal() []byte {
 func RecordFromFields(f map[string]any) PayloadRecord {
 	str := func(k string) string { s, _ := f[k].(string); return s }
 	r := PayloadRecord{ID: str("id"), Title: str("title"), URL: str("url"), Author: str("author"),
-		Status: str("status"), Body: str("body"), UpdatedAt: str("updated_at")}
+		Status: str("status"), Body: str("body"), CreatedAt: str("created_at"), UpdatedAt: str("updated_at")}
 	switch l := f["labels"].(type) {
 	case []string:
 		r.Labels = l

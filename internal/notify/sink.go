@@ -2,16 +2,19 @@ package notify
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
 )
 
-// Notification is a claimed outbox row.
+// Notification is a claimed outbox row, as a sink sees it.
 type Notification struct {
 	ID        int64
 	DedupeKey string
@@ -19,14 +22,32 @@ type Notification struct {
 	Source    string
 	RecordID  string
 	Watch     string
-	Title     string
-	Body      string
-	Urgency   string
-	Reason    string
+	// Kind is "single" or "digest".
+	Kind string
+	// Title and Body were rendered from the templates when the row was
+	// created: they are what the channel shows.
+	Title   string
+	Body    string
+	Urgency string
+	Reason  string
 	// Payload is the stored payload with NotificationID filled in.
 	Payload Payload
 	// Attempt is 1 on the first delivery attempt.
 	Attempt int
+	// DeliveryID is unique per attempt (X-Lookout-Delivery); the dedupe key
+	// is the same for every attempt.
+	DeliveryID string
+
+	body []byte // Payload encoded once
+}
+
+// JSON is the payload as sent: the same bytes on every attempt of one
+// notification, so that a signature and an idempotency key stay stable.
+func (n *Notification) JSON() []byte {
+	if n.body == nil {
+		n.body = n.Payload.Marshal()
+	}
+	return n.body
 }
 
 // Sink delivers notifications to one channel.
@@ -66,13 +87,34 @@ type SinkFactory func(cfg *config.Sink, logger *slog.Logger) (Sink, error)
 // sinkFactories maps sink types to factories.
 var sinkFactories = map[string]SinkFactory{
 	"log": func(_ *config.Sink, logger *slog.Logger) (Sink, error) { return &LogSink{Logger: logger}, nil },
+	"webhook": func(c *config.Sink, _ *slog.Logger) (Sink, error) {
+		return NewWebhookSink(WebhookOptions{URL: c.URL, Secret: c.Secret, Headers: c.Headers, Concurrency: c.Concurrency})
+	},
+	"slack": func(c *config.Sink, _ *slog.Logger) (Sink, error) {
+		return NewSlackSink(SlackOptions{URL: c.URL, Headers: c.Headers, Concurrency: c.Concurrency})
+	},
+	"email": func(c *config.Sink, _ *slog.Logger) (Sink, error) {
+		m := c.SMTP
+		return NewEmailSink(EmailOptions{Host: m.Host, Port: m.Port, Username: m.Username, Password: m.Password,
+			From: m.From, To: m.To, StartTLS: m.StartTLS})
+	},
+	"command": func(c *config.Sink, logger *slog.Logger) (Sink, error) {
+		return NewCommandSink(CommandOptions{Command: c.Command, Logger: logger})
+	},
 }
 
-// BuildSinks builds every sink of the global configuration.
+// BuildSinks builds every sink of the global configuration. Errors name
+// the sink's key in lookout.yaml.
 func BuildSinks(g *config.Global, logger *slog.Logger) (map[string]Sink, error) {
 	out := map[string]Sink{}
 	var errs []error
-	for name, sc := range g.Sinks {
+	names := make([]string, 0, len(g.Sinks))
+	for name := range g.Sinks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		sc := g.Sinks[name]
 		f := sinkFactories[sc.Type]
 		if f == nil {
 			errs = append(errs, g.Errorf("sinks."+name+".type", "%q is not supported by this build", sc.Type))
@@ -93,13 +135,15 @@ type LogSink struct {
 	Logger *slog.Logger
 }
 
+var _ Sink = (*LogSink)(nil)
+
 // Deliver logs the notification at info level.
 func (s *LogSink) Deliver(_ context.Context, n *Notification) error {
 	s.Logger.Info("notification",
-		"notification_id", n.ID, "dedupe_key", n.DedupeKey, "source", n.Source, "record_id", n.RecordID,
-		"watch", n.Watch, "title", n.Title, "urgency", n.Urgency, "reason", n.Reason,
+		"notification_id", n.ID, "dedupe_key", n.DedupeKey, "kind", n.Kind, "source", n.Source, "record_id", n.RecordID,
+		"watch", n.Watch, "title", n.Title, "body", n.Body, "urgency", n.Urgency, "reason", n.Reason,
 		"url", n.Payload.Record.URL, "change", n.Payload.Change.Kind, "changed_fields", n.Payload.Change.ChangedFields,
-		"attempt", n.Attempt)
+		"attempt", n.Attempt, "delivery_id", n.DeliveryID)
 	return nil
 }
 
@@ -109,5 +153,30 @@ func decodePayload(id int64, raw []byte) (Payload, error) {
 		return p, fmt.Errorf("notification %d payload: %w", id, err)
 	}
 	p.NotificationID = id
+	if p.Kind == "" {
+		p.Kind = KindSingle
+	}
 	return p, nil
+}
+
+// Notification kinds (notifications.kind, payload "kind").
+const (
+	KindSingle = "single"
+	KindDigest = "digest"
+)
+
+// newDeliveryID returns the id of one delivery attempt:
+// "<notification id>-<attempt>-<random>".
+func newDeliveryID(id int64, attempt int) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%d-%d-%s", id, attempt, hex.EncodeToString(b[:]))
+}
+
+// snippet shortens s for an error message.
+func snippet(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -23,10 +23,13 @@ func TestHTTPConnectorIsPolite(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	var limited atomic.Bool
+	// Two hosts (host:port): the 429 of one must not defer the other's run.
+	denied := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+	}))
+	t.Cleanup(denied.Close)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/denied":
-			http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
 		case "/items":
 			if !limited.Swap(true) {
 				w.Header().Set("Retry-After", "90")
@@ -42,8 +45,8 @@ func TestHTTPConnectorIsPolite(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, path := range map[string]string{"denied": "/denied", "items": "/items"} {
-		y := fmt.Sprintf("name: %s\nconnector: http\nhttp: {url: %q, items: body.items}\nevery: 1h\njitter: 0s\n", name, srv.URL+path)
+	for name, u := range map[string]string{"denied": denied.URL + "/denied", "items": srv.URL + "/items"} {
+		y := fmt.Sprintf("name: %s\nconnector: http\nhttp: {url: %q, items: body.items}\nevery: 1h\njitter: 0s\n", name, u)
 		if err := os.WriteFile(filepath.Join(dir, "sources", name+".yaml"), []byte(y), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +73,7 @@ func TestHTTPConnectorIsPolite(t *testing.T) {
 		t.Fatalf("items run: %+v", runs[0])
 	}
 	var blocked time.Time
-	if err := h.pool.QueryRow(context.Background(), `SELECT blocked_until FROM host_limits`).Scan(&blocked); err != nil || !blocked.Equal(h.clock.Now().Add(90*time.Second)) {
+	if err := h.pool.QueryRow(context.Background(), `SELECT blocked_until FROM host_limits WHERE host = $1`, strings.TrimPrefix(srv.URL, "http://")).Scan(&blocked); err != nil || !blocked.Equal(h.clock.Now().Add(90*time.Second)) {
 		t.Fatalf("host blocked until %s (%v), want now+90s", blocked, err)
 	}
 	h.runAt(s, "items")

@@ -1,0 +1,299 @@
+package evaluator
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/changes"
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+)
+
+// commitSetup loads a configuration with one file source "tasks" whose
+// watches are given as YAML, registers the source, and returns an
+// evaluator on a fresh schema.
+func commitSetup(t *testing.T, global, watches string) (*pgxpool.Pool, *Evaluator) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "name: tasks\nconnector: file\nfile:\n  paths: [x.json]\nwatches:\n" + watches
+	if err := os.WriteFile(filepath.Join(dir, "sources", "tasks.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if global != "" {
+		if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(global), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := pgtest.Pool(t)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO sources (name, connector, config_hash) VALUES ('tasks', 'file', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(pool, cfg, Config{Owner: "test"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, e
+}
+
+// apply mirrors the records into the change log, as the syncer does.
+func apply(t *testing.T, pool *pgxpool.Pool, recs ...normalize.Record) {
+	t.Helper()
+	h, err := normalize.NewHasher(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		h.Hash(&recs[i])
+	}
+	err = pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		_, err := changes.Apply(context.Background(), tx, "tasks", 1, recs, h)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func drain(t *testing.T, e *Evaluator) {
+	t.Helper()
+	if _, err := e.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// decisions returns watch -> decision of the latest change of a record.
+func decisions(t *testing.T, pool *pgxpool.Pool, recordID string) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT watch, decision FROM evaluations
+		WHERE record_id = $1 AND change_id = (SELECT max(change_id) FROM evaluations WHERE record_id = $1)`, recordID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var w, d string
+		if err := rows.Scan(&w, &d); err != nil {
+			t.Fatal(err)
+		}
+		out[w] = d
+	}
+	return out
+}
+
+type noteCount struct{ rows, suppressed int }
+
+func notes(t *testing.T, pool *pgxpool.Pool) map[string]noteCount {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT watch, count(*), sum(duplicates_suppressed) FROM notifications GROUP BY watch`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]noteCount{}
+	for rows.Next() {
+		var w string
+		var c noteCount
+		if err := rows.Scan(&w, &c.rows, &c.suppressed); err != nil {
+			t.Fatal(err)
+		}
+		out[w] = c
+	}
+	return out
+}
+
+func TestCommitDedupePolicies(t *testing.T) {
+	t.Parallel()
+	pool, e := commitSetup(t, "", `
+  - {name: ver, notify: [log]}
+  - {name: rec, notify: [log], dedupe: record}
+  - {name: win, notify: [log], dedupe: 1h}
+`)
+	ctx := context.Background()
+	apply(t, pool, normalize.Record{ID: "T1", Title: "first", Status: "open"})
+	drain(t, e)
+	if got := notes(t, pool); got["ver"].rows != 1 || got["rec"].rows != 1 || got["win"].rows != 1 {
+		t.Fatalf("after v1: %v", got)
+	}
+
+	// v2: a new version for "ver"; "rec" notified this record already;
+	// "win" notified it within the hour.
+	apply(t, pool, normalize.Record{ID: "T1", Title: "second", Status: "open"})
+	drain(t, e)
+	want := map[string]string{"ver": "notify", "rec": "duplicate", "win": "duplicate"}
+	if got := decisions(t, pool, "T1"); !equalMaps(got, want) {
+		t.Errorf("v2 decisions = %v, want %v", got, want)
+	}
+	if got := notes(t, pool); got["ver"] != (noteCount{2, 0}) || got["rec"] != (noteCount{1, 1}) || got["win"] != (noteCount{1, 1}) {
+		t.Errorf("after v2: %v", got)
+	}
+	var linked int
+	if err := pool.QueryRow(ctx, `
+		SELECT count(*) FROM evaluations e JOIN notifications n ON n.id = e.notification_id
+		WHERE e.decision = 'duplicate' AND n.watch = e.watch AND n.last_duplicate_at IS NOT NULL`).Scan(&linked); err != nil {
+		t.Fatal(err)
+	}
+	if linked != 2 {
+		t.Errorf("%d duplicate evaluations point at the notification that suppressed them, want 2", linked)
+	}
+
+	// An hour later the window is over.
+	if _, err := pool.Exec(ctx, `UPDATE notifications SET created_at = created_at - interval '2 hours' WHERE watch = 'win'`); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, pool, normalize.Record{ID: "T1", Title: "third", Status: "open"})
+	drain(t, e)
+	want = map[string]string{"ver": "notify", "rec": "duplicate", "win": "notify"}
+	if got := decisions(t, pool, "T1"); !equalMaps(got, want) {
+		t.Errorf("v3 decisions = %v, want %v", got, want)
+	}
+
+	// The same change evaluated again (a retry) finds its keys: nothing new.
+	if _, err := pool.Exec(ctx, `
+		DELETE FROM evaluations WHERE change_id = (SELECT max(id) FROM changes);
+		UPDATE changes SET eval_status = 'pending' WHERE id = (SELECT max(id) FROM changes)`); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, e)
+	want = map[string]string{"ver": "duplicate", "rec": "duplicate", "win": "duplicate"}
+	if got := decisions(t, pool, "T1"); !equalMaps(got, want) {
+		t.Errorf("re-evaluation decisions = %v, want %v", got, want)
+	}
+	if got := notes(t, pool); got["ver"] != (noteCount{3, 1}) || got["rec"] != (noteCount{1, 3}) || got["win"] != (noteCount{2, 2}) {
+		t.Errorf("after the retry: %v", got)
+	}
+	var keys []string
+	rows, _ := pool.Query(ctx, `SELECT dedupe_key FROM notifications WHERE watch IN ('ver', 'rec') ORDER BY id`)
+	for rows.Next() {
+		var k string
+		_ = rows.Scan(&k)
+		keys = append(keys, k)
+	}
+	if len(keys) != 4 || !strings.HasPrefix(keys[0], "tasks/T1/ver/v1-") || keys[1] != "tasks/T1/rec" || !strings.HasPrefix(keys[3], "tasks/T1/ver/v3-") {
+		t.Errorf("dedupe keys = %v", keys)
+	}
+
+	// Visible in SQL, per watch.
+	sup := map[string]int{}
+	rows, err := pool.Query(ctx, `SELECT watch, duplicates_suppressed FROM report_duplicates_suppressed WHERE source = 'tasks'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var w string
+		var n int
+		_ = rows.Scan(&w, &n)
+		sup[w] = n
+	}
+	if !equalInts(sup, map[string]int{"ver": 1, "rec": 3, "win": 2}) {
+		t.Errorf("report_duplicates_suppressed = %v", sup)
+	}
+}
+
+func TestCommitRendersTemplatesPerSinkAndHoldsDigests(t *testing.T) {
+	t.Parallel()
+	pool, e := commitSetup(t, `sinks:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:1/
+    title: "{{.Record.Status}}: {{.Record.Title}}"
+  log:
+    type: log
+`, `
+  - name: now
+    notify: [hook, log]
+    body: "{{.Record.Title}} ({{.Change.Kind}}, {{join .Change.ChangedFields \",\"}})"
+  - name: daily
+    notify: [hook]
+    digest: {cron: "0 8 * * *", timezone: UTC}
+`)
+	ctx := context.Background()
+	before := time.Now()
+	apply(t, pool, normalize.Record{ID: "T1", Title: "Ship it", Status: "open", URL: "https://x/T1"})
+	drain(t, e)
+	type row struct {
+		title, body, status string
+		due                 *time.Time
+		payload             []byte
+	}
+	got := map[string]row{}
+	rows, err := pool.Query(ctx, `SELECT watch || '/' || sink, title, body, status, digest_due_at, payload FROM notifications`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		var r row
+		if err := rows.Scan(&k, &r.title, &r.body, &r.status, &r.due, &r.payload); err != nil {
+			t.Fatal(err)
+		}
+		got[k] = r
+	}
+	if len(got) != 3 {
+		t.Fatalf("notifications = %v", got)
+	}
+	hook, log := got["now/hook"], got["now/log"]
+	if hook.title != "open: Ship it" || log.title != "[now] Ship it" || hook.status != "pending" {
+		t.Errorf("titles %q / %q", hook.title, log.title)
+	}
+	if want := "Ship it (created, id,title,url,status)"; hook.body != want || log.body != want {
+		t.Errorf("bodies %q / %q, want %q", hook.body, log.body, want)
+	}
+	var p notify.Payload
+	if err := json.Unmarshal(hook.payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Title != hook.title || p.Body != hook.body || p.Record.URL != "https://x/T1" || p.Record.ContentHash == "" || p.Kind != "single" {
+		t.Errorf("payload = %+v", p)
+	}
+	d := got["daily/hook"]
+	next8 := time.Date(before.UTC().Year(), before.UTC().Month(), before.UTC().Day(), 8, 0, 0, 0, time.UTC)
+	if !next8.After(before) {
+		next8 = next8.AddDate(0, 0, 1)
+	}
+	if d.status != "held" || d.due == nil || !d.due.Equal(next8) {
+		t.Errorf("digest member: status %s, due %v; want held until %v", d.status, d.due, next8)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func equalInts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,340 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+	"time"
+	"unicode/utf8"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/lookout-dev/lookout/internal/config"
+)
+
+// TemplateData is what the title and body templates of one match see
+// (sinks.*.title/body, watches[].title/body).
+type TemplateData struct {
+	// Record is the record after the change: .Record.Title, .Record.URL,
+	// .Record.Status, .Record.Labels, .Record.Extra.key, ...
+	Record PayloadRecord
+	// Change is .Change.Kind (created, updated, deleted), .Change.Version,
+	// .Change.ChangedFields, .Change.ID.
+	Change PayloadChange
+	// Verdict is the decision: .Verdict.Urgency, .Verdict.Reason,
+	// .Verdict.Confidence (0 when no model decided).
+	Verdict Verdict
+	// Watch is .Watch.Name, .Watch.When, .Watch.Ask.
+	Watch WatchData
+	// Source and Sink are names.
+	Source string
+	Sink   string
+}
+
+// Verdict is the decision part of the template data.
+type Verdict struct {
+	Urgency    string
+	Reason     string
+	Confidence float64
+}
+
+// WatchData describes the watch to templates.
+type WatchData struct {
+	Name string
+	When string
+	Ask  string
+}
+
+// DigestData is what digest.title and digest.body templates see.
+type DigestData struct {
+	Watch  WatchData
+	Source string
+	Sink   string
+	// Count is the number of matches in the period; Items lists at most
+	// MaxDigestItems of them (oldest first) and More is the rest.
+	Count int
+	More  int
+	// DueAt is the schedule tick that closed the period.
+	DueAt time.Time
+	Items []DigestItem
+}
+
+// DigestItem is one match in a digest.
+type DigestItem struct {
+	NotificationID int64
+	// Title is the match's own rendered title.
+	Title     string
+	Record    PayloadRecord
+	Change    PayloadChange
+	Verdict   Verdict
+	CreatedAt time.Time
+}
+
+// Default templates.
+const (
+	DefaultTitle = `[{{.Watch.Name}}] {{or .Record.Title .Record.ID}}`
+	DefaultBody  = `{{.Verdict.Reason}}
+{{- with .Record.URL}}
+{{.}}{{end}}
+
+{{.Source}}: {{.Change.Kind}} v{{.Change.Version}}{{with .Change.ChangedFields}} ({{join . ", "}}){{end}}, urgency {{.Verdict.Urgency}}`
+	DefaultDigestTitle = `[{{.Watch.Name}}] {{.Count}} {{if eq .Count 1}}match{{else}}matches{{end}}`
+	DefaultDigestBody  = `{{range .Items}}- {{or .Record.Title .Record.ID}}{{with .Record.URL}} {{.}}{{end}}
+{{end}}{{if .More}}… and {{.More}} more
+{{end}}`
+)
+
+// templateFuncs are the functions templates may call besides text/template's.
+var templateFuncs = template.FuncMap{
+	"join":  func(s []string, sep string) string { return strings.Join(s, sep) },
+	"lower": strings.ToLower,
+	"upper": strings.ToUpper,
+	"trim":  strings.TrimSpace,
+	"truncate": func(n int, s string) string {
+		if utf8.RuneCountInString(s) <= n {
+			return s
+		}
+		r := []rune(s)
+		return string(r[:max(n-1, 0)]) + "…"
+	},
+	"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+	"date": func(layout string, v any) (string, error) {
+		switch t := v.(type) {
+		case time.Time:
+			return t.Format(layout), nil
+		case string:
+			if t == "" {
+				return "", nil
+			}
+			p, err := time.Parse(time.RFC3339Nano, t)
+			if err != nil {
+				return "", err
+			}
+			return p.Format(layout), nil
+		}
+		return "", fmt.Errorf("date: %T is not a time", v)
+	},
+}
+
+type templatePair struct {
+	title, body *template.Template
+}
+
+type watchTemplates struct {
+	msg    templatePair
+	digest templatePair
+	sched  cron.Schedule
+	loc    *time.Location
+	cfg    *config.Watch
+}
+
+// Composer renders notifications: titles and bodies from the templates of
+// the configuration, the payload, and, for digest watches, the end of the
+// digest period the match waits for.
+type Composer struct {
+	sinks       map[string]templatePair
+	watches     map[string]*watchTemplates
+	def, digest templatePair
+}
+
+func watchKey(source, watch string) string { return source + "\x00" + watch }
+
+// NewComposer parses every template and digest schedule of cfg and renders
+// each template against a sample record, so that a template error is a
+// configuration error naming file, line and key, found by the check
+// command rather than at the first notification.
+func NewComposer(cfg *config.Config) (*Composer, error) {
+	c := &Composer{sinks: map[string]templatePair{}, watches: map[string]*watchTemplates{}}
+	c.def = templatePair{mustParse("title", DefaultTitle), mustParse("body", DefaultBody)}
+	c.digest = templatePair{mustParse("digest.title", DefaultDigestTitle), mustParse("digest.body", DefaultDigestBody)}
+	var errs []error
+	g := &cfg.Global
+	for name, sc := range g.Sinks {
+		var p templatePair
+		var err error
+		key := "sinks." + name
+		if p.title, err = parseChecked(key+".title", sc.Title, sampleData()); err != nil {
+			errs = append(errs, g.Errorf(key+".title", "%v", err))
+		}
+		if p.body, err = parseChecked(key+".body", sc.Body, sampleData()); err != nil {
+			errs = append(errs, g.Errorf(key+".body", "%v", err))
+		}
+		c.sinks[name] = p
+	}
+	for _, src := range cfg.Sources {
+		for i, w := range src.Watches {
+			wt := &watchTemplates{cfg: w}
+			key := fmt.Sprintf("watches[%d]", i)
+			var err error
+			if wt.msg.title, err = parseChecked(key+".title", w.Title, sampleData()); err != nil {
+				errs = append(errs, src.Errorf(key+".title", "%v", err))
+			}
+			if wt.msg.body, err = parseChecked(key+".body", w.Body, sampleData()); err != nil {
+				errs = append(errs, src.Errorf(key+".body", "%v", err))
+			}
+			if dg := w.Digest; dg != nil {
+				if wt.digest.title, err = parseChecked(key+".digest.title", dg.Title, sampleDigest()); err != nil {
+					errs = append(errs, src.Errorf(key+".digest.title", "%v", err))
+				}
+				if wt.digest.body, err = parseChecked(key+".digest.body", dg.Body, sampleDigest()); err != nil {
+					errs = append(errs, src.Errorf(key+".digest.body", "%v", err))
+				}
+				if wt.sched, err = config.ParseCron(dg.Cron); err != nil {
+					errs = append(errs, src.Errorf(key+".digest.cron", "%v", err))
+				}
+				if wt.loc, err = time.LoadLocation(dg.Timezone); err != nil {
+					errs = append(errs, src.Errorf(key+".digest.timezone", "%q is not a known time zone", dg.Timezone))
+				}
+			}
+			c.watches[watchKey(src.Name, w.Name)] = wt
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func mustParse(name, text string) *template.Template {
+	return template.Must(template.New(name).Funcs(templateFuncs).Parse(text))
+}
+
+// parseChecked parses text (nil when empty) and executes it against sample.
+func parseChecked(name, text string, sample any) (*template.Template, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, nil
+	}
+	t, err := template.New(name).Funcs(templateFuncs).Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("is not a valid template: %w", err)
+	}
+	if err := t.Execute(new(bytes.Buffer), sample); err != nil {
+		return nil, fmt.Errorf("does not render for a sample record: %w", err)
+	}
+	return t, nil
+}
+
+func sampleData() *TemplateData {
+	return &TemplateData{
+		Record: PayloadRecord{ID: "42", Title: "Sample record", URL: "https://example.com/42", Author: "someone",
+			Status: "open", Labels: []string{"urgent"}, Body: "Body text.", CreatedAt: "2026-01-02T03:04:05Z",
+			UpdatedAt: "2026-01-02T03:04:05Z", Extra: map[string]any{"priority": int64(1)}, ContentHash: "abc"},
+		Change:  PayloadChange{ID: 1, Kind: "updated", Version: 2, ChangedFields: []string{"status"}},
+		Verdict: Verdict{Urgency: "high", Reason: "sample reason", Confidence: 0.9},
+		Watch:   WatchData{Name: "sample", When: "true"},
+		Source:  "sample", Sink: "sample",
+	}
+}
+
+func sampleDigest() *DigestData {
+	d := sampleData()
+	return &DigestData{Watch: d.Watch, Source: d.Source, Sink: d.Sink, Count: 2, More: 1,
+		DueAt: time.Date(2026, 1, 2, 8, 0, 0, 0, time.UTC),
+		Items: []DigestItem{{NotificationID: 1, Title: "[sample] Sample record", Record: d.Record, Change: d.Change,
+			Verdict: d.Verdict, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}}
+}
+
+// render executes t (or def when t is nil); a failing custom template
+// falls back to def and reports the error.
+func render(t, def *template.Template, data any) (string, error) {
+	var b bytes.Buffer
+	if t != nil {
+		err := t.Execute(&b, data)
+		if err == nil {
+			return b.String(), nil
+		}
+		b.Reset()
+		_ = def.Execute(&b, data)
+		return b.String(), fmt.Errorf("template %s: %w (used the default)", t.Name(), err)
+	}
+	err := def.Execute(&b, data)
+	return b.String(), err
+}
+
+// cleanTitle makes a one-line title of at most 300 characters.
+func cleanTitle(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) > 300 {
+		s = string([]rune(s)[:299]) + "…"
+	}
+	return s
+}
+
+// Match is one decision to notify one sink of.
+type Match struct {
+	Source    string
+	Watch     *config.Watch
+	Sink      string
+	DedupeKey string
+	Record    PayloadRecord
+	Change    PayloadChange
+	Verdict   Verdict
+	// Confidence is the model's confidence, nil without a model.
+	Confidence *float64
+	Now        time.Time
+}
+
+// Composed is a rendered notification row.
+type Composed struct {
+	Title, Body string
+	Payload     []byte
+	// DigestDueAt is set for a digest watch: the row is held until then.
+	DigestDueAt *time.Time
+	// Err reports a template that failed to render (the default was used).
+	Err error
+}
+
+// Compose renders m: the watch's templates win over the sink's, which win
+// over the defaults.
+func (c *Composer) Compose(m *Match) Composed {
+	wt := c.watches[watchKey(m.Source, m.Watch.Name)]
+	st := c.sinks[m.Sink]
+	tt, bt := st.title, st.body
+	if wt != nil && wt.msg.title != nil {
+		tt = wt.msg.title
+	}
+	if wt != nil && wt.msg.body != nil {
+		bt = wt.msg.body
+	}
+	data := &TemplateData{Record: m.Record, Change: m.Change, Verdict: m.Verdict, Source: m.Source, Sink: m.Sink,
+		Watch: WatchData{Name: m.Watch.Name, When: m.Watch.When, Ask: m.Watch.Ask}}
+	title, terr := render(tt, c.def.title, data)
+	body, berr := render(bt, c.def.body, data)
+	out := Composed{Title: cleanTitle(title), Body: strings.TrimSpace(body), Err: errors.Join(terr, berr)}
+	p := Payload{DedupeKey: m.DedupeKey, Kind: KindSingle, Watch: m.Watch.Name, Source: m.Source,
+		Title: out.Title, Body: out.Body, Record: m.Record, Change: m.Change,
+		Urgency: m.Verdict.Urgency, Reason: m.Verdict.Reason, Confidence: m.Confidence, CreatedAt: m.Now}
+	if p.Change.ChangedFields == nil {
+		p.Change.ChangedFields = []string{}
+	}
+	out.Payload = p.Marshal()
+	if wt != nil && wt.sched != nil {
+		due := wt.sched.Next(m.Now.In(wt.loc)).UTC()
+		out.DigestDueAt = &due
+	}
+	return out
+}
+
+// ComposeDigest renders the summary of a digest period of source/watch
+// for sink. A watch no longer in the configuration gets the defaults.
+func (c *Composer) ComposeDigest(d *DigestData) (title, body string, err error) {
+	t := c.digest
+	if wt := c.watches[watchKey(d.Source, d.Watch.Name)]; wt != nil {
+		d.Watch = WatchData{Name: wt.cfg.Name, When: wt.cfg.When, Ask: wt.cfg.Ask}
+		if wt.digest.title != nil {
+			t.title = wt.digest.title
+		}
+		if wt.digest.body != nil {
+			t.body = wt.digest.body
+		}
+	}
+	title, terr := render(t.title, c.digest.title, d)
+	body, berr := render(t.body, c.digest.body, d)
+	return cleanTitle(title), strings.TrimSpace(body), errors.Join(terr, berr)
+}

@@ -1,0 +1,273 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+)
+
+// loadConfig writes a configuration directory and loads it.
+func loadConfig(t *testing.T, global, source string) (*config.Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(global), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sources", "tasks.yaml"), []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return config.Load(dir)
+}
+
+const composerGlobal = `sinks:
+  hook:
+    type: webhook
+    url: http://127.0.0.1:1/hook
+    title: "{{upper .Verdict.Urgency}}: {{.Record.Title}}"
+  log:
+    type: log
+`
+
+const composerSource = `name: tasks
+connector: file
+file:
+  paths: [x.json]
+watches:
+  - name: urgent
+    notify: [hook, log]
+    body: |
+      {{.Record.Title}} is {{.Record.Status}} ({{join .Record.Labels ", "}})
+      {{- with .Record.URL}} {{.}}{{end}}
+  - name: daily
+    notify: [log]
+    title: "first label {{index .Record.Labels 0}}"
+    digest:
+      cron: "0 8 * * *"
+      timezone: Europe/Paris
+      title: "{{.Count}} tasks for {{.Sink}}"
+`
+
+func composeMatch(cfg *config.Config, watch, sink string, labels []string) *Match {
+	var w *config.Watch
+	for _, x := range cfg.Sources[0].Watches {
+		if x.Name == watch {
+			w = x
+		}
+	}
+	return &Match{Source: "tasks", Watch: w, Sink: sink, DedupeKey: "tasks/1/" + watch + "/v1-abc",
+		Record:  PayloadRecord{ID: "1", Title: "Fix <the> build", Status: "open", Labels: labels, URL: "https://x/1"},
+		Change:  PayloadChange{ID: 3, Kind: "created", Version: 1},
+		Verdict: Verdict{Urgency: "high", Reason: `when "true" is true`},
+		Now:     time.Date(2026, 3, 10, 9, 30, 0, 0, time.UTC)}
+}
+
+func TestComposerRendersTemplatesByPrecedence(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(t, composerGlobal, composerSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewComposer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sink title, watch body.
+	out := c.Compose(composeMatch(cfg, "urgent", "hook", []string{"urgent", "ci"}))
+	if out.Err != nil || out.Title != "HIGH: Fix <the> build" || out.Body != "Fix <the> build is open (urgent, ci) https://x/1" || out.DigestDueAt != nil {
+		t.Errorf("hook: %+v", out)
+	}
+	var p Payload
+	if err := json.Unmarshal(out.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Title != out.Title || p.Body != out.Body || p.Kind != KindSingle || p.DedupeKey != "tasks/1/urgent/v1-abc" ||
+		p.Record.URL != "https://x/1" || p.Change.ChangedFields == nil || p.Urgency != "high" {
+		t.Errorf("payload = %+v", p)
+	}
+	// The log sink has no templates: defaults.
+	out = c.Compose(composeMatch(cfg, "urgent", "log", nil))
+	if out.Title != "[urgent] Fix <the> build" || !strings.HasPrefix(out.Body, `Fix <the> build is open ()`) {
+		t.Errorf("log: %+v", out)
+	}
+	// A digest watch waits for the next 08:00 in Paris (07:00 UTC in March).
+	out = c.Compose(composeMatch(cfg, "daily", "log", []string{"a"}))
+	if want := time.Date(2026, 3, 11, 7, 0, 0, 0, time.UTC); out.DigestDueAt == nil || !out.DigestDueAt.Equal(want) {
+		t.Errorf("digest due at %v, want %v", out.DigestDueAt, want)
+	}
+	if out.Title != "first label a" {
+		t.Errorf("title = %q", out.Title)
+	}
+	// A template that fails on this record falls back to the default.
+	out = c.Compose(composeMatch(cfg, "daily", "log", nil))
+	if out.Err == nil || out.Title != "[daily] Fix <the> build" {
+		t.Errorf("failing template: title %q, err %v; want the default and an error", out.Title, out.Err)
+	}
+	title, body, err := c.ComposeDigest(&DigestData{Watch: WatchData{Name: "daily"}, Source: "tasks", Sink: "log", Count: 2,
+		Items: []DigestItem{{Record: PayloadRecord{ID: "1", Title: "One", URL: "https://x/1"}}, {Record: PayloadRecord{ID: "2"}}}})
+	if err != nil || title != "2 tasks for log" || body != "- One https://x/1\n- 2" {
+		t.Errorf("digest: %q, %q, %v", title, body, err)
+	}
+}
+
+func TestComposerTemplateErrorsAreLocatedConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, global, source, want string
+	}{
+		{
+			name:   "sink title syntax",
+			global: strings.Replace(composerGlobal, `"{{upper .Verdict.Urgency}}: {{.Record.Title}}"`, `"{{.Record.Title"`, 1),
+			source: composerSource,
+			want:   `lookout.yaml:5: sinks.hook.title is not a valid template: template: sinks.hook.title:1: unclosed action`,
+		},
+		{
+			name:   "unknown field in a watch body",
+			global: composerGlobal,
+			source: strings.Replace(composerSource, "{{.Record.Status}}", "{{.Record.Sttus}}", 1),
+			want:   `sources/tasks.yaml:8: watches[0].body does not render for a sample record: template: watches[0].body:1:30: executing "watches[0].body" at <.Record.Sttus>: can't evaluate field Sttus in type notify.PayloadRecord`,
+		},
+		{
+			name:   "unknown function in a digest title",
+			global: composerGlobal,
+			source: strings.Replace(composerSource, `"{{.Count}} tasks for {{.Sink}}"`, `"{{shout .Count}}"`, 1),
+			want:   `sources/tasks.yaml:17: watches[1].digest.title is not a valid template: template: watches[1].digest.title:1: function "shout" not defined`,
+		},
+		{
+			name:   "record data in a digest title",
+			global: composerGlobal,
+			source: strings.Replace(composerSource, `"{{.Count}} tasks for {{.Sink}}"`, `"{{.Record.Title}}"`, 1),
+			want:   `sources/tasks.yaml:17: watches[1].digest.title does not render for a sample record`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadConfig(t, tt.global, tt.source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = NewComposer(cfg)
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("NewComposer error:\n got %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDigesterFoldsDueMatchesOnceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	cfg, err := loadConfig(t, composerGlobal, composerSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewComposer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 30 matches of tasks/daily for two sinks whose period ended, 5 whose
+	// period has not.
+	due := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	insertNotifications(t, pool, "log", "a", 30)
+	insertNotifications(t, pool, "hook", "b", 30)
+	insertNotifications(t, pool, "log", "later", 5)
+	if _, err := pool.Exec(ctx, `
+		UPDATE notifications SET status = 'held', source = 'tasks', watch = 'daily',
+		       digest_due_at = CASE WHEN dedupe_key LIKE 'later/%' THEN now() + interval '1 hour' ELSE $1 END,
+		       urgency = CASE WHEN dedupe_key = 'a/r7' THEN 'high' ELSE 'low' END`, due); err != nil {
+		t.Fatal(err)
+	}
+
+	// Four digesters race; each match lands in exactly one summary.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := 0
+	for range 4 {
+		wg.Go(func() {
+			g := NewDigester(pool, &cfg.Global, c, DigesterConfig{BatchSize: 7}, testLogger(t))
+			n, err := g.RunDue(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			created += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+
+	var members, summaries, held, orphans int
+	if err := pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE status = 'digested'),
+		       count(*) FILTER (WHERE kind = 'digest'),
+		       count(*) FILTER (WHERE status = 'held'),
+		       count(*) FILTER (WHERE status = 'digested' AND digest_id IS NULL)
+		FROM notifications`).Scan(&members, &summaries, &held, &orphans); err != nil {
+		t.Fatal(err)
+	}
+	if members != 60 || held != 5 || orphans != 0 || summaries != created {
+		t.Fatalf("digested %d, held %d, without summary %d, summaries %d (created %d); want 60, 5, 0, =", members, held, orphans, summaries, created)
+	}
+	var covered int
+	if err := pool.QueryRow(ctx, `
+		SELECT coalesce(sum(d.digest_count), 0) FROM notifications d
+		WHERE d.kind = 'digest' AND d.digest_count = (SELECT count(*) FROM notifications m WHERE m.digest_id = d.id)`).Scan(&covered); err != nil {
+		t.Fatal(err)
+	}
+	if covered != 60 {
+		t.Errorf("summaries account for %d matches, want 60", covered)
+	}
+
+	// One replica folds a whole period into one summary per sink.
+	pool2 := pgtest.Pool(t)
+	insertNotifications(t, pool2, "log", "a", 12)
+	insertNotifications(t, pool2, "hook", "b", 3)
+	if _, err := pool2.Exec(ctx, `UPDATE notifications SET status = 'held', source = 'tasks', watch = 'daily', digest_due_at = $1`, due); err != nil {
+		t.Fatal(err)
+	}
+	g := NewDigester(pool2, &cfg.Global, c, DigesterConfig{}, testLogger(t))
+	if n, err := g.RunDue(ctx); n != 2 || err != nil {
+		t.Fatalf("RunDue = %d, %v; want 2 summaries", n, err)
+	}
+	var title, body, key, status string
+	var count int
+	var raw []byte
+	if err := pool2.QueryRow(ctx, `
+		SELECT title, body, dedupe_key, status, digest_count, payload FROM notifications
+		WHERE kind = 'digest' AND sink = 'log'`).Scan(&title, &body, &key, &status, &count, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if title != "12 tasks for log" || count != 12 || status != "pending" || !strings.HasPrefix(key, "digest/tasks/daily/log/") ||
+		strings.Count(body, "\n- ") != 11 || !strings.Contains(body, "- Record 0 https://example.com/r0") {
+		t.Errorf("summary: %q, %d items, %s, %q\n%s", title, count, status, key, body)
+	}
+	var p Payload
+	if err := json.Unmarshal(raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Kind != KindDigest || p.Digest == nil || p.Digest.Count != 12 || len(p.Digest.Items) != 12 ||
+		p.Digest.Items[0].Record.ID != "r0" || !p.Digest.DueAt.Equal(due) {
+		t.Errorf("digest payload = %+v", p.Digest)
+	}
+	// Delivered like any notification.
+	rc := newReceiver(t, "s3cret")
+	d := newDeliverer(t, pool2, map[string]Sink{"log": rc.sink(t), "hook": rc.sink(t)},
+		map[string]*config.Sink{"log": sinkConf("webhook", 5*time.Second, 3, 2), "hook": sinkConf("webhook", 5*time.Second, 3, 2)},
+		DelivererConfig{})
+	if n, err := d.DeliverDue(ctx); n != 2 || err != nil {
+		t.Fatalf("DeliverDue = %d, %v; want the 2 summaries", n, err)
+	}
+	rc.check()
+}

@@ -1,0 +1,223 @@
+package notify
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/service"
+)
+
+// DigesterConfig are the digester's typed settings.
+type DigesterConfig struct {
+	// PollInterval is how often it looks for digest periods that ended.
+	// Defaults to delivery.poll_interval.
+	PollInterval time.Duration
+	// BatchSize bounds the matches folded in one transaction. Defaults to 5000.
+	BatchSize int
+	// OnDigest, when set, is called with the number of summaries created
+	// (the delivery wake-up).
+	OnDigest func(n int)
+}
+
+// Digester turns the matches of digest watches into summaries. A match of
+// a digest watch is stored as a 'held' notifications row with
+// digest_due_at, the schedule tick that ends its period. When that time
+// has come, the digester locks the held rows (FOR UPDATE SKIP LOCKED, so
+// any number of evaluator replicas may run it), inserts one 'pending'
+// summary row per (source, watch, sink, period) — kind 'digest', dedupe
+// key digest/<source>/<watch>/<sink>/<period end>/<first member id> — and
+// marks the members 'digested' with digest_id pointing at the summary, all
+// in one transaction. The summary is then delivered like any notification.
+type Digester struct {
+	pool     *pgxpool.Pool
+	composer *Composer
+	conf     DigesterConfig
+	logger   *slog.Logger
+	loop     service.Loop
+}
+
+// NewDigester returns a digester that renders summaries with composer.
+func NewDigester(p *pgxpool.Pool, g *config.Global, composer *Composer, conf DigesterConfig, logger *slog.Logger) *Digester {
+	conf.PollInterval = cmp.Or(conf.PollInterval, g.Delivery.PollInterval, config.DeliveryPollDefault)
+	conf.BatchSize = cmp.Or(conf.BatchSize, 5000)
+	return &Digester{pool: p, composer: composer, conf: conf, logger: logger.With("component", "digester")}
+}
+
+// Start runs the digester in the background until Stop.
+func (g *Digester) Start(ctx context.Context) error { return g.loop.Start(ctx, g.run) }
+
+// Stop stops the digester and waits for it.
+func (g *Digester) Stop() error { return g.loop.Stop() }
+
+func (g *Digester) run(ctx context.Context) error {
+	t := time.NewTicker(g.conf.PollInterval)
+	defer t.Stop()
+	for {
+		if _, err := g.RunDue(ctx); err != nil && ctx.Err() == nil {
+			g.logger.Error("build digests", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// RunDue folds every held match whose period ended into summaries and
+// returns how many summaries it created.
+func (g *Digester) RunDue(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, more, err := g.batch(ctx)
+		total += n
+		if n > 0 && g.conf.OnDigest != nil {
+			g.conf.OnDigest(n)
+		}
+		if err != nil || !more {
+			return total, err
+		}
+	}
+}
+
+type heldRow struct {
+	id        int64
+	source    string
+	watch     string
+	sink      string
+	dueAt     time.Time
+	title     string
+	urgency   string
+	reason    string
+	payload   []byte
+	createdAt time.Time
+}
+
+type digestGroup struct {
+	source, watch, sink string
+	dueAt               time.Time
+	rows                []*heldRow
+}
+
+var urgencyRank = map[string]int{"low": 1, "medium": 2, "high": 3}
+
+// batch folds one batch of held rows; more reports a full batch.
+func (g *Digester) batch(ctx context.Context) (created int, more bool, err error) {
+	err = pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT id, source, watch, sink, digest_due_at, title, urgency, reason, payload, created_at
+			FROM notifications
+			WHERE status = 'held' AND digest_due_at <= now()
+			ORDER BY source, watch, sink, digest_due_at, id
+			LIMIT $1
+			FOR UPDATE SKIP LOCKED`, g.conf.BatchSize)
+		if err != nil {
+			return fmt.Errorf("lock held notifications: %w", err)
+		}
+		var groups []*digestGroup
+		n := 0
+		for rows.Next() {
+			r := &heldRow{}
+			if err := rows.Scan(&r.id, &r.source, &r.watch, &r.sink, &r.dueAt, &r.title, &r.urgency, &r.reason, &r.payload, &r.createdAt); err != nil {
+				rows.Close()
+				return fmt.Errorf("lock held notifications: %w", err)
+			}
+			n++
+			last := len(groups) - 1
+			if last < 0 || groups[last].source != r.source || groups[last].watch != r.watch ||
+				groups[last].sink != r.sink || !groups[last].dueAt.Equal(r.dueAt) {
+				groups = append(groups, &digestGroup{source: r.source, watch: r.watch, sink: r.sink, dueAt: r.dueAt})
+				last++
+			}
+			groups[last].rows = append(groups[last].rows, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lock held notifications: %w", err)
+		}
+		more = n == g.conf.BatchSize
+		for _, grp := range groups {
+			if err := g.fold(ctx, tx, grp); err != nil {
+				return err
+			}
+			created++
+		}
+		if created > 0 {
+			if _, err := tx.Exec(ctx, `SELECT pg_notify(current_schema() || '.outbox', '')`); err != nil {
+				return fmt.Errorf("notify deliverers: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return created, more, nil
+}
+
+// fold inserts the summary of grp and marks its members digested.
+func (g *Digester) fold(ctx context.Context, tx pgx.Tx, grp *digestGroup) error {
+	data := &DigestData{Watch: WatchData{Name: grp.watch}, Source: grp.source, Sink: grp.sink,
+		Count: len(grp.rows), DueAt: grp.dueAt}
+	pd := &PayloadDigest{Count: len(grp.rows), DueAt: grp.dueAt}
+	urgency := "low"
+	ids := make([]int64, len(grp.rows))
+	for i, r := range grp.rows {
+		ids[i] = r.id
+		if urgencyRank[r.urgency] > urgencyRank[urgency] {
+			urgency = r.urgency
+		}
+		if i >= MaxDigestItems {
+			continue
+		}
+		var p Payload
+		if err := json.Unmarshal(r.payload, &p); err != nil {
+			return fmt.Errorf("notification %d payload: %w", r.id, err)
+		}
+		conf := 0.0
+		if p.Confidence != nil {
+			conf = *p.Confidence
+		}
+		data.Items = append(data.Items, DigestItem{NotificationID: r.id, Title: r.title, Record: p.Record, Change: p.Change,
+			Verdict: Verdict{Urgency: r.urgency, Reason: r.reason, Confidence: conf}, CreatedAt: r.createdAt})
+		pd.Items = append(pd.Items, PayloadDigestItem{NotificationID: r.id, DedupeKey: p.DedupeKey, Title: r.title,
+			Record: p.Record, Change: p.Change, Urgency: r.urgency, Reason: r.reason, CreatedAt: r.createdAt})
+	}
+	data.More = len(grp.rows) - len(data.Items)
+	title, body, rerr := g.composer.ComposeDigest(data)
+	if rerr != nil {
+		g.logger.Warn("render digest", "source", grp.source, "watch", grp.watch, "sink", grp.sink, "error", rerr)
+	}
+	key := fmt.Sprintf("digest/%s/%s/%s/%s/%d", grp.source, grp.watch, grp.sink, grp.dueAt.UTC().Format(time.RFC3339), ids[0])
+	reason := fmt.Sprintf("%d match(es) of watch %s until %s", len(grp.rows), grp.watch, grp.dueAt.UTC().Format(time.RFC3339))
+	p := Payload{DedupeKey: key, Kind: KindDigest, Watch: data.Watch.Name, Source: grp.source, Title: title, Body: body,
+		Change: PayloadChange{Kind: KindDigest, ChangedFields: []string{}}, Urgency: urgency, Reason: reason,
+		CreatedAt: time.Now().UTC(), Digest: pd}
+	var id int64
+	err := tx.QueryRow(ctx, `
+		INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, title, body, urgency, reason,
+		                           payload, digest_due_at, digest_count)
+		VALUES ($1, $2, $3, '', $4, 'digest', $5, $6, $7, $8, $9::jsonb, $10, $11)
+		ON CONFLICT (dedupe_key, sink) DO UPDATE SET duplicates_suppressed = notifications.duplicates_suppressed + 1
+		RETURNING id`,
+		key, grp.sink, grp.source, grp.watch, title, body, urgency, reason, string(p.Marshal()), grp.dueAt, len(grp.rows)).Scan(&id)
+	if err != nil {
+		return fmt.Errorf("insert digest %s: %w", key, err)
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE notifications SET status = 'digested', digest_id = $2
+		WHERE id = ANY($1) AND status = 'held'`, ids, id); err != nil {
+		return fmt.Errorf("mark %d notification(s) digested: %w", len(ids), err)
+	}
+	g.logger.Info("digest created", "source", grp.source, "watch", grp.watch, "sink", grp.sink,
+		"notification_id", id, "dedupe_key", key, "items", len(grp.rows))
+	return nil
+}
