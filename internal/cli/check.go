@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	_ "github.com/lookout-dev/lookout/internal/connectors/all" // BuildAll builds connectors
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/syncer"
