@@ -31,7 +31,10 @@ var SinceFormats = []string{"rfc3339", "unix", "unix_ms"}
 // report their errors at the same keys.
 func (s *Source) validateConnector() []error {
 	var errs []error
-	bad := func(key, format string, args ...any) { errs = append(errs, s.Errorf(key, format, args...)) }
+	at := func(lineKey, key, format string, args ...any) {
+		errs = append(errs, &Error{File: s.Path, Line: s.Line(lineKey), Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	bad := func(key, format string, args ...any) { at(key, key, format, args...) }
 	switch s.Connector {
 	case "file":
 		if len(s.File.Paths) == 0 {
@@ -43,7 +46,7 @@ func (s *Source) validateConnector() []error {
 			}
 		}
 	case "http":
-		s.validateHTTP(bad)
+		s.validateHTTP(at)
 	case "rss":
 		checkURL(bad, "rss.url", s.RSS.URL)
 		checkHeaders(bad, "rss.headers", s.RSS.Headers)
@@ -53,18 +56,22 @@ func (s *Source) validateConnector() []error {
 	return errs
 }
 
-func (s *Source) validateHTTP(bad func(key, format string, args ...any)) {
+// validateHTTP checks the http block. at reports an error about key at the
+// line of lineKey: a missing key is reported where the key that needs it is.
+func (s *Source) validateHTTP(at func(lineKey, key, format string, args ...any)) {
 	h := s.HTTP
+	bad := func(key, format string, args ...any) { at(key, key, format, args...) }
 	checkURL(bad, "http.url", h.URL)
 	checkHeaders(bad, "http.headers", h.Headers)
+	modeKey := "http.pagination" // where the mode was chosen
 	if h.Pagination == "" {
 		switch {
 		case h.Next != "":
-			h.Pagination = "next"
+			h.Pagination, modeKey = "next", "http.next"
 		case h.Cursor != "":
-			h.Pagination = "cursor"
+			h.Pagination, modeKey = "cursor", "http.cursor"
 		case h.PageParam != "":
-			h.Pagination = "page"
+			h.Pagination, modeKey = "page", "http.page_param"
 		default:
 			h.Pagination = "none"
 		}
@@ -72,18 +79,18 @@ func (s *Source) validateHTTP(bad func(key, format string, args ...any)) {
 	switch h.Pagination {
 	case "next":
 		if h.Next == "" {
-			bad("http.next", "is required with pagination next (an expression returning the next page URL)")
+			at(modeKey, "http.next", "is required with pagination next (an expression returning the next page URL)")
 		}
 	case "cursor":
 		if h.Cursor == "" {
-			bad("http.cursor", "is required with pagination cursor (an expression over body returning the next cursor)")
+			at(modeKey, "http.cursor", "is required with pagination cursor (an expression over body returning the next cursor)")
 		}
 		if h.CursorParam == "" {
-			bad("http.cursor_param", "is required with pagination cursor (the query parameter that carries the cursor)")
+			at(modeKey, "http.cursor_param", "is required with pagination cursor (the query parameter that carries the cursor)")
 		}
 	case "page":
 		if h.PageParam == "" {
-			bad("http.page_param", "is required with pagination page (the query parameter that carries the page number)")
+			at(modeKey, "http.page_param", "is required with pagination page (the query parameter that carries the page number)")
 		}
 	case "link", "none":
 	default:
