@@ -76,4 +76,3 @@ github:
 		t.Errorf("stored cursor %s does not hold max_updated_at %s", cursor, want)
 	}
 }
-
