@@ -76,6 +76,7 @@ func Get(ctx context.Context, client *http.Client, req Request) (*Response, erro
 		hreq.Header.Set("If-Modified-Since", req.LastModified)
 	}
 	timedOut := func(err error) error {
+		err = stripURL(err)
 		if parent.Err() != nil {
 			return fmt.Errorf("GET %s: %w", shown, parent.Err())
 		}
