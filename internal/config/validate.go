@@ -147,7 +147,7 @@ func (s *Source) validate(g *Global) []error {
 	case !slices.Contains(Connectors, s.Connector):
 		bad("connector", "%q is not known (known: %s)", s.Connector, strings.Join(Connectors, ", "))
 	case !blocks[s.Connector]:
-		bad(s.Connector, "block is required for connector %q", s.Connector)
+		errs = append(errs, &Error{File: s.Path, Line: s.Line("connector"), Key: s.Connector, Msg: fmt.Sprintf("block is required for connector %q", s.Connector)})
 	}
 	for name, set := range blocks {
 		if set && name != s.Connector {
