@@ -21,7 +21,12 @@ import (
 // two spaces under "http:") and builds its connector the way the syncer does.
 func build(t *testing.T, block string) connectors.Connector {
 	t.Helper()
-	src := "name: t\nconnector: http\ntimeout: 2s\nhttp:\n" + block
+	return buildTimeout(t, "5s", block)
+}
+
+func buildTimeout(t *testing.T, timeout, block string) connectors.Connector {
+	t.Helper()
+	src := "name: t\nconnector: http\ntimeout: " + timeout + "\nhttp:\n" + block
 	dir := conntest.WriteConfig(t, map[string]string{"sources/t.yaml": src})
 	cfg, err := config.Load(dir)
 	if err != nil {
@@ -252,7 +257,7 @@ func TestFailuresNameStatusPageAndURL(t *testing.T) {
 			<-r.Context().Done() // never answers in time
 			return true
 		}, func(t *testing.T, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no complete response within 2s") || !strings.Contains(err.Error(), "/tickets") {
+			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no complete response within 300ms") || !strings.Contains(err.Error(), "/tickets") {
 				t.Errorf("err = %v, want a timeout naming the URL and the limit", err)
 			}
 		}},
@@ -262,7 +267,7 @@ func TestFailuresNameStatusPageAndURL(t *testing.T) {
 			t.Parallel()
 			api := newFakeAPI(t, "link", 7)
 			api.intercept = tc.intercept
-			conn := build(t, fmt.Sprintf("  url: %s\n  items: body.data\n  pagination: link\n", api.URL()))
+			conn := buildTimeout(t, "300ms", fmt.Sprintf("  url: %s\n  items: body.data\n  pagination: link\n", api.URL()))
 			start := time.Now()
 			r := conntest.Fetch(t, conn, nil)
 			if r.Err == nil {
@@ -452,5 +457,21 @@ func TestLinkNext(t *testing.T) {
 		if got := httpjson.LinkNext(tc.values); got != tc.want {
 			t.Errorf("LinkNext(%q) = %q, want %q", tc.values, got, tc.want)
 		}
+	}
+}
+
+// When the budget runs out on the last page the run succeeds, and the next
+// one is not due before the reset.
+func TestRateLimitRemainingZeroOnLastPageDelaysNextRun(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, "none", 2)
+	api.headers.Set("X-RateLimit-Remaining", "0")
+	api.headers.Set("X-RateLimit-Reset", fmt.Sprint(time.Now().Add(20*time.Minute).Unix()))
+	r := conntest.Fetch(t, build(t, fmt.Sprintf("  url: %s\n  items: body.data\n", api.URL())), nil)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r.Result.MinInterval < 19*time.Minute || r.Result.MinInterval > 20*time.Minute {
+		t.Errorf("MinInterval = %s, want about 20m (until X-RateLimit-Reset)", r.Result.MinInterval)
 	}
 }

@@ -1,8 +1,11 @@
 package httpjson_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +103,66 @@ func TestSnapshotTombstonesThroughSyncer(t *testing.T) {
 		if c.Kind == changes.Deleted {
 			t.Errorf("incremental source recorded a deletion of %s", c.RecordID)
 		}
+	}
+}
+
+// Through the syncer: a 429 half-way defers the run (not a failure), the
+// pages before it are committed with their resume cursor, and the next run
+// goes on from the page that was refused.
+func TestRetryAfterDefersAndResumesThroughSyncer(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	api := newFakeAPI(t, "link", 7)
+	refused := 0
+	api.intercept = func(w http.ResponseWriter, r *http.Request, n int) bool {
+		if r.URL.Query().Get("page") != "2" || refused > 0 {
+			return false
+		}
+		refused++
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return true
+	}
+	dir := conntest.WriteConfig(t, map[string]string{
+		"sources/t.yaml": fmt.Sprintf("name: t\nconnector: http\nrate_limit: {per_second: 1000}\nhttp:\n  url: %s\n  items: body.data\n  pagination: link\n  since: updated_since\n", api.URL()),
+	})
+	s := conntest.Syncer(t, pool, dir)
+	start := time.Now()
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "t"); status != "deferred" || !strings.Contains(errText, "429") {
+		t.Fatalf("run %s (%s), want deferred by the 429", status, errText)
+	}
+	var cursor string
+	var next time.Time
+	var failures int
+	if err := pool.QueryRow(context.Background(), `SELECT cursor::text, next_run_at, failure_count FROM sources WHERE name = 't'`).Scan(&cursor, &next, &failures); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cursor, `"resume"`) || !strings.Contains(cursor, "page=2") || failures != 0 {
+		t.Errorf("after the 429: cursor %s failures %d, want a resume at page 2 and no failure", cursor, failures)
+	}
+	if next.Before(start.Add(time.Second - 10*time.Millisecond).Truncate(time.Second)) {
+		t.Errorf("next_run_at %s is before the Retry-After", next)
+	}
+	n := len(api.log())
+	// Run again until the upstream's pause is over and the run succeeds.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conntest.SyncNow(t, pool, s)
+		if status, _ := conntest.LastRun(t, pool, "t"); status == "succeeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the resumed run did not succeed")
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition with a deadline
+	}
+	reqs := api.log()[n:]
+	if first := reqs[0].URL.Query().Get("page"); first != "2" {
+		t.Errorf("the resumed run started at page %q, want 2", first)
+	}
+	var count int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM records WHERE source = 't'`).Scan(&count); err != nil || count != 7 {
+		t.Errorf("records = %d (%v), want all 7", count, err)
 	}
 }
