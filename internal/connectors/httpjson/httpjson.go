@@ -352,14 +352,14 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 			return res, fmt.Errorf("page %d (%s): malformed JSON body: %w", pageNo, shown, err)
 		}
 		hdr := headerMap(resp.Header)
-		items, err := c.items(doc, hdr, shown, seen, &w)
+		items, listed, err := c.items(doc, hdr, shown, seen, &w)
 		if err != nil {
 			return res, fmt.Errorf("page %d (%s): %w", pageNo, shown, err)
 		}
 		if !w.maxSeen.IsZero() {
 			w.run.MaxUpdatedAt = w.maxSeen.UTC().Format(time.RFC3339Nano)
 		}
-		more, err := c.advance(&w, doc, hdr, resp.Header, len(items))
+		more, err := c.advance(&w, doc, hdr, resp.Header, listed)
 		if err != nil {
 			return res, fmt.Errorf("page %d (%s): %w", pageNo, shown, err)
 		}
@@ -457,6 +457,7 @@ func (c *Connector) stopAtLimit(res connectors.Result, st State, w walk) connect
 		// A partial snapshot deletes nothing; the next run starts over.
 		c.o.Logger.Warn("max_pages reached: the run stops without recording deletions", "max_pages", c.o.MaxPages)
 		next = w.run
+		next.ETag, next.LastModified = "", "" // the first page is not the whole set
 	} else {
 		c.o.Logger.Warn("max_pages reached: the next run continues from here", "max_pages", c.o.MaxPages, "next_url", connectors.Redact(w.url))
 		next = st
@@ -468,13 +469,12 @@ func (c *Connector) stopAtLimit(res connectors.Result, st State, w walk) connect
 }
 
 // items selects, shapes and deduplicates the page's items, and tracks the
-// largest updated-at.
-func (c *Connector) items(doc any, hdr map[string]any, shown string, seen map[string]bool, w *walk) ([]connectors.Item, error) {
+// largest updated-at. listed is the number of items the page listed.
+func (c *Connector) items(doc any, hdr map[string]any, shown string, seen map[string]bool, w *walk) (out []connectors.Item, listed int, err error) {
 	list := doc
 	if c.o.Items != nil {
-		var err error
 		if list, err = c.o.Items.Run(doc, hdr); err != nil {
-			return nil, fmt.Errorf("items expression: %w", err)
+			return nil, 0, fmt.Errorf("items expression: %w", err)
 		}
 	}
 	var vals []any
@@ -485,16 +485,17 @@ func (c *Connector) items(doc any, hdr map[string]any, shown string, seen map[st
 		vals = []any{l}
 	case nil:
 	default:
-		return nil, fmt.Errorf("items: want a list of objects, got %T", list)
+		return nil, 0, fmt.Errorf("items: want a list of objects, got %T", list)
 	}
-	out := make([]connectors.Item, 0, len(vals))
+	out = make([]connectors.Item, 0, len(vals))
+	horizon := c.o.Now().Add(futureSlack)
 	for i, v := range vals {
 		loc := fmt.Sprintf("%s [%d]", shown, i)
 		var raw json.RawMessage
 		if c.o.Shape != nil {
 			var err error
 			if v, raw, err = c.o.Shape(v); err != nil {
-				return nil, &connectors.ItemError{Loc: loc, Err: err}
+				return nil, 0, &connectors.ItemError{Loc: loc, Err: err}
 			}
 			if v == nil {
 				continue
@@ -510,16 +511,28 @@ func (c *Connector) items(doc any, hdr map[string]any, shown string, seen map[st
 		if c.o.Since != "" {
 			t, err := c.updatedAt(v)
 			if err != nil {
-				return nil, &connectors.ItemError{Loc: loc, Err: fmt.Errorf("updated_at for the since cursor: %w", err)}
+				return nil, 0, &connectors.ItemError{Loc: loc, Err: fmt.Errorf("updated_at for the since cursor: %w", err)}
 			}
-			if t != nil && t.After(w.maxSeen) {
+			switch {
+			case t == nil:
+			case t.After(horizon):
+				// A cursor in the future would hide every later change
+				// (often a millisecond epoch read as seconds): keep the item,
+				// not its time.
+				c.o.Logger.Warn("updated_at is in the future; it does not move the since cursor",
+					"item", loc, "updated_at", t.Format(time.RFC3339))
+			case t.After(w.maxSeen):
 				w.maxSeen = *t
 			}
 		}
 		out = append(out, connectors.Item{Value: v, Raw: raw, Loc: loc})
 	}
-	return out, nil
+	return out, len(vals), nil
 }
+
+// futureSlack is how far past the clock an updated-at may be (clock skew)
+// and still move the since cursor.
+const futureSlack = 24 * time.Hour
 
 func (c *Connector) updatedAt(item any) (*time.Time, error) {
 	var v any

@@ -475,3 +475,18 @@ func TestRateLimitRemainingZeroOnLastPageDelaysNextRun(t *testing.T) {
 		t.Errorf("MinInterval = %s, want about 20m (until X-RateLimit-Reset)", r.Result.MinInterval)
 	}
 }
+
+// An updated-at far in the future (typically a millisecond epoch read as
+// seconds) must not move the since cursor past every later change.
+func TestFutureUpdatedAtDoesNotMoveTheCursor(t *testing.T) {
+	t.Parallel()
+	api := newFakeAPI(t, "none", 2)
+	api.set(ticket{ID: 3, Title: "Bad clock", Status: "open", Updated: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	r := conntest.Fetch(t, build(t, fmt.Sprintf("  url: %s\n  items: body.data\n  since: updated_since\n", api.URL())), nil)
+	if r.Err != nil || len(r.IDs()) != 3 {
+		t.Fatalf("err %v ids %v, want all items kept", r.Err, r.IDs())
+	}
+	if got, want := state(t, r.Result.Cursor).MaxUpdatedAt, api.ticket(2).Updated.Format(time.RFC3339Nano); got != want {
+		t.Errorf("max_updated_at = %s, want %s (the future time ignored)", got, want)
+	}
+}
