@@ -490,3 +490,17 @@ func TestFutureUpdatedAtDoesNotMoveTheCursor(t *testing.T) {
 		t.Errorf("max_updated_at = %s, want %s (the future time ignored)", got, want)
 	}
 }
+
+// Headers come from the source file with ${ENV} expanded at load time.
+func TestHeadersFromEnv(t *testing.T) {
+	t.Setenv("LOOKOUT_TEST_TICKETS_TOKEN", "tk_live_123")
+	api := newFakeAPI(t, "none", 1)
+	conn := build(t, fmt.Sprintf("  url: %s\n  items: body.data\n  headers:\n    Authorization: Bearer ${LOOKOUT_TEST_TICKETS_TOKEN}\n    X-Client: lookout\n", api.URL()))
+	if r := conntest.Fetch(t, conn, nil); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	h := api.log()[0].Header
+	if h.Get("Authorization") != "Bearer tk_live_123" || h.Get("X-Client") != "lookout" || h.Get("Accept") != "application/json" {
+		t.Errorf("request headers = %v", h)
+	}
+}
