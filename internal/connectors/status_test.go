@@ -168,8 +168,9 @@ func TestRegistry(t *testing.T) {
 		f()
 	}
 	factory := func(*config.Source, connectors.Env) (connectors.Connector, error) { return nil, nil }
-	connectors.Register("test-registry", factory)
-	mustPanic("duplicate", func() { connectors.Register("test-registry", factory) })
+	name := fmt.Sprintf("test-registry-%d", time.Now().UnixNano()) // the registry is global: -count=N runs again
+	connectors.Register(name, factory)
+	mustPanic("duplicate", func() { connectors.Register(name, factory) })
 	mustPanic("empty name", func() { connectors.Register("", factory) })
 	mustPanic("nil factory", func() { connectors.Register("test-nil", nil) })
 	_, err := connectors.New(&config.Source{Connector: "nope", Path: "sources/x.yaml"}, connectors.Env{})
