@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/cli"
-	_ "github.com/lookout-dev/lookout/internal/connectors/file"
-	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
+	_ "github.com/lookout-dev/lookout/internal/connectors/all" // file, github, http, rss
 	"github.com/lookout-dev/lookout/internal/syncer"
 )
 

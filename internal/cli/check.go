@@ -5,10 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/lookout-dev/lookout/internal/config"
-	// BuildAll builds connectors, so every binary's check command needs
-	// them registered, not only the syncer's.
-	_ "github.com/lookout-dev/lookout/internal/connectors/file"
-	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
+	_ "github.com/lookout-dev/lookout/internal/connectors/all" // BuildAll builds connectors
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/syncer"

@@ -359,25 +359,8 @@ func (s *Source) validate(g *Global) []error {
 	}
 	s.Stop.When = strings.TrimSpace(s.Stop.When)
 
-	switch {
-	case s.File != nil && s.Connector == "file":
-		if len(s.File.Paths) == 0 {
-			bad("file.paths", "is required (a list of glob patterns)")
-		}
-	case s.HTTP != nil && s.Connector == "http":
-		if s.HTTP.URL == "" {
-			bad("http.url", "is required")
-		} else if !strings.HasPrefix(s.HTTP.URL, "http://") && !strings.HasPrefix(s.HTTP.URL, "https://") {
-			bad("http.url", "must start with http:// or https://, not %q", s.HTTP.URL)
-		}
-	case s.RSS != nil && s.Connector == "rss":
-		if s.RSS.URL == "" {
-			bad("rss.url", "is required")
-		}
-	case s.GitHub != nil && s.Connector == "github":
-		if !strings.Contains(s.GitHub.Repo, "/") {
-			bad("github.repo", "must be owner/name, not %q", s.GitHub.Repo)
-		}
+	if s.Connector != "" && blocks[s.Connector] {
+		errs = append(errs, s.validateConnector()...)
 	}
 
 	seen := map[string]bool{}

@@ -46,6 +46,19 @@ import (
 //
 // Any other error fails the run and counts towards the source's backoff.
 // A retry means calling Fetch again with the last committed cursor.
+//
+// Resuming: a connector that reads several pages gives each page a Cursor
+// that says where the run goes on after it (the next page's URL, cursor or
+// number, plus what the run has learnt so far), and Fetch accepts such a
+// mid-run cursor as well as a final one. A run cut short by a
+// *RetryLaterError, a crash or a page limit therefore goes on from the page
+// after the last committed one. A resumed run has not seen the whole set,
+// so it never reports Complete.
+//
+// Every request is bounded by the source's timeout as well as by ctx; a
+// connector that must pause before its next request (X-RateLimit-Remaining
+// 0 on a successful page) returns a *RetryLaterError after emitting the
+// page, rather than sending a request it knows will be refused.
 type Connector interface {
 	Fetch(ctx context.Context, cursor json.RawMessage, emit EmitFunc) (Result, error)
 }
@@ -89,7 +102,8 @@ type Result struct {
 	// Requests counts upstream requests made.
 	Requests int
 	// MinInterval is a lower bound on the next run the upstream asked for
-	// (feed ttl, X-Poll-Interval), or 0.
+	// (feed ttl, X-Poll-Interval, a rate-limit budget spent until its
+	// reset), or 0.
 	MinInterval time.Duration
 }
 

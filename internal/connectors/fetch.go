@@ -1,0 +1,162 @@
+package connectors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// MaxBody is the default bound on one response body.
+const MaxBody = 64 << 20
+
+// Request is one GET made by a connector.
+type Request struct {
+	// URL is the absolute URL to get.
+	URL string
+	// Header holds the request headers (Accept, Authorization, ...).
+	Header http.Header
+	// ETag and LastModified are validators from an earlier response of the
+	// same URL; when set the request is conditional (If-None-Match,
+	// If-Modified-Since) and a 304 answer is ErrNotModified.
+	ETag, LastModified string
+	// Timeout bounds the request including reading the body; 0 leaves only
+	// ctx and the client's own timeout.
+	Timeout time.Duration
+	// MaxBody bounds the body. Defaults to MaxBody.
+	MaxBody int64
+	// Now is the clock for relative Retry-After values. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Response is a 2xx response with its body read.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Get sends req with client and reads the body. Every error names the
+// (redacted) URL; the status is mapped by CheckStatusAt, so callers test the
+// result with errors.Is / errors.As against the sentinels. A request that
+// runs past req.Timeout fails with an error that says so and wraps
+// context.DeadlineExceeded.
+func Get(ctx context.Context, client *http.Client, req Request) (*Response, error) {
+	shown := Redact(req.URL)
+	now := time.Now
+	if req.Now != nil {
+		now = req.Now
+	}
+	limit := req.MaxBody
+	if limit <= 0 {
+		limit = MaxBody
+	}
+	parent := ctx
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, req.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request for %s: %w", shown, err)
+	}
+	for k, vs := range req.Header {
+		hreq.Header[k] = vs
+	}
+	if req.ETag != "" {
+		hreq.Header.Set("If-None-Match", req.ETag)
+	}
+	if req.LastModified != "" {
+		hreq.Header.Set("If-Modified-Since", req.LastModified)
+	}
+	timedOut := func(err error) error {
+		err = stripURL(err)
+		if parent.Err() != nil {
+			return fmt.Errorf("GET %s: %w", shown, parent.Err())
+		}
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+			limit := req.Timeout
+			if limit <= 0 || (client.Timeout > 0 && client.Timeout < limit) {
+				limit = client.Timeout
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+			}
+			return fmt.Errorf("GET %s: no complete response within %s: %w", shown, limit, err)
+		}
+		return nil
+	}
+	resp, err := client.Do(hreq)
+	if err != nil {
+		if terr := timedOut(err); terr != nil {
+			return nil, terr
+		}
+		return nil, fmt.Errorf("GET %s: %w", shown, stripURL(err))
+	}
+	defer resp.Body.Close()
+	if err := CheckStatusAt(resp, now()); err != nil {
+		return nil, fmt.Errorf("GET %s: %w", shown, err)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		if terr := timedOut(err); terr != nil {
+			return nil, terr
+		}
+		return nil, fmt.Errorf("GET %s: read body: %w", shown, err)
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("GET %s: body larger than %d bytes", shown, limit)
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+}
+
+// stripURL drops the *url.Error wrapper, whose message repeats the
+// unredacted URL.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// secretParams are query parameters whose values Redact hides.
+var secretParams = []string{"key", "token", "secret", "password", "passwd", "signature", "sig", "auth", "credential", "session"}
+
+// Redact returns u with the values of query parameters that look like
+// credentials (api_key, access_token, sig, ...) and any userinfo password
+// replaced by "xxx", for error messages and logs.
+func Redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	changed := false
+	if _, ok := p.User.Password(); ok {
+		p.User = url.UserPassword(p.User.Username(), "xxx")
+		changed = true
+	}
+	q := p.Query()
+	for k := range q {
+		lk := strings.ToLower(k)
+		for _, s := range secretParams {
+			if strings.Contains(lk, s) {
+				q.Set(k, "xxx")
+				changed = true
+				break
+			}
+		}
+	}
+	if !changed {
+		return u
+	}
+	p.RawQuery = q.Encode()
+	return p.String()
+}

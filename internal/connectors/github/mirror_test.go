@@ -1,0 +1,78 @@
+package github_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/connectors/conntest"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+)
+
+// End to end through the syncer and changes.Apply on a real Postgres: an
+// issue that closes is an updated change whose changed fields name status,
+// with the token read from ${ENV}.
+func TestIssueClosingIsAStatusChange(t *testing.T) {
+	t.Setenv("LOOKOUT_TEST_GH_TOKEN", "ghp_from_env")
+	pool := pgtest.Pool(t)
+	f := newFakeGitHub(t)
+	f.token = "ghp_from_env"
+	f.seed(4)
+	dir := conntest.WriteConfig(t, map[string]string{"sources/gh.yaml": fmt.Sprintf(`name: gh
+connector: github
+rate_limit: {per_second: 100}
+github:
+  repo: %s
+  base_url: %s
+  token: ${LOOKOUT_TEST_GH_TOKEN}
+  per_page: 2
+`, f.repo, f.srv.URL)})
+	s := conntest.Syncer(t, pool, dir)
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "gh"); status != "succeeded" {
+		t.Fatalf("first run %s: %s", status, errText)
+	}
+
+	is := f.get(2)
+	closed := is.Updated.Add(2 * time.Hour)
+	is.State, is.StateReason, is.Closed, is.Updated = "closed", "completed", &closed, closed
+	f.put(is)
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "gh"); status != "succeeded" {
+		t.Fatalf("second run %s: %s", status, errText)
+	}
+
+	var updated []conntest.Change
+	for _, c := range conntest.Changes(t, pool, "gh") {
+		switch c.Kind {
+		case "updated":
+			updated = append(updated, c)
+		case "deleted":
+			t.Errorf("github never guesses deletions, got one for %s", c.RecordID)
+		}
+	}
+	if len(updated) != 1 || updated[0].RecordID != "2" {
+		t.Fatalf("updated changes = %+v, want one for issue 2", updated)
+	}
+	c := updated[0]
+	if !slices.Contains(c.ChangedFields, "status") || !slices.Contains(c.ChangedFields, "extra.closed_at") {
+		t.Errorf("changed_fields = %v, want status and extra.closed_at", c.ChangedFields)
+	}
+	if c.Record["status"] != "closed" || c.Version != 2 {
+		t.Errorf("record = %v version %d", c.Record, c.Version)
+	}
+	var status string
+	if err := pool.QueryRow(context.Background(), `SELECT status FROM records WHERE source = 'gh' AND record_id = '2'`).Scan(&status); err != nil || status != "closed" {
+		t.Errorf("records.status = %q (%v), want closed", status, err)
+	}
+	var cursor string
+	if err := pool.QueryRow(context.Background(), `SELECT cursor::text FROM sources WHERE name = 'gh'`).Scan(&cursor); err != nil {
+		t.Fatal(err)
+	}
+	if want := closed.Format(time.RFC3339); !strings.Contains(cursor, want) {
+		t.Errorf("stored cursor %s does not hold max_updated_at %s", cursor, want)
+	}
+}
