@@ -62,7 +62,7 @@ func TestConnectorBlockErrors(t *testing.T) {
 		{"name: s\nconnector: http\nhttp:\n  url: https://x.test/\n  page_start: 0\n", "sources/s.yaml:5: http.page_start is set but pagination is none"},
 		{"name: s\nconnector: http\nhttp:\n  url: https://\n", `sources/s.yaml:4: http.url has no host`},
 		{"name: s\nconnector: github\ngithub:\n  repo: a/b/c\n", `sources/s.yaml:4: github.repo must be owner/name, not "a/b/c"`},
-		{"name: s\nconnector: github\nrss:\n  url: https://x.test/\n", `sources/s.yaml:2: github block is required for connector "github"`},
+		{"name: s\nconnector: github\nrss:\n  url: https://x.test/\n", `sources/s.yaml:2: connector "github" needs a github: block`},
 	}
 	for _, tc := range cases {
 		_, err := loadSource(t, tc.src)
