@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"time"
 
 	"github.com/lookout-dev/lookout/internal/bench"
 	"github.com/lookout-dev/lookout/internal/db"
@@ -18,7 +19,13 @@ import (
 func main() {
 	records := flag.Int("records", 100_000, "records to mirror")
 	page := flag.Int("page-size", 1000, "records per API page")
-	keep := flag.Bool("keep", false, "keep the benchmark schema for inspection")
+	keep := flag.Bool("keep", false, "keep the benchmark schemas for inspection")
+	rate := flag.Int("rate", 1000, "changes per second of the latency measurement (-1 skips it)")
+	latencyFor := flag.Duration("latency-for", 10*time.Second, "duration of the latency measurement")
+	backlog := flag.Int("backlog", 100_000, "changes of the evaluator throughput measurement (-1 skips it)")
+	deliveries := flag.Int("deliveries", 5000, "webhook deliveries measured (-1 skips it)")
+	syncerBin := flag.String("syncer", "", "syncer binary whose peak RSS is measured (empty skips it)")
+	rssRecords := flag.Int("rss-records", 1_000_000, "records the syncer mirrors for the RSS measurement")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -41,7 +48,8 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if _, err := bench.Run(ctx, bench.Options{DatabaseURL: url, Records: *records, PageSize: *page, Keep: *keep}); err != nil {
+	if _, err := bench.Run(ctx, bench.Options{DatabaseURL: url, Records: *records, PageSize: *page, Keep: *keep,
+		Rate: *rate, LatencyFor: *latencyFor, Backlog: *backlog, Deliveries: *deliveries, SyncerBin: *syncerBin, RSSRecords: *rssRecords}); err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)

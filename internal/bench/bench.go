@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -28,13 +30,29 @@ import (
 
 // Options configure a run.
 type Options struct {
-	// DatabaseURL is the database; a fresh schema is created in it.
+	// DatabaseURL is the database; every measurement gets a fresh schema in it.
 	DatabaseURL string
-	// Records is the number of records to mirror. Defaults to 100,000.
+	// Records is the number of records of the sync measurements. Defaults to 100,000.
 	Records int
 	// PageSize is the API's page size. Defaults to 1,000.
 	PageSize int
-	// Keep leaves the benchmark schema in place for inspection.
+	// Rate and LatencyFor shape the latency measurement: changes per second
+	// and duration. Defaults to 1,000/s for 10s; a zero Rate after
+	// defaults skips it (Rate < 0).
+	Rate       int
+	LatencyFor time.Duration
+	// Backlog is the number of changes of the evaluator throughput
+	// measurement. Defaults to 100,000; < 0 skips it.
+	Backlog int
+	// Deliveries is the number of webhook deliveries measured. Defaults to
+	// 5,000; < 0 skips it.
+	Deliveries int
+	// SyncerBin and RSSRecords: the syncer binary whose peak RSS is
+	// measured while mirroring RSSRecords (default 1,000,000). Skipped when
+	// SyncerBin is empty or RSSRecords < 0.
+	SyncerBin  string
+	RSSRecords int
+	// Keep leaves the benchmark schemas in place for inspection.
 	Keep bool
 	Out  io.Writer
 }
@@ -47,6 +65,147 @@ type Result struct {
 	CopyRate                    float64 // rows/s
 	ResyncRowsWritten           int64
 	InitialVsCopy, ResyncVsCopy float64
+
+	Latency        *LatencyResult
+	Backlog        int
+	BacklogTime    time.Duration
+	Deliveries     int
+	DeliveriesTime time.Duration
+	RSS            *RSSResult
+}
+
+// schema creates a fresh migrated schema and returns a pool on it.
+func (o *Options) schema(ctx context.Context, admin *pgxpool.Pool, name string) (*pgxpool.Pool, string, func(), error) {
+	schema := fmt.Sprintf("bench_%s_%d", name, time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+db.Quote(schema)); err != nil {
+		return nil, "", nil, fmt.Errorf("create schema: %w", err)
+	}
+	drop := func() {
+		if !o.Keep {
+			admin.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+db.Quote(schema)+" CASCADE")
+		}
+	}
+	url := o.DatabaseURL
+	if strings.Contains(url, "?") {
+		url += "&search_path=" + schema
+	} else {
+		url += "?search_path=" + schema
+	}
+	pool, err := db.Open(ctx, url)
+	if err != nil {
+		drop()
+		return nil, "", nil, err
+	}
+	if _, err := db.Migrate(ctx, pool); err != nil {
+		pool.Close()
+		drop()
+		return nil, "", nil, err
+	}
+	return pool, url, func() { pool.Close(); drop() }, nil
+}
+
+// Run performs every measurement and prints a report to o.Out.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	o.Records = cmp.Or(o.Records, 100_000)
+	o.PageSize = cmp.Or(o.PageSize, 1000)
+	o.Rate = cmp.Or(o.Rate, 1000)
+	o.LatencyFor = cmp.Or(o.LatencyFor, 10*time.Second)
+	o.Backlog = cmp.Or(o.Backlog, 100_000)
+	o.Deliveries = cmp.Or(o.Deliveries, 5000)
+	o.RSSRecords = cmp.Or(o.RSSRecords, 1_000_000)
+	out := o.Out
+	if out == nil {
+		out = os.Stdout
+	}
+	admin, err := db.Open(ctx, o.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	res := &Result{Records: o.Records}
+	fmt.Fprintf(out, "lookout benchmark (%d cores); every measurement on a fresh schema\n\n", runtime.NumCPU())
+
+	// (1), (2): sync against COPY.
+	pool, _, done, err := o.schema(ctx, admin, "sync")
+	if err != nil {
+		return nil, err
+	}
+	err = runSync(ctx, pool, o, res)
+	done()
+	if err != nil {
+		return nil, err
+	}
+	sec := func(d time.Duration) float64 { return d.Seconds() }
+	fmt.Fprintf(out, "(1)(2) sync of %d records from a local HTTP API (pages of %d) against COPY of the same rows\n", o.Records, o.PageSize)
+	fmt.Fprintf(out, "  %-32s %10s %14s %10s\n", "measurement", "seconds", "records/s", "vs COPY")
+	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(1) initial sync", sec(res.Initial), res.InitialRate, res.InitialVsCopy)
+	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(2) unchanged re-sync", sec(res.Resync), res.ResyncRate, res.ResyncVsCopy)
+	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "    plain COPY of the same rows", sec(res.Copy), res.CopyRate, 1.0)
+	fmt.Fprintf(out, "  the re-sync wrote %d record/change rows (target 0)\n\n", res.ResyncRowsWritten)
+
+	// (3) latency
+	if o.Rate > 0 {
+		pool, _, done, err := o.schema(ctx, admin, "latency")
+		if err != nil {
+			return nil, err
+		}
+		res.Latency, err = RunLatency(ctx, pool, o.Rate, o.LatencyFor)
+		done()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "(3) commit-to-decision latency, steady %d changes/s for %s, deterministic watches, no model\n", o.Rate, o.LatencyFor)
+		fmt.Fprintf(out, "  LISTEN/NOTIFY wake-up   %s\n", res.Latency.Notify)
+		fmt.Fprintf(out, "  naive 1s polling loop   %s\n\n", res.Latency.Naive)
+	}
+
+	// (4) evaluator throughput on a backlog
+	if o.Backlog > 0 {
+		pool, _, done, err := o.schema(ctx, admin, "backlog")
+		if err != nil {
+			return nil, err
+		}
+		res.Backlog = o.Backlog
+		res.BacklogTime, err = RunBacklog(ctx, pool, o.Backlog)
+		done()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "(4) evaluator throughput on a backlog of %d changes (2 deterministic watches)\n", o.Backlog)
+		fmt.Fprintf(out, "  %.2fs, %.0f changes/s\n\n", sec(res.BacklogTime), float64(o.Backlog)/sec(res.BacklogTime))
+	}
+
+	// (5) webhook deliveries
+	if o.Deliveries > 0 {
+		pool, _, done, err := o.schema(ctx, admin, "deliver")
+		if err != nil {
+			return nil, err
+		}
+		res.Deliveries = o.Deliveries
+		res.DeliveriesTime, err = RunDeliveries(ctx, pool, o.Deliveries)
+		done()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "(5) webhook deliveries to a local receiver (signed, HTTP/1.1 keep-alive)\n")
+		fmt.Fprintf(out, "  %d in %.2fs, %.0f deliveries/s\n\n", o.Deliveries, sec(res.DeliveriesTime), float64(o.Deliveries)/sec(res.DeliveriesTime))
+	}
+
+	// (6) syncer peak RSS
+	if o.SyncerBin != "" && o.RSSRecords > 0 {
+		_, url, done, err := o.schema(ctx, admin, "rss")
+		if err != nil {
+			return nil, err
+		}
+		res.RSS, err = RunRSS(ctx, o.SyncerBin, url, o.RSSRecords, o.PageSize)
+		done()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "(6) syncer process mirroring %d records (`syncer once`, its own process)\n", o.RSSRecords)
+		fmt.Fprintf(out, "  peak RSS %.1f MB, %.1fs (%.0f records/s)\n", float64(res.RSS.PeakRSS)/1e6, sec(res.RSS.Duration), float64(o.RSSRecords)/sec(res.RSS.Duration))
+	}
+	return res, nil
 }
 
 // API is a local fixture JSON API: pages of realistic ticket records,
@@ -92,106 +251,69 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(a.pages[p-1])
 }
 
-// Run performs the measurements and prints a report to o.Out.
-func Run(ctx context.Context, o Options) (*Result, error) {
-	if o.Records <= 0 {
-		o.Records = 100_000
-	}
-	if o.PageSize <= 0 {
-		o.PageSize = 1000
-	}
-	out := o.Out
-	if out == nil {
-		out = os.Stdout
-	}
-	schema := fmt.Sprintf("bench_%d", time.Now().UnixNano())
-	admin, err := db.Open(ctx, o.DatabaseURL)
-	if err != nil {
-		return nil, err
-	}
-	defer admin.Close()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+db.Quote(schema)); err != nil {
-		return nil, fmt.Errorf("create schema: %w", err)
-	}
-	if !o.Keep {
-		defer admin.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+db.Quote(schema)+" CASCADE")
-	}
-	url := o.DatabaseURL
-	if strings.Contains(url, "?") {
-		url += "&search_path=" + schema
-	} else {
-		url += "?search_path=" + schema
-	}
-	pool, err := db.Open(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	defer pool.Close()
-	if _, err := db.Migrate(ctx, pool); err != nil {
-		return nil, err
-	}
-
+// runSync measures the initial sync, the unchanged re-sync and the COPY
+// baseline.
+func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) error {
 	api := NewAPI(o.Records, o.PageSize)
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 
 	dir, err := os.MkdirTemp("", "lookout-bench-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer os.RemoveAll(dir)
 	if err := writeConfig(dir, srv.URL); err != nil {
-		return nil, err
+		return err
 	}
 	cfg, err := config.Load(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s, err := syncer.New(pool, cfg, syncer.Config{Owner: "bench"}, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.Register(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	res := &Result{Records: o.Records}
 
 	// (a) initial sync
 	start := time.Now()
 	if _, err := s.RunDue(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	res.Initial = time.Since(start)
 	if err := checkRun(ctx, pool, o.Records, "items_created"); err != nil {
-		return nil, err
+		return err
 	}
 
 	// (b) unchanged re-sync: nothing may be written but the run's own rows.
 	if _, err := pool.Exec(ctx, `UPDATE sources SET next_run_at = now()`); err != nil {
-		return nil, err
+		return err
 	}
 	before, err := tupleWrites(ctx, pool)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	start = time.Now()
 	if _, err := s.RunDue(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	res.Resync = time.Since(start)
 	if err := checkRun(ctx, pool, o.Records, "items_unchanged"); err != nil {
-		return nil, err
+		return err
 	}
 	after, err := tupleWrites(ctx, pool)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.ResyncRowsWritten = after - before
 
 	// (c) plain COPY of the same rows into a table like records.
 	res.Copy, err = copyBaseline(ctx, pool, api, cfg.Sources[0])
 	if err != nil {
-		return nil, err
+		return err
 	}
 
 	sec := func(d time.Duration) float64 { return d.Seconds() }
@@ -200,21 +322,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.CopyRate = float64(o.Records) / sec(res.Copy)
 	res.InitialVsCopy = res.InitialRate / res.CopyRate
 	res.ResyncVsCopy = res.ResyncRate / res.CopyRate
-
-	fmt.Fprintf(out, "lookout benchmark: %d records from a local HTTP API (pages of %d), fresh schema %s\n\n", o.Records, o.PageSize, schema)
-	fmt.Fprintf(out, "  %-32s %10s %14s %10s\n", "measurement", "seconds", "records/s", "vs COPY")
-	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(a) initial sync", sec(res.Initial), res.InitialRate, res.InitialVsCopy)
-	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(b) unchanged re-sync", sec(res.Resync), res.ResyncRate, res.ResyncVsCopy)
-	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(c) plain COPY of the same rows", sec(res.Copy), res.CopyRate, 1.0)
-	fmt.Fprintf(out, "\n  re-sync wrote %d record/change rows (target 0)\n", res.ResyncRowsWritten)
-	return res, nil
+	return nil
 }
 
 func writeConfig(dir, apiURL string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
 		return err
 	}
-	global := "sinks: {log: {type: log}}\nsyncer: {batch_size: 1000}\ndefaults: {jitter: 0s}\n"
+	// The fixture API is local: give its host a budget that does not limit
+	// (the default host budget, 2/s, is for real upstreams).
+	host := strings.TrimPrefix(apiURL, "http://")
+	global := fmt.Sprintf("sinks: {log: {type: log}}\nsyncer: {batch_size: 1000}\ndefaults: {jitter: 0s}\nhosts: {%q: {per_second: 100000, burst: 1000}}\n", host)
 	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(global), 0o644); err != nil {
 		return err
 	}
