@@ -6,7 +6,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"syscall"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,8 +19,10 @@ type RSSResult struct {
 }
 
 // RunRSS runs the syncer binary (`syncer once`) as its own process against
-// a local API of n records and reads its peak RSS from the kernel
-// (getrusage ru_maxrss of the child).
+// a local API of n records and reports its peak RSS: the kernel's
+// high-water mark VmHWM of the process, read from /proc every 50ms while it
+// runs. (getrusage's ru_maxrss of a child is no good here: it counts the
+// parent's pages shared at fork, and this parent holds the whole fixture.)
 func RunRSS(ctx context.Context, syncerBin, databaseURL string, n, pageSize int) (*RSSResult, error) {
 	api := NewAPI(n, pageSize)
 	srv := httptest.NewServer(api)
@@ -42,16 +45,46 @@ func RunRSS(ctx context.Context, syncerBin, databaseURL string, n, pageSize int)
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		log, _ := os.ReadFile(out.Name())
-		return nil, fmt.Errorf("syncer once: %w\n%s", err, tail(log, 2000))
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", syncerBin, err)
 	}
-	d := time.Since(start)
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return nil, fmt.Errorf("no rusage for the syncer process")
+	var peak int64
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if hwm, ok := vmHWM(cmd.Process.Pid); ok && hwm > peak {
+			peak = hwm
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				log, _ := os.ReadFile(out.Name())
+				return nil, fmt.Errorf("syncer once: %w\n%s", err, tail(log, 2000))
+			}
+			if peak == 0 {
+				return nil, fmt.Errorf("could not read the syncer's memory from /proc")
+			}
+			return &RSSResult{Records: n, PeakRSS: peak, Duration: time.Since(start)}, nil
+		case <-tick.C:
+		}
 	}
-	return &RSSResult{Records: n, PeakRSS: ru.Maxrss * 1024, Duration: d}, nil
+}
+
+// vmHWM reads a process's peak resident set size in bytes.
+func vmHWM(pid int) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024, err == nil
+		}
+	}
+	return 0, false
 }
 
 func tail(b []byte, n int) string {
