@@ -54,24 +54,74 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 	}
 	var completed, created int
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		owned := map[int64]bool{}
-		rows, err := tx.Query(ctx, `
-			SELECT id FROM changes WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'
-			ORDER BY id FOR UPDATE`, ids, e.conf.Owner)
-		if err != nil {
-			return fmt.Errorf("check change leases: %w", err)
-		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
+		// Settle the changes first: the UPDATE locks them and its owner
+		// check fences out an evaluator whose lease expired; only the
+		// changes this evaluator still owns get decisions written.
+		held := map[int64]*decision{} // change -> its earliest-retried held decision
+		for i := range decs {
+			d := &decs[i]
+			if d.verdict == "hold" {
+				if h := held[d.change.ID]; h == nil || d.retryAt.Before(h.retryAt) {
+					held[d.change.ID] = d
+				}
 			}
-			owned[id] = true
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("check change leases: %w", err)
+		var doneIDs, heldIDs []int64
+		var heldUntil []time.Time
+		var heldReason []string
+		for _, id := range ids {
+			if h := held[id]; h != nil {
+				heldIDs, heldUntil = append(heldIDs, id), append(heldUntil, h.retryAt)
+				heldReason = append(heldReason, h.watch.cfg.Name+": "+h.reason)
+				continue
+			}
+			doneIDs = append(doneIDs, id)
+		}
+		owned := make(map[int64]bool, len(ids))
+		settle := &pgx.Batch{}
+		settle.Queue(`
+			UPDATE changes SET eval_status = 'done', evaluated_at = now(), eval_owner = NULL,
+			       eval_lease_expires_at = NULL, eval_error = NULL
+			WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'
+			RETURNING id`, doneIDs, e.conf.Owner)
+		if len(heldIDs) > 0 {
+			// Held: still pending, lease released, due again at retryAt.
+			settle.Queue(`
+				UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
+				       eval_error = u.reason
+				FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
+				WHERE changes.id = u.id AND changes.eval_owner = $4 AND changes.eval_status = 'pending'
+				RETURNING changes.id`, heldIDs, heldUntil, heldReason, e.conf.Owner)
+		}
+		br := tx.SendBatch(ctx, settle)
+		for range settle.Len() {
+			rows, err := br.Query()
+			if err != nil {
+				br.Close()
+				return fmt.Errorf("settle changes: %w", err)
+			}
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					br.Close()
+					return fmt.Errorf("settle changes: %w", err)
+				}
+				owned[id] = true
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				br.Close()
+				return fmt.Errorf("settle changes: %w", err)
+			}
+		}
+		if err := br.Close(); err != nil {
+			return fmt.Errorf("settle changes: %w", err)
+		}
+		for _, id := range doneIDs {
+			if owned[id] {
+				completed++
+			}
 		}
 		if len(owned) < len(ids) {
 			e.logger.Warn("lost lease on changes; another evaluator will evaluate them", "lost", len(ids)-len(owned))
@@ -103,7 +153,6 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 		var evMatched []bool
 		var evNote, evCall []*int64
 		var evConfidence []*float64
-		held := map[int64]*decision{} // change -> its earliest-retried held decision
 		for i := range decs {
 			d := &decs[i]
 			if !owned[d.change.ID] {
@@ -122,11 +171,6 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 			evNote = append(evNote, d.noteID)
 			evCall = append(evCall, d.modelCallID)
 			evConfidence = append(evConfidence, d.confidence)
-			if d.verdict == "hold" {
-				if h := held[d.change.ID]; h == nil || d.retryAt.Before(h.retryAt) {
-					held[d.change.ID] = d
-				}
-			}
 		}
 		if len(evChange) > 0 {
 			// A held decision is replaced when the change comes back; any
@@ -148,37 +192,14 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 				e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote,
 				evCall, evConfidence)
 		}
-		ownedIDs := make([]int64, 0, len(owned))
-		var heldIDs []int64
-		var heldUntil []time.Time
-		var heldReason []string
-		for id := range owned {
-			if h := held[id]; h != nil {
-				heldIDs, heldUntil = append(heldIDs, id), append(heldUntil, h.retryAt)
-				heldReason = append(heldReason, h.watch.cfg.Name+": "+h.reason)
-				continue
-			}
-			ownedIDs = append(ownedIDs, id)
-		}
-		b.Queue(`
-			UPDATE changes SET eval_status = 'done', evaluated_at = now(), eval_owner = NULL,
-			       eval_lease_expires_at = NULL, eval_error = NULL
-			WHERE id = ANY($1)`, ownedIDs)
-		if len(heldIDs) > 0 {
-			// Held: still pending, lease released, due again at retryAt.
-			b.Queue(`
-				UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
-				       eval_error = u.reason
-				FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
-				WHERE changes.id = u.id`, heldIDs, heldUntil, heldReason)
-		}
 		if created > 0 {
 			b.Queue(`SELECT pg_notify(current_schema() || '.outbox', '')`)
 		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("write evaluations: %w", err)
+		if b.Len() > 0 {
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("write evaluations: %w", err)
+			}
 		}
-		completed = len(ownedIDs)
 		return nil
 	})
 	if err != nil {

@@ -20,7 +20,7 @@ package evaluator
 import (
 	"cmp"
 	"context"
-	"encoding/json"
+
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +32,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
@@ -267,11 +268,11 @@ func (e *Evaluator) claim(ctx context.Context) ([]*change, error) {
 		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts); err != nil {
 			return nil, fmt.Errorf("claim changes: %w", err)
 		}
-		if err := json.Unmarshal(rec, &c.Record); err != nil {
+		if c.Record, err = decodeSnapshot(rec); err != nil {
 			return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
 		}
 		if prev != nil {
-			if err := json.Unmarshal(prev, &c.Previous); err != nil {
+			if c.Previous, err = decodeSnapshot(prev); err != nil {
 				return nil, fmt.Errorf("change %d: previous snapshot: %w", c.ID, err)
 			}
 		}
@@ -281,6 +282,20 @@ func (e *Evaluator) claim(ctx context.Context) ([]*change, error) {
 		return nil, fmt.Errorf("claim changes: %w", err)
 	}
 	return out, nil
+}
+
+// decodeSnapshot decodes a record snapshot the way items are decoded
+// (integers stay exact).
+func decodeSnapshot(b []byte) (map[string]any, error) {
+	v, err := normalize.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("want an object, got %T", v)
+	}
+	return m, nil
 }
 
 // decision is the outcome of one (change, watch).
