@@ -248,6 +248,9 @@ type Syncer struct {
 type Evaluator struct {
 	// Lease is how long a claim on a batch of changes lasts. Defaults to 2m.
 	Lease time.Duration `yaml:"lease"`
+	// Workers is how many batches one replica evaluates at once, so that
+	// Go's work on one batch overlaps PostgreSQL's on another. Defaults to 2.
+	Workers int `yaml:"workers"`
 	// BatchSize is how many changes are claimed at once. Defaults to 500.
 	BatchSize int `yaml:"batch_size"`
 	// CatchUpInterval is the slow timer that drains the changes table even

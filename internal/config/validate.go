@@ -38,6 +38,7 @@ const (
 	EvaluatorLeaseDefault   = 2 * time.Minute
 	CatchUpIntervalDefault  = 30 * time.Second
 	EvaluatorAttempsDefault = 10
+	EvaluatorWorkersDefault = 2
 	OllamaRateDefault       = 5.0
 	HoldBackoffMinDefault   = 30 * time.Second
 	HoldBackoffMaxDefault   = 15 * time.Minute
@@ -196,6 +197,10 @@ func (g *Global) applyDefaults() []error {
 	}
 	g.Evaluator.Lease = cmp.Or(g.Evaluator.Lease, EvaluatorLeaseDefault)
 	g.Evaluator.BatchSize = cmp.Or(g.Evaluator.BatchSize, BatchSizeDefault)
+	g.Evaluator.Workers = cmp.Or(g.Evaluator.Workers, EvaluatorWorkersDefault)
+	if g.Evaluator.Workers < 1 || g.Evaluator.Workers > 64 {
+		errs = append(errs, g.Errorf("evaluator.workers", "must be between 1 and 64"))
+	}
 	g.Evaluator.CatchUpInterval = cmp.Or(g.Evaluator.CatchUpInterval, CatchUpIntervalDefault)
 	g.Evaluator.MaxAttempts = cmp.Or(g.Evaluator.MaxAttempts, EvaluatorAttempsDefault)
 	g.Log.Format = cmp.Or(g.Log.Format, "text")

@@ -44,16 +44,37 @@ type note struct {
 	dueAt   *time.Time // held: the end of the digest period
 }
 
-// commit writes the decisions of the changes this evaluator still owns and
-// marks those changes done, in one transaction. It returns the number of
-// changes completed and notifications created.
+// commit writes the decisions of the leased changes this evaluator still
+// owns and marks those changes done, in one transaction. It returns the
+// number of changes completed and notifications created.
 func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decision) (int, int, error) {
+	var completed, created int
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		var err error
+		completed, created, err = e.commitIn(ctx, tx, claimed, decs, e.conf.Owner)
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("commit %d changes: %w", len(claimed), err)
+	}
+	return completed, created, nil
+}
+
+// commitIn writes decisions and settles the changes in tx. owner is the
+// lease holder the changes must still belong to, or "" when tx itself holds
+// their row locks (then this settle counts the attempt).
+func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, decs []decision, owner string) (int, int, error) {
 	ids := make([]int64, len(claimed))
 	for i, c := range claimed {
 		ids[i] = c.ID
 	}
 	var completed, created int
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	var ownerArg any
+	attempt := 1
+	if owner != "" {
+		ownerArg, attempt = owner, 0
+	}
+	err := func() error {
 		// Settle the changes first: the UPDATE locks them and its owner
 		// check fences out an evaluator whose lease expired; only the
 		// changes this evaluator still owns get decisions written.
@@ -81,17 +102,17 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 		settle := &pgx.Batch{}
 		settle.Queue(`
 			UPDATE changes SET eval_status = 'done', evaluated_at = now(), eval_owner = NULL,
-			       eval_lease_expires_at = NULL, eval_error = NULL
-			WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'
-			RETURNING id`, doneIDs, e.conf.Owner)
+			       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
+			WHERE id = ANY($1) AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
+			RETURNING id`, doneIDs, ownerArg, attempt)
 		if len(heldIDs) > 0 {
 			// Held: still pending, lease released, due again at retryAt.
 			settle.Queue(`
 				UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
-				       eval_error = u.reason
+				       eval_error = u.reason, eval_attempts = eval_attempts + $5
 				FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
-				WHERE changes.id = u.id AND changes.eval_owner = $4 AND changes.eval_status = 'pending'
-				RETURNING changes.id`, heldIDs, heldUntil, heldReason, e.conf.Owner)
+				WHERE changes.id = u.id AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
+				RETURNING changes.id`, heldIDs, heldUntil, heldReason, ownerArg, attempt)
 		}
 		br := tx.SendBatch(ctx, settle)
 		for range settle.Len() {
@@ -177,9 +198,10 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 			// other existing decision stands (a repeat is a no-op).
 			b.Queue(`
 				INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched,
-				                         decision, reason, urgency, notification_id, evaluator, model_call_id, confidence)
+				                         decision, reason, urgency, notification_id, evaluator, model_call_id, confidence,
+				                         created_at)
 				SELECT u.change_id, u.source, u.record_id, u.watch, NULLIF(u.hash, ''), u.step, u.matched,
-				       u.decision, u.reason, u.urgency, u.note, $1, u.call, u.confidence
+				       u.decision, u.reason, u.urgency, u.note, $1, u.call, u.confidence, clock_timestamp()
 				FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 				            $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::float8[])
 				     AS u(change_id, source, record_id, watch, hash, step, matched, decision, reason, urgency, note, call, confidence)
@@ -187,7 +209,7 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 				    SET content_hash = EXCLUDED.content_hash, step = EXCLUDED.step, matched = EXCLUDED.matched,
 				        decision = EXCLUDED.decision, reason = EXCLUDED.reason, urgency = EXCLUDED.urgency,
 				        notification_id = EXCLUDED.notification_id, evaluator = EXCLUDED.evaluator,
-				        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = now()
+				        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = clock_timestamp()
 				    WHERE evaluations.decision = 'hold'`,
 				e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote,
 				evCall, evConfidence)
@@ -201,9 +223,9 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 			}
 		}
 		return nil
-	})
+	}()
 	if err != nil {
-		return 0, 0, fmt.Errorf("commit %d changes: %w", len(claimed), err)
+		return 0, 0, err
 	}
 	for i := range decs {
 		d := &decs[i]

@@ -20,6 +20,7 @@ package evaluator
 import (
 	"cmp"
 	"context"
+	"sync/atomic"
 
 	"errors"
 	"fmt"
@@ -27,7 +28,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
@@ -47,6 +50,8 @@ type Config struct {
 	BatchSize       int
 	CatchUpInterval time.Duration
 	MaxAttempts     int
+	// Workers is how many batches are evaluated at once; see config.Evaluator.
+	Workers int
 	// OnBatch, when set, is called after each committed batch with the
 	// number of notifications it created (the delivery wake-up).
 	OnBatch func(notifications int)
@@ -77,6 +82,7 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 	conf.BatchSize = cmp.Or(conf.BatchSize, g.BatchSize)
 	conf.CatchUpInterval = cmp.Or(conf.CatchUpInterval, g.CatchUpInterval)
 	conf.MaxAttempts = cmp.Or(conf.MaxAttempts, g.MaxAttempts)
+	conf.Workers = cmp.Or(conf.Workers, g.Workers, 1)
 	e := &Evaluator{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "evaluator"),
 		watches: map[string][]*watch{}, volatile: map[string][]string{}}
 	var errs []error
@@ -177,19 +183,25 @@ func (e *Evaluator) run(ctx context.Context) error {
 }
 
 // Drain evaluates claimable changes batch by batch until none is left, and
-// returns how many it completed (held changes are not counted).
+// returns how many it completed (held changes are not counted). Workers
+// (evaluator.workers) claim batches concurrently; SKIP LOCKED keeps them
+// apart and the per-record order check keeps each record's changes in order.
 func (e *Evaluator) Drain(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		claimed, n, err := e.batch(ctx)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if claimed == 0 {
-			return total, nil
-		}
+	var total atomic.Int64
+	p := pool.New().WithErrors().WithContext(ctx)
+	for range e.conf.Workers {
+		p.Go(func(ctx context.Context) error {
+			for {
+				claimed, n, err := e.batch(ctx)
+				total.Add(int64(n))
+				if err != nil || claimed == 0 {
+					return err
+				}
+			}
+		})
 	}
+	err := p.Wait()
+	return int(total.Load()), err
 }
 
 // change is a claimed change row.
@@ -214,8 +226,22 @@ func (e *Evaluator) Batch(ctx context.Context) (int, error) {
 }
 
 // batch returns the number of changes claimed and completed.
+//
+// The claim is first scoped to a transaction: the changes are locked with
+// FOR UPDATE SKIP LOCKED and, when every decision is deterministic, decided
+// and settled in that same transaction, so a crash simply rolls the claim
+// back and each change is written once. When a decision needs the model,
+// the claim becomes a lease (eval_owner, eval_lease_expires_at) committed
+// before the model is called outside any transaction; the decisions are
+// then committed only while this evaluator still holds the lease.
 func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
-	claimed, err := e.claim(ctx)
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("claim changes: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, claimSQL, e.conf.BatchSize)
+	claimed, err := scanChanges(rows, err)
 	if err != nil || len(claimed) == 0 {
 		return 0, 0, err
 	}
@@ -224,10 +250,24 @@ func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
 		return 0, 0, err
 	}
 	res := e.evaluate(claimed, decided)
-	if err := e.judgeDecisions(ctx, claimed, res); err != nil {
-		return 0, 0, err
+	var n, notes int
+	if e.needsModel(res) {
+		if err := e.lease(ctx, tx, claimed); err != nil {
+			return 0, 0, err
+		}
+		if err := e.judgeDecisions(ctx, claimed, res); err != nil {
+			return 0, 0, err
+		}
+		n, notes, err = e.commit(ctx, claimed, res)
+	} else {
+		n, notes, err = e.commitIn(ctx, tx, claimed, res, "")
+		if err == nil {
+			err = tx.Commit(ctx)
+		}
+		if err != nil {
+			err = fmt.Errorf("commit %d changes: %w", len(claimed), err)
+		}
 	}
-	n, notes, err := e.commit(ctx, claimed, res)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -237,26 +277,56 @@ func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
 	return len(claimed), n, nil
 }
 
-func (e *Evaluator) claim(ctx context.Context) ([]*change, error) {
-	rows, err := e.pool.Query(ctx, `
-		WITH c AS (
-		    SELECT ch.id FROM changes ch
-		    WHERE ch.eval_status = 'pending' AND ch.eval_next_at <= now()
-		      AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
-		      AND NOT EXISTS (
-		          SELECT 1 FROM changes p
-		          WHERE p.eval_status = 'pending' AND p.source = ch.source
-		            AND p.record_id = ch.record_id AND p.id < ch.id)
-		    ORDER BY ch.id
-		    LIMIT $1
-		    FOR UPDATE SKIP LOCKED
-		)
+// claimSQL locks up to $1 claimable changes: pending, due, not leased to a
+// live evaluator, and the earliest pending change of their record (changes
+// of one record are evaluated in order).
+const claimSQL = `
+	SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, coalesce(ch.new_hash, ''), ch.changed_fields,
+	       ch.record, ch.previous, ch.eval_attempts + 1
+	FROM changes ch
+	WHERE ch.eval_status = 'pending' AND ch.eval_next_at <= now()
+	  AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
+	  AND NOT EXISTS (
+	      SELECT 1 FROM changes p
+	      WHERE p.eval_status = 'pending' AND p.source = ch.source
+	        AND p.record_id = ch.record_id AND p.id < ch.id)
+	ORDER BY ch.id
+	LIMIT $1
+	FOR UPDATE OF ch SKIP LOCKED`
+
+// needsModel reports whether a decision waits for the model step.
+func (e *Evaluator) needsModel(decs []decision) bool {
+	if e.judge == nil {
+		return false
+	}
+	for i := range decs {
+		if decs[i].matched && decs[i].verdict == "notify" && decs[i].watch.question != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// lease turns the transaction's locks on claimed into a lease and commits.
+func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change) error {
+	ids := make([]int64, len(claimed))
+	for i, c := range claimed {
+		ids[i] = c.ID
+	}
+	if _, err := tx.Exec(ctx, `
 		UPDATE changes SET eval_owner = $2, eval_lease_expires_at = now() + $3::interval,
 		       eval_attempts = eval_attempts + 1
-		FROM c WHERE changes.id = c.id
-		RETURNING changes.id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields,
-		          record, previous, eval_attempts`,
-		e.conf.BatchSize, e.conf.Owner, e.conf.Lease)
+		WHERE id = ANY($1)`, ids, e.conf.Owner, e.conf.Lease); err != nil {
+		return fmt.Errorf("lease changes: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("lease changes: %w", err)
+	}
+	return nil
+}
+
+// scanChanges reads claimed change rows.
+func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim changes: %w", err)
 	}
