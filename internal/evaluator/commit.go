@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
 )
 
@@ -75,6 +76,7 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 		}
 		if len(owned) < len(ids) {
 			e.logger.Warn("lost lease on changes; another evaluator will evaluate them", "lost", len(ids)-len(owned))
+			e.conf.Metrics.ClaimsExpired(metrics.ComponentEvaluator, len(ids)-len(owned))
 		}
 
 		now := time.Now().UTC()

@@ -32,6 +32,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
@@ -49,6 +50,9 @@ type Config struct {
 	// OnBatch, when set, is called after each committed batch with the
 	// number of notifications it created (the delivery wake-up).
 	OnBatch func(notifications int)
+	// Metrics records decisions, duplicates, change-to-decision lag and
+	// model calls. Defaults to nil: nothing is recorded.
+	Metrics *metrics.Metrics
 }
 
 // Evaluator evaluates changes against watches.
@@ -112,6 +116,7 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 			return nil, err
 		}
 		e.judge = semantic.NewJudge(pool, client, cfg.Global.Ollama.Concurrency, conf.Owner, logger)
+		e.judge.SetMetrics(conf.Metrics)
 	}
 	return e, nil
 }
@@ -230,6 +235,7 @@ func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	e.observe(ctx, claimed, res)
 	if e.conf.OnBatch != nil {
 		e.conf.OnBatch(notes)
 	}
