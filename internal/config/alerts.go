@@ -25,7 +25,8 @@ const (
 // sources that were disabled; each problem is sent once to the alert
 // sinks (an outbox row of kind alert, with a dedupe key per problem).
 type Alerts struct {
-	// Enabled turns the watchdog on. Defaults to true.
+	// Enabled turns the watchdog on. Defaults to true when alerts have a
+	// sink (alerts.notify or defaults.notify), else false.
 	Enabled *bool `yaml:"enabled"`
 	// Notify lists the sinks alerts go to; include one that does not
 	// depend on the others (log), so that an alert about a dead sink has
@@ -44,10 +45,7 @@ func (a *Alerts) On() bool { return a.Enabled == nil || *a.Enabled }
 
 func (a *Alerts) applyDefaults(g *Global) []error {
 	var errs []error
-	if a.Enabled == nil {
-		on := true
-		a.Enabled = &on
-	}
+	explicit := a.Enabled != nil && *a.Enabled
 	if a.Interval < 0 {
 		errs = append(errs, g.Errorf("alerts.interval", "must be positive"))
 	}
@@ -55,9 +53,20 @@ func (a *Alerts) applyDefaults(g *Global) []error {
 	if a.StaleAfter < 0 {
 		errs = append(errs, g.Errorf("alerts.stale_after", "must be positive"))
 	}
-	if len(a.Notify) == 0 {
+	set := len(a.Notify) > 0
+	if !set {
 		a.Notify = append([]string(nil), g.Defaults.Notify...)
-		return errs
+	}
+	if a.Enabled == nil {
+		// Without a sink to send them to, alerts are off unless asked for.
+		on := len(a.Notify) > 0
+		a.Enabled = &on
+	}
+	if len(a.Notify) == 0 && explicit {
+		errs = append(errs, g.Errorf("alerts.notify", "is required: alerts.enabled is true and defaults.notify names no sink (declared: %s)", strings.Join(sinkNames(g), ", ")))
+	}
+	if !set {
+		return errs // defaults.notify is checked where it is set
 	}
 	seen := map[string]bool{}
 	for i, n := range a.Notify {

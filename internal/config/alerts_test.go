@@ -48,6 +48,20 @@ func TestAlertsDefaults(t *testing.T) {
 		t.Errorf("source stale_after = %s, want the source's own 45m", got)
 	}
 
+	// Several sinks and no log sink: defaults.notify is empty, and so is
+	// alerts.notify: alerts are off rather than sent nowhere.
+	cfg, err = loadDelivery(t, "sinks:\n  a: {type: log}\n  b: {type: log}\n", alertsSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Global.Alerts.On() {
+		t.Errorf("alerts on without a sink: %+v", cfg.Global.Alerts)
+	}
+	_, err = loadDelivery(t, "sinks:\n  a: {type: log}\n  b: {type: log}\nalerts:\n  enabled: true\n", alertsSource)
+	if want := "lookout.yaml:4: alerts.notify is required: alerts.enabled is true and defaults.notify names no sink (declared: a, b)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error = %v, want %s", err, want)
+	}
+
 	cfg, err = loadDelivery(t, "alerts: {enabled: false}\n", alertsSource)
 	if err != nil {
 		t.Fatal(err)
