@@ -372,3 +372,40 @@ func TestLogFields(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsOfRateLimitWaits: a source limited to 50 requests per second
+// with a burst of 1 waits before its second and third page.
+func TestMetricsOfRateLimitWaits(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{perPage: 7}
+	for i := 0; i < 20; i++ {
+		api.items = append(api.items, fmt.Sprintf(`{"id": %d, "name": "item %d"}`, i, i))
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	e := newEnv(t)
+	e.write("sources/api.yaml", fmt.Sprintf("name: api\nconnector: http\nrate_limit: {per_second: 50, burst: 1}\nhttp:\n  url: %s/items?page=1\n  items: body.data\n  next: body.links.next\nfields:\n  title: item.name\n", srv.URL))
+	m := metrics.New()
+	s, err := syncer.New(e.pool, e.config(), syncer.Config{Owner: "syncer-w", Metrics: m}, e.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `UPDATE sources SET next_run_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	wantSeries(t, scrape(t, m), map[string]float64{
+		`lookout_polls_finished_total{source="api",status="succeeded"}`:          1,
+		`lookout_upstream_responses_total{code_class="2xx",host="` + host + `"}`: 3,
+		`lookout_rate_limit_waits_total{host="` + host + `",limit="source"}`:     2,
+		`lookout_rate_limit_waits_total{host="` + host + `",limit="host"}`:       -1,
+		`lookout_records_changed_total{kind="created",source="api"}`:             20,
+	})
+}
