@@ -373,7 +373,7 @@ func TestLogFields(t *testing.T) {
 	}
 }
 
-// TestMetricsOfRateLimitWaits: a source limited to 50 requests per second
+// TestMetricsOfRateLimitWaits: a source limited to 5 requests per second
 // with a burst of 1 waits before its second and third page.
 func TestMetricsOfRateLimitWaits(t *testing.T) {
 	t.Parallel()
@@ -384,7 +384,7 @@ func TestMetricsOfRateLimitWaits(t *testing.T) {
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	e := newEnv(t)
-	e.write("sources/api.yaml", fmt.Sprintf("name: api\nconnector: http\nrate_limit: {per_second: 50, burst: 1}\nhttp:\n  url: %s/items?page=1\n  items: body.data\n  next: body.links.next\nfields:\n  title: item.name\n", srv.URL))
+	e.write("sources/api.yaml", fmt.Sprintf("name: api\nconnector: http\nrate_limit: {per_second: 5, burst: 1}\nhttp:\n  url: %s/items?page=1\n  items: body.data\n  next: body.links.next\nfields:\n  title: item.name\n", srv.URL))
 	m := metrics.New()
 	s, err := syncer.New(e.pool, e.config(), syncer.Config{Owner: "syncer-w", Metrics: m}, e.log)
 	if err != nil {
