@@ -21,7 +21,7 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	}
 	code, body := d.Get("/readyz")
 	var r struct {
-		Status string `json:"status"`
+		Status string                  `json:"status"`
 		Checks []struct{ Name string } `json:"checks"`
 	}
 	if err := json.Unmarshal([]byte(body), &r); err != nil || code != http.StatusOK || r.Status != "ready" || len(r.Checks) != 2 {

@@ -32,7 +32,7 @@ type Alerts struct {
 	// depend on the others (log), so that an alert about a dead sink has
 	// somewhere to go. Defaults to defaults.notify.
 	Notify []string `yaml:"notify"`
-	// Interval is how often the watchdog checks. Defaults to 1m.
+	// Interval is how often the watchdog checks, at least 1s. Defaults to 1m.
 	Interval time.Duration `yaml:"interval"`
 	// StaleAfter is how long any source may go without a successful run
 	// before it is stale; a source's own stale_after wins. Defaults to
@@ -46,10 +46,10 @@ func (a *Alerts) On() bool { return a.Enabled == nil || *a.Enabled }
 func (a *Alerts) applyDefaults(g *Global) []error {
 	var errs []error
 	explicit := a.Enabled != nil && *a.Enabled
-	if a.Interval < 0 {
-		errs = append(errs, g.Errorf("alerts.interval", "must be positive"))
-	}
 	a.Interval = cmp.Or(a.Interval, AlertsIntervalDefault)
+	if a.Interval < time.Second {
+		errs = append(errs, g.Errorf("alerts.interval", "must be at least 1s, not %s", a.Interval))
+	}
 	if a.StaleAfter < 0 {
 		errs = append(errs, g.Errorf("alerts.stale_after", "must be positive"))
 	}

@@ -105,7 +105,8 @@ func TestAlertsValidation(t *testing.T) {
 	}{
 		{name: "unknown sink", global: "[log, ops-hook]=>[log, pager]", want: `lookout.yaml:7: alerts.notify[1] names sink "pager", which lookout.yaml does not declare (declared: log, ops-hook)`},
 		{name: "sink twice", global: "[log, ops-hook]=>[log, log]", want: `lookout.yaml:7: alerts.notify[1] names sink "log" twice`},
-		{name: "negative interval", global: "interval: 30s=>interval: -1s", want: "lookout.yaml:9: alerts.interval must be positive"},
+		{name: "negative interval", global: "interval: 30s=>interval: -1s", want: "lookout.yaml:9: alerts.interval must be at least 1s, not -1s"},
+		{name: "tiny interval", global: "interval: 30s=>interval: 10ms", want: "lookout.yaml:9: alerts.interval must be at least 1s, not 10ms"},
 		{name: "negative stale_after", global: "stale_after: 2h=>stale_after: -2h", want: "lookout.yaml:8: alerts.stale_after must be positive"},
 		{name: "not a duration", global: "stale_after: 2h=>stale_after: often", want: "lookout.yaml:8"},
 		{name: "unknown key", global: "interval: 30s=>interval: 30s\n  stuck_after: 1h", want: "lookout.yaml:10: alerts.stuck_after is not a known key"},
