@@ -30,7 +30,9 @@ func (e *Evaluator) observe(ctx context.Context, claimed []*change, decs []decis
 		SELECT source, extract(epoch FROM evaluated_at - created_at)::float8
 		FROM changes WHERE id = ANY($1) AND eval_status = 'done' AND evaluated_at IS NOT NULL`, ids)
 	if err != nil {
-		e.logger.Warn("read change-to-decision lag for metrics", "error", err)
+		if ctx.Err() == nil {
+			e.logger.Warn("read change-to-decision lag for metrics", "error", err)
+		}
 		return
 	}
 	defer rows.Close()
