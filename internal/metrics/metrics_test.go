@@ -122,6 +122,36 @@ func TestInstruments(t *testing.T) {
 	}
 }
 
+// The names, units and help texts follow the Prometheus conventions.
+func TestMetricsLint(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	m := New()
+	m.CollectDatabase(pool, SourceGauges|OutboxGauges, []string{"log"}, 0)
+	m.InitSource("tasks")
+	m.InitSink("log")
+	m.PollFinished("tasks", "succeeded", time.Second)
+	m.DecisionLag("tasks", time.Second)
+	m.ModelCall("llama3.2", "ok", 1, 1, time.Second)
+	m.Delivery("log", "delivered", time.Second)
+	m.RateLimitWait("h", LimitHost)
+	m.UpstreamResponse("h", 200)
+	m.HostBlocked("h")
+	m.Decision("tasks", "w", "filter", "notify")
+	m.DuplicatesSuppressed("tasks", "w", 1)
+	m.ClaimsExpired(ComponentSyncer, 1)
+	m.Alert("stale")
+	problems, err := testutil.GatherAndLint(m.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "lookout_") {
+			t.Errorf("%s: %s", p.Metric, p.Text)
+		}
+	}
+}
+
 func TestCodeClass(t *testing.T) {
 	t.Parallel()
 	for code, want := range map[int]string{200: "2xx", 204: "2xx", 304: "3xx", 404: "4xx", 429: "429", 500: "5xx", 503: "5xx", 0: "error", 700: "error"} {
