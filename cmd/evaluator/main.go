@@ -9,25 +9,32 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/cli"
+	"github.com/lookout-dev/lookout/internal/config"
 	// The config check builds sources too: register the connectors as the
 	// syncer does.
 	_ "github.com/lookout-dev/lookout/internal/connectors/file"
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
 	"github.com/lookout-dev/lookout/internal/evaluator"
+	"github.com/lookout-dev/lookout/internal/health"
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/watchdog"
 )
 
 func main() {
 	os.Exit(cli.Main("evaluator", "evaluate changes and deliver notifications", []cli.Command{
-		{Name: "run", Summary: "run the evaluator and delivery daemon until SIGINT/SIGTERM", Run: runDaemon},
-		{Name: "once", Summary: "evaluate pending changes and deliver due notifications, then exit", Run: runOnce},
+		{Name: "run", Summary: "run the evaluator, delivery and alert daemon until SIGINT/SIGTERM [--listen ADDR: /metrics, /healthz, /readyz; default " + cli.EvaluatorListenDefault + "]", Run: runDaemon},
+		{Name: "once", Summary: "evaluate pending changes, check for alerts and deliver due notifications, then exit", Run: runOnce},
 		{Name: "explain", Summary: "print the decision trail of a change (--change ID) or of a record's changes (SOURCE RECORD_ID)", Run: runExplain},
 		{Name: "replay", Summary: "re-evaluate stored changes against the current watches and print how decisions would differ; delivers nothing", Run: runReplay},
 		{Name: "retry-dead", Summary: "send dead notifications back to pending (--sink S --watch W --source S --id N)", Run: retryDead},
@@ -38,13 +45,16 @@ func main() {
 }
 
 type parts struct {
-	pool *pgxpool.Pool
-	eval *evaluator.Evaluator
-	del  *notify.Deliverer
-	dig  *notify.Digester
+	cfg    *config.Config
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+	eval   *evaluator.Evaluator
+	del    *notify.Deliverer
+	dig    *notify.Digester
+	dog    *watchdog.Watchdog
 }
 
-func setup(ctx context.Context, env *cli.Env) (*parts, error) {
+func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error) {
 	cfg, err := env.Load()
 	if err != nil {
 		return nil, err
@@ -63,10 +73,11 @@ func setup(ctx context.Context, env *cli.Env) (*parts, error) {
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
-	p := &parts{pool: pool}
-	p.del = notify.NewDeliverer(pool, &cfg.Global, sinks, notify.DelivererConfig{}, logger)
+	p := &parts{cfg: cfg, pool: pool, logger: logger}
+	p.del = notify.NewDeliverer(pool, &cfg.Global, sinks, notify.DelivererConfig{Metrics: m}, logger)
 	p.dig = notify.NewDigester(pool, &cfg.Global, composer, notify.DigesterConfig{OnDigest: func(int) { p.del.Wake() }}, logger)
-	p.eval, err = evaluator.New(pool, cfg, evaluator.Config{OnBatch: func(n int) {
+	p.dog = watchdog.New(pool, cfg, watchdog.Config{Metrics: m, OnAlert: func(int) { p.del.Wake() }}, logger)
+	p.eval, err = evaluator.New(pool, cfg, evaluator.Config{Metrics: m, OnBatch: func(n int) {
 		if n > 0 {
 			p.del.Wake()
 		}
@@ -79,29 +90,50 @@ func setup(ctx context.Context, env *cli.Env) (*parts, error) {
 }
 
 func runDaemon(ctx context.Context, env *cli.Env) error {
-	p, err := setup(ctx, env)
+	listen, err := cli.RunFlags(env, cli.EvaluatorListenDefault)
+	if err != nil {
+		return err
+	}
+	m := metrics.New()
+	p, err := setup(ctx, env, m)
 	if err != nil {
 		return err
 	}
 	defer p.pool.Close()
-	if err := p.del.Start(ctx); err != nil {
-		return err
+	sinks := slices.Sorted(maps.Keys(p.cfg.Global.Sinks))
+	m.CollectDatabase(p.pool, metrics.OutboxGauges, sinks, 0)
+	// Started in order, stopped in reverse: each Stop waits for its work.
+	var stops []func() error
+	stopAll := func() error {
+		var errs []error
+		for i := len(stops) - 1; i >= 0; i-- {
+			errs = append(errs, stops[i]())
+		}
+		return errors.Join(errs...)
 	}
-	if err := p.dig.Start(ctx); err != nil {
-		p.del.Stop()
-		return err
+	for _, svc := range []interface {
+		Start(context.Context) error
+		Stop() error
+	}{p.del, p.dig, p.eval, p.dog} {
+		if err := svc.Start(ctx); err != nil {
+			return errors.Join(err, stopAll())
+		}
+		stops = append(stops, svc.Stop)
 	}
-	if err := p.eval.Start(ctx); err != nil {
-		p.dig.Stop()
-		p.del.Stop()
-		return err
+	stopHTTP, err := cli.Serve(ctx, listen, m, []health.Check{
+		health.Database(p.pool), health.Migrations(p.pool),
+		health.Listener("changes_listener", p.eval.Listening), health.Listener("outbox_listener", p.del.Listening),
+	}, p.logger)
+	if err != nil {
+		return errors.Join(err, stopAll())
 	}
+	stops = append(stops, stopHTTP)
 	<-ctx.Done()
-	return errors.Join(p.eval.Stop(), p.dig.Stop(), p.del.Stop())
+	return stopAll()
 }
 
 func runOnce(ctx context.Context, env *cli.Env) error {
-	p, err := setup(ctx, env)
+	p, err := setup(ctx, env, nil)
 	if err != nil {
 		return err
 	}
@@ -114,8 +146,16 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
+	alerts := 0
+	if p.cfg.Global.Alerts.On() {
+		res, err := p.dog.Check(ctx)
+		if err != nil {
+			return err
+		}
+		alerts = len(res.Raised)
+	}
 	d, err := p.del.DeliverDue(ctx)
-	fmt.Fprintf(env.Stdout, "evaluated %d change(s), built %d digest(s), made %d delivery attempt(s)\n", n, g, d)
+	fmt.Fprintf(env.Stdout, "evaluated %d change(s), built %d digest(s), raised %d alert(s), made %d delivery attempt(s)\n", n, g, alerts, d)
 	return err
 }
 

@@ -5,19 +5,25 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/lookout-dev/lookout/internal/cli"
 	_ "github.com/lookout-dev/lookout/internal/connectors/all" // file, github, http, rss
+	"github.com/lookout-dev/lookout/internal/health"
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/syncer"
 )
 
 func main() {
 	os.Exit(cli.Main("syncer", "mirror sources into PostgreSQL", []cli.Command{
-		{Name: "run", Summary: "run the syncer daemon until SIGINT/SIGTERM", Run: runDaemon},
+		{Name: "run", Summary: "run the syncer daemon until SIGINT/SIGTERM [--listen ADDR: /metrics, /healthz, /readyz; default " + cli.SyncerListenDefault + "]", Run: runDaemon},
 		{Name: "once", Summary: "run every due source once, then exit (cron, CronJob, tests)", Run: runOnce},
 		{Name: "status", Summary: "show every source: status, next run, interval, failures, lease, last error", Run: status},
 		{Name: "pause", Summary: "pause SOURCE [--reason TEXT]: stop scheduling it until resume", Run: pause},
@@ -28,47 +34,64 @@ func main() {
 	}))
 }
 
-func setup(ctx context.Context, env *cli.Env) (*syncer.Syncer, func(), error) {
+// daemon is a configured syncer and what it runs with.
+type daemon struct {
+	syncer *syncer.Syncer
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+}
+
+func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*daemon, error) {
 	cfg, err := env.Load()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	logger := env.Logger(cfg, "syncer")
 	pool, err := cli.Open(ctx, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	s, err := syncer.New(pool, cfg, syncer.Config{}, logger)
+	s, err := syncer.New(pool, cfg, syncer.Config{Metrics: m}, logger)
 	if err != nil {
 		pool.Close()
-		return nil, nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
-	return s, pool.Close, nil
+	return &daemon{syncer: s, pool: pool, logger: logger}, nil
 }
 
 func runDaemon(ctx context.Context, env *cli.Env) error {
-	s, closeFn, err := setup(ctx, env)
+	listen, err := cli.RunFlags(env, cli.SyncerListenDefault)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	if err := s.Start(ctx); err != nil {
+	m := metrics.New()
+	d, err := setup(ctx, env, m)
+	if err != nil {
 		return err
 	}
+	defer d.pool.Close()
+	m.CollectDatabase(d.pool, metrics.SourceGauges, nil, 0)
+	if err := d.syncer.Start(ctx); err != nil {
+		return err
+	}
+	stopHTTP, err := cli.Serve(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool)}, d.logger)
+	if err != nil {
+		return errors.Join(err, d.syncer.Stop())
+	}
 	<-ctx.Done()
-	return s.Stop()
+	return errors.Join(stopHTTP(), d.syncer.Stop())
 }
 
 func runOnce(ctx context.Context, env *cli.Env) error {
-	s, closeFn, err := setup(ctx, env)
+	d, err := setup(ctx, env, nil)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	if err := s.Register(ctx); err != nil {
+	defer d.pool.Close()
+	if err := d.syncer.Register(ctx); err != nil {
 		return err
 	}
-	n, err := s.RunDue(ctx)
+	n, err := d.syncer.RunDue(ctx)
 	fmt.Fprintf(env.Stdout, "ran %d source(s)\n", n)
 	return err
 }

@@ -58,6 +58,10 @@ type Global struct {
 	Delivery Delivery `yaml:"delivery"`
 	// Log selects the log format and level.
 	Log Log `yaml:"log"`
+	// Alerts configures the watchdog of the evaluator daemon: alerts about
+	// stale sources, stuck runs, dead letters and disabled sources, sent
+	// through sinks like notifications. See docs/observability.md.
+	Alerts Alerts `yaml:"alerts"`
 
 	file  string
 	lines map[string]int
@@ -297,6 +301,12 @@ type Source struct {
 	RateLimit *RateLimit `yaml:"rate_limit"`
 	// Timeout bounds one request. Defaults to defaults.timeout.
 	Timeout time.Duration `yaml:"timeout"`
+	// StaleAfter is how long the source may go without a successful run
+	// before the watchdog alerts that it is stale. Defaults to
+	// alerts.stale_after, else three times the source's longest interval
+	// (every, adaptive.max, or the longest gap of its cron schedule), and
+	// at least 5m.
+	StaleAfter time.Duration `yaml:"stale_after"`
 	// Stop ends polling: after a time, when an expression over the last run
 	// is true, or after max_failures consecutive failures. Never nil after
 	// loading. Defaults to max_failures from defaults.max_failures.

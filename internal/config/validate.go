@@ -214,6 +214,7 @@ func (g *Global) applyDefaults() []error {
 	if g.Syncer.BatchSize < 1 || g.Syncer.BatchSize > 10000 {
 		errs = append(errs, g.Errorf("syncer.batch_size", "must be between 1 and 10000"))
 	}
+	errs = append(errs, g.Alerts.applyDefaults(g)...)
 	if g.Evaluator.Lease <= g.Ollama.Timeout {
 		errs = append(errs, g.Errorf("evaluator.lease", "(%s) must exceed ollama.timeout (%s): a claim on a change must outlive a model call", g.Evaluator.Lease, g.Ollama.Timeout))
 	}
@@ -350,6 +351,9 @@ func (s *Source) validate(g *Global) []error {
 		}
 	}
 	s.Timeout = cmp.Or(s.Timeout, g.Defaults.Timeout)
+	if s.StaleAfter < 0 {
+		bad("stale_after", "must be positive")
+	}
 	if s.Stop == nil {
 		s.Stop = &Stop{}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
 )
 
@@ -99,12 +100,13 @@ func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, 
 			doneIDs = append(doneIDs, id)
 		}
 		owned := make(map[int64]bool, len(ids))
+		lags := make(map[int64]float64, len(ids))
 		settle := &pgx.Batch{}
 		settle.Queue(`
-			UPDATE changes SET eval_status = 'done', evaluated_at = now(), eval_owner = NULL,
+			UPDATE changes SET eval_status = 'done', evaluated_at = clock_timestamp(), eval_owner = NULL,
 			       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
 			WHERE id = ANY($1) AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
-			RETURNING id`, doneIDs, ownerArg, attempt)
+			RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`, doneIDs, ownerArg, attempt)
 		if len(heldIDs) > 0 {
 			// Held: still pending, lease released, due again at retryAt.
 			settle.Queue(`
@@ -112,7 +114,7 @@ func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, 
 				       eval_error = u.reason, eval_attempts = eval_attempts + $5
 				FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
 				WHERE changes.id = u.id AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
-				RETURNING changes.id`, heldIDs, heldUntil, heldReason, ownerArg, attempt)
+				RETURNING changes.id, NULL::float8`, heldIDs, heldUntil, heldReason, ownerArg, attempt)
 		}
 		br := tx.SendBatch(ctx, settle)
 		for range settle.Len() {
@@ -123,12 +125,16 @@ func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, 
 			}
 			for rows.Next() {
 				var id int64
-				if err := rows.Scan(&id); err != nil {
+				var lag *float64
+				if err := rows.Scan(&id, &lag); err != nil {
 					rows.Close()
 					br.Close()
 					return fmt.Errorf("settle changes: %w", err)
 				}
 				owned[id] = true
+				if lag != nil {
+					lags[id] = *lag
+				}
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
@@ -139,13 +145,15 @@ func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, 
 		if err := br.Close(); err != nil {
 			return fmt.Errorf("settle changes: %w", err)
 		}
-		for _, id := range doneIDs {
-			if owned[id] {
+		for _, c := range claimed {
+			if lag, ok := lags[c.ID]; ok {
 				completed++
+				c.lag = time.Duration(lag * float64(time.Second))
 			}
 		}
 		if len(owned) < len(ids) {
 			e.logger.Warn("lost lease on changes; another evaluator will evaluate them", "lost", len(ids)-len(owned))
+			e.conf.Metrics.ClaimsExpired(metrics.ComponentEvaluator, len(ids)-len(owned))
 		}
 
 		now := time.Now().UTC()

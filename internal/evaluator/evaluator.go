@@ -35,6 +35,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/semantic"
@@ -55,6 +56,9 @@ type Config struct {
 	// OnBatch, when set, is called after each committed batch with the
 	// number of notifications it created (the delivery wake-up).
 	OnBatch func(notifications int)
+	// Metrics records decisions, duplicates, change-to-decision lag and
+	// model calls. Defaults to nil: nothing is recorded.
+	Metrics *metrics.Metrics
 }
 
 // Evaluator evaluates changes against watches.
@@ -119,6 +123,7 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 			return nil, err
 		}
 		e.judge = semantic.NewJudge(pool, client, cfg.Global.Ollama.Concurrency, conf.Owner, logger)
+		e.judge.SetMetrics(conf.Metrics)
 	}
 	return e, nil
 }
@@ -216,6 +221,9 @@ type change struct {
 	Record        map[string]any
 	Previous      map[string]any
 	Attempts      int
+	// lag is the time from the change's commit to its decision, set when
+	// the change was settled done (for metrics).
+	lag time.Duration
 }
 
 // Batch claims and evaluates one batch; it returns the number of changes
@@ -271,6 +279,7 @@ func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	e.observe(claimed, res)
 	if e.conf.OnBatch != nil {
 		e.conf.OnBatch(notes)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -38,6 +39,9 @@ type DelivererConfig struct {
 	// RetryMin and RetryMax bound the backoff between attempts. Default to
 	// delivery.retry_min and delivery.retry_max.
 	RetryMin, RetryMax time.Duration
+	// Metrics counts delivery attempts and expired leases taken over.
+	// Defaults to nil: nothing is recorded.
+	Metrics *metrics.Metrics
 }
 
 // maxRetryAfter caps a receiver's Retry-After.
@@ -97,9 +101,14 @@ func NewDeliverer(p *pgxpool.Pool, g *config.Global, sinks map[string]Sink, conf
 			continue
 		}
 		d.lanes = append(d.lanes, &lane{name: name, sink: sinks[name], cfg: sc, wake: make(chan struct{}, 1)})
+		conf.Metrics.InitSink(name)
 	}
 	return d
 }
+
+// Listening reports whether the LISTEN connection on the outbox channel is
+// up (for readiness); false before Start.
+func (d *Deliverer) Listening() bool { return d.listener != nil && d.listener.Connected() }
 
 // Wake asks the deliverer to look for due notifications now.
 func (d *Deliverer) Wake() {
@@ -271,7 +280,7 @@ func (d *Deliverer) claim(ctx context.Context, sink string) ([]*claimedRow, erro
 	start := time.Now()
 	rows, err := d.pool.Query(ctx, `
 		WITH due AS (
-		    SELECT id FROM notifications
+		    SELECT id, lease_owner IS NOT NULL AS expired FROM notifications
 		    WHERE sink = $1 AND status = 'pending' AND next_attempt_at <= now()
 		      AND (lease_expires_at IS NULL OR lease_expires_at < now())
 		    ORDER BY next_attempt_at, id
@@ -281,7 +290,7 @@ func (d *Deliverer) claim(ctx context.Context, sink string) ([]*claimedRow, erro
 		UPDATE notifications n SET lease_owner = $3, lease_expires_at = now() + $4::interval, attempts = attempts + 1
 		FROM due WHERE n.id = due.id
 		RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
-		          n.reason, n.payload, n.attempts`,
+		          n.reason, n.payload, n.attempts, due.expired`,
 		sink, d.conf.BatchSize, d.conf.Owner, d.conf.Lease)
 	if err != nil {
 		return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
@@ -289,12 +298,18 @@ func (d *Deliverer) claim(ctx context.Context, sink string) ([]*claimedRow, erro
 	defer rows.Close()
 	leaseEnd := start.Add(d.conf.Lease)
 	var out []*claimedRow
+	expired := 0
+	defer func() { d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired) }()
 	for rows.Next() {
 		n := &Notification{}
 		var raw []byte
+		var takeover bool
 		if err := rows.Scan(&n.ID, &n.DedupeKey, &n.Sink, &n.Source, &n.RecordID, &n.Watch, &n.Kind, &n.Title, &n.Body,
-			&n.Urgency, &n.Reason, &raw, &n.Attempt); err != nil {
+			&n.Urgency, &n.Reason, &raw, &n.Attempt, &takeover); err != nil {
 			return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
+		}
+		if takeover {
+			expired++
 		}
 		if n.Payload, err = decodePayload(n.ID, raw); err != nil {
 			return nil, err
@@ -321,6 +336,7 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 	cancel()
 	now := time.Now()
 	if err == nil {
+		d.conf.Metrics.Delivery(l.name, "delivered", now.Sub(start))
 		logger.Debug("delivered", "notification_id", n.ID, "dedupe_key", n.DedupeKey, "attempt", n.Attempt,
 			"delivery_id", n.DeliveryID, "duration_ms", now.Sub(start).Milliseconds())
 		return outcome{id: n.ID, kind: outcomeDelivered, at: now}
@@ -343,8 +359,10 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 	}
 	attrs := []any{"notification_id", n.ID, "dedupe_key", n.DedupeKey, "attempt", n.Attempt, "delivery_id", n.DeliveryID, "error", err}
 	if kind == outcomeDead {
+		d.conf.Metrics.Delivery(l.name, "dead", now.Sub(start))
 		logger.Error("notification is dead", attrs...)
 	} else {
+		d.conf.Metrics.Delivery(l.name, "retry", now.Sub(start))
 		logger.Warn("delivery failed; will retry", append(attrs, "next_attempt_at", next)...)
 	}
 	return outcome{id: n.ID, kind: kind, at: now, next: next, err: snippet(err.Error(), 2000)}
@@ -464,6 +482,7 @@ func (d *Deliverer) record(outs []outcome) error {
 		    status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
 		    delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
 		    dead_at = CASE WHEN u.kind = 'dead' THEN u.at ELSE n.dead_at END,
+		    dead_alerted_at = CASE WHEN u.kind = 'dead' THEN NULL ELSE n.dead_alerted_at END,
 		    last_attempt_at = coalesce(u.at, n.last_attempt_at),
 		    last_error = CASE WHEN u.kind = 'delivered' THEN NULL WHEN u.kind = 'unclaim' THEN n.last_error ELSE u.err END,
 		    next_attempt_at = CASE WHEN u.kind = 'pending' THEN u.next

@@ -17,8 +17,10 @@ import (
 type Payload struct {
 	NotificationID int64  `json:"notification_id"`
 	DedupeKey      string `json:"dedupe_key"`
-	// Kind is "single" (one match) or "digest" (a summary of matches, in
-	// Digest; Record and Change are then empty).
+	// Kind is "single" (one match), "digest" (a summary of matches, in
+	// Digest; Record and Change are then empty) or "alert" (a problem of
+	// lookout itself that the watchdog found, described in Alert; Record
+	// names its subject and Change is empty).
 	Kind       string        `json:"kind"`
 	Watch      string        `json:"watch"`
 	Source     string        `json:"source"`
@@ -32,6 +34,27 @@ type Payload struct {
 	CreatedAt  time.Time     `json:"created_at"`
 	// Digest lists the matches of a digest period (kind "digest" only).
 	Digest *PayloadDigest `json:"digest,omitempty"`
+	// Alert describes the problem (kind "alert" only).
+	Alert *PayloadAlert `json:"alert,omitempty"`
+}
+
+// PayloadAlert is the alert part of a payload: what the watchdog found.
+type PayloadAlert struct {
+	// Type is stale (no successful run of a source within its window),
+	// stuck (a run whose lease expired, or that runs past
+	// sources.stuck_after_seconds), dead_letters (notifications of a sink
+	// became dead) or disabled (a source was disabled).
+	Type string `json:"type"`
+	// Subject is what the alert is about: a source name (stale, disabled),
+	// "<source>/run-<id>" (stuck) or a sink name (dead_letters).
+	Subject string `json:"subject"`
+	// Since is when the problem began: the last successful run (or the
+	// registration, for a source that never succeeded), the run's start,
+	// the oldest new dead letter, the disabling.
+	Since *time.Time `json:"since,omitempty"`
+	// Details are the facts behind the alert (last_error, failure_count,
+	// stale_after_seconds, lease_owner, count, ...).
+	Details map[string]any `json:"details,omitempty"`
 }
 
 // PayloadDigest is the digest part of a payload.

@@ -22,7 +22,7 @@ type Notification struct {
 	Source    string
 	RecordID  string
 	Watch     string
-	// Kind is "single" or "digest".
+	// Kind is "single", "digest" or "alert".
 	Kind string
 	// Title and Body were rendered from the templates when the row was
 	// created: they are what the channel shows.
@@ -163,6 +163,7 @@ func decodePayload(id int64, raw []byte) (Payload, error) {
 const (
 	KindSingle = "single"
 	KindDigest = "digest"
+	KindAlert  = "alert"
 )
 
 // newDeliveryID returns the id of one delivery attempt:

@@ -15,6 +15,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/metrics"
 )
 
 // Steps a Result can end in. cache, model, budget and error are also the
@@ -99,6 +100,8 @@ type Judge struct {
 	owner  string
 	logger *slog.Logger
 	now    func() time.Time
+	// metrics counts model calls, tokens and latency; nil records nothing.
+	metrics *metrics.Metrics
 }
 
 // NewJudge returns a Judge that calls the model through client with at
@@ -106,6 +109,10 @@ type Judge struct {
 func NewJudge(db *pgxpool.Pool, client *Client, conc int, owner string, logger *slog.Logger) *Judge {
 	return &Judge{pool: db, client: client, conc: max(conc, 1), owner: owner, logger: logger.With("component", "judge"), now: time.Now}
 }
+
+// SetMetrics makes the judge count its model calls, tokens and latency in
+// m (nil: nothing). Call it before the first Judge.
+func (j *Judge) SetMetrics(m *metrics.Metrics) { j.metrics = m }
 
 // Client returns the model client.
 func (j *Judge) Client() *Client { return j.client }
@@ -273,6 +280,7 @@ func (j *Judge) call(ctx context.Context, r *Request, msgs []api.Message, res Re
 			}
 		}
 		budget.addTokens(r, reply.PromptTokens+reply.OutputTokens)
+		j.metrics.ModelCall(q.Model, row.outcome, reply.PromptTokens, reply.OutputTokens, reply.Latency)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		id, ierr := j.insertCall(rctx, &row)
 		if ierr == nil && row.verdict != nil {

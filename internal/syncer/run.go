@@ -40,7 +40,8 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 	src := s.sources[c.name]
 	logger := s.logger.With("source", c.name, "run_id", c.runID)
 	started := s.conf.Now()
-	logger.Info("run started", "reason", c.reason, "cursor_before", string(c.cursor))
+	claimAttr := slog.Group("claim", "owner", s.conf.Owner, "expires_at", c.leaseEnd.UTC())
+	logger.Info("run started", "reason", c.reason, claimAttr, "cursor_before", json.RawMessage(c.cursor))
 
 	rs := &runStats{}
 	runCtx, cancelRun := context.WithCancelCause(ctx)
@@ -66,11 +67,19 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 		}
 	}
 	fin, err := s.finish(context.WithoutCancel(ctx), c, src, out, started, rs)
+	s.conf.Metrics.RecordsChanged(c.name, out.stats.Created, out.stats.Updated, out.stats.Deleted)
 	if err != nil {
-		logger.Error("record run outcome", "error", err)
+		status := "failed"
+		if errors.Is(err, ErrLeaseLost) {
+			status = "abandoned"
+		}
+		s.conf.Metrics.PollFinished(c.name, status, s.conf.Now().Sub(started))
+		logger.Error("record run outcome", "status", status, claimAttr, "error", err)
 		return
 	}
-	attrs := []any{"status", out.status, "seen", out.stats.Seen, "created", out.stats.Created,
+	s.conf.Metrics.PollFinished(c.name, out.status, s.conf.Now().Sub(started))
+	attrs := []any{"status", out.status, claimAttr, "cursor_before", json.RawMessage(c.cursor), "cursor_after", fin.cursorAfter,
+		"seen", out.stats.Seen, "created", out.stats.Created,
 		"updated", out.stats.Updated, "unchanged", out.stats.Unchanged, "deleted", out.stats.Deleted,
 		"pages", out.pages, "requests", fin.requests, "rate_limit_waits", fin.waits,
 		"duration_ms", s.conf.Now().Sub(started).Milliseconds(), "next_run_at", fin.next.At, "interval_reason", fin.next.Reason}
@@ -322,6 +331,7 @@ type finished struct {
 	next            schedule.Decision
 	failures        int
 	requests, waits int
+	cursorAfter     json.RawMessage // the source's cursor after the run
 }
 
 // finish records the outcome in sync_runs and sources and releases the
@@ -456,8 +466,8 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 			return fmt.Errorf("release lease: %w", err)
 		}
 		// Record the final cursor in the run too.
-		_, err = tx.Exec(ctx, `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2) WHERE id = $1`, c.runID, c.name)
-		return err
+		return tx.QueryRow(ctx, `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2) WHERE id = $1
+			RETURNING cursor_after`, c.runID, c.name).Scan(&fin.cursorAfter)
 	})
 	return fin, err
 }

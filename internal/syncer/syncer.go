@@ -29,6 +29,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
@@ -56,6 +57,9 @@ type Config struct {
 	Now func() time.Time
 	// Transport is the base HTTP transport. Defaults to http.DefaultTransport.
 	Transport http.RoundTripper
+	// Metrics records runs, changes, rate-limit waits and upstream
+	// responses. Defaults to nil: nothing is recorded.
+	Metrics *metrics.Metrics
 }
 
 // Syncer mirrors sources into the database.
@@ -111,6 +115,7 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 			continue
 		}
 		s.sources[sc.Name] = src
+		conf.Metrics.InitSource(sc.Name)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -174,6 +179,7 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 		maxWait: s.conf.MaxWait,
 		now:     s.conf.Now,
 		logger:  logger,
+		metrics: s.conf.Metrics,
 	}}
 	conn, err := connectors.New(sc, connectors.Env{Dir: s.cfg.Dir, HTTP: client, Logger: logger, Now: s.conf.Now})
 	if err != nil {
@@ -294,6 +300,7 @@ type claim struct {
 	cursor    json.RawMessage
 	reason    string
 	prevOwner string
+	leaseEnd  time.Time // the lease's expiry as claimed (renewed while the run goes on)
 }
 
 // claim leases up to limit active sources that were due at asOf (or that
@@ -324,7 +331,7 @@ func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim,
 			FROM due
 			WHERE s.name = due.name
 			RETURNING s.name, s.cursor, coalesce(due.lease_owner, ''), due.run_id,
-			          due.run_requested_at IS NOT NULL`,
+			          due.run_requested_at IS NOT NULL, s.lease_expires_at`,
 			names, limit, s.conf.Owner, s.conf.Now(), s.conf.Lease, asOf)
 		if err != nil {
 			return err
@@ -334,7 +341,7 @@ func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim,
 			var c claim
 			var prevRun *int64
 			var manual bool
-			if err := rows.Scan(&c.name, &c.cursor, &c.prevOwner, &prevRun, &manual); err != nil {
+			if err := rows.Scan(&c.name, &c.cursor, &c.prevOwner, &prevRun, &manual, &c.leaseEnd); err != nil {
 				return err
 			}
 			c.reason = "schedule"
@@ -377,7 +384,9 @@ func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim,
 		return nil, fmt.Errorf("claim due sources: %w", err)
 	}
 	for _, c := range claims {
+		s.conf.Metrics.PollStarted(c.name)
 		if c.reason == "takeover" {
+			s.conf.Metrics.ClaimsExpired(metrics.ComponentSyncer, 1)
 			s.logger.Warn("took over expired lease", "source", c.name, "run_id", c.runID, "previous_owner", c.prevOwner)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/metrics"
 )
 
 // DefaultBlock is how long a host is blocked after a 429 that names no
@@ -45,6 +46,7 @@ type politeTransport struct {
 	maxWait time.Duration
 	now     func() time.Time
 	logger  *slog.Logger
+	metrics *metrics.Metrics // nil: nothing recorded
 }
 
 var _ http.RoundTripper = (*politeTransport)(nil)
@@ -93,7 +95,7 @@ func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rs := runStatsFrom(ctx)
 	host := strings.ToLower(req.URL.Host)
 
-	if err := t.waitSource(ctx, rs); err != nil {
+	if err := t.waitSource(ctx, host, rs); err != nil {
 		return nil, err
 	}
 	if err := t.waitHost(ctx, host, rs); err != nil {
@@ -110,19 +112,21 @@ func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req.WithContext(rctx))
 	rs.requests.Add(1)
 	if err != nil {
+		t.metrics.UpstreamResponse(host, 0)
 		cancel()
 		if errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return nil, fmt.Errorf("no response from %s within the source's timeout %s: %w", host, t.timeout, err)
 		}
 		return nil, err
 	}
+	t.metrics.UpstreamResponse(host, resp.StatusCode)
 	t.observe(ctx, host, resp, rs)
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
 }
 
 // waitSource waits for the source's own rate limit.
-func (t *politeTransport) waitSource(ctx context.Context, rs *runStats) error {
+func (t *politeTransport) waitSource(ctx context.Context, host string, rs *runStats) error {
 	r := t.limiter.Reserve()
 	if !r.OK() {
 		return fmt.Errorf("source rate limit cannot grant a request")
@@ -136,6 +140,7 @@ func (t *politeTransport) waitSource(ctx context.Context, rs *runStats) error {
 		return &connectors.RetryLaterError{RetryAt: t.now().Add(d), Reason: fmt.Sprintf("source rate_limit needs a %s wait, more than %s", d.Round(time.Millisecond), why)}
 	}
 	rs.waits.Add(1)
+	t.metrics.RateLimitWait(host, metrics.LimitSource)
 	if !changes.Sleep(ctx, d) {
 		r.Cancel()
 		return ctx.Err()
@@ -163,6 +168,7 @@ func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStat
 					Reason: fmt.Sprintf("host %s is blocked: %s", host, tk.reason)}
 			}
 			rs.waits.Add(1)
+			t.metrics.RateLimitWait(host, metrics.LimitBlocked)
 			if !changes.Sleep(ctx, d) {
 				return ctx.Err()
 			}
@@ -177,6 +183,7 @@ func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStat
 		}
 		if tk.wait > 0 {
 			rs.waits.Add(1)
+			t.metrics.RateLimitWait(host, metrics.LimitHost)
 			if !changes.Sleep(ctx, tk.wait) {
 				return ctx.Err()
 			}
@@ -215,6 +222,7 @@ func (t *politeTransport) observe(ctx context.Context, host string, resp *http.R
 			until, why = now.Add(MaxBlock), why+fmt.Sprintf(", capped to %s", MaxBlock)
 		}
 		rs.noteBlock(until)
+		t.metrics.HostBlocked(host)
 		reason := fmt.Sprintf("%s (%s)", resp.Status, why)
 		if err := t.hosts.block(ctx, host, until, code, reason, now); err != nil {
 			t.logger.Warn("record host block", "host", host, "error", err)

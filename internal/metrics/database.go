@@ -1,0 +1,218 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Gauges selects the database gauges a process exposes (see
+// CollectDatabase). The syncer exposes SourceGauges, the evaluator
+// OutboxGauges, so that a dashboard summing over both binaries counts
+// each table once.
+type Gauges int
+
+const (
+	// SourceGauges: lookout_sources{status}, lookout_sources_due,
+	// lookout_sync_runs_running, lookout_source_last_success_timestamp_seconds{source}
+	// and lookout_expired_leases{component="syncer"}.
+	SourceGauges Gauges = 1 << iota
+	// OutboxGauges: lookout_pending_changes,
+	// lookout_oldest_pending_change_age_seconds,
+	// lookout_pending_notifications{sink}, lookout_held_notifications{sink},
+	// lookout_dead_notifications{sink} and
+	// lookout_expired_leases{component="evaluator"|"delivery"}.
+	OutboxGauges
+)
+
+// DBTimeoutDefault bounds the queries of one scrape.
+const DBTimeoutDefault = 2 * time.Second
+
+// CollectDatabase registers a collector that reads the selected gauges
+// from pool at every scrape, with one round trip of cheap queries (counts
+// over the partial indexes of pending work, the small sources table),
+// bounded by timeout (DBTimeoutDefault when 0). sinks are the configured
+// sink names, reported at 0 when they have nothing. When the queries fail,
+// the scrape still succeeds: lookout_database_up is 0 and the gauges are
+// left out.
+func (m *Metrics) CollectDatabase(pool *pgxpool.Pool, g Gauges, sinks []string, timeout time.Duration) {
+	if m == nil {
+		return
+	}
+	if timeout <= 0 {
+		timeout = DBTimeoutDefault
+	}
+	m.reg.MustRegister(&dbCollector{pool: pool, gauges: g, sinks: sinks, timeout: timeout})
+}
+
+var (
+	descUp = prometheus.NewDesc("lookout_database_up",
+		"1 when the scrape-time database queries succeeded, 0 when they failed or timed out.", nil, nil)
+	descSources = prometheus.NewDesc("lookout_sources",
+		"Registered sources by status: active, paused, disabled, completed.", []string{"status"}, nil)
+	descSourcesDue = prometheus.NewDesc("lookout_sources_due",
+		"Active sources that are due (or asked to run) and not leased: the syncers' backlog.", nil, nil)
+	descRunsRunning = prometheus.NewDesc("lookout_sync_runs_running",
+		"sync_runs rows with status running.", nil, nil)
+	descLastSuccess = prometheus.NewDesc("lookout_source_last_success_timestamp_seconds",
+		"Unix time of the source's last successful run (sources.last_success_at).", []string{"source"}, nil)
+	descExpired = prometheus.NewDesc("lookout_expired_leases",
+		"Leases past their expiry and not yet taken over: syncer (sources), evaluator (changes), delivery (notifications).", []string{"component"}, nil)
+	descPendingChanges = prometheus.NewDesc("lookout_pending_changes",
+		"Changes waiting for evaluation (changes.eval_status = 'pending'), held ones included.", nil, nil)
+	descOldestChange = prometheus.NewDesc("lookout_oldest_pending_change_age_seconds",
+		"Age of the oldest pending change; 0 when none is pending.", nil, nil)
+	descPendingNotes = prometheus.NewDesc("lookout_pending_notifications",
+		"Notifications waiting for delivery (status pending), retries included.", []string{"sink"}, nil)
+	descHeldNotes = prometheus.NewDesc("lookout_held_notifications",
+		"Notifications held for a digest (status held).", []string{"sink"}, nil)
+	descDeadNotes = prometheus.NewDesc("lookout_dead_notifications",
+		"Dead letters (status dead) not yet retried or removed.", []string{"sink"}, nil)
+)
+
+type dbCollector struct {
+	pool    *pgxpool.Pool
+	gauges  Gauges
+	sinks   []string
+	timeout time.Duration
+}
+
+var _ prometheus.Collector = (*dbCollector)(nil)
+
+func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descUp
+	if c.gauges&SourceGauges != 0 {
+		for _, d := range []*prometheus.Desc{descSources, descSourcesDue, descRunsRunning, descLastSuccess} {
+			ch <- d
+		}
+	}
+	if c.gauges&OutboxGauges != 0 {
+		for _, d := range []*prometheus.Desc{descPendingChanges, descOldestChange, descPendingNotes, descHeldNotes, descDeadNotes} {
+			ch <- d
+		}
+	}
+	ch <- descExpired
+}
+
+// sample is one gauge value read from the database.
+type sample struct {
+	desc   *prometheus.Desc
+	value  float64
+	labels []string
+}
+
+func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	samples, err := c.read(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
+	for _, s := range samples {
+		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, s.value, s.labels...)
+	}
+}
+
+// read runs the queries in one batch (one round trip).
+func (c *dbCollector) read(ctx context.Context) ([]sample, error) {
+	var out []sample
+	b := &pgx.Batch{}
+	if c.gauges&SourceGauges != 0 {
+		statuses := map[string]float64{"active": 0, "paused": 0, "disabled": 0, "completed": 0}
+		var due, expired float64
+		b.Queue(`
+			SELECT status, count(*)::float8,
+			       count(*) FILTER (WHERE status = 'active' AND (next_run_at <= now() OR run_requested_at IS NOT NULL)
+			                          AND (lease_expires_at IS NULL OR lease_expires_at < now()))::float8,
+			       count(*) FILTER (WHERE lease_owner IS NOT NULL AND lease_expires_at < now())::float8
+			FROM sources GROUP BY status`).Query(func(rows pgx.Rows) error {
+			var st string
+			var n, d, e float64
+			_, err := pgx.ForEachRow(rows, []any{&st, &n, &d, &e}, func() error {
+				statuses[st] = n
+				due += d
+				expired += e
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for st, n := range statuses {
+				out = append(out, sample{descSources, n, []string{st}})
+			}
+			out = append(out, sample{descSourcesDue, due, nil}, sample{descExpired, expired, []string{ComponentSyncer}})
+			return nil
+		})
+		b.Queue(`SELECT count(*)::float8 FROM sync_runs WHERE status = 'running'`).QueryRow(func(row pgx.Row) error {
+			var n float64
+			if err := row.Scan(&n); err != nil {
+				return err
+			}
+			out = append(out, sample{descRunsRunning, n, nil})
+			return nil
+		})
+		b.Queue(`SELECT name, extract(epoch FROM last_success_at)::float8 FROM sources WHERE last_success_at IS NOT NULL`).Query(func(rows pgx.Rows) error {
+			var name string
+			var at float64
+			_, err := pgx.ForEachRow(rows, []any{&name, &at}, func() error {
+				out = append(out, sample{descLastSuccess, at, []string{name}})
+				return nil
+			})
+			return err
+		})
+	}
+	if c.gauges&OutboxGauges != 0 {
+		b.Queue(`
+			SELECT count(*)::float8,
+			       count(*) FILTER (WHERE eval_owner IS NOT NULL AND eval_lease_expires_at < now())::float8,
+			       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM changes
+			                 WHERE eval_status = 'pending' ORDER BY id LIMIT 1), 0)
+			FROM changes WHERE eval_status = 'pending'`).QueryRow(func(row pgx.Row) error {
+			var pending, expired, oldest float64
+			if err := row.Scan(&pending, &expired, &oldest); err != nil {
+				return err
+			}
+			out = append(out, sample{descPendingChanges, pending, nil}, sample{descOldestChange, max(oldest, 0), nil},
+				sample{descExpired, expired, []string{ComponentEvaluator}})
+			return nil
+		})
+		b.Queue(`
+			SELECT sink, status, count(*)::float8,
+			       count(*) FILTER (WHERE status = 'pending' AND lease_owner IS NOT NULL AND lease_expires_at < now())::float8
+			FROM notifications WHERE status IN ('pending', 'held', 'dead')
+			GROUP BY sink, status`).Query(func(rows pgx.Rows) error {
+			type key struct{ sink, status string }
+			counts := map[key]float64{}
+			for _, s := range c.sinks {
+				for _, st := range []string{"pending", "held", "dead"} {
+					counts[key{s, st}] = 0
+				}
+			}
+			var sink, st string
+			var n, e, expired float64
+			_, err := pgx.ForEachRow(rows, []any{&sink, &st, &n, &e}, func() error {
+				counts[key{sink, st}] = n
+				expired += e
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			descs := map[string]*prometheus.Desc{"pending": descPendingNotes, "held": descHeldNotes, "dead": descDeadNotes}
+			for k, n := range counts {
+				out = append(out, sample{descs[k.status], n, []string{k.sink}})
+			}
+			out = append(out, sample{descExpired, expired, []string{ComponentDelivery}})
+			return nil
+		})
+	}
+	if err := c.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,312 @@
+// Package metrics holds lookout's Prometheus instruments: counters,
+// histograms and scrape-time database gauges, all named lookout_*.
+//
+// Every process builds its own *Metrics with New, on a private registry
+// (never the global default one), and hands it to the services through
+// their Config structs. A nil *Metrics is valid and records nothing, so
+// services, tools and tests that do not care pass nil.
+//
+// Labels are kept to a low, bounded cardinality: source, watch, sink,
+// status, host, model, step, decision, kind and component — configuration
+// names and fixed vocabularies, never record, change, run or notification
+// ids.
+package metrics
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Components of lookout_claims_expired_total.
+const (
+	ComponentSyncer    = "syncer"    // a source lease taken over from a replica that let it expire
+	ComponentEvaluator = "evaluator" // claimed changes whose lease expired before the commit
+	ComponentDelivery  = "delivery"  // a notification lease taken over from a replica that let it expire
+)
+
+// Limits of lookout_rate_limit_waits_total.
+const (
+	LimitSource  = "source"  // the source's own rate_limit
+	LimitHost    = "host"    // the host's shared budget (host_limits)
+	LimitBlocked = "blocked" // the host asked us to wait (Retry-After, X-RateLimit-Reset)
+)
+
+// Buckets of the histograms, in seconds.
+var (
+	runBuckets     = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+	modelBuckets   = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120}
+	lagBuckets     = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 6 * 3600, 86400}
+	deliverBuckets = []float64{0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+)
+
+// Metrics is one process's set of instruments and its registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	pollsStarted      *prometheus.CounterVec
+	pollsFinished     *prometheus.CounterVec
+	runDuration       *prometheus.HistogramVec
+	recordsChanged    *prometheus.CounterVec
+	claimsExpired     *prometheus.CounterVec
+	rateLimitWaits    *prometheus.CounterVec
+	upstreamResponses *prometheus.CounterVec
+	hostBlocks        *prometheus.CounterVec
+	decisions         *prometheus.CounterVec
+	duplicates        *prometheus.CounterVec
+	decisionLag       *prometheus.HistogramVec
+	modelCalls        *prometheus.CounterVec
+	modelTokens       *prometheus.CounterVec
+	modelLatency      *prometheus.HistogramVec
+	deliveries        *prometheus.CounterVec
+	deliveryDuration  *prometheus.HistogramVec
+	alerts            *prometheus.CounterVec
+}
+
+// New returns a set of instruments on a fresh registry that also carries
+// the Go runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		m.reg.MustRegister(v)
+		return v
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+		m.reg.MustRegister(v)
+		return v
+	}
+	m.pollsStarted = counter("lookout_polls_started_total",
+		"Runs of a source started (claimed by this replica).", "source")
+	m.pollsFinished = counter("lookout_polls_finished_total",
+		"Runs of a source finished, by outcome: succeeded, not_modified, failed, deferred, abandoned (lease lost).", "source", "status")
+	m.runDuration = histogram("lookout_run_duration_seconds",
+		"Duration of a source's runs, claim to recorded outcome.", runBuckets, "source")
+	m.recordsChanged = counter("lookout_records_changed_total",
+		"Changes written to the change log, by kind: created, updated, deleted.", "source", "kind")
+	m.claimsExpired = counter("lookout_claims_expired_total",
+		"Leases that expired before their holder finished: syncer (source taken over), evaluator (changes lost before commit), delivery (notification taken over).", "component")
+	m.rateLimitWaits = counter("lookout_rate_limit_waits_total",
+		"Requests that waited for a budget before being sent, by limit: source, host, blocked.", "host", "limit")
+	m.upstreamResponses = counter("lookout_upstream_responses_total",
+		"Responses of upstream hosts, by class: 2xx, 3xx, 4xx, 429, 5xx, or error (no response).", "host", "code_class")
+	m.hostBlocks = counter("lookout_host_blocks_total",
+		"Times a host asked us to stop sending (429/503 with Retry-After, X-RateLimit-Remaining: 0).", "host")
+	m.decisions = counter("lookout_decisions_total",
+		"Decisions of (change, watch) pairs, by the step that decided and the decision.", "source", "watch", "step", "decision")
+	m.duplicates = counter("lookout_duplicates_suppressed_total",
+		"Notifications not written because their dedupe key (or dedupe window) had already notified.", "source", "watch")
+	m.decisionLag = histogram("lookout_change_decision_lag_seconds",
+		"Time from a change's commit (changes.created_at) to its evaluation (changes.evaluated_at), both database clock.", lagBuckets, "source")
+	m.modelCalls = counter("lookout_model_calls_total",
+		"Requests to the model server, by outcome: ok, malformed, error, timeout.", "model", "outcome")
+	m.modelTokens = counter("lookout_model_tokens_total",
+		"Tokens the model server reported, by kind: prompt, output.", "model", "kind")
+	m.modelLatency = histogram("lookout_model_latency_seconds",
+		"Latency of requests to the model server.", modelBuckets, "model")
+	m.deliveries = counter("lookout_notifications_delivered_total",
+		"Delivery attempts, by outcome: delivered, retry, dead.", "sink", "status")
+	m.deliveryDuration = histogram("lookout_delivery_duration_seconds",
+		"Duration of one delivery attempt to a sink.", deliverBuckets, "sink")
+	m.alerts = counter("lookout_alerts_total",
+		"Alerts the watchdog raised (one per problem, whatever the number of sinks), by kind: stale, stuck, dead_letters, disabled.", "kind")
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is the registry the instruments live in, for further
+// collectors (see DBCollector).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus text (or OpenMetrics)
+// format. A collector that fails (the database gauges when the database is
+// down) is logged and left out; the rest is still served.
+func (m *Metrics) Handler(logger *slog.Logger) http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog:          slogPrinter{logger},
+		ErrorHandling:     promhttp.ContinueOnError,
+		Registry:          m.reg,
+		EnableOpenMetrics: true,
+		Timeout:           10 * time.Second,
+	})
+}
+
+type slogPrinter struct{ l *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) {
+	if p.l != nil {
+		p.l.Warn("serve metrics", "error", fmt.Sprint(v...))
+	}
+}
+
+// InitSource makes the source's run series exist (at zero) before its
+// first run, so that rate() and absent() work from the first scrape.
+func (m *Metrics) InitSource(source string) {
+	if m == nil {
+		return
+	}
+	m.pollsStarted.WithLabelValues(source)
+	for _, st := range []string{"succeeded", "failed"} {
+		m.pollsFinished.WithLabelValues(source, st)
+	}
+	for _, k := range []string{"created", "updated", "deleted"} {
+		m.recordsChanged.WithLabelValues(source, k)
+	}
+}
+
+// InitSink makes the sink's delivery series exist (at zero).
+func (m *Metrics) InitSink(sink string) {
+	if m == nil {
+		return
+	}
+	for _, st := range []string{"delivered", "retry", "dead"} {
+		m.deliveries.WithLabelValues(sink, st)
+	}
+}
+
+// PollStarted counts a claimed run of source.
+func (m *Metrics) PollStarted(source string) {
+	if m == nil {
+		return
+	}
+	m.pollsStarted.WithLabelValues(source).Inc()
+}
+
+// PollFinished counts a run's outcome and observes its duration.
+func (m *Metrics) PollFinished(source, status string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.pollsFinished.WithLabelValues(source, status).Inc()
+	m.runDuration.WithLabelValues(source).Observe(d.Seconds())
+}
+
+// RecordsChanged counts the changes a run wrote.
+func (m *Metrics) RecordsChanged(source string, created, updated, deleted int) {
+	if m == nil {
+		return
+	}
+	for kind, n := range map[string]int{"created": created, "updated": updated, "deleted": deleted} {
+		if n > 0 {
+			m.recordsChanged.WithLabelValues(source, kind).Add(float64(n))
+		}
+	}
+}
+
+// ClaimsExpired counts n expired leases of component (ComponentSyncer, ...).
+func (m *Metrics) ClaimsExpired(component string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.claimsExpired.WithLabelValues(component).Add(float64(n))
+}
+
+// RateLimitWait counts a request to host that waited for limit
+// (LimitSource, LimitHost, LimitBlocked).
+func (m *Metrics) RateLimitWait(host, limit string) {
+	if m == nil {
+		return
+	}
+	m.rateLimitWaits.WithLabelValues(host, limit).Inc()
+}
+
+// UpstreamResponse counts a response of host with status code; code 0
+// means no response (a transport error or a timeout).
+func (m *Metrics) UpstreamResponse(host string, code int) {
+	if m == nil {
+		return
+	}
+	m.upstreamResponses.WithLabelValues(host, CodeClass(code)).Inc()
+}
+
+// CodeClass is the code_class label of an HTTP status: "2xx" .. "5xx",
+// "429" on its own (it is the one rate-limit alerts watch), and "error"
+// for 0 (no response).
+func CodeClass(code int) string {
+	switch {
+	case code == http.StatusTooManyRequests:
+		return "429"
+	case code >= 100 && code < 600:
+		return strconv.Itoa(code/100) + "xx"
+	default:
+		return "error"
+	}
+}
+
+// HostBlocked counts a host asking us to stop sending for a while.
+func (m *Metrics) HostBlocked(host string) {
+	if m == nil {
+		return
+	}
+	m.hostBlocks.WithLabelValues(host).Inc()
+}
+
+// Decision counts one (change, watch) decision.
+func (m *Metrics) Decision(source, watch, step, decision string) {
+	if m == nil {
+		return
+	}
+	m.decisions.WithLabelValues(source, watch, step, decision).Inc()
+}
+
+// DuplicatesSuppressed counts n notifications suppressed as duplicates.
+func (m *Metrics) DuplicatesSuppressed(source, watch string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.duplicates.WithLabelValues(source, watch).Add(float64(n))
+}
+
+// DecisionLag observes the time from a change's commit to its evaluation.
+func (m *Metrics) DecisionLag(source string, lag time.Duration) {
+	if m == nil {
+		return
+	}
+	m.decisionLag.WithLabelValues(source).Observe(max(lag, 0).Seconds())
+}
+
+// ModelCall counts one request to the model server: its outcome, tokens
+// and latency.
+func (m *Metrics) ModelCall(model, outcome string, promptTokens, outputTokens int, latency time.Duration) {
+	if m == nil {
+		return
+	}
+	m.modelCalls.WithLabelValues(model, outcome).Inc()
+	if promptTokens > 0 {
+		m.modelTokens.WithLabelValues(model, "prompt").Add(float64(promptTokens))
+	}
+	if outputTokens > 0 {
+		m.modelTokens.WithLabelValues(model, "output").Add(float64(outputTokens))
+	}
+	if latency > 0 {
+		m.modelLatency.WithLabelValues(model).Observe(latency.Seconds())
+	}
+}
+
+// Delivery counts one delivery attempt to sink with its outcome
+// (delivered, retry, dead) and duration.
+func (m *Metrics) Delivery(sink, status string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.deliveries.WithLabelValues(sink, status).Inc()
+	m.deliveryDuration.WithLabelValues(sink).Observe(d.Seconds())
+}
+
+// Alert counts an alert the watchdog raised, by kind.
+func (m *Metrics) Alert(kind string) {
+	if m == nil {
+		return
+	}
+	m.alerts.WithLabelValues(kind).Inc()
+}

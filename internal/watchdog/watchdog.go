@@ -1,0 +1,500 @@
+// Package watchdog raises alerts about lookout itself: sources that went
+// stale (no successful run within their window), runs that are stuck (their
+// lease expired, or they run past sources.stuck_after_seconds), sources the
+// system disabled, and notifications that became dead letters — the quiet
+// failures of background work that nobody notices until it matters.
+//
+// The watchdog runs in the evaluator daemon. Every alerts.interval one
+// replica at a time (a transaction-scoped advisory lock, per schema) looks
+// for problems and writes each as a notifications row of kind 'alert' for
+// every alert sink, in one transaction: delivery, retries, dead letters
+// and the sinks are the outbox's. Every alert has a dedupe key naming the
+// problem instance (alert/stale/<source>/<since>, alert/stuck/<source>/run-<id>,
+// ...), so a problem alerts once however many checks see it, and alerts
+// again only when it is a new instance (the source recovered, then went
+// stale again).
+//
+// Dead letters are marked (notifications.dead_alerted_at) in the
+// transaction that raises their alert. Alerts are never alerted about: an
+// alert to a sink that is down dies like any notification, and raises
+// nothing, so a dead sink cannot feed a loop; and an alert about a sink's
+// dead letters goes to the other alert sinks when there are any.
+package watchdog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/service"
+)
+
+// Kinds of alert (the payload's alert.type, the metric's kind label).
+const (
+	KindStale       = "stale"
+	KindStuck       = "stuck"
+	KindDeadLetters = "dead_letters"
+	KindDisabled    = "disabled"
+)
+
+// Source is the notifications.source of alerts that are about no source
+// (dead letters).
+const Source = "_lookout"
+
+// WatchPrefix starts the notifications.watch of alerts: _alert_<kind>.
+const WatchPrefix = "_alert_"
+
+// lockKey is the first key of the watchdog's advisory lock; the second is
+// the hash of the schema, so that installations (and tests) in separate
+// schemas of one database do not exclude each other.
+const lockKey = 0x6c6f6f6b // "look"
+
+// Config are the watchdog's typed settings.
+type Config struct {
+	// Interval between checks. Defaults to alerts.interval.
+	Interval time.Duration
+	// OnAlert, when set, is called after a check that wrote alert
+	// notifications, with their number (the delivery wake-up).
+	OnAlert func(notifications int)
+	// Metrics counts the alerts raised. Defaults to nil: nothing recorded.
+	Metrics *metrics.Metrics
+	// Now is the clock of cron stale windows. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Watchdog checks for problems and raises alerts.
+type Watchdog struct {
+	pool   *pgxpool.Pool
+	cfg    *config.Config
+	conf   Config
+	logger *slog.Logger
+	loop   service.Loop
+}
+
+// New returns a watchdog for the sources and alert settings of cfg.
+func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logger) *Watchdog {
+	if conf.Interval <= 0 {
+		conf.Interval = cfg.Global.Alerts.Interval
+	}
+	if conf.Interval <= 0 {
+		conf.Interval = config.AlertsIntervalDefault
+	}
+	if conf.Now == nil {
+		conf.Now = time.Now
+	}
+	return &Watchdog{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "watchdog")}
+}
+
+// Start checks now and then every interval in the background, until Stop.
+// With alerts.enabled false it does nothing.
+func (w *Watchdog) Start(ctx context.Context) error {
+	a := w.cfg.Global.Alerts
+	switch {
+	case !a.On() && len(a.Notify) == 0:
+		w.logger.Warn("alerts disabled: no sink to send them to (set alerts.notify, or defaults.notify)")
+		return nil
+	case !a.On():
+		w.logger.Info("alerts disabled (alerts.enabled: false)")
+		return nil
+	}
+	return w.loop.Start(ctx, w.run)
+}
+
+// Stop stops the watchdog and waits for a check in progress.
+func (w *Watchdog) Stop() error { return w.loop.Stop() }
+
+func (w *Watchdog) run(ctx context.Context) error {
+	w.logger.Info("watchdog started", "interval", w.conf.Interval, "notify", w.cfg.Global.Alerts.Notify)
+	t := time.NewTicker(w.conf.Interval)
+	defer t.Stop()
+	for {
+		if _, err := w.Check(ctx); err != nil && ctx.Err() == nil {
+			w.logger.Error("check for alerts", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Alert is one problem found.
+type Alert struct {
+	Kind string
+	// Source, RecordID and Watch are the notifications columns: the source
+	// (or "_lookout"), the subject, and "_alert_<kind>".
+	Source, RecordID, Watch string
+	// Subject is what the alert is about, as the payload says it.
+	Subject   string
+	DedupeKey string
+	Title     string
+	Body      string
+	Since     time.Time
+	Details   map[string]any
+	// Sinks the alert is sent to.
+	Sinks []string
+}
+
+// Result is what one Check did.
+type Result struct {
+	// Ran is false when another replica was checking (it held the lock).
+	Ran bool
+	// Raised are the alerts that were new (at least one notification row
+	// written); problems already alerted are not listed.
+	Raised []Alert
+	// Notifications is the number of rows written (alerts times sinks).
+	Notifications int
+}
+
+// Check looks for problems once and writes an alert notification for each
+// new one, in one transaction, unless another replica is checking.
+func (w *Watchdog) Check(ctx context.Context) (Result, error) {
+	var res Result
+	sinks := w.cfg.Global.Alerts.Notify
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		res = Result{}
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema()))`, lockKey).Scan(&res.Ran); err != nil {
+			return fmt.Errorf("take the watchdog lock: %w", err)
+		}
+		if !res.Ran {
+			return nil
+		}
+		var found []Alert
+		for _, check := range []func(context.Context, pgx.Tx) ([]Alert, error){w.stale, w.stuck, w.disabled, w.deadLetters} {
+			a, err := check(ctx, tx)
+			if err != nil {
+				return err
+			}
+			found = append(found, a...)
+		}
+		for i := range found {
+			if found[i].Sinks == nil {
+				found[i].Sinks = sinks
+			}
+		}
+		raised, n, err := insert(ctx, tx, found)
+		if err != nil {
+			return err
+		}
+		res.Raised, res.Notifications = raised, n
+		if n > 0 {
+			if _, err := tx.Exec(ctx, `SELECT pg_notify(current_schema() || '.outbox', '')`); err != nil {
+				return fmt.Errorf("notify the outbox: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("watchdog check: %w", err)
+	}
+	for _, a := range res.Raised {
+		w.conf.Metrics.Alert(a.Kind)
+		w.logger.Warn("alert raised", "kind", a.Kind, "source", a.Source, "subject", a.Subject, "dedupe_key", a.DedupeKey,
+			"title", a.Title, "sinks", a.Sinks)
+	}
+	if res.Notifications > 0 && w.conf.OnAlert != nil {
+		w.conf.OnAlert(res.Notifications)
+	}
+	return res, nil
+}
+
+// stamp formats a time for a dedupe key: UTC, microseconds (the database's
+// precision), so that every read of one timestamp gives one key.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+
+func ago(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%.1f days", d.Hours()/24)
+	case d >= time.Hour:
+		return d.Truncate(time.Minute).String()
+	default:
+		return d.Truncate(time.Second).String()
+	}
+}
+
+// stale finds active configured sources without a successful run within
+// their stale window. The window starts at the last success, or at the
+// registration or the last status change (a resume) when later.
+func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
+	now := w.conf.Now()
+	names := make([]string, 0, len(w.cfg.Sources))
+	secs := make([]float64, 0, len(w.cfg.Sources))
+	for _, s := range w.cfg.Sources {
+		names = append(names, s.Name)
+		secs = append(secs, w.cfg.Global.Alerts.StaleAfterFor(s, now).Seconds())
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT s.name, s.last_success_at, s.last_run_at, s.failure_count, coalesce(s.last_error, ''), s.next_run_at,
+		       greatest(s.last_success_at, s.status_changed_at, s.created_at) AS since, c.secs,
+		       extract(epoch FROM now() - greatest(s.last_success_at, s.status_changed_at, s.created_at))::float8
+		FROM sources s JOIN unnest($1::text[], $2::float8[]) AS c(name, secs) ON c.name = s.name
+		WHERE s.status = 'active'
+		  AND greatest(s.last_success_at, s.status_changed_at, s.created_at) < now() - make_interval(secs => c.secs)
+		ORDER BY s.name`, names, secs)
+	if err != nil {
+		return nil, fmt.Errorf("look for stale sources: %w", err)
+	}
+	var out []Alert
+	for rows.Next() {
+		var name, lastErr string
+		var lastSuccess, lastRun *time.Time
+		var failures int
+		var next, since time.Time
+		var window, age float64
+		if err := rows.Scan(&name, &lastSuccess, &lastRun, &failures, &lastErr, &next, &since, &window, &age); err != nil {
+			return nil, fmt.Errorf("look for stale sources: %w", err)
+		}
+		win := time.Duration(window * float64(time.Second))
+		details := map[string]any{"stale_after_seconds": window, "failure_count": failures, "next_run_at": next.UTC()}
+		var b strings.Builder
+		if lastSuccess != nil {
+			details["last_success_at"] = lastSuccess.UTC()
+			fmt.Fprintf(&b, "Last successful run: %s.\n", lastSuccess.UTC().Format(time.RFC3339))
+		} else {
+			fmt.Fprintf(&b, "No successful run since it was registered or resumed (%s).\n", since.UTC().Format(time.RFC3339))
+		}
+		if lastRun != nil {
+			details["last_run_at"] = lastRun.UTC()
+			fmt.Fprintf(&b, "Last run: %s; consecutive failures: %d.\n", lastRun.UTC().Format(time.RFC3339), failures)
+		} else {
+			b.WriteString("It never ran: is a syncer running against this database?\n")
+		}
+		if lastErr != "" {
+			details["last_error"] = lastErr
+			fmt.Fprintf(&b, "Last error: %s\n", lastErr)
+		}
+		fmt.Fprintf(&b, "Next run due: %s. See `syncer status`.", next.UTC().Format(time.RFC3339))
+		out = append(out, Alert{
+			Kind: KindStale, Source: name, RecordID: name, Watch: WatchPrefix + KindStale, Subject: name,
+			DedupeKey: "alert/stale/" + name + "/" + stamp(since),
+			Title:     fmt.Sprintf("[lookout] source %s is stale: no successful run for %s (stale_after %s)", name, ago(time.Duration(age*float64(time.Second))), win),
+			Body:      b.String(), Since: since, Details: details,
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look for stale sources: %w", err)
+	}
+	return out, nil
+}
+
+// stuck finds running runs whose source lease is gone (expired, released,
+// or held for another run) or that run past the source's
+// stuck_after_seconds.
+func (w *Watchdog) stuck(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT r.id, r.source, r.owner, r.started_at, coalesce(s.lease_owner, ''), s.lease_expires_at, s.stuck_after_seconds,
+		       (s.lease_owner IS NULL OR s.run_id IS DISTINCT FROM r.id OR s.lease_expires_at < now()) AS lease_gone,
+		       extract(epoch FROM now() - r.started_at)::float8
+		FROM sync_runs r JOIN sources s ON s.name = r.source
+		WHERE r.status = 'running'
+		  AND (s.lease_owner IS NULL OR s.run_id IS DISTINCT FROM r.id OR s.lease_expires_at < now()
+		       OR r.started_at < now() - make_interval(secs => s.stuck_after_seconds))
+		ORDER BY r.id`)
+	if err != nil {
+		return nil, fmt.Errorf("look for stuck runs: %w", err)
+	}
+	var out []Alert
+	for rows.Next() {
+		var id int64
+		var source, owner, leaseOwner string
+		var started time.Time
+		var leaseEnd *time.Time
+		var stuckAfter int
+		var leaseGone bool
+		var age float64
+		if err := rows.Scan(&id, &source, &owner, &started, &leaseOwner, &leaseEnd, &stuckAfter, &leaseGone, &age); err != nil {
+			return nil, fmt.Errorf("look for stuck runs: %w", err)
+		}
+		running := time.Duration(age * float64(time.Second))
+		details := map[string]any{"run_id": id, "owner": owner, "started_at": started.UTC(), "running_seconds": age,
+			"stuck_after_seconds": stuckAfter, "lease_owner": leaseOwner}
+		why := fmt.Sprintf("running for %s, past stuck_after_seconds (%d)", ago(running), stuckAfter)
+		if leaseGone {
+			switch {
+			case leaseEnd != nil && leaseOwner == owner:
+				why = fmt.Sprintf("its lease expired at %s (owner %s)", leaseEnd.UTC().Format(time.RFC3339), owner)
+				details["lease_expires_at"] = leaseEnd.UTC()
+			default:
+				why = fmt.Sprintf("its source's lease is no longer held for it (owner %s)", owner)
+			}
+		}
+		subject := source + "/run-" + strconv.FormatInt(id, 10)
+		body := fmt.Sprintf("sync_runs %d of source %s, started %s by %s, is still 'running': %s.\n"+
+			"The syncer that runs it may have died or hung. Another syncer takes the source over when it is next due "+
+			"(the run is then recorded as abandoned). See `syncer status` and the report of stuck runs.",
+			id, source, started.UTC().Format(time.RFC3339), owner, why)
+		out = append(out, Alert{
+			Kind: KindStuck, Source: source, RecordID: "run-" + strconv.FormatInt(id, 10), Watch: WatchPrefix + KindStuck, Subject: subject,
+			DedupeKey: "alert/stuck/" + subject,
+			Title:     fmt.Sprintf("[lookout] run %d of source %s is stuck: %s", id, source, why),
+			Body:      body, Since: started, Details: details,
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look for stuck runs: %w", err)
+	}
+	return out, nil
+}
+
+// disabled finds sources the system (or an operator) disabled.
+func (w *Watchdog) disabled(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT name, coalesce(status_reason, ''), coalesce(status_changed_at, updated_at), failure_count, coalesce(last_error, '')
+		FROM sources WHERE status = 'disabled' ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("look for disabled sources: %w", err)
+	}
+	var out []Alert
+	for rows.Next() {
+		var name, reason, lastErr string
+		var since time.Time
+		var failures int
+		if err := rows.Scan(&name, &reason, &since, &failures, &lastErr); err != nil {
+			return nil, fmt.Errorf("look for disabled sources: %w", err)
+		}
+		details := map[string]any{"reason": reason, "failure_count": failures}
+		if lastErr != "" {
+			details["last_error"] = lastErr
+		}
+		out = append(out, Alert{
+			Kind: KindDisabled, Source: name, RecordID: name, Watch: WatchPrefix + KindDisabled, Subject: name,
+			DedupeKey: "alert/disabled/" + name + "/" + stamp(since),
+			Title:     fmt.Sprintf("[lookout] source %s was disabled: %s", name, reason),
+			Body: fmt.Sprintf("Source %s is disabled since %s and is not polled any more.\nReason: %s\n"+
+				"Fix the cause (credentials, configuration), then `syncer resume %s`.", name, since.UTC().Format(time.RFC3339), reason, name),
+			Since: since, Details: details,
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look for disabled sources: %w", err)
+	}
+	return out, nil
+}
+
+// maxExamples bounds the dead letters a dead-letter alert lists.
+const maxExamples = 5
+
+// deadLetters marks the dead letters not yet alerted and returns one alert
+// per sink. Alert rows are never counted.
+func (w *Watchdog) deadLetters(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
+	rows, err := tx.Query(ctx, `
+		WITH marked AS (
+		    UPDATE notifications SET dead_alerted_at = now()
+		    WHERE status = 'dead' AND dead_alerted_at IS NULL AND kind <> 'alert'
+		    RETURNING id, sink, watch, title, coalesce(dead_at, last_attempt_at, created_at) AS dead_at, coalesce(last_error, '') AS last_error
+		)
+		SELECT sink, count(*)::int, min(dead_at), max(dead_at), max(id),
+		       (array_agg(id ORDER BY id DESC))[1:$1], (array_agg(watch ORDER BY id DESC))[1:$1],
+		       (array_agg(title ORDER BY id DESC))[1:$1], (array_agg(last_error ORDER BY id DESC))[1:$1]
+		FROM marked GROUP BY sink ORDER BY sink`, maxExamples)
+	if err != nil {
+		return nil, fmt.Errorf("look for dead letters: %w", err)
+	}
+	var out []Alert
+	for rows.Next() {
+		var sink string
+		var n int
+		var first, last time.Time
+		var maxID int64
+		var ids []int64
+		var watches, titles, errs []string
+		if err := rows.Scan(&sink, &n, &first, &last, &maxID, &ids, &watches, &titles, &errs); err != nil {
+			return nil, fmt.Errorf("look for dead letters: %w", err)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d notification(s) to sink %s became dead (gave up after their attempts, or failed permanently) between %s and %s.\n",
+			n, sink, first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339))
+		for i := range ids {
+			fmt.Fprintf(&b, "- #%d %s [%s]: %s\n", ids[i], titles[i], watches[i], errs[i])
+		}
+		fmt.Fprintf(&b, "See `evaluator deliveries --status dead --sink %s`; after fixing the sink, `evaluator retry-dead --sink %s`.", sink, sink)
+		// An alert about a sink's dead letters is not sent to that sink
+		// (it is failing), unless no other alert sink is configured.
+		sinks := slices.DeleteFunc(slices.Clone(w.cfg.Global.Alerts.Notify), func(s string) bool { return s == sink })
+		if len(sinks) == 0 {
+			sinks = w.cfg.Global.Alerts.Notify
+		}
+		out = append(out, Alert{
+			Kind: KindDeadLetters, Source: Source, RecordID: sink, Watch: WatchPrefix + KindDeadLetters, Subject: sink,
+			DedupeKey: fmt.Sprintf("alert/dead_letters/%s/%d@%s", sink, maxID, stamp(last)),
+			Title:     fmt.Sprintf("[lookout] %d notification(s) to sink %s are dead letters", n, sink),
+			Body:      b.String(), Since: first, Sinks: sinks,
+			Details: map[string]any{"count": n, "first_dead_at": first.UTC(), "last_dead_at": last.UTC(),
+				"notification_ids": ids, "last_error": errs[0]},
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look for dead letters: %w", err)
+	}
+	return out, nil
+}
+
+// insert writes one notification per (alert, sink); a dedupe key already
+// there writes nothing. It returns the alerts that wrote at least one row
+// and the number of rows.
+func insert(ctx context.Context, tx pgx.Tx, alerts []Alert) ([]Alert, int, error) {
+	var keys, sinks, sources, records, watches, titles, bodies, reasons, payloads []string
+	now := time.Now().UTC()
+	for _, a := range alerts {
+		since := a.Since.UTC()
+		p := notify.Payload{
+			DedupeKey: a.DedupeKey, Kind: notify.KindAlert, Watch: a.Watch, Source: a.Source,
+			Title: a.Title, Body: a.Body,
+			Record:  notify.PayloadRecord{ID: a.RecordID, Title: a.Subject},
+			Change:  notify.PayloadChange{ChangedFields: []string{}},
+			Urgency: "high", Reason: a.Kind, CreatedAt: now,
+			Alert: &notify.PayloadAlert{Type: a.Kind, Subject: a.Subject, Since: &since, Details: a.Details},
+		}
+		body := string(p.Marshal())
+		for _, s := range a.Sinks {
+			keys, sinks, sources, records = append(keys, a.DedupeKey), append(sinks, s), append(sources, a.Source), append(records, a.RecordID)
+			watches, titles, bodies = append(watches, a.Watch), append(titles, a.Title), append(bodies, a.Body)
+			reasons, payloads = append(reasons, a.Kind), append(payloads, body)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, 0, nil
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, title, body, urgency, reason, payload, status)
+		SELECT u.key, u.sink, u.source, u.record_id, u.watch, 'alert', u.title, u.body, 'high', u.reason, u.payload::jsonb, 'pending'
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+		     AS u(key, sink, source, record_id, watch, title, body, reason, payload)
+		ON CONFLICT (dedupe_key, sink) DO NOTHING
+		RETURNING dedupe_key`, keys, sinks, sources, records, watches, titles, bodies, reasons, payloads)
+	if err != nil {
+		return nil, 0, fmt.Errorf("write alert notifications: %w", err)
+	}
+	written := map[string]bool{}
+	n := 0
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, 0, fmt.Errorf("write alert notifications: %w", err)
+		}
+		written[k] = true
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("write alert notifications: %w", err)
+	}
+	var raised []Alert
+	for _, a := range alerts {
+		if written[a.DedupeKey] {
+			raised = append(raised, a)
+		}
+	}
+	return raised, n, nil
+}

@@ -1,0 +1,449 @@
+package watchdog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/migrations"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
+	)
+}
+
+const testGlobal = `sinks:
+  log: {type: log}
+  ops: {type: log}
+alerts:
+  notify: [log, ops]
+  stale_after: 1h
+`
+
+type setup struct {
+	t    *testing.T
+	pool *pgxpool.Pool
+	cfg  *config.Config
+	dog  *Watchdog
+	m    *metrics.Metrics
+}
+
+func newSetup(t *testing.T, global string, sources ...string) *setup {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(global), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range sources {
+		src := "name: " + name + "\nconnector: file\nfile:\n  paths: [x.json]\nevery: 1m\n"
+		if err := os.WriteFile(filepath.Join(dir, "sources", name+".yaml"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &setup{t: t, pool: pgtest.Pool(t), cfg: cfg, m: metrics.New()}
+	s.dog = New(s.pool, cfg, Config{Metrics: s.m}, slog.New(slog.DiscardHandler))
+	return s
+}
+
+func (s *setup) exec(sql string, args ...any) {
+	s.t.Helper()
+	if _, err := s.pool.Exec(context.Background(), sql, args...); err != nil {
+		s.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (s *setup) count(sql string, args ...any) int {
+	s.t.Helper()
+	var n int
+	if err := s.pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		s.t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func (s *setup) check() Result {
+	s.t.Helper()
+	res, err := s.dog.Check(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if !res.Ran {
+		s.t.Fatal("check did not run")
+	}
+	return res
+}
+
+func kinds(res Result) []string {
+	var out []string
+	for _, a := range res.Raised {
+		out = append(out, a.Kind+":"+a.Subject)
+	}
+	return out
+}
+
+func (s *setup) addSource(name, extra string) {
+	s.t.Helper()
+	s.exec(`INSERT INTO sources (name, connector, config_hash, created_at, next_run_at) VALUES ($1, 'file', 'h', now() - interval '1 day', now())`, name)
+	if extra != "" {
+		s.exec(`UPDATE sources SET `+extra+` WHERE name = $1`, name)
+	}
+}
+
+func TestStaleSourceAlertsOnce(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testGlobal, "tasks", "fresh", "paused")
+	s.addSource("tasks", `last_success_at = now() - interval '3 hours', last_run_at = now() - interval '5 minutes',
+		failure_count = 7, last_error = 'GET https://x/: 503 Service Unavailable'`)
+	s.addSource("fresh", `last_success_at = now() - interval '10 minutes'`)
+	s.addSource("paused", `status = 'paused', last_success_at = now() - interval '3 hours'`)
+	s.addSource("unconfigured", `last_success_at = now() - interval '3 hours'`)
+
+	res := s.check()
+	if got := kinds(res); !slices.Equal(got, []string{"stale:tasks"}) {
+		t.Fatalf("raised %v, want [stale:tasks]", got)
+	}
+	if res.Notifications != 2 {
+		t.Errorf("notifications = %d, want one per alert sink (2)", res.Notifications)
+	}
+	// Several more ticks: the problem is the same instance, nothing more.
+	for range 3 {
+		if res := s.check(); len(res.Raised) != 0 || res.Notifications != 0 {
+			t.Fatalf("a later check raised %v", kinds(res))
+		}
+	}
+	if got := s.count(`SELECT count(*) FROM notifications WHERE kind = 'alert' AND watch = '_alert_stale'`); got != 2 {
+		t.Fatalf("stale alert rows = %d, want 2 (log and ops)", got)
+	}
+
+	var title, body, key, status string
+	var payload []byte
+	if err := s.pool.QueryRow(context.Background(), `SELECT title, body, dedupe_key, status, payload FROM notifications WHERE sink = 'ops' AND kind = 'alert'`).
+		Scan(&title, &body, &key, &status, &payload); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(title, "[lookout] source tasks is stale: no successful run for 3h0m") || !strings.Contains(title, "stale_after 1h0m0s") {
+		t.Errorf("title = %q", title)
+	}
+	if !strings.Contains(body, "503 Service Unavailable") || !strings.Contains(body, "consecutive failures: 7") {
+		t.Errorf("body = %q", body)
+	}
+	if !strings.HasPrefix(key, "alert/stale/tasks/") || status != "pending" {
+		t.Errorf("dedupe key %q, status %s", key, status)
+	}
+	var p notify.Payload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Kind != "alert" || p.Alert == nil || p.Alert.Type != "stale" || p.Alert.Subject != "tasks" || p.Record.ID != "tasks" ||
+		p.Alert.Details["failure_count"] != float64(7) || p.Urgency != "high" {
+		t.Errorf("payload = %s", payload)
+	}
+
+	// The source recovers, then goes stale again: a new instance, a new alert.
+	s.exec(`UPDATE sources SET last_success_at = now() WHERE name = 'tasks'`)
+	if res := s.check(); len(res.Raised) != 0 {
+		t.Fatalf("recovered source raised %v", kinds(res))
+	}
+	s.exec(`UPDATE sources SET last_success_at = now() - interval '2 hours' WHERE name = 'tasks'`)
+	if got := kinds(s.check()); !slices.Equal(got, []string{"stale:tasks"}) {
+		t.Fatalf("stale again raised %v", got)
+	}
+	if got := s.count(`SELECT count(DISTINCT dedupe_key) FROM notifications WHERE watch = '_alert_stale'`); got != 2 {
+		t.Errorf("stale instances = %d, want 2", got)
+	}
+
+	// A resume restarts the window: a source resumed a minute ago is not
+	// stale for its old last success.
+	s.exec(`UPDATE sources SET last_success_at = now() - interval '5 hours', status_changed_at = now() - interval '1 minute' WHERE name = 'tasks'`)
+	if res := s.check(); len(res.Raised) != 0 {
+		t.Errorf("a just-resumed source raised %v", kinds(res))
+	}
+}
+
+func TestStuckRuns(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testGlobal, "a", "b", "c")
+	for _, name := range []string{"a", "b", "c"} {
+		s.addSource(name, `last_success_at = now()`)
+	}
+	run := func(source, started string) int64 {
+		var id int64
+		if err := s.pool.QueryRow(context.Background(), `INSERT INTO sync_runs (source, owner, started_at) VALUES ($1, 'host:42', now() - $2::interval) RETURNING id`,
+			source, started).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// a: the lease holder died (lease expired); b: alive but running past
+	// stuck_after_seconds; c: a healthy run in progress.
+	ra := run("a", "2 minutes")
+	s.exec(`UPDATE sources SET lease_owner = 'host:42', lease_expires_at = now() - interval '1 second', run_id = $1 WHERE name = 'a'`, ra)
+	rb := run("b", "45 minutes")
+	s.exec(`UPDATE sources SET lease_owner = 'host:42', lease_expires_at = now() + interval '5 minutes', run_id = $1 WHERE name = 'b'`, rb)
+	rc := run("c", "1 minute")
+	s.exec(`UPDATE sources SET lease_owner = 'host:42', lease_expires_at = now() + interval '5 minutes', run_id = $1 WHERE name = 'c'`, rc)
+
+	res := s.check()
+	got := kinds(res)
+	want := []string{"stuck:a/run-" + itoa(ra), "stuck:b/run-" + itoa(rb)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("raised %v, want %v", got, want)
+	}
+	titles := map[string]string{}
+	for _, a := range res.Raised {
+		titles[a.Source] = a.Title
+	}
+	if !strings.Contains(titles["a"], "lease expired at") {
+		t.Errorf("a: %q", titles["a"])
+	}
+	if !strings.Contains(titles["b"], "running for 45m0s, past stuck_after_seconds (1800)") {
+		t.Errorf("b: %q", titles["b"])
+	}
+	// b's lease expires too, later: the same run, no second alert.
+	s.exec(`UPDATE sources SET lease_expires_at = now() - interval '1 second' WHERE name = 'b'`)
+	for range 2 {
+		if res := s.check(); len(res.Raised) != 0 {
+			t.Fatalf("later check raised %v", kinds(res))
+		}
+	}
+	if got := s.count(`SELECT count(*) FROM notifications WHERE watch = '_alert_stuck'`); got != 4 {
+		t.Errorf("stuck alert rows = %d, want 2 alerts x 2 sinks", got)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func scrape(t *testing.T, m *metrics.Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler(nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
+}
+
+func TestDisabledSource(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testGlobal, "gh")
+	s.addSource("gh", `status = 'disabled', status_reason = 'authorization refused by upstream: 401 Unauthorized', status_changed_at = now(), last_success_at = now()`)
+	res := s.check()
+	if got := kinds(res); !slices.Equal(got, []string{"disabled:gh"}) {
+		t.Fatalf("raised %v", got)
+	}
+	if !strings.Contains(res.Raised[0].Title, "401 Unauthorized") || !strings.Contains(res.Raised[0].Body, "syncer resume gh") {
+		t.Errorf("alert = %+v", res.Raised[0])
+	}
+	if res := s.check(); len(res.Raised) != 0 {
+		t.Errorf("second check raised %v", kinds(res))
+	}
+}
+
+// failing is a sink that refuses everything for good.
+type failing struct{}
+
+func (failing) Deliver(context.Context, *notify.Notification) error {
+	return &notify.PermanentError{Err: errors.New("410 Gone")}
+}
+
+// recording remembers what it received.
+type recording struct {
+	mu    sync.Mutex
+	notes []*notify.Notification
+}
+
+func (r *recording) Deliver(_ context.Context, n *notify.Notification) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, n)
+	return nil
+}
+
+func TestDeadLettersAlertOnceAndNeverLoop(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testGlobal)
+	ctx := context.Background()
+	// Three notifications to ops: ops refuses them all, they die.
+	for _, k := range []string{"k1", "k2", "k3"} {
+		s.exec(`INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload)
+			VALUES ($1, 'tasks', 't-1', 'urgent', 'ops', 'Task ' || $1, '{}')`, k)
+	}
+	rec := &recording{}
+	deliver := func() {
+		t.Helper()
+		d := notify.NewDeliverer(s.pool, &s.cfg.Global, map[string]notify.Sink{"log": rec, "ops": failing{}},
+			notify.DelivererConfig{Owner: "d-" + t.Name()}, slog.New(slog.DiscardHandler))
+		if _, err := d.DeliverDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliver()
+	if got := s.count(`SELECT count(*) FROM notifications WHERE status = 'dead'`); got != 3 {
+		t.Fatalf("dead = %d, want 3", got)
+	}
+
+	res := s.check()
+	if got := kinds(res); !slices.Equal(got, []string{"dead_letters:ops"}) {
+		t.Fatalf("raised %v", got)
+	}
+	a := res.Raised[0]
+	// Not sent to the failing sink itself.
+	if !slices.Equal(a.Sinks, []string{"log"}) || res.Notifications != 1 {
+		t.Errorf("dead-letter alert sinks %v (%d rows), want [log]", a.Sinks, res.Notifications)
+	}
+	if !strings.Contains(a.Title, "3 notification(s) to sink ops are dead letters") || !strings.Contains(a.Body, "410 Gone") ||
+		!strings.Contains(a.Body, "retry-dead --sink ops") {
+		t.Errorf("alert = %q\n%s", a.Title, a.Body)
+	}
+	if got := s.count(`SELECT count(*) FROM notifications WHERE status = 'dead' AND dead_alerted_at IS NOT NULL`); got != 3 {
+		t.Errorf("dead letters marked alerted = %d, want 3", got)
+	}
+	if res := s.check(); len(res.Raised) != 0 {
+		t.Fatalf("second check raised %v", kinds(res))
+	}
+
+	// The alert is delivered through the log sink like any notification.
+	deliver()
+	rec.mu.Lock()
+	if len(rec.notes) != 1 || rec.notes[0].Kind != "alert" || rec.notes[0].Payload.Alert == nil || rec.notes[0].Payload.Alert.Type != "dead_letters" {
+		t.Errorf("log sink received %+v", rec.notes)
+	}
+	rec.mu.Unlock()
+
+	// An alert that dies (a stale alert to ops, which refuses it) raises
+	// nothing: no alert about alerts, no loop.
+	s.exec(`INSERT INTO sources (name, connector, config_hash, created_at, last_success_at) VALUES ('tasks', 'file', 'h', now() - interval '1 day', now() - interval '1 day')`)
+	s.cfg.Sources = append(s.cfg.Sources, &config.Source{Name: "tasks", StaleAfter: 1})
+	if got := kinds(s.check()); !slices.Equal(got, []string{"stale:tasks"}) {
+		t.Fatalf("raised %v", got)
+	}
+	deliver()
+	if got := s.count(`SELECT count(*) FROM notifications WHERE kind = 'alert' AND status = 'dead'`); got != 1 {
+		t.Fatalf("dead alerts = %d, want the stale alert to ops", got)
+	}
+	for range 2 {
+		if res := s.check(); len(res.Raised) != 0 {
+			t.Fatalf("a dead alert raised %v", kinds(res))
+		}
+	}
+
+	// A dead letter sent back by retry-dead that dies again is alerted again.
+	if n, err := notify.RetryDead(ctx, s.pool, notify.Filter{Sink: "ops", Watch: "urgent"}); err != nil || n != 3 {
+		t.Fatalf("retry-dead = %d, %v", n, err)
+	}
+	deliver()
+	if got := kinds(s.check()); !slices.Equal(got, []string{"dead_letters:ops"}) {
+		t.Fatalf("after retry-dead raised %v", got)
+	}
+	if got := s.count(`SELECT count(DISTINCT dedupe_key) FROM notifications WHERE watch = '_alert_dead_letters'`); got != 2 {
+		t.Errorf("dead-letter alerts = %d, want 2", got)
+	}
+	body := scrape(t, s.m)
+	for _, want := range []string{`lookout_alerts_total{kind="dead_letters"} 2`, `lookout_alerts_total{kind="stale"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func TestOneWatchdogAtATime(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testGlobal, "tasks")
+	s.addSource("tasks", `last_success_at = now() - interval '3 hours'`)
+	ctx := context.Background()
+	// Another replica is checking: it holds the lock in its transaction.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, lockKey); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.dog.Check(ctx)
+	if err != nil || res.Ran || len(res.Raised) != 0 {
+		t.Fatalf("Check while another holds the lock = %+v, %v; want skipped", res, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(s.check()); !slices.Equal(got, []string{"stale:tasks"}) {
+		t.Errorf("after the lock is free: %v", got)
+	}
+}
+
+func TestStartChecksAndWakesDelivery(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testGlobal, "tasks")
+	s.addSource("tasks", `last_success_at = now() - interval '3 hours'`)
+	woke := make(chan int, 1)
+	dog := New(s.pool, s.cfg, Config{OnAlert: func(n int) { woke <- n }}, slog.New(slog.DiscardHandler))
+	if err := dog.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer dog.Stop()
+	if n := <-woke; n != 2 {
+		t.Errorf("OnAlert(%d), want 2", n)
+	}
+	if err := dog.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The down migration of 0006 drops the alerts; up brings the schema back.
+func TestMigration0006RoundTrip(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testGlobal, "tasks")
+	s.addSource("tasks", `last_success_at = now() - interval '3 hours'`)
+	s.check()
+	ctx := context.Background()
+	read := func(name string) string {
+		b, err := fs.ReadFile(migrations.FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, read("0006_alerts.down.sql")); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM notifications`).Scan(&n); err != nil || n != 0 {
+			t.Errorf("after down: %d notifications, %v", n, err)
+		}
+		_, err := tx.Exec(ctx, read("0006_alerts.up.sql"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(s.check()); !slices.Equal(got, []string{"stale:tasks"}) {
+		t.Errorf("after down and up: %v", got)
+	}
+}
