@@ -13,6 +13,7 @@ DROP VIEW IF EXISTS report_recent_failures;
 DROP VIEW IF EXISTS report_stuck;
 DROP VIEW IF EXISTS report_active_sources;
 
+DROP INDEX IF EXISTS verdicts_model_call_idx;
 DROP INDEX IF EXISTS notifications_failed_idx;
 DROP INDEX IF EXISTS evaluations_failed_idx;
 DROP INDEX IF EXISTS sync_runs_failed_idx;

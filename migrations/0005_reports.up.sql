@@ -314,3 +314,8 @@ COMMENT ON VIEW report_delivery_status IS 'the outbox per sink: pending, retryin
 COMMENT ON VIEW report_expensive_evaluations IS 'model calls, slowest first, with tokens, outcome and the decision they led to';
 COMMENT ON VIEW report_model_drift IS 'model decisions per day, watch, model digest and prompt version: notify rate, confidence';
 COMMENT ON VIEW report_model_usage IS 'model calls and tokens per UTC day, watch and purpose (what budgets count)';
+
+-- Retention deletes model calls; each deleted call sets the model_call_id
+-- of the verdicts it produced to NULL (ON DELETE SET NULL), a lookup by
+-- model_call_id.
+CREATE INDEX verdicts_model_call_idx ON verdicts (model_call_id) WHERE model_call_id IS NOT NULL;
