@@ -22,6 +22,7 @@ import (
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/retention"
 )
 
 func main() {
@@ -32,6 +33,8 @@ func main() {
 		{Name: "replay", Summary: "re-evaluate stored changes against the current watches and print how decisions would differ; delivers nothing", Run: runReplay},
 		{Name: "retry-dead", Summary: "send dead notifications back to pending (--sink S --watch W --source S --id N)", Run: retryDead},
 		{Name: "deliveries", Summary: "list notifications and their delivery state (--status S --sink S --watch W --limit N)", Run: deliveries},
+		{Name: "prune", Summary: "delete history older than the retention windows now (--dry-run: count only)", Run: prune},
+		cli.ReportCommand(),
 		cli.MigrateCommand(),
 		cli.CheckCommand(cli.BuildAll),
 	}))
@@ -42,6 +45,7 @@ type parts struct {
 	eval *evaluator.Evaluator
 	del  *notify.Deliverer
 	dig  *notify.Digester
+	prn  *retention.Pruner
 }
 
 func setup(ctx context.Context, env *cli.Env) (*parts, error) {
@@ -63,7 +67,7 @@ func setup(ctx context.Context, env *cli.Env) (*parts, error) {
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
-	p := &parts{pool: pool}
+	p := &parts{pool: pool, prn: retention.New(pool, retention.FromConfig(cfg.Global.Retention), logger)}
 	p.del = notify.NewDeliverer(pool, &cfg.Global, sinks, notify.DelivererConfig{}, logger)
 	p.dig = notify.NewDigester(pool, &cfg.Global, composer, notify.DigesterConfig{OnDigest: func(int) { p.del.Wake() }}, logger)
 	p.eval, err = evaluator.New(pool, cfg, evaluator.Config{OnBatch: func(n int) {
@@ -96,8 +100,11 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		p.del.Stop()
 		return err
 	}
+	if err := p.prn.Start(ctx); err != nil {
+		return errors.Join(err, p.eval.Stop(), p.dig.Stop(), p.del.Stop())
+	}
 	<-ctx.Done()
-	return errors.Join(p.eval.Stop(), p.dig.Stop(), p.del.Stop())
+	return errors.Join(p.prn.Stop(), p.eval.Stop(), p.dig.Stop(), p.del.Stop())
 }
 
 func runOnce(ctx context.Context, env *cli.Env) error {
