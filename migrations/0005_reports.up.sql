@@ -27,11 +27,16 @@ CREATE INDEX changes_run_brin ON changes USING brin (run_id) WITH (autosummarize
 -- with this the OR is two index scans instead of a scan of every source.
 CREATE INDEX sources_run_requested_idx ON sources (run_requested_at) WHERE run_requested_at IS NOT NULL;
 
--- Retention walks sync_runs by start time; report_recent_failures reads the
--- failures of the last day.
+-- report_recent_failures and report_overview read the failures of the last
+-- day: a small partial index per table instead of a scan of its history.
 CREATE INDEX sync_runs_failed_idx ON sync_runs (started_at) WHERE status IN ('failed', 'deferred', 'abandoned');
 CREATE INDEX evaluations_failed_idx ON evaluations (created_at) WHERE decision IN ('error', 'hold');
 CREATE INDEX notifications_failed_idx ON notifications (last_attempt_at) WHERE last_error IS NOT NULL;
+
+-- Retention deletes model calls; each deleted call sets the model_call_id
+-- of the verdicts it produced to NULL (ON DELETE SET NULL), a lookup by
+-- model_call_id.
+CREATE INDEX verdicts_model_call_idx ON verdicts (model_call_id) WHERE model_call_id IS NOT NULL;
 
 -- Reports ------------------------------------------------------------------
 
@@ -70,9 +75,10 @@ ORDER BY s.next_run_at, s.name;
 
 -- Stuck work: claims whose holder stopped renewing them, runs in progress
 -- longer than their source's stuck_after_seconds, and changes and
--- notifications waiting longer than it. One row per stuck thing; a healthy
--- system shows none.
+-- notifications waiting longer than it. One row per stuck thing, oldest
+-- first; a healthy system shows none.
 CREATE VIEW report_stuck AS
+SELECT * FROM (
 -- A source claim whose lease expired: its holder died or hangs. The next
 -- claim of an active source takes it over; a paused or disabled source
 -- keeps the stale lease (and a 'running' run) until resumed.
@@ -149,7 +155,9 @@ SELECT 'digest_overdue', n.source, n.id, n.record_id, NULL, n.digest_due_at,
 FROM notifications n
 LEFT JOIN sources s ON s.name = n.source
 WHERE n.status = 'held'
-  AND n.digest_due_at < now() - make_interval(secs => coalesce(s.stuck_after_seconds, 1800));
+  AND n.digest_due_at < now() - make_interval(secs => coalesce(s.stuck_after_seconds, 1800))
+) stuck
+ORDER BY since, kind, id;
 
 -- Failures of the last 24 hours, newest first: runs that failed, were
 -- deferred or abandoned; evaluations that ended in error or were held;
@@ -243,7 +251,7 @@ ORDER BY s.status_changed_at DESC NULLS LAST, s.name;
 -- dedupe keys absorbed; "possible" counts deliveries a receiver may have
 -- seen more than once (it can tell by the Idempotency-Key).
 CREATE VIEW report_ran_twice AS
-SELECT 'overlapping_runs'::text AS check, 'problem'::text AS verdict, count(*) AS count,
+SELECT 'overlapping_runs'::text AS finding, 'problem'::text AS verdict, count(*) AS count,
        (array_agg(id ORDER BY id DESC))[1:10] AS examples,
        'sync_runs of one source that overlapped in time (examples: the later run ids)'::text AS meaning
 FROM (
@@ -314,8 +322,3 @@ COMMENT ON VIEW report_delivery_status IS 'the outbox per sink: pending, retryin
 COMMENT ON VIEW report_expensive_evaluations IS 'model calls, slowest first, with tokens, outcome and the decision they led to';
 COMMENT ON VIEW report_model_drift IS 'model decisions per day, watch, model digest and prompt version: notify rate, confidence';
 COMMENT ON VIEW report_model_usage IS 'model calls and tokens per UTC day, watch and purpose (what budgets count)';
-
--- Retention deletes model calls; each deleted call sets the model_call_id
--- of the verdicts it produced to NULL (ON DELETE SET NULL), a lookup by
--- model_call_id.
-CREATE INDEX verdicts_model_call_idx ON verdicts (model_call_id) WHERE model_call_id IS NOT NULL;
