@@ -17,6 +17,7 @@ DROP INDEX IF EXISTS verdicts_model_call_idx;
 DROP INDEX IF EXISTS notifications_failed_idx;
 DROP INDEX IF EXISTS evaluations_failed_idx;
 DROP INDEX IF EXISTS sync_runs_failed_idx;
+DROP INDEX IF EXISTS sync_runs_started_idx;
 DROP INDEX IF EXISTS sources_run_requested_idx;
 DROP INDEX IF EXISTS changes_run_brin;
 DROP INDEX IF EXISTS changes_pending_record_idx;

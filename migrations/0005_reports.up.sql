@@ -27,6 +27,10 @@ CREATE INDEX changes_run_brin ON changes USING brin (run_id) WITH (autosummarize
 -- with this the OR is two index scans instead of a scan of every source.
 CREATE INDEX sources_run_requested_idx ON sources (run_requested_at) WHERE run_requested_at IS NOT NULL;
 
+-- "What ran in the last 24 hours?" (docs/cookbook.md, question 1) reads
+-- runs by start time across sources.
+CREATE INDEX sync_runs_started_idx ON sync_runs (started_at);
+
 -- report_recent_failures and report_overview read the failures of the last
 -- day: a small partial index per table instead of a scan of its history.
 CREATE INDEX sync_runs_failed_idx ON sync_runs (started_at) WHERE status IN ('failed', 'deferred', 'abandoned');

@@ -274,22 +274,10 @@ func (p *Pruner) pruneTable(ctx context.Context, conn *pgx.Conn, t table, w time
 		return tr, err
 	}
 	if dry {
-		err := conn.QueryRow(ctx, fmt.Sprintf(`
-			SELECT count(*) FROM %[1]s WHERE id < $1 AND %[2]s < $2 AND %[3]s`, t.name, t.at, t.deletable),
-			frontier, tr.Cutoff).Scan(&tr.Rows)
+		err := conn.QueryRow(ctx, t.countSQL(), frontier, tr.Cutoff).Scan(&tr.Rows)
 		return tr, err
 	}
-	del := fmt.Sprintf(`
-		WITH doomed AS (
-		    SELECT id FROM %[1]s
-		    WHERE id > $1 AND id < $2 AND %[2]s < $3 AND %[3]s
-		    ORDER BY id
-		    LIMIT $4
-		    FOR UPDATE SKIP LOCKED
-		), deleted AS (
-		    DELETE FROM %[1]s WHERE id IN (SELECT id FROM doomed) RETURNING id
-		)
-		SELECT count(*), coalesce(max(id), 0) FROM deleted`, t.name, t.at, t.deletable)
+	del := t.deleteSQL()
 	var after int64
 	for {
 		var n, last int64
@@ -312,7 +300,7 @@ func (p *Pruner) pruneTable(ctx context.Context, conn *pgx.Conn, t table, w time
 // than cutoff (as far as ids follow time), or 0 when the table is empty.
 func (p *Pruner) frontier(ctx context.Context, conn *pgx.Conn, t table, cutoff time.Time) (int64, error) {
 	var lo, hi *int64
-	if err := conn.QueryRow(ctx, fmt.Sprintf(`SELECT min(id), max(id) FROM %s`, t.name)).Scan(&lo, &hi); err != nil {
+	if err := conn.QueryRow(ctx, t.boundsSQL()).Scan(&lo, &hi); err != nil {
 		return 0, err
 	}
 	if lo == nil {
@@ -321,7 +309,7 @@ func (p *Pruner) frontier(ctx context.Context, conn *pgx.Conn, t table, cutoff t
 	// Invariant: rows with id < l are older than cutoff; the first row at
 	// or after h (if any) is not.
 	l, h := *lo, *hi+1
-	probe := fmt.Sprintf(`SELECT id, %[2]s < $2 FROM %[1]s WHERE id >= $1 ORDER BY id LIMIT 1`, t.name, t.at)
+	probe := t.probeSQL()
 	for l < h {
 		mid := l + (h-l)/2
 		var id int64
@@ -339,4 +327,63 @@ func (p *Pruner) frontier(ctx context.Context, conn *pgx.Conn, t table, cutoff t
 		}
 	}
 	return l, nil
+}
+
+// boundsSQL reads the lowest and highest id.
+func (t table) boundsSQL() string {
+	return fmt.Sprintf(`SELECT min(id), max(id) FROM %s`, t.name)
+}
+
+// probeSQL ($1 id, $2 cutoff) reads the first row at or after an id and
+// whether it is older than the cutoff: one step of the frontier search.
+func (t table) probeSQL() string {
+	return fmt.Sprintf(`SELECT id, %[2]s < $2 FROM %[1]s WHERE id >= $1 ORDER BY id LIMIT 1`, t.name, t.at)
+}
+
+// deleteSQL ($1 after id, $2 frontier, $3 cutoff, $4 batch size) deletes
+// one batch and returns how many rows and the highest id it deleted.
+func (t table) deleteSQL() string {
+	return fmt.Sprintf(`
+		WITH doomed AS (
+		    SELECT id FROM %[1]s
+		    WHERE id > $1 AND id < $2 AND %[2]s < $3 AND %[3]s
+		    ORDER BY id
+		    LIMIT $4
+		    FOR UPDATE SKIP LOCKED
+		), deleted AS (
+		    DELETE FROM %[1]s WHERE id IN (SELECT id FROM doomed) RETURNING id
+		)
+		SELECT count(*), coalesce(max(id), 0) FROM deleted`, t.name, t.at, t.deletable)
+}
+
+// countSQL ($1 frontier, $2 cutoff) counts what a prune would delete.
+func (t table) countSQL() string {
+	return fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE id < $1 AND %[2]s < $2 AND %[3]s`, t.name, t.at, t.deletable)
+}
+
+// Statement is one SQL statement a prune runs, with example arguments.
+type Statement struct {
+	// Table is the table pruned.
+	Table string
+	// Name is bounds, probe, delete or count (the dry run).
+	Name string
+	SQL  string
+	Args []any
+}
+
+// Statements lists the statements a prune runs on each table, with
+// example arguments — a frontier id, a cutoff, a batch size — for EXPLAIN:
+// docs/performance.md shows their plans, and a test checks that none of
+// them reads a whole table.
+func Statements(frontier int64, cutoff time.Time, batch int) []Statement {
+	var out []Statement
+	for _, t := range tables {
+		out = append(out,
+			Statement{t.name, "bounds", t.boundsSQL(), nil},
+			Statement{t.name, "probe", t.probeSQL(), []any{frontier, cutoff}},
+			Statement{t.name, "delete", t.deleteSQL(), []any{int64(0), frontier, cutoff, batch}},
+			Statement{t.name, "count", t.countSQL(), []any{frontier, cutoff}},
+		)
+	}
+	return out
 }
