@@ -287,7 +287,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			sql: sqlFrom(t, "internal/notify/deliverer.go", "WITH due AS ("), args: []any{"hook", 100, "deliverer-x", lease},
 			index: "notifications_due_idx"},
 		{name: "deliverer: record outcomes", who: "internal/notify/deliverer.go record",
-			sql: sqlFrom(t, "internal/notify/deliverer.go", "WHEN u.kind = 'unclaim' THEN 'pending'"),
+			sql:  sqlFrom(t, "internal/notify/deliverer.go", "WHEN u.kind = 'unclaim' THEN 'pending'"),
 			args: []any{"deliverer-x", []int64{1, 2}, []string{"delivered", "pending"}, []*string{nil, nil}, []*time.Time{nil, nil}, []*time.Time{&now, &now}}},
 		{name: "digester: due digest matches", who: "internal/notify/digester.go batch",
 			sql: sqlFrom(t, "internal/notify/digester.go", "WHERE status = 'held' AND digest_due_at <= now()"), args: []any{5000},
