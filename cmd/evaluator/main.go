@@ -28,6 +28,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/retention"
 	"github.com/lookout-dev/lookout/internal/watchdog"
 )
 
@@ -39,6 +40,8 @@ func main() {
 		{Name: "replay", Summary: "re-evaluate stored changes against the current watches and print how decisions would differ; delivers nothing", Run: runReplay},
 		{Name: "retry-dead", Summary: "send dead notifications back to pending (--sink S --watch W --source S --id N)", Run: retryDead},
 		{Name: "deliveries", Summary: "list notifications and their delivery state (--status S --sink S --watch W --limit N)", Run: deliveries},
+		{Name: "prune", Summary: "delete history older than the retention windows now (--dry-run: count only)", Run: prune},
+		cli.ReportCommand(),
 		cli.MigrateCommand(),
 		cli.CheckCommand(cli.BuildAll),
 	}))
@@ -52,6 +55,7 @@ type parts struct {
 	del    *notify.Deliverer
 	dig    *notify.Digester
 	dog    *watchdog.Watchdog
+	prn    *retention.Pruner
 }
 
 func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error) {
@@ -73,7 +77,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
-	p := &parts{cfg: cfg, pool: pool, logger: logger}
+	p := &parts{cfg: cfg, pool: pool, logger: logger, prn: retention.New(pool, retention.FromConfig(cfg.Global.Retention), logger)}
 	p.del = notify.NewDeliverer(pool, &cfg.Global, sinks, notify.DelivererConfig{Metrics: m}, logger)
 	p.dig = notify.NewDigester(pool, &cfg.Global, composer, notify.DigesterConfig{OnDigest: func(int) { p.del.Wake() }}, logger)
 	p.dog = watchdog.New(pool, cfg, watchdog.Config{Metrics: m, OnAlert: func(int) { p.del.Wake() }}, logger)
@@ -114,7 +118,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	for _, svc := range []interface {
 		Start(context.Context) error
 		Stop() error
-	}{p.del, p.dig, p.eval, p.dog} {
+	}{p.del, p.dig, p.eval, p.dog, p.prn} {
 		if err := svc.Start(ctx); err != nil {
 			return errors.Join(err, stopAll())
 		}

@@ -29,6 +29,7 @@ func main() {
 		{Name: "pause", Summary: "pause SOURCE [--reason TEXT]: stop scheduling it until resume", Run: pause},
 		{Name: "resume", Summary: "resume SOURCE: make a paused, disabled or completed source active and due now", Run: resume},
 		{Name: "run-now", Summary: "run-now SOURCE: run an active source at the next poll, whatever its schedule", Run: runNow},
+		cli.ReportCommand(),
 		cli.MigrateCommand(),
 		cli.CheckCommand(cli.BuildAll),
 	}))

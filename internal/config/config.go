@@ -56,6 +56,11 @@ type Global struct {
 	Evaluator Evaluator `yaml:"evaluator"`
 	// Delivery tunes the notification deliverer of the evaluator daemon.
 	Delivery Delivery `yaml:"delivery"`
+	// Retention prunes old history in batches: evaluated changes, finished
+	// sync runs, evaluations, finished notifications and model calls older
+	// than their window. Pending work is never pruned. Defaults to keeping
+	// everything.
+	Retention Retention `yaml:"retention"`
 	// Log selects the log format and level.
 	Log Log `yaml:"log"`
 	// Alerts configures the watchdog of the evaluator daemon: alerts about
@@ -221,6 +226,45 @@ type Defaults struct {
 	MaxFailures *int `yaml:"max_failures"`
 	// Notify lists the sinks used by watches that name none. Defaults to [log].
 	Notify []string `yaml:"notify"`
+	// StuckAfter is the stuck_after of sources that do not set it.
+	// Defaults to 30m.
+	StuckAfter time.Duration `yaml:"stuck_after"`
+}
+
+// Retention bounds how long history is kept. Each window is a duration
+// (720h is 30 days); 0 keeps that table's rows forever. The evaluator daemon
+// prunes every interval (one replica at a time); `evaluator prune` prunes
+// once. See docs/config.md#retention.
+type Retention struct {
+	// Changes: evaluated changes created longer ago than this are deleted;
+	// pending ones never are. The records table keeps every record's
+	// current state. Defaults to 0 (keep).
+	Changes time.Duration `yaml:"changes"`
+	// SyncRuns: finished runs started longer ago than this are deleted; a
+	// running run and each source's latest run never are. Defaults to 0 (keep).
+	SyncRuns time.Duration `yaml:"sync_runs"`
+	// Evaluations: evaluations created longer ago than this are deleted,
+	// except those of changes still pending. Defaults to 0 (keep).
+	Evaluations time.Duration `yaml:"evaluations"`
+	// Notifications: delivered, digested and dead notifications created
+	// longer ago than this are deleted; pending and held ones never are, nor
+	// those whose dedupe key must outlive them (dedupe: record). Must be at
+	// least every watch's dedupe window. Defaults to 0 (keep).
+	Notifications time.Duration `yaml:"notifications"`
+	// ModelCalls: model calls older than this are deleted (cached verdicts
+	// stay). At least 24h, since budgets count the current day's calls.
+	// Defaults to 0 (keep).
+	ModelCalls time.Duration `yaml:"model_calls"`
+	// BatchSize is the most rows one DELETE removes; each batch is its own
+	// short transaction. Defaults to 5000.
+	BatchSize int `yaml:"batch_size"`
+	// Interval is how often the evaluator daemon prunes. Defaults to 1h.
+	Interval time.Duration `yaml:"interval"`
+}
+
+// Enabled reports whether any window is set.
+func (r Retention) Enabled() bool {
+	return r.Changes > 0 || r.SyncRuns > 0 || r.Evaluations > 0 || r.Notifications > 0 || r.ModelCalls > 0
 }
 
 // Syncer tunes the syncer.
@@ -307,6 +351,10 @@ type Source struct {
 	// (every, adaptive.max, or the longest gap of its cron schedule), and
 	// at least 5m.
 	StaleAfter time.Duration `yaml:"stale_after"`
+	// StuckAfter is how long a run of this source, or one of its changes or
+	// notifications, may wait or run before report_stuck lists it (stored
+	// in sources.stuck_after_seconds). Defaults to defaults.stuck_after.
+	StuckAfter time.Duration `yaml:"stuck_after"`
 	// Stop ends polling: after a time, when an expression over the last run
 	// is true, or after max_failures consecutive failures. Never nil after
 	// loading. Defaults to max_failures from defaults.max_failures.

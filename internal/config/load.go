@@ -118,6 +118,7 @@ func Load(dir string) (*Config, error) {
 		byName[src.Name] = rel
 		cfg.Sources = append(cfg.Sources, src)
 	}
+	errs = append(errs, cfg.Global.validateRetention(cfg.Sources)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -16,39 +16,42 @@ import (
 
 // Defaults for settings that neither a source nor lookout.yaml sets.
 const (
-	EveryDefault            = 5 * time.Minute
-	TimeoutDefault          = 30 * time.Second
-	OllamaHostDefault       = "http://127.0.0.1:11434"
-	OllamaModelDefault      = "llama3.2"
-	OllamaTimeoutDefault    = 60 * time.Second
-	OllamaConcurrency       = 2
-	SinkTimeoutDefault      = 10 * time.Second
-	SinkMaxAttemptsDefault  = 8
-	SinkConcurrencyDefault  = 4
-	SMTPPortDefault         = 587
-	DeliveryLeaseDefault    = 2 * time.Minute
-	DeliveryBatchDefault    = 100
-	DeliveryPollDefault     = time.Second
-	RetryMinDefault         = time.Second
-	RetryMaxDefault         = time.Hour
-	SyncerLeaseDefault      = 5 * time.Minute
-	SyncerConcurrency       = 4
-	SyncerPollDefault       = time.Second
-	BatchSizeDefault        = 500
-	EvaluatorLeaseDefault   = 2 * time.Minute
-	CatchUpIntervalDefault  = 30 * time.Second
-	EvaluatorAttempsDefault = 10
-	EvaluatorWorkersDefault = 2
-	OllamaRateDefault       = 5.0
-	HoldBackoffMinDefault   = 30 * time.Second
-	HoldBackoffMaxDefault   = 15 * time.Minute
-	DigestTTLDefault        = time.Minute
-	ReasonMaxCharsDefault   = 200
-	MaxFailuresDefault      = 20
-	BackoffMinDefault       = 30 * time.Second
-	BackoffMaxDefault       = time.Hour
-	MaxWaitDefault          = 30 * time.Second
-	RunTimeoutDefault       = time.Hour
+	EveryDefault             = 5 * time.Minute
+	TimeoutDefault           = 30 * time.Second
+	OllamaHostDefault        = "http://127.0.0.1:11434"
+	OllamaModelDefault       = "llama3.2"
+	OllamaTimeoutDefault     = 60 * time.Second
+	OllamaConcurrency        = 2
+	SinkTimeoutDefault       = 10 * time.Second
+	SinkMaxAttemptsDefault   = 8
+	SinkConcurrencyDefault   = 4
+	SMTPPortDefault          = 587
+	DeliveryLeaseDefault     = 2 * time.Minute
+	DeliveryBatchDefault     = 100
+	DeliveryPollDefault      = time.Second
+	RetryMinDefault          = time.Second
+	RetryMaxDefault          = time.Hour
+	SyncerLeaseDefault       = 5 * time.Minute
+	SyncerConcurrency        = 4
+	SyncerPollDefault        = time.Second
+	BatchSizeDefault         = 500
+	EvaluatorLeaseDefault    = 2 * time.Minute
+	CatchUpIntervalDefault   = 30 * time.Second
+	EvaluatorAttempsDefault  = 10
+	OllamaRateDefault        = 5.0
+	HoldBackoffMinDefault    = 30 * time.Second
+	HoldBackoffMaxDefault    = 15 * time.Minute
+	DigestTTLDefault         = time.Minute
+	ReasonMaxCharsDefault    = 200
+	MaxFailuresDefault       = 20
+	BackoffMinDefault        = 30 * time.Second
+	BackoffMaxDefault        = time.Hour
+	MaxWaitDefault           = 30 * time.Second
+	RunTimeoutDefault        = time.Hour
+	StuckAfterDefault        = 30 * time.Minute
+	RetentionBatchDefault    = 5000
+	RetentionIntervalDefault = time.Hour
+	EvaluatorWorkersDefault  = 2
 )
 
 // OllamaOptionDefaults are the model options every call carries unless the
@@ -161,6 +164,11 @@ func (g *Global) applyDefaults() []error {
 			errs = append(errs, g.Errorf(key+".burst", "must be >= 1"))
 		}
 	}
+	d.StuckAfter = cmp.Or(d.StuckAfter, StuckAfterDefault)
+	if d.StuckAfter < time.Second {
+		errs = append(errs, g.Errorf("defaults.stuck_after", "must be at least 1s"))
+	}
+	errs = append(errs, g.Retention.applyDefaults(g)...)
 	if len(d.Notify) == 0 {
 		for name := range g.Sinks {
 			d.Notify = append(d.Notify, name)
@@ -354,6 +362,10 @@ func (s *Source) validate(g *Global) []error {
 	if s.StaleAfter < 0 {
 		bad("stale_after", "must be positive")
 	}
+	if s.StuckAfter < 0 || (s.StuckAfter > 0 && s.StuckAfter < time.Second) {
+		bad("stuck_after", "must be at least 1s")
+	}
+	s.StuckAfter = cmp.Or(s.StuckAfter, g.Defaults.StuckAfter)
 	if s.Stop == nil {
 		s.Stop = &Stop{}
 	}
@@ -606,6 +618,53 @@ func (s *Source) validateSemantic(g *Global, w *Watch, key string) []error {
 		}
 		if b.TokensPerDay < 0 {
 			bad(".budget.tokens_per_day", "must not be negative")
+		}
+	}
+	return errs
+}
+
+// applyDefaults applies the retention defaults and checks the windows.
+func (r *Retention) applyDefaults(g *Global) []error {
+	var errs []error
+	for _, w := range []struct {
+		key string
+		d   time.Duration
+	}{{"changes", r.Changes}, {"sync_runs", r.SyncRuns}, {"evaluations", r.Evaluations},
+		{"notifications", r.Notifications}, {"model_calls", r.ModelCalls}} {
+		if w.d < 0 {
+			errs = append(errs, g.Errorf("retention."+w.key, "must not be negative (0 keeps rows forever)"))
+		}
+	}
+	if r.ModelCalls > 0 && r.ModelCalls < 24*time.Hour {
+		errs = append(errs, g.Errorf("retention.model_calls", "(%s) must be at least 24h: watch budgets count the current day's calls", r.ModelCalls))
+	}
+	r.BatchSize = cmp.Or(r.BatchSize, RetentionBatchDefault)
+	if r.BatchSize < 1 || r.BatchSize > 100000 {
+		errs = append(errs, g.Errorf("retention.batch_size", "must be between 1 and 100000"))
+	}
+	r.Interval = cmp.Or(r.Interval, RetentionIntervalDefault)
+	if r.Interval < time.Second {
+		errs = append(errs, g.Errorf("retention.interval", "must be at least 1s"))
+	}
+	return errs
+}
+
+// validateRetention checks retention.notifications against the dedupe
+// windows of the watches: a notification pruned inside its watch's window
+// could no longer suppress a duplicate.
+func (g *Global) validateRetention(sources []*Source) []error {
+	keep := g.Retention.Notifications
+	if keep <= 0 {
+		return nil
+	}
+	var errs []error
+	for _, s := range sources {
+		for i, w := range s.Watches {
+			if win := w.DedupeWindow(); win > keep {
+				errs = append(errs, g.Errorf("retention.notifications",
+					"(%s) must be at least the dedupe window of watch %s of %s (%s, watches[%d].dedupe): a pruned notification no longer suppresses duplicates",
+					keep, w.Name, s.Path, win, i))
+			}
 		}
 	}
 	return errs

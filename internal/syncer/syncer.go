@@ -209,10 +209,12 @@ func (s *Syncer) Register(ctx context.Context) error {
 			interval = &secs
 		}
 		b.Queue(`
-			INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at,
+			                     stuck_after_seconds)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 			ON CONFLICT (name) DO UPDATE SET
 			    connector = excluded.connector,
+			    stuck_after_seconds = excluded.stuck_after_seconds,
 			    schedule = excluded.schedule,
 			    config_hash = excluded.config_hash,
 			    updated_at = now(),
@@ -229,12 +231,22 @@ func (s *Syncer) Register(ctx context.Context) error {
 			                  THEN 'active' ELSE sources.status END,
 			    status_reason = CASE WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 			                         THEN 'configuration changed' ELSE sources.status_reason END`,
-			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, first.At, now)
+			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, first.At, now,
+			stuckAfterSeconds(sc.StuckAfter))
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("register sources: %w", err)
 	}
 	return nil
+}
+
+// stuckAfterSeconds is stuck_after in whole seconds (at least 1), as
+// sources.stuck_after_seconds stores it; 0 means the built-in default.
+func stuckAfterSeconds(d time.Duration) int {
+	if d <= 0 {
+		d = config.StuckAfterDefault
+	}
+	return max(int(d/time.Second), 1)
 }
 
 // Start registers the sources and runs the polling loop in the background.
@@ -370,7 +382,8 @@ func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim,
 		for i := range claims {
 			c := &claims[i]
 			if err := tx.QueryRow(ctx, `
-				INSERT INTO sync_runs (source, owner, reason, cursor_before) VALUES ($1, $2, $3, $4)
+				INSERT INTO sync_runs (source, owner, reason, cursor_before, due_at, due_reason)
+				SELECT $1, $2, $3, $4, next_run_at, interval_reason FROM sources WHERE name = $1
 				RETURNING id`, c.name, s.conf.Owner, c.reason, c.cursor).Scan(&c.runID); err != nil {
 				return err
 			}

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRetentionAndStuckAfterDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load(writeDir(t, "", fileSource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.Global.Retention
+	if r.Enabled() || r.BatchSize != 5000 || r.Interval != time.Hour {
+		t.Errorf("retention defaults: %+v (enabled %t)", r, r.Enabled())
+	}
+	if cfg.Global.Defaults.StuckAfter != 30*time.Minute || cfg.Sources[0].StuckAfter != 30*time.Minute {
+		t.Errorf("stuck_after defaults: %s, source %s", cfg.Global.Defaults.StuckAfter, cfg.Sources[0].StuckAfter)
+	}
+}
+
+func TestRetentionAndStuckAfterSettings(t *testing.T) {
+	t.Parallel()
+	global := `
+defaults: {stuck_after: 2h}
+retention:
+  changes: 720h
+  sync_runs: 2160h
+  evaluations: 720h
+  notifications: 720h
+  model_calls: 48h
+  batch_size: 1000
+  interval: 10m
+`
+	dir := writeDir(t, global, fileSource)
+	cfg, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Retention{Changes: 720 * time.Hour, SyncRuns: 2160 * time.Hour, Evaluations: 720 * time.Hour,
+		Notifications: 720 * time.Hour, ModelCalls: 48 * time.Hour, BatchSize: 1000, Interval: 10 * time.Minute}
+	if r := cfg.Global.Retention; r != want || !r.Enabled() {
+		t.Errorf("retention = %+v, want %+v", r, want)
+	}
+	if got := cfg.Sources[0].StuckAfter; got != 2*time.Hour {
+		t.Errorf("source stuck_after = %s, want defaults.stuck_after 2h", got)
+	}
+	cfg, err = Load(writeDir(t, global, fileSource+"stuck_after: 45m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Sources[0].StuckAfter; got != 45*time.Minute {
+		t.Errorf("source stuck_after = %s, want 45m", got)
+	}
+}
+
+func TestRetentionValidation(t *testing.T) {
+	t.Parallel()
+	windowed := fileSource + "watches:\n  - name: w\n    dedupe: 1000h\n"
+	for _, tc := range []struct {
+		name, global, source, want string
+	}{
+		{"negative", "retention: {changes: -1h}\n", fileSource,
+			"lookout.yaml:1: retention.changes must not be negative (0 keeps rows forever)"},
+		{"model_calls", "retention:\n  model_calls: 1h\n", fileSource,
+			"lookout.yaml:2: retention.model_calls (1h0m0s) must be at least 24h: watch budgets count the current day's calls"},
+		{"batch_size", "retention: {batch_size: 200000}\n", fileSource,
+			"lookout.yaml:1: retention.batch_size must be between 1 and 100000"},
+		{"interval", "retention: {interval: 10ms}\n", fileSource,
+			"lookout.yaml:1: retention.interval must be at least 1s"},
+		{"dedupe window", "retention:\n  notifications: 720h\n", windowed,
+			"lookout.yaml:2: retention.notifications (720h0m0s) must be at least the dedupe window of watch w of sources/s.yaml (1000h0m0s, watches[0].dedupe): a pruned notification no longer suppresses duplicates"},
+		{"stuck_after", "", fileSource + "stuck_after: 10ms\n",
+			"sources/s.yaml:4: stuck_after must be at least 1s"},
+		{"defaults.stuck_after", "defaults: {stuck_after: -1m}\n", fileSource,
+			"lookout.yaml:1: defaults.stuck_after must be at least 1s"},
+		{"unknown key", "retention: {changs: 1h}\n", fileSource,
+			"retention.changs is not a known key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Load(writeDir(t, tc.global, tc.source))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,369 @@
+package reports
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/retention"
+)
+
+// sqlFrom returns the one SQL string literal of a Go file of the module
+// that contains marker, so that the plans below are the plans of the code
+// as it is, not of a copy. A query that moved or changed its marker fails
+// the test, naming the file.
+func sqlFrom(t *testing.T, file, marker string) string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "../../"+file, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if s, err := strconv.Unquote(lit.Value); err == nil && strings.Contains(s, marker) {
+				found = append(found, s)
+			}
+		}
+		return true
+	})
+	if len(found) != 1 {
+		t.Fatalf("%s: %d SQL strings contain %q, want 1: the hot query changed or moved; update its marker in plans_test.go", file, len(found), marker)
+	}
+	return found[0]
+}
+
+// history fills a schema like a lookout that ran for weeks: 5,000 sources,
+// 50,000 finished runs, 200,000 evaluated changes (one record with 10,000
+// of them), 200,000 evaluations, 50,000 finished notifications, 20,000
+// model calls — and pending work of every kind, among it a backlog of
+// 30,000 changes.
+const history = `
+-- Bulk load: set the secondary indexes aside and build them again after
+-- the inserts (the same definitions, read from pg_indexes), which is several
+-- times faster than maintaining them row by row.
+SET maintenance_work_mem = '256MB';
+CREATE TEMP TABLE set_aside AS
+SELECT i.indexname, i.indexdef FROM pg_indexes i
+WHERE i.schemaname = current_schema()
+  AND i.tablename IN ('changes', 'evaluations', 'notifications', 'sync_runs', 'model_calls', 'records', 'verdicts')
+  AND i.indexname NOT IN (SELECT conname FROM pg_constraint WHERE connamespace = current_schema()::regnamespace);
+DO $$ DECLARE r record; BEGIN
+    FOR r IN SELECT indexname FROM set_aside LOOP EXECUTE format('DROP INDEX %I', r.indexname); END LOOP;
+END $$;
+
+INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, last_run_at,
+                     status, status_reason, status_changed_at)
+SELECT 'src-' || i, 'http', 'h', 'every 5m0s', 300, 'every 5m0s',
+       now() + interval '1 minute' + (i % 300) * interval '1 second', now() - interval '4 minutes',
+       CASE WHEN i % 50 = 0 THEN 'paused' ELSE 'active' END,
+       CASE WHEN i % 50 = 0 THEN 'paused by operator' END,
+       CASE WHEN i % 50 = 0 THEN now() - interval '1 day' END
+FROM generate_series(1, 5000) i;
+UPDATE sources SET next_run_at = now() - interval '1 minute' WHERE name IN ('src-1', 'src-2', 'src-3');
+UPDATE sources SET run_requested_at = now() WHERE name = 'src-4';
+UPDATE sources SET failure_count = 3, last_error = 'boom' WHERE name IN ('src-5', 'src-6');
+
+INSERT INTO sync_runs (source, owner, reason, status, started_at, finished_at, duration_ms, pages, items_seen, error, due_at, due_reason)
+SELECT 'src-' || (1 + i % 5000), 'syncer-1', 'schedule', CASE WHEN i % 100 = 0 THEN 'failed' ELSE 'succeeded' END,
+       now() - (50000 - i) * interval '60 seconds', now() - (50000 - i) * interval '60 seconds' + interval '1 second',
+       1000, 1, 10, CASE WHEN i % 100 = 0 THEN 'boom' END,
+       now() - (50000 - i) * interval '60 seconds', 'every 5m0s'
+FROM generate_series(1, 50000) i;
+INSERT INTO sync_runs (source, owner, started_at) VALUES ('src-7', 'syncer-1', now() - interval '2 minutes'),
+                                                         ('src-8', 'syncer-2', now() - interval '2 hours');
+UPDATE sources s SET lease_owner = r.owner, lease_expires_at = now() + interval '3 minutes', run_id = r.id
+FROM sync_runs r WHERE r.status = 'running' AND s.name = r.source;
+UPDATE sources s SET run_id = m.id
+FROM (SELECT source, max(id) AS id FROM sync_runs GROUP BY source) m
+WHERE s.name = m.source AND s.run_id IS NULL;
+
+INSERT INTO records (source, record_id, content_hash, title)
+SELECT 'src-' || (1 + i % 5000), 'r-' || i, md5(i::text), 'record ' || i FROM generate_series(0, 19999) i;
+
+INSERT INTO changes (source, record_id, kind, version, new_hash, changed_fields, record, run_id, created_at, eval_status, evaluated_at)
+SELECT CASE WHEN i <= 10000 THEN 'src-1' ELSE 'src-' || (1 + i % 5000) END,
+       CASE WHEN i <= 10000 THEN 'hot' ELSE 'r-' || (i % 20000) END,
+       'updated', 1 + i / 20000, 'h' || i, '{title}', '{"title": "x"}', i / 2,
+       now() - (200000 - i) * interval '10 seconds', 'done', now() - (200000 - i) * interval '10 seconds'
+FROM generate_series(1, 200000) i;
+-- Pending: a backlog of 30,000 changes (an evaluator was down for a while),
+-- five of them behind the hot record, held changes, an expired claim.
+INSERT INTO changes (source, record_id, kind, version, new_hash, record, run_id, created_at)
+SELECT 'src-' || (1 + i % 5000), 'r-' || (i % 20000), 'updated', 1, 'b' || i, '{}', 50000, now() - interval '5 minutes'
+FROM generate_series(1, 30000) i;
+INSERT INTO changes (source, record_id, kind, version, new_hash, record, run_id, created_at, eval_next_at, eval_owner,
+                     eval_lease_expires_at, eval_attempts, eval_error)
+SELECT CASE WHEN i <= 5 THEN 'src-1' ELSE 'src-' || i END,
+       CASE WHEN i <= 5 THEN 'hot' ELSE 'new-' || i END,
+       'updated', 1, md5(i::text), '{}', 50001, now() - i * interval '1 minute',
+       CASE WHEN i % 7 = 0 THEN now() + interval '10 minutes' ELSE '-infinity' END,
+       CASE WHEN i = 20 THEN 'evaluator-dead' END, CASE WHEN i = 20 THEN now() - interval '1 minute' END,
+       CASE WHEN i % 7 = 0 THEN 2 ELSE 0 END, CASE WHEN i % 7 = 0 THEN 'model down' END
+FROM generate_series(1, 20) i;
+
+
+INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, change_id, content_hash, title, payload, status,
+                           attempts, created_at, delivered_at, last_attempt_at, dead_at, last_error, next_attempt_at)
+SELECT c.source || '/' || c.record_id || '/w/v' || c.id, c.source, c.record_id, 'w', (ARRAY['log', 'hook', 'mail'])[1 + c.id % 3],
+       c.id, c.new_hash, 't', '{}', CASE WHEN c.id % 100 = 0 THEN 'dead' ELSE 'delivered' END,
+       CASE WHEN c.id % 100 = 0 THEN 8 ELSE 1 END, c.created_at,
+       CASE WHEN c.id % 100 <> 0 THEN c.created_at + interval '1 second' END, c.created_at + interval '1 second',
+       CASE WHEN c.id % 100 = 0 THEN c.created_at + interval '1 second' END,
+       CASE WHEN c.id % 100 = 0 THEN 'gave up after 8 attempts' END, c.created_at
+FROM changes c WHERE c.id % 4 = 0 AND c.eval_status = 'done';
+INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, attempts, next_attempt_at,
+                           last_error, last_attempt_at, digest_due_at)
+SELECT 'pending/' || i, 'src-' || (1 + i % 50), 'r-' || i, 'w', (ARRAY['log', 'hook', 'mail'])[1 + i % 3], 't', '{}',
+       CASE WHEN i > 30 THEN 'held' ELSE 'pending' END, i % 3,
+       now() - interval '1 second' + (i % 2) * interval '1 minute',
+       CASE WHEN i % 3 > 0 THEN '503' END, CASE WHEN i % 3 > 0 THEN now() - interval '1 minute' END,
+       CASE WHEN i > 30 THEN now() + (i - 36) * interval '1 hour' END
+FROM generate_series(1, 40) i;
+
+INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched, decision, reason, evaluator,
+                         created_at, notification_id)
+SELECT c.id, c.source, c.record_id, 'w', c.new_hash, 'filter', c.id % 4 = 0,
+       CASE WHEN c.id % 1000 = 0 THEN 'error' WHEN c.id % 4 = 0 THEN 'notify' ELSE 'skip' END, 'when', 'evaluator-1',
+       c.created_at,
+       -- the notifications above were numbered 1, 2, ... in change order
+       CASE WHEN c.id % 4 = 0 THEN c.id / 4 END
+FROM changes c
+WHERE c.eval_status = 'done';
+
+INSERT INTO model_calls (purpose, change_id, source, record_id, watch, content_hash, model, model_digest, prompt_version,
+                         input_ref, input_hash, outcome, latency_ms, prompt_tokens, output_tokens, created_at)
+SELECT 'evaluate', i * 10, 'src-' || (1 + i % 50), 'r-' || i, 'w', md5(i::text), 'llama3.2', 'sha256:aaa', 'pv-1',
+       'change:' || i * 10, md5(i::text), CASE WHEN i % 500 = 0 THEN 'timeout' ELSE 'ok' END, 800, 50, 20,
+       now() - (20000 - i) * interval '100 seconds'
+FROM generate_series(1, 20000) i;
+INSERT INTO verdicts (prompt_version, model_digest, input_hash, model, source, watch, should_notify, urgency, confidence, reason, model_call_id)
+SELECT 'pv-1', 'sha256:aaa', md5(i::text), 'llama3.2', 'src-1', 'w', false, 'low', 0.8, 'no', i
+FROM generate_series(1, 20000, 4) i;
+
+DO $$ DECLARE r record; BEGIN
+    FOR r IN SELECT indexdef FROM set_aside LOOP EXECUTE r.indexdef; END LOOP;
+END $$;
+DROP TABLE set_aside;
+SET default_statistics_target = 30;
+ANALYZE sources, sync_runs, records, changes, evaluations, notifications, model_calls, verdicts;
+`
+
+// bigTables are the tables that grow with history: no hot query may read
+// one of them whole. sources grows with configuration only; the claim
+// must not scan it either, but reports may (see allowSources).
+var bigTables = []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls", "records", "verdicts"}
+
+// plan is a node of EXPLAIN (FORMAT JSON).
+type plan struct {
+	NodeType     string  `json:"Node Type"`
+	RelationName string  `json:"Relation Name"`
+	IndexName    string  `json:"Index Name"`
+	Strategy     string  `json:"Strategy"`
+	Operation    string  `json:"Operation"`
+	Total        float64 `json:"Total Cost"`
+	Rows         float64 `json:"Plan Rows"`
+	Plans        []plan  `json:"Plans"`
+}
+
+// walk calls fn on every node, depth first.
+func (p plan) walk(depth int, fn func(p plan, depth int)) {
+	fn(p, depth)
+	for _, c := range p.Plans {
+		c.walk(depth+1, fn)
+	}
+}
+
+// describe is a node in one line: "Index Scan using changes_pkey on changes".
+func (p plan) describe() string {
+	s := p.NodeType
+	if p.Strategy != "" && p.Strategy != "Plain" {
+		s = p.Strategy + " " + s
+	}
+	if p.Operation != "" && p.NodeType == "ModifyTable" {
+		s = p.Operation
+	}
+	if p.IndexName != "" {
+		s += " using " + p.IndexName
+	}
+	if p.RelationName != "" {
+		s += " on " + p.RelationName
+	}
+	return s
+}
+
+// hotQuery is a statement a daemon runs in its loop (or an operator
+// query that must stay fast on a large database).
+type hotQuery struct {
+	name string
+	who  string // the code it comes from
+	sql  string
+	args []any
+	// allowSources lets the plan read the sources table whole (a report
+	// over every source; the table has one row per configured source).
+	allowSources bool
+	// allowAll lets the plan read any table whole: the dry run of a prune
+	// counts every row old enough, however it gets them.
+	allowAll bool
+	// index, when set, must appear in the plan: the index the query was
+	// given.
+	index string
+}
+
+func explain(ctx context.Context, pool *pgxpool.Pool, q hotQuery) (plan, error) {
+	var raw []byte
+	if err := pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+q.sql, q.args...).Scan(&raw); err != nil {
+		return plan{}, err
+	}
+	var out []struct {
+		Plan plan `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
+		return plan{}, fmt.Errorf("decode plan: %v (%s)", err, raw)
+	}
+	return out[0].Plan, nil
+}
+
+// TestHotQueriesUseIndexes fills the tables with weeks of history and a
+// little pending work, and checks that no query the daemons run in their
+// loops, and no report over pending work, reads a large table whole. Set
+// LOOKOUT_PLANS=file to write the plans (docs/performance.md quotes them).
+func TestHotQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	start := time.Now()
+	if _, err := pool.Exec(ctx, history); err != nil {
+		t.Fatalf("fill: %v", err)
+	}
+	t.Logf("filled the tables in %s", time.Since(start).Round(time.Millisecond))
+
+	names := make([]string, 5000)
+	for i := range names {
+		names[i] = fmt.Sprintf("src-%d", i+1)
+	}
+	now := time.Now()
+	lease := 5 * time.Minute
+	queries := []hotQuery{
+		{name: "syncer: claim due sources", who: "internal/syncer/syncer.go claim",
+			sql: sqlFrom(t, "internal/syncer/syncer.go", "WITH due AS ("), args: []any{names, 4, "syncer-x", now, lease, now},
+			index: "sources_run_requested_idx"},
+		{name: "syncer: record the run being claimed", who: "internal/syncer/syncer.go claim",
+			sql: sqlFrom(t, "internal/syncer/syncer.go", "INSERT INTO sync_runs"), args: []any{"src-1", "syncer-x", "schedule", []byte(`{}`)}},
+		{name: "syncer: abandon taken-over runs", who: "internal/syncer/syncer.go claim",
+			sql: sqlFrom(t, "internal/syncer/syncer.go", "SET status = 'abandoned', finished_at = now(),"), args: []any{[]int64{5, 6}, "syncer-x"}},
+		{name: "syncer: renew the lease (heartbeat)", who: "internal/syncer/run.go heartbeat",
+			sql: sqlFrom(t, "internal/syncer/run.go", "RETURNING true"), args: []any{"src-7", "syncer-1", int64(50001), now, lease}},
+		{name: "syncer: commit a batch's lease and counters", who: "internal/syncer/run.go extendLease",
+			sql: sqlFrom(t, "internal/syncer/run.go", "WITH lease AS ("), args: []any{"src-7", "syncer-1", int64(50001), now, lease, nil, 1, 1, 0, 0, 0}},
+		{name: "syncer: stored hashes of a page", who: "internal/changes/writer.go Apply",
+			sql: sqlFrom(t, "internal/changes/writer.go", "deleted_at IS NOT NULL"), args: []any{"src-2", []string{"r-1", "r-5001", "r-10001"}}},
+		{name: "syncer: live records of a snapshot source", who: "internal/changes/delete.go Missing",
+			sql: sqlFrom(t, "internal/changes/delete.go", "SELECT record_id FROM records"), args: []any{"src-2"}},
+		{name: "evaluator: claim pending changes", who: "internal/evaluator/evaluator.go claimSQL",
+			sql: sqlFrom(t, "internal/evaluator/evaluator.go", "FOR UPDATE OF ch SKIP LOCKED"), args: []any{500},
+			index: "changes_pending_record_idx"},
+		{name: "evaluator: lease a batch that needs the model", who: "internal/evaluator/evaluator.go lease",
+			sql: sqlFrom(t, "internal/evaluator/evaluator.go", "eval_attempts = eval_attempts + 1\n\t\tWHERE id = ANY($1)"), args: []any{[]int64{200001, 200002}, "evaluator-x", lease}},
+		{name: "evaluator: settle the batch", who: "internal/evaluator/commit.go commitIn",
+			sql: sqlFrom(t, "internal/evaluator/commit.go", "SET eval_status = 'done', evaluated_at = clock_timestamp()"), args: []any{[]int64{200001, 200002}, "evaluator-x", 0}},
+		{name: "evaluator: watches already decided", who: "internal/evaluator/judge.go decidedWatches",
+			sql: sqlFrom(t, "internal/evaluator/judge.go", "FROM evaluations WHERE change_id = ANY($1)"), args: []any{[]int64{200001, 200002}}},
+		{name: "evaluator: dedupe window", who: "internal/evaluator/commit.go suppressWindow",
+			sql: sqlFrom(t, "internal/evaluator/commit.go", "created_at > now() - $5::interval"), args: []any{"src-1", "hot", "w", "log", time.Hour}},
+		{name: "evaluator: model budget of the day", who: "internal/semantic/store.go",
+			sql: sqlFrom(t, "internal/semantic/store.go", "FROM model_calls mc"), args: []any{[]string{"src-1"}, []string{"w"}}},
+		{name: "deliverer: claim a sink's due notifications", who: "internal/notify/deliverer.go claim",
+			sql: sqlFrom(t, "internal/notify/deliverer.go", "WITH due AS ("), args: []any{"hook", 100, "deliverer-x", lease},
+			index: "notifications_due_idx"},
+		{name: "deliverer: record outcomes", who: "internal/notify/deliverer.go record",
+			sql:  sqlFrom(t, "internal/notify/deliverer.go", "WHEN u.kind = 'unclaim' THEN 'pending'"),
+			args: []any{"deliverer-x", []int64{1, 2}, []string{"delivered", "pending"}, []*string{nil, nil}, []*time.Time{nil, nil}, []*time.Time{&now, &now}}},
+		{name: "digester: due digest matches", who: "internal/notify/digester.go batch",
+			sql: sqlFrom(t, "internal/notify/digester.go", "WHERE status = 'held' AND digest_due_at <= now()"), args: []any{5000},
+			index: "notifications_held_idx"},
+	}
+	frontier, cutoff := int64(150000), now.Add(-7*24*time.Hour)
+	for _, st := range retention.Statements(frontier, cutoff, 5000) {
+		// The NOT IN (sources.run_id) of sync_runs reads sources once per
+		// statement, into a hash.
+		queries = append(queries, hotQuery{name: fmt.Sprintf("retention: %s %s", st.Name, st.Table),
+			who: "internal/retention/pruner.go", sql: st.SQL, args: st.Args, allowSources: true, allowAll: st.Name == "count"})
+	}
+	for _, v := range []string{"report_stuck", "report_overview", "report_recent_failures", "report_high_retry",
+		"report_active_sources", "report_disabled_sources", "report_dead_letters"} {
+		queries = append(queries, hotQuery{name: "report: " + v, who: "migrations/0005_reports.up.sql",
+			sql: "SELECT * FROM " + v, allowSources: true})
+	}
+	cookbookVars := map[string]string{"source": "src-6", "record_id": "r-5", "run_id": "5000"}
+	for _, b := range cookbook(t) {
+		if !strings.HasPrefix(b.heading, "1. ") && !strings.HasPrefix(b.heading, "2. ") && !strings.HasPrefix(b.heading, "3. ") &&
+			!strings.HasPrefix(b.heading, "4. ") && !strings.HasPrefix(b.heading, "5. ") && !strings.HasPrefix(b.heading, "6. ") {
+			continue // 7. reads whole tables by design (docs/cookbook.md, cost of the views)
+		}
+		sql, err := substitute(b.sql, cookbookVars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := hotQuery{name: "cookbook: " + b.heading, who: "docs/cookbook.md", sql: sql}
+		switch b.heading[:2] {
+		case "1.":
+			q.index = "sync_runs_started_idx"
+		case "4.":
+			q.index = "changes_run_brin"
+		}
+		queries = append(queries, q)
+	}
+
+	var doc strings.Builder
+	for _, q := range queries {
+		p, err := explain(ctx, pool, q)
+		if err != nil {
+			t.Errorf("%s: explain: %v\n%s", q.name, err, q.sql)
+			continue
+		}
+		var lines []string
+		var bad []string
+		usesIndex := false
+		p.walk(0, func(n plan, depth int) {
+			lines = append(lines, strings.Repeat("  ", depth)+n.describe())
+			usesIndex = usesIndex || n.IndexName == q.index
+			if n.NodeType != "Seq Scan" || q.allowAll {
+				return
+			}
+			if slices.Contains(bigTables, n.RelationName) || (n.RelationName == "sources" && !q.allowSources) {
+				bad = append(bad, n.RelationName)
+			}
+		})
+		tree := strings.Join(lines, "\n")
+		if len(bad) > 0 {
+			t.Errorf("%s (%s) reads %v whole:\n%s", q.name, q.who, bad, tree)
+		}
+		if q.index != "" && !usesIndex {
+			t.Errorf("%s (%s) does not use %s:\n%s", q.name, q.who, q.index, tree)
+		}
+		fmt.Fprintf(&doc, "%s (%s), cost %.0f:\n%s\n\n", q.name, q.who, p.Total, indent(tree))
+	}
+	if testing.Verbose() {
+		t.Log("\n" + doc.String())
+	}
+	if out := os.Getenv("LOOKOUT_PLANS"); out != "" {
+		if err := os.WriteFile(out, []byte(doc.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
