@@ -253,7 +253,7 @@ func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
 	if err != nil || len(claimed) == 0 {
 		return 0, 0, err
 	}
-	decided, err := e.decidedWatches(ctx, claimed)
+	decided, err := e.decidedWatches(ctx, tx, claimed)
 	if err != nil {
 		return 0, 0, err
 	}

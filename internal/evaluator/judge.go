@@ -6,13 +6,17 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lookout-dev/lookout/internal/semantic"
 )
 
 // decidedWatches returns, for claimed changes that were attempted before
 // (a held change coming back), the watches an earlier attempt already
 // decided: they are not evaluated again.
-func (e *Evaluator) decidedWatches(ctx context.Context, claimed []*change) (map[int64]map[string]bool, error) {
+// It reads through tx, the claim's transaction, so that a batch never
+// waits for a second connection while holding one.
+func (e *Evaluator) decidedWatches(ctx context.Context, tx pgx.Tx, claimed []*change) (map[int64]map[string]bool, error) {
 	var ids []int64
 	for _, c := range claimed {
 		if c.Attempts > 1 {
@@ -23,7 +27,7 @@ func (e *Evaluator) decidedWatches(ctx context.Context, claimed []*change) (map[
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := e.pool.Query(ctx, `
+	rows, err := tx.Query(ctx, `
 		SELECT change_id, watch FROM evaluations WHERE change_id = ANY($1) AND decision <> 'hold'`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read earlier decisions: %w", err)
