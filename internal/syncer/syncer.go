@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -263,14 +264,44 @@ func (s *Syncer) Stop() error { return s.loop.Stop() }
 
 func (s *Syncer) run(ctx context.Context) error {
 	s.logger.Info("syncer started", "owner", s.conf.Owner, "sources", len(s.sources))
+	// Runs hold slots, not the loop: a long run of one source never keeps
+	// the others waiting while a slot is free. Each poll claims as many
+	// due sources as there are free slots.
+	slots := make(chan struct{}, s.conf.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait() // Stop waits for the runs in progress
 	for {
-		if _, err := s.RunDue(ctx); err != nil && ctx.Err() == nil {
-			s.logger.Error("run due sources", "error", err)
+		if free := cap(slots) - len(slots); free > 0 {
+			if err := s.startDue(ctx, free, slots, &wg); err != nil && ctx.Err() == nil {
+				s.logger.Error("run due sources", "error", err)
+			}
 		}
 		if !changes.Sleep(ctx, s.conf.PollInterval) {
 			return nil
 		}
 	}
+}
+
+// startDue claims up to free due sources and runs each in its own slot.
+func (s *Syncer) startDue(ctx context.Context, free int, slots chan struct{}, wg *sync.WaitGroup) error {
+	now := s.conf.Now()
+	if err := s.completeExpired(ctx, now); err != nil {
+		return err
+	}
+	claims, err := s.claim(ctx, free, now)
+	if err != nil {
+		return err
+	}
+	for _, c := range claims {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			s.runClaim(ctx, c)
+		}()
+	}
+	return nil
 }
 
 // RunDue completes the sources whose stop.after has passed, then claims
