@@ -180,11 +180,20 @@ func (e *Evaluator) run(ctx context.Context) error {
 			if !changes.Sleep(ctx, wait) {
 				return nil
 			}
+			// Retry at once: the timer may be the wake-up that just failed,
+			// and a stopped timer would leave only NOTIFY to wake us.
+			resetTimer(timer, 0)
 			continue
 		}
 		backoff.Reset()
-		timer.Reset(e.conf.CatchUpInterval)
+		resetTimer(timer, e.conf.CatchUpInterval)
 	}
+}
+
+// resetTimer re-arms t to fire after d, whether or not it fired already.
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	t.Reset(d)
 }
 
 // Drain evaluates claimable changes batch by batch until none is left, and

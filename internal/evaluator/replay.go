@@ -3,7 +3,6 @@ package evaluator
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -168,7 +167,7 @@ func (e *Evaluator) hasWatch(source, name string) bool {
 
 func (e *Evaluator) loadChanges(ctx context.Context, q ReplayQuery) ([]*change, error) {
 	rows, err := e.pool.Query(ctx, `
-		SELECT id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields, record, previous, eval_attempts
+		SELECT id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields, record, previous, eval_attempts + 1
 		FROM changes
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
 		ORDER BY id LIMIT $4`, q.Since, q.Until, q.Source, q.Limit)
@@ -183,11 +182,13 @@ func (e *Evaluator) loadChanges(ctx context.Context, q ReplayQuery) ([]*change, 
 		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts); err != nil {
 			return nil, fmt.Errorf("read changes to replay: %w", err)
 		}
-		if err := json.Unmarshal(rec, &c.Record); err != nil {
+		// Decoded as live evaluation decodes them (integers stay int64), so
+		// that replay differs only where the watches do.
+		if c.Record, err = decodeSnapshot(rec); err != nil {
 			return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
 		}
 		if prev != nil {
-			if err := json.Unmarshal(prev, &c.Previous); err != nil {
+			if c.Previous, err = decodeSnapshot(prev); err != nil {
 				return nil, fmt.Errorf("change %d: previous snapshot: %w", c.ID, err)
 			}
 		}

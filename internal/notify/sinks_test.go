@@ -261,3 +261,21 @@ func TestCommandSink(t *testing.T) {
 		t.Error("a missing executable was accepted")
 	}
 }
+
+// TestWebhookErrorHidesURL: a webhook or Slack URL is a credential; a
+// transport error must not quote it (it ends up in logs and last_error).
+func TestWebhookErrorHidesURL(t *testing.T) {
+	t.Parallel()
+	s, err := NewWebhookSink(WebhookOptions{URL: "http://127.0.0.1:1/services/T000/B000/SECRETTOKEN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Deliver(context.Background(), &Notification{ID: 1, DedupeKey: "k", Sink: "hook", Attempt: 1,
+		Payload: Payload{DedupeKey: "k", Kind: KindSingle}})
+	if err == nil {
+		t.Fatal("delivery to a closed port succeeded")
+	}
+	if strings.Contains(err.Error(), "SECRETTOKEN") || strings.Contains(err.Error(), "/services/") {
+		t.Errorf("error quotes the secret URL: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -34,7 +35,7 @@ var _ Sink = (*SlackSink)(nil)
 // NewSlackSink returns a Slack sink.
 func NewSlackSink(o SlackOptions) (*SlackSink, error) {
 	if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
-		return nil, fmt.Errorf("slack url %q must start with http:// or https://", o.URL)
+		return nil, errors.New("slack url must start with http:// or https://")
 	}
 	c := o.Client
 	if c == nil {

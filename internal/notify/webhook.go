@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -136,7 +137,7 @@ var _ Sink = (*WebhookSink)(nil)
 // NewWebhookSink returns a webhook sink.
 func NewWebhookSink(o WebhookOptions) (*WebhookSink, error) {
 	if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
-		return nil, fmt.Errorf("webhook url %q must start with http:// or https://", o.URL)
+		return nil, errors.New("webhook url must start with http:// or https://")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -193,6 +194,12 @@ func post(ctx context.Context, client *http.Client, url string, h http.Header, b
 	req.Header = h
 	resp, err := client.Do(req)
 	if err != nil {
+		// A *url.Error quotes the whole URL, and a webhook or Slack URL is
+		// itself a credential: keep only the cause, which never holds it.
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%s did not answer in time: %w", what, err)
