@@ -16,6 +16,7 @@ import (
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -176,8 +177,14 @@ func newMigrator(ctx context.Context, pool *pgxpool.Pool) (*migrate.Migrate, fun
 // redact removes the password from a database URL for error messages.
 func redact(databaseURL string) string {
 	u, err := url.Parse(databaseURL)
-	if err != nil {
-		return "the database"
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		// A keyword/value DSN ("host=… password=…") is not a URL: name
+		// what is safe to name.
+		cfg, err := pgconn.ParseConfig(databaseURL)
+		if err != nil {
+			return "the database"
+		}
+		return fmt.Sprintf("host=%s port=%d dbname=%s user=%s", cfg.Host, cfg.Port, cfg.Database, cfg.User)
 	}
 	return u.Redacted()
 }

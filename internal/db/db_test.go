@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/db"
@@ -50,5 +51,21 @@ func TestDirtyDatabaseIsRefused(t *testing.T) {
 	}
 	if _, err := db.Migrate(ctx, pool); err != nil {
 		t.Errorf("Migrate after Force: %v", err)
+	}
+}
+
+func TestConnectErrorHidesPassword(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{
+		"postgres://lookout:s3cretpw@127.0.0.1:1/lookout?connect_timeout=2",
+		"host=127.0.0.1 port=1 user=lookout password=s3cretpw dbname=lookout connect_timeout=2",
+	} {
+		_, err := db.Open(context.Background(), dsn)
+		if err == nil {
+			t.Fatalf("connected to a closed port with %q", dsn)
+		}
+		if strings.Contains(err.Error(), "s3cretpw") {
+			t.Errorf("error shows the password: %v", err)
+		}
 	}
 }

@@ -355,3 +355,46 @@ func TestUnknownConnector(t *testing.T) {
 		t.Errorf("error:\n got: %v\nwant: %s", err, want)
 	}
 }
+
+// TestNULCharacters: PostgreSQL's text and jsonb cannot hold NUL; an
+// upstream item with one is mirrored with U+FFFD instead of failing its
+// source forever.
+func TestNULCharacters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("sources/tasks.yaml", tasksSource)
+	e.write("data/a.jsonl", `{"id": "n1", "title": "a\u0000b", "state": "open", "note": "c\u0000d"}`+"\n")
+	e.sync()
+	var title, note, status string
+	if err := e.pool.QueryRow(context.Background(), `
+		SELECT r.title, r.extra->>'note', s.status FROM records r, sync_runs s WHERE r.record_id = 'n1'`).Scan(&title, &note, &status); err != nil {
+		t.Fatal(err)
+	}
+	if status != "succeeded" || title != "a\uFFFDb" || note != "c\uFFFDd" {
+		t.Errorf("run %s, title %q, extra.note %q; want succeeded with U+FFFD for NUL", status, title, note)
+	}
+}
+
+// TestMissingFileIsNotADeletion: one of several patterns matching nothing
+// (a file being rewritten, a missing mount) fails the run instead of
+// deleting every record the file held.
+func TestMissingFileIsNotADeletion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("sources/tasks.yaml", strings.Replace(tasksSource, `paths: ["data/*.jsonl"]`, `paths: ["data/*.jsonl", "extra.json"]`, 1))
+	e.write("data/a.jsonl", tasks(3, nil))
+	e.write("extra.json", `[{"id": "x-1", "title": "from extra.json"}]`)
+	e.sync()
+	e.remove("extra.json")
+	e.sync()
+	if got := e.count(`SELECT count(*) FROM changes WHERE kind = 'deleted'`); got != 0 {
+		t.Errorf("%d deletions recorded for a missing file", got)
+	}
+	var status, errText string
+	if err := e.pool.QueryRow(context.Background(), `SELECT status, error FROM sync_runs ORDER BY id DESC LIMIT 1`).Scan(&status, &errText); err != nil {
+		t.Fatal(err)
+	}
+	if status != "failed" || !strings.Contains(errText, "no file matches extra.json") {
+		t.Errorf("run = %s %q, want failed naming extra.json", status, errText)
+	}
+}

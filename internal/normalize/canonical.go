@@ -14,7 +14,7 @@ import (
 // insignificant whitespace, no HTML escaping, integers in decimal, other
 // numbers in the shortest form that round-trips ('g' with exponent only for
 // very large or small values), strings with the minimal JSON escapes and
-// invalid UTF-8 replaced by U+FFFD. The content hash is SHA-256 of this
+// invalid UTF-8 and NUL replaced by U+FFFD. The content hash is SHA-256 of this
 // form, so it is part of the stored data's contract: changing it changes
 // every hash.
 //
@@ -135,6 +135,9 @@ func appendString(b []byte, s string) []byte {
 				b = append(b, '\\', 'r')
 			case '\t':
 				b = append(b, '\\', 't')
+			case 0:
+				// PostgreSQL's text and jsonb cannot hold NUL: U+FFFD stands in.
+				b = append(b, "\uFFFD"...)
 			default:
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}

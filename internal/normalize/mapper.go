@@ -159,12 +159,26 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 			}
 		}
 	}
-	if raw == nil {
-		raw = Canonical(item)
+	if raw == nil || bytes.Contains(raw, []byte(`\u0000`)) {
+		raw = Canonical(item) // PostgreSQL's jsonb refuses \u0000; Canonical replaces it
+	}
+	r.ID = noNUL(r.ID)
+	r.Title, r.Body, r.URL, r.Author, r.Status = noNUL(r.Title), noNUL(r.Body), noNUL(r.URL), noNUL(r.Author), noNUL(r.Status)
+	for i, l := range r.Labels {
+		r.Labels[i] = noNUL(l)
 	}
 	r.Raw = raw
 	m.hasher.Hash(&r)
 	return r, nil
+}
+
+// noNUL replaces NUL characters, which PostgreSQL text cannot hold, by
+// U+FFFD (as Canonical does inside extra and snapshots).
+func noNUL(s string) string {
+	if strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 func (m *Mapper) consumed(key string) bool {

@@ -51,7 +51,7 @@ func TestLeaseTakeoverIsRecorded(t *testing.T) {
 	}
 
 	// a wakes up: its writes are fenced out and its outcome is not recorded.
-	if _, err := a.writeBatch(ctx, claims[0], nil, nil); !errors.Is(err, ErrLeaseLost) {
+	if _, err := a.writeBatch(ctx, claims[0], nil, nil, false); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("write after takeover: %v, want ErrLeaseLost", err)
 	}
 	_, err = a.finish(ctx, claims[0], a.sources["s"], outcome{status: "succeeded"}, h.clock.Now(), &runStats{})

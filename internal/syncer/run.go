@@ -152,8 +152,9 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 	}
 
 	type job struct {
-		recs   []normalize.Record
-		cursor json.RawMessage
+		recs    []normalize.Record
+		cursor  json.RawMessage
+		pageEnd bool // the last batch of a page: counts the page
 	}
 	jobs := make(chan job, 2)
 	var writeErr error
@@ -167,7 +168,7 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 			if writeErr != nil {
 				continue // drain after a failure
 			}
-			st, err := s.writeBatch(wctx, c, j.recs, j.cursor)
+			st, err := s.writeBatch(wctx, c, j.recs, j.cursor, j.pageEnd)
 			if err != nil {
 				writeErr = err
 				cancelWriter()
@@ -203,7 +204,7 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 		for i := 0; i < len(recs) || (i == 0 && page.Cursor != nil); i += s.conf.BatchSize {
 			j := job{recs: recs[i:min(i+s.conf.BatchSize, len(recs))]}
 			if i+s.conf.BatchSize >= len(recs) {
-				j.cursor = page.Cursor
+				j.cursor, j.pageEnd = page.Cursor, true
 			}
 			select {
 			case jobs <- j:
@@ -259,7 +260,7 @@ var errWriterFailed = errors.New("batch write failed")
 // writeBatch commits one batch: the records and changes, the cursor, the
 // run's counters and the lease extension, all or nothing. The lease check
 // fences out a replica whose lease expired.
-func (s *Syncer) writeBatch(ctx context.Context, c claim, recs []normalize.Record, cur json.RawMessage) (changes.Stats, error) {
+func (s *Syncer) writeBatch(ctx context.Context, c claim, recs []normalize.Record, cur json.RawMessage, pageEnd bool) (changes.Stats, error) {
 	var st changes.Stats
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -267,7 +268,11 @@ func (s *Syncer) writeBatch(ctx context.Context, c claim, recs []normalize.Recor
 		if err != nil {
 			return err
 		}
-		return s.extendLease(ctx, tx, c, st, cur)
+		pages := 0
+		if pageEnd {
+			pages = 1
+		}
+		return s.extendLease(ctx, tx, c, st, cur, pages)
 	})
 	if err != nil {
 		return st, fmt.Errorf("write batch: %w", err)
@@ -275,7 +280,10 @@ func (s *Syncer) writeBatch(ctx context.Context, c claim, recs []normalize.Recor
 	return st, nil
 }
 
-func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, c claim, st changes.Stats, cur json.RawMessage) error {
+// extendLease renews the lease, stores the cursor and adds the batch's
+// counters (and pages) to the run, in tx; it fails with ErrLeaseLost when
+// the lease is no longer this replica's.
+func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, c claim, st changes.Stats, cur json.RawMessage, pages int) error {
 	var held bool
 	err := tx.QueryRow(ctx, `
 		WITH lease AS (
@@ -283,7 +291,7 @@ func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, c claim, st changes
 		    WHERE name = $1 AND lease_owner = $2 AND run_id = $3
 		    RETURNING 1
 		), counters AS (
-		    UPDATE sync_runs SET pages = pages + 1, items_seen = items_seen + $7, items_created = items_created + $8,
+		    UPDATE sync_runs SET pages = pages + $12, items_seen = items_seen + $7, items_created = items_created + $8,
 		           items_updated = items_updated + $9, items_unchanged = items_unchanged + $10,
 		           items_deleted = items_deleted + $11
 		    WHERE id = $3 AND EXISTS (SELECT 1 FROM lease)
@@ -291,7 +299,7 @@ func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, c claim, st changes
 		)
 		SELECT EXISTS (SELECT 1 FROM lease)`,
 		c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease, nullJSON(cur),
-		st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted).Scan(&held)
+		st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, pages).Scan(&held)
 	if err != nil {
 		return fmt.Errorf("extend lease: %w", err)
 	}
@@ -310,17 +318,18 @@ func (s *Syncer) tombstone(ctx context.Context, c claim, seen map[string]string)
 	}
 	for i := 0; i < len(missing); i += s.conf.BatchSize {
 		ids := missing[i:min(i+s.conf.BatchSize, len(missing))]
+		var st changes.Stats
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			st, err := changes.Delete(ctx, tx, c.name, c.runID, ids)
-			if err != nil {
+			var err error
+			if st, err = changes.Delete(ctx, tx, c.name, c.runID, ids); err != nil {
 				return err
 			}
-			total.Add(st)
-			return s.extendLease(ctx, tx, c, changes.Stats{Deleted: st.Deleted}, nil)
+			return s.extendLease(ctx, tx, c, changes.Stats{Deleted: st.Deleted}, nil, 0)
 		})
 		if err != nil {
 			return total, fmt.Errorf("record deletions: %w", err)
 		}
+		total.Add(st) // counted once committed
 	}
 	return total, nil
 }
@@ -343,6 +352,7 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 	now := s.conf.Now()
 	sc := src.cfg
 	fin := finished{requests: max(out.result.Requests, int(rs.requests.Load())), waits: int(rs.waits.Load())}
+	lost := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var prevFailures int
 		var status string
@@ -354,12 +364,12 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 			FROM sources WHERE name = $1 AND lease_owner = $2 AND run_id = $3 FOR UPDATE`,
 			c.name, s.conf.Owner, c.runID).Scan(&prevFailures, &status, &interval, &lastChange, &lastSuccess, &since)
 		if errors.Is(err, pgx.ErrNoRows) {
+			// Another replica holds the source now: record that this run was
+			// abandoned (committed), and report the lost lease afterwards.
 			_, err = tx.Exec(ctx, `UPDATE sync_runs SET status = 'abandoned', finished_at = $2, error = $3 WHERE id = $1 AND status = 'running'`,
 				c.runID, now, ErrLeaseLost.Error())
-			if err != nil {
-				return err
-			}
-			return ErrLeaseLost
+			lost = err == nil
+			return err
 		}
 		if err != nil {
 			return fmt.Errorf("read source state: %w", err)
@@ -469,6 +479,9 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 		return tx.QueryRow(ctx, `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2) WHERE id = $1
 			RETURNING cursor_after`, c.runID, c.name).Scan(&fin.cursorAfter)
 	})
+	if err == nil && lost {
+		err = ErrLeaseLost
+	}
 	return fin, err
 }
 

@@ -81,14 +81,19 @@ func (c *Connector) Fetch(ctx context.Context, _ json.RawMessage, emit connector
 		if err != nil {
 			return connectors.Result{}, fmt.Errorf("glob %s: %w", p, err)
 		}
+		if len(m) == 0 && !hasMeta(p) {
+			// A named file that is missing is far more often a file being
+			// rewritten or a missing mount than a deliberate deletion:
+			// refuse rather than tombstone every record it held.
+			return connectors.Result{}, fmt.Errorf("no file matches %s (relative to %s); nothing was changed", c.display(p), c.dir)
+		}
 		files = append(files, m...)
 	}
 	slices.Sort(files)
 	files = slices.Compact(files)
 	if len(files) == 0 {
-		// An empty match is far more often a missing mount than a deliberate
-		// deletion of everything: refuse rather than tombstone every record.
-		return connectors.Result{}, fmt.Errorf("no file matches %s (relative to %s)", strings.Join(c.paths, ", "), c.dir)
+		// Likewise when no pattern matches anything at all.
+		return connectors.Result{}, fmt.Errorf("no file matches %s (relative to %s); nothing was changed", strings.Join(c.paths, ", "), c.dir)
 	}
 	pages := make([]connectors.Page, 0, len(files))
 	for _, f := range files {
@@ -143,6 +148,9 @@ func (c *Connector) read(path string) ([]connectors.Item, error) {
 	}
 	return out, nil
 }
+
+// hasMeta reports whether a path is a pattern rather than a file name.
+func hasMeta(p string) bool { return strings.ContainsAny(p, `*?[\\`) }
 
 func readLines(name string, data []byte) ([]connectors.Item, error) {
 	var out []connectors.Item
