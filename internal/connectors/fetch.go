@@ -41,6 +41,19 @@ type Response struct {
 	Body   []byte
 }
 
+// TimeoutEnforcer is implemented by transports that apply the request
+// timeout themselves, after their rate-limit waits (the syncer's): Get then
+// leaves the timeout to them, so that waiting for a budget never eats into
+// the time the upstream has to answer.
+type TimeoutEnforcer interface {
+	EnforcesTimeout() bool
+}
+
+func enforcesTimeout(client *http.Client) bool {
+	te, ok := client.Transport.(TimeoutEnforcer)
+	return ok && te.EnforcesTimeout()
+}
+
 // Get sends req with client and reads the body. Every error names the
 // (redacted) URL; the status is mapped by CheckStatusAt, so callers test the
 // result with errors.Is / errors.As against the sentinels. A request that
@@ -57,7 +70,7 @@ func Get(ctx context.Context, client *http.Client, req Request) (*Response, erro
 		limit = MaxBody
 	}
 	parent := ctx
-	if req.Timeout > 0 {
+	if req.Timeout > 0 && !enforcesTimeout(client) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
 		defer cancel()

@@ -88,6 +88,12 @@ func (rs *runStats) blockedUntil() time.Time {
 	return rs.blocked
 }
 
+// EnforcesTimeout tells connectors.Get that this transport applies the
+// source's timeout itself, after the rate-limit waits.
+func (t *politeTransport) EnforcesTimeout() bool { return t.timeout > 0 }
+
+var _ connectors.TimeoutEnforcer = (*politeTransport)(nil)
+
 // RoundTrip waits for the budgets, sends req with the timeout, and records
 // what the response says about the host's limits.
 func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
