@@ -58,8 +58,10 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 		switch cause := context.Cause(runCtx); {
 		case ctx.Err() != nil:
 			// Shutting down: give the source back at once rather than
-			// leaving a lease for another replica to wait out.
-			out.status, out.err = "failed", fmt.Errorf("interrupted by shutdown: %w", out.err)
+			// leaving a lease for another replica to wait out. This is no
+			// failure of the upstream: it resumes from its cursor at once,
+			// without backoff and without counting towards max_failures.
+			out.status, out.err = "abandoned", fmt.Errorf("interrupted by shutdown: %w", out.err)
 		case errors.Is(cause, errRunTimeout):
 			out.status, out.err = "failed", fmt.Errorf("%w (%s): %w", errRunTimeout, s.conf.RunTimeout, out.err)
 		case errors.Is(cause, ErrLeaseLost):
@@ -86,6 +88,8 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 	switch {
 	case out.err != nil && out.status == "deferred":
 		logger.Warn("run deferred by upstream", append(attrs, "error", out.err, "retry_at", fin.next.At)...)
+	case out.status == "abandoned":
+		logger.Warn("run interrupted by shutdown", append(attrs, "error", out.err)...)
 	case out.err != nil:
 		logger.Error("run failed", append(attrs, "error", out.err, "failure_count", fin.failures)...)
 	default:
@@ -408,6 +412,9 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 				at = now.Add(minDefer)
 			}
 			fin.next = schedule.Deferred(now, at, errText(out.err))
+		case "abandoned":
+			fin.failures = prevFailures
+			fin.next = schedule.Deferred(now, now, "interrupted by shutdown; due again at once")
 		case "failed":
 			fin.failures = prevFailures + 1
 			fin.next = src.schedule.Retry(now, fin.failures, s.conf.Backoff, run)

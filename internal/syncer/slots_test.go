@@ -54,3 +54,40 @@ func TestSlowSourceDoesNotBlockOthers(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestShutdownIsNotAFailure: a run cut off by Stop (a deploy, a CronJob
+// deadline) is recorded as abandoned, due again at once, and does not count
+// towards backoff or max_failures.
+func TestShutdownIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	started := make(chan struct{})
+	cfg := loadConfig(t, fastLimits+"syncer: {poll_interval: 10ms}\n", map[string]string{
+		"long": "every: 1h\njitter: 0s\n",
+	}, map[string]fetchFunc{
+		"long": func(ctx context.Context, _ connectors.Env, _ json.RawMessage, _ connectors.EmitFunc) (connectors.Result, error) {
+			close(started)
+			<-ctx.Done()
+			return connectors.Result{}, ctx.Err()
+		},
+	})
+	s := h.syncer(cfg, Config{Now: time.Now})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the source never started")
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r := h.source("long")
+	if r.Failures != 0 || r.NextRunAt.After(time.Now()) {
+		t.Errorf("after a shutdown: failure_count %d, next_run_at %s; want 0 and now", r.Failures, r.NextRunAt)
+	}
+	if runs := h.runs("long"); len(runs) != 1 || runs[0].Status != "abandoned" {
+		t.Errorf("runs = %+v, want one abandoned run", runs)
+	}
+}
