@@ -196,7 +196,9 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 	for range max(l.cfg.Concurrency, 1) {
 		workers.Go(func() {
 			for c := range work {
-				if ctx.Err() != nil {
+				// Checked again here, where the attempt starts: waiting for
+				// a free worker may have eaten the margin checked at claim.
+				if ctx.Err() != nil || !d.leaseCovers(l, c) {
 					rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
 					continue
 				}
@@ -246,7 +248,7 @@ claim:
 			// A row whose lease cannot outlast a whole attempt (plus a
 			// tenth of the lease for recording) goes back unsent: another
 			// replica may take it over before we could record.
-			if time.Until(c.leaseEnd) < l.cfg.Timeout+d.conf.Lease/10 {
+			if !d.leaseCovers(l, c) {
 				rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
 				continue
 			}
@@ -267,6 +269,13 @@ claim:
 		err = ferr
 	}
 	return attempted, err
+}
+
+// leaseCovers reports whether c's lease outlasts a whole attempt plus a
+// tenth of the lease for recording the outcome; otherwise another replica
+// could take the row over while it is being sent.
+func (d *Deliverer) leaseCovers(l *lane, c *claimedRow) bool {
+	return time.Until(c.leaseEnd) >= l.cfg.Timeout+d.conf.Lease/10
 }
 
 // claimedRow is a claimed notification and the end of its lease as seen
