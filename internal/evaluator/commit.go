@@ -48,11 +48,11 @@ type note struct {
 // commit writes the decisions of the leased changes this evaluator still
 // owns and marks those changes done, in one transaction. It returns the
 // number of changes completed and notifications created.
-func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decision) (int, int, error) {
+func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decision, owner string) (int, int, error) {
 	var completed, created int
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		var err error
-		completed, created, err = e.commitIn(ctx, tx, claimed, decs, e.conf.Owner)
+		completed, created, err = e.commitIn(ctx, tx, claimed, decs, owner)
 		return err
 	})
 	if err != nil {

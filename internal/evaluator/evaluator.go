@@ -20,6 +20,7 @@ package evaluator
 import (
 	"cmp"
 	"context"
+	"math/rand/v2"
 	"sync/atomic"
 
 	"errors"
@@ -269,13 +270,16 @@ func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
 	res := e.evaluate(claimed, decided)
 	var n, notes int
 	if e.needsModel(res) {
-		if err := e.lease(ctx, tx, claimed); err != nil {
+		// The lease holder is this batch, not only this process: workers of
+		// one evaluator must not mistake each other's leases for their own.
+		owner := fmt.Sprintf("%s#%08x", e.conf.Owner, rand.Uint32())
+		if err := e.lease(ctx, tx, claimed, owner); err != nil {
 			return 0, 0, err
 		}
-		if err := e.judgeDecisions(ctx, claimed, res); err != nil {
+		if err := e.judgeDecisions(ctx, claimed, res, owner); err != nil {
 			return 0, 0, err
 		}
-		n, notes, err = e.commit(ctx, claimed, res)
+		n, notes, err = e.commit(ctx, claimed, res, owner)
 	} else {
 		n, notes, err = e.commitIn(ctx, tx, claimed, res, "")
 		if err == nil {
@@ -326,7 +330,7 @@ func (e *Evaluator) needsModel(decs []decision) bool {
 }
 
 // lease turns the transaction's locks on claimed into a lease and commits.
-func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change) error {
+func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change, owner string) error {
 	ids := make([]int64, len(claimed))
 	for i, c := range claimed {
 		ids[i] = c.ID
@@ -334,7 +338,7 @@ func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change) err
 	if _, err := tx.Exec(ctx, `
 		UPDATE changes SET eval_owner = $2, eval_lease_expires_at = now() + $3::interval,
 		       eval_attempts = eval_attempts + 1
-		WHERE id = ANY($1)`, ids, e.conf.Owner, e.conf.Lease); err != nil {
+		WHERE id = ANY($1)`, ids, owner, e.conf.Lease); err != nil {
 		return fmt.Errorf("lease changes: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

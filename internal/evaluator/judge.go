@@ -69,7 +69,7 @@ func (e *Evaluator) request(d *decision) *semantic.Request {
 // and whose watch has an ask: verdict cache, budget, model. It runs outside
 // any transaction and keeps the claim on the batch alive meanwhile. A
 // failed model step becomes the watch's on_model_error decision.
-func (e *Evaluator) judgeDecisions(ctx context.Context, claimed []*change, decs []decision) error {
+func (e *Evaluator) judgeDecisions(ctx context.Context, claimed []*change, decs []decision, owner string) error {
 	if e.judge == nil {
 		return nil
 	}
@@ -85,7 +85,7 @@ func (e *Evaluator) judgeDecisions(ctx context.Context, claimed []*change, decs 
 	if len(reqs) == 0 {
 		return nil
 	}
-	stop := e.keepLease(ctx, claimed)
+	stop := e.keepLease(ctx, claimed, owner)
 	results, err := e.judge.Judge(ctx, reqs, semantic.Options{Purpose: semantic.PurposeEvaluate})
 	stop()
 	if err != nil {
@@ -158,7 +158,7 @@ func (e *Evaluator) holdBackoff(attempts int) time.Duration {
 // keepLease extends the lease on the claimed changes every third of the
 // lease until stop is called, so that a long model step does not let
 // another evaluator take them over.
-func (e *Evaluator) keepLease(ctx context.Context, claimed []*change) (stop func()) {
+func (e *Evaluator) keepLease(ctx context.Context, claimed []*change, owner string) (stop func()) {
 	ids := make([]int64, len(claimed))
 	for i, c := range claimed {
 		ids[i] = c.ID
@@ -177,7 +177,7 @@ func (e *Evaluator) keepLease(ctx context.Context, claimed []*change) (stop func
 			}
 			if _, err := e.pool.Exec(ctx, `
 				UPDATE changes SET eval_lease_expires_at = now() + $3::interval
-				WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'`, ids, e.conf.Owner, e.conf.Lease); err != nil && ctx.Err() == nil {
+				WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'`, ids, owner, e.conf.Lease); err != nil && ctx.Err() == nil {
 				e.logger.Warn("extend change leases", "error", err)
 			}
 		}
