@@ -33,6 +33,10 @@ func DedupeKey(policy, source, recordID, watchName, kind, hash string, version i
 	return fmt.Sprintf("%s/v%d-%s", base, version, hash[:min(len(hash), 16)])
 }
 
+// evaluationColumns are the columns an evaluations COPY writes.
+var evaluationColumns = []string{"change_id", "source", "record_id", "watch", "content_hash", "step", "matched",
+	"decision", "reason", "urgency", "notification_id", "evaluator", "model_call_id", "confidence", "created_at"}
+
 // note is a notification row to insert.
 type note struct {
 	dec     int // index into decisions
@@ -201,7 +205,32 @@ func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, 
 			evCall = append(evCall, d.modelCallID)
 			evConfidence = append(evConfidence, d.confidence)
 		}
-		if len(evChange) > 0 {
+		firstAttempt := true
+		for _, c := range claimed {
+			if owned[c.ID] && c.Attempts > 1 {
+				firstAttempt = false
+			}
+		}
+		switch {
+		case len(evChange) > 0 && firstAttempt:
+			// No change of the batch was ever decided before (a decision is
+			// only written by the transaction that settles or holds its
+			// change, and a held change comes back with more attempts):
+			// nothing can conflict, so the rows go in with COPY.
+			at := time.Now()
+			rows := make([][]any, len(evChange))
+			for i := range evChange {
+				var hash any
+				if evHash[i] != "" {
+					hash = evHash[i]
+				}
+				rows[i] = []any{evChange[i], evSource[i], evRecord[i], evWatch[i], hash, evStep[i], evMatched[i],
+					evDecision[i], evReason[i], evUrgency[i], evNote[i], e.conf.Owner, evCall[i], evConfidence[i], at}
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"evaluations"}, evaluationColumns, pgx.CopyFromRows(rows)); err != nil {
+				return fmt.Errorf("write evaluations: %w", err)
+			}
+		case len(evChange) > 0:
 			// A held decision is replaced when the change comes back; any
 			// other existing decision stands (a repeat is a no-op).
 			b.Queue(`
