@@ -44,7 +44,7 @@ func evalConfig() (*config.Config, func(), error) {
 		return nil, nil, err
 	}
 	files := map[string]string{
-		"lookout.yaml": "sinks: {log: {type: log}}\nevaluator: {batch_size: 1000}\n",
+		"lookout.yaml": "sinks: {log: {type: log}}\nevaluator: {batch_size: 2000}\n",
 		"sources/gen.yaml": `name: gen
 connector: file
 file: {paths: [none.jsonl]}
