@@ -347,7 +347,8 @@ func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change, own
 	return nil
 }
 
-// scanChanges reads claimed change rows.
+// scanChanges reads change rows (the columns of claimSQL) and decodes
+// their snapshots.
 func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim changes: %w", err)

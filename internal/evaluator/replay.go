@@ -165,36 +165,17 @@ func (e *Evaluator) hasWatch(source, name string) bool {
 	return false
 }
 
+// loadChanges reads the changes of the replay window, decoded as live
+// evaluation decodes them (scanChanges), so that replay differs only where
+// the watches do.
 func (e *Evaluator) loadChanges(ctx context.Context, q ReplayQuery) ([]*change, error) {
 	rows, err := e.pool.Query(ctx, `
 		SELECT id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields, record, previous, eval_attempts + 1
 		FROM changes
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
 		ORDER BY id LIMIT $4`, q.Since, q.Until, q.Source, q.Limit)
+	out, err := scanChanges(rows, err)
 	if err != nil {
-		return nil, fmt.Errorf("read changes to replay: %w", err)
-	}
-	defer rows.Close()
-	var out []*change
-	for rows.Next() {
-		c := &change{}
-		var rec, prev []byte
-		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts); err != nil {
-			return nil, fmt.Errorf("read changes to replay: %w", err)
-		}
-		// Decoded as live evaluation decodes them (integers stay int64), so
-		// that replay differs only where the watches do.
-		if c.Record, err = decodeSnapshot(rec); err != nil {
-			return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
-		}
-		if prev != nil {
-			if c.Previous, err = decodeSnapshot(prev); err != nil {
-				return nil, fmt.Errorf("change %d: previous snapshot: %w", c.ID, err)
-			}
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read changes to replay: %w", err)
 	}
 	return out, nil
