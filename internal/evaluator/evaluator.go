@@ -260,8 +260,11 @@ func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	rows, err := tx.Query(ctx, claimSQL, e.conf.BatchSize)
 	claimed, err := scanChanges(rows, err)
-	if err != nil || len(claimed) == 0 {
-		return 0, 0, err
+	if err != nil {
+		return 0, 0, fmt.Errorf("claim changes: %w", err)
+	}
+	if len(claimed) == 0 {
+		return 0, 0, nil
 	}
 	decided, err := e.decidedWatches(ctx, tx, claimed)
 	if err != nil {
@@ -351,7 +354,7 @@ func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change, own
 // their snapshots.
 func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 	if err != nil {
-		return nil, fmt.Errorf("claim changes: %w", err)
+		return nil, fmt.Errorf("read changes: %w", err)
 	}
 	defer rows.Close()
 	var out []*change
@@ -359,7 +362,7 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 		c := &change{}
 		var rec, prev []byte
 		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts); err != nil {
-			return nil, fmt.Errorf("claim changes: %w", err)
+			return nil, fmt.Errorf("read changes: %w", err)
 		}
 		if c.Record, err = decodeSnapshot(rec); err != nil {
 			return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
@@ -372,7 +375,7 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim changes: %w", err)
+		return nil, fmt.Errorf("read changes: %w", err)
 	}
 	return out, nil
 }
