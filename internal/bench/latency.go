@@ -16,6 +16,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/service"
 )
 
 // Latency holds commit-to-decision percentiles.
@@ -224,22 +225,10 @@ func RunLatency(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dura
 		return nil, err
 	}
 	startNaive := func(ctx context.Context) func() {
-		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					_, _ = naive.Drain(ctx)
-				}
-			}
-		}()
-		return func() { cancel(); <-done }
+		return service.Every(ctx, time.Second, func(ctx context.Context) bool {
+			_, _ = naive.Drain(ctx)
+			return true
+		})
 	}
 	res.Naive, _, err = measureLatency(ctx, pool, naive, startNaive, rate, perTx, dur, next)
 	if err != nil {

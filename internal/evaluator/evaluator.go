@@ -325,7 +325,7 @@ func (e *Evaluator) needsModel(decs []decision) bool {
 		return false
 	}
 	for i := range decs {
-		if decs[i].matched && decs[i].verdict == "notify" && decs[i].watch.question != nil {
+		if decs[i].needsModel() {
 			return true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lookout-dev/lookout/internal/semantic"
+	"github.com/lookout-dev/lookout/internal/service"
 )
 
 // decidedWatches returns, for claimed changes that were attempted before
@@ -65,6 +66,24 @@ func (e *Evaluator) request(d *decision) *semantic.Request {
 	return r
 }
 
+// needsModel reports whether the decision waits for the model step: its
+// filter matched and its watch has an ask.
+func (d *decision) needsModel() bool {
+	return d.matched && d.verdict == "notify" && d.watch.question != nil
+}
+
+// modelRequests builds the model requests of the decisions that need the
+// model, and their indexes in decs.
+func (e *Evaluator) modelRequests(decs []decision) (reqs []*semantic.Request, idx []int) {
+	for i := range decs {
+		if decs[i].needsModel() {
+			reqs = append(reqs, e.request(&decs[i]))
+			idx = append(idx, i)
+		}
+	}
+	return reqs, idx
+}
+
 // judgeDecisions runs the model step for the decisions whose filter matched
 // and whose watch has an ask: verdict cache, budget, model. It runs outside
 // any transaction and keeps the claim on the batch alive meanwhile. A
@@ -73,15 +92,7 @@ func (e *Evaluator) judgeDecisions(ctx context.Context, claimed []*change, decs 
 	if e.judge == nil {
 		return nil
 	}
-	var reqs []*semantic.Request
-	var idx []int
-	for i := range decs {
-		d := &decs[i]
-		if d.matched && d.verdict == "notify" && d.watch.question != nil {
-			reqs = append(reqs, e.request(d))
-			idx = append(idx, i)
-		}
-	}
+	reqs, idx := e.modelRequests(decs)
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -163,24 +174,12 @@ func (e *Evaluator) keepLease(ctx context.Context, claimed []*change, owner stri
 	for i, c := range claimed {
 		ids[i] = c.ID
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(max(e.conf.Lease/3, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if _, err := e.pool.Exec(ctx, `
-				UPDATE changes SET eval_lease_expires_at = now() + $3::interval
-				WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'`, ids, owner, e.conf.Lease); err != nil && ctx.Err() == nil {
-				e.logger.Warn("extend change leases", "error", err)
-			}
+	return service.Every(ctx, max(e.conf.Lease/3, 10*time.Millisecond), func(ctx context.Context) bool {
+		if _, err := e.pool.Exec(ctx, `
+			UPDATE changes SET eval_lease_expires_at = now() + $3::interval
+			WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'`, ids, owner, e.conf.Lease); err != nil && ctx.Err() == nil {
+			e.logger.Warn("extend change leases", "error", err)
 		}
-	}()
-	return func() { cancel(); <-done }
+		return true
+	})
 }

@@ -94,16 +94,7 @@ func (e *Evaluator) Replay(ctx context.Context, q ReplayQuery) (*ReplayReport, e
 		decs = kept
 	}
 	if e.judge != nil {
-		var reqs []*semantic.Request
-		var idx []int
-		for i := range decs {
-			d := &decs[i]
-			if d.matched && d.verdict == "notify" && d.watch.question != nil {
-				reqs = append(reqs, e.request(d))
-				idx = append(idx, i)
-			}
-		}
-		if len(reqs) > 0 {
+		if reqs, idx := e.modelRequests(decs); len(reqs) > 0 {
 			maxCalls := max(q.MaxCalls, 0)
 			results, err := e.judge.Judge(ctx, reqs, semantic.Options{Purpose: semantic.PurposeReplay, NoModel: q.NoModel, MaxCalls: maxCalls})
 			if err != nil {

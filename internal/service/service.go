@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // Loop runs fn in the background between Start and Stop.
@@ -59,4 +60,28 @@ func (l *Loop) Done() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.done
+}
+
+// Every calls fn every interval in a goroutine until the returned stop is
+// called or fn returns false; stop cancels fn's context and waits for it
+// to return. It is the shape of every lease heartbeat.
+func Every(ctx context.Context, interval time.Duration, fn func(ctx context.Context) bool) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if !fn(ctx) {
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

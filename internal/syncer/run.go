@@ -15,6 +15,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
+	"github.com/lookout-dev/lookout/internal/service"
 )
 
 // outcome is what a run ended with.
@@ -108,37 +109,22 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 // source over; if the lease was lost anyway it cancels the run with
 // ErrLeaseLost. The returned function stops it and waits.
 func (s *Syncer) heartbeat(ctx context.Context, c claim, lost context.CancelCauseFunc, logger *slog.Logger) func() {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(max(s.conf.Lease/3, 10*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			var held bool
-			err := s.pool.QueryRow(ctx, `
-				UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval
-				WHERE name = $1 AND lease_owner = $2 AND run_id = $3
-				RETURNING true`, c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease).Scan(&held)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				logger.Warn("lease lost while running; stopping the run")
-				lost(ErrLeaseLost)
-				return
-			case err != nil && ctx.Err() == nil:
-				logger.Warn("renew lease", "error", err)
-			}
+	return service.Every(ctx, max(s.conf.Lease/3, 10*time.Millisecond), func(ctx context.Context) bool {
+		var held bool
+		err := s.pool.QueryRow(ctx, `
+			UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval
+			WHERE name = $1 AND lease_owner = $2 AND run_id = $3
+			RETURNING true`, c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease).Scan(&held)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			logger.Warn("lease lost while running; stopping the run")
+			lost(ErrLeaseLost)
+			return false
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("renew lease", "error", err)
 		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+		return true
+	})
 }
 
 // fetch runs the connector and writes its pages. Mapping the next page
