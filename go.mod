@@ -10,6 +10,7 @@ require (
 	github.com/ollama/ollama v0.6.5
 	github.com/prometheus/client_golang v1.23.2
 	github.com/sourcegraph/conc v0.3.0
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/time v0.15.0
 )

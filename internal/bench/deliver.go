@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,12 +21,17 @@ import (
 
 // RunDeliveries puts n pending notifications in the outbox and measures
 // how long one deliverer takes to send them all to a local webhook
-// receiver that verifies every signature, as configured sinks are built.
+// receiver that verifies every Standard Webhooks signature (and that the
+// webhook-id is the dedupe key), as configured sinks are built.
 func RunDeliveries(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duration, error) {
-	const secret = "bench-secret"
+	const secret = "whsec_bG9va291dCBiZW5jaG1hcmsgc2VjcmV0LCAzMiBiISE="
 	var got, bad atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := notify.VerifyRequest(r, secret, 5*time.Minute); err != nil {
+		body, err := notify.VerifyRequest(r, secret, 5*time.Minute)
+		if err == nil && !strings.Contains(string(body), `"dedupe_key":"`+r.Header.Get(notify.HeaderWebhookID)+`"`) {
+			err = fmt.Errorf("webhook-id %q is not the body's dedupe key", r.Header.Get(notify.HeaderWebhookID))
+		}
+		if err != nil {
 			bad.Add(1)
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return

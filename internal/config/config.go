@@ -136,9 +136,16 @@ type Sink struct {
 	// URL is the endpoint of webhook and slack sinks (http or https).
 	// Required for those types.
 	URL string `yaml:"url"`
-	// Secret signs webhook bodies (HMAC-SHA256, header X-Lookout-Signature);
-	// write it as ${ENV_VAR}. Defaults to no signature.
+	// Secret signs webhook requests the Standard Webhooks way
+	// (webhook-signature): "whsec_<base64 key>", or any other string used
+	// as the HMAC key as written; write it as ${ENV_VAR}. Defaults to no
+	// signature.
 	Secret string `yaml:"secret"`
+	// Signature is which headers sign a webhook request: standard
+	// (webhook-id, webhook-timestamp, webhook-signature), legacy
+	// (X-Lookout-Signature, X-Lookout-Timestamp, Idempotency-Key), or both
+	// while receivers move over. Defaults to standard.
+	Signature string `yaml:"signature"`
 	// Timeout bounds one delivery attempt; a sink that does not answer in
 	// time fails the attempt, which is retried. Defaults to 10s.
 	Timeout time.Duration `yaml:"timeout"`

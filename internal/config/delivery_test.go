@@ -66,7 +66,7 @@ func TestDeliveryDefaults(t *testing.T) {
 		t.Errorf("delivery = %+v", d)
 	}
 	hook := g.Sinks["hook"]
-	if hook.Timeout != 10*time.Second || hook.MaxAttempts != 8 || hook.Concurrency != 4 {
+	if hook.Timeout != 10*time.Second || hook.MaxAttempts != 8 || hook.Concurrency != 4 || hook.Signature != "standard" {
 		t.Errorf("hook = %+v", hook)
 	}
 	if m := g.Sinks["mail"].SMTP; m.Port != 587 || m.StartTLS != "required" {
@@ -92,6 +92,10 @@ func TestDeliveryValidation(t *testing.T) {
 		{name: "password in clear", global: "      username: lookout=>      starttls: none\n      username: lookout", want: "lookout.yaml:10: sinks.mail.smtp.starttls must be required when smtp.username is set: credentials never travel in clear text"},
 		{name: "concurrency", global: "    secret: s3cret=>    secret: s3cret\n    concurrency: 1000", want: "lookout.yaml:6: sinks.hook.concurrency must be between 1 and 256"},
 		{name: "lease below a timeout", global: "    secret: s3cret=>    secret: s3cret\n    timeout: 2m", want: "lookout.yaml:19: delivery.lease (1m0s) must exceed sinks.hook.timeout (2m0s): a delivery may not outlive its claim"},
+		{name: "signature scheme", global: "    secret: s3cret=>    secret: s3cret\n    signature: v2", want: `lookout.yaml:6: sinks.hook.signature must be standard, legacy or both, not "v2"`},
+		{name: "signature on a command", global: "    command: [/bin/true]=>    command: [/bin/true]\n    signature: both", want: "lookout.yaml:17: sinks.script.signature is not used by a command sink (only by webhook)"},
+		{name: "whsec secret not base64", global: "secret: s3cret=>secret: whsec_not*base64", want: "lookout.yaml:5: sinks.hook.secret starts with whsec_ but the rest is not a standard base64 key"},
+		{name: "whsec secret empty", global: "secret: s3cret=>secret: whsec_", want: "lookout.yaml:5: sinks.hook.secret starts with whsec_ but the rest is not a standard base64 key"},
 		{name: "retry bounds", global: "  lease: 1m=>  lease: 1m\n  retry_min: 1h\n  retry_max: 1m", want: "lookout.yaml:20: delivery.retry_max must not be less than delivery.retry_min (1h0m0s)"},
 		{name: "unknown delivery key", global: "  lease: 1m=>  lease: 1m\n  workers: 3", want: "lookout.yaml:19: delivery.workers is not a known key"},
 		{name: "digest cron", source: `"0 8 * * 1-5"=>"every morning"`, want: `sources/tasks.yaml:9: watches[0].digest.cron "every morning" is not a cron expression`},

@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/url"
@@ -490,6 +491,7 @@ func (g *Global) validateSink(key string, s *Sink) []error {
 	if s.Type != "" && slices.Contains(SinkTypes, s.Type) {
 		only(s.URL != "", "url", "webhook", "slack")
 		only(s.Secret != "", "secret", "webhook")
+		only(s.Signature != "", "signature", "webhook")
 		only(len(s.Headers) > 0, "headers", "webhook", "slack")
 		only(s.SMTP != nil, "smtp", "email")
 		only(len(s.Command) > 0, "command", "command")
@@ -498,6 +500,18 @@ func (g *Global) validateSink(key string, s *Sink) []error {
 	case "":
 		bad("type", "is required (one of %s)", strings.Join(SinkTypes, ", "))
 	case "webhook", "slack":
+		if s.Type == "webhook" {
+			s.Signature = cmp.Or(s.Signature, "standard")
+			if !slices.Contains([]string{"standard", "legacy", "both"}, s.Signature) {
+				bad("signature", "must be standard, legacy or both, not %q", s.Signature)
+			}
+			// The value is a secret: say what is wrong, never what it is.
+			if enc, ok := strings.CutPrefix(s.Secret, "whsec_"); ok {
+				if key, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(enc, "=")); err != nil || len(key) == 0 {
+					bad("secret", "starts with whsec_ but the rest is not a standard base64 key (Standard Webhooks secrets are whsec_ followed by the base64 of 24 to 64 random bytes)")
+				}
+			}
+		}
 		switch {
 		case s.URL == "":
 			bad("url", "is required for a %s sink", s.Type)

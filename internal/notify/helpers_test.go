@@ -3,8 +3,10 @@ package notify
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.uber.org/goleak"
 
 	"github.com/lookout-dev/lookout/internal/config"
@@ -127,6 +130,7 @@ func countStatus(t testing.TB, pool *pgxpool.Pool, sink, status string) int {
 type receiver struct {
 	t      testing.TB
 	secret string
+	wh     *standardwebhooks.Webhook
 	srv    *httptest.Server
 
 	// behave, when set, may answer a request itself (return true); n is
@@ -144,8 +148,16 @@ type receiver struct {
 	total     atomic.Int64 // accepted deliveries
 }
 
-func newReceiver(t testing.TB, secret string) *receiver {
-	r := &receiver{t: t, secret: secret, requests: map[string]int{}, accepted: map[string]int{},
+// newReceiver starts a receiver; the sink's secret is "whsec_" and the
+// base64 of key, and the receiver verifies every request with the Standard
+// Webhooks Go library, as a user's receiver would.
+func newReceiver(t testing.TB, key string) *receiver {
+	secret := SecretPrefix + base64.StdEncoding.EncodeToString([]byte(key))
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &receiver{t: t, secret: secret, wh: wh, requests: map[string]int{}, accepted: map[string]int{},
 		bodies: map[string][32]byte{}, deliverys: map[string]bool{}, firstAt: map[string]time.Time{}, lastAt: map[string]time.Time{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
@@ -159,21 +171,24 @@ func (rc *receiver) problem(format string, args ...any) {
 }
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := VerifyRequest(r, rc.secret, time.Minute)
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = rc.wh.Verify(body, r.Header)
+	}
 	if err != nil {
 		rc.problem("signature: %v", err)
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
 	}
-	key := r.Header.Get(HeaderIdempotencyKey)
+	key := r.Header.Get(HeaderWebhookID)
 	var p Payload
 	if err := json.Unmarshal(body, &p); err != nil {
 		rc.problem("body: %v", err)
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
-	if key == "" || key != p.DedupeKey || key != r.Header.Get(HeaderDedupeKey) {
-		rc.problem("key %q, payload %q, header %q", key, p.DedupeKey, r.Header.Get(HeaderDedupeKey))
+	if key == "" || key != p.DedupeKey || r.Header.Get(HeaderIdempotencyKey) != "" {
+		rc.problem("webhook-id %q, payload %q, legacy Idempotency-Key %q", key, p.DedupeKey, r.Header.Get(HeaderIdempotencyKey))
 	}
 	if r.Header.Get("Content-Type") != "application/json" || r.Method != http.MethodPost {
 		rc.problem("%s with content type %q", r.Method, r.Header.Get("Content-Type"))

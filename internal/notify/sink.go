@@ -88,7 +88,7 @@ type SinkFactory func(cfg *config.Sink, logger *slog.Logger) (Sink, error)
 var sinkFactories = map[string]SinkFactory{
 	"log": func(_ *config.Sink, logger *slog.Logger) (Sink, error) { return &LogSink{Logger: logger}, nil },
 	"webhook": func(c *config.Sink, _ *slog.Logger) (Sink, error) {
-		return NewWebhookSink(WebhookOptions{URL: c.URL, Secret: c.Secret, Headers: c.Headers, Concurrency: c.Concurrency})
+		return NewWebhookSink(WebhookOptions{URL: c.URL, Secret: c.Secret, Signature: c.Signature, Headers: c.Headers, Concurrency: c.Concurrency})
 	},
 	"slack": func(c *config.Sink, _ *slog.Logger) (Sink, error) {
 		return NewSlackSink(SlackOptions{URL: c.URL, Headers: c.Headers, Concurrency: c.Concurrency})

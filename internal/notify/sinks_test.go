@@ -16,14 +16,14 @@ import (
 	"time"
 )
 
-func TestVerifySignature(t *testing.T) {
+func TestVerifyLegacySignature(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	body := []byte(`{"dedupe_key":"a/b/c"}`)
-	sig := Sign("k", now, body)
+	sig := SignLegacy("k", now, body)
 	ts := strconv.FormatInt(now.Unix(), 10)
 	if !strings.HasPrefix(sig, "sha256=") || len(sig) != len("sha256=")+64 {
-		t.Fatalf("Sign = %q, want sha256=<64 hex>", sig)
+		t.Fatalf("SignLegacy = %q, want sha256=<64 hex>", sig)
 	}
 	tests := []struct {
 		name         string
@@ -49,7 +49,7 @@ func TestVerifySignature(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := verifySignatureAt(tt.secret, tt.sig, tt.ts, tt.body, 0, tt.at)
+			err := verifyLegacyAt(tt.secret, tt.sig, tt.ts, tt.body, 0, tt.at)
 			if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 				t.Errorf("verify = %v, want %v", err, tt.want)
 			}
@@ -147,8 +147,8 @@ func TestWebhookSendsConfiguredHeadersAndUnsignedWithoutSecret(t *testing.T) {
 	if err := s.Deliver(context.Background(), testNotification()); err != nil {
 		t.Fatal(err)
 	}
-	if got.Get("Authorization") != "Bearer t" || got.Get(HeaderSignature) != "" || got.Get(HeaderTimestamp) == "" ||
-		got.Get(HeaderIdempotencyKey) != "src/r1/w/v2-abc" || got.Get(HeaderAttempt) != "1" || got.Get(HeaderNotification) != "7" {
+	if got.Get("Authorization") != "Bearer t" || got.Get(HeaderWebhookSignature) != "" || got.Get(HeaderWebhookTimestamp) == "" ||
+		got.Get(HeaderWebhookID) != "src/r1/w/v2-abc" || got.Get(HeaderAttempt) != "1" || got.Get(HeaderNotification) != "7" {
 		t.Errorf("headers = %v", got)
 	}
 }

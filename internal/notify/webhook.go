@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,36 +19,106 @@ import (
 	"time"
 )
 
-// Webhook headers: a contract with receivers (docs/delivery.md).
+// Standard Webhooks headers (https://www.standardwebhooks.com): a contract
+// with receivers (docs/delivery.md), sent unless the sink's signature is
+// legacy.
+const (
+	// HeaderWebhookID is the notification's dedupe key, the same on every
+	// attempt: the receiver's idempotency key.
+	HeaderWebhookID = "webhook-id"
+	// HeaderWebhookTimestamp is the signing time in Unix seconds.
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	// HeaderWebhookSignature is "v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">";
+	// absent when the sink has no secret. Receivers accept a
+	// space-separated list (any v1 match passes).
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// Legacy webhook headers, sent when the sink's signature is legacy or
+// both. They go away in a later release.
 const (
 	// HeaderSignature is "sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">",
-	// keyed with the sink's secret; absent when the sink has none.
+	// keyed with the sink's secret as written; absent when the sink has none.
 	HeaderSignature = "X-Lookout-Signature"
 	// HeaderTimestamp is the signing time in Unix seconds.
 	HeaderTimestamp = "X-Lookout-Timestamp"
-	// HeaderDelivery is unique per attempt.
-	HeaderDelivery = "X-Lookout-Delivery"
 	// HeaderDedupeKey and HeaderIdempotencyKey carry the notification's
 	// dedupe key, the same on every attempt: a receiver that sees a key
 	// twice has seen a repeat.
 	HeaderDedupeKey      = "X-Lookout-Dedupe-Key"
 	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// Webhook headers sent whatever the signature scheme.
+const (
+	// HeaderDelivery is unique per attempt.
+	HeaderDelivery = "X-Lookout-Delivery"
 	// HeaderAttempt is the attempt number, 1 for the first.
 	HeaderAttempt = "X-Lookout-Attempt"
 	// HeaderNotification is the notification id (notifications.id).
 	HeaderNotification = "X-Lookout-Notification-Id"
 )
 
-// SignatureTolerance is the default age beyond which VerifySignature
-// rejects a timestamp.
+// Signature schemes of a webhook sink (sinks.<name>.signature).
+const (
+	// SignatureStandard sends the Standard Webhooks headers only.
+	SignatureStandard = "standard"
+	// SignatureLegacy sends the X-Lookout-* and Idempotency-Key headers only.
+	SignatureLegacy = "legacy"
+	// SignatureBoth sends both sets, for receivers moving to the standard.
+	SignatureBoth = "both"
+)
+
+// SecretPrefix marks a Standard Webhooks secret: "whsec_" followed by the
+// base64 of the HMAC key.
+const SecretPrefix = "whsec_"
+
+// SignatureTolerance is the default age beyond which a verifier rejects a
+// timestamp.
 const SignatureTolerance = 5 * time.Minute
 
-// Sign returns the X-Lookout-Signature value for body signed at ts.
-func Sign(secret string, ts time.Time, body []byte) string {
-	return "sha256=" + hex.EncodeToString(signature(secret, strconv.FormatInt(ts.Unix(), 10), body))
+// WebhookKey returns the HMAC key of a Standard Webhooks signature: the
+// base64-decoded part of a "whsec_<base64>" secret, or the bytes of a
+// secret without the prefix (accepted as is, for secrets from before the
+// standard; the libraries' raw-secret constructors take the same bytes).
+func WebhookKey(secret string) ([]byte, error) {
+	enc, ok := strings.CutPrefix(secret, SecretPrefix)
+	if !ok {
+		return []byte(secret), nil
+	}
+	key, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(enc, "="))
+	if err != nil {
+		return nil, fmt.Errorf("a %s secret must be standard base64 (padded or not) after the prefix: %w", SecretPrefix, err)
+	}
+	if len(key) == 0 {
+		return nil, fmt.Errorf("a %s secret needs a key after the prefix", SecretPrefix)
+	}
+	return key, nil
 }
 
-func signature(secret, ts string, body []byte) []byte {
+// SignStandard returns the webhook-signature value for a message id, a
+// timestamp and a body, keyed with key (see WebhookKey).
+func SignStandard(key []byte, id string, ts time.Time, body []byte) string {
+	return "v1," + base64.StdEncoding.EncodeToString(standardMAC(key, id, strconv.FormatInt(ts.Unix(), 10), body))
+}
+
+func standardMAC(key []byte, id, ts string, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte{'.'})
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// SignLegacy returns the legacy X-Lookout-Signature value for body signed
+// at ts with the secret as written.
+func SignLegacy(secret string, ts time.Time, body []byte) string {
+	return "sha256=" + hex.EncodeToString(legacyMAC(secret, strconv.FormatInt(ts.Unix(), 10), body))
+}
+
+func legacyMAC(secret, ts string, body []byte) []byte {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(ts))
 	m.Write([]byte{'.'})
@@ -57,35 +128,89 @@ func signature(secret, ts string, body []byte) []byte {
 
 // Signature verification errors.
 var (
-	ErrSignatureMissing  = errors.New("signature or timestamp header missing")
+	ErrSignatureMissing  = errors.New("signature, id or timestamp header missing")
 	ErrSignatureMismatch = errors.New("signature does not match the body")
 	ErrSignatureExpired  = errors.New("timestamp outside the tolerance (a replay, or clocks apart)")
 )
 
-// VerifySignature checks a webhook request: header is X-Lookout-Signature,
-// timestamp is X-Lookout-Timestamp and body the raw request body. It
-// rejects a timestamp further than tolerance from now (replay protection;
-// tolerance <= 0 means SignatureTolerance) and compares in constant time.
-// The header may list several signatures separated by commas (any match
-// passes), which lets a receiver accept the old and new secret during a
-// rotation by calling it once per secret.
-func VerifySignature(secret, header, timestamp string, body []byte, tolerance time.Duration) error {
-	return verifySignatureAt(secret, header, timestamp, body, tolerance, time.Now())
+// VerifyWebhook checks a Standard Webhooks request: h holds its webhook-id,
+// webhook-timestamp and webhook-signature headers and body is the raw
+// request body. It rejects a timestamp further than tolerance from now
+// (replay protection; tolerance <= 0 means SignatureTolerance) and
+// compares in constant time. The signature header may list several
+// space-separated signatures (any v1 match passes), which lets a sender
+// sign with the old and the new secret during a rotation.
+func VerifyWebhook(secret string, h http.Header, body []byte, tolerance time.Duration) error {
+	return verifyWebhookAt(secret, h, body, tolerance, time.Now())
 }
 
-func verifySignatureAt(secret, header, timestamp string, body []byte, tolerance time.Duration, now time.Time) error {
-	if header == "" || timestamp == "" {
+func verifyWebhookAt(secret string, h http.Header, body []byte, tolerance time.Duration, now time.Time) error {
+	id, ts, header := h.Get(HeaderWebhookID), h.Get(HeaderWebhookTimestamp), h.Get(HeaderWebhookSignature)
+	if id == "" || ts == "" || header == "" {
 		return ErrSignatureMissing
 	}
-	sec, err := strconv.ParseInt(timestamp, 10, 64)
+	if err := checkTimestamp(ts, tolerance, now); err != nil {
+		return err
+	}
+	key, err := WebhookKey(secret)
 	if err != nil {
-		return fmt.Errorf("timestamp %q is not Unix seconds: %w", timestamp, ErrSignatureMismatch)
+		return err
+	}
+	want := standardMAC(key, id, ts, body)
+	for _, part := range strings.Fields(header) {
+		b64, ok := strings.CutPrefix(part, "v1,")
+		if !ok {
+			continue
+		}
+		got, err := base64.StdEncoding.DecodeString(b64)
+		if err == nil && hmac.Equal(got, want) {
+			return nil
+		}
+	}
+	return ErrSignatureMismatch
+}
+
+// checkTimestamp parses a Unix-seconds timestamp header and rejects one
+// further than tolerance from now.
+func checkTimestamp(ts string, tolerance time.Duration, now time.Time) error {
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("timestamp %q is not Unix seconds: %w", ts, ErrSignatureMismatch)
 	}
 	tolerance = cmp.Or(tolerance, SignatureTolerance)
 	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
 		return ErrSignatureExpired
 	}
-	want := signature(secret, timestamp, body)
+	return nil
+}
+
+// VerifyRequest reads r's body (at most 10 MiB) and verifies its Standard
+// Webhooks signature with VerifyWebhook; it returns the body.
+func VerifyRequest(r *http.Request, secret string, tolerance time.Duration) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 10<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read webhook body: %w", err)
+	}
+	return body, VerifyWebhook(secret, r.Header, body, tolerance)
+}
+
+// VerifyLegacySignature checks a legacy webhook request: header is
+// X-Lookout-Signature, timestamp is X-Lookout-Timestamp and body the raw
+// request body. Like VerifyWebhook it rejects a stale timestamp and
+// compares in constant time; the header may list several comma-separated
+// signatures. It does not cover the dedupe key: prefer VerifyWebhook.
+func VerifyLegacySignature(secret, header, timestamp string, body []byte, tolerance time.Duration) error {
+	return verifyLegacyAt(secret, header, timestamp, body, tolerance, time.Now())
+}
+
+func verifyLegacyAt(secret, header, timestamp string, body []byte, tolerance time.Duration, now time.Time) error {
+	if header == "" || timestamp == "" {
+		return ErrSignatureMissing
+	}
+	if err := checkTimestamp(timestamp, tolerance, now); err != nil {
+		return err
+	}
+	want := legacyMAC(secret, timestamp, body)
 	for _, part := range strings.Split(header, ",") {
 		hexSig, ok := strings.CutPrefix(strings.TrimSpace(part), "sha256=")
 		if !ok {
@@ -99,22 +224,17 @@ func verifySignatureAt(secret, header, timestamp string, body []byte, tolerance 
 	return ErrSignatureMismatch
 }
 
-// VerifyRequest reads r's body (at most 10 MiB) and verifies its signature
-// with VerifySignature; it returns the body.
-func VerifyRequest(r *http.Request, secret string, tolerance time.Duration) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 10<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read webhook body: %w", err)
-	}
-	return body, VerifySignature(secret, r.Header.Get(HeaderSignature), r.Header.Get(HeaderTimestamp), body, tolerance)
-}
-
 // WebhookOptions configure a webhook sink.
 type WebhookOptions struct {
 	// URL receives a POST of the payload JSON. Required.
 	URL string
-	// Secret signs the body; empty sends no signature.
+	// Secret signs the request: "whsec_<base64>" (Standard Webhooks), or
+	// any other string, used as the HMAC key as written. Empty sends no
+	// signature.
 	Secret string
+	// Signature is standard, legacy or both: which headers sign and
+	// identify the request. Defaults to standard.
+	Signature string
 	// Headers are sent with every request.
 	Headers map[string]string
 	// Concurrency sizes the connection pool (idle connections per host).
@@ -125,10 +245,12 @@ type WebhookOptions struct {
 	Now func() time.Time
 }
 
-// WebhookSink POSTs the payload JSON with signature, delivery and
-// idempotency headers.
+// WebhookSink POSTs the payload JSON, signed the Standard Webhooks way
+// (webhook-id is the dedupe key), with delivery headers; the legacy
+// X-Lookout-* signature headers on request.
 type WebhookSink struct {
 	opts   WebhookOptions
+	key    []byte // Standard Webhooks HMAC key; nil without a secret
 	client *http.Client
 }
 
@@ -139,6 +261,19 @@ func NewWebhookSink(o WebhookOptions) (*WebhookSink, error) {
 	if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
 		return nil, errors.New("webhook url must start with http:// or https://")
 	}
+	o.Signature = cmp.Or(o.Signature, SignatureStandard)
+	switch o.Signature {
+	case SignatureStandard, SignatureLegacy, SignatureBoth:
+	default:
+		return nil, fmt.Errorf("webhook signature must be standard, legacy or both, not %q", o.Signature)
+	}
+	var key []byte
+	if o.Secret != "" {
+		var err error
+		if key, err = WebhookKey(o.Secret); err != nil {
+			return nil, fmt.Errorf("webhook secret: %w", err)
+		}
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -146,7 +281,7 @@ func NewWebhookSink(o WebhookOptions) (*WebhookSink, error) {
 	if c == nil {
 		c = newHTTPClient(o.Concurrency)
 	}
-	return &WebhookSink{opts: o, client: c}, nil
+	return &WebhookSink{opts: o, key: key, client: c}, nil
 }
 
 // newHTTPClient returns a client that keeps a connection per concurrent
@@ -171,13 +306,23 @@ func (s *WebhookSink) Deliver(ctx context.Context, n *Notification) error {
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "lookout-webhook/1")
 	ts := s.opts.Now()
-	h.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
-	if s.opts.Secret != "" {
-		h.Set(HeaderSignature, Sign(s.opts.Secret, ts, body))
+	unix := strconv.FormatInt(ts.Unix(), 10)
+	if s.opts.Signature != SignatureLegacy {
+		h.Set(HeaderWebhookID, n.DedupeKey)
+		h.Set(HeaderWebhookTimestamp, unix)
+		if s.key != nil {
+			h.Set(HeaderWebhookSignature, SignStandard(s.key, n.DedupeKey, ts, body))
+		}
+	}
+	if s.opts.Signature != SignatureStandard {
+		h.Set(HeaderTimestamp, unix)
+		if s.opts.Secret != "" {
+			h.Set(HeaderSignature, SignLegacy(s.opts.Secret, ts, body))
+		}
+		h.Set(HeaderDedupeKey, n.DedupeKey)
+		h.Set(HeaderIdempotencyKey, n.DedupeKey)
 	}
 	h.Set(HeaderDelivery, n.DeliveryID)
-	h.Set(HeaderDedupeKey, n.DedupeKey)
-	h.Set(HeaderIdempotencyKey, n.DedupeKey)
 	h.Set(HeaderAttempt, strconv.Itoa(n.Attempt))
 	h.Set(HeaderNotification, strconv.FormatInt(n.ID, 10))
 	return post(ctx, s.client, s.opts.URL, h, body, "webhook")
