@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lookout-dev/lookout/internal/config"
 )
@@ -174,10 +175,15 @@ func newDeliveryID(id int64, attempt int) string {
 	return fmt.Sprintf("%d-%d-%s", id, attempt, hex.EncodeToString(b[:]))
 }
 
-// snippet shortens s for an error message.
+// snippet shortens s to at most n bytes plus "…" for an error message,
+// never cutting a UTF-8 sequence in two (the result is stored in text
+// columns, which refuse invalid UTF-8).
 func snippet(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -182,7 +182,7 @@ func TestSlackMessage(t *testing.T) {
 	if err := s.Deliver(context.Background(), testNotification()); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(msg.Text, "[w] Disk <full> & failing") || len(msg.Blocks) != 3 {
+	if msg.Text != "[high] [w] Disk &lt;full&gt; &amp; failing" || len(msg.Blocks) != 3 {
 		t.Fatalf("message = %+v", msg)
 	}
 	if got := msg.Blocks[0].Text.Text; got != "*<https://example.com/r1|[w] Disk &lt;full&gt; &amp; failing>*" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // SlackOptions configure a Slack sink.
@@ -67,28 +68,84 @@ type SlackText struct {
 // urgencyEmoji marks the urgency in the context line.
 var urgencyEmoji = map[string]string{"high": ":red_circle:", "medium": ":large_orange_circle:", "low": ":white_circle:"}
 
-// SlackMessageFor builds the message for n.
+// Slack's documented limits, in characters
+// (https://api.slack.com/reference/block-kit/blocks): a longer section or
+// context text makes Slack answer 400 invalid_blocks, and a longer
+// top-level text is truncated by Slack.
+const (
+	SlackSectionTextMax = 3000
+	SlackContextTextMax = 3000
+	SlackTextMax        = 40000
+)
+
+// SlackMessageFor builds the message for n. Every text is escaped for
+// mrkdwn and cut by characters to Slack's limits, ending in "…" when cut.
 func SlackMessageFor(n *Notification) SlackMessage {
-	title := slackEscape(n.Title)
+	title := "*" + slackCut(n.Title, SlackSectionTextMax-2) + "*"
 	if u := n.Payload.Record.URL; u != "" && n.Kind != KindDigest {
-		title = "<" + slackEscape(u) + "|" + title + ">"
+		// The link only when the whole URL fits with the title: a cut URL
+		// is a broken link.
+		eu := slackEscape(u)
+		if room := SlackSectionTextMax - 4 - utf8.RuneCountInString(eu) - 1; room > 0 {
+			title = "*<" + eu + "|" + slackCut(n.Title, room) + ">*"
+		}
 	}
-	blocks := []SlackBlock{{Type: "section", Text: &SlackText{Type: "mrkdwn", Text: snippet("*"+title+"*", 3000)}}}
+	blocks := []SlackBlock{{Type: "section", Text: &SlackText{Type: "mrkdwn", Text: title}}}
 	if b := strings.TrimSpace(n.Body); b != "" {
-		blocks = append(blocks, SlackBlock{Type: "section", Text: &SlackText{Type: "mrkdwn", Text: snippet(slackEscape(b), 3000)}})
+		blocks = append(blocks, SlackBlock{Type: "section", Text: &SlackText{Type: "mrkdwn", Text: slackCut(b, SlackSectionTextMax)}})
 	}
 	ctx := fmt.Sprintf("%s urgency *%s*", urgencyEmoji[n.Urgency], slackEscape(n.Urgency))
 	if n.Reason != "" {
 		ctx += " · " + slackEscape(n.Reason)
 	}
 	ctx += fmt.Sprintf(" · %s/%s · `%s`", slackEscape(n.Source), slackEscape(n.Watch), slackEscape(n.DedupeKey))
-	blocks = append(blocks, SlackBlock{Type: "context", Elements: []SlackText{{Type: "mrkdwn", Text: snippet(strings.TrimSpace(ctx), 3000)}}})
-	return SlackMessage{Text: fmt.Sprintf("[%s] %s", n.Urgency, n.Title), Blocks: blocks}
+	ctx = strings.TrimSpace(ctx)
+	if utf8.RuneCountInString(ctx) > SlackContextTextMax {
+		ctx = string([]rune(ctx)[:SlackContextTextMax-1]) + "…"
+	}
+	blocks = append(blocks, SlackBlock{Type: "context", Elements: []SlackText{{Type: "mrkdwn", Text: ctx}}})
+	// The fallback text is mrkdwn too: a title like "<!channel>" would
+	// notify the whole channel unescaped.
+	text := slackCut(fmt.Sprintf("[%s] %s", n.Urgency, n.Title), SlackTextMax)
+	return SlackMessage{Text: text, Blocks: blocks}
 }
 
-// slackEscape escapes the three characters mrkdwn reserves.
+// slackEscape escapes the three characters mrkdwn reserves, as Slack
+// documents: & as &amp;, < as &lt;, > as &gt;.
 func slackEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// slackCut escapes s and returns at most limit characters (runes) of the
+// result, ending in "…" when s had to be cut; it never cuts an escape
+// sequence in two.
+func slackCut(s string, limit int) string {
+	width := func(r rune) int {
+		switch r {
+		case '&':
+			return len("&amp;")
+		case '<', '>':
+			return len("&lt;")
+		}
+		return 1
+	}
+	total := 0
+	for _, r := range s {
+		total += width(r)
+	}
+	if total <= limit {
+		return slackEscape(s)
+	}
+	used, end := 0, 0
+	for end < len(s) {
+		r, size := utf8.DecodeRuneInString(s[end:])
+		if used+width(r) > limit-1 { // room for "…"
+			break
+		}
+		used += width(r)
+		end += size
+	}
+	return slackEscape(s[:end]) + "…"
 }
 
 // Deliver posts the message. Slack answers 200 "ok"; 4xx (invalid_payload,
