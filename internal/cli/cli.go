@@ -22,6 +22,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/redact"
 )
 
 // Env is what a command runs with.
@@ -127,7 +128,9 @@ func (e *Env) Load() (*config.Config, error) {
 	return cfg, nil
 }
 
-// Logger builds the logger lookout.yaml (or --log-format) asks for.
+// Logger builds the logger lookout.yaml (or --log-format) asks for. It
+// redacts the configuration's secrets (the values of ${ENV} references) in
+// every message and string attribute.
 func (e *Env) Logger(cfg *config.Config, component string) *slog.Logger {
 	format := cmp.Or(e.LogFormat, cfg.Global.Log.Format)
 	var level slog.Level
@@ -139,7 +142,7 @@ func (e *Env) Logger(cfg *config.Config, component string) *slog.Logger {
 	} else {
 		h = slog.NewTextHandler(e.Stderr, opts)
 	}
-	return slog.New(h).With("service", component)
+	return slog.New(redact.NewHandler(h, cfg.Global.Redactor())).With("service", component)
 }
 
 // Open connects to DATABASE_URL and, when migrate is set, applies pending

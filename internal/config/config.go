@@ -12,7 +12,12 @@
 package config
 
 import (
+	"net/netip"
+	"strings"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/egress"
+	"github.com/lookout-dev/lookout/internal/redact"
 )
 
 // Config is a loaded, validated configuration directory.
@@ -61,6 +66,10 @@ type Global struct {
 	// than their window. Pending work is never pruned. Defaults to keeping
 	// everything.
 	Retention Retention `yaml:"retention"`
+	// Egress is the policy on the addresses connectors and webhook and
+	// Slack sinks may connect to, checked on the IP dialed after DNS.
+	// Defaults to refusing link-local and cloud metadata addresses only.
+	Egress Egress `yaml:"egress"`
 	// Log selects the log format and level.
 	Log Log `yaml:"log"`
 	// Alerts configures the watchdog of the evaluator daemon: alerts about
@@ -68,9 +77,17 @@ type Global struct {
 	// through sinks like notifications. See docs/observability.md.
 	Alerts Alerts `yaml:"alerts"`
 
-	file  string
-	lines map[string]int
+	file     string
+	lines    map[string]int
+	redactor *redact.Redactor
 }
+
+// Redactor hides the value of every ${ENV} reference expanded while
+// loading the configuration directory (lookout.yaml and every source
+// file), except values shorter than redact.MinLen bytes, in errors that
+// are stored and in logs. It is nil (redacting nothing) when nothing was
+// expanded.
+func (g *Global) Redactor() *redact.Redactor { return g.redactor }
 
 // Line returns the line of key path (e.g. "sinks.ops.url") in lookout.yaml,
 // or of its nearest ancestor that is present, or 0.
@@ -316,6 +333,44 @@ type Evaluator struct {
 	MaxAttempts int `yaml:"max_attempts"`
 }
 
+// Egress limits where outbound HTTP requests may connect (docs/config.md#egress).
+// Link-local addresses (169.254.0.0/16, fe80::/10) and cloud metadata
+// endpoints are always refused unless Allow lists them.
+type Egress struct {
+	// DenyPrivate also refuses loopback, private (10/8, 172.16/12,
+	// 192.168/16, fc00::/7) and shared (100.64/10) addresses. Defaults to
+	// false.
+	DenyPrivate bool `yaml:"deny_private"`
+	// Allow lists addresses or CIDR prefixes (10.1.2.0/24, 127.0.0.1)
+	// allowed whatever the other rules say. Defaults to none.
+	Allow []string `yaml:"allow"`
+}
+
+// Policy returns the egress policy: Allow as prefixes (a bare address is a
+// /32 or /128); entries that do not parse are left out (validation reports
+// them).
+func (e Egress) Policy() egress.Policy {
+	p := egress.Policy{DenyPrivate: e.DenyPrivate}
+	for _, a := range e.Allow {
+		if pre, err := parsePrefix(a); err == nil {
+			p.Allow = append(p.Allow, pre)
+		}
+	}
+	return p
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		return p.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
 // Log selects the log output.
 type Log struct {
 	// Format is json or text. Defaults to text.
@@ -352,6 +407,13 @@ type Source struct {
 	RateLimit *RateLimit `yaml:"rate_limit"`
 	// Timeout bounds one request. Defaults to defaults.timeout.
 	Timeout time.Duration `yaml:"timeout"`
+	// FollowRedirects is what HTTP connectors do with a redirect:
+	// same_origin follows redirects to the same scheme, host and port and
+	// fails the run on one to another origin; any follows every redirect
+	// but sends the source's configured headers (and credentials) only to
+	// the origin of its URL; none follows no redirect. Defaults to
+	// same_origin.
+	FollowRedirects string `yaml:"follow_redirects"`
 	// StaleAfter is how long the source may go without a successful run
 	// before the watchdog alerts that it is stale. Defaults to
 	// alerts.stale_after, else three times the source's longest interval

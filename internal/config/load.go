@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/lookout-dev/lookout/internal/redact"
 )
 
 // GlobalFile and SourcesDir name the parts of a configuration directory.
@@ -66,6 +68,7 @@ func (g *Global) Errorf(key, format string, args ...any) error {
 func Load(dir string) (*Config, error) {
 	cfg := &Config{Dir: dir}
 	var errs []error
+	var secrets []string // the values of every ${ENV} expanded
 
 	globalPath := filepath.Join(dir, GlobalFile)
 	data, err := os.ReadFile(globalPath)
@@ -75,7 +78,7 @@ func Load(dir string) (*Config, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", globalPath, err)
 	default:
-		lines, err := decodeStrict(GlobalFile, data, &cfg.Global)
+		lines, err := decodeStrict(GlobalFile, data, &cfg.Global, &secrets)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -99,7 +102,7 @@ func Load(dir string) (*Config, error) {
 			return nil, fmt.Errorf("read %s: %w", rel, err)
 		}
 		src := &Source{Path: rel}
-		lines, err := decodeStrict(rel, data, src)
+		lines, err := decodeStrict(rel, data, src, &secrets)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -119,6 +122,7 @@ func Load(dir string) (*Config, error) {
 		cfg.Sources = append(cfg.Sources, src)
 	}
 	errs = append(errs, cfg.Global.validateRetention(cfg.Sources)...)
+	cfg.Global.redactor = redact.New(secrets...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -127,9 +131,9 @@ func Load(dir string) (*Config, error) {
 }
 
 // decodeStrict decodes data into v, rejecting unknown keys, expanding
-// ${ENV} references in string values, and returning the line of every key
-// path it saw.
-func decodeStrict(file string, data []byte, v any) (map[string]int, error) {
+// ${ENV} references in string values (their values are appended to
+// secrets), and returning the line of every key path it saw.
+func decodeStrict(file string, data []byte, v any, secrets *[]string) (map[string]int, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -145,7 +149,7 @@ func decodeStrict(file string, data []byte, v any) (map[string]int, error) {
 	lines := map[string]int{}
 	var errs []error
 	checkKeys(file, root, reflect.TypeOf(v).Elem(), "", lines, &errs)
-	expandEnv(file, root, "", &errs)
+	expandEnv(file, root, "", secrets, &errs)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -312,17 +316,18 @@ func joinPath(path, key string) string {
 
 var envRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces ${NAME} in string scalars with the environment value.
-// An unset variable is an error: a silently empty token is worse.
-func expandEnv(file string, node *yaml.Node, path string, errs *[]error) {
+// expandEnv replaces ${NAME} in string scalars with the environment value,
+// and appends every value it expands to secrets (for redaction). An unset
+// variable is an error: a silently empty token is worse.
+func expandEnv(file string, node *yaml.Node, path string, secrets *[]string, errs *[]error) {
 	switch node.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for i, c := range node.Content {
-			expandEnv(file, c, fmt.Sprintf("%s[%d]", path, i), errs)
+			expandEnv(file, c, fmt.Sprintf("%s[%d]", path, i), secrets, errs)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(node.Content); i += 2 {
-			expandEnv(file, node.Content[i+1], joinPath(path, node.Content[i].Value), errs)
+			expandEnv(file, node.Content[i+1], joinPath(path, node.Content[i].Value), secrets, errs)
 		}
 	case yaml.ScalarNode:
 		if !strings.Contains(node.Value, "${") {
@@ -335,6 +340,7 @@ func expandEnv(file string, node *yaml.Node, path string, errs *[]error) {
 				*errs = append(*errs, &Error{File: file, Line: node.Line, Key: path,
 					Msg: fmt.Sprintf("refers to ${%s}, which is not set in the environment", name)})
 			}
+			*secrets = append(*secrets, v)
 			return v
 		})
 	}

@@ -69,6 +69,12 @@ var HostRateLimitDefault = RateLimit{PerSecond: 2, Burst: 4}
 // check the connector block without importing every connector.
 var Connectors = []string{"file", "github", "http", "rss"}
 
+// FollowRedirectsModes are the values of a source's follow_redirects.
+var FollowRedirectsModes = []string{"same_origin", "any", "none"}
+
+// FollowRedirectsDefault is follow_redirects when a source does not set it.
+const FollowRedirectsDefault = "same_origin"
+
 // SinkTypes lists the sink types a sink may have.
 var SinkTypes = []string{"command", "email", "log", "slack", "webhook"}
 
@@ -224,6 +230,11 @@ func (g *Global) applyDefaults() []error {
 		errs = append(errs, g.Errorf("syncer.batch_size", "must be between 1 and 10000"))
 	}
 	errs = append(errs, g.Alerts.applyDefaults(g)...)
+	for i, a := range g.Egress.Allow {
+		if _, err := parsePrefix(a); err != nil {
+			errs = append(errs, g.Errorf(fmt.Sprintf("egress.allow[%d]", i), "must be an IP address or a CIDR prefix (10.1.2.0/24), not %q", a))
+		}
+	}
 	if g.Evaluator.Lease <= g.Ollama.Timeout {
 		errs = append(errs, g.Errorf("evaluator.lease", "(%s) must exceed ollama.timeout (%s): a claim on a change must outlive a model call", g.Evaluator.Lease, g.Ollama.Timeout))
 	}
@@ -360,6 +371,10 @@ func (s *Source) validate(g *Global) []error {
 		}
 	}
 	s.Timeout = cmp.Or(s.Timeout, g.Defaults.Timeout)
+	s.FollowRedirects = cmp.Or(s.FollowRedirects, FollowRedirectsDefault)
+	if !slices.Contains(FollowRedirectsModes, s.FollowRedirects) {
+		bad("follow_redirects", "must be one of %s, not %q", strings.Join(FollowRedirectsModes, ", "), s.FollowRedirects)
+	}
 	if s.StaleAfter < 0 {
 		bad("stale_after", "must be positive")
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/redact"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -42,6 +43,10 @@ type DelivererConfig struct {
 	// Metrics counts delivery attempts and expired leases taken over.
 	// Defaults to nil: nothing is recorded.
 	Metrics *metrics.Metrics
+	// Redactor hides configured secrets that a sink echoes in its errors,
+	// before they are stored (notifications.last_error) or logged.
+	// Defaults to the configuration's (config.Global.Redactor).
+	Redactor *redact.Redactor
 }
 
 // maxRetryAfter caps a receiver's Retry-After.
@@ -89,6 +94,9 @@ func NewDeliverer(p *pgxpool.Pool, g *config.Global, sinks map[string]Sink, conf
 	conf.PollInterval = cmp.Or(conf.PollInterval, dl.PollInterval, config.DeliveryPollDefault)
 	conf.RetryMin = cmp.Or(conf.RetryMin, dl.RetryMin, config.RetryMinDefault)
 	conf.RetryMax = cmp.Or(conf.RetryMax, dl.RetryMax, config.RetryMaxDefault)
+	if conf.Redactor == nil {
+		conf.Redactor = g.Redactor()
+	}
 	d := &Deliverer{pool: p, conf: conf, logger: logger.With("component", "deliverer"), wake: make(chan struct{}, 1)}
 	names := make([]string, 0, len(sinks))
 	for name := range sinks {
@@ -341,7 +349,7 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 	// would only make a repeat more likely.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
 	start := time.Now()
-	err := safeDeliver(sctx, l.sink, n)
+	err := d.conf.Redactor.Error(safeDeliver(sctx, l.sink, n))
 	cancel()
 	now := time.Now()
 	if err == nil {

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/egress"
 )
 
 // Notification is a claimed outbox row, as a sink sees it.
@@ -82,31 +83,36 @@ func (e *RetryAfterError) Error() string {
 }
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
-// SinkFactory builds a sink from its configuration.
-type SinkFactory func(cfg *config.Sink, logger *slog.Logger) (Sink, error)
+// SinkFactory builds a sink from its configuration; HTTP sinks dial
+// through policy (lookout.yaml's egress).
+type SinkFactory func(cfg *config.Sink, policy egress.Policy, logger *slog.Logger) (Sink, error)
 
 // sinkFactories maps sink types to factories.
 var sinkFactories = map[string]SinkFactory{
-	"log": func(_ *config.Sink, logger *slog.Logger) (Sink, error) { return &LogSink{Logger: logger}, nil },
-	"webhook": func(c *config.Sink, _ *slog.Logger) (Sink, error) {
-		return NewWebhookSink(WebhookOptions{URL: c.URL, Secret: c.Secret, Signature: c.Signature, Headers: c.Headers, Concurrency: c.Concurrency})
+	"log": func(_ *config.Sink, _ egress.Policy, logger *slog.Logger) (Sink, error) {
+		return &LogSink{Logger: logger}, nil
 	},
-	"slack": func(c *config.Sink, _ *slog.Logger) (Sink, error) {
-		return NewSlackSink(SlackOptions{URL: c.URL, Headers: c.Headers, Concurrency: c.Concurrency})
+	"webhook": func(c *config.Sink, policy egress.Policy, _ *slog.Logger) (Sink, error) {
+		return NewWebhookSink(WebhookOptions{URL: c.URL, Secret: c.Secret, Signature: c.Signature, Headers: c.Headers, Concurrency: c.Concurrency, Egress: policy})
 	},
-	"email": func(c *config.Sink, _ *slog.Logger) (Sink, error) {
+	"slack": func(c *config.Sink, policy egress.Policy, _ *slog.Logger) (Sink, error) {
+		return NewSlackSink(SlackOptions{URL: c.URL, Headers: c.Headers, Concurrency: c.Concurrency, Egress: policy})
+	},
+	"email": func(c *config.Sink, _ egress.Policy, _ *slog.Logger) (Sink, error) {
 		m := c.SMTP
 		return NewEmailSink(EmailOptions{Host: m.Host, Port: m.Port, Username: m.Username, Password: m.Password,
 			From: m.From, To: m.To, StartTLS: m.StartTLS})
 	},
-	"command": func(c *config.Sink, logger *slog.Logger) (Sink, error) {
+	"command": func(c *config.Sink, _ egress.Policy, logger *slog.Logger) (Sink, error) {
 		return NewCommandSink(CommandOptions{Command: c.Command, Logger: logger})
 	},
 }
 
-// BuildSinks builds every sink of the global configuration. Errors name
-// the sink's key in lookout.yaml.
+// BuildSinks builds every sink of the global configuration; webhook and
+// Slack sinks connect under g's egress policy. Errors name the sink's key
+// in lookout.yaml.
 func BuildSinks(g *config.Global, logger *slog.Logger) (map[string]Sink, error) {
+	policy := g.Egress.Policy()
 	out := map[string]Sink{}
 	var errs []error
 	names := make([]string, 0, len(g.Sinks))
@@ -121,7 +127,7 @@ func BuildSinks(g *config.Global, logger *slog.Logger) (map[string]Sink, error) 
 			errs = append(errs, g.Errorf("sinks."+name+".type", "%q is not supported by this build", sc.Type))
 			continue
 		}
-		s, err := f(sc, logger.With("sink", name))
+		s, err := f(sc, policy, logger.With("sink", name))
 		if err != nil {
 			errs = append(errs, g.Errorf("sinks."+name, "%v", err))
 			continue

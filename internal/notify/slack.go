@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/lookout-dev/lookout/internal/egress"
 )
 
 // SlackOptions configure a Slack sink.
@@ -18,6 +20,9 @@ type SlackOptions struct {
 	Headers map[string]string
 	// Concurrency sizes the connection pool.
 	Concurrency int
+	// Egress limits the addresses the sink connects to. Defaults to the
+	// zero Policy (link-local and metadata addresses refused).
+	Egress egress.Policy
 	// Client replaces the HTTP client (tests).
 	Client *http.Client
 }
@@ -40,7 +45,7 @@ func NewSlackSink(o SlackOptions) (*SlackSink, error) {
 	}
 	c := o.Client
 	if c == nil {
-		c = newHTTPClient(o.Concurrency)
+		c = newHTTPClient(o.Concurrency, o.Egress)
 	}
 	return &SlackSink{opts: o, client: c}, nil
 }

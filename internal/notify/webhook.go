@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/egress"
 )
 
 // Standard Webhooks headers (https://www.standardwebhooks.com): a contract
@@ -239,6 +241,9 @@ type WebhookOptions struct {
 	Headers map[string]string
 	// Concurrency sizes the connection pool (idle connections per host).
 	Concurrency int
+	// Egress limits the addresses the sink connects to. Defaults to the
+	// zero Policy (link-local and metadata addresses refused).
+	Egress egress.Policy
 	// Client replaces the HTTP client (tests); it must not follow redirects.
 	Client *http.Client
 	// Now replaces the clock used for timestamps (tests).
@@ -279,15 +284,16 @@ func NewWebhookSink(o WebhookOptions) (*WebhookSink, error) {
 	}
 	c := o.Client
 	if c == nil {
-		c = newHTTPClient(o.Concurrency)
+		c = newHTTPClient(o.Concurrency, o.Egress)
 	}
 	return &WebhookSink{opts: o, key: key, client: c}, nil
 }
 
 // newHTTPClient returns a client that keeps a connection per concurrent
-// delivery and never follows redirects (a 3xx is an answer to report).
-func newHTTPClient(concurrency int) *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
+// delivery, dials through policy and never follows redirects (a 3xx is an
+// answer to report).
+func newHTTPClient(concurrency int, policy egress.Policy) *http.Client {
+	t := policy.Transport()
 	t.MaxIdleConnsPerHost = max(concurrency, 2)
 	t.MaxIdleConns = max(t.MaxIdleConns, 2*concurrency)
 	return &http.Client{

@@ -55,6 +55,9 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 	stopHeartbeat := s.heartbeat(runCtx, c, cancelRun, logger)
 	out := s.fetch(withRunStats(runCtx, rs), c, src)
 	stopHeartbeat()
+	// An upstream may echo a configured secret in its error body: hide it
+	// before the error is stored or logged.
+	out.err, out.disable = s.conf.Redactor.Error(out.err), s.conf.Redactor.String(out.disable)
 	if out.err != nil {
 		switch cause := context.Cause(runCtx); {
 		case ctx.Err() != nil:

@@ -30,8 +30,10 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/redact"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
 )
@@ -56,8 +58,16 @@ type Config struct {
 	// Now is the clock of schedules, leases and host budgets. Defaults to
 	// time.Now.
 	Now func() time.Time
-	// Transport is the base HTTP transport. Defaults to http.DefaultTransport.
+	// Transport is the base HTTP transport. Defaults to a clone of
+	// http.DefaultTransport that dials through Egress.
 	Transport http.RoundTripper
+	// Egress is the policy on the addresses sources may connect to.
+	// Defaults to lookout.yaml's egress block.
+	Egress *egress.Policy
+	// Redactor hides configured secrets in the run errors stored in
+	// sync_runs and sources. Defaults to the configuration's
+	// (config.Global.Redactor).
+	Redactor *redact.Redactor
 	// Metrics records runs, changes, rate-limit waits and upstream
 	// responses. Defaults to nil: nothing is recorded.
 	Metrics *metrics.Metrics
@@ -101,8 +111,15 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 	if conf.Now == nil {
 		conf.Now = time.Now
 	}
+	if conf.Egress == nil {
+		p := cfg.Global.Egress.Policy()
+		conf.Egress = &p
+	}
 	if conf.Transport == nil {
-		conf.Transport = http.DefaultTransport
+		conf.Transport = conf.Egress.Transport()
+	}
+	if conf.Redactor == nil {
+		conf.Redactor = cfg.Global.Redactor()
 	}
 	s := &Syncer{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "syncer"), sources: map[string]*source{}}
 	if pool != nil {
@@ -172,7 +189,8 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 	logger := s.logger.With("source", sc.Name)
 	// No http.Client.Timeout: it would count the waits for rate limits.
 	// The transport bounds every request by the source's timeout instead.
-	client := &http.Client{Transport: &politeTransport{
+	// CheckRedirect applies follow_redirects.
+	client := &http.Client{CheckRedirect: checkRedirect(sc.Name, sc.FollowRedirects), Transport: &politeTransport{
 		base:    s.conf.Transport,
 		limiter: rate.NewLimiter(rate.Limit(sc.RateLimit.PerSecond), sc.RateLimit.Burst),
 		hosts:   s.hosts,

@@ -1,0 +1,97 @@
+// Package redact hides configured secret values in text that is stored or
+// logged: error messages written to the database and log records. The
+// configuration loader collects the values of every ${ENV} reference it
+// expands; an upstream or a sink that echoes one of them back in an error
+// body then shows [REDACTED] instead.
+package redact
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Mask replaces a secret value.
+const Mask = "[REDACTED]"
+
+// MinLen is the shortest value redacted: shorter values ("1", "yes",
+// "443") would hide common substrings of every message, and are not
+// secrets worth the name.
+const MinLen = 4
+
+// Redactor replaces known secret values. A nil *Redactor redacts nothing.
+type Redactor struct {
+	values   []string
+	replacer *strings.Replacer
+}
+
+// New returns a redactor of values. Values shorter than MinLen bytes are
+// ignored. Besides each value as written, its URL-query, URL-path and JSON
+// string escapings are redacted, so that a secret is also hidden where an
+// error quotes a URL or a JSON body.
+func New(values ...string) *Redactor {
+	set := map[string]bool{}
+	for _, v := range values {
+		if len(v) < MinLen {
+			continue
+		}
+		set[v] = true
+		set[url.QueryEscape(v)] = true
+		set[url.PathEscape(v)] = true
+		if b, err := json.Marshal(v); err == nil {
+			set[string(b[1:len(b)-1])] = true
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	all := make([]string, 0, len(set))
+	for v := range set {
+		all = append(all, v)
+	}
+	// Longest first: where two values match at one place, the longer wins.
+	slices.SortFunc(all, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	pairs := make([]string, 0, 2*len(all))
+	for _, v := range all {
+		pairs = append(pairs, v, Mask)
+	}
+	return &Redactor{values: all, replacer: strings.NewReplacer(pairs...)}
+}
+
+// Len is how many distinct strings (values and their escapings) r hides.
+func (r *Redactor) Len() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.values)
+}
+
+// String returns s with every secret value replaced by Mask.
+func (r *Redactor) String(s string) string {
+	if r == nil || s == "" {
+		return s
+	}
+	return r.replacer.Replace(s)
+}
+
+// Error returns err with a redacted message; errors.Is and errors.As see
+// the original chain. It returns nil for nil.
+func (r *Redactor) Error(err error) error {
+	if r == nil || err == nil {
+		return err
+	}
+	if _, ok := err.(*redactedError); ok {
+		return err
+	}
+	return &redactedError{err: err, r: r}
+}
+
+type redactedError struct {
+	err error
+	r   *Redactor
+}
+
+func (e *redactedError) Error() string { return e.r.String(e.err.Error()) }
+func (e *redactedError) Unwrap() error { return e.err }
