@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,5 +59,31 @@ func TestUsage(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t); code != 2 || !strings.Contains(stderr, "Commands:") {
 		t.Errorf("no command: exit %d, %q", code, stderr)
+	}
+}
+
+// TestLoggerRedactsSecrets: the daemons' logger hides the value of every
+// ${ENV} reference of the configuration, in text and JSON formats.
+func TestLoggerRedactsSecrets(t *testing.T) {
+	t.Setenv("LOOKOUT_TEST_CLI_TOKEN", "cli-token-31415")
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	global := "sinks:\n  hook: {type: webhook, url: 'https://hooks.example/in', headers: {Authorization: 'Bearer ${LOOKOUT_TEST_CLI_TOKEN}'}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(global), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"text", "json"} {
+		var buf bytes.Buffer
+		env := &Env{ConfigDir: dir, Stderr: &buf, LogFormat: format}
+		cfg, err := env.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Logger(cfg, "test").Error("upstream said cli-token-31415", "error", errors.New("echo: Bearer cli-token-31415"))
+		if out := buf.String(); strings.Contains(out, "cli-token-31415") || strings.Count(out, "[REDACTED]") != 2 {
+			t.Errorf("%s log: %s", format, out)
+		}
 	}
 }

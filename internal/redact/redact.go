@@ -68,12 +68,45 @@ func (r *Redactor) Len() int {
 	return len(r.values)
 }
 
-// String returns s with every secret value replaced by Mask.
+// String returns s with every secret value replaced by Mask. A message
+// cut short (a body snippet) may end inside a secret: a start of a value,
+// MinLen bytes or longer, at the end of s or just before an ellipsis ("…")
+// is replaced too.
 func (r *Redactor) String(s string) string {
 	if r == nil || s == "" {
 		return s
 	}
-	return r.replacer.Replace(s)
+	var b strings.Builder
+	for rest := s; ; {
+		i := strings.Index(rest, ellipsis)
+		if i < 0 {
+			b.WriteString(r.cutTail(rest))
+			break
+		}
+		b.WriteString(r.cutTail(rest[:i]))
+		b.WriteString(ellipsis)
+		rest = rest[i+len(ellipsis):]
+	}
+	return r.replacer.Replace(b.String())
+}
+
+const ellipsis = "…"
+
+// cutTail masks a start of a value that s ends with.
+func (r *Redactor) cutTail(s string) string {
+	best := 0
+	for _, v := range r.values {
+		for n := min(len(v)-1, len(s)); n >= MinLen && n > best; n-- {
+			if strings.HasSuffix(s, v[:n]) {
+				best = n
+				break
+			}
+		}
+	}
+	if best == 0 {
+		return s
+	}
+	return s[:len(s)-best] + Mask
 }
 
 // Error returns err with a redacted message; errors.Is and errors.As see
