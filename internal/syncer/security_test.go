@@ -116,7 +116,7 @@ func TestRedirectKeepsHeadersAtHome(t *testing.T) {
 			name, extra, shop.URL+path, keyEnv, keyEnv)
 	}
 	cfg := writeSources(t, "", map[string]string{
-		"shop":   src("shop", "/shop", ""),                           // default: same_origin
+		"shop":   src("shop", "/shop", ""),                            // default: same_origin
 		"anyway": src("anyway", "/anyway", "follow_redirects: any\n"), // follows, headers dropped
 		"never":  src("never", "/never", "follow_redirects: none\n"),
 		"local":  src("local", "/local", "follow_redirects: any\n"),
