@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/cli"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // DaemonTest runs a binary's run command in a test against the database of
@@ -106,16 +107,21 @@ func (d *DaemonTest) Get(path string) (int, string) {
 // Logs returns what the daemon logged so far.
 func (d *DaemonTest) Logs() string { return d.logs.String() }
 
-// WaitFor polls cond every 10ms until it holds, failing after 20s.
+// WaitFor polls cond until it holds (testsignal.Eventually), failing with
+// the daemon's logs.
 func (d *DaemonTest) WaitFor(what string, cond func() bool) {
 	d.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			d.t.Fatalf("timed out waiting for %s; logs:\n%s", what, d.logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsignal.Eventually(withLogs{d}, what, cond)
+}
+
+// withLogs adds the daemon's logs to a failure.
+type withLogs struct{ d *DaemonTest }
+
+func (w withLogs) Helper() { w.d.t.Helper() }
+
+func (w withLogs) Fatalf(format string, args ...any) {
+	w.d.t.Helper()
+	w.d.t.Fatalf(format+"; logs:\n%s", append(args, w.d.logs.String())...)
 }
 
 // Has reports whether a scrape has the exact line.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 func TestPipeline(t *testing.T) {
@@ -117,9 +118,9 @@ func TestEvaluatorCatchesUpAfterDowntime(t *testing.T) {
 	if err := ev.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "listener connected", ev.Listening)
+	testsignal.Eventually(t, "listener connected", ev.Listening)
 	e.sync()
-	waitFor(t, "20 changes evaluated after NOTIFY", func() bool {
+	testsignal.Eventually(t, "20 changes evaluated after NOTIFY", func() bool {
 		return e.count(`SELECT count(*) FROM changes WHERE eval_status = 'done'`) == 20
 	})
 	if err := ev.Stop(); err != nil {
@@ -138,7 +139,7 @@ func TestEvaluatorCatchesUpAfterDowntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ev2.Stop() })
-	waitFor(t, "backlog evaluated after restart", func() bool {
+	testsignal.Eventually(t, "backlog evaluated after restart", func() bool {
 		return e.count(`SELECT count(*) FROM changes WHERE eval_status = 'pending'`) == 0
 	})
 	if got := e.count(`SELECT count(*) FROM notifications WHERE watch = 'urgent'`); got != 6 {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // syncBuffer is a goroutine-safe log buffer.
@@ -49,15 +51,15 @@ watches:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ev.Stop() })
-	waitFor(t, "listener connected", ev.Listening)
+	testsignal.Eventually(t, "listener connected", ev.Listening)
 
 	// Break evaluation, then commit a change without NOTIFY (as if the
 	// notification were lost): only the timer can find it.
 	h.exec(`ALTER TABLE evaluations RENAME TO evaluations_away`)
 	h.exec(`INSERT INTO changes (source, record_id, kind, version, new_hash, record) VALUES ('tasks', 'r1', 'created', 1, 'h', '{"id": "r1"}')`)
-	waitFor(t, "a failed drain", func() bool { return strings.Contains(logs.String(), "evaluate changes") })
+	testsignal.Eventually(t, "a failed drain", func() bool { return strings.Contains(logs.String(), "evaluate changes") })
 	h.exec(`ALTER TABLE evaluations_away RENAME TO evaluations`)
-	waitFor(t, "the change evaluated by the timer after the failure", func() bool {
+	testsignal.Eventually(t, "the change evaluated by the timer after the failure", func() bool {
 		return h.count(`SELECT count(*) FROM changes WHERE eval_status = 'done'`) == 1
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 const tasksSource = `
@@ -316,12 +317,12 @@ func TestLeaseIsKeptDuringASlowModelStep(t *testing.T) {
 	id := h.lastChange("tasks", "T-1")
 	var wg sync.WaitGroup
 	wg.Go(func() { h.drain() })
-	waitFor(t, "the model call", func() bool { n, _ := h.fake.InFlight(); return n == 1 })
+	testsignal.Eventually(t, "the model call", func() bool { n, _ := h.fake.InFlight(); return n == 1 })
 	var first time.Time
 	if err := h.pool.QueryRow(h.ctx, `SELECT eval_lease_expires_at FROM changes WHERE id = $1`, id).Scan(&first); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the lease to be extended", func() bool {
+	testsignal.Eventually(t, "the lease to be extended", func() bool {
 		var now time.Time
 		if err := h.pool.QueryRow(h.ctx, `SELECT coalesce(eval_lease_expires_at, 'infinity') FROM changes WHERE id = $1`, id).Scan(&now); err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // The child process of TestKilledDeliverersLoseNothing: a deliverer run by
@@ -121,7 +122,7 @@ func TestKilledDeliverersLoseNothing(t *testing.T) {
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "every notification delivered", func() bool { return countStatus(t, pool, "hook", "delivered") == total })
+	testsignal.Eventually(t, "every notification delivered", func() bool { return countStatus(t, pool, "hook", "delivered") == total })
 	if err := d.Stop(); err != nil {
 		t.Fatal(err)
 	}

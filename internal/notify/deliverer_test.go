@@ -11,6 +11,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 func TestWebhookDeliversSignedPayloadsOnce(t *testing.T) {
@@ -69,7 +70,7 @@ func TestWebhookRetriesUntilTheReceiverAccepts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Stop()
-	waitFor(t, 10*time.Second, "all delivered", func() bool { return countStatus(t, pool, "hook", "delivered") == 10 })
+	testsignal.Eventually(t, "all delivered", func() bool { return countStatus(t, pool, "hook", "delivered") == 10 })
 	rc.check()
 	if m := rc.missing(keys); len(m) > 0 {
 		t.Errorf("never delivered: %v", m)
@@ -116,7 +117,7 @@ func TestWebhookHonoursRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Stop()
-	waitFor(t, 5*time.Second, "delivery after Retry-After", func() bool { return rc.total.Load() == 1 })
+	testsignal.Eventually(t, "delivery after Retry-After", func() bool { return rc.total.Load() == 1 })
 	rc.mu.Lock()
 	gap := rc.firstAt["k/r0"].Sub(time.Unix(0, first.Load()))
 	rc.mu.Unlock()
@@ -211,7 +212,7 @@ func TestMaxAttemptsMakesTheRowDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Stop()
-	waitFor(t, 10*time.Second, "dead rows", func() bool { return countStatus(t, pool, "hook", "dead") == 2 })
+	testsignal.Eventually(t, "dead rows", func() bool { return countStatus(t, pool, "hook", "dead") == 2 })
 	var attempts int
 	var lastErr string
 	if err := pool.QueryRow(context.Background(), `SELECT max(attempts), max(last_error) FROM report_dead_letters`).Scan(&attempts, &lastErr); err != nil {
@@ -258,7 +259,7 @@ func TestHangingSinkDoesNotBlockOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Stop()
-	waitFor(t, 5*time.Second, "the healthy sink's deliveries", func() bool { return len(fast.missing(fastKeys)) == 0 })
+	testsignal.Eventually(t, "the healthy sink's deliveries", func() bool { return len(fast.missing(fastKeys)) == 0 })
 	took := time.Since(start)
 	if took > 2*time.Second {
 		t.Errorf("healthy sink took %s for 200 notifications next to a hanging one", took)
@@ -266,7 +267,7 @@ func TestHangingSinkDoesNotBlockOthers(t *testing.T) {
 	if countStatus(t, pool, "slow", "delivered") != 0 {
 		t.Errorf("hanging sink delivered something")
 	}
-	waitFor(t, 5*time.Second, "a timed-out attempt to be recorded", func() bool {
+	testsignal.Eventually(t, "a timed-out attempt to be recorded", func() bool {
 		var n int
 		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM notifications WHERE sink = 'slow' AND last_error LIKE '%did not answer in time%'`).Scan(&n)
 		return n > 0
@@ -310,7 +311,7 @@ func TestCancelBetweenSendAndAckDeliversAgain(t *testing.T) {
 	}
 	b := newDeliverer(t, pool, map[string]Sink{"hook": rc.sink(t)},
 		map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 5, 4)}, DelivererConfig{Owner: "b"})
-	waitFor(t, 5*time.Second, "b to deliver the rest and the retry", func() bool {
+	testsignal.Eventually(t, "b to deliver the rest and the retry", func() bool {
 		if _, err := b.DeliverDue(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +368,7 @@ func TestExpiredLeaseIsTakenOverAndFenced(t *testing.T) {
 	if n, err := b.DeliverDue(ctx); n != 0 || err != nil {
 		t.Fatalf("b delivered %d leased rows (%v); want 0", n, err)
 	}
-	waitFor(t, 5*time.Second, "b to take over after the lease", func() bool {
+	testsignal.Eventually(t, "b to take over after the lease", func() bool {
 		_, _ = b.DeliverDue(ctx)
 		return countStatus(t, pool, "hook", "delivered") == 3
 	})

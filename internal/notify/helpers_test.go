@@ -102,18 +102,6 @@ func insertNotifications(t testing.TB, pool *pgxpool.Pool, sink, prefix string, 
 	return keys
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // countStatus returns the number of rows of sink in status.
 func countStatus(t testing.TB, pool *pgxpool.Pool, sink, status string) int {
 	t.Helper()

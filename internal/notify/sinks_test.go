@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 func TestVerifyLegacySignature(t *testing.T) {
@@ -253,7 +255,7 @@ func TestCommandSink(t *testing.T) {
 	if pid == 0 {
 		t.Fatal("the script did not record its child")
 	}
-	waitFor(t, 3*time.Second, "the grandchild to die", func() bool {
+	testsignal.Eventually(t, "the grandchild to die", func() bool {
 		return syscall.Kill(pid, 0) != nil
 	})
 

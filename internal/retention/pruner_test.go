@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 func TestMain(m *testing.M) {
@@ -291,13 +292,9 @@ func TestPrunerLoop(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(f.labels(`SELECT record_id FROM changes`)) != 4 {
-		if time.Now().After(deadline) {
-			t.Fatal("the loop did not prune the old changes")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsignal.Eventually(t, "the loop to prune the old changes", func() bool {
+		return len(f.labels(`SELECT record_id FROM changes`)) == 4
+	})
 	if err := p.Stop(); err != nil {
 		t.Fatal(err)
 	}

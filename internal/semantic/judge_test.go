@@ -17,6 +17,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 const digest1 = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
@@ -364,7 +365,7 @@ func TestJudgeBoundsConcurrency(t *testing.T) {
 	var wg sync.WaitGroup
 	var res []semantic.Result
 	wg.Go(func() { res = f.judgeAll(semantic.Options{}, reqs...) })
-	waitFor(t, "2 requests in flight", func() bool { n, _ := f.fake.InFlight(); return n == 2 })
+	testsignal.Eventually(t, "2 requests in flight", func() bool { n, _ := f.fake.InFlight(); return n == 2 })
 	// Give a broken bound the chance to show: no third request arrives.
 	deadline := time.Now().Add(200 * time.Millisecond)
 	for time.Now().Before(deadline) {
@@ -430,16 +431,5 @@ func TestJudgeUsesTheLastDigestWhileTagsFail(t *testing.T) {
 	}
 	if f.fake.TagsCalls() < 2 {
 		t.Errorf("/api/tags was not asked again")
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -267,18 +267,6 @@ func (h *harness) runs(name string) []runRow {
 	return out
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // items returns a fetch that emits the given items in one page.
 func items(list func() []map[string]any) fetchFunc {
 	return func(ctx context.Context, env connectors.Env, cursor json.RawMessage, emit connectors.EmitFunc) (connectors.Result, error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 func TestLeaseTakeoverIsRecorded(t *testing.T) {
@@ -148,7 +149,7 @@ func TestThreeReplicasNeverOverlap(t *testing.T) {
 		})
 	}
 	t.Cleanup(stop)
-	eventually(t, 30*time.Second, fmt.Sprintf("every source to run %d times", minRuns), func() bool {
+	testsignal.EventuallyWithin(t, 30*time.Second, fmt.Sprintf("every source to run %d times", minRuns), func() bool {
 		for _, c := range state {
 			if c.runs.Load() < minRuns {
 				return false

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // TestSlowSourceDoesNotBlockOthers runs the daemon with a source whose run
@@ -46,13 +47,9 @@ func TestSlowSourceDoesNotBlockOthers(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for !(slowStarted.Load() && fastRuns.Load() >= 5) {
-		if time.Now().After(deadline) {
-			t.Fatalf("fast source ran %d times while the slow one (started %t) held its slot; want 5", fastRuns.Load(), slowStarted.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testsignal.Eventually(t, "the fast source to run 5 times while the slow one holds its slot", func() bool {
+		return slowStarted.Load() && fastRuns.Load() >= 5
+	})
 }
 
 // TestShutdownIsNotAFailure: a run cut off by Stop (a deploy, a CronJob

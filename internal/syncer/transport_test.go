@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // TestRetryAfterBlocksHost: a 429 or a spent X-RateLimit budget blocks
@@ -233,7 +234,7 @@ func measureHost(t *testing.T, sc hostScenario) hostMeasure {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "a first request", func() bool { return up.total.Load() > 0 })
+	testsignal.Eventually(t, "a first request", func() bool { return up.total.Load() > 0 })
 	first := up.log()[0].Real
 	time.Sleep(time.Until(first.Add(sc.duration))) // the measured period: a duration, not a synchronisation
 	stop()

@@ -1,0 +1,99 @@
+// Package testsignal is how tests wait for asynchronous state, in one
+// place: a typed Signal that a service fires at a point tests care about
+// (a no-op in production, where nobody initialised it), and Eventually,
+// which polls a condition until it holds or a deadline passes. Tests
+// never sleep to wait. River's rivershared/testsignal is the model.
+package testsignal
+
+import (
+	"time"
+)
+
+// Timeout is how long a wait lasts before the test fails: long enough
+// for a busy machine, short enough to fail well before go test's own
+// timeout.
+const Timeout = 20 * time.Second
+
+// pollInterval is how often Eventually checks its condition.
+const pollInterval = 5 * time.Millisecond
+
+// TB is the part of testing.TB the waits use (so that services can embed
+// a Signal without linking the testing package).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Signal is a typed test signal. Zero value: Signal does nothing, so a
+// service fires it unconditionally; a test calls Init before it starts
+// the service, then waits with WaitOrTimeout.
+type Signal[T any] struct {
+	ch chan T
+	tb TB
+}
+
+// signalBuffer is how many values may be pending; more is a test bug.
+const signalBuffer = 1000
+
+// Init makes the signal live for tb.
+func (s *Signal[T]) Init(tb TB) {
+	s.ch = make(chan T, signalBuffer)
+	s.tb = tb
+}
+
+// Signal fires v when the signal was initialised; it never blocks and
+// panics when the test let signalBuffer values pile up.
+func (s *Signal[T]) Signal(v T) {
+	if s.ch == nil {
+		return
+	}
+	select {
+	case s.ch <- v:
+	default:
+		panic("testsignal: signal buffer is full; does the test wait for its signals?")
+	}
+}
+
+// WaitOrTimeout returns the next value fired, failing the test after
+// Timeout.
+func (s *Signal[T]) WaitOrTimeout() T {
+	s.tb.Helper()
+	return Receive(s.tb, s.ch, "test signal")
+}
+
+// Receive returns the next value from ch, failing tb after Timeout with
+// what it waited for.
+func Receive[T any](tb TB, ch <-chan T, what string) T {
+	tb.Helper()
+	t := time.NewTimer(Timeout)
+	defer t.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-t.C:
+		tb.Fatalf("timed out after %s waiting for %s", Timeout, what)
+		var zero T
+		return zero
+	}
+}
+
+// Eventually polls cond until it holds, failing tb after Timeout with
+// what it waited for.
+func Eventually(tb TB, what string, cond func() bool) {
+	tb.Helper()
+	EventuallyWithin(tb, Timeout, what, cond)
+}
+
+// EventuallyWithin is Eventually with its own deadline, for tests whose
+// point is that the condition holds within a bound.
+func EventuallyWithin(tb TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", within, what)
+			return
+		}
+		time.Sleep(pollInterval)
+	}
+}

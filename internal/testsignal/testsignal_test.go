@@ -1,0 +1,56 @@
+package testsignal
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeTB records a failure instead of failing the test.
+type fakeTB struct{ failed string }
+
+func (*fakeTB) Helper() {}
+
+func (f *fakeTB) Fatalf(format string, args ...any) { f.failed = fmt.Sprintf(format, args...) }
+
+func TestSignal(t *testing.T) {
+	t.Parallel()
+	var off Signal[int]
+	off.Signal(1) // not initialised: a no-op, as in production
+
+	var s Signal[string]
+	s.Init(t)
+	s.Signal("connected")
+	s.Signal("again")
+	if got := s.WaitOrTimeout(); got != "connected" {
+		t.Errorf("first value %q", got)
+	}
+	if got := s.WaitOrTimeout(); got != "again" {
+		t.Errorf("second value %q", got)
+	}
+}
+
+func TestEventually(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	Eventually(t, "the third call", func() bool { return n.Add(1) == 3 })
+	if n.Load() != 3 {
+		t.Errorf("cond called %d times", n.Load())
+	}
+	var f fakeTB
+	EventuallyWithin(&f, 20*time.Millisecond, "never", func() bool { return false })
+	if !strings.Contains(f.failed, "timed out after 20ms waiting for never") {
+		t.Errorf("failure %q", f.failed)
+	}
+}
+
+func TestReceive(t *testing.T) {
+	t.Parallel()
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := Receive(t, ch, "a value"); got != 7 {
+		t.Errorf("Receive = %d", got)
+	}
+}
