@@ -72,7 +72,7 @@ type Evaluator struct {
 	volatile map[string][]string
 	judge    *semantic.Judge // nil when no watch has an ask
 	composer *notify.Composer
-	listener *changes.Listener
+	listener *db.Listener
 	loop     service.Loop
 }
 
@@ -144,7 +144,7 @@ func (e *Evaluator) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.listener = changes.NewListener(e.pool, db.ChangesChannel(schema), e.logger)
+	e.listener = changes.Listen(e.pool, schema, e.logger)
 	if err := e.listener.Start(ctx); err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (e *Evaluator) Start(ctx context.Context) error {
 func (e *Evaluator) Stop() error {
 	err := e.loop.Stop()
 	if e.listener != nil {
-		e.listener.Stop()
+		err = errors.Join(err, e.listener.Stop())
 	}
 	return err
 }
@@ -164,7 +164,7 @@ func (e *Evaluator) run(ctx context.Context) error {
 	e.logger.Info("evaluator started", "owner", e.conf.Owner, "catch_up_interval", e.conf.CatchUpInterval)
 	timer := time.NewTimer(e.conf.CatchUpInterval)
 	defer timer.Stop()
-	backoff := changes.Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
+	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
 	for {
 		select {
 		case <-ctx.Done():
@@ -178,7 +178,7 @@ func (e *Evaluator) run(ctx context.Context) error {
 			}
 			wait := backoff.Next()
 			e.logger.Error("evaluate changes", "error", err, "retry_in", wait)
-			if !changes.Sleep(ctx, wait) {
+			if !service.Sleep(ctx, wait) {
 				return nil
 			}
 			// Retry at once: the timer may be the wake-up that just failed,

@@ -3,7 +3,6 @@ package evaluator
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -150,20 +149,14 @@ func (e *Evaluator) applyResult(d *decision, r semantic.Result, now time.Time) {
 	}
 }
 
-// holdBackoff is the wait before a held change's next attempt: the
-// configured minimum doubling per attempt up to the maximum, with jitter in
-// [d/2, d).
+// holdBackoff is the wait before a held change's next attempt
+// (ollama.hold_backoff, service.Backoff after attempts failures).
 func (e *Evaluator) holdBackoff(attempts int) time.Duration {
-	b := e.cfg.Global.Ollama.HoldBackoff
-	lo, hi := 30*time.Second, 15*time.Minute
-	if b != nil {
-		lo, hi = b.Min, b.Max
+	b := service.Backoff{Min: 30 * time.Second, Max: 15 * time.Minute}
+	if hb := e.cfg.Global.Ollama.HoldBackoff; hb != nil {
+		b.Min, b.Max = hb.Min, hb.Max
 	}
-	d := lo << min(max(attempts-1, 0), 30)
-	if d > hi || d <= 0 {
-		d = hi
-	}
-	return d/2 + rand.N(d/2+1)
+	return b.Delay(attempts)
 }
 
 // keepLease extends the lease on the claimed changes every third of the

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/metrics"
@@ -69,7 +67,7 @@ type Deliverer struct {
 	conf     DelivererConfig
 	logger   *slog.Logger
 	wake     chan struct{}
-	listener *changes.Listener
+	listener *db.Listener
 	loop     service.Loop
 }
 
@@ -132,7 +130,7 @@ func (d *Deliverer) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.listener = changes.NewListener(d.pool, db.NotificationsChannel(schema), d.logger)
+	d.listener = db.NewListener(d.pool, db.NotificationsChannel(schema), d.logger)
 	if err := d.listener.Start(ctx); err != nil {
 		return err
 	}
@@ -144,7 +142,7 @@ func (d *Deliverer) Start(ctx context.Context) error {
 func (d *Deliverer) Stop() error {
 	err := d.loop.Stop()
 	if d.listener != nil {
-		d.listener.Stop()
+		err = errors.Join(err, d.listener.Stop())
 	}
 	return err
 }
@@ -216,7 +214,7 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 	}
 	attempted := 0
 	var err error
-	backoff := changes.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
+	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 claim:
 	for ctx.Err() == nil {
 		batch, cerr := d.claim(ctx, l.name)
@@ -230,7 +228,7 @@ claim:
 			}
 			wait := backoff.Next()
 			logger.Error("claim notifications", "error", cerr, "retry_in", wait)
-			if !changes.Sleep(ctx, wait) {
+			if !service.Sleep(ctx, wait) {
 				break
 			}
 			continue
@@ -360,7 +358,7 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 	}
 	var perm *PermanentError
 	var ra *RetryAfterError
-	next := now.Add(Backoff(n.Attempt, d.conf.RetryMin, d.conf.RetryMax))
+	next := now.Add(service.Backoff{Min: d.conf.RetryMin, Max: d.conf.RetryMax}.Delay(n.Attempt))
 	kind := outcomeRetry
 	switch {
 	case errors.As(err, &perm):
@@ -393,16 +391,6 @@ func safeDeliver(ctx context.Context, s Sink, n *Notification) (err error) {
 		}
 	}()
 	return s.Deliver(ctx, n)
-}
-
-// Backoff is the wait after failed attempt n (1-based): lo doubled per
-// further attempt, capped at hi, with jitter in [d/2, d).
-func Backoff(attempt int, lo, hi time.Duration) time.Duration {
-	d := lo << min(max(attempt-1, 0), 30)
-	if d > hi || d <= 0 {
-		d = hi
-	}
-	return d/2 + rand.N(d/2+1)
 }
 
 // Outcome kinds.

@@ -414,15 +414,3 @@ func TestStaleClaimIsGivenBackUnsent(t *testing.T) {
 		t.Errorf("status %s, attempts %d, sent %d; want pending, 0, 0", status, attempts, rc.total.Load())
 	}
 }
-
-func TestBackoffGrowsWithJitterAndCap(t *testing.T) {
-	t.Parallel()
-	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 40: time.Minute} {
-		for range 50 {
-			got := Backoff(attempt, time.Second, time.Minute)
-			if got < want/2 || got > want {
-				t.Fatalf("Backoff(%d) = %s, want in [%s, %s]", attempt, got, want/2, want)
-			}
-		}
-	}
-}

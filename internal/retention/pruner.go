@@ -21,7 +21,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/service"
 )
@@ -175,7 +174,7 @@ func (p *Pruner) run(ctx context.Context) error {
 		if _, err := p.Prune(ctx); err != nil && ctx.Err() == nil {
 			p.logger.Error("prune old history", "error", err)
 		}
-		if !changes.Sleep(ctx, p.conf.Interval) {
+		if !service.Sleep(ctx, p.conf.Interval) {
 			return nil
 		}
 	}

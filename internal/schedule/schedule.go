@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/lookout-dev/lookout/internal/service"
 )
 
 // cronParser accepts standard five-field expressions (minute, hour, day of
@@ -267,35 +269,18 @@ func (s *Schedule) adapt(b Bounds, r Run) (time.Duration, string) {
 	}
 }
 
-// Backoff is exponential backoff with jitter and a cap.
-type Backoff struct {
-	// Min is the delay after the first failure; it doubles per failure.
-	Min time.Duration
-	// Max caps the delay.
-	Max time.Duration
-}
-
-// Delay is the capped delay before jitter after the n-th consecutive
-// failure (n >= 1): Min·2^(n-1), at most Max.
-func (b Backoff) Delay(n int) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	d := b.Min << min(n-1, 40)
-	if d > b.Max || d <= 0 {
-		d = b.Max
-	}
-	return d
-}
+// Backoff spaces the runs of a failing source: service.Backoff, the one
+// formula (Min after the first failure, doubling, capped at Max).
+type Backoff = service.Backoff
 
 // Retry schedules the run after the n-th consecutive failure, ending at
-// now: a random point in [d/2, d) for d = b.Delay(n) ("equal jitter": the
+// now: a random point in [d/2, d) for d = b.Cap(n) ("equal jitter": the
 // delay keeps growing while replicas and sources spread out). An interval
 // source is never retried sooner than its interval, so a failing source is
 // never polled more often than a healthy one; a cron source is retried on
 // the backoff or at its next slot, whichever comes first.
 func (s *Schedule) Retry(now time.Time, n int, b Backoff, r Run) Decision {
-	d := b.Delay(n)
+	d := b.Cap(n)
 	wait := d/2 + s.jitterFn(d/2)
 	reason := fmt.Sprintf("backoff after %d consecutive failure(s): %s (cap %s)", n, round(d), b.Max)
 	if s.cron != nil {

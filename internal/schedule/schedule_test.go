@@ -100,22 +100,14 @@ func TestJitterSpreadsSources(t *testing.T) {
 	}
 }
 
-func TestBackoffGrowsToCap(t *testing.T) {
+// TestRetryBacksOffToCap: the retry waits in [d/2, d) for d the backoff's
+// cap after n failures (service.Backoff tests the formula itself).
+func TestRetryBacksOffToCap(t *testing.T) {
 	t.Parallel()
 	b := Backoff{Min: 30 * time.Second, Max: time.Hour}
-	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,
-		16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour}
-	for i, w := range want {
-		if got := b.Delay(i + 1); got != w {
-			t.Errorf("Delay(%d) = %s, want %s", i+1, got, w)
-		}
-	}
-	if got := b.Delay(500); got != time.Hour {
-		t.Errorf("Delay(500) = %s, want the cap (no overflow)", got)
-	}
 	s := MustNew(Spec{Every: time.Second})
 	for n := 1; n <= 12; n++ {
-		d := b.Delay(n)
+		d := b.Cap(n)
 		for range 50 {
 			r := s.Retry(t0, n, b, Run{})
 			if w := r.At.Sub(t0); w < d/2 || w >= d {

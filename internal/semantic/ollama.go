@@ -16,8 +16,8 @@ import (
 	"github.com/ollama/ollama/api"
 	"golang.org/x/time/rate"
 
-	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/service"
 )
 
 // ErrUnavailable is returned without calling the server while it is known
@@ -42,7 +42,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	digests map[string]digestEntry
-	backoff changes.Backoff
+	backoff service.Backoff
 	openTil time.Time
 	lastErr error
 }
@@ -75,7 +75,7 @@ func NewClient(o config.Ollama, logger *slog.Logger) (*Client, error) {
 		logger:  logger.With("component", "ollama"),
 		now:     time.Now,
 		digests: map[string]digestEntry{},
-		backoff: changes.Backoff{Min: time.Second, Max: min(maxWait, time.Minute)},
+		backoff: service.Backoff{Min: time.Second, Max: min(maxWait, time.Minute)},
 	}, nil
 }
 

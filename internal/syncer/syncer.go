@@ -27,7 +27,6 @@ import (
 	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/time/rate"
 
-	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/egress"
@@ -294,7 +293,7 @@ func (s *Syncer) run(ctx context.Context) error {
 				s.logger.Error("run due sources", "error", err)
 			}
 		}
-		if !changes.Sleep(ctx, s.conf.PollInterval) {
+		if !service.Sleep(ctx, s.conf.PollInterval) {
 			return nil
 		}
 	}

@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/service"
 )
 
 // DefaultBlock is how long a host is blocked after a 429 that names no
@@ -147,7 +147,7 @@ func (t *politeTransport) waitSource(ctx context.Context, host string, rs *runSt
 	}
 	rs.waits.Add(1)
 	t.metrics.RateLimitWait(host, metrics.LimitSource)
-	if !changes.Sleep(ctx, d) {
+	if !service.Sleep(ctx, d) {
 		r.Cancel()
 		return ctx.Err()
 	}
@@ -175,7 +175,7 @@ func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStat
 			}
 			rs.waits.Add(1)
 			t.metrics.RateLimitWait(host, metrics.LimitBlocked)
-			if !changes.Sleep(ctx, d) {
+			if !service.Sleep(ctx, d) {
 				return ctx.Err()
 			}
 			continue
@@ -190,7 +190,7 @@ func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStat
 		if tk.wait > 0 {
 			rs.waits.Add(1)
 			t.metrics.RateLimitWait(host, metrics.LimitHost)
-			if !changes.Sleep(ctx, tk.wait) {
+			if !service.Sleep(ctx, tk.wait) {
 				return ctx.Err()
 			}
 		}

@@ -1,23 +1,26 @@
-package changes
+package db
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/service"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // Listener holds a dedicated connection that LISTENs on one channel and
 // turns notifications into wake-ups. A notification is never the data: on
 // every (re)connect the listener first LISTENs, then signals a wake-up so
-// that the consumer drains the table and catches up on whatever it missed.
+// that the consumer drains its table and catches up on whatever it
+// missed. While idle it pings the connection; when the connection fails
+// it reconnects with service.Backoff.
 type Listener struct {
 	pool    *pgxpool.Pool
 	channel string
@@ -29,12 +32,16 @@ type Listener struct {
 	PingInterval time.Duration
 
 	connected atomic.Bool
-	mu        sync.Mutex
-	cancel    context.CancelFunc
-	done      chan struct{}
+	loop      service.Loop
+
+	// testSignals fire in tests that Init them.
+	testSignals struct {
+		listening testsignal.Signal[struct{}] // after every LISTEN
+	}
 }
 
-// NewListener returns a listener for channel (unquoted; see db.ChangesChannel).
+// NewListener returns a listener for channel (unquoted; see ChangesChannel
+// and NotificationsChannel).
 func NewListener(pool *pgxpool.Pool, channel string, logger *slog.Logger) *Listener {
 	return &Listener{pool: pool, channel: channel, logger: logger, wake: make(chan struct{}, 1), PingInterval: 30 * time.Second}
 }
@@ -48,33 +55,11 @@ func (l *Listener) Connected() bool { return l.connected.Load() }
 
 // Start connects in the background. It returns at once; connection errors
 // are logged and retried with backoff until Stop.
-func (l *Listener) Start(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done != nil {
-		return errors.New("listener already started")
-	}
-	ctx, l.cancel = context.WithCancel(ctx)
-	l.done = make(chan struct{})
-	go func() {
-		defer close(l.done)
-		l.run(ctx)
-	}()
-	return nil
-}
+func (l *Listener) Start(ctx context.Context) error { return l.loop.Start(ctx, l.run) }
 
 // Stop ends the listener and waits for it. It is safe to call more than
 // once and on a listener that never started.
-func (l *Listener) Stop() {
-	l.mu.Lock()
-	cancel, done := l.cancel, l.done
-	l.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (l *Listener) Stop() error { return l.loop.Stop() }
 
 func (l *Listener) signal() {
 	select {
@@ -83,22 +68,23 @@ func (l *Listener) signal() {
 	}
 }
 
-func (l *Listener) run(ctx context.Context) {
-	backoff := Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
+func (l *Listener) run(ctx context.Context) error {
+	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
 	for ctx.Err() == nil {
 		err := l.listen(ctx)
 		if l.connected.Swap(false) {
 			backoff.Reset() // it had been up: start over from the shortest wait
 		}
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		wait := backoff.Next()
 		l.logger.Warn("listener disconnected; reconnecting", "channel", l.channel, "error", err, "retry_in", wait)
-		if !Sleep(ctx, wait) {
-			return
+		if !service.Sleep(ctx, wait) {
+			return nil
 		}
 	}
+	return nil
 }
 
 // listen runs one connection until it fails.
@@ -113,6 +99,7 @@ func (l *Listener) listen(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", l.channel, err)
 	}
 	l.connected.Store(true)
+	l.testSignals.listening.Signal(struct{}{})
 	l.logger.Debug("listening", "channel", l.channel)
 	// Catch up: anything committed while we were not listening.
 	l.signal()
@@ -132,38 +119,5 @@ func (l *Listener) listen(ctx context.Context) error {
 		default:
 			return fmt.Errorf("wait for notification: %w", err)
 		}
-	}
-}
-
-// Backoff is exponential backoff with full jitter and a cap; Reset after a
-// success.
-type Backoff struct {
-	Min, Max time.Duration
-	attempt  int
-}
-
-// Next returns the next wait.
-func (b *Backoff) Next() time.Duration {
-	d := b.Min << min(b.attempt, 30)
-	if d > b.Max || d <= 0 {
-		d = b.Max
-	}
-	b.attempt++
-	// Jitter in [d/2, d): spreads reconnecting replicas.
-	return d/2 + rand.N(d/2+1)
-}
-
-// Reset starts over from Min.
-func (b *Backoff) Reset() { b.attempt = 0 }
-
-// Sleep waits for d or until ctx is done; it reports whether d elapsed.
-func Sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
