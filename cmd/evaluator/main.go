@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -107,33 +106,10 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	sinks := slices.Sorted(maps.Keys(p.cfg.Global.Sinks))
 	m.CollectDatabase(p.pool, metrics.OutboxGauges, sinks, 0)
 	// Started in order, stopped in reverse: each Stop waits for its work.
-	var stops []func() error
-	stopAll := func() error {
-		var errs []error
-		for i := len(stops) - 1; i >= 0; i-- {
-			errs = append(errs, stops[i]())
-		}
-		return errors.Join(errs...)
-	}
-	for _, svc := range []interface {
-		Start(context.Context) error
-		Stop() error
-	}{p.del, p.dig, p.eval, p.dog, p.prn} {
-		if err := svc.Start(ctx); err != nil {
-			return errors.Join(err, stopAll())
-		}
-		stops = append(stops, svc.Stop)
-	}
-	stopHTTP, err := cli.Serve(ctx, listen, m, []health.Check{
+	return cli.Supervise(ctx, listen, m, []health.Check{
 		health.Database(p.pool), health.Migrations(p.pool),
 		health.Listener("changes_listener", p.eval.Listening), health.Listener("outbox_listener", p.del.Listening),
-	}, p.logger)
-	if err != nil {
-		return errors.Join(err, stopAll())
-	}
-	stops = append(stops, stopHTTP)
-	<-ctx.Done()
-	return stopAll()
+	}, p.logger, p.del, p.dig, p.eval, p.dog, p.prn)
 }
 
 func runOnce(ctx context.Context, env *cli.Env) error {

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -72,15 +71,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	}
 	defer d.pool.Close()
 	m.CollectDatabase(d.pool, metrics.SourceGauges, nil, 0)
-	if err := d.syncer.Start(ctx); err != nil {
-		return err
-	}
-	stopHTTP, err := cli.Serve(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool)}, d.logger)
-	if err != nil {
-		return errors.Join(err, d.syncer.Stop())
-	}
-	<-ctx.Done()
-	return errors.Join(stopHTTP(), d.syncer.Stop())
+	return cli.Supervise(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool)}, d.logger, d.syncer)
 }
 
 func runOnce(ctx context.Context, env *cli.Env) error {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/service"
 )
 
 // ListenEnv is the environment variable that sets run's --listen.
@@ -44,6 +46,27 @@ func RunFlags(env *Env, def string) (listen string, err error) {
 		listen = ""
 	}
 	return listen, nil
+}
+
+// Supervise runs services under one service.Supervisor, with the
+// /metrics, /healthz and /readyz server on listen (see Serve), until ctx
+// ends or one service fails; then it stops the server and every service
+// (in reverse order) and returns their errors.
+func Supervise(ctx context.Context, listen string, m *metrics.Metrics, checks []health.Check, logger *slog.Logger, services ...service.Service) error {
+	sup := service.NewSupervisor(logger, services...)
+	if err := sup.Start(ctx); err != nil {
+		return err
+	}
+	stopHTTP, err := Serve(ctx, listen, m, checks, logger)
+	if err != nil {
+		return errors.Join(err, sup.Stop())
+	}
+	select {
+	case <-ctx.Done():
+		return errors.Join(stopHTTP(), sup.Stop())
+	case <-sup.Done():
+		return errors.Join(errors.New("a service ended before shutdown; the others were stopped"), stopHTTP(), sup.Stop())
+	}
 }
 
 // Serve starts the /metrics, /healthz and /readyz server on addr with the

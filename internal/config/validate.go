@@ -580,14 +580,12 @@ func ParseCron(spec string) (cron.Schedule, error) {
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
 		return nil, fmt.Errorf("%q: set the time zone with the timezone key, not in the expression", spec)
 	}
-	sched, err := cronParser.Parse(spec)
+	sched, err := schedule.ParseCron(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%q is not a cron expression (minute hour day-of-month month day-of-week, or @daily, @hourly, @every 1h): %w", spec, err)
 	}
 	return sched, nil
 }
-
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // DedupeWindow returns the window of a duration dedupe policy, or 0.
 func (w *Watch) DedupeWindow() time.Duration {

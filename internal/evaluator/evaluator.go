@@ -160,6 +160,9 @@ func (e *Evaluator) Stop() error {
 	return err
 }
 
+// Done is closed when the evaluation loop ended (for service.Supervisor).
+func (e *Evaluator) Done() <-chan struct{} { return e.loop.Done() }
+
 func (e *Evaluator) run(ctx context.Context) error {
 	e.logger.Info("evaluator started", "owner", e.conf.Owner, "catch_up_interval", e.conf.CatchUpInterval)
 	timer := time.NewTimer(e.conf.CatchUpInterval)

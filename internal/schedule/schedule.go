@@ -27,8 +27,13 @@ import (
 
 // cronParser accepts standard five-field expressions (minute, hour, day of
 // month, month, day of week) and the descriptors @yearly, @monthly,
-// @weekly, @daily and @hourly.
+// @weekly, @daily, @hourly and @every.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseCron parses a cron expression with lookout's one cron syntax (the
+// sources' cron, the digests' and the alerts' cron); the expression is read
+// in UTC unless the caller sets the schedule's location.
+func ParseCron(expr string) (cron.Schedule, error) { return cronParser.Parse(expr) }
 
 // Bounds are the limits of an adaptive interval.
 type Bounds struct {
@@ -99,7 +104,7 @@ func New(spec Spec) (*Schedule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("timezone %q is not a known time zone: %w", tz, err)
 		}
-		sched, err := cronParser.Parse(expr)
+		sched, err := ParseCron(expr)
 		if err != nil {
 			return nil, fmt.Errorf("cron %q: %w", spec.Cron, err)
 		}

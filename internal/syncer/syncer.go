@@ -279,6 +279,9 @@ func (s *Syncer) Start(ctx context.Context) error {
 // are released.
 func (s *Syncer) Stop() error { return s.loop.Stop() }
 
+// Done is closed when the polling loop ended (for service.Supervisor).
+func (s *Syncer) Done() <-chan struct{} { return s.loop.Done() }
+
 func (s *Syncer) run(ctx context.Context) error {
 	s.logger.Info("syncer started", "owner", s.conf.Owner, "sources", len(s.sources))
 	// Runs hold slots, not the loop: a long run of one source never keeps
