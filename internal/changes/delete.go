@@ -9,7 +9,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/normalize"
 )
 
-// Querier is what LiveIDs needs: a pool, a connection or a transaction.
+// Querier is what Missing needs: a pool, a connection or a transaction.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }

@@ -1,6 +1,10 @@
-// Package service gives long-lived loops the Start/Stop lifecycle: Start
-// backgrounds the loop and returns, Stop cancels it and blocks until it
-// returned; Stop is idempotent and safe on a service that never started.
+// Package service is the plumbing of lookout's long-lived services. Loop
+// gives a loop the Start/Stop lifecycle: Start backgrounds the loop and
+// returns, Stop cancels it and blocks until it returned; Stop is
+// idempotent and safe on a service that never started. Supervisor starts
+// a daemon's services and stops them all when one fails; Every runs a
+// heartbeat; Backoff is the one retry formula and Sleep the one
+// cancellable sleep.
 package service
 
 import (

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -116,7 +118,7 @@ func TestSupervisorStopsTheOthersWhenOneFails(t *testing.T) {
 	}
 	boom := errors.New("lost the database")
 	b.fail <- boom
-	<-s.Done() // waits for the supervisor to notice; a hang is the failure
+	testsignal.Receive(t, s.Done(), "the supervisor to stop every service")
 	want := []string{"start a", "start b", "start c", "stop c", "stop b", "stop a"}
 	if got := log.get(); !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
