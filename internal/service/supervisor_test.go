@@ -61,14 +61,22 @@ func (f *fake) Stop() error {
 
 func (f *fake) Done() <-chan struct{} { return f.loop.Done() }
 
-func TestSupervisorStartsInOrderStopsInReverse(t *testing.T) {
-	t.Parallel()
-	var log events
-	a, b, c := newFake("a", &log), newFake("b", &log), newFake("c", &log)
+// startThree starts a supervisor of three fakes, a, b and c, and returns
+// their log, b and the supervisor.
+func startThree(t *testing.T) (*events, *fake, *Supervisor) {
+	t.Helper()
+	log := &events{}
+	a, b, c := newFake("a", log), newFake("b", log), newFake("c", log)
 	s := NewSupervisor(slog.New(slog.DiscardHandler), a, b, c)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return log, b, s
+}
+
+func TestSupervisorStartsInOrderStopsInReverse(t *testing.T) {
+	t.Parallel()
+	log, _, s := startThree(t)
 	if err := s.Start(context.Background()); err == nil {
 		t.Error("a second Start succeeded")
 	}
@@ -110,12 +118,7 @@ func TestSupervisorStartFailureStopsTheStarted(t *testing.T) {
 
 func TestSupervisorStopsTheOthersWhenOneFails(t *testing.T) {
 	t.Parallel()
-	var log events
-	a, b, c := newFake("a", &log), newFake("b", &log), newFake("c", &log)
-	s := NewSupervisor(slog.New(slog.DiscardHandler), a, b, c)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	log, b, s := startThree(t)
 	boom := errors.New("lost the database")
 	b.fail <- boom
 	testsignal.Receive(t, s.Done(), "the supervisor to stop every service")
