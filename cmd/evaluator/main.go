@@ -19,10 +19,6 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/cli"
 	"github.com/lookout-dev/lookout/internal/config"
-	// The config check builds sources too: register the connectors as the
-	// syncer does.
-	_ "github.com/lookout-dev/lookout/internal/connectors/file"
-	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
@@ -42,7 +38,7 @@ func main() {
 		{Name: "prune", Summary: "delete history older than the retention windows now (--dry-run: count only)", Run: prune},
 		cli.ReportCommand(),
 		cli.MigrateCommand(),
-		cli.CheckCommand(cli.BuildAll),
+		cli.CheckCommand(check),
 	}))
 }
 
@@ -71,20 +67,29 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	if err != nil {
 		return nil, err
 	}
-	composer, err := notify.NewComposer(cfg)
+	composer, err := notify.NewComposer(cfg.Global.Sinks, cfg.Sources)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
 	p := &parts{cfg: cfg, pool: pool, logger: logger, prn: retention.New(pool, retention.FromConfig(cfg.Global.Retention), logger)}
-	p.del = notify.NewDeliverer(pool, &cfg.Global, sinks, notify.DelivererConfig{Metrics: m}, logger)
-	p.dig = notify.NewDigester(pool, &cfg.Global, composer, notify.DigesterConfig{OnDigest: func(int) { p.del.Wake() }}, logger)
-	p.dog = watchdog.New(pool, cfg, watchdog.Config{Metrics: m, OnAlert: func(int) { p.del.Wake() }}, logger)
-	p.eval, err = evaluator.New(pool, cfg, evaluator.Config{Metrics: m, OnBatch: func(n int) {
+	dconf := notify.DelivererConfigFrom(&cfg.Global)
+	dconf.Metrics = m
+	p.del = notify.NewDeliverer(pool, sinks, dconf, logger)
+	gconf := notify.DigesterConfigFrom(&cfg.Global)
+	gconf.OnDigest = func(int) { p.del.Wake() }
+	p.dig = notify.NewDigester(pool, composer, gconf, logger)
+	wconf := watchdog.FromConfig(cfg)
+	wconf.Metrics, wconf.OnAlert = m, func(int) { p.del.Wake() }
+	p.dog = watchdog.New(pool, wconf, logger)
+	econf := evaluator.FromConfig(cfg)
+	econf.Metrics = m
+	econf.OnBatch = func(n int) {
 		if n > 0 {
 			p.del.Wake()
 		}
-	}}, logger)
+	}
+	p.eval, err = evaluator.New(pool, econf, logger)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
@@ -222,7 +227,9 @@ func runReplay(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	ev, err := evaluator.New(pool, cfg, evaluator.Config{Owner: "replay"}, logger)
+	conf := evaluator.FromConfig(cfg)
+	conf.Owner = "replay"
+	ev, err := evaluator.New(pool, conf, logger)
 	if err != nil {
 		return fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}

@@ -30,7 +30,7 @@ func main() {
 		{Name: "run-now", Summary: "run-now SOURCE: run an active source at the next poll, whatever its schedule", Run: runNow},
 		cli.ReportCommand(),
 		cli.MigrateCommand(),
-		cli.CheckCommand(cli.BuildAll),
+		cli.CheckCommand(check),
 	}))
 }
 
@@ -51,7 +51,9 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*daemon, erro
 	if err != nil {
 		return nil, err
 	}
-	s, err := syncer.New(pool, cfg, syncer.Config{Metrics: m}, logger)
+	conf := syncer.FromConfig(cfg)
+	conf.Metrics = m
+	s, err := syncer.New(pool, conf, logger)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)

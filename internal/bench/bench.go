@@ -270,7 +270,9 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	if err != nil {
 		return err
 	}
-	s, err := syncer.New(pool, cfg, syncer.Config{Owner: "bench"}, slog.New(slog.DiscardHandler))
+	sconf := syncer.FromConfig(cfg)
+	sconf.Owner = "bench"
+	s, err := syncer.New(pool, sconf, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}

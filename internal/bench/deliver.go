@@ -78,7 +78,9 @@ func RunDeliveries(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duratio
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(key, payload, ord)`, keys, payloads); err != nil {
 		return 0, fmt.Errorf("fill the outbox: %w", err)
 	}
-	d := notify.NewDeliverer(pool, &cfg.Global, sinks, notify.DelivererConfig{Owner: "bench"}, logger)
+	dconf := notify.DelivererConfigFrom(&cfg.Global)
+	dconf.Owner = "bench"
+	d := notify.NewDeliverer(pool, sinks, dconf, logger)
 	start := time.Now()
 	if _, err := d.DeliverDue(ctx); err != nil {
 		return 0, err

@@ -201,7 +201,10 @@ func RunLatency(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dura
 	res := &LatencyResult{Rate: rate}
 	const perTx = 10
 
-	ev, err := evaluator.New(pool, cfg, evaluator.Config{Owner: "bench-notify", CatchUpInterval: time.Hour}, logger)
+	econf := evaluator.FromConfig(cfg)
+	econf.Owner = "bench-notify"
+	econf.CatchUpInterval = time.Hour
+	ev, err := evaluator.New(pool, econf, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +223,9 @@ func RunLatency(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dura
 		return nil, fmt.Errorf("notify latency: %w", err)
 	}
 
-	naive, err := evaluator.New(pool, cfg, evaluator.Config{Owner: "bench-naive"}, logger)
+	econf = evaluator.FromConfig(cfg)
+	econf.Owner = "bench-naive"
+	naive, err := evaluator.New(pool, econf, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +257,9 @@ func RunBacklog(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duration, 
 			return 0, err
 		}
 	}
-	ev, err := evaluator.New(pool, cfg, evaluator.Config{Owner: "bench-backlog"}, slog.New(slog.DiscardHandler))
+	econf := evaluator.FromConfig(cfg)
+	econf.Owner = "bench-backlog"
+	ev, err := evaluator.New(pool, econf, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return 0, err
 	}

@@ -9,15 +9,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lookout-dev/lookout/internal/config"
 	_ "github.com/lookout-dev/lookout/internal/connectors/file"
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
+	"github.com/lookout-dev/lookout/internal/evaluator"
+	"github.com/lookout-dev/lookout/internal/syncer"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), "syncer", "test", []Command{CheckCommand(BuildAll), MigrateCommand()}, args, &out, &errb)
+	code := run(context.Background(), "syncer", "test", []Command{CheckCommand(buildBoth), MigrateCommand()}, args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// buildBoth is both binaries' sides of the config check together.
+func buildBoth(cfg *config.Config) error {
+	return errors.Join(syncer.Build(cfg), evaluator.Build(cfg))
 }
 
 func TestCheckExampleConfig(t *testing.T) {

@@ -186,11 +186,26 @@ type Sink struct {
 	// payload arrives on standard input. Required for that type.
 	Command []string `yaml:"command"`
 
-	name string
+	name   string
+	global *Global
 }
 
 // Name is the sink's key in lookout.yaml.
 func (s *Sink) Name() string { return s.name }
+
+// Errorf returns an *Error at the line of the sink's key field (e.g.
+// "title") in lookout.yaml; field "" is the sink itself.
+func (s *Sink) Errorf(field, format string, args ...any) error {
+	key := "sinks." + s.name
+	if field != "" {
+		key += "." + field
+	}
+	g := s.global
+	if g == nil {
+		g = &Global{}
+	}
+	return g.Errorf(key, format, args...)
+}
 
 // SMTP configures an email sink.
 type SMTP struct {

@@ -96,7 +96,7 @@ func (g *Global) applyDefaults() []error {
 			s = &Sink{}
 			g.Sinks[name] = s
 		}
-		s.name = name
+		s.name, s.global = name, g
 		key := "sinks." + name
 		if !nameRE.MatchString(name) {
 			errs = append(errs, g.Errorf(key, "is not a valid sink name (letters, digits, '-', '_', '.')"))

@@ -79,7 +79,9 @@ func (e *env) config() *config.Config {
 
 func (e *env) syncer(owner string) *syncer.Syncer {
 	e.t.Helper()
-	s, err := syncer.New(e.pool, e.config(), syncer.Config{Owner: owner}, e.log)
+	sconf := syncer.FromConfig(e.config())
+	sconf.Owner = owner
+	s, err := syncer.New(e.pool, sconf, e.log)
 	if err != nil {
 		e.t.Fatalf("syncer: %v", err)
 	}
@@ -94,7 +96,10 @@ func (e *env) evaluator(owner string, pool *pgxpool.Pool) *evaluator.Evaluator {
 	if pool == nil {
 		pool = e.pool
 	}
-	ev, err := evaluator.New(pool, e.config(), evaluator.Config{Owner: owner, BatchSize: 50}, e.log)
+	econf := evaluator.FromConfig(e.config())
+	econf.Owner = owner
+	econf.BatchSize = 50
+	ev, err := evaluator.New(pool, econf, e.log)
 	if err != nil {
 		e.t.Fatalf("evaluator: %v", err)
 	}
@@ -144,7 +149,9 @@ func (r *recorder) received() []string {
 func (e *env) deliver(rec *recorder) int {
 	e.t.Helper()
 	cfg := e.config()
-	d := notify.NewDeliverer(e.pool, &cfg.Global, map[string]notify.Sink{"log": rec, "rec": rec}, notify.DelivererConfig{Owner: "d1"}, e.log)
+	dconf := notify.DelivererConfigFrom(&cfg.Global)
+	dconf.Owner = "d1"
+	d := notify.NewDeliverer(e.pool, map[string]notify.Sink{"log": rec, "rec": rec}, dconf, e.log)
 	n, err := d.DeliverDue(context.Background())
 	if err != nil {
 		e.t.Fatal(err)

@@ -71,7 +71,10 @@ func TestMetricsAfterPipeline(t *testing.T) {
 	m := metrics.New()
 	m.CollectDatabase(e.pool, metrics.SourceGauges|metrics.OutboxGauges, []string{"log", "rec"}, 0)
 
-	s, err := syncer.New(e.pool, e.config(), syncer.Config{Owner: "syncer-m", Metrics: m}, e.log)
+	sconf := syncer.FromConfig(e.config())
+	sconf.Owner = "syncer-m"
+	sconf.Metrics = m
+	s, err := syncer.New(e.pool, sconf, e.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +103,10 @@ func TestMetricsAfterPipeline(t *testing.T) {
 		`lookout_database_up`:                                             1,
 	})
 
-	ev, err := evaluator.New(e.pool, e.config(), evaluator.Config{Owner: "ev-m", Metrics: m}, e.log)
+	econf := evaluator.FromConfig(e.config())
+	econf.Owner = "ev-m"
+	econf.Metrics = m
+	ev, err := evaluator.New(e.pool, econf, e.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +119,10 @@ func TestMetricsAfterPipeline(t *testing.T) {
 	})
 	rec := &recorder{}
 	cfg := e.config()
-	d := notify.NewDeliverer(e.pool, &cfg.Global, map[string]notify.Sink{"log": rec, "rec": rec}, notify.DelivererConfig{Owner: "d-m", Metrics: m}, e.log)
+	dconf := notify.DelivererConfigFrom(&cfg.Global)
+	dconf.Owner = "d-m"
+	dconf.Metrics = m
+	d := notify.NewDeliverer(e.pool, map[string]notify.Sink{"log": rec, "rec": rec}, dconf, e.log)
 	if n, err := d.DeliverDue(ctx); err != nil || n != 24 {
 		t.Fatalf("DeliverDue = %d, %v", n, err)
 	}
@@ -182,7 +191,10 @@ func TestMetricsOfUpstreamThrottling(t *testing.T) {
 	e := newEnv(t)
 	e.write("sources/api.yaml", fmt.Sprintf("name: api\nconnector: http\nrate_limit: {per_second: 1000, burst: 10}\nhttp:\n  url: %s/items\n  items: body.data\nfields:\n  title: item.name\n", srv.URL))
 	m := metrics.New()
-	s, err := syncer.New(e.pool, e.config(), syncer.Config{Owner: "syncer-t", Metrics: m}, e.log)
+	sconf := syncer.FromConfig(e.config())
+	sconf.Owner = "syncer-t"
+	sconf.Metrics = m
+	s, err := syncer.New(e.pool, sconf, e.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +287,9 @@ func TestLogFields(t *testing.T) {
 	buf := &syncedBuffer{}
 	logger := (&cli.Env{Stderr: buf, LogFormat: "json"}).Logger(cfg, "syncer")
 
-	s, err := syncer.New(e.pool, cfg, syncer.Config{Owner: "syncer-log"}, logger)
+	sconf := syncer.FromConfig(cfg)
+	sconf.Owner = "syncer-log"
+	s, err := syncer.New(e.pool, sconf, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +345,9 @@ func TestLogFields(t *testing.T) {
 	// Decisions: change_id, decision, dedupe_key.
 	buf.Reset()
 	evLogger := (&cli.Env{Stderr: buf, LogFormat: "json"}).Logger(cfg, "evaluator")
-	ev, err := evaluator.New(e.pool, cfg, evaluator.Config{Owner: "ev-log"}, evLogger)
+	econf := evaluator.FromConfig(cfg)
+	econf.Owner = "ev-log"
+	ev, err := evaluator.New(e.pool, econf, evLogger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +370,9 @@ func TestLogFields(t *testing.T) {
 	// The text format for terminals carries the same keys.
 	buf.Reset()
 	textLogger := (&cli.Env{Stderr: buf, LogFormat: "text"}).Logger(cfg, "syncer")
-	s2, err := syncer.New(e.pool, cfg, syncer.Config{Owner: "syncer-text"}, textLogger)
+	sconf = syncer.FromConfig(cfg)
+	sconf.Owner = "syncer-text"
+	s2, err := syncer.New(e.pool, sconf, textLogger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +404,10 @@ func TestMetricsOfRateLimitWaits(t *testing.T) {
 	e := newEnv(t)
 	e.write("sources/api.yaml", fmt.Sprintf("name: api\nconnector: http\nrate_limit: {per_second: 5, burst: 1}\nhttp:\n  url: %s/items?page=1\n  items: body.data\n  next: body.links.next\nfields:\n  title: item.name\n", srv.URL))
 	m := metrics.New()
-	s, err := syncer.New(e.pool, e.config(), syncer.Config{Owner: "syncer-w", Metrics: m}, e.log)
+	sconf := syncer.FromConfig(e.config())
+	sconf.Owner = "syncer-w"
+	sconf.Metrics = m
+	s, err := syncer.New(e.pool, sconf, e.log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ watches:
     when: "true"
 `})
 	logs := &syncBuffer{}
-	ev, err := New(h.pool, h.cfg, Config{Owner: "catch-up", CatchUpInterval: 20 * time.Millisecond},
+	ev, err := New(h.pool, testConfig(h.cfg, Config{Owner: "catch-up", CatchUpInterval: 20 * time.Millisecond}),
 		slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

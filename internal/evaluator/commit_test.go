@@ -46,7 +46,7 @@ func commitSetup(t *testing.T, global, watches string) (*pgxpool.Pool, *Evaluato
 	if _, err := pool.Exec(context.Background(), `INSERT INTO sources (name, connector, config_hash) VALUES ('tasks', 'file', 'x')`); err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(pool, cfg, Config{Owner: "test"}, slog.New(slog.DiscardHandler))
+	e, err := New(pool, testConfig(cfg, Config{Owner: "test"}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,36 +36,15 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
-	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
-// Config are the evaluator's typed settings.
-type Config struct {
-	// Owner identifies this replica in leases. Defaults to hostname:pid.
-	Owner string
-	// Lease, BatchSize, CatchUpInterval, MaxAttempts: see config.Evaluator.
-	Lease           time.Duration
-	BatchSize       int
-	CatchUpInterval time.Duration
-	MaxAttempts     int
-	// Workers is how many batches are evaluated at once; see config.Evaluator.
-	Workers int
-	// OnBatch, when set, is called after each committed batch with the
-	// number of notifications it created (the delivery wake-up).
-	OnBatch func(notifications int)
-	// Metrics records decisions, duplicates, change-to-decision lag and
-	// model calls. Defaults to nil: nothing is recorded.
-	Metrics *metrics.Metrics
-}
-
 // Evaluator evaluates changes against watches.
 type Evaluator struct {
 	pool     *pgxpool.Pool
-	cfg      *config.Config
 	conf     Config
 	logger   *slog.Logger
 	watches  map[string][]*watch
@@ -76,23 +55,19 @@ type Evaluator struct {
 	loop     service.Loop
 }
 
-// New compiles the watches of cfg. Expression errors name file and line.
-func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logger) (*Evaluator, error) {
+// New compiles the watches of conf.Sources. Expression errors name file
+// and line. conf's settings are used as given: FromConfig carries the
+// loaded, defaulted lookout.yaml values.
+func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Evaluator, error) {
 	if conf.Owner == "" {
 		host, _ := os.Hostname()
 		conf.Owner = fmt.Sprintf("%s:%d", cmp.Or(host, "evaluator"), os.Getpid())
 	}
-	g := cfg.Global.Evaluator
-	conf.Lease = cmp.Or(conf.Lease, g.Lease)
-	conf.BatchSize = cmp.Or(conf.BatchSize, g.BatchSize)
-	conf.CatchUpInterval = cmp.Or(conf.CatchUpInterval, g.CatchUpInterval)
-	conf.MaxAttempts = cmp.Or(conf.MaxAttempts, g.MaxAttempts)
-	conf.Workers = cmp.Or(conf.Workers, g.Workers, 1)
-	e := &Evaluator{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "evaluator"),
+	e := &Evaluator{pool: pool, conf: conf, logger: logger.With("component", "evaluator"),
 		watches: map[string][]*watch{}, volatile: map[string][]string{}}
 	var errs []error
 	asks := false
-	for _, src := range cfg.Sources {
+	for _, src := range conf.Sources {
 		e.volatile[src.Name] = src.Volatile
 		for i, wc := range src.Watches {
 			p, err := compileWhen(wc.When)
@@ -102,7 +77,7 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 			}
 			w := &watch{cfg: wc, source: src.Name, when: p}
 			if wc.Ask != "" {
-				if w.question, err = semantic.NewQuestion(cfg.Global.Ollama, wc); err != nil {
+				if w.question, err = semantic.NewQuestion(conf.Model, wc); err != nil {
 					errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].model.options", i), "%v", err))
 					continue
 				}
@@ -112,26 +87,29 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 		}
 	}
 	var err error
-	if e.composer, err = notify.NewComposer(cfg); err != nil {
+	if e.composer, err = notify.NewComposer(conf.Sinks, conf.Sources); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	if asks {
-		client, err := semantic.NewClient(cfg.Global.Ollama, logger)
+		client, err := semantic.NewClient(conf.Model, logger)
 		if err != nil {
 			return nil, err
 		}
-		e.judge = semantic.NewJudge(pool, client, cfg.Global.Ollama.Concurrency, conf.Owner, logger)
+		e.judge = semantic.NewJudge(pool, client, conf.Model.Concurrency, conf.Owner, logger)
 		e.judge.SetMetrics(conf.Metrics)
 	}
 	return e, nil
 }
 
-// Build checks that every watch of cfg compiles (the config check).
+// Build checks that every watch of cfg compiles, with its templates and
+// model options: the evaluator's side of the config check.
 func Build(cfg *config.Config) error {
-	_, err := New(nil, cfg, Config{Owner: "check"}, slog.New(slog.DiscardHandler))
+	conf := FromConfig(cfg)
+	conf.Owner = "check"
+	_, err := New(nil, conf, slog.New(slog.DiscardHandler))
 	return err
 }
 
@@ -207,7 +185,7 @@ func resetTimer(t *time.Timer, d time.Duration) {
 func (e *Evaluator) Drain(ctx context.Context) (int, error) {
 	var total atomic.Int64
 	p := pool.New().WithErrors().WithContext(ctx)
-	for range e.conf.Workers {
+	for range max(e.conf.Workers, 1) {
 		p.Go(func(ctx context.Context) error {
 			for {
 				claimed, n, err := e.batch(ctx)

@@ -125,7 +125,7 @@ watches:
     when: record.status == "done"
 `
 	cfg := loadConfig(t, strings.ReplaceAll(baseGlobal, "{{OLLAMA}}", h.fake.URL), map[string]string{"tasks.yaml": draft})
-	ev, err := New(h.pool, cfg, Config{Owner: "replay"}, slog.New(slog.DiscardHandler))
+	ev, err := New(h.pool, testConfig(cfg, Config{Owner: "replay"}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

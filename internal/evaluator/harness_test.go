@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"os"
@@ -58,7 +59,7 @@ func newHarness(t *testing.T, global string, sources map[string]string) *harness
 			t.Fatal(err)
 		}
 	}
-	ev, err := New(h.pool, h.cfg, Config{Owner: "test-evaluator"}, slog.New(slog.DiscardHandler))
+	ev, err := New(h.pool, testConfig(h.cfg, Config{Owner: "test-evaluator"}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("evaluator.New: %v", err)
 	}
@@ -227,4 +228,17 @@ func (h *harness) makeDue() {
 	if h.ev.judge != nil {
 		h.ev.judge.Client().ResetBreaker()
 	}
+}
+
+// testConfig returns the evaluator settings of cfg with those a test set
+// in o (its non-zero fields) put over them.
+func testConfig(cfg *config.Config, o Config) Config {
+	c := FromConfig(cfg)
+	c.Owner, c.OnBatch, c.Metrics = o.Owner, o.OnBatch, o.Metrics
+	c.Lease = cmp.Or(o.Lease, c.Lease)
+	c.BatchSize = cmp.Or(o.BatchSize, c.BatchSize)
+	c.CatchUpInterval = cmp.Or(o.CatchUpInterval, c.CatchUpInterval)
+	c.MaxAttempts = cmp.Or(o.MaxAttempts, c.MaxAttempts)
+	c.Workers = cmp.Or(o.Workers, c.Workers)
+	return c
 }

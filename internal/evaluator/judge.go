@@ -152,11 +152,7 @@ func (e *Evaluator) applyResult(d *decision, r semantic.Result, now time.Time) {
 // holdBackoff is the wait before a held change's next attempt
 // (ollama.hold_backoff, service.Backoff after attempts failures).
 func (e *Evaluator) holdBackoff(attempts int) time.Duration {
-	b := service.Backoff{Min: 30 * time.Second, Max: 15 * time.Minute}
-	if hb := e.cfg.Global.Ollama.HoldBackoff; hb != nil {
-		b.Min, b.Max = hb.Min, hb.Max
-	}
-	return b.Delay(attempts)
+	return service.Backoff{Min: e.conf.Model.HoldMin, Max: e.conf.Model.HoldMax}.Delay(attempts)
 }
 
 // keepLease extends the lease on the claimed changes every third of the

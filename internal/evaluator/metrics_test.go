@@ -16,7 +16,7 @@ func TestMetricsOfDecisionsAndModelCalls(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": tasksSource})
 	m := metrics.New()
-	ev, err := New(h.pool, h.cfg, Config{Owner: "test-metrics", Metrics: m}, slog.New(slog.DiscardHandler))
+	ev, err := New(h.pool, testConfig(h.cfg, Config{Owner: "test-metrics", Metrics: m}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

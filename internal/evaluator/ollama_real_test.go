@@ -117,7 +117,7 @@ sinks:
 	h.cfg = loadConfig(t, global, map[string]string{"tasks.yaml": tasksSource})
 	h.pool = pgtest.Pool(t)
 	h.exec(`INSERT INTO sources (name, connector, config_hash) VALUES ('tasks', 'file', 'x')`)
-	ev, err := New(h.pool, h.cfg, Config{Owner: "real-ollama-test"}, slog.New(slog.DiscardHandler))
+	ev, err := New(h.pool, testConfig(h.cfg, Config{Owner: "real-ollama-test"}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (e *Evaluator) Replay(ctx context.Context, q ReplayQuery) (*ReplayReport, e
 	if q.MaxCalls == 0 {
 		q.MaxCalls = 100
 	}
-	if q.Source != "" && e.cfg.Source(q.Source) == nil {
+	if q.Source != "" && e.source(q.Source) == nil {
 		return nil, fmt.Errorf("source %q is not configured", q.Source)
 	}
 	if q.Watch != "" && !e.hasWatch(q.Source, q.Watch) {

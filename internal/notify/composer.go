@@ -145,29 +145,29 @@ type Composer struct {
 
 func watchKey(source, watch string) string { return source + "\x00" + watch }
 
-// NewComposer parses every template and digest schedule of cfg and renders
-// each template against a sample record, so that a template error is a
-// configuration error naming file, line and key, found by the check
-// command rather than at the first notification.
-func NewComposer(cfg *config.Config) (*Composer, error) {
+// NewComposer parses every template and digest schedule of sinks and of
+// the watches of sources, and renders each template against a sample
+// record, so that a template error is a configuration error naming file,
+// line and key, found by the check command rather than at the first
+// notification.
+func NewComposer(sinks map[string]*config.Sink, sources []*config.Source) (*Composer, error) {
 	c := &Composer{sinks: map[string]templatePair{}, watches: map[string]*watchTemplates{}}
 	c.def = templatePair{mustParse("title", DefaultTitle), mustParse("body", DefaultBody)}
 	c.digest = templatePair{mustParse("digest.title", DefaultDigestTitle), mustParse("digest.body", DefaultDigestBody)}
 	var errs []error
-	g := &cfg.Global
-	for name, sc := range g.Sinks {
+	for name, sc := range sinks {
 		var p templatePair
 		var err error
 		key := "sinks." + name
 		if p.title, err = parseChecked(key+".title", sc.Title, sampleData()); err != nil {
-			errs = append(errs, g.Errorf(key+".title", "%v", err))
+			errs = append(errs, sc.Errorf("title", "%v", err))
 		}
 		if p.body, err = parseChecked(key+".body", sc.Body, sampleData()); err != nil {
-			errs = append(errs, g.Errorf(key+".body", "%v", err))
+			errs = append(errs, sc.Errorf("body", "%v", err))
 		}
 		c.sinks[name] = p
 	}
-	for _, src := range cfg.Sources {
+	for _, src := range sources {
 		for i, w := range src.Watches {
 			wt := &watchTemplates{cfg: w}
 			key := fmt.Sprintf("watches[%d]", i)

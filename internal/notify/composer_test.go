@@ -78,7 +78,7 @@ func TestComposerRendersTemplatesByPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewComposer(cfg)
+	c, err := NewComposer(cfg.Global.Sinks, cfg.Sources)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestComposerTemplateErrorsAreLocatedConfigErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = NewComposer(cfg)
+			_, err = NewComposer(cfg.Global.Sinks, cfg.Sources)
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("NewComposer error:\n got %v\nwant %s", err, tt.want)
 			}
@@ -173,7 +173,7 @@ func TestDigesterFoldsDueMatchesOnceAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewComposer(cfg)
+	c, err := NewComposer(cfg.Global.Sinks, cfg.Sources)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestDigesterFoldsDueMatchesOnceAcrossReplicas(t *testing.T) {
 	created := 0
 	for range 4 {
 		wg.Go(func() {
-			g := NewDigester(pool, &cfg.Global, c, DigesterConfig{BatchSize: 7}, testLogger(t))
+			g := NewDigester(pool, c, DigesterConfig{PollInterval: time.Second, BatchSize: 7}, testLogger(t))
 			n, err := g.RunDue(ctx)
 			if err != nil {
 				t.Error(err)
@@ -237,7 +237,7 @@ func TestDigesterFoldsDueMatchesOnceAcrossReplicas(t *testing.T) {
 	if _, err := pool2.Exec(ctx, `UPDATE notifications SET status = 'held', source = 'tasks', watch = 'daily', digest_due_at = $1`, due); err != nil {
 		t.Fatal(err)
 	}
-	g := NewDigester(pool2, &cfg.Global, c, DigesterConfig{}, testLogger(t))
+	g := NewDigester(pool2, c, DigesterConfigFrom(&cfg.Global), testLogger(t))
 	if n, err := g.RunDue(ctx); n != 2 || err != nil {
 		t.Fatalf("RunDue = %d, %v; want 2 summaries", n, err)
 	}

@@ -51,8 +51,8 @@ func runChildDeliverer() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	d := NewDeliverer(pool, &config.Global{Sinks: crashSinkConf()}, map[string]Sink{"hook": hook}, DelivererConfig{
-		Owner: fmt.Sprintf("child-%d", os.Getpid()), Lease: crashLease, BatchSize: crashBatch,
+	d := NewDeliverer(pool, map[string]Sink{"hook": hook}, DelivererConfig{
+		Sinks: crashSinkConf(), Owner: fmt.Sprintf("child-%d", os.Getpid()), Lease: crashLease, BatchSize: crashBatch,
 		PollInterval: 50 * time.Millisecond, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 	}, logger)
 	if err := d.Start(ctx); err != nil {

@@ -21,29 +21,36 @@ import (
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
-// DelivererConfig are the deliverer's typed settings. Zero values take
-// lookout.yaml's delivery block.
+// DelivererConfig are the deliverer's typed settings. NewDeliverer uses
+// them as given; the defaults below are the ones the config loader applies
+// to lookout.yaml's delivery block, and DelivererConfigFrom carries its
+// values over.
 type DelivererConfig struct {
+	// Sinks are lookout.yaml's sinks: each one's timeout, max_attempts and
+	// concurrency. A sink without an entry here is not delivered to.
+	// Defaults to none.
+	Sinks map[string]*config.Sink
 	// Owner identifies this replica in leases. Defaults to hostname:pid.
 	Owner string
 	// Lease bounds how long a claimed notification stays with this
-	// replica. Defaults to delivery.lease.
+	// replica (delivery.lease). Defaults to 2m.
 	Lease time.Duration
-	// BatchSize is how many notifications of one sink are claimed at once.
-	// Defaults to delivery.batch_size.
+	// BatchSize is how many notifications of one sink are claimed at once
+	// (delivery.batch_size). Defaults to 100.
 	BatchSize int
-	// PollInterval is the slow timer for retries that come due. Defaults to
-	// delivery.poll_interval.
+	// PollInterval is the slow timer for retries that come due
+	// (delivery.poll_interval). Defaults to 1s.
 	PollInterval time.Duration
-	// RetryMin and RetryMax bound the backoff between attempts. Default to
-	// delivery.retry_min and delivery.retry_max.
+	// RetryMin and RetryMax bound the backoff between attempts
+	// (delivery.retry_min, delivery.retry_max). Default to 1s and 1h.
 	RetryMin, RetryMax time.Duration
 	// Metrics counts delivery attempts and expired leases taken over.
 	// Defaults to nil: nothing is recorded.
 	Metrics *metrics.Metrics
 	// Redactor hides configured secrets that a sink echoes in its errors,
-	// before they are stored (notifications.last_error) or logged.
-	// Defaults to the configuration's (config.Global.Redactor).
+	// before they are stored (notifications.last_error) or logged: the
+	// configuration's (config.Global.Redactor). Defaults to nil: nothing
+	// is redacted.
 	Redactor *redact.Redactor
 }
 
@@ -79,21 +86,21 @@ type lane struct {
 	wake chan struct{}
 }
 
-// NewDeliverer returns a deliverer for the given sinks; sinks without
-// configuration in g are ignored.
-func NewDeliverer(p *pgxpool.Pool, g *config.Global, sinks map[string]Sink, conf DelivererConfig, logger *slog.Logger) *Deliverer {
+// DelivererConfigFrom returns the deliverer settings of lookout.yaml's
+// sinks and delivery block, with the defaults the config loader applied.
+// Owner and Metrics are left for the caller.
+func DelivererConfigFrom(g *config.Global) DelivererConfig {
+	dl := g.Delivery
+	return DelivererConfig{Sinks: g.Sinks, Lease: dl.Lease, BatchSize: dl.BatchSize,
+		PollInterval: dl.PollInterval, RetryMin: dl.RetryMin, RetryMax: dl.RetryMax, Redactor: g.Redactor()}
+}
+
+// NewDeliverer returns a deliverer for the given sinks; sinks without an
+// entry in conf.Sinks are ignored.
+func NewDeliverer(p *pgxpool.Pool, sinks map[string]Sink, conf DelivererConfig, logger *slog.Logger) *Deliverer {
 	if conf.Owner == "" {
 		host, _ := os.Hostname()
 		conf.Owner = fmt.Sprintf("%s:%d", cmp.Or(host, "deliverer"), os.Getpid())
-	}
-	dl := g.Delivery
-	conf.Lease = cmp.Or(conf.Lease, dl.Lease, config.DeliveryLeaseDefault)
-	conf.BatchSize = cmp.Or(conf.BatchSize, dl.BatchSize, config.DeliveryBatchDefault)
-	conf.PollInterval = cmp.Or(conf.PollInterval, dl.PollInterval, config.DeliveryPollDefault)
-	conf.RetryMin = cmp.Or(conf.RetryMin, dl.RetryMin, config.RetryMinDefault)
-	conf.RetryMax = cmp.Or(conf.RetryMax, dl.RetryMax, config.RetryMaxDefault)
-	if conf.Redactor == nil {
-		conf.Redactor = g.Redactor()
 	}
 	d := &Deliverer{pool: p, conf: conf, logger: logger.With("component", "deliverer"), wake: make(chan struct{}, 1)}
 	names := make([]string, 0, len(sinks))
@@ -102,7 +109,7 @@ func NewDeliverer(p *pgxpool.Pool, g *config.Global, sinks map[string]Sink, conf
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		sc := g.Sinks[name]
+		sc := conf.Sinks[name]
 		if sc == nil {
 			continue
 		}

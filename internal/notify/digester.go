@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,10 +16,11 @@ import (
 
 // DigesterConfig are the digester's typed settings.
 type DigesterConfig struct {
-	// PollInterval is how often it looks for digest periods that ended.
-	// Defaults to delivery.poll_interval.
+	// PollInterval is how often it looks for digest periods that ended
+	// (delivery.poll_interval). Defaults to 1s.
 	PollInterval time.Duration
-	// BatchSize bounds the matches folded in one transaction. Defaults to 5000.
+	// BatchSize bounds the matches folded in one transaction. Defaults to
+	// 5000 (DigestBatchDefault).
 	BatchSize int
 	// OnDigest, when set, is called with the number of summaries created
 	// (the delivery wake-up).
@@ -44,10 +44,18 @@ type Digester struct {
 	loop     service.Loop
 }
 
+// DigestBatchDefault is the digester's BatchSize unless a caller sets one.
+const DigestBatchDefault = 5000
+
+// DigesterConfigFrom returns the digester settings of lookout.yaml's
+// delivery block, with the defaults the config loader applied. OnDigest is
+// left for the caller.
+func DigesterConfigFrom(g *config.Global) DigesterConfig {
+	return DigesterConfig{PollInterval: g.Delivery.PollInterval, BatchSize: DigestBatchDefault}
+}
+
 // NewDigester returns a digester that renders summaries with composer.
-func NewDigester(p *pgxpool.Pool, g *config.Global, composer *Composer, conf DigesterConfig, logger *slog.Logger) *Digester {
-	conf.PollInterval = cmp.Or(conf.PollInterval, g.Delivery.PollInterval, config.DeliveryPollDefault)
-	conf.BatchSize = cmp.Or(conf.BatchSize, 5000)
+func NewDigester(p *pgxpool.Pool, composer *Composer, conf DigesterConfig, logger *slog.Logger) *Digester {
 	return &Digester{pool: p, composer: composer, conf: conf, logger: logger.With("component", "digester")}
 }
 

@@ -62,7 +62,9 @@ func newDeliverer(t testing.TB, pool *pgxpool.Pool, sinks map[string]Sink, cfgs 
 	conf.RetryMax = cmpOr(conf.RetryMax, 50*time.Millisecond)
 	conf.PollInterval = cmpOr(conf.PollInterval, 20*time.Millisecond)
 	conf.Lease = cmpOr(conf.Lease, 30*time.Second)
-	return NewDeliverer(pool, &config.Global{Sinks: cfgs}, sinks, conf, testLogger(t))
+	conf.BatchSize = cmpOr(conf.BatchSize, config.DeliveryBatchDefault)
+	conf.Sinks = cfgs
+	return NewDeliverer(pool, sinks, conf, testLogger(t))
 }
 
 func cmpOr[T comparable](v, def T) T {

@@ -86,7 +86,9 @@ func TestSinkEchoedSecretIsRedacted(t *testing.T) {
 	pool := pgtest.Pool(t)
 	insertNotifications(t, pool, "hook", "h", 2)
 	insertNotifications(t, pool, "busy", "b", 2)
-	d := NewDeliverer(pool, &cfg.Global, sinks, DelivererConfig{Owner: "test"}, logger)
+	conf := DelivererConfigFrom(&cfg.Global)
+	conf.Owner = "test"
+	d := NewDeliverer(pool, sinks, conf, logger)
 	ctx := context.Background()
 	if _, err := d.DeliverDue(ctx); err != nil {
 		t.Fatal(err)

@@ -163,7 +163,9 @@ func (w *world) exec(sql string, args ...any) {
 // run's id.
 func (w *world) sync() {
 	w.t.Helper()
-	s, err := syncer.New(w.pool, w.cfg, syncer.Config{Owner: "syncer-1"}, w.log)
+	sconf := syncer.FromConfig(w.cfg)
+	sconf.Owner = "syncer-1"
+	s, err := syncer.New(w.pool, sconf, w.log)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -184,7 +186,10 @@ func (w *world) sync() {
 // evaluate drains the changes, then delivers what is due.
 func (w *world) evaluate() {
 	w.t.Helper()
-	ev, err := evaluator.New(w.pool, w.cfg, evaluator.Config{Owner: "evaluator-1", BatchSize: 50}, w.log)
+	econf := evaluator.FromConfig(w.cfg)
+	econf.Owner = "evaluator-1"
+	econf.BatchSize = 50
+	ev, err := evaluator.New(w.pool, econf, w.log)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -192,7 +197,9 @@ func (w *world) evaluate() {
 		w.t.Fatal(err)
 	}
 	sinks := map[string]notify.Sink{"log": &recorder{}, "hook": refusing{}, "flaky": failing{}}
-	d := notify.NewDeliverer(w.pool, &w.cfg.Global, sinks, notify.DelivererConfig{Owner: "deliverer-1"}, w.log)
+	dconf := notify.DelivererConfigFrom(&w.cfg.Global)
+	dconf.Owner = "deliverer-1"
+	d := notify.NewDeliverer(w.pool, sinks, dconf, w.log)
 	if _, err := d.DeliverDue(w.ctx); err != nil {
 		w.t.Fatal(err)
 	}

@@ -25,21 +25,28 @@ import (
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
-// Config are the pruner's typed settings; a zero window keeps that
-// table's rows forever.
+// Config are the pruner's typed settings: lookout.yaml's retention block.
+// New uses them as given; the defaults below are the ones the config
+// loader applies, and FromConfig carries its values over.
 type Config struct {
+	// Changes, SyncRuns, Evaluations, Notifications and ModelCalls are the
+	// windows of their tables (retention.changes, ...): rows older than the
+	// window are pruned; 0 keeps the table's rows forever. Default to 0.
 	Changes       time.Duration
 	SyncRuns      time.Duration
 	Evaluations   time.Duration
 	Notifications time.Duration
 	ModelCalls    time.Duration
-	// BatchSize is the most rows one DELETE removes. Defaults to 5000.
+	// BatchSize is the most rows one DELETE removes (retention.batch_size).
+	// Defaults to 5000.
 	BatchSize int
-	// Interval is the time between two prunes of Start's loop. Defaults to 1h.
+	// Interval is the time between two prunes of Start's loop
+	// (retention.interval). Defaults to 1h.
 	Interval time.Duration
 }
 
-// FromConfig returns the pruner settings of lookout.yaml's retention block.
+// FromConfig returns the pruner settings of lookout.yaml's retention
+// block, with the defaults the config loader applied.
 func FromConfig(r config.Retention) Config {
 	return Config{Changes: r.Changes, SyncRuns: r.SyncRuns, Evaluations: r.Evaluations,
 		Notifications: r.Notifications, ModelCalls: r.ModelCalls, BatchSize: r.BatchSize, Interval: r.Interval}
@@ -145,14 +152,8 @@ type Pruner struct {
 	loop   service.Loop
 }
 
-// New returns a pruner.
+// New returns a pruner with the settings of conf, used as given.
 func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) *Pruner {
-	if conf.BatchSize <= 0 {
-		conf.BatchSize = config.RetentionBatchDefault
-	}
-	if conf.Interval <= 0 {
-		conf.Interval = config.RetentionIntervalDefault
-	}
 	return &Pruner{pool: pool, conf: conf, logger: logger.With("component", "retention")}
 }
 

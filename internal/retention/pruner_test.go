@@ -242,7 +242,7 @@ func TestPruneOnlyTablesWithAWindow(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.fill()
-	res, err := New(f.pool, Config{Changes: time.Hour}, slog.New(slog.DiscardHandler)).Prune(context.Background())
+	res, err := New(f.pool, Config{Changes: time.Hour, BatchSize: 5000}, slog.New(slog.DiscardHandler)).Prune(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestPrunerLoop(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.fill()
-	p := New(f.pool, Config{Changes: time.Hour, Interval: time.Hour}, slog.New(slog.DiscardHandler))
+	p := New(f.pool, Config{Changes: time.Hour, BatchSize: 5000, Interval: time.Hour}, slog.New(slog.DiscardHandler))
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

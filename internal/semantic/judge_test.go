@@ -26,20 +26,20 @@ type fixture struct {
 	t     *testing.T
 	pool  *pgxpool.Pool
 	fake  *ollamatest.Server
-	o     config.Ollama
+	o     semantic.Config
 	judge *semantic.Judge
 }
 
 // setup returns a Judge on a fresh schema and a fake Ollama serving
 // llama3.2 with digest1. tune adjusts the settings before the client is built.
-func setup(t *testing.T, tune func(o *config.Ollama)) *fixture {
+func setup(t *testing.T, tune func(o *semantic.Config)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, pool: pgtest.Pool(t)}
 	f.fake = ollamatest.New(t, map[string]string{"llama3.2:latest": digest1})
-	f.o = config.Ollama{
+	f.o = semantic.Config{
 		Host: f.fake.URL, Model: "llama3.2", Timeout: 5 * time.Second, Concurrency: 2,
 		Options:   map[string]any{"temperature": 0, "seed": 42},
-		RateLimit: &config.RateLimit{PerSecond: 1000, Burst: 10},
+		PerSecond: 1000, Burst: 10, HoldMin: 30 * time.Second, HoldMax: 15 * time.Minute,
 		DigestTTL: time.Minute, ReasonMaxChars: 200,
 	}
 	if tune != nil {
@@ -153,7 +153,7 @@ func TestJudgeAsksTheModelOnceThenUsesTheCache(t *testing.T) {
 
 func TestJudgeAsksAgainWhenModelDigestOrPromptChanges(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *config.Ollama) { o.DigestTTL = time.Nanosecond })
+	f := setup(t, func(o *semantic.Config) { o.DigestTTL = time.Nanosecond })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	r := func(q *semantic.Question) *semantic.Request { return request(q, "w", "1", "URGENT") }
 
@@ -261,7 +261,7 @@ func TestJudgeServerErrorOpensTheBreaker(t *testing.T) {
 
 func TestJudgeTimesOutASlowModel(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *config.Ollama) { o.Timeout = 200 * time.Millisecond })
+	f := setup(t, func(o *semantic.Config) { o.Timeout = 200 * time.Millisecond })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	f.fake.Answers(ollamatest.Answer{Hang: true})
 	start := time.Now()
@@ -351,7 +351,7 @@ func TestJudgeSameInputInOneBatchIsAskedOnce(t *testing.T) {
 
 func TestJudgeBoundsConcurrency(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *config.Ollama) { o.Concurrency = 2; o.Timeout = 10 * time.Second })
+	f := setup(t, func(o *semantic.Config) { o.Concurrency = 2; o.Timeout = 10 * time.Second })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	f.fake.SetAnswer(func(req *api.ChatRequest) ollamatest.Answer {
 		a := ollamatest.DefaultAnswer(req)
@@ -388,7 +388,7 @@ func TestJudgeBoundsConcurrency(t *testing.T) {
 
 func TestJudgeRateLimit(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *config.Ollama) { o.RateLimit = &config.RateLimit{PerSecond: 20, Burst: 1} })
+	f := setup(t, func(o *semantic.Config) { o.PerSecond, o.Burst = 20, 1 })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	start := time.Now()
 	f.judgeAll(semantic.Options{}, request(q, "w", "1", "1"), request(q, "w", "2", "2"), request(q, "w", "3", "3"), request(q, "w", "4", "4"))
@@ -421,7 +421,7 @@ func TestJudgeNoModelAndCallLimit(t *testing.T) {
 
 func TestJudgeUsesTheLastDigestWhileTagsFail(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *config.Ollama) { o.DigestTTL = time.Nanosecond })
+	f := setup(t, func(o *semantic.Config) { o.DigestTTL = time.Nanosecond })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	f.judgeAll(semantic.Options{}, request(q, "w", "1", "URGENT"))
 	f.fake.TagsDown(true)

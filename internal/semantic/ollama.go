@@ -16,7 +16,6 @@ import (
 	"github.com/ollama/ollama/api"
 	"golang.org/x/time/rate"
 
-	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -52,30 +51,22 @@ type digestEntry struct {
 	at     time.Time
 }
 
-// NewClient returns a client for the server of o.
-func NewClient(o config.Ollama, logger *slog.Logger) (*Client, error) {
-	base, err := url.Parse(o.Host)
+// NewClient returns a client for the server of c.
+func NewClient(c Config, logger *slog.Logger) (*Client, error) {
+	base, err := url.Parse(c.Host)
 	if err != nil {
-		return nil, fmt.Errorf("ollama.host %q: %w", o.Host, err)
-	}
-	perSecond, burst := config.OllamaRateDefault, max(o.Concurrency, 1)
-	if o.RateLimit != nil {
-		perSecond, burst = o.RateLimit.PerSecond, o.RateLimit.Burst
-	}
-	maxWait := 15 * time.Minute
-	if o.HoldBackoff != nil {
-		maxWait = o.HoldBackoff.Max
+		return nil, fmt.Errorf("ollama.host %q: %w", c.Host, err)
 	}
 	hc := &http.Client{Transport: statusTransport{http.DefaultTransport}}
 	return &Client{
 		api:     api.NewClient(base, hc),
 		host:    base.Redacted(),
-		limiter: rate.NewLimiter(rate.Limit(perSecond), max(burst, 1)),
-		ttl:     o.DigestTTL,
+		limiter: rate.NewLimiter(rate.Limit(c.PerSecond), max(c.Burst, 1)),
+		ttl:     c.DigestTTL,
 		logger:  logger.With("component", "ollama"),
 		now:     time.Now,
 		digests: map[string]digestEntry{},
-		backoff: service.Backoff{Min: time.Second, Max: min(maxWait, time.Minute)},
+		backoff: service.Backoff{Min: time.Second, Max: min(c.HoldMax, time.Minute)},
 	}, nil
 }
 

@@ -66,14 +66,14 @@ type Question struct {
 
 // NewQuestion resolves the model settings of watch w over the defaults of
 // o. The error names the first bad option.
-func NewQuestion(o config.Ollama, w *config.Watch) (*Question, error) {
+func NewQuestion(o Config, w *config.Watch) (*Question, error) {
 	q := &Question{
 		Ask:             strings.TrimSpace(w.Ask),
 		Examples:        w.Examples,
 		CounterExamples: w.CounterExamples,
 		Model:           o.Model,
 		Timeout:         o.Timeout,
-		ReasonMax:       cmp.Or(o.ReasonMaxChars, config.ReasonMaxCharsDefault),
+		ReasonMax:       o.ReasonMaxChars,
 	}
 	opts := maps.Clone(o.Options)
 	if opts == nil {

@@ -8,16 +8,16 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 )
 
-func testOllama(host string) config.Ollama {
-	return config.Ollama{
+func testOllama(host string) Config {
+	return Config{
 		Host: host, Model: "llama3.2", Timeout: 5 * time.Second, Concurrency: 2,
 		Options:   map[string]any{"temperature": 0, "seed": 42},
-		RateLimit: &config.RateLimit{PerSecond: 1000, Burst: 10},
+		PerSecond: 1000, Burst: 10, HoldMin: 30 * time.Second, HoldMax: 15 * time.Minute,
 		DigestTTL: time.Minute, ReasonMaxChars: 200,
 	}
 }
 
-func mustQuestion(t *testing.T, o config.Ollama, w *config.Watch) *Question {
+func mustQuestion(t *testing.T, o Config, w *config.Watch) *Question {
 	t.Helper()
 	q, err := NewQuestion(o, w)
 	if err != nil {

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -177,7 +178,7 @@ func (h *harness) syncer(cfg *config.Config, conf Config) *Syncer {
 		pool = pgtest.PoolFor(h.t, h.url) // a replica has its own pool
 	}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(pool, cfg, conf, logger)
+	s, err := New(pool, overlay(FromConfig(cfg), conf), logger)
 	if err != nil {
 		h.t.Fatalf("new syncer: %v", err)
 	}
@@ -401,3 +402,18 @@ func pager(base func() string, src string) fetchFunc {
 }
 
 var _ = io.EOF
+
+// overlay returns base with the settings a test set in o (its non-zero
+// fields) put over it.
+func overlay(base, o Config) Config {
+	base.Owner, base.Now, base.Transport, base.Metrics = o.Owner, o.Now, o.Transport, o.Metrics
+	base.Lease = cmp.Or(o.Lease, base.Lease)
+	base.Concurrency = cmp.Or(o.Concurrency, base.Concurrency)
+	base.PollInterval = cmp.Or(o.PollInterval, base.PollInterval)
+	base.BatchSize = cmp.Or(o.BatchSize, base.BatchSize)
+	base.Backoff.Min = cmp.Or(o.Backoff.Min, base.Backoff.Min)
+	base.Backoff.Max = cmp.Or(o.Backoff.Max, base.Backoff.Max)
+	base.MaxWait = cmp.Or(o.MaxWait, base.MaxWait)
+	base.RunTimeout = cmp.Or(o.RunTimeout, base.RunTimeout)
+	return base
+}

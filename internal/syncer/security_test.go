@@ -237,8 +237,11 @@ func TestEgressPolicyOfSources(t *testing.T) {
 	} {
 		cfg := writeSources(t, tc.global, map[string]string{"api": body})
 		h := newHarness(t)
-		// No Transport: New builds the egress transport from lookout.yaml.
-		s, err := New(h.pool, cfg, Config{Owner: "test", Now: h.clock.Now}, slog.New(slog.DiscardHandler))
+		// No Transport: New builds the egress transport from the policy
+		// FromConfig read from lookout.yaml.
+		conf := FromConfig(cfg)
+		conf.Owner, conf.Now = "test", h.clock.Now
+		s, err := New(h.pool, conf, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +282,9 @@ func TestEchoedSecretIsRedacted(t *testing.T) {
 	h := newHarness(t)
 	logs := &logBuffer{}
 	logger := slog.New(redact.NewHandler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}), cfg.Global.Redactor()))
-	s, err := New(h.pool, cfg, Config{Owner: "test", Now: h.clock.Now, Transport: h.tr}, logger)
+	conf := FromConfig(cfg)
+	conf.Owner, conf.Now, conf.Transport = "test", h.clock.Now, h.tr
+	s, err := New(h.pool, conf, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

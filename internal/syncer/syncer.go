@@ -32,7 +32,6 @@ import (
 	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/normalize"
-	"github.com/lookout-dev/lookout/internal/redact"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
 )
@@ -41,41 +40,9 @@ import (
 // without writing further.
 var ErrLeaseLost = errors.New("lease lost to another syncer")
 
-// Config are the syncer's typed settings.
-type Config struct {
-	// Owner identifies this replica in leases. Defaults to hostname:pid.
-	Owner string
-	// Lease, Concurrency, PollInterval, BatchSize, Backoff, MaxWait and
-	// RunTimeout: see config.Syncer. Each defaults to lookout.yaml's value.
-	Lease        time.Duration
-	Concurrency  int
-	PollInterval time.Duration
-	BatchSize    int
-	Backoff      schedule.Backoff
-	MaxWait      time.Duration
-	RunTimeout   time.Duration
-	// Now is the clock of schedules, leases and host budgets. Defaults to
-	// time.Now.
-	Now func() time.Time
-	// Transport is the base HTTP transport. Defaults to a clone of
-	// http.DefaultTransport that dials through Egress.
-	Transport http.RoundTripper
-	// Egress is the policy on the addresses sources may connect to.
-	// Defaults to lookout.yaml's egress block.
-	Egress *egress.Policy
-	// Redactor hides configured secrets in the run errors stored in
-	// sync_runs and sources. Defaults to the configuration's
-	// (config.Global.Redactor).
-	Redactor *redact.Redactor
-	// Metrics records runs, changes, rate-limit waits and upstream
-	// responses. Defaults to nil: nothing is recorded.
-	Metrics *metrics.Metrics
-}
-
 // Syncer mirrors sources into the database.
 type Syncer struct {
 	pool    *pgxpool.Pool
-	cfg     *config.Config
 	conf    Config
 	logger  *slog.Logger
 	sources map[string]*source
@@ -92,40 +59,30 @@ type source struct {
 	stopWhen *normalize.Program // nil without stop.when
 }
 
-// New builds a syncer for every source of cfg. Connector, mapping and
-// expression errors are returned here, naming the file and line.
-func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logger) (*Syncer, error) {
+// New builds a syncer for every source of conf.Sources. Connector, mapping
+// and expression errors are returned here, naming the file and line.
+// conf's settings are used as given: FromConfig carries the loaded,
+// defaulted lookout.yaml values.
+func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) {
 	if conf.Owner == "" {
 		host, _ := os.Hostname()
 		conf.Owner = fmt.Sprintf("%s:%d", cmp.Or(host, "syncer"), os.Getpid())
 	}
-	conf.Lease = cmp.Or(conf.Lease, cfg.Global.Syncer.Lease)
-	conf.Concurrency = cmp.Or(conf.Concurrency, cfg.Global.Syncer.Concurrency)
-	conf.PollInterval = cmp.Or(conf.PollInterval, cfg.Global.Syncer.PollInterval)
-	conf.BatchSize = cmp.Or(conf.BatchSize, cfg.Global.Syncer.BatchSize)
-	conf.Backoff.Min = cmp.Or(conf.Backoff.Min, cfg.Global.Syncer.Backoff.Min)
-	conf.Backoff.Max = cmp.Or(conf.Backoff.Max, cfg.Global.Syncer.Backoff.Max)
-	conf.MaxWait = cmp.Or(conf.MaxWait, cfg.Global.Syncer.MaxWait)
-	conf.RunTimeout = cmp.Or(conf.RunTimeout, cfg.Global.Syncer.RunTimeout)
 	if conf.Now == nil {
 		conf.Now = time.Now
 	}
 	if conf.Egress == nil {
-		p := cfg.Global.Egress.Policy()
-		conf.Egress = &p
+		conf.Egress = &egress.Policy{}
 	}
 	if conf.Transport == nil {
 		conf.Transport = conf.Egress.Transport()
 	}
-	if conf.Redactor == nil {
-		conf.Redactor = cfg.Global.Redactor()
-	}
-	s := &Syncer{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "syncer"), sources: map[string]*source{}}
+	s := &Syncer{pool: pool, conf: conf, logger: logger.With("component", "syncer"), sources: map[string]*source{}}
 	if pool != nil {
-		s.hosts = &hostBudget{pool: pool, limits: cfg.Global.HostLimit}
+		s.hosts = &hostBudget{pool: pool, limits: conf.HostLimit}
 	}
 	var errs []error
-	for _, sc := range cfg.Sources {
+	for _, sc := range conf.Sources {
 		src, err := s.build(sc)
 		if err != nil {
 			errs = append(errs, err)
@@ -141,9 +98,11 @@ func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logge
 }
 
 // Build checks that every source of cfg can be built: connector blocks,
-// mappings and expressions. It is the config check's view of the syncer.
+// mappings and expressions. It is the syncer's side of the config check.
 func Build(cfg *config.Config) error {
-	_, err := New(nil, cfg, Config{Owner: "check"}, slog.New(slog.DiscardHandler))
+	conf := FromConfig(cfg)
+	conf.Owner = "check"
+	_, err := New(nil, conf, slog.New(slog.DiscardHandler))
 	return err
 }
 
@@ -199,7 +158,7 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 		logger:  logger,
 		metrics: s.conf.Metrics,
 	}}
-	conn, err := connectors.New(sc, connectors.Env{Dir: s.cfg.Dir, HTTP: client, Logger: logger, Now: s.conf.Now})
+	conn, err := connectors.New(sc, connectors.Env{Dir: s.conf.Dir, HTTP: client, Logger: logger, Now: s.conf.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +177,7 @@ func (s *Syncer) Owner() string { return s.conf.Owner }
 func (s *Syncer) Register(ctx context.Context) error {
 	b := &pgx.Batch{}
 	now := s.conf.Now()
-	for _, sc := range s.cfg.Sources {
+	for _, sc := range s.conf.Sources {
 		src := s.sources[sc.Name]
 		first := src.schedule.First(now)
 		var interval *float64

@@ -59,10 +59,26 @@ const WatchPrefix = "_alert_"
 // schemas of one database do not exclude each other.
 const lockKey = 0x6c6f6f6b // "look"
 
-// Config are the watchdog's typed settings.
+// Config are the watchdog's typed settings. New uses them as given; the
+// defaults below are the ones the config loader applies to lookout.yaml's
+// alerts block, and FromConfig carries its values over.
 type Config struct {
-	// Interval between checks. Defaults to alerts.interval.
+	// Sources are the sources checked for staleness (sources/*.yaml).
+	// Defaults to none.
+	Sources []*config.Source
+	// Enabled turns the checks on (alerts.enabled). Defaults to true when
+	// Notify names a sink.
+	Enabled bool
+	// Notify lists the sinks alerts go to (alerts.notify). Defaults to
+	// defaults.notify.
+	Notify []string
+	// Interval between checks (alerts.interval). Defaults to 1m.
 	Interval time.Duration
+	// StaleAfter is how long any source may go without a successful run
+	// before it is stale, unless the source sets its own
+	// (alerts.stale_after). Defaults to three times each source's longest
+	// interval, and at least 5m.
+	StaleAfter time.Duration
 	// OnAlert, when set, is called after a check that wrote alert
 	// notifications, with their number (the delivery wake-up).
 	OnAlert func(notifications int)
@@ -72,38 +88,39 @@ type Config struct {
 	Now func() time.Time
 }
 
+// FromConfig returns the watchdog settings of a loaded configuration
+// directory: its sources and lookout.yaml's alerts block, with the
+// defaults the loader applied. OnAlert, Metrics and Now are left for the
+// caller.
+func FromConfig(cfg *config.Config) Config {
+	a := &cfg.Global.Alerts
+	return Config{Sources: cfg.Sources, Enabled: a.On(), Notify: a.Notify, Interval: a.Interval, StaleAfter: a.StaleAfter}
+}
+
 // Watchdog checks for problems and raises alerts.
 type Watchdog struct {
 	pool   *pgxpool.Pool
-	cfg    *config.Config
 	conf   Config
 	logger *slog.Logger
 	loop   service.Loop
 }
 
-// New returns a watchdog for the sources and alert settings of cfg.
-func New(pool *pgxpool.Pool, cfg *config.Config, conf Config, logger *slog.Logger) *Watchdog {
-	if conf.Interval <= 0 {
-		conf.Interval = cfg.Global.Alerts.Interval
-	}
-	if conf.Interval <= 0 {
-		conf.Interval = config.AlertsIntervalDefault
-	}
+// New returns a watchdog for the sources and alert settings of conf.
+func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) *Watchdog {
 	if conf.Now == nil {
 		conf.Now = time.Now
 	}
-	return &Watchdog{pool: pool, cfg: cfg, conf: conf, logger: logger.With("component", "watchdog")}
+	return &Watchdog{pool: pool, conf: conf, logger: logger.With("component", "watchdog")}
 }
 
 // Start checks now and then every interval in the background, until Stop.
 // With alerts.enabled false it does nothing.
 func (w *Watchdog) Start(ctx context.Context) error {
-	a := w.cfg.Global.Alerts
 	switch {
-	case !a.On() && len(a.Notify) == 0:
+	case !w.conf.Enabled && len(w.conf.Notify) == 0:
 		w.logger.Warn("alerts disabled: no sink to send them to (set alerts.notify, or defaults.notify)")
 		return nil
-	case !a.On():
+	case !w.conf.Enabled:
 		w.logger.Info("alerts disabled (alerts.enabled: false)")
 		return nil
 	}
@@ -114,7 +131,7 @@ func (w *Watchdog) Start(ctx context.Context) error {
 func (w *Watchdog) Stop() error { return w.loop.Stop() }
 
 func (w *Watchdog) run(ctx context.Context) error {
-	w.logger.Info("watchdog started", "interval", w.conf.Interval, "notify", w.cfg.Global.Alerts.Notify)
+	w.logger.Info("watchdog started", "interval", w.conf.Interval, "notify", w.conf.Notify)
 	t := time.NewTicker(w.conf.Interval)
 	defer t.Stop()
 	for {
@@ -161,7 +178,7 @@ type Result struct {
 // new one, in one transaction, unless another replica is checking.
 func (w *Watchdog) Check(ctx context.Context) (Result, error) {
 	var res Result
-	sinks := w.cfg.Global.Alerts.Notify
+	sinks := w.conf.Notify
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		res = Result{}
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema()))`, lockKey).Scan(&res.Ran); err != nil {
@@ -229,11 +246,12 @@ func ago(d time.Duration) string {
 // registration or the last status change (a resume) when later.
 func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 	now := w.conf.Now()
-	names := make([]string, 0, len(w.cfg.Sources))
-	secs := make([]float64, 0, len(w.cfg.Sources))
-	for _, s := range w.cfg.Sources {
+	names := make([]string, 0, len(w.conf.Sources))
+	secs := make([]float64, 0, len(w.conf.Sources))
+	alerts := config.Alerts{StaleAfter: w.conf.StaleAfter}
+	for _, s := range w.conf.Sources {
 		names = append(names, s.Name)
-		secs = append(secs, w.cfg.Global.Alerts.StaleAfterFor(s, now).Seconds())
+		secs = append(secs, alerts.StaleAfterFor(s, now).Seconds())
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT s.name, s.last_success_at, s.last_run_at, s.failure_count, coalesce(s.last_error, ''), s.next_run_at,
@@ -422,9 +440,9 @@ func (w *Watchdog) deadLetters(ctx context.Context, tx pgx.Tx) ([]Alert, error) 
 		fmt.Fprintf(&b, "See `evaluator deliveries --status dead --sink %s`; after fixing the sink, `evaluator retry-dead --sink %s`.", sink, sink)
 		// An alert about a sink's dead letters is not sent to that sink
 		// (it is failing), unless no other alert sink is configured.
-		sinks := slices.DeleteFunc(slices.Clone(w.cfg.Global.Alerts.Notify), func(s string) bool { return s == sink })
+		sinks := slices.DeleteFunc(slices.Clone(w.conf.Notify), func(s string) bool { return s == sink })
 		if len(sinks) == 0 {
-			sinks = w.cfg.Global.Alerts.Notify
+			sinks = w.conf.Notify
 		}
 		out = append(out, Alert{
 			Kind: KindDeadLetters, Source: Source, RecordID: sink, Watch: WatchPrefix + KindDeadLetters, Subject: sink,

@@ -70,7 +70,9 @@ func newSetup(t *testing.T, global string, sources ...string) *setup {
 		t.Fatal(err)
 	}
 	s := &setup{t: t, pool: pgtest.Pool(t), cfg: cfg, m: metrics.New()}
-	s.dog = New(s.pool, cfg, Config{Metrics: s.m}, slog.New(slog.DiscardHandler))
+	conf := FromConfig(cfg)
+	conf.Metrics = s.m
+	s.dog = New(s.pool, conf, slog.New(slog.DiscardHandler))
 	return s
 }
 
@@ -297,8 +299,9 @@ func TestDeadLettersAlertOnceAndNeverLoop(t *testing.T) {
 	rec := &recording{}
 	deliver := func() {
 		t.Helper()
-		d := notify.NewDeliverer(s.pool, &s.cfg.Global, map[string]notify.Sink{"log": rec, "ops": failing{}},
-			notify.DelivererConfig{Owner: "d-" + t.Name()}, slog.New(slog.DiscardHandler))
+		dconf := notify.DelivererConfigFrom(&s.cfg.Global)
+		dconf.Owner = "d-" + t.Name()
+		d := notify.NewDeliverer(s.pool, map[string]notify.Sink{"log": rec, "ops": failing{}}, dconf, slog.New(slog.DiscardHandler))
 		if _, err := d.DeliverDue(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -340,6 +343,9 @@ func TestDeadLettersAlertOnceAndNeverLoop(t *testing.T) {
 	// nothing: no alert about alerts, no loop.
 	s.exec(`INSERT INTO sources (name, connector, config_hash, created_at, last_success_at) VALUES ('tasks', 'file', 'h', now() - interval '1 day', now() - interval '1 day')`)
 	s.cfg.Sources = append(s.cfg.Sources, &config.Source{Name: "tasks", StaleAfter: 1})
+	conf := FromConfig(s.cfg)
+	conf.Metrics = s.m
+	s.dog = New(s.pool, conf, slog.New(slog.DiscardHandler))
 	if got := kinds(s.check()); !slices.Equal(got, []string{"stale:tasks"}) {
 		t.Fatalf("raised %v", got)
 	}
@@ -402,7 +408,9 @@ func TestStartChecksAndWakesDelivery(t *testing.T) {
 	s := newSetup(t, testGlobal, "tasks")
 	s.addSource("tasks", `last_success_at = now() - interval '3 hours'`)
 	woke := make(chan int, 1)
-	dog := New(s.pool, s.cfg, Config{OnAlert: func(n int) { woke <- n }}, slog.New(slog.DiscardHandler))
+	conf := FromConfig(s.cfg)
+	conf.OnAlert = func(n int) { woke <- n }
+	dog := New(s.pool, conf, slog.New(slog.DiscardHandler))
 	if err := dog.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

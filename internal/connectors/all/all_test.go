@@ -1,17 +1,19 @@
 package all_test
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/lookout-dev/lookout/internal/cli"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	_ "github.com/lookout-dev/lookout/internal/connectors/all"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
+	"github.com/lookout-dev/lookout/internal/evaluator"
+	"github.com/lookout-dev/lookout/internal/syncer"
 )
 
 // Every connector config.Connectors accepts is registered.
@@ -42,7 +44,7 @@ func TestDocExamplesBuild(t *testing.T) {
 		dir := conntest.WriteConfig(t, map[string]string{"sources/example.yaml": src})
 		cfg, err := config.Load(dir)
 		if err == nil {
-			err = cli.BuildAll(cfg)
+			err = errors.Join(syncer.Build(cfg), evaluator.Build(cfg))
 		}
 		if err != nil {
 			t.Errorf("docs example does not build:\n%s\n%v", src, err)

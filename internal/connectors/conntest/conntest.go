@@ -187,7 +187,9 @@ func Syncer(t testing.TB, pool *pgxpool.Pool, dir string) *syncer.Syncer {
 	if err != nil {
 		t.Fatalf("load config: %v", err)
 	}
-	s, err := syncer.New(pool, cfg, syncer.Config{Owner: "test"}, slog.New(slog.DiscardHandler))
+	sconf := syncer.FromConfig(cfg)
+	sconf.Owner = "test"
+	s, err := syncer.New(pool, sconf, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("build syncer: %v", err)
 	}

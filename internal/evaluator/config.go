@@ -1,0 +1,74 @@
+package evaluator
+
+import (
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/semantic"
+)
+
+// Config are the evaluator's typed settings. New uses them as given; the
+// defaults below are the ones the config loader applies to lookout.yaml,
+// and FromConfig carries its values over.
+type Config struct {
+	// Sources are the sources whose watches are evaluated (sources/*.yaml).
+	// Defaults to none.
+	Sources []*config.Source
+	// Sinks are lookout.yaml's sinks, whose templates render the
+	// notifications. Defaults to none (the built-in templates).
+	Sinks map[string]*config.Sink
+	// Model are the model settings of watches with an ask (ollama).
+	Model semantic.Config
+	// Owner identifies this replica in leases. Defaults to hostname:pid.
+	Owner string
+	// Lease is how long a claim on a batch of changes lasts
+	// (evaluator.lease). Defaults to 2m.
+	Lease time.Duration
+	// BatchSize is how many changes are claimed at once
+	// (evaluator.batch_size). Defaults to 500.
+	BatchSize int
+	// CatchUpInterval is the slow timer that drains the changes table even
+	// without notifications (evaluator.catch_up_interval). Defaults to 30s.
+	CatchUpInterval time.Duration
+	// MaxAttempts is how often a change is retried before it is recorded
+	// as failed (evaluator.max_attempts). Defaults to 10.
+	MaxAttempts int
+	// Workers is how many batches are evaluated at once
+	// (evaluator.workers). Defaults to 2.
+	Workers int
+	// OnBatch, when set, is called after each committed batch with the
+	// number of notifications it created (the delivery wake-up).
+	OnBatch func(notifications int)
+	// Metrics records decisions, duplicates, change-to-decision lag and
+	// model calls. Defaults to nil: nothing is recorded.
+	Metrics *metrics.Metrics
+}
+
+// FromConfig returns the evaluator settings of a loaded configuration
+// directory: its sources, sinks and lookout.yaml's evaluator and ollama
+// blocks, with the defaults the loader applied. Owner, OnBatch and Metrics
+// are left for the caller.
+func FromConfig(cfg *config.Config) Config {
+	g := &cfg.Global
+	return Config{
+		Sources:         cfg.Sources,
+		Sinks:           g.Sinks,
+		Model:           semantic.FromConfig(g.Ollama),
+		Lease:           g.Evaluator.Lease,
+		BatchSize:       g.Evaluator.BatchSize,
+		CatchUpInterval: g.Evaluator.CatchUpInterval,
+		MaxAttempts:     g.Evaluator.MaxAttempts,
+		Workers:         g.Evaluator.Workers,
+	}
+}
+
+// source returns the configured source called name, or nil.
+func (e *Evaluator) source(name string) *config.Source {
+	for _, s := range e.conf.Sources {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
