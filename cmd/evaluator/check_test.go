@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lookout-dev/lookout/internal/cli"
+)
+
+// The evaluator binary links no connector code: the connectors are the
+// syncer's side of the flow.
+func TestEvaluatorLinksNoConnectors(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	found := false
+	for _, d := range deps {
+		found = found || d == "github.com/lookout-dev/lookout/internal/evaluator"
+		if strings.Contains(d, "internal/connectors") {
+			t.Errorf("cmd/evaluator links %s", d)
+		}
+	}
+	if !found {
+		t.Fatalf("go list -deps lacks internal/evaluator: %v", deps)
+	}
+}
+
+// writeConfig writes a configuration directory of files (path: content).
+func writeConfig(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// `evaluator check` builds what the evaluator runs — watch expressions,
+// templates, sinks — and accepts sources of connectors it does not link.
+func TestCheckBuildsTheEvaluatorSide(t *testing.T) {
+	const head = "name: x\nconnector: http\nhttp: {url: \"https://example.com/api\"}\nwatches:\n  - name: w\n"
+	bad := writeConfig(t, map[string]string{"sources/x.yaml": head + "    when: record.title ==\n"})
+	var out bytes.Buffer
+	err := cli.CheckCommand(check).Run(context.Background(), &cli.Env{ConfigDir: bad, Stdout: &out, Stderr: &out})
+	if want := `sources/x.yaml:6: watches[0].when expression "record.title ==": unexpected token EOF`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("check of a bad watch = %v, want %q", err, want)
+	}
+	badTemplate := writeConfig(t, map[string]string{
+		"lookout.yaml":   "sinks:\n  log:\n    type: log\n    title: \"{{.Record.Titel}}\"\n",
+		"sources/x.yaml": head + "    when: \"true\"\n",
+	})
+	err = cli.CheckCommand(check).Run(context.Background(), &cli.Env{ConfigDir: badTemplate, Stdout: &out, Stderr: &out})
+	if want := `lookout.yaml:4: sinks.log.title does not render`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("check of a bad sink template = %v, want %q", err, want)
+	}
+	good := writeConfig(t, map[string]string{"sources/x.yaml": head + "    when: record.title != \"\"\n"})
+	out.Reset()
+	if err := cli.CheckCommand(check).Run(context.Background(), &cli.Env{ConfigDir: good, Stdout: &out, Stderr: &out}); err != nil {
+		t.Fatalf("check of a valid directory with an http source: %v", err)
+	}
+	if !strings.Contains(out.String(), "is valid: 1 sources, 1 watches, 1 sinks") {
+		t.Errorf("output = %q", out.String())
+	}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/lookout-dev/lookout/internal/cli"
+)
+
+// The syncer binary links its side of the flow only: no evaluator, no
+// notification sinks, no model client.
+func TestSyncerLinksNoEvaluatorSide(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !containsPath(deps, "github.com/lookout-dev/lookout/internal/syncer") {
+		t.Fatalf("go list -deps lacks internal/syncer: %v", deps)
+	}
+	forbidden := regexp.MustCompile(`ollama|internal/(evaluator|semantic|notify)$`)
+	for _, d := range deps {
+		if forbidden.MatchString(d) {
+			t.Errorf("cmd/syncer links %s", d)
+		}
+	}
+}
+
+func containsPath(deps []string, p string) bool {
+	for _, d := range deps {
+		if d == p {
+			return true
+		}
+	}
+	return false
+}
+
+// writeConfig writes a configuration directory of files (path: content).
+func writeConfig(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// `syncer check` builds what the syncer runs: a bad field mapping fails it
+// with file, line and key; the evaluator's side is not its to check.
+func TestCheckBuildsTheSyncerSide(t *testing.T) {
+	const head = "name: x\nconnector: http\nhttp: {url: \"https://example.com/api\"}\n"
+	bad := writeConfig(t, map[string]string{"sources/x.yaml": head + "fields:\n  title: item.title +\n"})
+	var out bytes.Buffer
+	err := cli.CheckCommand(check).Run(context.Background(), &cli.Env{ConfigDir: bad, Stdout: &out, Stderr: &out})
+	if want := `sources/x.yaml:5: fields.title expression "item.title +": unexpected token EOF`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("check of a bad mapping = %v, want %q", err, want)
+	}
+	good := writeConfig(t, map[string]string{"sources/x.yaml": head + "watches:\n  - name: w\n    when: record.title != \"\"\n"})
+	out.Reset()
+	if err := cli.CheckCommand(check).Run(context.Background(), &cli.Env{ConfigDir: good, Stdout: &out, Stderr: &out}); err != nil {
+		t.Fatalf("check of a valid directory: %v", err)
+	}
+	if !strings.Contains(out.String(), "is valid: 1 sources, 1 watches, 1 sinks") {
+		t.Errorf("output = %q", out.String())
+	}
+}
