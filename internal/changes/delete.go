@@ -15,27 +15,28 @@ type Querier interface {
 }
 
 // Missing returns the ids of live (not deleted) records of source that are
-// not in seen: the records a complete snapshot no longer contains.
-func Missing[V any](ctx context.Context, q Querier, source string, seen map[string]V) ([]string, error) {
+// not in seen: the records a complete snapshot no longer contains; and the
+// number of live records it read.
+func Missing[V any](ctx context.Context, q Querier, source string, seen map[string]V) (missing []string, live int, err error) {
 	rows, err := q.Query(ctx, `SELECT record_id FROM records WHERE source = $1 AND deleted_at IS NULL`, source)
 	if err != nil {
-		return nil, fmt.Errorf("list live records of %s: %w", source, err)
+		return nil, 0, fmt.Errorf("list live records of %s: %w", source, err)
 	}
 	defer rows.Close()
-	var missing []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("list live records of %s: %w", source, err)
+			return nil, 0, fmt.Errorf("list live records of %s: %w", source, err)
 		}
+		live++
 		if _, ok := seen[id]; !ok {
 			missing = append(missing, id)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list live records of %s: %w", source, err)
+		return nil, 0, fmt.Errorf("list live records of %s: %w", source, err)
 	}
-	return missing, nil
+	return missing, live, nil
 }
 
 // Delete records tombstones for ids of source in tx: the records keep their

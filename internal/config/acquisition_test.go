@@ -113,6 +113,10 @@ func TestAcquisitionValidation(t *testing.T) {
 			"sources/s.yaml:5: stop.max_failures must not be negative (0 never disables)"},
 		{"stop.after", "", fileSource + "stop: {after: tomorrow}\n",
 			`sources/s.yaml:4: stop.after must be a time (RFC 3339, e.g. 2026-12-31T00:00:00Z), not "tomorrow"`},
+		{"max_delete_fraction", "", fileSource + "max_delete_fraction: 1.5\n",
+			"sources/s.yaml:4: max_delete_fraction must be between 0 and 1 (1 turns the deletion guard off), not 1.5"},
+		{"negative max_delete_fraction", "", fileSource + "max_delete_fraction: -0.1\n",
+			"sources/s.yaml:4: max_delete_fraction must be between 0 and 1 (1 turns the deletion guard off), not -0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

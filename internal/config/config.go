@@ -429,6 +429,11 @@ type Source struct {
 	// the origin of its URL; none follows no redirect. Defaults to
 	// same_origin.
 	FollowRedirects string `yaml:"follow_redirects"`
+	// MaxDeleteFraction is the deletion guard of a snapshot source: a run
+	// that would delete more than this fraction of the source's live
+	// records (and at least MinGuardedDeletes of them) fails and deletes
+	// nothing. 1 turns the guard off. Between 0 and 1. Defaults to 0.5.
+	MaxDeleteFraction *float64 `yaml:"max_delete_fraction"`
 	// StaleAfter is how long the source may go without a successful run
 	// before the watchdog alerts that it is stale. Defaults to
 	// alerts.stale_after, else three times the source's longest interval

@@ -53,6 +53,11 @@ const (
 	RetentionBatchDefault    = 5000
 	RetentionIntervalDefault = time.Hour
 	EvaluatorWorkersDefault  = 2
+	MaxDeleteFractionDefault = 0.5
+	// MinGuardedDeletes is the fewest deletions the deletion guard
+	// (max_delete_fraction) ever refuses: a run that deletes one or two
+	// records of a small source is not a mass deletion.
+	MinGuardedDeletes = 3
 )
 
 // OllamaOptionDefaults are the model options every call carries unless the
@@ -374,6 +379,12 @@ func (s *Source) validate(g *Global) []error {
 	s.FollowRedirects = cmp.Or(s.FollowRedirects, FollowRedirectsDefault)
 	if !slices.Contains(FollowRedirectsModes, s.FollowRedirects) {
 		bad("follow_redirects", "must be one of %s, not %q", strings.Join(FollowRedirectsModes, ", "), s.FollowRedirects)
+	}
+	if s.MaxDeleteFraction == nil {
+		f := MaxDeleteFractionDefault
+		s.MaxDeleteFraction = &f
+	} else if f := *s.MaxDeleteFraction; !(f >= 0 && f <= 1) {
+		bad("max_delete_fraction", "must be between 0 and 1 (1 turns the deletion guard off), not %v", f)
 	}
 	if s.StaleAfter < 0 {
 		bad("stale_after", "must be positive")

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lookout-dev/lookout/internal/changes"
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
@@ -237,7 +239,7 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 		return out
 	}
 	if res.Complete && seen != nil {
-		st, err := s.tombstone(ctx, c, seen)
+		st, err := s.tombstone(ctx, c, src, seen)
 		out.stats.Add(st)
 		if err != nil {
 			out.status, out.err = "failed", err
@@ -302,11 +304,20 @@ func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, c claim, st changes
 	return nil
 }
 
-// tombstone records deletions for records a complete run did not see.
-func (s *Syncer) tombstone(ctx context.Context, c claim, seen map[string]string) (changes.Stats, error) {
+// ErrMassDelete fails a snapshot run that would delete more of the
+// source's live records than its max_delete_fraction allows (an empty or
+// truncated answer far more often than real deletions): nothing is deleted.
+var ErrMassDelete = errors.New("deletion guard")
+
+// tombstone records deletions for records a complete run did not see,
+// unless the deletion guard refuses them all.
+func (s *Syncer) tombstone(ctx context.Context, c claim, src *source, seen map[string]string) (changes.Stats, error) {
 	var total changes.Stats
-	missing, err := changes.Missing(ctx, s.pool, c.name, seen)
+	missing, live, err := changes.Missing(ctx, s.pool, c.name, seen)
 	if err != nil {
+		return total, err
+	}
+	if err := guardDeletes(src.cfg, len(missing), live); err != nil {
 		return total, err
 	}
 	for i := 0; i < len(missing); i += s.conf.BatchSize {
@@ -325,6 +336,22 @@ func (s *Syncer) tombstone(ctx context.Context, c claim, seen map[string]string)
 		total.Add(st) // counted once committed
 	}
 	return total, nil
+}
+
+// guardDeletes refuses n deletions out of live records when they are at
+// least config.MinGuardedDeletes and more than the source's
+// max_delete_fraction of live.
+func guardDeletes(sc *config.Source, n, live int) error {
+	limit := config.MaxDeleteFractionDefault
+	if sc.MaxDeleteFraction != nil {
+		limit = *sc.MaxDeleteFraction
+	}
+	if n < config.MinGuardedDeletes || live == 0 || float64(n) <= limit*float64(live) {
+		return nil
+	}
+	return fmt.Errorf("%w: source %s: this complete run would delete %d of %d live records (%.0f%%), more than max_delete_fraction %g allows; "+
+		"nothing was deleted (records created or updated by the run are kept). If the upstream really lost them, "+
+		"set max_delete_fraction: 1 in %s for one run, or raise it", ErrMassDelete, sc.Name, n, live, 100*float64(n)/float64(live), limit, cmp.Or(sc.Path, "the source's file"))
 }
 
 // finished is what finish decided.

@@ -1,13 +1,17 @@
 package file_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
@@ -113,5 +117,111 @@ func TestMalformedLineIsLocated(t *testing.T) {
 	var ie *connectors.ItemError
 	if !errors.As(r.Err, &ie) || ie.Loc != filepath.Join("data", "inbox.jsonl")+":3" || len(r.Pages) != 0 {
 		t.Errorf("err = %v (pages %d), want an ItemError at data/inbox.jsonl:3 before anything is emitted", r.Err, len(r.Pages))
+	}
+}
+
+// liveRecords counts source's records that are not deleted.
+func liveRecords(t *testing.T, pool *pgxpool.Pool, source string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM records WHERE source = $1 AND deleted_at IS NULL`, source).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func jsonl(ids ...string) string {
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, `{"id": %q, "title": "Task %s", "state": "open"}`+"\n", id, id)
+	}
+	return b.String()
+}
+
+// A truncated JSONL file would delete most records: the deletion guard
+// fails the run and deletes nothing, while what the run created stays;
+// max_delete_fraction: 1 lets the deletions through.
+func TestTruncatedFileDeletesNothing(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ids := []string{"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9", "t10"}
+	dir := conntest.WriteConfig(t, map[string]string{"sources/tasks.yaml": source, "data/inbox.jsonl": jsonl(ids...)})
+	s := conntest.Syncer(t, pool, dir)
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "tasks"); status != "succeeded" {
+		t.Fatalf("first run %s: %s", status, errText)
+	}
+
+	// Cut short while being rewritten: two old lines and one new one.
+	conntest.WriteFile(t, filepath.Join(dir, "data/inbox.jsonl"), jsonl("t1", "t2", "t11"))
+	conntest.SyncNow(t, pool, s)
+	status, errText := conntest.LastRun(t, pool, "tasks")
+	if status != "failed" {
+		t.Fatalf("run %s, want failed by the deletion guard", status)
+	}
+	for _, want := range []string{"source tasks", "would delete 8 of 11 live records", "max_delete_fraction 0.5", filepath.Join("sources", "tasks.yaml"), "nothing was deleted"} {
+		if !strings.Contains(errText, want) {
+			t.Errorf("error %q does not say %q", errText, want)
+		}
+	}
+	for _, c := range conntest.Changes(t, pool, "tasks") {
+		if c.Kind == changes.Deleted {
+			t.Errorf("%s was deleted despite the guard", c.RecordID)
+		}
+	}
+	if n := liveRecords(t, pool, "tasks"); n != 11 {
+		t.Errorf("%d live records, want the 10 old ones and t11, created by the refused run", n)
+	}
+
+	// An empty file: the same.
+	conntest.WriteFile(t, filepath.Join(dir, "data/inbox.jsonl"), "")
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "tasks"); status != "failed" || !strings.Contains(errText, "would delete 11 of 11 live records") {
+		t.Errorf("empty file: run %s (%s), want failed by the deletion guard", status, errText)
+	}
+
+	// The owner says the deletions are real.
+	conntest.WriteFile(t, filepath.Join(dir, "sources/tasks.yaml"), source+"max_delete_fraction: 1\n")
+	s = conntest.Syncer(t, pool, dir)
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "tasks"); status != "succeeded" {
+		t.Fatalf("with max_delete_fraction 1: run %s (%s), want succeeded", status, errText)
+	}
+	if n := liveRecords(t, pool, "tasks"); n != 0 {
+		t.Errorf("%d live records, want every one deleted", n)
+	}
+}
+
+// The guard leaves small sources alone: deleting fewer than
+// config.MinGuardedDeletes records is never a mass deletion, and deleting
+// half of the records is not more than the default fraction.
+func TestDeletionGuardFloor(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	dir := conntest.WriteConfig(t, map[string]string{"sources/tasks.yaml": source, "data/inbox.jsonl": jsonl("a", "b", "c", "d", "e", "f", "g", "h")})
+	s := conntest.Syncer(t, pool, dir)
+	for _, step := range []struct {
+		lines string
+		live  int
+	}{
+		{jsonl("a", "b", "c", "d"), 4}, // 4 of 8: not more than half
+		{jsonl("a", "b"), 2},           // 2 of 4: half
+		{"", 0},                        // 2 of 2: fewer than the floor
+		{jsonl("x", "y", "z"), 3},
+	} {
+		conntest.WriteFile(t, filepath.Join(dir, "data/inbox.jsonl"), step.lines)
+		conntest.SyncNow(t, pool, s)
+		if status, errText := conntest.LastRun(t, pool, "tasks"); status != "succeeded" {
+			t.Fatalf("%q: run %s (%s), want succeeded", step.lines, status, errText)
+		}
+		if n := liveRecords(t, pool, "tasks"); n != step.live {
+			t.Fatalf("%q: %d live records, want %d", step.lines, n, step.live)
+		}
+	}
+	// 3 of 3: at the floor and more than half.
+	conntest.WriteFile(t, filepath.Join(dir, "data/inbox.jsonl"), "")
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "tasks"); status != "failed" || !strings.Contains(errText, "would delete 3 of 3 live records") {
+		t.Errorf("3 of 3: run %s (%s), want failed by the guard", status, errText)
 	}
 }

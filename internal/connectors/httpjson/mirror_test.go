@@ -3,9 +3,13 @@ package httpjson_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,5 +168,69 @@ func TestRetryAfterDefersAndResumesThroughSyncer(t *testing.T) {
 	var count int
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM records WHERE source = 't'`).Scan(&count); err != nil || count != 7 {
 		t.Errorf("records = %d (%v), want all 7", count, err)
+	}
+}
+
+// An http snapshot source whose upstream answers 200 with `[]` or `null`
+// (an outage behind a proxy, an emptied cache) would delete every record:
+// the deletion guard fails the run and deletes nothing; with
+// max_delete_fraction: 1 the deletions go through.
+func TestEmptySnapshotAnswerDeletesNothing(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	var mu sync.Mutex
+	body := `[{"id": 1, "title": "a"}, {"id": 2, "title": "b"}, {"id": 3, "title": "c"}, {"id": 4, "title": "d"}]`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	setBody := func(b string) {
+		mu.Lock()
+		defer mu.Unlock()
+		body = b
+	}
+	src := fmt.Sprintf("name: shop\nconnector: http\nrate_limit: {per_second: 1000}\nhttp:\n  url: %s/products\n  snapshot: true\n", srv.URL)
+	dir := conntest.WriteConfig(t, map[string]string{"sources/shop.yaml": src})
+	s := conntest.Syncer(t, pool, dir)
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "shop"); status != "succeeded" {
+		t.Fatalf("first run %s: %s", status, errText)
+	}
+	live := func() int {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM records WHERE source = 'shop' AND deleted_at IS NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, empty := range []string{`[]`, `null`} {
+		setBody(empty)
+		conntest.SyncNow(t, pool, s)
+		status, errText := conntest.LastRun(t, pool, "shop")
+		if status != "failed" || !strings.Contains(errText, "source shop") || !strings.Contains(errText, "would delete 4 of 4 live records") ||
+			!strings.Contains(errText, "max_delete_fraction") {
+			t.Errorf("%s: run %s (%s), want failed by the deletion guard", empty, status, errText)
+		}
+		if n := live(); n != 4 {
+			t.Errorf("%s: %d live records, want 4", empty, n)
+		}
+	}
+	for _, c := range conntest.Changes(t, pool, "shop") {
+		if c.Kind == changes.Deleted {
+			t.Errorf("%s was deleted despite the guard", c.RecordID)
+		}
+	}
+
+	conntest.WriteFile(t, filepath.Join(dir, "sources/shop.yaml"), src+"max_delete_fraction: 1\n")
+	s = conntest.Syncer(t, pool, dir)
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "shop"); status != "succeeded" {
+		t.Fatalf("with max_delete_fraction 1: run %s (%s)", status, errText)
+	}
+	if n := live(); n != 0 {
+		t.Errorf("%d live records, want every one deleted", n)
 	}
 }
