@@ -25,14 +25,16 @@ const (
 	Deleted = "deleted"
 )
 
-// Stats counts what a write did.
+// Stats counts what a write did. Repaired counts the seen records whose
+// text was repaired (normalize.Record.Repaired).
 type Stats struct {
-	Seen, Created, Updated, Unchanged, Deleted int
+	Seen, Created, Updated, Unchanged, Deleted, Repaired int
 }
 
 // Add adds o to s.
 func (s *Stats) Add(o Stats) {
 	s.Seen += o.Seen
+	s.Repaired += o.Repaired
 	s.Created += o.Created
 	s.Updated += o.Updated
 	s.Unchanged += o.Unchanged
@@ -59,6 +61,9 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 	ids := make([]string, len(recs))
 	for i := range recs {
 		ids[i] = recs[i].ID
+		if recs[i].Repaired {
+			st.Repaired++
+		}
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT record_id, content_hash, version, deleted_at IS NOT NULL

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	gojson "github.com/goccy/go-json"
 )
@@ -159,26 +160,72 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 			}
 		}
 	}
-	if raw == nil || bytes.Contains(raw, []byte(`\u0000`)) {
-		raw = Canonical(item) // PostgreSQL's jsonb refuses \u0000; Canonical replaces it
+	switch {
+	case raw == nil:
+		raw = Canonical(item)
+		// Canonical replaced what PostgreSQL cannot store; if it did, the
+		// replacement character is in its output (rarely otherwise).
+		r.Repaired = bytes.Contains(raw, replacementChar) && !storable(item)
+	case !utf8.Valid(raw) || bytes.Contains(raw, []byte(`\u0000`)):
+		// PostgreSQL's jsonb refuses invalid UTF-8 and \u0000; Canonical
+		// replaces them.
+		raw = Canonical(item)
+		r.Repaired = !storable(item)
+	case bytes.Contains(raw, []byte(`\ud`)) || bytes.Contains(raw, []byte(`\uD`)):
+		// A lone surrogate escape (the decoder made it U+FFFD) is refused
+		// by jsonb too; a valid pair is re-encoded as the character.
+		raw = Canonical(item)
 	}
-	r.ID = noNUL(r.ID)
-	r.Title, r.Body, r.URL, r.Author, r.Status = noNUL(r.Title), noNUL(r.Body), noNUL(r.URL), noNUL(r.Author), noNUL(r.Status)
+	fix := func(s string) string {
+		if c, ok := storableText(s); !ok {
+			r.Repaired = true
+			return c
+		}
+		return s
+	}
+	r.ID = fix(r.ID)
+	r.Title, r.Body, r.URL, r.Author, r.Status = fix(r.Title), fix(r.Body), fix(r.URL), fix(r.Author), fix(r.Status)
 	for i, l := range r.Labels {
-		r.Labels[i] = noNUL(l)
+		r.Labels[i] = fix(l)
 	}
 	r.Raw = raw
 	m.hasher.Hash(&r)
 	return r, nil
 }
 
-// noNUL replaces NUL characters, which PostgreSQL text cannot hold, by
-// U+FFFD (as Canonical does inside extra and snapshots).
-func noNUL(s string) string {
-	if strings.IndexByte(s, 0) < 0 {
-		return s
+var replacementChar = []byte("\uFFFD")
+
+// storableText returns s as PostgreSQL text can hold it, with invalid UTF-8
+// and NUL replaced by U+FFFD (as Canonical does inside extra and
+// snapshots), and whether s was so already.
+func storableText(s string) (string, bool) {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s, true
 	}
-	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD"), false
+}
+
+// storable reports whether every string (and key) in the decoded JSON
+// value v is valid UTF-8 without NUL.
+func storable(v any) bool {
+	switch x := v.(type) {
+	case string:
+		_, ok := storableText(x)
+		return ok
+	case []any:
+		for _, e := range x {
+			if !storable(e) {
+				return false
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if _, ok := storableText(k); !ok || !storable(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (m *Mapper) consumed(key string) bool {

@@ -43,6 +43,9 @@ type Record struct {
 	// and records.extra.
 	Snapshot  []byte
 	ExtraJSON []byte
+	// Repaired is set by Mapper.Map when the item held text PostgreSQL
+	// cannot store (invalid UTF-8, NUL), replaced by U+FFFD.
+	Repaired bool
 }
 
 // Fields returns the canonical field map: the record as evaluator

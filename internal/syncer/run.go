@@ -29,6 +29,9 @@ type outcome struct {
 	result  connectors.Result
 	retryAt time.Time
 	disable string // reason to disable the source, if any
+	// repairedAt is the first item whose text was repaired (invalid
+	// UTF-8, NUL), for the run's warning.
+	repairedAt string
 }
 
 // minDefer is the shortest deferral of a run the upstream postponed.
@@ -91,6 +94,10 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 		"updated", out.stats.Updated, "unchanged", out.stats.Unchanged, "deleted", out.stats.Deleted,
 		"pages", out.pages, "requests", fin.requests, "rate_limit_waits", fin.waits,
 		"duration_ms", s.conf.Now().Sub(started).Milliseconds(), "next_run_at", fin.next.At, "interval_reason", fin.next.Reason}
+	if out.stats.Repaired > 0 {
+		logger.Warn("items held text PostgreSQL cannot store (invalid UTF-8 or NUL); it was replaced by U+FFFD",
+			"items_repaired", out.stats.Repaired, "first_item", out.repairedAt)
+	}
 	switch {
 	case out.err != nil && out.status == "deferred":
 		logger.Warn("run deferred by upstream", append(attrs, "error", out.err, "retry_at", fin.next.At)...)
@@ -189,6 +196,9 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 				return &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
 			}
 			pageLocs[r.ID] = it.Loc
+			if r.Repaired && out.repairedAt == "" {
+				out.repairedAt = it.Loc
+			}
 			recs = append(recs, r)
 		}
 		if seen != nil {
@@ -288,13 +298,13 @@ func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, c claim, st changes
 		), counters AS (
 		    UPDATE sync_runs SET pages = pages + $12, items_seen = items_seen + $7, items_created = items_created + $8,
 		           items_updated = items_updated + $9, items_unchanged = items_unchanged + $10,
-		           items_deleted = items_deleted + $11
+		           items_deleted = items_deleted + $11, items_repaired = items_repaired + $13
 		    WHERE id = $3 AND EXISTS (SELECT 1 FROM lease)
 		    RETURNING 1
 		)
 		SELECT EXISTS (SELECT 1 FROM lease)`,
 		c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease, nullJSON(cur),
-		st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, pages).Scan(&held)
+		st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, pages, st.Repaired).Scan(&held)
 	if err != nil {
 		return fmt.Errorf("extend lease: %w", err)
 	}

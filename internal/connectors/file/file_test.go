@@ -225,3 +225,59 @@ func TestDeletionGuardFloor(t *testing.T) {
 		t.Errorf("3 of 3: run %s (%s), want failed by the guard", status, errText)
 	}
 }
+
+// Text PostgreSQL cannot store (invalid UTF-8, like a Latin-1 é; NUL) is
+// replaced by U+FFFD and counted in the run, which succeeds; the other
+// items are untouched.
+func TestInvalidUTF8IsReplacedAndCounted(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	dir := conntest.WriteConfig(t, map[string]string{
+		"sources/tasks.yaml": source,
+		"data/inbox.jsonl": "{\"id\": \"t1\", \"title\": \"caf\xe9 au lait\", \"state\": \"open\"}\n" +
+			"{\"id\": \"t2\", \"title\": \"Plain\", \"note\": \"bad \xff in extra\"}\n" +
+			`{"id": "t3", "title": "nul \u0000 here"}` + "\n" +
+			`{"id": "t4", "title": "lone \ud800 surrogate", "emoji": "\ud83d\ude00"}` + "\n" +
+			`{"id": "t5", "title": "fine \ufffd already"}` + "\n",
+		"data/later.json": "[{\"id\": \"t6\", \"title\": \"na\xefve\"}]",
+	})
+	s := conntest.Syncer(t, pool, dir)
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "tasks"); status != "succeeded" {
+		t.Fatalf("run %s: %s", status, errText)
+	}
+	var repaired, created int
+	if err := pool.QueryRow(context.Background(), `SELECT items_repaired, items_created FROM sync_runs WHERE source = 'tasks'`).Scan(&repaired, &created); err != nil {
+		t.Fatal(err)
+	}
+	if repaired != 4 || created != 6 {
+		t.Errorf("items_repaired %d items_created %d, want 4 (t1, t2, t3, t6) and 6", repaired, created)
+	}
+	want := map[string]string{
+		"t1": "caf\uFFFD au lait", "t2": "Plain", "t3": "nul \uFFFD here", "t4": "lone \uFFFD surrogate",
+		"t5": "fine \uFFFD already", "t6": "na\uFFFDve",
+	}
+	rows, err := pool.Query(context.Background(), `SELECT record_id, title, coalesce(extra->>'note', ''), raw::text FROM records WHERE source = 'tasks'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, title, note, raw string
+		if err := rows.Scan(&id, &title, &note, &raw); err != nil {
+			t.Fatal(err)
+		}
+		if title != want[id] {
+			t.Errorf("%s: title %q, want %q", id, title, want[id])
+		}
+		if id == "t2" && note != "bad \uFFFD in extra" {
+			t.Errorf("t2: extra.note %q", note)
+		}
+		if id == "t4" && !strings.Contains(raw, "\U0001F600") {
+			t.Errorf("t4: raw %s lost the emoji", raw)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}

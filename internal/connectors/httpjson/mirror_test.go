@@ -234,3 +234,38 @@ func TestEmptySnapshotAnswerDeletesNothing(t *testing.T) {
 		t.Errorf("%d live records, want every one deleted", n)
 	}
 }
+
+// An http answer with invalid UTF-8 in one item (a Latin-1 é) does not fail
+// the run: the bad bytes become U+FFFD, the run counts the item in
+// items_repaired, and the other items are untouched.
+func TestInvalidUTF8IsReplacedAndCounted(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, "[{\"id\": 1, \"title\": \"caf\xe9\"}, {\"id\": 2, \"title\": \"ok\", \"tags\": [\"\xff\"]}, {\"id\": 3, \"title\": \"fine\"}]")
+	}))
+	t.Cleanup(srv.Close)
+	dir := conntest.WriteConfig(t, map[string]string{
+		"sources/shop.yaml": fmt.Sprintf("name: shop\nconnector: http\nrate_limit: {per_second: 1000}\nhttp:\n  url: %s/products\n  snapshot: true\n", srv.URL),
+	})
+	s := conntest.Syncer(t, pool, dir)
+	conntest.SyncNow(t, pool, s)
+	if status, errText := conntest.LastRun(t, pool, "shop"); status != "succeeded" {
+		t.Fatalf("run %s: %s", status, errText)
+	}
+	var repaired, created int
+	if err := pool.QueryRow(context.Background(), `SELECT items_repaired, items_created FROM sync_runs WHERE source = 'shop'`).Scan(&repaired, &created); err != nil {
+		t.Fatal(err)
+	}
+	if repaired != 2 || created != 3 {
+		t.Errorf("items_repaired %d items_created %d, want 2 and 3", repaired, created)
+	}
+	var title, tags string
+	if err := pool.QueryRow(context.Background(), `SELECT title FROM records WHERE source = 'shop' AND record_id = '1'`).Scan(&title); err != nil || title != "caf\uFFFD" {
+		t.Errorf("title %q (%v), want caf\uFFFD", title, err)
+	}
+	if err := pool.QueryRow(context.Background(), `SELECT extra->>'tags' FROM records WHERE source = 'shop' AND record_id = '2'`).Scan(&tags); err != nil || tags != `["`+"\uFFFD"+`"]` {
+		t.Errorf("extra.tags %s (%v), want [\"\uFFFD\"]", tags, err)
+	}
+}
