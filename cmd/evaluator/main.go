@@ -117,31 +117,43 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	}, p.logger, p.del, p.dig, p.eval, p.dog, p.prn)
 }
 
+// runOnce does what is due and exits 1 when an evaluation errored or was
+// held, or a delivery attempt failed; 2 when it could not run
+// (configuration, database).
 func runOnce(ctx context.Context, env *cli.Env) error {
-	p, err := setup(ctx, env, nil)
+	m := metrics.New()
+	p, err := setup(ctx, env, m)
 	if err != nil {
-		return err
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 	}
 	defer p.pool.Close()
 	n, err := p.eval.Drain(ctx)
 	if err != nil {
-		return err
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 	}
 	g, err := p.dig.RunDue(ctx)
 	if err != nil {
-		return err
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 	}
 	alerts := 0
 	if p.cfg.Global.Alerts.On() {
 		res, err := p.dog.Check(ctx)
 		if err != nil {
-			return err
+			return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 		}
 		alerts = len(res.Raised)
 	}
 	d, err := p.del.DeliverDue(ctx)
 	fmt.Fprintf(env.Stdout, "evaluated %d change(s), built %d digest(s), raised %d alert(s), made %d delivery attempt(s)\n", n, g, alerts, d)
-	return err
+	if err != nil {
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
+	}
+	if f := m.Failures(); f.Any() {
+		return &cli.ExitError{Code: cli.ExitFailures, Err: fmt.Errorf(
+			"%d evaluation(s) errored or were held for the model, %d delivery attempt(s) failed (reasons in evaluations.reason and notifications.last_error, and in the log)",
+			f.Evaluations, f.Deliveries)}
+	}
+	return nil
 }
 
 func runExplain(ctx context.Context, env *cli.Env) error {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -76,18 +77,29 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	return cli.Supervise(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool)}, d.logger, d.syncer)
 }
 
+// runOnce runs what is due and exits 1 when a run failed, 2 when it could
+// not run (configuration, database).
 func runOnce(ctx context.Context, env *cli.Env) error {
-	d, err := setup(ctx, env, nil)
+	m := metrics.New()
+	d, err := setup(ctx, env, m)
 	if err != nil {
-		return err
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 	}
 	defer d.pool.Close()
 	if err := d.syncer.Register(ctx); err != nil {
-		return err
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 	}
 	n, err := d.syncer.RunDue(ctx)
 	fmt.Fprintf(env.Stdout, "ran %d source(s)\n", n)
-	return err
+	if err != nil {
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
+	}
+	if f := m.Failures(); f.Any() {
+		failed := f.FailedSources()
+		return &cli.ExitError{Code: cli.ExitFailures, Err: fmt.Errorf("%d of %d run(s) failed: %s (the errors are in sync_runs.error; see syncer status)",
+			len(failed), n, strings.Join(failed, ", "))}
+	}
+	return nil
 }
 
 // sourceArg parses "SOURCE [flags]" or "[flags] SOURCE" for an operator

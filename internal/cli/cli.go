@@ -49,13 +49,36 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
+// Exit codes of the once commands (docs in README.md): the command ran but
+// some of its work failed, or it could not run (configuration, database).
+const (
+	ExitFailures = 1
+	ExitSetup    = 2
+)
+
+// ExitError is a command's error with the exit code Main returns for it.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the command's error.
+func (e *ExitError) Unwrap() error { return e.Err }
+
 // Main parses os.Args for the binary name and runs the chosen command with
 // a context cancelled by SIGINT or SIGTERM. It returns the exit code: 0 on
-// success, 1 on failure, 2 on a usage error.
+// success, 1 on failure, 2 on a usage error, or an ExitError's code.
 func Main(name, about string, commands []Command) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return run(ctx, name, about, commands, os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// Run is Main with explicit arguments, outputs and context, for tests.
+func Run(ctx context.Context, name, about string, commands []Command, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, name, about, commands, args, stdout, stderr)
 }
 
 func run(ctx context.Context, name, about string, commands []Command, args []string, stdout, stderr io.Writer) int {
@@ -107,6 +130,9 @@ func run(ctx context.Context, name, about string, commands []Command, args []str
 			return 0
 		}
 		fmt.Fprintf(stderr, "%s %s: %s\n", name, cmd.Name, indent(err.Error()))
+		if ee := (*ExitError)(nil); errors.As(err, &ee) {
+			return ee.Code
+		}
 		return 1
 	}
 	return 0

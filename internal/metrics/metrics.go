@@ -59,6 +59,7 @@ type Metrics struct {
 	upstreamResponses *prometheus.CounterVec
 	hostBlocks        *prometheus.CounterVec
 	decisions         *prometheus.CounterVec
+	failed            failures
 	duplicates        *prometheus.CounterVec
 	decisionLag       *prometheus.HistogramVec
 	modelCalls        *prometheus.CounterVec
@@ -188,6 +189,9 @@ func (m *Metrics) PollFinished(source, status string, d time.Duration) {
 		return
 	}
 	m.pollsFinished.WithLabelValues(source, status).Inc()
+	if status == "failed" {
+		m.failed.add(func(f *Failures) { f.Runs[source]++ })
+	}
 	m.runDuration.WithLabelValues(source).Observe(d.Seconds())
 }
 
@@ -257,6 +261,9 @@ func (m *Metrics) Decision(source, watch, step, decision string) {
 		return
 	}
 	m.decisions.WithLabelValues(source, watch, step, decision).Inc()
+	if decision == "error" || decision == "hold" {
+		m.failed.add(func(f *Failures) { f.Evaluations++ })
+	}
 }
 
 // DuplicatesSuppressed counts n notifications suppressed as duplicates.
@@ -300,6 +307,9 @@ func (m *Metrics) Delivery(sink, status string, d time.Duration) {
 		return
 	}
 	m.deliveries.WithLabelValues(sink, status).Inc()
+	if status == "retry" || status == "dead" {
+		m.failed.add(func(f *Failures) { f.Deliveries++ })
+	}
 	m.deliveryDuration.WithLabelValues(sink).Observe(d.Seconds())
 }
 
