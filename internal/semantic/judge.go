@@ -273,6 +273,9 @@ func (j *Judge) call(ctx context.Context, r *Request, msgs []api.Message, res Re
 			row.outcome, row.err = OutcomeError, err
 		default:
 			verdict, row.output, perr = q.Parse(reply.Content)
+			if perr != nil && reply.DoneReason == "length" {
+				perr = truncated(perr, q)
+			}
 			if perr != nil {
 				row.outcome, row.err = OutcomeMalformed, perr
 			} else {
@@ -311,6 +314,18 @@ func (j *Judge) call(ctx context.Context, r *Request, msgs []api.Message, res Re
 		}
 	}
 	return res
+}
+
+// truncated explains a malformed answer the model server cut short
+// (done_reason "length"): the answer hit num_predict.
+func truncated(perr error, q *Question) error {
+	limit := "its default"
+	if n, ok := q.Options["num_predict"]; ok {
+		limit = fmt.Sprint(n)
+	}
+	return fmt.Errorf("%w (the answer was cut off: the model server stopped at num_predict = %s tokens, done_reason \"length\"; "+
+		"raise ollama.options.num_predict (or the watch's model.options.num_predict), or lower ollama.reason_max_chars (%d) for shorter reasons)",
+		perr, limit, q.ReasonMax)
 }
 
 func cmpErr(errs ...error) error {

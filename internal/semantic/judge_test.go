@@ -232,6 +232,36 @@ func TestJudgeRetriesAMalformedAnswerOnce(t *testing.T) {
 	}
 }
 
+// An answer the model server cut off at num_predict (done_reason
+// "length") is malformed, and the error says it was truncated and which
+// settings to change.
+func TestJudgeSaysWhenTheAnswerWasCutOff(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(o *config.Ollama) { o.Options["num_predict"] = 24 })
+	q := f.question(&config.Watch{Ask: "Is it urgent?"})
+	cut := ollamatest.Answer{Content: `{"should_notify": true, "urgency": "high", "reason": "The customer writes that the`, DoneReason: "length"}
+	f.fake.Answers(cut, cut)
+	res := f.judgeAll(semantic.Options{}, request(q, "w", "1", "a"))
+	r := res[0]
+	if r.Step != semantic.StepError || r.Outcome != semantic.OutcomeMalformed || !errors.Is(r.Err, semantic.ErrMalformed) {
+		t.Fatalf("cut off: %+v", r)
+	}
+	for _, want := range []string{"cut off", "num_predict = 24", `done_reason "length"`, "ollama.options.num_predict", "ollama.reason_max_chars (200)"} {
+		if !strings.Contains(r.Err.Error(), want) {
+			t.Errorf("error %q does not say %q", r.Err, want)
+		}
+	}
+	if n := f.count(`SELECT count(*) FROM model_calls WHERE outcome = 'malformed' AND error LIKE '%cut off%num_predict%'`); n != 2 {
+		t.Errorf("model_calls saying the answer was cut off = %d, want 2", n)
+	}
+	// A malformed answer that was not cut off does not say so.
+	f.fake.Answers(ollamatest.Answer{Content: `{"should_notify": "maybe"}`}, ollamatest.Answer{Content: `{"should_notify": "maybe"}`})
+	res = f.judgeAll(semantic.Options{}, request(q, "w", "2", "b"))
+	if err := res[0].Err; err == nil || strings.Contains(err.Error(), "cut off") {
+		t.Errorf("a malformed answer that stopped normally: %v", err)
+	}
+}
+
 func TestJudgeServerErrorOpensTheBreaker(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)

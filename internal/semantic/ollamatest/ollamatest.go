@@ -8,6 +8,7 @@
 package ollamatest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -32,6 +33,9 @@ type Answer struct {
 	Hang bool
 	// PromptTokens and OutputTokens are reported in the metrics. Default 50 and 20.
 	PromptTokens, OutputTokens int
+	// DoneReason is why the model stopped: "length" when num_predict cut
+	// the answer short. Default "stop".
+	DoneReason string
 }
 
 // Verdict returns the answer content for a verdict.
@@ -206,7 +210,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := api.ChatResponse{
-		Model: req.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: "stop",
+		Model: req.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: cmp.Or(a.DoneReason, "stop"),
 		Message: api.Message{Role: "assistant", Content: a.Content},
 	}
 	resp.PromptEvalCount = a.PromptTokens
