@@ -162,8 +162,9 @@ watches:
 	}
 	text := out.String()
 	for _, want := range []string{
-		", watch urgent: 3 change(s), 3 decision(s), 2 would change\n",
-		"model step (model and cache): 3 call(s), 0 cached verdict(s), 0 without a verdict\n",
+		", watch urgent: 3 change(s), 3 decision(s), 2 would change, 0 new (no recorded decision)\n",
+		"filter (when): none\n",
+		"model step (model and cache): 3 notify; 3 call(s), 0 cached verdict(s), 0 without a verdict\n",
 		"nothing was written to evaluations or notifications, nothing was delivered\n",
 		"CHANGE  RECORD",
 		"tasks/T-2  urgent  skip (model)   →  notify (model)  Someone would care.",
@@ -197,5 +198,55 @@ watches:
 	}
 	if _, err := ev.Replay(h.ctx, ReplayQuery{Since: since, Watch: "nope"}); err == nil || err.Error() != `watch "nope" is not configured` {
 		t.Errorf("unknown watch: %v", err)
+	}
+}
+
+// A replay of a new watch has no recorded decisions: its filter skips are
+// counted apart, and not as decisions that would change, so that the model
+// decisions stand out.
+func TestReplayOfANewWatchSeparatesFilterAndModel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": tasksSource})
+	h.sync("tasks", rec("T-1", "URGENT: database down", "open"), rec("T-2", "Fix a typo", "open"),
+		rec("T-3", "Old", "done"), rec("T-4", "Older", "done"), rec("T-5", "Oldest", "done"))
+	h.drain()
+
+	draft := tasksSource + `  - name: fresh
+    when: record.status == "open"
+    ask: Would anyone on the team care about this task?
+`
+	cfg := loadConfig(t, strings.ReplaceAll(baseGlobal, "{{OLLAMA}}", h.fake.URL), map[string]string{"tasks.yaml": draft})
+	ev, err := New(h.pool, cfg, Config{Owner: "replay"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.fake.SetAnswer(func(*api.ChatRequest) ollamatest.Answer {
+		return ollamatest.Answer{Content: ollamatest.Verdict(true, "medium", "Someone would care.", 0.6)}
+	})
+	rep, err := ev.Replay(h.ctx, ReplayQuery{Since: time.Now().Add(-time.Hour), Watch: "fresh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Differ != 0 || rep.New != 5 || rep.Filter["skip"] != 3 || rep.Model["notify"] != 2 || len(rep.Filter) != 1 || len(rep.Model) != 1 {
+		t.Fatalf("replay of a new watch: differ %d new %d filter %v model %v", rep.Differ, rep.New, rep.Filter, rep.Model)
+	}
+	var out bytes.Buffer
+	if err := WriteReplay(&out, rep, false); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		", watch fresh: 5 change(s), 5 decision(s), 0 would change, 5 new (no recorded decision)\n",
+		"filter (when): 3 skip\n",
+		"model step (model and cache): 2 notify; 2 call(s), 0 cached verdict(s), 0 without a verdict\n",
+		"tasks/T-1  fresh  —    →  notify (model)  Someone would care.",
+		"tasks/T-2  fresh  —    →  notify (model)  Someone would care.",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("replay output lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "tasks/T-3") {
+		t.Errorf("a new watch's filter skip is listed without --all:\n%s", text)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,7 +43,8 @@ type ReplayRow struct {
 	New, NewStep string
 	Reason       string
 	// Differs compares Old and New, counting a duplicate as a notify; an
-	// unknown New differs from nothing.
+	// unknown New differs from nothing, and a row without a recorded
+	// decision (a new watch) differs from nothing either: it is new.
 	Differs bool
 }
 
@@ -50,8 +53,14 @@ type ReplayReport struct {
 	Query   ReplayQuery
 	Changes int
 	Rows    []ReplayRow
-	// Differ counts rows whose decision would change.
-	Differ int
+	// Differ counts rows whose recorded decision would change; New counts
+	// rows without a recorded decision (a new watch, or a watch that did
+	// not exist when the change was evaluated).
+	Differ, New int
+	// Filter counts the decisions the `when` expression made by decision
+	// (skip, notify, error); Model those the model step made (notify,
+	// skip, hold, error, unknown), whatever was recorded before.
+	Filter, Model map[string]int
 	// Model step: calls made, verdicts from the cache, verdicts missing.
 	Calls, CacheHits, Unknown int
 }
@@ -82,7 +91,7 @@ func (e *Evaluator) Replay(ctx context.Context, q ReplayQuery) (*ReplayReport, e
 	if err != nil {
 		return nil, err
 	}
-	rep := &ReplayReport{Query: q, Changes: len(claimed)}
+	rep := &ReplayReport{Query: q, Changes: len(claimed), Filter: map[string]int{}, Model: map[string]int{}}
 	decs := e.evaluate(claimed, nil)
 	if q.Watch != "" {
 		kept := decs[:0]
@@ -133,9 +142,17 @@ func (e *Evaluator) Replay(ctx context.Context, q ReplayQuery) (*ReplayReport, e
 		if oldNorm == "duplicate" {
 			oldNorm = "notify"
 		}
-		row.Differs = oldNorm != row.New && row.New != "unknown"
+		row.Differs = row.Old != "" && oldNorm != row.New && row.New != "unknown"
 		if row.Differs {
 			rep.Differ++
+		}
+		if row.Old == "" {
+			rep.New++
+		}
+		if row.NewStep == "filter" {
+			rep.Filter[row.New]++
+		} else {
+			rep.Model[row.New]++
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
@@ -208,17 +225,22 @@ func WriteReplay(w io.Writer, r *ReplayReport, all bool) error {
 	case q.Watch != "":
 		scope = "watch " + q.Watch
 	}
-	fmt.Fprintf(w, "replay of changes from %s to %s, %s: %d change(s), %d decision(s), %d would change\n",
-		ts(q.Since), ts(q.Until), scope, r.Changes, len(r.Rows), r.Differ)
+	fmt.Fprintf(w, "replay of changes from %s to %s, %s: %d change(s), %d decision(s), %d would change, %d new (no recorded decision)\n",
+		ts(q.Since), ts(q.Until), scope, r.Changes, len(r.Rows), r.Differ, r.New)
+	fmt.Fprintf(w, "filter (when): %s\n", counts(r.Filter, "skip", "notify", "error"))
 	mode := "model and cache"
 	if q.NoModel {
 		mode = "cache only (--no-model)"
 	}
-	fmt.Fprintf(w, "model step (%s): %d call(s), %d cached verdict(s), %d without a verdict\n", mode, r.Calls, r.CacheHits, r.Unknown)
+	fmt.Fprintf(w, "model step (%s): %s; %d call(s), %d cached verdict(s), %d without a verdict\n",
+		mode, counts(r.Model, "notify", "skip", "hold", "error", "unknown"), r.Calls, r.CacheHits, r.Unknown)
 	fmt.Fprintln(w, "nothing was written to evaluations or notifications, nothing was delivered")
 	var shown []ReplayRow
 	for _, row := range r.Rows {
-		if all || row.Differs || row.New == "unknown" {
+		// A filter skip without a recorded decision (a new watch's `when`
+		// was false) is only counted: there are usually many.
+		newDecision := row.Old == "" && (row.NewStep != "filter" || row.New != "skip")
+		if all || row.Differs || row.New == "unknown" || newDecision {
 			shown = append(shown, row)
 		}
 	}
@@ -234,7 +256,7 @@ func WriteReplay(w io.Writer, r *ReplayReport, all bool) error {
 			old = fmt.Sprintf("%s (%s)", row.Old, row.OldStep)
 		}
 		arrow := "→"
-		if !row.Differs {
+		if !row.Differs && row.Old != "" {
 			arrow = "="
 		}
 		reason := strings.ReplaceAll(row.Reason, "\n", " ")
@@ -244,4 +266,24 @@ func WriteReplay(w io.Writer, r *ReplayReport, all bool) error {
 		fmt.Fprintf(tw, "%d\t%s/%s\t%s\t%s\t%s\t%s (%s)\t%s\n", row.ChangeID, row.Source, row.RecordID, row.Watch, old, arrow, row.New, row.NewStep, reason)
 	}
 	return tw.Flush()
+}
+
+// counts prints decision counts in the order given, then any other
+// decision, leaving out zeros: "3 skip, 1 notify"; "none" when empty.
+func counts(m map[string]int, order ...string) string {
+	var parts []string
+	for _, k := range order {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if m[k] > 0 && !slices.Contains(order, k) {
+			parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
