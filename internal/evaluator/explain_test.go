@@ -216,7 +216,7 @@ func TestReplayOfANewWatchSeparatesFilterAndModel(t *testing.T) {
     ask: Would anyone on the team care about this task?
 `
 	cfg := loadConfig(t, strings.ReplaceAll(baseGlobal, "{{OLLAMA}}", h.fake.URL), map[string]string{"tasks.yaml": draft})
-	ev, err := New(h.pool, cfg, Config{Owner: "replay"}, slog.New(slog.DiscardHandler))
+	ev, err := New(h.pool, testConfig(cfg, Config{Owner: "replay"}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,7 +237,7 @@ func TestJudgeRetriesAMalformedAnswerOnce(t *testing.T) {
 // settings to change.
 func TestJudgeSaysWhenTheAnswerWasCutOff(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *config.Ollama) { o.Options["num_predict"] = 24 })
+	f := setup(t, func(o *semantic.Config) { o.Options["num_predict"] = 24 })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	cut := ollamatest.Answer{Content: `{"should_notify": true, "urgency": "high", "reason": "The customer writes that the`, DoneReason: "length"}
 	f.fake.Answers(cut, cut)
