@@ -267,7 +267,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "syncer: renew the lease (heartbeat)", who: "internal/syncer/run.go heartbeat",
 			sql: sqlFrom(t, "internal/syncer/run.go", "RETURNING true"), args: []any{"src-7", "syncer-1", int64(50001), now, lease}},
 		{name: "syncer: commit a batch's lease and counters", who: "internal/syncer/run.go extendLease",
-			sql: sqlFrom(t, "internal/syncer/run.go", "WITH lease AS ("), args: []any{"src-7", "syncer-1", int64(50001), now, lease, nil, 1, 1, 0, 0, 0, 1}},
+			sql: sqlFrom(t, "internal/syncer/run.go", "WITH lease AS ("), args: []any{"src-7", "syncer-1", int64(50001), now, lease, nil, 1, 1, 0, 0, 0, 1, 0}},
 		{name: "syncer: stored hashes of a page", who: "internal/changes/writer.go Apply",
 			sql: sqlFrom(t, "internal/changes/writer.go", "deleted_at IS NOT NULL"), args: []any{"src-2", []string{"r-1", "r-5001", "r-10001"}}},
 		{name: "syncer: live records of a snapshot source", who: "internal/changes/delete.go Missing",
