@@ -12,8 +12,13 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/cli"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
-	_ "github.com/lookout-dev/lookout/internal/connectors/file"
+	// The syncer fills the changes table here, so this test binary links
+	// the connectors, and config.Load then checks connector names and
+	// blocks: link them all, as the syncer binary does (the evaluator
+	// binary links none and never reads connector blocks).
+	_ "github.com/lookout-dev/lookout/internal/connectors/all"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/syncer/syncertest"
 )
 
 // once exits 0 when everything it did succeeded, 1 when an evaluation
@@ -54,7 +59,7 @@ watches:
 	if code, out := once(); code != 0 {
 		t.Fatalf("nothing to do: exit %d\n%s", code, out)
 	}
-	conntest.SyncNow(t, pool, conntest.Syncer(t, pool, dir))
+	syncertest.SyncNow(t, pool, syncertest.New(t, pool, dir))
 	code, out := once()
 	if code != 1 || !strings.Contains(out, "evaluator once: 1 evaluation(s) errored or were held for the model, 1 delivery attempt(s) failed") {
 		t.Errorf("a watch errored and a delivery failed: exit %d, want 1\n%s", code, out)

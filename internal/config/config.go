@@ -18,6 +18,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/redact"
+	"go.yaml.in/yaml/v3"
 )
 
 // Config is a loaded, validated configuration directory.
@@ -457,11 +458,11 @@ type Source struct {
 	// Watches are the conditions the evaluator checks on every change.
 	Watches []*Watch `yaml:"watches"`
 
-	// Connector blocks: exactly the one named by Connector is set.
-	File   *FileConnector   `yaml:"file"`
-	HTTP   *HTTPConnector   `yaml:"http"`
-	RSS    *RSSConnector    `yaml:"rss"`
-	GitHub *GitHubConnector `yaml:"github"`
+	// Block is the connector's own block, the key named by Connector
+	// (http: for connector: http), kept raw with its positions: the
+	// connector decodes it (DecodeBlock), applies its defaults and validates
+	// it. Nil when the file has no such block.
+	Block *yaml.Node `yaml:"-"`
 
 	// File is the path the source was loaded from, relative to the config dir.
 	Path string `yaml:"-"`
@@ -469,6 +470,8 @@ type Source struct {
 	Hash string `yaml:"-"`
 
 	lines map[string]int
+	// others are the blocks of other registered connectors the file sets.
+	others []string
 }
 
 // Line returns the line of key path (e.g. "http.url") in the source file,
@@ -593,99 +596,6 @@ type Digest struct {
 	// match.
 	Title string `yaml:"title"`
 	Body  string `yaml:"body"`
-}
-
-// FileConnector reads JSON and JSONL files.
-type FileConnector struct {
-	// Paths are glob patterns, relative to the config directory unless absolute. Required.
-	Paths []string `yaml:"paths"`
-	// Items is an expression over `doc` selecting the item list of a JSON
-	// file. Defaults to the document itself when it is an array, else [doc].
-	Items string `yaml:"items"`
-}
-
-// HTTPConnector GETs a JSON API. See docs/connectors.md.
-type HTTPConnector struct {
-	// URL is the first page. Required.
-	URL string `yaml:"url"`
-	// Headers are sent with every request; values may use ${ENV}.
-	Headers map[string]string `yaml:"headers"`
-	// Items is an expression over `body` (the decoded response) and
-	// `headers` selecting the list of items. Defaults to body.
-	Items string `yaml:"items"`
-	// Next is an expression over `body`, `headers` and `url` returning the
-	// next page URL (absolute or relative to url), or "" / nil at the end.
-	// Defaults to none.
-	Next string `yaml:"next"`
-	// Pagination selects how further pages are found: next (the Next
-	// expression), link (the RFC 5988 Link header's rel="next"), cursor
-	// (the Cursor expression, sent back in CursorParam), page (PageParam
-	// counts up until a page has no items), or none. Defaults to next when
-	// Next is set, cursor when Cursor is set, page when PageParam is set,
-	// else none.
-	Pagination string `yaml:"pagination"`
-	// Cursor is an expression over `body` and `headers` returning the next
-	// page's cursor value, or "" / nil at the end. Defaults to none.
-	Cursor string `yaml:"cursor"`
-	// CursorParam is the query parameter that carries the cursor.
-	// Required with pagination cursor.
-	CursorParam string `yaml:"cursor_param"`
-	// PageParam is the query parameter that carries the page number.
-	// Required with pagination page.
-	PageParam string `yaml:"page_param"`
-	// PageStart is the number of the first page. Defaults to 1.
-	PageStart *int `yaml:"page_start"`
-	// MaxPages bounds one run; the next run continues where it stopped
-	// (a snapshot source starts over instead). Defaults to 1000.
-	MaxPages int `yaml:"max_pages"`
-	// Since enables an incremental cursor: the query parameter that
-	// receives the largest updated-at seen so far minus Lookback.
-	// Defaults to none (every run reads from the first page).
-	Since string `yaml:"since"`
-	// SinceFormat is how the since value is written: rfc3339
-	// (2026-01-02T15:04:05Z), unix (seconds) or unix_ms. Defaults to rfc3339.
-	SinceFormat string `yaml:"since_format"`
-	// UpdatedAt is an expression over `item` giving an item's updated-at
-	// for the since cursor. Defaults to fields.updated_at, else item.updated_at.
-	UpdatedAt string `yaml:"updated_at"`
-	// Lookback is subtracted from the largest updated-at seen, so that
-	// items sharing the boundary timestamp are read again (the content hash
-	// makes them no-ops). Defaults to 1s.
-	Lookback *time.Duration `yaml:"lookback"`
-	// Snapshot means every run returns the full set, so records missing
-	// from a complete run are recorded as deleted. Exclusive with Since.
-	// Defaults to false.
-	Snapshot bool `yaml:"snapshot"`
-}
-
-// RSSConnector reads an RSS 2.0, Atom or JSON Feed document.
-type RSSConnector struct {
-	// URL of the feed. Required.
-	URL string `yaml:"url"`
-	// Headers are sent with every request; values may use ${ENV}.
-	// Defaults to none.
-	Headers map[string]string `yaml:"headers"`
-}
-
-// GitHubConnector reads the issues and pull requests of a repository.
-type GitHubConnector struct {
-	// Repo is owner/name. Required.
-	Repo string `yaml:"repo"`
-	// Token is a GitHub token, written as ${ENV_VAR}. Defaults to none
-	// (unauthenticated: 60 requests per hour, public repositories only).
-	Token string `yaml:"token"`
-	// State is open, closed or all. Defaults to all.
-	State string `yaml:"state"`
-	// BaseURL is the API root (GitHub Enterprise: https://HOST/api/v3).
-	// Defaults to https://api.github.com.
-	BaseURL string `yaml:"base_url"`
-	// Lookback is subtracted from the since cursor. Defaults to 1m.
-	Lookback *time.Duration `yaml:"lookback"`
-	// PerPage is the page size, 1 to 100. Defaults to 100.
-	PerPage int `yaml:"per_page"`
-	// MaxPages bounds one run; the next run continues where it stopped.
-	// Defaults to 1000.
-	MaxPages int `yaml:"max_pages"`
 }
 
 func lastSep(p string) int {

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	// Connector blocks are checked by the registered connectors: the
+	// errors below are the ones the syncer's config check gives.
+	_ "github.com/lookout-dev/lookout/internal/connectors/all"
 )
 
 const validGlobal = `sinks:

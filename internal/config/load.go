@@ -102,7 +102,7 @@ func Load(dir string) (*Config, error) {
 			return nil, fmt.Errorf("read %s: %w", rel, err)
 		}
 		src := &Source{Path: rel}
-		lines, err := decodeStrict(rel, data, src, &secrets)
+		lines, err := src.decode(rel, data, &secrets)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -134,6 +134,30 @@ func Load(dir string) (*Config, error) {
 // ${ENV} references in string values (their values are appended to
 // secrets), and returning the line of every key path it saw.
 func decodeStrict(file string, data []byte, v any, secrets *[]string) (map[string]int, error) {
+	root, err := parseYAML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	lines := map[string]int{}
+	return lines, decodeRoot(file, root, root, v, lines, nil, secrets)
+}
+
+// decode decodes a source file like decodeStrict, keeping the connector
+// blocks raw (see splitBlocks).
+func (s *Source) decode(file string, data []byte, secrets *[]string) (map[string]int, error) {
+	root, err := parseYAML(file, data)
+	if err != nil {
+		return nil, err
+	}
+	lines := map[string]int{}
+	rest, known := s.splitBlocks(root, lines)
+	keys := *root
+	keys.Content = rest
+	return lines, decodeRoot(file, &keys, root, s, lines, known, secrets)
+}
+
+// parseYAML parses data into its root node.
+func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -145,18 +169,23 @@ func decodeStrict(file string, data []byte, v any, secrets *[]string) (map[strin
 	if len(doc.Content) == 0 {
 		return nil, &Error{File: file, Msg: "file is empty"}
 	}
-	root := doc.Content[0]
-	lines := map[string]int{}
+	return doc.Content[0], nil
+}
+
+// decodeRoot checks the keys of keys against v's type (known lists further
+// top-level keys), expands ${ENV} references everywhere under root
+// (appending their values to secrets), and decodes keys into v.
+func decodeRoot(file string, keys, root *yaml.Node, v any, lines map[string]int, known []string, secrets *[]string) error {
 	var errs []error
-	checkKeys(file, root, reflect.TypeOf(v).Elem(), "", lines, &errs)
+	checkKeys(file, keys, reflect.TypeOf(v).Elem(), "", lines, &errs, known...)
 	expandEnv(file, root, "", secrets, &errs)
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return errors.Join(errs...)
 	}
-	if err := root.Decode(v); err != nil {
-		return nil, yamlError(file, err)
+	if err := keys.Decode(v); err != nil {
+		return yamlError(file, err)
 	}
-	return lines, nil
+	return nil
 }
 
 var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
@@ -234,8 +263,9 @@ var (
 )
 
 // checkKeys walks node alongside type t, reporting keys that t does not
-// declare and recording the line of every key path.
-func checkKeys(file string, node *yaml.Node, t reflect.Type, path string, lines map[string]int, errs *[]error) {
+// declare and recording the line of every key path. extra are further keys
+// known at node itself (the connector blocks of a source), for the message.
+func checkKeys(file string, node *yaml.Node, t reflect.Type, path string, lines map[string]int, errs *[]error, extra ...string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -261,11 +291,12 @@ func checkKeys(file string, node *yaml.Node, t reflect.Type, path string, lines 
 			lines[p] = key.Line
 			f, ok := fields[key.Value]
 			if !ok {
-				known := make([]string, 0, len(fields))
+				known := slices.Clone(extra)
 				for k := range fields {
 					known = append(known, k)
 				}
 				slices.Sort(known)
+				known = slices.Compact(known)
 				*errs = append(*errs, &Error{File: file, Line: key.Line, Key: p,
 					Msg: fmt.Sprintf("is not a known key (known: %s)", strings.Join(known, ", "))})
 				continue

@@ -69,11 +69,6 @@ var OllamaOptionDefaults = map[string]any{"temperature": 0, "seed": 42}
 // does not list.
 var HostRateLimitDefault = RateLimit{PerSecond: 2, Burst: 4}
 
-// Connectors lists the connector names a source may use. The connectors
-// package registry is the authority at build time; this list lets config
-// check the connector block without importing every connector.
-var Connectors = []string{"file", "github", "http", "rss"}
-
 // FollowRedirectsModes are the values of a source's follow_redirects.
 var FollowRedirectsModes = []string{"same_origin", "any", "none"}
 
@@ -306,20 +301,21 @@ func (s *Source) validate(g *Global) []error {
 	case !nameRE.MatchString(s.Name):
 		bad("name", "%q is not a valid name (letters, digits, '-', '_', '.')", s.Name)
 	}
-	blocks := map[string]bool{"file": s.File != nil, "http": s.HTTP != nil, "rss": s.RSS != nil, "github": s.GitHub != nil}
+	names := connectorNames()
+	known := connectorRegistry == nil || slices.Contains(names, s.Connector)
 	switch {
+	case s.Connector == "" && names == nil:
+		bad("connector", "is required")
 	case s.Connector == "":
-		bad("connector", "is required (one of %s)", strings.Join(Connectors, ", "))
-	case !slices.Contains(Connectors, s.Connector):
-		bad("connector", "%q is not known (known: %s)", s.Connector, strings.Join(Connectors, ", "))
+		bad("connector", "is required (one of %s)", strings.Join(names, ", "))
+	case !known:
+		bad("connector", "%q is not known (known: %s)", s.Connector, strings.Join(names, ", "))
 	default:
-		if !blocks[s.Connector] {
+		if s.Block == nil {
 			bad("connector", "%q needs a %s: block", s.Connector, s.Connector)
 		}
-		for _, name := range Connectors {
-			if blocks[name] && name != s.Connector {
-				bad(name, "block is set but the connector is %q", s.Connector)
-			}
+		for _, name := range s.others {
+			bad(name, "block is set but the connector is %q", s.Connector)
 		}
 	}
 
@@ -407,8 +403,10 @@ func (s *Source) validate(g *Global) []error {
 	}
 	s.Stop.When = strings.TrimSpace(s.Stop.When)
 
-	if s.Connector != "" && blocks[s.Connector] {
-		errs = append(errs, s.validateConnector()...)
+	if s.Block != nil && known && connectorRegistry != nil {
+		if err := connectorRegistry.Check(s); err != nil {
+			errs = append(errs, err)
+		}
 	}
 
 	seen := map[string]bool{}

@@ -1,5 +1,8 @@
 // Package connectors defines how lookout reads external systems and keeps
-// the registry of connector types, in the manner of database/sql.Register.
+// the registry of connector types, in the manner of database/sql.Register:
+// each connector package registers its name with the decoder of its block
+// and its constructor (see Register), and internal/connectors/all links
+// them all.
 //
 // A connector turns one configured source into pages of raw items. It owns
 // the protocol (HTTP, files, feeds) and the cursor format; it does not touch
@@ -15,12 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
-	"sync"
 	"time"
-
-	"github.com/lookout-dev/lookout/internal/config"
 )
 
 // Connector fetches the items of one source.
@@ -144,63 +142,4 @@ type Env struct {
 	Logger *slog.Logger
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
-}
-
-// Factory builds a connector for src. Problems in the source's connector
-// block are returned as src.Errorf(key, ...) so that they name file and line.
-type Factory func(src *config.Source, env Env) (Connector, error)
-
-var (
-	mu        sync.RWMutex
-	factories = map[string]Factory{}
-)
-
-// Register makes a connector type available by name. It panics on an empty
-// name, a nil factory or a duplicate, like database/sql.Register; call it
-// from an init function.
-func Register(name string, f Factory) {
-	mu.Lock()
-	defer mu.Unlock()
-	if name == "" {
-		panic("connectors: Register with an empty name")
-	}
-	if f == nil {
-		panic("connectors: Register " + name + " with a nil factory")
-	}
-	if _, dup := factories[name]; dup {
-		panic("connectors: Register called twice for " + name)
-	}
-	factories[name] = f
-}
-
-// Names lists the registered connector types, sorted.
-func Names() []string {
-	mu.RLock()
-	defer mu.RUnlock()
-	names := make([]string, 0, len(factories))
-	for n := range factories {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// New builds the connector src names.
-func New(src *config.Source, env Env) (Connector, error) {
-	mu.RLock()
-	f := factories[src.Connector]
-	mu.RUnlock()
-	if f == nil {
-		return nil, src.Errorf("connector", "%q is not known (known: %s)", src.Connector, strings.Join(Names(), ", "))
-	}
-	if env.Now == nil {
-		env.Now = time.Now
-	}
-	if env.Logger == nil {
-		env.Logger = slog.Default()
-	}
-	if env.HTTP == nil {
-		env.HTTP = &http.Client{Timeout: src.Timeout}
-	}
-	return f(src, env)
 }

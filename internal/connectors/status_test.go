@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 )
 
@@ -153,28 +152,5 @@ func TestRedact(t *testing.T) {
 		if got := connectors.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-func TestRegistry(t *testing.T) {
-	t.Parallel()
-	mustPanic := func(name string, f func()) {
-		t.Helper()
-		defer func() {
-			if recover() == nil {
-				t.Errorf("%s: no panic", name)
-			}
-		}()
-		f()
-	}
-	factory := func(*config.Source, connectors.Env) (connectors.Connector, error) { return nil, nil }
-	name := fmt.Sprintf("test-registry-%d", time.Now().UnixNano()) // the registry is global: -count=N runs again
-	connectors.Register(name, factory)
-	mustPanic("duplicate", func() { connectors.Register(name, factory) })
-	mustPanic("empty name", func() { connectors.Register("", factory) })
-	mustPanic("nil factory", func() { connectors.Register("test-nil", nil) })
-	_, err := connectors.New(&config.Source{Connector: "nope", Path: "sources/x.yaml"}, connectors.Env{})
-	if err == nil || !strings.Contains(err.Error(), `sources/x.yaml:1: connector "nope" is not known (known: `) {
-		t.Errorf("err = %v", err)
 	}
 }

@@ -43,6 +43,16 @@ func (e *FieldError) Error() string {
 
 func (e *FieldError) Unwrap() error { return e.Err }
 
+// KeyError is a field expression that does not compile; Key is its
+// configuration key (fields.title, fields.extra.team).
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func (e *KeyError) Error() string { return e.Key + ": " + e.Err.Error() }
+func (e *KeyError) Unwrap() error { return e.Err }
+
 var simpleKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ErrNoID is returned for an item whose id is missing or empty.
@@ -57,8 +67,9 @@ type Mapper struct {
 	hasher *Hasher
 }
 
-// NewMapper compiles the field expressions. The returned error names the
-// field whose expression does not compile (as fields.<name>).
+// NewMapper compiles the field expressions. An expression that does not
+// compile is a *KeyError naming its field (fields.<name>); a volatile path
+// that is not a record field is any other error.
 func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
 	h, err := NewHasher(volatile)
 	if err != nil {
@@ -72,7 +83,7 @@ func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
 		}
 		p, err := Compile(src, "item")
 		if err != nil {
-			return nil, fmt.Errorf("fields.%s: %w", fieldNames[i], err)
+			return nil, &KeyError{Key: "fields." + fieldNames[i], Err: err}
 		}
 		m.std[i] = p
 		// A plain `item.key` mapping consumes that key: it is not repeated in extra.
@@ -86,7 +97,7 @@ func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
 		for k, src := range f.Extra {
 			p, err := Compile(src, "item")
 			if err != nil {
-				return nil, fmt.Errorf("fields.extra.%s: %w", k, err)
+				return nil, &KeyError{Key: "fields.extra." + k, Err: err}
 			}
 			m.extra[k] = p
 		}

@@ -78,23 +78,38 @@ type Decision struct {
 	Reason string
 }
 
-// New parses spec. Errors name the offending setting (cron, timezone,
-// every, adaptive) so that callers can locate them in the source file.
+// SpecError is a problem with one setting of a Spec. Key names the setting
+// as a source file spells it (every, jitter, cron, timezone, adaptive), so
+// that callers locate the error with errors.As.
+type SpecError struct {
+	Key string
+	Err error
+}
+
+func (e *SpecError) Error() string { return e.Key + " " + e.Err.Error() }
+func (e *SpecError) Unwrap() error { return e.Err }
+
+func specError(key, format string, args ...any) error {
+	return &SpecError{Key: key, Err: fmt.Errorf(format, args...)}
+}
+
+// New parses spec. Errors are *SpecError naming the offending setting, so
+// that callers can locate them in the source file.
 func New(spec Spec) (*Schedule, error) {
 	s := &Schedule{spec: spec, jitterFn: randomJitter}
 	if spec.Jitter < 0 {
-		return nil, fmt.Errorf("jitter must not be negative")
+		return nil, specError("jitter", "must not be negative")
 	}
 	if spec.Cron != "" {
 		expr := strings.TrimSpace(spec.Cron)
 		if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
-			return nil, fmt.Errorf("cron %q: set the zone with timezone, not inside the expression", spec.Cron)
+			return nil, specError("cron", "%q: set the zone with timezone, not inside the expression", spec.Cron)
 		}
 		if strings.HasPrefix(expr, "@every") {
-			return nil, fmt.Errorf("cron %q: use every for fixed intervals", spec.Cron)
+			return nil, specError("cron", "%q: use every for fixed intervals", spec.Cron)
 		}
 		if spec.Adaptive != nil {
-			return nil, fmt.Errorf("adaptive needs an every schedule, not cron")
+			return nil, specError("adaptive", "needs an every schedule, not cron")
 		}
 		tz := spec.Timezone
 		if tz == "" {
@@ -102,11 +117,11 @@ func New(spec Spec) (*Schedule, error) {
 		}
 		loc, err := time.LoadLocation(tz)
 		if err != nil {
-			return nil, fmt.Errorf("timezone %q is not a known time zone: %w", tz, err)
+			return nil, specError("timezone", "%q is not a known time zone: %w", tz, err)
 		}
 		sched, err := ParseCron(expr)
 		if err != nil {
-			return nil, fmt.Errorf("cron %q: %w", spec.Cron, err)
+			return nil, specError("cron", "%q: %w", spec.Cron, err)
 		}
 		if ss, ok := sched.(*cron.SpecSchedule); ok {
 			ss.Location = loc
@@ -114,17 +129,17 @@ func New(spec Spec) (*Schedule, error) {
 		// A spec that can never fire (30 February) would leave the source
 		// silently idle: refuse it.
 		if sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, loc)).IsZero() {
-			return nil, fmt.Errorf("cron %q never fires", spec.Cron)
+			return nil, specError("cron", "%q never fires", spec.Cron)
 		}
 		s.cron, s.loc = sched, loc
 		return s, nil
 	}
 	if spec.Every <= 0 {
-		return nil, fmt.Errorf("every must be positive")
+		return nil, specError("every", "must be positive")
 	}
 	if a := spec.Adaptive; a != nil {
 		if a.Min <= 0 || a.Max <= 0 || a.Min > a.Max {
-			return nil, fmt.Errorf("adaptive needs 0 < min <= max, got min %s max %s", a.Min, a.Max)
+			return nil, specError("adaptive", "needs 0 < min <= max, got min %s max %s", a.Min, a.Max)
 		}
 	}
 	return s, nil

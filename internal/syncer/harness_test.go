@@ -42,7 +42,11 @@ type fetchFunc func(ctx context.Context, env connectors.Env, cursor json.RawMess
 var fakes sync.Map // *config.Source -> fetchFunc
 
 func init() {
-	connectors.Register("fake", func(src *config.Source, env connectors.Env) (connectors.Connector, error) {
+	decode := func(src *config.Source) (struct{}, error) {
+		var block struct{}
+		return block, src.DecodeBlock(&block)
+	}
+	connectors.Register("fake", decode, func(src *config.Source, _ struct{}, env connectors.Env) (connectors.Connector, error) {
 		f, ok := fakes.Load(src)
 		if !ok {
 			return nil, fmt.Errorf("no fake behaviour for source %s", src.Name)
@@ -61,10 +65,9 @@ func (f *fakeConn) Fetch(ctx context.Context, cursor json.RawMessage, emit conne
 }
 
 // loadConfig writes a configuration directory and loads it. Each source
-// body is YAML without name and connector: the sources are loaded as file
-// sources, so that every schedule and stop key goes through the real
-// validation, and then switched to the fake connector with the behaviour
-// given in fetch (by source name).
+// body is YAML without name and connector: the sources use the fake
+// connector, with the behaviour given in fetch (by source name), and every
+// schedule and stop key goes through the real validation.
 func loadConfig(t *testing.T, global string, sources map[string]string, fetch map[string]fetchFunc) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
@@ -77,7 +80,7 @@ func loadConfig(t *testing.T, global string, sources map[string]string, fetch ma
 		}
 	}
 	for name, body := range sources {
-		y := fmt.Sprintf("name: %s\nconnector: file\nfile: {paths: [unused.json]}\n%s", name, body)
+		y := fmt.Sprintf("name: %s\nconnector: fake\nfake: {}\n%s", name, body)
 		if err := os.WriteFile(filepath.Join(dir, "sources", name+".yaml"), []byte(y), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +94,6 @@ func loadConfig(t *testing.T, global string, sources map[string]string, fetch ma
 		if f == nil {
 			t.Fatalf("no behaviour for source %s", sc.Name)
 		}
-		sc.Connector, sc.File = "fake", nil
 		fakes.Store(sc, f)
 		t.Cleanup(func() { fakes.Delete(sc) })
 	}

@@ -1,13 +1,16 @@
 package syncer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,5 +86,83 @@ func TestHTTPConnectorIsPolite(t *testing.T) {
 	var records int
 	if err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM records WHERE source = 'items'`).Scan(&records); err != nil || records != 1 {
 		t.Fatalf("records: %d %v", records, err)
+	}
+}
+
+// TestHTTPConnectorResumesAfterRetryAfter runs the real http connector
+// through the syncer: a 429 half-way defers the run (not a failure), the
+// pages before it are committed with their resume cursor, and the next run
+// goes on from the page that was refused.
+func TestHTTPConnectorResumesAfterRetryAfter(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const items, perPage = 7, 3
+	var refused atomic.Bool
+	var pagesAsked []string
+	var mu sync.Mutex
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page := r.URL.Query().Get("page")
+		mu.Lock()
+		pagesAsked = append(pagesAsked, page)
+		mu.Unlock()
+		if page == "2" && !refused.Swap(true) {
+			w.Header().Set("Retry-After", "30")
+			http.Error(w, `{"message":"rate limited"}`, http.StatusTooManyRequests)
+			return
+		}
+		n, _ := strconv.Atoi(cmp.Or(page, "1"))
+		var data []string
+		for id := (n-1)*perPage + 1; id <= min(n*perPage, items); id++ {
+			data = append(data, fmt.Sprintf(`{"id": "%d", "title": "Ticket %d"}`, id, id))
+		}
+		if n*perPage < items {
+			w.Header().Set("Link", fmt.Sprintf(`<%s/tickets?page=%d>; rel="next"`, srv.URL, n+1))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"data": [%s]}`, strings.Join(data, ","))
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	y := fmt.Sprintf("name: t\nconnector: http\nhttp: {url: %q, items: body.data, pagination: link}\nevery: 1h\njitter: 0s\n", srv.URL+"/tickets")
+	if err := os.WriteFile(filepath.Join(dir, "sources", "t.yaml"), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(fastLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := h.syncer(cfg, Config{})
+	start := h.clock.Now()
+	h.runDue(s)
+	r := h.source("t")
+	if runs := h.runs("t"); runs[0].Status != "deferred" || !strings.Contains(runs[0].Error, "429") {
+		t.Fatalf("first run %+v, want deferred by the 429", runs[0])
+	}
+	if !strings.Contains(r.Cursor, `"resume"`) || !strings.Contains(r.Cursor, "page=2") || r.Failures != 0 {
+		t.Errorf("after the 429: cursor %s failures %d, want a resume at page 2 and no failure", r.Cursor, r.Failures)
+	}
+	if r.NextRunAt.Before(start.Add(30 * time.Second)) {
+		t.Errorf("next_run_at %s is before the Retry-After (%s)", r.NextRunAt, start.Add(30*time.Second))
+	}
+	h.runAt(s, "t")
+	if runs := h.runs("t"); runs[1].Status != "succeeded" {
+		t.Fatalf("resumed run %+v, want succeeded", runs[1])
+	}
+	mu.Lock()
+	asked := strings.Join(pagesAsked, ",")
+	mu.Unlock()
+	if asked != ",2,2,3" {
+		t.Errorf("pages asked %q, want the first, page 2 refused, then a resume at page 2", asked)
+	}
+	var count int
+	if err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM records WHERE source = 't'`).Scan(&count); err != nil || count != items {
+		t.Errorf("records = %d (%v), want all %d", count, err, items)
 	}
 }

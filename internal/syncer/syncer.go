@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -113,11 +112,11 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 		Labels: f.Labels, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt, Extra: f.Extra,
 	}, sc.Volatile)
 	if err != nil {
-		key, msg, _ := strings.Cut(err.Error(), ": ")
-		if !strings.HasPrefix(key, "fields.") {
-			key, msg = "volatile", err.Error()
+		var ke *normalize.KeyError
+		if errors.As(err, &ke) {
+			return nil, sc.Errorf(ke.Key, "%v", ke.Err)
 		}
-		return nil, sc.Errorf(key, "%s", msg)
+		return nil, sc.Errorf("volatile", "%v", err)
 	}
 	var adaptive *schedule.Bounds
 	if a := sc.Adaptive; a != nil {
@@ -126,15 +125,9 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 	sched, err := schedule.New(schedule.Spec{Every: sc.Every, Jitter: *sc.Jitter, Cron: sc.Cron, Timezone: sc.Timezone, Adaptive: adaptive})
 	if err != nil {
 		key := "every"
-		switch {
-		case strings.Contains(err.Error(), "adaptive"):
-			key = "adaptive"
-		case strings.Contains(err.Error(), "timezone"):
-			key = "timezone"
-		case strings.Contains(err.Error(), "jitter"):
-			key = "jitter"
-		case sc.Cron != "":
-			key = "cron"
+		var se *schedule.SpecError
+		if errors.As(err, &se) {
+			key = se.Key
 		}
 		return nil, sc.Errorf(key, "%v", err)
 	}

@@ -1,10 +1,9 @@
-// Package all registers every connector lookout ships. Import it for its
-// side effect wherever sources are built: the syncer, and the config check
-// of both binaries.
+// Package all links every connector lookout ships. Import it for its side
+// effect where sources are built or their blocks checked: the syncer and
+// its config check. Adding a connector is its package and one line here.
 package all
 
 import (
-	// Registered connectors, one per config.Connectors entry.
 	_ "github.com/lookout-dev/lookout/internal/connectors/file"
 	_ "github.com/lookout-dev/lookout/internal/connectors/github"
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"

@@ -1,13 +1,13 @@
-// Package conntest holds helpers for connector tests: run a connector and
-// collect its pages, mirror them into a real Postgres through
-// changes.Apply, and drive the syncer over a configuration written to a
-// temporary directory. It is imported by tests only.
+// Package conntest holds helpers for connector tests: write a configuration
+// directory, run a connector and collect its pages, and mirror them into a
+// real Postgres through changes.Apply and changes.Delete the way the syncer
+// commits them. It imports nothing above the connectors (not the syncer),
+// and is imported by tests only.
 package conntest
 
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,7 +20,6 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/normalize"
-	"github.com/lookout-dev/lookout/internal/syncer"
 )
 
 // Run is what one Fetch did.
@@ -28,6 +27,9 @@ type Run struct {
 	Pages  []connectors.Page
 	Result connectors.Result
 	Err    error
+	// Snapshot is whether the connector returns the full set on every
+	// complete run (connectors.Snapshotter).
+	Snapshot bool
 }
 
 // Fetch runs conn from cursor, collecting every page.
@@ -36,6 +38,9 @@ func Fetch(t testing.TB, conn connectors.Connector, cursor json.RawMessage) Run 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var r Run
+	if sn, ok := conn.(connectors.Snapshotter); ok {
+		r.Snapshot = sn.Snapshot()
+	}
 	r.Result, r.Err = conn.Fetch(ctx, cursor, func(_ context.Context, p connectors.Page) error {
 		r.Pages = append(r.Pages, p)
 		return nil
@@ -93,7 +98,9 @@ func toString(v any) string {
 
 // Mirror maps the run's items with the default field mapping (plus f) and
 // writes them with changes.Apply into pool, as source, in one transaction
-// per page, the way the syncer does. It creates the sources row if needed.
+// per page, the way the syncer does; after a complete run of a snapshot
+// connector it records the records the run did not see as deleted. It
+// creates the sources row if needed.
 func Mirror(t testing.TB, pool *pgxpool.Pool, source string, f normalize.FieldExprs, volatile []string, r Run) changes.Stats {
 	t.Helper()
 	ctx := context.Background()
@@ -105,6 +112,7 @@ func Mirror(t testing.TB, pool *pgxpool.Pool, source string, f normalize.FieldEx
 		t.Fatalf("mapper: %v", err)
 	}
 	var total changes.Stats
+	seen := map[string]bool{}
 	for _, p := range r.Pages {
 		recs := make([]normalize.Record, 0, len(p.Items))
 		for _, it := range p.Items {
@@ -113,6 +121,7 @@ func Mirror(t testing.TB, pool *pgxpool.Pool, source string, f normalize.FieldEx
 				t.Fatalf("map %s: %v", it.Loc, err)
 			}
 			recs = append(recs, rec)
+			seen[rec.ID] = true
 		}
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			st, err := changes.Apply(ctx, tx, source, 0, recs, m.Hasher())
@@ -122,6 +131,21 @@ func Mirror(t testing.TB, pool *pgxpool.Pool, source string, f normalize.FieldEx
 		if err != nil {
 			t.Fatalf("apply: %v", err)
 		}
+	}
+	if r.Err != nil || !r.Result.Complete || !r.Snapshot {
+		return total
+	}
+	missing, _, err := changes.Missing(ctx, pool, source, seen)
+	if err != nil {
+		t.Fatalf("missing records: %v", err)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		st, err := changes.Delete(ctx, tx, source, 0, missing)
+		total.Add(st)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("delete: %v", err)
 	}
 	return total
 }
@@ -180,49 +204,10 @@ func WriteFile(t testing.TB, path, body string) {
 	}
 }
 
-// Syncer loads the configuration in dir and builds a syncer on pool.
-func Syncer(t testing.TB, pool *pgxpool.Pool, dir string) *syncer.Syncer {
+// LoadSource writes a configuration directory whose one source file,
+// sources/s.yaml, is body, and loads it: the connector's block is decoded
+// and checked by the registered connector.
+func LoadSource(t testing.TB, body string) (*config.Config, error) {
 	t.Helper()
-	cfg, err := config.Load(dir)
-	if err != nil {
-		t.Fatalf("load config: %v", err)
-	}
-	sconf := syncer.FromConfig(cfg)
-	sconf.Owner = "test"
-	s, err := syncer.New(pool, sconf, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("build syncer: %v", err)
-	}
-	if err := s.Register(context.Background()); err != nil {
-		t.Fatalf("register: %v", err)
-	}
-	return s
-}
-
-// SyncNow makes every source due and runs them once.
-func SyncNow(t testing.TB, pool *pgxpool.Pool, s *syncer.Syncer) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := pool.Exec(ctx, `UPDATE sources SET next_run_at = now() - interval '1 second', run_requested_at = now()`); err != nil {
-		t.Fatalf("make sources due: %v", err)
-	}
-	if _, err := s.RunDue(ctx); err != nil {
-		t.Fatalf("run due: %v", err)
-	}
-}
-
-// LastRun returns the status and error of the latest run of source.
-func LastRun(t testing.TB, pool *pgxpool.Pool, source string) (status, errText string) {
-	t.Helper()
-	var e *string
-	err := pool.QueryRow(context.Background(), `
-		SELECT status, error FROM sync_runs WHERE source = $1 ORDER BY id DESC LIMIT 1`, source).Scan(&status, &e)
-	if err != nil {
-		t.Fatalf("last run of %s: %v", source, err)
-	}
-	if e != nil {
-		errText = *e
-	}
-	return status, errText
+	return config.Load(WriteConfig(t, map[string]string{"sources/s.yaml": body}))
 }

@@ -26,9 +26,35 @@ import (
 )
 
 func init() {
-	connectors.Register("file", func(src *config.Source, env connectors.Env) (connectors.Connector, error) {
-		return newFromConfig(src, env)
-	})
+	connectors.Register("file", Decode, newFromSettings)
+}
+
+// Settings is the file: block of a source.
+type Settings struct {
+	// Paths are glob patterns, relative to the config directory unless
+	// absolute. Required.
+	Paths []string `yaml:"paths"`
+	// Items is an expression over `doc` selecting the item list of a JSON
+	// file. Defaults to the document itself when it is an array, else [doc].
+	Items string `yaml:"items"`
+}
+
+// Decode reads and validates the file: block of src.
+func Decode(src *config.Source) (*Settings, error) {
+	var s Settings
+	if err := src.DecodeBlock(&s); err != nil {
+		return nil, err
+	}
+	var errs []error
+	if len(s.Paths) == 0 {
+		errs = append(errs, src.Errorf("file.paths", "is required (a list of glob patterns)"))
+	}
+	for i, p := range s.Paths {
+		if strings.TrimSpace(p) == "" {
+			errs = append(errs, src.Errorf(fmt.Sprintf("file.paths[%d]", i), "is empty"))
+		}
+	}
+	return &s, errors.Join(errs...)
 }
 
 // Connector reads items from local files.
@@ -40,8 +66,7 @@ type Connector struct {
 
 var _ connectors.Connector = (*Connector)(nil)
 
-func newFromConfig(src *config.Source, env connectors.Env) (*Connector, error) {
-	c := src.File
+func newFromSettings(src *config.Source, c *Settings, env connectors.Env) (connectors.Connector, error) {
 	for i, p := range c.Paths {
 		if _, err := filepath.Match(p, ""); err != nil {
 			return nil, src.Errorf(fmt.Sprintf("file.paths[%d]", i), "%q is not a valid glob: %v", p, err)

@@ -20,12 +20,14 @@
 package github
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,13 +39,80 @@ import (
 )
 
 func init() {
-	connectors.Register("github", func(src *config.Source, env connectors.Env) (connectors.Connector, error) {
-		return newFromConfig(src, env)
-	})
+	connectors.Register("github", Decode, newFromSettings)
 }
 
 // APIVersion is the REST API version requested.
 const APIVersion = "2022-11-28"
+
+// Defaults of the github: block.
+const (
+	BaseURLDefault  = "https://api.github.com"
+	LookbackDefault = time.Minute
+	PerPageDefault  = 100
+	MaxPagesDefault = 1000
+)
+
+// Settings is the github: block of a source.
+type Settings struct {
+	// Repo is owner/name. Required.
+	Repo string `yaml:"repo"`
+	// Token is a GitHub token, written as ${ENV_VAR}. Defaults to none
+	// (unauthenticated: 60 requests per hour, public repositories only).
+	Token string `yaml:"token"`
+	// State is open, closed or all. Defaults to all.
+	State string `yaml:"state"`
+	// BaseURL is the API root (GitHub Enterprise: https://HOST/api/v3).
+	// Defaults to https://api.github.com.
+	BaseURL string `yaml:"base_url"`
+	// Lookback is subtracted from the since cursor. Defaults to 1m.
+	Lookback *time.Duration `yaml:"lookback"`
+	// PerPage is the page size, 1 to 100. Defaults to 100.
+	PerPage int `yaml:"per_page"`
+	// MaxPages bounds one run; the next run continues where it stopped.
+	// Defaults to 1000.
+	MaxPages int `yaml:"max_pages"`
+}
+
+// Decode reads the github: block of src, applies its defaults and checks it.
+func Decode(src *config.Source) (*Settings, error) {
+	g := &Settings{}
+	if err := src.DecodeBlock(g); err != nil {
+		return nil, err
+	}
+	var errs []error
+	bad := func(key, format string, args ...any) { errs = append(errs, src.Errorf(key, format, args...)) }
+	owner, name, ok := strings.Cut(g.Repo, "/")
+	if g.Repo == "" {
+		bad("github.repo", "is required (owner/name)")
+	} else if !ok || owner == "" || name == "" || strings.Contains(name, "/") || strings.ContainsAny(g.Repo, " ?#") {
+		bad("github.repo", "must be owner/name, not %q", g.Repo)
+	}
+	g.State = cmp.Or(g.State, "all")
+	if !slices.Contains([]string{"open", "closed", "all"}, g.State) {
+		bad("github.state", "must be open, closed or all, not %q", g.State)
+	}
+	g.BaseURL = strings.TrimRight(cmp.Or(g.BaseURL, BaseURLDefault), "/")
+	errs = append(errs, connectors.CheckURL(src, "github.base_url", g.BaseURL))
+	if g.Lookback == nil {
+		d := LookbackDefault
+		g.Lookback = &d
+	} else if *g.Lookback < 0 {
+		bad("github.lookback", "must not be negative")
+	}
+	g.PerPage = cmp.Or(g.PerPage, PerPageDefault)
+	if g.PerPage < 1 || g.PerPage > 100 {
+		bad("github.per_page", "must be between 1 and 100, not %d", g.PerPage)
+	}
+	if g.MaxPages < 0 {
+		bad("github.max_pages", "must be positive")
+	}
+	g.MaxPages = cmp.Or(g.MaxPages, MaxPagesDefault)
+	if strings.ContainsAny(g.Token, " \r\n") {
+		bad("github.token", "contains white space (is the ${ENV} reference right?)")
+	}
+	return g, errors.Join(errs...)
+}
 
 // Options are the typed settings of New.
 type Options struct {
@@ -67,13 +136,9 @@ type Options struct {
 	Env connectors.Env
 }
 
-func newFromConfig(src *config.Source, env connectors.Env) (connectors.Connector, error) {
-	g := src.GitHub
+func newFromSettings(src *config.Source, g *Settings, env connectors.Env) (connectors.Connector, error) {
 	o := Options{Repo: g.Repo, Token: g.Token, State: g.State, BaseURL: g.BaseURL, PerPage: g.PerPage,
-		MaxPages: g.MaxPages, Timeout: src.Timeout, Env: env, Lookback: config.GitHubLookbackDefault}
-	if g.Lookback != nil {
-		o.Lookback = *g.Lookback
-	}
+		MaxPages: g.MaxPages, Timeout: src.Timeout, Env: env, Lookback: *g.Lookback}
 	c, err := New(env.HTTP, o)
 	if err != nil {
 		return nil, src.Errorf("github", "%v", err)
@@ -92,13 +157,13 @@ func New(client *http.Client, o Options) (connectors.Connector, error) {
 		o.State = "all"
 	}
 	if o.BaseURL == "" {
-		o.BaseURL = config.GitHubBaseURLDefault
+		o.BaseURL = BaseURLDefault
 	}
 	if o.PerPage <= 0 {
-		o.PerPage = config.GitHubPerPageDefault
+		o.PerPage = PerPageDefault
 	}
 	if o.MaxPages <= 0 {
-		o.MaxPages = config.GitHubMaxPagesDefault
+		o.MaxPages = MaxPagesDefault
 	}
 	q := url.Values{}
 	q.Set("state", o.State)

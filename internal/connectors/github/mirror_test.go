@@ -3,18 +3,22 @@ package github_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
+	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 )
 
-// End to end through the syncer and changes.Apply on a real Postgres: an
-// issue that closes is an updated change whose changed fields name status,
-// with the token read from ${ENV}.
+// Through changes.Apply on a real Postgres: an issue that closes is an
+// updated change whose changed fields name status, with the token read
+// from ${ENV}.
 func TestIssueClosingIsAStatusChange(t *testing.T) {
 	t.Setenv("LOOKOUT_TEST_GH_TOKEN", "ghp_from_env")
 	pool := pgtest.Pool(t)
@@ -30,20 +34,29 @@ github:
   token: ${LOOKOUT_TEST_GH_TOKEN}
   per_page: 2
 `, f.repo, f.srv.URL)})
-	s := conntest.Syncer(t, pool, dir)
-	conntest.SyncNow(t, pool, s)
-	if status, errText := conntest.LastRun(t, pool, "gh"); status != "succeeded" {
-		t.Fatalf("first run %s: %s", status, errText)
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	conn, err := connectors.New(cfg.Sources[0], connectors.Env{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := conntest.Fetch(t, conn, nil)
+	if r1.Err != nil {
+		t.Fatalf("first run: %v", r1.Err)
+	}
+	conntest.Mirror(t, pool, "gh", normalize.FieldExprs{}, nil, r1)
 
 	is := f.get(2)
 	closed := is.Updated.Add(2 * time.Hour)
 	is.State, is.StateReason, is.Closed, is.Updated = "closed", "completed", &closed, closed
 	f.put(is)
-	conntest.SyncNow(t, pool, s)
-	if status, errText := conntest.LastRun(t, pool, "gh"); status != "succeeded" {
-		t.Fatalf("second run %s: %s", status, errText)
+	r2 := conntest.Fetch(t, conn, r1.Cursor(nil))
+	if r2.Err != nil {
+		t.Fatalf("second run: %v", r2.Err)
 	}
+	conntest.Mirror(t, pool, "gh", normalize.FieldExprs{}, nil, r2)
 
 	var updated []conntest.Change
 	for _, c := range conntest.Changes(t, pool, "gh") {
@@ -68,11 +81,7 @@ github:
 	if err := pool.QueryRow(context.Background(), `SELECT status FROM records WHERE source = 'gh' AND record_id = '2'`).Scan(&status); err != nil || status != "closed" {
 		t.Errorf("records.status = %q (%v), want closed", status, err)
 	}
-	var cursor string
-	if err := pool.QueryRow(context.Background(), `SELECT cursor::text FROM sources WHERE name = 'gh'`).Scan(&cursor); err != nil {
-		t.Fatal(err)
-	}
-	if want := closed.Format(time.RFC3339); !strings.Contains(cursor, want) {
-		t.Errorf("stored cursor %s does not hold max_updated_at %s", cursor, want)
+	if cursor, want := string(r2.Cursor(r1.Cursor(nil))), closed.Format(time.RFC3339); !strings.Contains(cursor, want) {
+		t.Errorf("cursor %s does not hold max_updated_at %s", cursor, want)
 	}
 }

@@ -35,9 +35,7 @@ import (
 )
 
 func init() {
-	connectors.Register("http", func(src *config.Source, env connectors.Env) (connectors.Connector, error) {
-		return newFromConfig(src, env)
-	})
+	connectors.Register("http", Decode, newFromSettings)
 }
 
 // MaxBody bounds one response body.
@@ -155,30 +153,11 @@ type Resume struct {
 	Run State `json:"run"`
 }
 
-func newFromConfig(src *config.Source, env connectors.Env) (*Connector, error) {
-	c := src.HTTP
+func newFromSettings(src *config.Source, c *Settings, env connectors.Env) (connectors.Connector, error) {
 	o := Options{
-		URL: c.URL, Header: Header(c.Headers), Pagination: c.Pagination, CursorParam: c.CursorParam,
-		PageParam: c.PageParam, MaxPages: c.MaxPages, Snapshot: c.Snapshot, Since: c.Since,
-		SinceFormat: c.SinceFormat, Timeout: src.Timeout, Now: env.Now, Logger: env.Logger,
-	}
-	if c.PageStart != nil {
-		o.PageStart = *c.PageStart
-	} else {
-		o.PageStart = 1
-	}
-	if c.Lookback != nil {
-		o.Lookback = *c.Lookback
-	}
-	if o.Pagination == "" { // a Source built without config.Load
-		switch {
-		case c.Next != "":
-			o.Pagination = PageNext
-		case c.Cursor != "":
-			o.Pagination = PageCursor
-		case c.PageParam != "":
-			o.Pagination = PageNumber
-		}
+		URL: c.URL, Header: connectors.Header(c.Headers), Pagination: c.Pagination, CursorParam: c.CursorParam,
+		PageParam: c.PageParam, PageStart: *c.PageStart, MaxPages: c.MaxPages, Snapshot: c.Snapshot, Since: c.Since,
+		SinceFormat: c.SinceFormat, Lookback: *c.Lookback, Timeout: src.Timeout, Now: env.Now, Logger: env.Logger,
 	}
 	var err error
 	if c.Items != "" {
@@ -214,15 +193,6 @@ func newFromConfig(src *config.Source, env connectors.Env) (*Connector, error) {
 	return conn, nil
 }
 
-// Header turns configured headers into an http.Header.
-func Header(m map[string]string) http.Header {
-	h := make(http.Header, len(m))
-	for k, v := range m {
-		h.Set(k, v)
-	}
-	return h
-}
-
 // New returns a connector with the given options, or an error naming the
 // option that is wrong.
 func New(client *http.Client, o Options) (*Connector, error) {
@@ -230,7 +200,7 @@ func New(client *http.Client, o Options) (*Connector, error) {
 		client = &http.Client{}
 	}
 	if o.MaxPages <= 0 {
-		o.MaxPages = config.HTTPMaxPagesDefault
+		o.MaxPages = MaxPagesDefault
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = config.TimeoutDefault
@@ -242,7 +212,7 @@ func New(client *http.Client, o Options) (*Connector, error) {
 		o.Logger = slog.Default()
 	}
 	if o.SinceFormat == "" {
-		o.SinceFormat = config.HTTPSinceFormat
+		o.SinceFormat = SinceFormatDefault
 	}
 	if o.Pagination == "" {
 		o.Pagination = PageNone

@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -37,9 +38,25 @@ import (
 )
 
 func init() {
-	connectors.Register("rss", func(src *config.Source, env connectors.Env) (connectors.Connector, error) {
-		return newFromConfig(src, env)
-	})
+	connectors.Register("rss", Decode, newFromSettings)
+}
+
+// Settings is the rss: block of a source.
+type Settings struct {
+	// URL of the feed. Required.
+	URL string `yaml:"url"`
+	// Headers are sent with every request; values may use ${ENV}.
+	// Defaults to none.
+	Headers map[string]string `yaml:"headers"`
+}
+
+// Decode reads and validates the rss: block of src.
+func Decode(src *config.Source) (*Settings, error) {
+	var s Settings
+	if err := src.DecodeBlock(&s); err != nil {
+		return nil, err
+	}
+	return &s, errors.Join(connectors.CheckURL(src, "rss.url", s.URL), connectors.CheckHeaders(src, "rss.headers", s.Headers))
 }
 
 // Accept is the Accept header sent for feeds.
@@ -75,12 +92,8 @@ type State struct {
 	LastModified string `json:"last_modified,omitempty"`
 }
 
-func newFromConfig(src *config.Source, env connectors.Env) (*Connector, error) {
-	h := http.Header{}
-	for k, v := range src.RSS.Headers {
-		h.Set(k, v)
-	}
-	c, err := New(env.HTTP, Options{URL: src.RSS.URL, Header: h, Timeout: src.Timeout, Now: env.Now, Logger: env.Logger})
+func newFromSettings(src *config.Source, s *Settings, env connectors.Env) (connectors.Connector, error) {
+	c, err := New(env.HTTP, Options{URL: s.URL, Header: connectors.Header(s.Headers), Timeout: src.Timeout, Now: env.Now, Logger: env.Logger})
 	if err != nil {
 		return nil, src.Errorf("rss.url", "%v", err)
 	}
