@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/cli"
-	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/outbox"
 )
 
 // filterFlags declares the notification filter flags on fs.
-func filterFlags(fs *flag.FlagSet, f *notify.Filter) {
+func filterFlags(fs *flag.FlagSet, f *outbox.Filter) {
 	fs.Int64Var(&f.ID, "id", 0, "only the notification with this `id`")
 	fs.StringVar(&f.Sink, "sink", "", "only notifications of this `sink`")
 	fs.StringVar(&f.Source, "source", "", "only notifications of this `source`")
@@ -24,7 +24,7 @@ func filterFlags(fs *flag.FlagSet, f *notify.Filter) {
 func retryDead(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("retry-dead", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
-	var f notify.Filter
+	var f outbox.Filter
 	filterFlags(fs, &f)
 	if err := fs.Parse(env.Args); err != nil {
 		return &cli.UsageError{Msg: err.Error()}
@@ -37,7 +37,7 @@ func retryDead(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	n, err := notify.RetryDead(ctx, pool, f)
+	n, err := outbox.RetryDead(ctx, pool, f)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func retryDead(ctx context.Context, env *cli.Env) error {
 func deliveries(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("deliveries", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
-	var f notify.Filter
+	var f outbox.Filter
 	filterFlags(fs, &f)
 	fs.StringVar(&f.Status, "status", "", "only notifications in this `status` (pending, held, delivered, digested, dead)")
 	fs.IntVar(&f.Limit, "limit", 50, "show at most `n` notifications, newest first")
@@ -61,7 +61,7 @@ func deliveries(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	rows, err := notify.ListDeliveries(ctx, pool, f)
+	rows, err := outbox.List(ctx, pool, f)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func deliveries(ctx context.Context, env *cli.Env) error {
 			when = "digest " + r.DigestDueAt.UTC().Format(time.RFC3339)
 		}
 		record := r.RecordID
-		if r.Kind == notify.KindDigest {
+		if r.Kind == outbox.KindDigest {
 			record = "(digest)"
 		}
 		lastErr := ""

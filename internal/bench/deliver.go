@@ -17,6 +17,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/outbox"
 )
 
 // RunDeliveries puts n pending notifications in the outbox and measures
@@ -63,19 +64,17 @@ func RunDeliveries(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duratio
 		return 0, err
 	}
 	now := time.Now().UTC()
-	keys, payloads := make([]string, n), make([]string, n)
+	rows := make([]outbox.Notification, n)
 	for i := range n {
-		keys[i] = fmt.Sprintf("bench/r%d/w/v1", i)
-		p := notify.Payload{DedupeKey: keys[i], Kind: notify.KindSingle, Watch: "w", Source: "bench",
+		key := fmt.Sprintf("bench/r%d/w/v1", i)
+		p := notify.Payload{DedupeKey: key, Kind: notify.KindSingle, Watch: "w", Source: "bench",
 			Title: fmt.Sprintf("Record %d", i), Record: notify.PayloadRecord{ID: fmt.Sprint(i), URL: "https://example.com/" + fmt.Sprint(i)},
 			Change:  notify.PayloadChange{ID: int64(i), Kind: "created", Version: 1, ChangedFields: []string{"title"}},
 			Urgency: "medium", Reason: "benchmark", CreatedAt: now}
-		payloads[i] = string(p.Marshal())
+		rows[i] = outbox.Notification{DedupeKey: key, Sink: "hook", Source: "bench", RecordID: fmt.Sprint(i + 1), Watch: "w",
+			Title: fmt.Sprintf("Record %d", i+1), Urgency: "medium", Reason: "benchmark", Payload: p.Marshal()}
 	}
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, title, urgency, reason, payload)
-		SELECT u.key, 'hook', 'bench', u.ord::text, 'w', 'Record ' || u.ord, 'medium', 'benchmark', u.payload::jsonb
-		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(key, payload, ord)`, keys, payloads); err != nil {
+	if _, err := outbox.Enqueue(ctx, pool, rows); err != nil {
 		return 0, fmt.Errorf("fill the outbox: %w", err)
 	}
 	dconf := notify.DelivererConfigFrom(&cfg.Global)

@@ -66,12 +66,6 @@ func CurrentSchema(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 // changes in schema. It is also computed in SQL as current_schema() || '.changes'.
 func ChangesChannel(schema string) string { return schema + ".changes" }
 
-// NotificationsChannel is the NOTIFY channel signalled when notifications
-// become due for delivery. It is also computed in SQL as
-// current_schema() || '.outbox'; the suffix is no longer than '.changes',
-// so that it fits the 63 bytes of a channel name whenever that one does.
-func NotificationsChannel(schema string) string { return schema + ".outbox" }
-
 // Migrate applies every pending migration to the pool's current schema.
 // It returns the resulting version. A database left dirty by a failed
 // migration is refused with instructions instead of being touched.

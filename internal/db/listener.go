@@ -41,7 +41,7 @@ type Listener struct {
 }
 
 // NewListener returns a listener for channel (unquoted; see ChangesChannel
-// and NotificationsChannel).
+// and outbox.Channel).
 func NewListener(pool *pgxpool.Pool, channel string, logger *slog.Logger) *Listener {
 	return &Listener{pool: pool, channel: channel, logger: logger, wake: make(chan struct{}, 1), PingInterval: 30 * time.Second}
 }

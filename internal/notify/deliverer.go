@@ -17,6 +17,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/redact"
 	"github.com/lookout-dev/lookout/internal/service"
 )
@@ -137,7 +138,7 @@ func (d *Deliverer) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.listener = db.NewListener(d.pool, db.NotificationsChannel(schema), d.logger)
+	d.listener = db.NewListener(d.pool, outbox.Channel(schema), d.logger)
 	if err := d.listener.Start(ctx); err != nil {
 		return err
 	}
@@ -300,49 +301,27 @@ type claimedRow struct {
 
 func (d *Deliverer) claim(ctx context.Context, sink string) ([]*claimedRow, error) {
 	start := time.Now()
-	rows, err := d.pool.Query(ctx, `
-		WITH due AS (
-		    SELECT id, lease_owner IS NOT NULL AS expired FROM notifications
-		    WHERE sink = $1 AND status = 'pending' AND next_attempt_at <= now()
-		      AND (lease_expires_at IS NULL OR lease_expires_at < now())
-		    ORDER BY next_attempt_at, id
-		    LIMIT $2
-		    FOR UPDATE SKIP LOCKED
-		)
-		UPDATE notifications n SET lease_owner = $3, lease_expires_at = now() + $4::interval, attempts = attempts + 1
-		FROM due WHERE n.id = due.id
-		RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
-		          n.reason, n.payload, n.attempts, due.expired`,
-		sink, d.conf.BatchSize, d.conf.Owner, d.conf.Lease)
+	rows, err := outbox.Claim(ctx, d.pool, sink, d.conf.Owner, d.conf.BatchSize, d.conf.Lease)
 	if err != nil {
-		return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
+		return nil, err
 	}
-	defer rows.Close()
 	leaseEnd := start.Add(d.conf.Lease)
-	var out []*claimedRow
+	out := make([]*claimedRow, 0, len(rows))
 	expired := 0
-	defer func() { d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired) }()
-	for rows.Next() {
-		n := &Notification{}
-		var raw []byte
-		var takeover bool
-		if err := rows.Scan(&n.ID, &n.DedupeKey, &n.Sink, &n.Source, &n.RecordID, &n.Watch, &n.Kind, &n.Title, &n.Body,
-			&n.Urgency, &n.Reason, &raw, &n.Attempt, &takeover); err != nil {
-			return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
-		}
-		if takeover {
+	for _, r := range rows {
+		if r.TakenOver {
 			expired++
 		}
-		if n.Payload, err = decodePayload(n.ID, raw); err != nil {
+		n := &Notification{ID: r.ID, DedupeKey: r.DedupeKey, Sink: r.Sink, Source: r.Source, RecordID: r.RecordID,
+			Watch: r.Watch, Kind: r.Kind, Title: r.Title, Body: r.Body, Urgency: r.Urgency, Reason: r.Reason, Attempt: r.Attempts}
+		if n.Payload, err = decodePayload(n.ID, r.Payload); err != nil {
+			d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired)
 			return nil, err
 		}
 		n.DeliveryID = newDeliveryID(n.ID, n.Attempt)
 		out = append(out, &claimedRow{n: n, leaseEnd: leaseEnd})
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
-	}
-	slices.SortFunc(out, func(a, b *claimedRow) int { return cmp.Compare(a.n.ID, b.n.ID) })
+	d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired)
 	return out, nil
 }
 
@@ -402,10 +381,10 @@ func safeDeliver(ctx context.Context, s Sink, n *Notification) (err error) {
 
 // Outcome kinds.
 const (
-	outcomeDelivered = "delivered"
-	outcomeRetry     = "pending"
-	outcomeDead      = "dead"
-	outcomeUnclaim   = "unclaim" // never attempted: pending again, attempt not counted
+	outcomeDelivered = outbox.Delivered
+	outcomeRetry     = outbox.Retry
+	outcomeDead      = outbox.Dead
+	outcomeUnclaim   = outbox.Unclaim // never attempted: pending again, attempt not counted
 )
 
 type outcome struct {
@@ -470,43 +449,11 @@ func (r *recorder) run() {
 // record writes outcomes in one statement. Rows whose lease this replica
 // lost are left alone (lease_owner fences).
 func (d *Deliverer) record(outs []outcome) error {
-	ids := make([]int64, len(outs))
-	kinds := make([]string, len(outs))
-	errs := make([]*string, len(outs))
-	nexts := make([]*time.Time, len(outs))
-	ats := make([]*time.Time, len(outs))
+	rows := make([]outbox.Outcome, len(outs))
 	for i, o := range outs {
-		ids[i], kinds[i] = o.id, o.kind
-		if o.err != "" {
-			errs[i] = &o.err
-		}
-		if !o.next.IsZero() {
-			nexts[i] = &o.next
-		}
-		if !o.at.IsZero() {
-			ats[i] = &o.at
-		}
+		rows[i] = outbox.Outcome{ID: o.id, Kind: o.kind, At: o.at, Next: o.next, Err: o.err}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := d.pool.Exec(ctx, `
-		UPDATE notifications n SET
-		    status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
-		    delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
-		    dead_at = CASE WHEN u.kind = 'dead' THEN u.at ELSE n.dead_at END,
-		    dead_alerted_at = CASE WHEN u.kind = 'dead' THEN NULL ELSE n.dead_alerted_at END,
-		    last_attempt_at = coalesce(u.at, n.last_attempt_at),
-		    last_error = CASE WHEN u.kind = 'delivered' THEN NULL WHEN u.kind = 'unclaim' THEN n.last_error ELSE u.err END,
-		    next_attempt_at = CASE WHEN u.kind = 'pending' THEN u.next
-		                           WHEN u.kind = 'unclaim' THEN now() ELSE n.next_attempt_at END,
-		    attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
-		    lease_owner = NULL, lease_expires_at = NULL
-		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
-		     AS u(id, kind, err, next, at)
-		WHERE n.id = u.id AND n.lease_owner = $1`,
-		d.conf.Owner, ids, kinds, errs, nexts, ats)
-	if err != nil {
-		return fmt.Errorf("record %d delivery outcome(s): %w", len(outs), err)
-	}
-	return nil
+	return outbox.Record(ctx, d.pool, d.conf.Owner, rows)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -157,7 +158,7 @@ func TestWebhookPermanentFailureIsDeadAndCanBeRetried(t *testing.T) {
 	}
 
 	reject.Store(false)
-	n, err := RetryDead(ctx, pool, Filter{Sink: "other"})
+	n, err := outbox.RetryDead(ctx, pool, outbox.Filter{Sink: "other"})
 	if err != nil || n != 0 {
 		t.Fatalf("RetryDead(other sink) = %d, %v; want 0", n, err)
 	}
@@ -165,7 +166,7 @@ func TestWebhookPermanentFailureIsDeadAndCanBeRetried(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT id FROM notifications WHERE dedupe_key = $1`, keys[0]).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := RetryDead(ctx, pool, Filter{ID: id}); err != nil || n != 1 {
+	if n, err := outbox.RetryDead(ctx, pool, outbox.Filter{ID: id}); err != nil || n != 1 {
 		t.Fatalf("RetryDead(id) = %d, %v; want 1", n, err)
 	}
 	if _, err := d.DeliverDue(ctx); err != nil {
@@ -174,7 +175,7 @@ func TestWebhookPermanentFailureIsDeadAndCanBeRetried(t *testing.T) {
 	if got := rc.missing(keys[:1]); len(got) > 0 {
 		t.Errorf("retried notification not delivered")
 	}
-	if n, err := RetryDead(ctx, pool, Filter{Sink: "hook", Watch: "w"}); err != nil || n != 2 {
+	if n, err := outbox.RetryDead(ctx, pool, outbox.Filter{Sink: "hook", Watch: "w"}); err != nil || n != 2 {
 		t.Fatalf("RetryDead(sink, watch) = %d, %v; want 2", n, err)
 	}
 	if _, err := d.DeliverDue(ctx); err != nil {
@@ -190,7 +191,7 @@ func TestWebhookPermanentFailureIsDeadAndCanBeRetried(t *testing.T) {
 	if retries != 3 || delivered != 3 {
 		t.Errorf("manual_retries %d, delivered at first new attempt %d; want 3, 3", retries, delivered)
 	}
-	rows, err := ListDeliveries(ctx, pool, Filter{Status: "delivered", Limit: 2})
+	rows, err := outbox.List(ctx, pool, outbox.Filter{Status: "delivered", Limit: 2})
 	if err != nil || len(rows) != 2 || rows[0].ID < rows[1].ID {
 		t.Errorf("ListDeliveries = %d rows, %v; want 2, newest first", len(rows), err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -96,23 +97,10 @@ func (g *Digester) RunDue(ctx context.Context) (int, error) {
 	}
 }
 
-type heldRow struct {
-	id        int64
-	source    string
-	watch     string
-	sink      string
-	dueAt     time.Time
-	title     string
-	urgency   string
-	reason    string
-	payload   []byte
-	createdAt time.Time
-}
-
 type digestGroup struct {
 	source, watch, sink string
 	dueAt               time.Time
-	rows                []*heldRow
+	rows                []*outbox.Held
 }
 
 var urgencyRank = map[string]int{"low": 1, "medium": 2, "high": 3}
@@ -120,38 +108,22 @@ var urgencyRank = map[string]int{"low": 1, "medium": 2, "high": 3}
 // batch folds one batch of held rows; more reports a full batch.
 func (g *Digester) batch(ctx context.Context) (created int, more bool, err error) {
 	err = pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-			SELECT id, source, watch, sink, digest_due_at, title, urgency, reason, payload, created_at
-			FROM notifications
-			WHERE status = 'held' AND digest_due_at <= now()
-			ORDER BY source, watch, sink, digest_due_at, id
-			LIMIT $1
-			FOR UPDATE SKIP LOCKED`, g.conf.BatchSize)
+		held, err := outbox.LockDueHeld(ctx, tx, g.conf.BatchSize)
 		if err != nil {
-			return fmt.Errorf("lock held notifications: %w", err)
+			return err
 		}
 		var groups []*digestGroup
-		n := 0
-		for rows.Next() {
-			r := &heldRow{}
-			if err := rows.Scan(&r.id, &r.source, &r.watch, &r.sink, &r.dueAt, &r.title, &r.urgency, &r.reason, &r.payload, &r.createdAt); err != nil {
-				rows.Close()
-				return fmt.Errorf("lock held notifications: %w", err)
-			}
-			n++
+		for i := range held {
+			r := &held[i]
 			last := len(groups) - 1
-			if last < 0 || groups[last].source != r.source || groups[last].watch != r.watch ||
-				groups[last].sink != r.sink || !groups[last].dueAt.Equal(r.dueAt) {
-				groups = append(groups, &digestGroup{source: r.source, watch: r.watch, sink: r.sink, dueAt: r.dueAt})
+			if last < 0 || groups[last].source != r.Source || groups[last].watch != r.Watch ||
+				groups[last].sink != r.Sink || !groups[last].dueAt.Equal(r.DueAt) {
+				groups = append(groups, &digestGroup{source: r.Source, watch: r.Watch, sink: r.Sink, dueAt: r.DueAt})
 				last++
 			}
 			groups[last].rows = append(groups[last].rows, r)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("lock held notifications: %w", err)
-		}
-		more = n == g.conf.BatchSize
+		more = len(held) == g.conf.BatchSize
 		for _, grp := range groups {
 			if err := g.fold(ctx, tx, grp); err != nil {
 				return err
@@ -159,9 +131,7 @@ func (g *Digester) batch(ctx context.Context) (created int, more bool, err error
 			created++
 		}
 		if created > 0 {
-			if _, err := tx.Exec(ctx, `SELECT pg_notify(current_schema() || '.outbox', '')`); err != nil {
-				return fmt.Errorf("notify deliverers: %w", err)
-			}
+			return outbox.Wake(ctx, tx)
 		}
 		return nil
 	})
@@ -179,25 +149,25 @@ func (g *Digester) fold(ctx context.Context, tx pgx.Tx, grp *digestGroup) error 
 	urgency := "low"
 	ids := make([]int64, len(grp.rows))
 	for i, r := range grp.rows {
-		ids[i] = r.id
-		if urgencyRank[r.urgency] > urgencyRank[urgency] {
-			urgency = r.urgency
+		ids[i] = r.ID
+		if urgencyRank[r.Urgency] > urgencyRank[urgency] {
+			urgency = r.Urgency
 		}
 		if i >= MaxDigestItems {
 			continue
 		}
 		var p Payload
-		if err := json.Unmarshal(r.payload, &p); err != nil {
-			return fmt.Errorf("notification %d payload: %w", r.id, err)
+		if err := json.Unmarshal(r.Payload, &p); err != nil {
+			return fmt.Errorf("notification %d payload: %w", r.ID, err)
 		}
 		conf := 0.0
 		if p.Confidence != nil {
 			conf = *p.Confidence
 		}
-		data.Items = append(data.Items, DigestItem{NotificationID: r.id, Title: r.title, Record: p.Record, Change: p.Change,
-			Verdict: Verdict{Urgency: r.urgency, Reason: r.reason, Confidence: conf}, CreatedAt: r.createdAt})
-		pd.Items = append(pd.Items, PayloadDigestItem{NotificationID: r.id, DedupeKey: p.DedupeKey, Title: r.title,
-			Record: p.Record, Change: p.Change, Urgency: r.urgency, Reason: r.reason, CreatedAt: r.createdAt})
+		data.Items = append(data.Items, DigestItem{NotificationID: r.ID, Title: r.Title, Record: p.Record, Change: p.Change,
+			Verdict: Verdict{Urgency: r.Urgency, Reason: r.Reason, Confidence: conf}, CreatedAt: r.CreatedAt})
+		pd.Items = append(pd.Items, PayloadDigestItem{NotificationID: r.ID, DedupeKey: p.DedupeKey, Title: r.Title,
+			Record: p.Record, Change: p.Change, Urgency: r.Urgency, Reason: r.Reason, CreatedAt: r.CreatedAt})
 	}
 	data.More = len(grp.rows) - len(data.Items)
 	title, body, rerr := g.composer.ComposeDigest(data)
@@ -209,21 +179,18 @@ func (g *Digester) fold(ctx context.Context, tx pgx.Tx, grp *digestGroup) error 
 	p := Payload{DedupeKey: key, Kind: KindDigest, Watch: data.Watch.Name, Source: grp.source, Title: title, Body: body,
 		Change: PayloadChange{Kind: KindDigest, ChangedFields: []string{}}, Urgency: urgency, Reason: reason,
 		CreatedAt: time.Now().UTC(), Digest: pd}
-	var id int64
-	err := tx.QueryRow(ctx, `
-		INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, title, body, urgency, reason,
-		                           payload, digest_due_at, digest_count)
-		VALUES ($1, $2, $3, '', $4, 'digest', $5, $6, $7, $8, $9::jsonb, $10, $11)
-		ON CONFLICT (dedupe_key, sink) DO UPDATE SET duplicates_suppressed = notifications.duplicates_suppressed + 1
-		RETURNING id`,
-		key, grp.sink, grp.source, grp.watch, title, body, urgency, reason, string(p.Marshal()), grp.dueAt, len(grp.rows)).Scan(&id)
+	dueAt := grp.dueAt
+	res, err := outbox.Enqueue(ctx, tx, []outbox.Notification{{
+		DedupeKey: key, Sink: grp.sink, Source: grp.source, Watch: grp.watch, Kind: outbox.KindDigest,
+		Title: title, Body: body, Urgency: urgency, Reason: reason, Payload: p.Marshal(),
+		DigestDueAt: &dueAt, DigestCount: len(grp.rows),
+	}})
 	if err != nil {
 		return fmt.Errorf("insert digest %s: %w", key, err)
 	}
-	if _, err := tx.Exec(ctx, `
-		UPDATE notifications SET status = 'digested', digest_id = $2
-		WHERE id = ANY($1) AND status = 'held'`, ids, id); err != nil {
-		return fmt.Errorf("mark %d notification(s) digested: %w", len(ids), err)
+	id := res[0].ID
+	if err := outbox.MarkDigested(ctx, tx, ids, id); err != nil {
+		return err
 	}
 	g.logger.Info("digest created", "source", grp.source, "watch", grp.watch, "sink", grp.sink,
 		"notification_id", id, "dedupe_key", key, "items", len(grp.rows))

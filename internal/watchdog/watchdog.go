@@ -36,6 +36,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -206,9 +207,7 @@ func (w *Watchdog) Check(ctx context.Context) (Result, error) {
 		}
 		res.Raised, res.Notifications = raised, n
 		if n > 0 {
-			if _, err := tx.Exec(ctx, `SELECT pg_notify(current_schema() || '.outbox', '')`); err != nil {
-				return fmt.Errorf("notify the outbox: %w", err)
-			}
+			return outbox.Wake(ctx, tx)
 		}
 		return nil
 	})
@@ -407,30 +406,14 @@ const maxExamples = 5
 // deadLetters marks the dead letters not yet alerted and returns one alert
 // per sink. Alert rows are never counted.
 func (w *Watchdog) deadLetters(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
-	rows, err := tx.Query(ctx, `
-		WITH marked AS (
-		    UPDATE notifications SET dead_alerted_at = now()
-		    WHERE status = 'dead' AND dead_alerted_at IS NULL AND kind <> 'alert'
-		    RETURNING id, sink, watch, title, coalesce(dead_at, last_attempt_at, created_at) AS dead_at, coalesce(last_error, '') AS last_error
-		)
-		SELECT sink, count(*)::int, min(dead_at), max(dead_at), max(id),
-		       (array_agg(id ORDER BY id DESC))[1:$1], (array_agg(watch ORDER BY id DESC))[1:$1],
-		       (array_agg(title ORDER BY id DESC))[1:$1], (array_agg(last_error ORDER BY id DESC))[1:$1]
-		FROM marked GROUP BY sink ORDER BY sink`, maxExamples)
+	dead, err := outbox.MarkDeadAlerted(ctx, tx, maxExamples)
 	if err != nil {
 		return nil, fmt.Errorf("look for dead letters: %w", err)
 	}
 	var out []Alert
-	for rows.Next() {
-		var sink string
-		var n int
-		var first, last time.Time
-		var maxID int64
-		var ids []int64
-		var watches, titles, errs []string
-		if err := rows.Scan(&sink, &n, &first, &last, &maxID, &ids, &watches, &titles, &errs); err != nil {
-			return nil, fmt.Errorf("look for dead letters: %w", err)
-		}
+	for _, dl := range dead {
+		sink, n, first, last, maxID := dl.Sink, dl.Count, dl.First, dl.Last, dl.MaxID
+		ids, watches, titles, errs := dl.IDs, dl.Watches, dl.Titles, dl.Errors
 		var b strings.Builder
 		fmt.Fprintf(&b, "%d notification(s) to sink %s became dead (gave up after their attempts, or failed permanently) between %s and %s.\n",
 			n, sink, first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339))
@@ -453,9 +436,6 @@ func (w *Watchdog) deadLetters(ctx context.Context, tx pgx.Tx) ([]Alert, error) 
 				"notification_ids": ids, "last_error": errs[0]},
 		})
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look for dead letters: %w", err)
-	}
 	return out, nil
 }
 
@@ -463,7 +443,7 @@ func (w *Watchdog) deadLetters(ctx context.Context, tx pgx.Tx) ([]Alert, error) 
 // there writes nothing. It returns the alerts that wrote at least one row
 // and the number of rows.
 func insert(ctx context.Context, tx pgx.Tx, alerts []Alert) ([]Alert, int, error) {
-	var keys, sinks, sources, records, watches, titles, bodies, reasons, payloads []string
+	var rows []outbox.Notification
 	now := time.Now().UTC()
 	for _, a := range alerts {
 		since := a.Since.UTC()
@@ -475,38 +455,27 @@ func insert(ctx context.Context, tx pgx.Tx, alerts []Alert) ([]Alert, int, error
 			Urgency: "high", Reason: a.Kind, CreatedAt: now,
 			Alert: &notify.PayloadAlert{Type: a.Kind, Subject: a.Subject, Since: &since, Details: a.Details},
 		}
-		body := string(p.Marshal())
+		payload := p.Marshal()
 		for _, s := range a.Sinks {
-			keys, sinks, sources, records = append(keys, a.DedupeKey), append(sinks, s), append(sources, a.Source), append(records, a.RecordID)
-			watches, titles, bodies = append(watches, a.Watch), append(titles, a.Title), append(bodies, a.Body)
-			reasons, payloads = append(reasons, a.Kind), append(payloads, body)
+			rows = append(rows, outbox.Notification{DedupeKey: a.DedupeKey, Sink: s, Source: a.Source, RecordID: a.RecordID,
+				Watch: a.Watch, Kind: outbox.KindAlert, Title: a.Title, Body: a.Body, Urgency: "high", Reason: a.Kind,
+				Payload: payload, Status: outbox.StatusPending})
 		}
 	}
-	if len(keys) == 0 {
+	if len(rows) == 0 {
 		return nil, 0, nil
 	}
-	rows, err := tx.Query(ctx, `
-		INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, title, body, urgency, reason, payload, status)
-		SELECT u.key, u.sink, u.source, u.record_id, u.watch, 'alert', u.title, u.body, 'high', u.reason, u.payload::jsonb, 'pending'
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-		     AS u(key, sink, source, record_id, watch, title, body, reason, payload)
-		ON CONFLICT (dedupe_key, sink) DO NOTHING
-		RETURNING dedupe_key`, keys, sinks, sources, records, watches, titles, bodies, reasons, payloads)
+	res, err := outbox.EnqueueNew(ctx, tx, rows)
 	if err != nil {
 		return nil, 0, fmt.Errorf("write alert notifications: %w", err)
 	}
 	written := map[string]bool{}
 	n := 0
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, 0, fmt.Errorf("write alert notifications: %w", err)
+	for i, r := range res {
+		if r.Inserted {
+			written[rows[i].DedupeKey] = true
+			n++
 		}
-		written[k] = true
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("write alert notifications: %w", err)
 	}
 	var raised []Alert
 	for _, a := range alerts {

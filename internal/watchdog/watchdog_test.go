@@ -23,6 +23,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/migrations"
 )
@@ -360,7 +361,7 @@ func TestDeadLettersAlertOnceAndNeverLoop(t *testing.T) {
 	}
 
 	// A dead letter sent back by retry-dead that dies again is alerted again.
-	if n, err := notify.RetryDead(ctx, s.pool, notify.Filter{Sink: "ops", Watch: "urgent"}); err != nil || n != 3 {
+	if n, err := outbox.RetryDead(ctx, s.pool, outbox.Filter{Sink: "ops", Watch: "urgent"}); err != nil || n != 3 {
 		t.Fatalf("retry-dead = %d, %v", n, err)
 	}
 	deliver()

@@ -1,0 +1,501 @@
+// Package outbox owns the notifications table, the outbox between the
+// deciders and the sinks. The evaluator, the digester and the watchdog
+// enqueue rows through it, in their own transactions; the deliverer claims
+// due rows and records the outcome of each attempt through it; the operator
+// commands list rows and send dead ones back. Its named queries are in
+// queries.go.
+//
+// A row is UNIQUE (dedupe_key, sink): Enqueue turns a second row with the
+// same key and sink into a suppressed duplicate counted on the first
+// (duplicates_suppressed, last_duplicate_at). NOTIFY on <schema>.outbox
+// (Channel) is a wake-up for the deliverers, never the data: they also
+// poll the table.
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier runs statements: a pgx.Tx, a *pgxpool.Pool or a *pgx.Conn. Pass
+// a transaction to make a write part of the caller's.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Statuses of a row (notifications.status).
+const (
+	StatusPending   = "pending"
+	StatusHeld      = "held"
+	StatusDelivered = "delivered"
+	StatusDead      = "dead"
+	StatusDigested  = "digested"
+)
+
+// Kinds of a row (notifications.kind).
+const (
+	KindSingle = "single"
+	KindDigest = "digest"
+	KindAlert  = "alert"
+)
+
+// Channel is the NOTIFY channel of schema's outbox, signalled when rows
+// become due (Wake). Its suffix is no longer than '.changes', so that it
+// fits the 63 bytes of a channel name whenever that one does.
+func Channel(schema string) string { return schema + channelSuffix }
+
+// Wake signals the deliverers listening on Channel when q's transaction
+// commits.
+func Wake(ctx context.Context, q Querier) error {
+	if _, err := q.Exec(ctx, queryWake); err != nil {
+		return fmt.Errorf("wake the deliverers: %w", err)
+	}
+	return nil
+}
+
+// QueueWake adds the wake-up to b, for callers that send their last
+// statements as one batch.
+func QueueWake(b *pgx.Batch) { b.Queue(queryWake) }
+
+// Notification is a row to enqueue.
+type Notification struct {
+	DedupeKey string
+	Sink      string
+	Source    string
+	RecordID  string
+	Watch     string
+	// Kind is single, digest or alert. Defaults to single.
+	Kind string
+	// ChangeID is the change decided, if any.
+	ChangeID *int64
+	// ContentHash is the record's content hash; "" stores NULL.
+	ContentHash string
+	// Title and Body are what the sink shows, rendered at enqueue time.
+	Title   string
+	Body    string
+	Urgency string
+	Reason  string
+	// Payload is the JSON the sink sends.
+	Payload []byte
+	// Status is pending, or held for a digest (then DigestDueAt is the end
+	// of its period). Defaults to pending.
+	Status string
+	// DigestDueAt: held rows, the end of the digest period; digest rows,
+	// the period they summarize.
+	DigestDueAt *time.Time
+	// DigestCount is how many matches a digest row lists; 0 stores NULL.
+	DigestCount int
+}
+
+// Enqueued is what Enqueue did with one row.
+type Enqueued struct {
+	// ID is the row's id: the new row, or the existing one it duplicated
+	// (0 when EnqueueNew left an existing row alone).
+	ID int64
+	// Inserted is false for a duplicate.
+	Inserted bool
+}
+
+// Enqueue inserts notes in one statement, in order, and returns what
+// happened to each (same index). A note whose (dedupe_key, sink) exists
+// (or appears earlier in notes, which is an error for the database) is a
+// suppressed duplicate: the existing row counts it. It does not wake the
+// deliverers: call Wake (or QueueWake) in the same transaction when rows
+// were inserted.
+func Enqueue(ctx context.Context, q Querier, notes []Notification) ([]Enqueued, error) {
+	return enqueue(ctx, q, notes, enqueueCount)
+}
+
+// EnqueueNew is Enqueue for rows whose duplicates are no news (alerts: a
+// problem seen again at the next check): a row whose key exists is left
+// alone and not counted.
+func EnqueueNew(ctx context.Context, q Querier, notes []Notification) ([]Enqueued, error) {
+	return enqueue(ctx, q, notes, enqueueSkip)
+}
+
+func enqueue(ctx context.Context, q Querier, notes []Notification, onConflict string) ([]Enqueued, error) {
+	if len(notes) == 0 {
+		return nil, nil
+	}
+	n := len(notes)
+	keys, sinks, sources, records, watches, kinds := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	hashes, titles, bodies, urgencies, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payloads, statuses := make([]string, n), make([]string, n)
+	changeIDs, counts := make([]*int64, n), make([]*int32, n)
+	dues := make([]*time.Time, n)
+	for i := range notes {
+		nt := &notes[i]
+		keys[i], sinks[i], sources[i], records[i], watches[i] = nt.DedupeKey, nt.Sink, nt.Source, nt.RecordID, nt.Watch
+		kinds[i], changeIDs[i], hashes[i] = cmp.Or(nt.Kind, KindSingle), nt.ChangeID, nt.ContentHash
+		titles[i], bodies[i], urgencies[i], reasons[i] = nt.Title, nt.Body, nt.Urgency, nt.Reason
+		payloads[i], statuses[i], dues[i] = string(nt.Payload), cmp.Or(nt.Status, StatusPending), nt.DigestDueAt
+		if nt.DigestCount != 0 {
+			c := int32(nt.DigestCount)
+			counts[i] = &c
+		}
+	}
+	rows, err := q.Query(ctx, enqueueInsert+onConflict, keys, sinks, sources, records, watches, kinds, changeIDs, hashes,
+		titles, bodies, urgencies, reasons, payloads, statuses, dues, counts)
+	if err != nil {
+		return nil, fmt.Errorf("insert %d notification(s): %w", n, err)
+	}
+	type keySink struct{ key, sink string }
+	got := make(map[keySink]Enqueued, n)
+	for rows.Next() {
+		var e Enqueued
+		var ks keySink
+		if err := rows.Scan(&e.ID, &ks.key, &ks.sink, &e.Inserted); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("insert %d notification(s): %w", n, err)
+		}
+		got[ks] = e
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert %d notification(s): %w", n, err)
+	}
+	out := make([]Enqueued, n)
+	seen := make(map[keySink]bool, n)
+	for i := range notes {
+		ks := keySink{notes[i].DedupeKey, notes[i].Sink}
+		out[i] = got[ks]
+		if seen[ks] {
+			out[i].Inserted = false // a repeat within notes: at most one row was inserted
+		}
+		seen[ks] = true
+	}
+	return out, nil
+}
+
+// SuppressRecent applies a dedupe window: when (source, recordID, watch,
+// sink) has a row created within window, it counts a suppressed duplicate
+// on the newest such row and returns its id; otherwise nil.
+func SuppressRecent(ctx context.Context, q Querier, source, recordID, watch, sink string, window time.Duration) (*int64, error) {
+	var id int64
+	err := q.QueryRow(ctx, querySuppressRecent, source, recordID, watch, sink, window).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check dedupe window of %s/%s/%s for sink %s: %w", source, recordID, watch, sink, err)
+	}
+	return &id, nil
+}
+
+// Claimed is a row leased for one delivery attempt.
+type Claimed struct {
+	ID        int64
+	DedupeKey string
+	Sink      string
+	Source    string
+	RecordID  string
+	Watch     string
+	Kind      string
+	Title     string
+	Body      string
+	Urgency   string
+	Reason    string
+	Payload   []byte
+	// Attempts counts this attempt: 1 on the first.
+	Attempts int
+	// TakenOver is set when the row's previous lease expired unrecorded
+	// (its holder died or hung).
+	TakenOver bool
+}
+
+// Claim leases up to limit due rows of sink to owner for lease and counts
+// their attempt. Due rows are pending, past next_attempt_at and not leased
+// (or leased past expiry); rows locked by another claim are skipped (FOR
+// UPDATE SKIP LOCKED), so any number of replicas may claim at once. The
+// rows come back in id order.
+func Claim(ctx context.Context, q Querier, sink, owner string, limit int, lease time.Duration) ([]Claimed, error) {
+	rows, err := q.Query(ctx, queryClaim, sink, limit, owner, lease)
+	if err != nil {
+		return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
+	}
+	defer rows.Close()
+	var out []Claimed
+	for rows.Next() {
+		var c Claimed
+		if err := rows.Scan(&c.ID, &c.DedupeKey, &c.Sink, &c.Source, &c.RecordID, &c.Watch, &c.Kind, &c.Title, &c.Body,
+			&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.TakenOver); err != nil {
+			return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
+	}
+	slices.SortFunc(out, func(a, b Claimed) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Outcome kinds of an attempt (Outcome.Kind).
+const (
+	// Delivered: the sink accepted the row.
+	Delivered = StatusDelivered
+	// Retry: the attempt failed; the row is due again at Outcome.Next.
+	Retry = StatusPending
+	// Dead: the row failed permanently or ran out of attempts.
+	Dead = StatusDead
+	// Unclaim: the row was never sent (the lease could not cover an
+	// attempt, or the deliverer stopped); it is due now again and its
+	// attempt is not counted.
+	Unclaim = "unclaim"
+)
+
+// Outcome is the result of one claimed row's attempt.
+type Outcome struct {
+	ID   int64
+	Kind string
+	// At is when the attempt ended (zero for Unclaim).
+	At time.Time
+	// Next is when a Retry is due.
+	Next time.Time
+	// Err is the failure, kept in last_error.
+	Err string
+}
+
+// Record writes outcomes in one statement, releasing the leases. Rows no
+// longer leased to owner (the lease expired and another replica took them
+// over) are left alone. A row that becomes dead is due for a dead-letter
+// alert again (dead_alerted_at cleared).
+func Record(ctx context.Context, q Querier, owner string, outs []Outcome) error {
+	ids := make([]int64, len(outs))
+	kinds := make([]string, len(outs))
+	errs := make([]*string, len(outs))
+	nexts := make([]*time.Time, len(outs))
+	ats := make([]*time.Time, len(outs))
+	for i := range outs {
+		o := &outs[i]
+		ids[i], kinds[i] = o.ID, o.Kind
+		if o.Err != "" {
+			errs[i] = &o.Err
+		}
+		if !o.Next.IsZero() {
+			nexts[i] = &o.Next
+		}
+		if !o.At.IsZero() {
+			ats[i] = &o.At
+		}
+	}
+	if _, err := q.Exec(ctx, queryRecord, owner, ids, kinds, errs, nexts, ats); err != nil {
+		return fmt.Errorf("record %d delivery outcome(s): %w", len(outs), err)
+	}
+	return nil
+}
+
+// Filter selects rows for RetryDead and List; zero fields match
+// everything.
+type Filter struct {
+	ID     int64
+	Sink   string
+	Source string
+	Watch  string
+	Status string
+	// Limit bounds a listing. Defaults to 50.
+	Limit int
+}
+
+// where returns the filter as SQL conditions with placeholders numbered
+// after args.
+func (f Filter) where(args []any) (string, []any) {
+	cond := "TRUE"
+	add := func(col string, v any) {
+		args = append(args, v)
+		cond += fmt.Sprintf(" AND %s = $%d", col, len(args))
+	}
+	if f.ID != 0 {
+		add("id", f.ID)
+	}
+	if f.Sink != "" {
+		add("sink", f.Sink)
+	}
+	if f.Source != "" {
+		add("source", f.Source)
+	}
+	if f.Watch != "" {
+		add("watch", f.Watch)
+	}
+	if f.Status != "" {
+		add("status", f.Status)
+	}
+	return cond, args
+}
+
+// RetryDead sends the dead rows f selects (f.Status is ignored) back to
+// pending: due now, attempts from zero, manual_retries counted, last_error
+// kept until the next attempt. It wakes the deliverers and returns how
+// many rows it reset.
+func RetryDead(ctx context.Context, db interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}, f Filter) (int64, error) {
+	f.Status = ""
+	cond, args := f.where(nil)
+	var n int64
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, queryRetryDead+cond, args...)
+		if err != nil {
+			return err
+		}
+		if n = tag.RowsAffected(); n > 0 {
+			return Wake(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("retry dead notifications: %w", err)
+	}
+	return n, nil
+}
+
+// Row is one row as the deliveries listing shows it.
+type Row struct {
+	ID            int64
+	Status        string
+	Kind          string
+	Sink          string
+	Source        string
+	Watch         string
+	RecordID      string
+	DedupeKey     string
+	Title         string
+	Attempts      int
+	Duplicates    int
+	CreatedAt     time.Time
+	NextAttemptAt time.Time
+	DeliveredAt   *time.Time
+	DigestDueAt   *time.Time
+	DeadAt        *time.Time
+	LastError     *string
+}
+
+// List returns the newest rows f selects, at most f.Limit.
+func List(ctx context.Context, q Querier, f Filter) ([]Row, error) {
+	cond, args := f.where(nil)
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	args = append(args, limit)
+	rows, err := q.Query(ctx, queryList+cond+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		var r Row
+		if err := rows.Scan(&r.ID, &r.Status, &r.Kind, &r.Sink, &r.Source, &r.Watch, &r.RecordID, &r.DedupeKey, &r.Title,
+			&r.Attempts, &r.Duplicates, &r.CreatedAt, &r.NextAttemptAt, &r.DeliveredAt, &r.DigestDueAt, &r.DeadAt, &r.LastError); err != nil {
+			return nil, fmt.Errorf("list notifications: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	return out, nil
+}
+
+// DeadLetters are one sink's dead rows that MarkDeadAlerted marked.
+type DeadLetters struct {
+	Sink  string
+	Count int
+	// First and Last bound when the rows became dead.
+	First, Last time.Time
+	// MaxID is the newest row's id.
+	MaxID int64
+	// IDs, Watches, Titles and Errors describe the newest rows (at most
+	// the examples asked for), newest first.
+	IDs     []int64
+	Watches []string
+	Titles  []string
+	Errors  []string
+}
+
+// MarkDeadAlerted marks the dead rows not yet alerted about
+// (dead_alerted_at) and returns them per sink, with up to examples rows
+// each. Alert rows are never marked: an alert about a dead alert would
+// go to the sink that is failing. Run it in the transaction that writes
+// the alert, so that a failed alert leaves the rows unmarked.
+func MarkDeadAlerted(ctx context.Context, q Querier, examples int) ([]DeadLetters, error) {
+	rows, err := q.Query(ctx, queryMarkDeadAlerted, examples)
+	if err != nil {
+		return nil, fmt.Errorf("mark dead letters alerted: %w", err)
+	}
+	defer rows.Close()
+	var out []DeadLetters
+	for rows.Next() {
+		var d DeadLetters
+		if err := rows.Scan(&d.Sink, &d.Count, &d.First, &d.Last, &d.MaxID, &d.IDs, &d.Watches, &d.Titles, &d.Errors); err != nil {
+			return nil, fmt.Errorf("mark dead letters alerted: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mark dead letters alerted: %w", err)
+	}
+	return out, nil
+}
+
+// Held is a held row (a match of a digest watch) whose period ended.
+type Held struct {
+	ID        int64
+	Source    string
+	Watch     string
+	Sink      string
+	DueAt     time.Time
+	Title     string
+	Urgency   string
+	Reason    string
+	Payload   []byte
+	CreatedAt time.Time
+}
+
+// LockDueHeld locks up to limit held rows whose digest period ended, in
+// (source, watch, sink, period end, id) order, skipping rows another
+// transaction holds. Fold them with Enqueue (the summary) and MarkDigested
+// in the same transaction.
+func LockDueHeld(ctx context.Context, tx pgx.Tx, limit int) ([]Held, error) {
+	rows, err := tx.Query(ctx, queryLockHeld, limit)
+	if err != nil {
+		return nil, fmt.Errorf("lock held notifications: %w", err)
+	}
+	defer rows.Close()
+	var out []Held
+	for rows.Next() {
+		var h Held
+		if err := rows.Scan(&h.ID, &h.Source, &h.Watch, &h.Sink, &h.DueAt, &h.Title, &h.Urgency, &h.Reason, &h.Payload, &h.CreatedAt); err != nil {
+			return nil, fmt.Errorf("lock held notifications: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock held notifications: %w", err)
+	}
+	return out, nil
+}
+
+// MarkDigested marks the held rows ids as carried by the summary digestID.
+func MarkDigested(ctx context.Context, q Querier, ids []int64, digestID int64) error {
+	if _, err := q.Exec(ctx, queryMarkDigested, ids, digestID); err != nil {
+		return fmt.Errorf("mark %d notification(s) digested: %w", len(ids), err)
+	}
+	return nil
+}
+
+// Transactions, pools and connections all run the outbox's statements.
+var (
+	_ Querier = (pgx.Tx)(nil)
+	_ Querier = (*pgx.Conn)(nil)
+)

@@ -1,0 +1,122 @@
+package outbox
+
+// The named queries of the notifications table. Nothing outside this
+// package writes that table (retention's age-based DELETE excepted, see
+// internal/retention).
+
+// channelSuffix ends the NOTIFY channel of the outbox: <schema>.outbox.
+const channelSuffix = ".outbox"
+
+// queryWake signals the deliverers of the current schema; it is delivered
+// when the caller's transaction commits.
+const queryWake = `SELECT pg_notify(current_schema() || '` + channelSuffix + `', '')`
+
+// enqueueInsert inserts rows from parallel arrays, in input order (ids grow
+// with it). The conflict clause is appended: enqueueCount or enqueueSkip.
+const enqueueInsert = `
+	INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, change_id, content_hash,
+	                           title, body, urgency, reason, payload, status, digest_due_at, digest_count)
+	SELECT u.key, u.sink, u.source, u.record_id, u.watch, u.kind, u.change_id, NULLIF(u.hash, ''),
+	       u.title, u.body, u.urgency, u.reason, u.payload::jsonb, u.status, u.due, u.count
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
+	            $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int[])
+	     WITH ORDINALITY AS u(key, sink, source, record_id, watch, kind, change_id, hash, title, body, urgency, reason,
+	                          payload, status, due, count, ord)
+	ORDER BY u.ord`
+
+// enqueueCount is the dedupe rule: a row whose (dedupe_key, sink) exists
+// counts a suppressed duplicate on the existing row.
+const enqueueCount = `
+	ON CONFLICT (dedupe_key, sink) DO UPDATE
+	    SET duplicates_suppressed = notifications.duplicates_suppressed + 1, last_duplicate_at = now()
+	RETURNING id, dedupe_key, sink, xmax = 0`
+
+// enqueueSkip leaves an existing row alone.
+const enqueueSkip = `
+	ON CONFLICT (dedupe_key, sink) DO NOTHING
+	RETURNING id, dedupe_key, sink, true`
+
+// querySuppressRecent counts a duplicate on the newest row of (source,
+// record, watch, sink) created within the window ($5) and returns its id.
+const querySuppressRecent = `
+	UPDATE notifications SET duplicates_suppressed = duplicates_suppressed + 1, last_duplicate_at = now()
+	WHERE id = (
+	    SELECT id FROM notifications
+	    WHERE source = $1 AND record_id = $2 AND watch = $3 AND sink = $4 AND created_at > now() - $5::interval
+	    ORDER BY created_at DESC LIMIT 1)
+	RETURNING id`
+
+// queryClaim leases up to $2 due rows of sink $1 to owner $3 for $4 and
+// counts the attempt.
+const queryClaim = `
+	WITH due AS (
+	    SELECT id, lease_owner IS NOT NULL AS expired FROM notifications
+	    WHERE sink = $1 AND status = 'pending' AND next_attempt_at <= now()
+	      AND (lease_expires_at IS NULL OR lease_expires_at < now())
+	    ORDER BY next_attempt_at, id
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED
+	)
+	UPDATE notifications n SET lease_owner = $3, lease_expires_at = now() + $4::interval, attempts = attempts + 1
+	FROM due WHERE n.id = due.id
+	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
+	          n.reason, n.payload, n.attempts, due.expired`
+
+// queryRecord writes attempt outcomes of rows still leased to owner $1.
+const queryRecord = `
+	UPDATE notifications n SET
+	    status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
+	    delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
+	    dead_at = CASE WHEN u.kind = 'dead' THEN u.at ELSE n.dead_at END,
+	    dead_alerted_at = CASE WHEN u.kind = 'dead' THEN NULL ELSE n.dead_alerted_at END,
+	    last_attempt_at = coalesce(u.at, n.last_attempt_at),
+	    last_error = CASE WHEN u.kind = 'delivered' THEN NULL WHEN u.kind = 'unclaim' THEN n.last_error ELSE u.err END,
+	    next_attempt_at = CASE WHEN u.kind = 'pending' THEN u.next
+	                           WHEN u.kind = 'unclaim' THEN now() ELSE n.next_attempt_at END,
+	    attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
+	    lease_owner = NULL, lease_expires_at = NULL
+	FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+	     AS u(id, kind, err, next, at)
+	WHERE n.id = u.id AND n.lease_owner = $1`
+
+// queryRetryDead sends dead rows back to pending; the filter's conditions
+// are appended.
+const queryRetryDead = `
+	UPDATE notifications SET status = 'pending', attempts = 0, next_attempt_at = now(), dead_at = NULL,
+	       lease_owner = NULL, lease_expires_at = NULL, manual_retries = manual_retries + 1
+	WHERE status = 'dead' AND `
+
+// queryList lists rows; the filter's conditions, the order and the limit
+// are appended.
+const queryList = `
+	SELECT id, status, kind, sink, source, watch, record_id, dedupe_key, title, attempts, duplicates_suppressed,
+	       created_at, next_attempt_at, delivered_at, digest_due_at, dead_at, last_error
+	FROM notifications WHERE `
+
+// queryMarkDeadAlerted marks the dead rows not yet alerted (alert rows
+// never are) and returns them per sink with up to $1 examples, newest first.
+const queryMarkDeadAlerted = `
+	WITH marked AS (
+	    UPDATE notifications SET dead_alerted_at = now()
+	    WHERE status = 'dead' AND dead_alerted_at IS NULL AND kind <> 'alert'
+	    RETURNING id, sink, watch, title, coalesce(dead_at, last_attempt_at, created_at) AS dead_at, coalesce(last_error, '') AS last_error
+	)
+	SELECT sink, count(*)::int, min(dead_at), max(dead_at), max(id),
+	       (array_agg(id ORDER BY id DESC))[1:$1], (array_agg(watch ORDER BY id DESC))[1:$1],
+	       (array_agg(title ORDER BY id DESC))[1:$1], (array_agg(last_error ORDER BY id DESC))[1:$1]
+	FROM marked GROUP BY sink ORDER BY sink`
+
+// queryLockHeld locks up to $1 held rows whose digest period ended,
+// grouped by (source, watch, sink, period end).
+const queryLockHeld = `
+	SELECT id, source, watch, sink, digest_due_at, title, urgency, reason, payload, created_at
+	FROM notifications
+	WHERE status = 'held' AND digest_due_at <= now()
+	ORDER BY source, watch, sink, digest_due_at, id
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED`
+
+// queryMarkDigested marks held rows $1 digested into summary $2.
+const queryMarkDigested = `
+	UPDATE notifications SET status = 'digested', digest_id = $2
+	WHERE id = ANY($1) AND status = 'held'`
