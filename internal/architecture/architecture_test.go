@@ -1,0 +1,397 @@
+package architecture
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/lookout-dev/lookout"
+
+// pkg is what `go list -json` says of one package of the module.
+type pkg struct {
+	ImportPath string
+	Dir        string
+	Imports    []string // non-test imports
+	Deps       []string // transitive non-test dependencies
+}
+
+// rel is a package's path inside the module: "internal/outbox", "cmd/syncer".
+func rel(importPath string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(importPath, module), "/")
+}
+
+var (
+	listOnce []pkg
+	listErr  error
+)
+
+// list runs `go list -json ./...` from the module root once per test binary.
+func list(t *testing.T) []pkg {
+	t.Helper()
+	if listOnce != nil || listErr != nil {
+		if listErr != nil {
+			t.Fatal(listErr)
+		}
+		return listOnce
+	}
+	cmd := exec.Command("go", "list", "-json", "./...")
+	cmd.Dir = root(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		listErr = fmt.Errorf("go list -json ./...: %w: %s", err, stderr.String())
+		t.Fatal(listErr)
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			listErr = fmt.Errorf("decode go list output: %w", err)
+			t.Fatal(listErr)
+		}
+		listOnce = append(listOnce, p)
+	}
+	return listOnce
+}
+
+// root is the module root (two levels above this package).
+func root(t *testing.T) string {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// internalImports keeps the module's own packages of paths, as rel paths.
+func internalImports(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if p == module || strings.HasPrefix(p, module+"/") {
+			out = append(out, rel(p))
+		}
+	}
+	return out
+}
+
+// mapEntry is one row of the package map in docs/development.md.
+type mapEntry struct {
+	line     int
+	mayUse   []string
+	anything bool // "may import: anything" (mains, tests, benchmark)
+}
+
+// mapRow matches a row of the package map table:
+//
+//	| `internal/outbox` | the notifications table … | `db`, `metrics` |
+var mapRow = regexp.MustCompile("^\\|\\s*`([a-z0-9_/.-]+)`\\s*\\|[^|]*\\|([^|]*)\\|\\s*$")
+
+// packageMap reads the package map of docs/development.md: package →
+// the module packages it may import. Names in the "may import" column are
+// written without the internal/ prefix ("db", "connectors/file");
+// "anything" allows every package.
+func packageMap(t *testing.T) map[string]mapEntry {
+	t.Helper()
+	path := filepath.Join(root(t), "docs", "development.md")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := map[string]mapEntry{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		sub := mapRow.FindStringSubmatch(sc.Text())
+		if sub == nil {
+			continue
+		}
+		name := strings.TrimSuffix(sub[1], "/")
+		e := mapEntry{line: n}
+		may := strings.TrimSpace(sub[2])
+		switch {
+		case may == "anything":
+			e.anything = true
+		case may == "—" || may == "-" || may == "":
+		default:
+			for _, f := range strings.Split(may, ",") {
+				f = strings.Trim(strings.TrimSpace(f), "`")
+				if f == "" {
+					continue
+				}
+				if f != "migrations" && !strings.HasPrefix(f, "cmd/") {
+					f = "internal/" + f
+				}
+				e.mayUse = append(e.mayUse, f)
+			}
+		}
+		if _, dup := m[name]; dup {
+			t.Errorf("docs/development.md:%d: %s is listed twice in the package map", n, name)
+		}
+		m[name] = e
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(m) == 0 {
+		t.Fatalf("docs/development.md has no package map rows (| `internal/x` | purpose | may import |)")
+	}
+	return m
+}
+
+// TestPackageMap checks docs/development.md's package map against the tree:
+// every package is listed, every listed package exists, and every package
+// imports only what its row allows. A back-edge (a domain package importing
+// a daemon, plumbing importing a domain room) fails here.
+func TestPackageMap(t *testing.T) {
+	pkgs := list(t)
+	m := packageMap(t)
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		name := rel(p.ImportPath)
+		seen[name] = true
+		e, ok := m[name]
+		if !ok {
+			t.Errorf("package %s is not in docs/development.md's package map", name)
+			continue
+		}
+		if e.anything {
+			continue
+		}
+		for _, imp := range internalImports(p.Imports) {
+			if !slices.Contains(e.mayUse, imp) {
+				t.Errorf("%s imports %s, which its row in docs/development.md (line %d) does not allow (may import: %s)",
+					name, imp, e.line, strings.Join(e.mayUse, ", "))
+			}
+		}
+	}
+	for name, e := range m {
+		if !seen[name] {
+			t.Errorf("docs/development.md:%d lists %s, which is not a package of the module", e.line, name)
+		}
+	}
+}
+
+// TestDomainRoomsStayApart checks the rules the issue names, transitively:
+// outbox delivery, the model path and retention never depend on the change
+// log, and nothing below the daemons depends on them.
+func TestDomainRoomsStayApart(t *testing.T) {
+	never := map[string][]string{
+		"internal/notify":     {"internal/changes", "internal/syncer", "internal/evaluator"},
+		"internal/semantic":   {"internal/changes", "internal/syncer", "internal/evaluator"},
+		"internal/retention":  {"internal/changes", "internal/syncer", "internal/evaluator"},
+		"internal/outbox":     {"internal/changes", "internal/syncer", "internal/evaluator", "internal/notify"},
+		"internal/changes":    {"internal/syncer", "internal/evaluator"},
+		"internal/connectors": {"internal/syncer", "internal/evaluator", "internal/changes"},
+	}
+	for _, p := range list(t) {
+		name := rel(p.ImportPath)
+		for room, banned := range never {
+			if name != room && !strings.HasPrefix(name, room+"/") {
+				continue
+			}
+			deps := internalImports(p.Deps)
+			for _, b := range banned {
+				if slices.Contains(deps, b) {
+					t.Errorf("%s depends on %s (go list -deps); it must not", name, b)
+				}
+			}
+		}
+	}
+}
+
+// TestBinariesLinkTheirSide checks that each binary links only its side of
+// the flow: the syncer no evaluator, sink or model code, the evaluator no
+// connector code.
+func TestBinariesLinkTheirSide(t *testing.T) {
+	deps := map[string][]string{}
+	for _, p := range list(t) {
+		deps[rel(p.ImportPath)] = p.Deps
+	}
+	check := func(bin string, banned ...string) {
+		d, ok := deps[bin]
+		if !ok {
+			t.Fatalf("no package %s", bin)
+		}
+		for _, dep := range d {
+			for _, b := range banned {
+				if dep == b || strings.HasPrefix(dep, b+"/") || (!strings.Contains(b, "/") && strings.Contains(dep, b)) {
+					t.Errorf("go list -deps ./%s contains %s", bin, dep)
+				}
+			}
+		}
+	}
+	check("cmd/syncer", "ollama",
+		module+"/internal/evaluator", module+"/internal/semantic", module+"/internal/notify", module+"/internal/outbox")
+	check("cmd/evaluator", module+"/internal/connectors", module+"/internal/syncer")
+}
+
+// writes finds a statement that writes table in Go source: INSERT INTO,
+// UPDATE, DELETE FROM, COPY, TRUNCATE, or a pgx CopyFrom on its identifier.
+func writes(table string) *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\b(insert\s+into|update|delete\s+from|copy|truncate(\s+table)?)\s+(only\s+)?("?\w+"?\.)?"?` +
+		table + `"?(\s|$|\(|;)|Identifier\{"` + table + `"\}`)
+}
+
+// goSources yields every non-test .go file of the module with its rel dir.
+func goSources(t *testing.T, fn func(dir, path string, src []byte)) {
+	t.Helper()
+	base := root(t)
+	err := filepath.WalkDir(base, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", ".data", ".tools", "bin", "testdata", "node_modules":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		r, _ := filepath.Rel(base, filepath.Dir(path))
+		fn(filepath.ToSlash(r), filepath.ToSlash(path[len(base)+1:]), src)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOneOwnerPerTable greps the SQL in Go sources: only internal/outbox
+// writes notifications, only internal/changes writes records and changes
+// rows, except that the evaluator may set the eval_* columns (and
+// evaluated_at) of changes. internal/retention's pruning of expired history
+// is the one documented exception (it builds its DELETEs per table).
+func TestOneOwnerPerTable(t *testing.T) {
+	owners := map[string]string{
+		"notifications": "internal/outbox",
+		"records":       "internal/changes",
+		"changes":       "internal/changes",
+	}
+	goSources(t, func(dir, path string, src []byte) {
+		for table, owner := range owners {
+			if dir == owner || dir == "internal/retention" {
+				continue
+			}
+			re := writes(table)
+			for _, loc := range re.FindAllIndex(src, -1) {
+				stmt := string(src[loc[0]:loc[1]])
+				line := 1 + bytes.Count(src[:loc[0]], []byte("\n"))
+				if table == "changes" && dir == "internal/evaluator" && evalColumnsOnly(statement(src, loc[0])) {
+					continue
+				}
+				t.Errorf("%s:%d writes %s (%q); only %s may", path, line, table, firstLine(stmt), owner)
+			}
+		}
+	})
+}
+
+// setClause finds the SET list of an UPDATE, up to WHERE, FROM or RETURNING.
+var setClause = regexp.MustCompile(`(?is)^update\s+\w+(\s+(as\s+)?\w+)??\s+set\s+(.*?)(\bwhere\b|\bfrom\b|\breturning\b|$)`)
+
+// evalColumnsOnly reports whether stmt (an UPDATE up to the end of its Go
+// string) assigns only eval_* columns and evaluated_at.
+func evalColumnsOnly(stmt []byte) bool {
+	sub := setClause.FindSubmatch(stmt)
+	if sub == nil {
+		return false
+	}
+	assign := regexp.MustCompile(`(?:^|,)\s*(\w+)\s*=`)
+	cols := assign.FindAllSubmatch(stripParens(sub[3]), -1)
+	if len(cols) == 0 {
+		return false
+	}
+	for _, c := range cols {
+		col := string(c[1])
+		if !strings.HasPrefix(col, "eval_") && col != "evaluated_at" {
+			return false
+		}
+	}
+	return true
+}
+
+// statement returns src from start to the end of the Go string it is in
+// (the next backquote or double quote).
+func statement(src []byte, start int) []byte {
+	end := bytes.IndexAny(src[start:], "`\"")
+	if end < 0 {
+		return src[start:]
+	}
+	return src[start : start+end]
+}
+
+// stripParens removes parenthesised sub-expressions so that commas inside
+// function calls do not look like column separators.
+func stripParens(b []byte) []byte {
+	var out []byte
+	depth := 0
+	for _, c := range b {
+		switch {
+		case c == '(':
+			depth++
+		case c == ')' && depth > 0:
+			depth--
+		case depth == 0:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// TestWritesDetector keeps the SQL detector honest: it finds the forms of a
+// write and lets the evaluator's eval_* updates through.
+func TestWritesDetector(t *testing.T) {
+	for _, tc := range []struct {
+		table, src string
+		want       bool
+		evalOnly   bool
+	}{
+		{"notifications", "`INSERT INTO notifications (dedupe_key) VALUES ($1)`", true, false},
+		{"notifications", "`UPDATE notifications n SET status = 'dead'`", true, false},
+		{"notifications", "`delete from notifications where id = $1`", true, false},
+		{"notifications", `tx.CopyFrom(ctx, pgx.Identifier{"notifications"}, cols, rows)`, true, false},
+		{"notifications", "`SELECT * FROM notifications`", false, false},
+		{"notifications", "`UPDATE notifications_archive SET x = 1`", false, false},
+		{"changes", "`UPDATE changes SET eval_owner = $2, eval_lease_expires_at = now() + $3::interval WHERE id = ANY($1)`", true, true},
+		{"changes", "`UPDATE changes SET eval_status = 'done', evaluated_at = clock_timestamp(), record = NULL WHERE id = $1`", true, false},
+		{"changes", "`UPDATE changes c SET eval_next_at = u.next_at FROM u WHERE c.id = u.id`", true, true},
+	} {
+		re := writes(tc.table)
+		loc := re.FindIndex([]byte(tc.src))
+		if (loc != nil) != tc.want {
+			t.Errorf("writes(%s) on %s: found %v, want %v", tc.table, tc.src, loc != nil, tc.want)
+			continue
+		}
+		if loc != nil && tc.table == "changes" {
+			if got := evalColumnsOnly(statement([]byte(tc.src), loc[0])); got != tc.evalOnly {
+				t.Errorf("evalColumnsOnly(%s) = %v, want %v", tc.src, got, tc.evalOnly)
+			}
+		}
+	}
+}

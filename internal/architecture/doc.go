@@ -1,0 +1,6 @@
+// Package architecture holds no code, only tests that keep the house rules
+// of docs/development.md true: the package map (who may import whom), the
+// binaries linking only their side of the flow, and one owner per table.
+// They read `go list -json ./...` and the Go sources; a back-edge or a
+// second writer of a table fails them.
+package architecture
