@@ -193,7 +193,7 @@ func TestDomainRoomsStayApart(t *testing.T) {
 		"internal/retention":  {"internal/changes", "internal/syncer", "internal/evaluator"},
 		"internal/outbox":     {"internal/changes", "internal/syncer", "internal/evaluator", "internal/notify"},
 		"internal/changes":    {"internal/syncer", "internal/evaluator"},
-		"internal/connectors": {"internal/syncer", "internal/evaluator", "internal/changes"},
+		"internal/connectors": {"internal/syncer", "internal/evaluator"},
 	}
 	for _, p := range list(t) {
 		name := rel(p.ImportPath)
