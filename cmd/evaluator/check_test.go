@@ -4,33 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/cli"
 )
-
-// The evaluator binary links no connector code: the connectors are the
-// syncer's side of the flow.
-func TestEvaluatorLinksNoConnectors(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	deps := strings.Fields(string(out))
-	found := false
-	for _, d := range deps {
-		found = found || d == "github.com/lookout-dev/lookout/internal/evaluator"
-		if strings.Contains(d, "internal/connectors") {
-			t.Errorf("cmd/evaluator links %s", d)
-		}
-	}
-	if !found {
-		t.Fatalf("go list -deps lacks internal/evaluator: %v", deps)
-	}
-}
 
 // writeConfig writes a configuration directory of files (path: content).
 func writeConfig(t *testing.T, files map[string]string) string {

@@ -4,42 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/cli"
 )
-
-// The syncer binary links its side of the flow only: no evaluator, no
-// notification sinks, no model client.
-func TestSyncerLinksNoEvaluatorSide(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	deps := strings.Fields(string(out))
-	if !containsPath(deps, "github.com/lookout-dev/lookout/internal/syncer") {
-		t.Fatalf("go list -deps lacks internal/syncer: %v", deps)
-	}
-	forbidden := regexp.MustCompile(`ollama|internal/(evaluator|semantic|notify)$`)
-	for _, d := range deps {
-		if forbidden.MatchString(d) {
-			t.Errorf("cmd/syncer links %s", d)
-		}
-	}
-}
-
-func containsPath(deps []string, p string) bool {
-	for _, d := range deps {
-		if d == p {
-			return true
-		}
-	}
-	return false
-}
 
 // writeConfig writes a configuration directory of files (path: content).
 func writeConfig(t *testing.T, files map[string]string) string {
