@@ -202,21 +202,40 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 // when a claim finds nothing due; otherwise it waits for a wake-up and
 // runs until ctx ends. Outcomes of deliveries that finished are recorded
 // before it returns.
+//
+// Sending stops while outcomes cannot be recorded: a row sent then would
+// be sent again after its lease. Each send takes one of concurrency slots
+// that only the recording of its outcome gives back, so at most
+// concurrency rows are ever sent and not yet recorded — what a crash or a
+// database outage can repeat — whatever the claim batch. Once a write
+// fails, no new send starts (the check is made before each one) until a
+// write succeeds; the rows not sent go back to pending then, without
+// counting an attempt.
 func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, error) {
 	logger := d.logger.With("sink", l.name)
-	rec := newRecorder(d, logger)
+	concurrency := max(l.cfg.Concurrency, 1)
+	rec := newRecorder(ctx, d, logger, 2*concurrency)
 	work := make(chan *claimedRow)
 	var workers sync.WaitGroup
-	for range max(l.cfg.Concurrency, 1) {
+	for range concurrency {
 		workers.Go(func() {
 			for c := range work {
 				// Checked again here, where the attempt starts: waiting for
-				// a free worker may have eaten the margin checked at claim.
-				if ctx.Err() != nil || !d.leaseCovers(l, c) {
+				// a free worker may have eaten the margin checked at claim,
+				// and recording may have failed meanwhile.
+				if ctx.Err() != nil || rec.failing.Load() || !d.leaseCovers(l, c) {
 					rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
 					continue
 				}
-				rec.add(d.attempt(ctx, l, c, logger))
+				rec.acquire()
+				if ctx.Err() != nil || rec.failing.Load() || !d.leaseCovers(l, c) {
+					rec.release()
+					rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
+					continue
+				}
+				o := d.attempt(ctx, l, c, logger)
+				o.sent = true
+				rec.add(o)
 			}
 		})
 	}
@@ -225,6 +244,17 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 claim:
 	for ctx.Err() == nil {
+		if rec.failing.Load() {
+			if drain {
+				err = errors.New("stopped sending: delivery outcomes cannot be recorded")
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-rec.recovered:
+			}
+			continue
+		}
 		batch, cerr := d.claim(ctx, l.name)
 		if cerr != nil {
 			if ctx.Err() != nil {
@@ -253,11 +283,11 @@ claim:
 			continue
 		}
 		for i, c := range batch {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || rec.failing.Load() {
 				for _, r := range batch[i:] {
 					rec.add(outcome{id: r.n.ID, kind: outcomeUnclaim})
 				}
-				break claim
+				continue claim
 			}
 			// A row whose lease cannot outlast a whole attempt (plus a
 			// tenth of the lease for recording) goes back unsent: another
@@ -393,57 +423,158 @@ type outcome struct {
 	at   time.Time
 	next time.Time
 	err  string
+	sent bool // holds a send slot until recorded
 }
+
+// recordBatch is the most outcomes one statement writes.
+const recordBatch = 500
+
+// recordGiveUp is how long a stopping lane keeps trying to record
+// outcomes while the database does not answer; the rows left are sent
+// again after their lease.
+const recordGiveUp = 10 * time.Second
 
 // recorder writes outcomes as soon as they come, in batches (group
 // commit): while one UPDATE runs, the outcomes that finish meanwhile queue
-// up and go together in the next, up to 500 rows. Under load that is few
-// statements; idle, a finished delivery is recorded at once, which keeps
-// the window in which a crash causes a repeat small.
+// up and go together in the next, up to recordBatch rows. Under load that
+// is few statements; idle, a finished delivery is recorded at once, which
+// keeps the window in which a crash causes a repeat small.
+//
+// A write that fails is retried with backoff, outcomes kept, until it
+// succeeds; meanwhile failing is set and the lane sends nothing. A sent
+// outcome holds one of the lane's send slots until it is written.
 type recorder struct {
 	d      *Deliverer
 	logger *slog.Logger
+	ctx    context.Context
 	in     chan outcome
 	done   chan error
+	slots  chan struct{}
+
+	// failing is set by a failed write and cleared by the next success.
+	failing atomic.Bool
+	// recovered receives a token when writes succeed again.
+	recovered chan struct{}
 }
 
-func newRecorder(d *Deliverer, logger *slog.Logger) *recorder {
-	r := &recorder{d: d, logger: logger, in: make(chan outcome, 512), done: make(chan error, 1)}
+func newRecorder(ctx context.Context, d *Deliverer, logger *slog.Logger, slots int) *recorder {
+	r := &recorder{d: d, logger: logger, ctx: ctx, in: make(chan outcome, 512), done: make(chan error, 1),
+		slots: make(chan struct{}, slots), recovered: make(chan struct{}, 1)}
 	go r.run()
 	return r
 }
 
 func (r *recorder) add(o outcome) { r.in <- o }
 
-// close flushes what is left and returns the last flush error.
+// acquire takes a send slot, waiting for an earlier send to be recorded.
+func (r *recorder) acquire() { r.slots <- struct{}{} }
+
+// release gives a send slot back.
+func (r *recorder) release() { <-r.slots }
+
+// close flushes what is left and returns the error of outcomes it could
+// not write.
 func (r *recorder) close() error {
 	close(r.in)
 	return <-r.done
 }
 
 func (r *recorder) run() {
+	var pending []outcome
 	var lastErr error
-	buf := make([]outcome, 0, 500)
-	for o := range r.in {
-		buf = append(buf[:0], o)
+	var failedAt, stopAt time.Time
+	in, ctxDone := r.in, r.ctx.Done()
+	backoff := changes.Backoff{Min: 20 * time.Millisecond, Max: 2 * time.Second}
+	// stopping is when the lane stopped (or 0): from then on, recordGiveUp bounds the retries.
+	stopping := func() {
+		if stopAt.IsZero() {
+			stopAt = time.Now()
+		}
+	}
+	take := func(o outcome, ok bool) {
+		if !ok {
+			in = nil
+			stopping()
+			return
+		}
+		pending = append(pending, o)
+	}
+	for {
+		if len(pending) == 0 {
+			if in == nil {
+				break
+			}
+			o, ok := <-in
+			take(o, ok)
+			continue
+		}
 	gather:
-		for len(buf) < cap(buf) {
+		for in != nil && len(pending) < recordBatch {
 			select {
-			case o, ok := <-r.in:
-				if !ok {
-					break gather
-				}
-				buf = append(buf, o)
+			case o, ok := <-in:
+				take(o, ok)
 			default:
 				break gather
 			}
 		}
-		if err := r.d.record(buf); err != nil {
-			r.logger.Error("record delivery outcomes; the rows are delivered again after their lease", "error", err, "rows", len(buf))
-			lastErr = err
+		batch := pending[:min(len(pending), recordBatch)]
+		err := r.d.record(batch)
+		if err == nil {
+			r.releaseSent(batch)
+			pending = pending[len(batch):]
+			lastErr = nil
+			backoff.Reset()
+			if r.failing.Swap(false) {
+				r.logger.Info("recording delivery outcomes works again; sending resumes",
+					"failed_for_ms", time.Since(failedAt).Milliseconds())
+				select {
+				case r.recovered <- struct{}{}:
+				default:
+				}
+			}
+			continue
 		}
+		lastErr = err
+		if !r.failing.Swap(true) {
+			failedAt = time.Now()
+			r.logger.Error("record delivery outcomes; sending stops until the database answers again", "error", err, "rows", len(pending))
+		}
+		if !stopAt.IsZero() && time.Since(stopAt) > recordGiveUp {
+			r.logger.Error("record delivery outcomes: gave up; those rows are sent again after their lease", "error", err, "rows", len(pending))
+			r.releaseSent(pending)
+			pending = nil
+			if in == nil {
+				break
+			}
+			continue
+		}
+		// Wait before the next try, taking new outcomes meanwhile so that
+		// workers never block on a full channel.
+		t := time.NewTimer(backoff.Next())
+	wait:
+		for {
+			select {
+			case <-t.C:
+				break wait
+			case o, ok := <-in:
+				take(o, ok)
+			case <-ctxDone:
+				stopping()
+				ctxDone = nil
+			}
+		}
+		t.Stop()
 	}
 	r.done <- lastErr
+}
+
+// releaseSent gives back the send slots of the sent outcomes in outs.
+func (r *recorder) releaseSent(outs []outcome) {
+	for _, o := range outs {
+		if o.sent {
+			r.release()
+		}
+	}
 }
 
 // record writes outcomes in one statement. Rows whose lease this replica
