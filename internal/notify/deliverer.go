@@ -484,7 +484,7 @@ func (r *recorder) run() {
 	var lastErr error
 	var failedAt, stopAt time.Time
 	in, ctxDone := r.in, r.ctx.Done()
-	backoff := changes.Backoff{Min: 20 * time.Millisecond, Max: 2 * time.Second}
+	backoff := service.Backoff{Min: 20 * time.Millisecond, Max: 2 * time.Second}
 	// stopping is when the lane stopped (or 0): from then on, recordGiveUp bounds the retries.
 	stopping := func() {
 		if stopAt.IsZero() {

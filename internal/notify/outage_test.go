@@ -12,6 +12,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // signalHandler passes records on to next and closes fired the first time
@@ -78,9 +79,9 @@ func TestDatabaseOutageStopsSending(t *testing.T) {
 		}
 		return false
 	}
-	d := NewDeliverer(pool, &config.Global{Sinks: map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 3, concurrency)}},
-		map[string]Sink{"hook": rc.sink(t)},
-		DelivererConfig{Owner: "outage", BatchSize: n, Lease: 30 * time.Second, PollInterval: 20 * time.Millisecond,
+	d := NewDeliverer(pool, map[string]Sink{"hook": rc.sink(t)},
+		DelivererConfig{Sinks: map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 3, concurrency)},
+			Owner: "outage", BatchSize: n, Lease: 30 * time.Second, PollInterval: 20 * time.Millisecond,
 			RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond}, logger)
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -91,20 +92,16 @@ func TestDatabaseOutageStopsSending(t *testing.T) {
 		}
 	}()
 
-	select {
-	case <-failed:
-	case <-time.After(time.Minute):
-		t.Fatal("no outcome failed to record after the database went away")
-	}
+	testsignal.Receive(t, failed, "an outcome failing to record after the database went away")
 	// Keep the database away while the deliverer tries it again and again:
 	// each failed write of an outcome is a connection refused.
 	base := proxy.Refused.Load()
-	waitFor(t, time.Minute, "8 refused connections", func() bool { return proxy.Refused.Load() >= base+8 })
+	testsignal.Eventually(t, "8 refused connections", func() bool { return proxy.Refused.Load() >= base+8 })
 	outage.Store(false)
 	during := sentAfterFailure.Load()
 	proxy.Restore()
 
-	waitFor(t, time.Minute, "every notification to be delivered", func() bool {
+	testsignal.Eventually(t, "every notification to be delivered", func() bool {
 		return len(rc.missing(keys)) == 0 && countStatus(t, direct, "hook", "delivered") == n
 	})
 	rc.check()
@@ -151,34 +148,26 @@ func TestStopDuringOutage(t *testing.T) {
 	}
 	cfgs := map[string]*config.Sink{"hook": sinkConf("webhook", time.Second, 3, concurrency)}
 	sinks := map[string]Sink{"hook": rc.sink(t)}
-	conf := DelivererConfig{BatchSize: n, Lease: 3 * time.Second, PollInterval: 20 * time.Millisecond,
+	conf := DelivererConfig{Sinks: cfgs, BatchSize: n, Lease: 3 * time.Second, PollInterval: 20 * time.Millisecond,
 		RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond}
 	conf.Owner = "stopped"
-	d := NewDeliverer(pool, &config.Global{Sinks: cfgs}, sinks, conf, logger)
+	d := NewDeliverer(pool, sinks, conf, logger)
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-failed:
-	case <-time.After(time.Minute):
-		t.Fatal("no outcome failed to record after the database went away")
-	}
+	testsignal.Receive(t, failed, "an outcome failing to record after the database went away")
 	stopped := make(chan struct{})
 	go func() {
 		_ = d.Stop()
 		close(stopped)
 	}()
-	select {
-	case <-stopped:
-	case <-time.After(time.Minute):
-		t.Fatal("Stop did not return while the database was away")
-	}
+	testsignal.Receive(t, stopped, "Stop to return while the database is away")
 	sent := requests.Load()
 	proxy.Restore()
 
 	conf.Owner = "survivor"
-	d2 := NewDeliverer(direct, &config.Global{Sinks: cfgs}, sinks, conf, testLogger(t))
-	waitFor(t, time.Minute, "every notification to be delivered", func() bool {
+	d2 := NewDeliverer(direct, sinks, conf, testLogger(t))
+	testsignal.Eventually(t, "every notification to be delivered", func() bool {
 		if _, err := d2.DeliverDue(context.Background()); err != nil {
 			t.Errorf("DeliverDue: %v", err)
 		}
