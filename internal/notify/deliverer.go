@@ -204,9 +204,10 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 // before it returns.
 //
 // Sending stops while outcomes cannot be recorded: a row sent then would
-// be sent again after its lease. Each send takes one of concurrency slots
-// that only the recording of its outcome gives back, so at most
-// concurrency rows are ever sent and not yet recorded — what a crash or a
+// be sent again after its lease. Each send takes one of 2 × concurrency
+// slots that only the recording of its outcome gives back (twice, so that
+// sends go on while the previous outcomes are written), so at most that
+// many rows are ever sent and not yet recorded — what a crash or a
 // database outage can repeat — whatever the claim batch. Once a write
 // fails, no new send starts (the check is made before each one) until a
 // write succeeds; the rows not sent go back to pending then, without
