@@ -51,6 +51,11 @@ type note struct {
 func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decision, owner string) (int, int, error) {
 	var completed, created int
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		e.queueBound(b)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
 		var err error
 		completed, created, err = e.commitIn(ctx, tx, claimed, decs, owner)
 		return err
@@ -81,7 +86,6 @@ func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, 
 	if err := e.recordEvaluations(ctx, tx, claimed, decs, owned, created > 0); err != nil {
 		return 0, 0, err
 	}
-	e.logDecisions(decs)
 	return completed, created, nil
 }
 
@@ -223,6 +227,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		if !owned[d.change.ID] {
 			continue
 		}
+		d.written = true
 		evChange = append(evChange, d.change.ID)
 		evSource = append(evSource, d.change.Source)
 		evRecord = append(evRecord, d.change.RecordID)
@@ -294,10 +299,14 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 	return nil
 }
 
-// logDecisions logs the held, notify and duplicate decisions.
+// logDecisions logs the held, notify and duplicate decisions that were
+// written; call it once their transaction committed.
 func (e *Evaluator) logDecisions(decs []decision) {
 	for i := range decs {
 		d := &decs[i]
+		if !d.written {
+			continue
+		}
 		if d.verdict == "hold" {
 			e.logger.Warn("decision held", "source", d.change.Source, "change_id", d.change.ID, "record_id", d.change.RecordID,
 				"watch", d.watch.cfg.Name, "step", d.step, "reason", d.reason)

@@ -5,7 +5,10 @@
 // decisions call for, in one transaction with marking the changes done.
 //
 // A watch with an ask sends the changes that passed its filter to the model
-// (package semantic), outside any transaction: claim, judge, commit. A
+// (package semantic), outside any transaction: claim, judge, commit. The
+// decisions that need no model are committed with the claim, before the
+// model is asked; the changes that wait for the model are leased in that
+// same transaction and their model decisions follow under the lease. A
 // change whose model step failed under on_model_error: hold keeps its
 // decided watches' evaluations, stays pending and is retried with backoff;
 // the batch goes on with every other change.
@@ -14,7 +17,11 @@
 // when no earlier change of the same record is still pending. Several
 // evaluators may run against one database; the lease fences out one whose
 // claim expired, and the UNIQUE dedupe key makes a repeated decision write
-// no second notification.
+// no second notification. A claim transaction is bounded by the lease
+// (idle_in_transaction_session_timeout and statement_timeout), so the row
+// locks of a frozen evaluator are released by the server; a rescuer takes
+// over expired leases every catch-up interval whether or not a worker is
+// free. Decisions are logged once their transaction committed.
 package evaluator
 
 import (
@@ -27,6 +34,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -143,6 +152,11 @@ func (e *Evaluator) Done() <-chan struct{} { return e.loop.Done() }
 
 func (e *Evaluator) run(ctx context.Context) error {
 	e.logger.Info("evaluator started", "owner", e.conf.Owner, "catch_up_interval", e.conf.CatchUpInterval)
+	stopRescue := service.Every(ctx, e.conf.CatchUpInterval, func(ctx context.Context) bool {
+		e.rescue(ctx)
+		return true
+	})
+	defer stopRescue()
 	timer := time.NewTimer(e.conf.CatchUpInterval)
 	defer timer.Stop()
 	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
@@ -188,7 +202,7 @@ func (e *Evaluator) Drain(ctx context.Context) (int, error) {
 	for range max(e.conf.Workers, 1) {
 		p.Go(func(ctx context.Context) error {
 			for {
-				claimed, n, err := e.batch(ctx)
+				claimed, n, err := e.batch(ctx, false)
 				total.Add(int64(n))
 				if err != nil || claimed == 0 {
 					return err
@@ -198,6 +212,25 @@ func (e *Evaluator) Drain(ctx context.Context) (int, error) {
 	}
 	err := p.Wait()
 	return int(total.Load()), err
+}
+
+// rescue takes over the changes whose lease expired (their evaluator died,
+// froze or lost its connection), batch by batch, on its own goroutine: a
+// rescue does not wait for a free worker, so an expired lease is taken
+// over within the lease and one catch-up interval.
+func (e *Evaluator) rescue(ctx context.Context) {
+	for {
+		claimed, _, err := e.batch(ctx, true)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.logger.Error("take over expired leases", "error", err)
+			}
+			return
+		}
+		if claimed == 0 {
+			return
+		}
+	}
 }
 
 // change is a claimed change row.
@@ -220,67 +253,171 @@ type change struct {
 // Batch claims and evaluates one batch; it returns the number of changes
 // it completed.
 func (e *Evaluator) Batch(ctx context.Context) (int, error) {
-	_, n, err := e.batch(ctx)
+	_, n, err := e.batch(ctx, false)
 	return n, err
 }
 
-// batch returns the number of changes claimed and completed.
+// batch returns the number of changes claimed and completed. rescue claims
+// only changes whose lease expired.
 //
 // The claim is first scoped to a transaction: the changes are locked with
-// FOR UPDATE SKIP LOCKED and, when every decision is deterministic, decided
-// and settled in that same transaction, so a crash simply rolls the claim
-// back and each change is written once. When a decision needs the model,
-// the claim becomes a lease (eval_owner, eval_lease_expires_at) committed
-// before the model is called outside any transaction; the decisions are
-// then committed only while this evaluator still holds the lease.
-func (e *Evaluator) batch(ctx context.Context) (int, int, error) {
-	tx, err := e.pool.Begin(ctx)
+// FOR UPDATE SKIP LOCKED, and every decision that needs no model is
+// written and its change settled in that same transaction, so a crash
+// simply rolls the claim back and each change is written once. The
+// changes with a decision that needs the model are leased (eval_owner,
+// eval_lease_expires_at) in that transaction too, and their deterministic
+// decisions committed with it: a slow model delays no watch that does not
+// use it. The model is then called outside any transaction, and the model
+// decisions are committed only while this batch still holds the lease.
+func (e *Evaluator) batch(ctx context.Context, rescue bool) (int, int, error) {
+	tx, claimed, err := e.claim(ctx, rescue)
 	if err != nil {
-		return 0, 0, fmt.Errorf("claim changes: %w", err)
+		return 0, 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, claimSQL, e.conf.BatchSize)
-	claimed, err := scanChanges(rows, err)
-	if err != nil {
-		return 0, 0, fmt.Errorf("claim changes: %w", err)
-	}
 	if len(claimed) == 0 {
 		return 0, 0, nil
+	}
+	if rescue {
+		e.logger.Info("taking over changes whose lease expired", "changes", len(claimed))
 	}
 	decided, err := e.decidedWatches(ctx, tx, claimed)
 	if err != nil {
 		return 0, 0, err
 	}
 	res := e.evaluate(claimed, decided)
-	var n, notes int
-	if e.needsModel(res) {
-		// The lease holder is this batch, not only this process: workers of
-		// one evaluator must not mistake each other's leases for their own.
-		owner := fmt.Sprintf("%s#%08x", e.conf.Owner, rand.Uint32())
-		if err := e.lease(ctx, tx, claimed, owner); err != nil {
-			return 0, 0, err
+
+	// Split the batch: the decisions that need the model, the changes they
+	// belong to (leased), and everything else (committed now).
+	waiting := map[int64]bool{}
+	var first, model []decision
+	for _, d := range res {
+		if d.needsModel() {
+			waiting[d.change.ID] = true
+			model = append(model, d)
+			continue
 		}
-		if err := e.judgeDecisions(ctx, claimed, res, owner); err != nil {
-			return 0, 0, err
-		}
-		n, notes, err = e.commit(ctx, claimed, res, owner)
-	} else {
-		n, notes, err = e.commitIn(ctx, tx, claimed, res, "")
-		if err == nil {
-			err = tx.Commit(ctx)
-		}
-		if err != nil {
-			err = fmt.Errorf("commit %d changes: %w", len(claimed), err)
+		first = append(first, d)
+	}
+	var settled, leased []*change
+	for _, c := range claimed {
+		if waiting[c.ID] {
+			leased = append(leased, c)
+		} else {
+			settled = append(settled, c)
 		}
 	}
+	var owner string
+	if len(leased) > 0 {
+		// The lease holder is this batch, not only this process: workers of
+		// one evaluator must not mistake each other's leases for their own.
+		owner = fmt.Sprintf("%s#%08x", e.conf.Owner, rand.Uint32())
+	}
+	n, notes, err := e.commitClaim(ctx, tx, claimed, settled, leased, first, owner)
+	if err != nil {
+		return 0, 0, fmt.Errorf("commit %d changes: %w", len(claimed), err)
+	}
+	e.committed(settled, first, notes)
+	if len(leased) == 0 {
+		return len(claimed), n, nil
+	}
+
+	if err := e.judgeDecisions(ctx, leased, model, owner); err != nil {
+		return len(claimed), n, err
+	}
+	m, notes, err := e.commit(ctx, leased, model, owner)
+	if err != nil {
+		return len(claimed), n, err
+	}
+	e.committed(leased, model, notes)
+	return len(claimed), n + m, nil
+}
+
+// claim begins the claim transaction, bounds it by the lease and locks up
+// to evaluator.batch_size claimable changes (rescue: only those whose lease
+// expired). The caller rolls tx back or commits it.
+func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, error) {
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim changes: %w", err)
+	}
+	q := claimSQL
+	if rescue {
+		q = rescueSQL
+	}
+	b := &pgx.Batch{}
+	e.queueBound(b)
+	b.Queue(q, e.conf.BatchSize)
+	br := tx.SendBatch(ctx, b)
+	_, err = br.Exec()
+	var claimed []*change
+	if err == nil {
+		claimed, err = scanChanges(br.Query())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("claim changes: %w", err)
+	}
+	return tx, claimed, nil
+}
+
+// queueBound queues the bounds of a transaction that holds change row
+// locks: the server ends the session when the transaction sits idle, or a
+// statement runs, longer than the lease. A frozen evaluator (SIGSTOP, a
+// half-open connection) so releases its claim within the lease, like an
+// expired lease, instead of holding the changes, and every later change of
+// their records, until it resumes.
+func (e *Evaluator) queueBound(b *pgx.Batch) {
+	ms := strconv.FormatInt(max(e.conf.Lease.Milliseconds(), 1), 10)
+	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('statement_timeout', $1, true)`, ms)
+}
+
+// commitClaim commits the claim transaction: it settles the changes of
+// settled (row-locked by tx), leases those of leased to owner, writes the
+// decisions decs of both, and commits. It returns the number of changes
+// completed and notifications created.
+func (e *Evaluator) commitClaim(ctx context.Context, tx pgx.Tx, claimed, settled, leased []*change, decs []decision, owner string) (int, int, error) {
+	owned := map[int64]bool{}
+	completed := 0
+	if len(settled) > 0 {
+		var err error
+		if owned, completed, err = e.settle(ctx, tx, settled, decs, ""); err != nil {
+			return 0, 0, err
+		}
+	}
+	if len(leased) > 0 {
+		if err := e.lease(ctx, tx, leased, owner); err != nil {
+			return 0, 0, err
+		}
+		for _, c := range leased {
+			owned[c.ID] = true
+		}
+	}
+	created, err := e.enqueue(ctx, tx, decs, owned)
 	if err != nil {
 		return 0, 0, err
 	}
-	e.observe(claimed, res)
+	if err := e.recordEvaluations(ctx, tx, claimed, decs, owned, created > 0); err != nil {
+		return 0, 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, 0, err
+	}
+	return completed, created, nil
+}
+
+// committed reports a committed part of a batch: metrics, the decision
+// log lines and the delivery wake-up. Only the decisions the transaction
+// wrote are reported: a fenced evaluator's are not decisions.
+func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
+	e.observe(claimed, decs)
+	e.logDecisions(decs)
 	if e.conf.OnBatch != nil {
 		e.conf.OnBatch(notes)
 	}
-	return len(claimed), n, nil
 }
 
 // claimSQL locks up to $1 claimable changes: pending, due, not leased to a
@@ -300,20 +437,13 @@ const claimSQL = `
 	LIMIT $1
 	FOR UPDATE OF ch SKIP LOCKED`
 
-// needsModel reports whether a decision waits for the model step.
-func (e *Evaluator) needsModel(decs []decision) bool {
-	if e.judge == nil {
-		return false
-	}
-	for i := range decs {
-		if decs[i].needsModel() {
-			return true
-		}
-	}
-	return false
-}
+// rescueSQL is claimSQL for the changes whose lease expired only (a
+// pending change has an owner only while it is leased).
+var rescueSQL = strings.Replace(claimSQL, "WHERE ch.eval_status = 'pending' AND",
+	"WHERE ch.eval_status = 'pending' AND ch.eval_owner IS NOT NULL AND", 1)
 
-// lease turns the transaction's locks on claimed into a lease and commits.
+// lease turns the transaction's locks on claimed into a lease held by
+// owner, from the transaction's commit on.
 func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change, owner string) error {
 	ids := make([]int64, len(claimed))
 	for i, c := range claimed {
@@ -323,9 +453,6 @@ func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change, own
 		UPDATE changes SET eval_owner = $2, eval_lease_expires_at = now() + $3::interval,
 		       eval_attempts = eval_attempts + 1
 		WHERE id = ANY($1)`, ids, owner, e.conf.Lease); err != nil {
-		return fmt.Errorf("lease changes: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("lease changes: %w", err)
 	}
 	return nil
@@ -391,7 +518,10 @@ type decision struct {
 	modelCallID *int64
 	retryAt     time.Time
 
-	dedupeKey  string
+	dedupeKey string
+	// written: the decision was written in its commit transaction (its
+	// change was still this batch's); reported once that committed.
+	written    bool
 	noteID     *int64
 	inserted   int // notifications created
 	suppressed int // notifications suppressed as duplicates

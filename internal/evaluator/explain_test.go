@@ -2,6 +2,7 @@ package evaluator
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -47,7 +48,7 @@ func TestExplainPrintsTheDecisionTrail(t *testing.T) {
 		"digest aaaaaaaaaaaa prompt pv-",
 		" attempt 1 · ok · ",
 		" · 50+20 tokens · llama3.2 digest aaaaaaaaaaaa",
-		"    notify   #1 → log: pending, next attempt ",
+		fmt.Sprintf("    notify   #%d → log: pending, next attempt ", urgent.Notifications[0].ID),
 		"  watch closed\n",
 		`    filter   false: record.status == "done" → skip` + "\n",
 	} {

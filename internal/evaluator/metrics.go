@@ -1,7 +1,7 @@
 package evaluator
 
 // observe records a committed batch in the metrics: one decision per
-// (change, watch), the duplicates suppressed, and for every change the
+// written (change, watch), the duplicates suppressed, and for every change the
 // batch completed the lag from its commit to its evaluation (both times from
 // the database's clock, returned by the settling UPDATE).
 func (e *Evaluator) observe(claimed []*change, decs []decision) {
@@ -11,6 +11,9 @@ func (e *Evaluator) observe(claimed []*change, decs []decision) {
 	}
 	for i := range decs {
 		d := &decs[i]
+		if !d.written {
+			continue // fenced: another evaluator decides this change
+		}
 		m.Decision(d.change.Source, d.watch.cfg.Name, d.step, d.verdict)
 		m.DuplicatesSuppressed(d.change.Source, d.watch.cfg.Name, d.suppressed)
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ollama/ollama/api"
-	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/metrics"
@@ -188,43 +187,55 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 
 	var budget *budgets
 	if opt.Purpose == PurposeEvaluate {
-		if budget, err = j.usage(ctx, reqs, groups); err != nil {
-			return nil, err
-		}
+		budget = &budgets{pool: j.pool}
 	}
 	var calls atomic.Int64
 	limit := func() error {
 		if opt.MaxCalls > 0 && calls.Add(1) > int64(opt.MaxCalls) {
-			return fmt.Errorf("call limit of %d reached", opt.MaxCalls)
+			return &exhaustedError{fmt.Sprintf("call limit of %d reached", opt.MaxCalls)}
 		}
 		return nil
 	}
-	allow := func(r *Request) error {
+	allow := func(r *Request) (*reservation, error) {
 		if err := limit(); err != nil {
-			return err
+			return nil, err
 		}
-		return budget.reserve(r)
+		return budget.reserve(ctx, r)
 	}
-	p := pool.New().WithMaxGoroutines(j.conc)
+	// A call is reserved only once a slot is free to make it, so the
+	// budget is spent by calls being made, not by calls waiting.
+	slots := make(chan struct{}, j.conc)
+	var wg sync.WaitGroup
 	for _, g := range groups {
+		slots <- struct{}{}
 		leader := -1
+		var rsv *reservation
 		why := limit()
 		if why == nil {
 			for _, i := range g {
-				if why = budget.reserve(reqs[i]); why == nil {
+				if rsv, why = budget.reserve(ctx, reqs[i]); why == nil {
 					leader = i
 					break
+				}
+				if !errors.As(why, new(*exhaustedError)) {
+					break // the database failed: no reservation is possible
 				}
 			}
 		}
 		if leader < 0 {
+			<-slots
+			step, retryAt := StepBudget, nextUTCDay(j.now())
+			if !errors.As(why, new(*exhaustedError)) {
+				step, retryAt = StepError, time.Time{}
+			}
 			for _, i := range g {
-				res[i].Step, res[i].Err, res[i].RetryAt = StepBudget, why, nextUTCDay(j.now())
+				res[i].Step, res[i].Err, res[i].RetryAt = step, why, retryAt
 			}
 			continue
 		}
-		p.Go(func() {
-			r := j.call(ctx, reqs[leader], msgs[leader], res[leader], opt, allow, budget)
+		wg.Go(func() {
+			defer func() { <-slots }()
+			r := j.call(ctx, reqs[leader], msgs[leader], res[leader], opt, rsv, allow)
 			res[leader] = r
 			for _, i := range g {
 				if i == leader {
@@ -239,24 +250,29 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 			}
 		})
 	}
-	p.Wait()
+	wg.Wait()
 	return res, nil
 }
 
-// call sends one request to the model, retrying a malformed answer once
-// with a correction, and records every request in model_calls.
-func (j *Judge) call(ctx context.Context, r *Request, msgs []api.Message, res Result, opt Options, allow func(*Request) error, budget *budgets) Result {
+// call sends one request to the model under the reservation rsv,
+// retrying a malformed answer once with a correction (under a reservation
+// of its own from allow), and records every request in model_calls.
+func (j *Judge) call(ctx context.Context, r *Request, msgs []api.Message, res Result, opt Options, rsv *reservation,
+	allow func(*Request) (*reservation, error)) Result {
 	q := r.Question
 	for attempt := 1; attempt <= 2; attempt++ {
 		if attempt > 1 {
-			if err := allow(r); err != nil {
+			var err error
+			if rsv, err = allow(r); err != nil {
 				res.Step, res.Err = StepError, fmt.Errorf("%w; no retry: %v", res.Err, err)
 				return res
 			}
 		}
 		reply, err := j.client.Chat(ctx, q.Model, msgs, q.schema, q.Options, q.Timeout)
 		if errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
-			// No request was made (breaker open), or we are shutting down.
+			// No request was made (breaker open), or we are shutting down:
+			// the reserved call goes back to the budget.
+			rsv.release(ctx, j.logger)
 			res.Step, res.Err = StepError, cmpErr(err, ctx.Err())
 			return res
 		}
@@ -282,7 +298,7 @@ func (j *Judge) call(ctx context.Context, r *Request, msgs []api.Message, res Re
 				row.outcome, row.verdict = OutcomeOK, &verdict
 			}
 		}
-		budget.addTokens(r, reply.PromptTokens+reply.OutputTokens)
+		rsv.addTokens(ctx, reply.PromptTokens+reply.OutputTokens, j.logger)
 		j.metrics.ModelCall(q.Model, row.outcome, reply.PromptTokens, reply.OutputTokens, reply.Latency)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		id, ierr := j.insertCall(rctx, &row)
@@ -340,50 +356,4 @@ func cmpErr(errs ...error) error {
 func nextUTCDay(now time.Time) time.Time {
 	t := now.UTC()
 	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC)
-}
-
-// budgets tracks the daily usage of the watches in one Judge call.
-type budgets struct {
-	mu   sync.Mutex
-	used map[[2]string]*dayUsage
-}
-
-type dayUsage struct{ calls, tokens int }
-
-// reserve counts one call against r's watch, or says which limit is reached.
-// A nil *budgets allows everything.
-func (b *budgets) reserve(r *Request) error {
-	if b == nil || (r.Budget.CallsPerDay == 0 && r.Budget.TokensPerDay == 0) {
-		return nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	u := b.get(r)
-	if r.Budget.CallsPerDay > 0 && u.calls >= r.Budget.CallsPerDay {
-		return fmt.Errorf("budget exhausted: %d of calls_per_day %d used", u.calls, r.Budget.CallsPerDay)
-	}
-	if r.Budget.TokensPerDay > 0 && u.tokens >= r.Budget.TokensPerDay {
-		return fmt.Errorf("budget exhausted: %d of tokens_per_day %d used", u.tokens, r.Budget.TokensPerDay)
-	}
-	u.calls++
-	return nil
-}
-
-func (b *budgets) addTokens(r *Request, n int) {
-	if b == nil {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.get(r).tokens += n
-}
-
-func (b *budgets) get(r *Request) *dayUsage {
-	k := [2]string{r.Source, r.Watch}
-	u := b.used[k]
-	if u == nil {
-		u = &dayUsage{}
-		b.used[k] = u
-	}
-	return u
 }

@@ -69,51 +69,6 @@ func (j *Judge) countHits(ctx context.Context, keys []cacheKey) error {
 	return nil
 }
 
-// usage loads today's (UTC) model use of the budgeted watches among the
-// requests of groups.
-func (j *Judge) usage(ctx context.Context, reqs []*Request, groups [][]int) (*budgets, error) {
-	b := &budgets{used: map[[2]string]*dayUsage{}}
-	var sources, watches []string
-	seen := map[[2]string]bool{}
-	for _, g := range groups {
-		for _, i := range g {
-			r := reqs[i]
-			k := [2]string{r.Source, r.Watch}
-			if seen[k] || (r.Budget.CallsPerDay == 0 && r.Budget.TokensPerDay == 0) {
-				continue
-			}
-			seen[k] = true
-			sources, watches = append(sources, r.Source), append(watches, r.Watch)
-		}
-	}
-	if len(sources) == 0 {
-		return b, nil
-	}
-	rows, err := j.pool.Query(ctx, `
-		SELECT mc.source, mc.watch, count(*)::int, coalesce(sum(mc.prompt_tokens + mc.output_tokens), 0)::int
-		FROM model_calls mc
-		JOIN unnest($1::text[], $2::text[]) AS w(source, watch) ON mc.source = w.source AND mc.watch = w.watch
-		WHERE mc.purpose = 'evaluate'
-		  AND mc.created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
-		GROUP BY 1, 2`, sources, watches)
-	if err != nil {
-		return nil, fmt.Errorf("read model budget usage: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k [2]string
-		u := &dayUsage{}
-		if err := rows.Scan(&k[0], &k[1], &u.calls, &u.tokens); err != nil {
-			return nil, fmt.Errorf("read model budget usage: %w", err)
-		}
-		b.used[k] = u
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read model budget usage: %w", err)
-	}
-	return b, nil
-}
-
 // callRow is one model_calls row.
 type callRow struct {
 	purpose   string
