@@ -9,8 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -42,6 +45,7 @@ func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "lookout"
 	}
+	keepAlive(cfg.ConnConfig)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redact(databaseURL), err)
@@ -51,6 +55,42 @@ func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("connect to %s: %w", redact(databaseURL), err)
 	}
 	return pool, nil
+}
+
+// Keepalive settings of every connection: a peer that stopped answering
+// (a half-open connection, a frozen or unplugged machine) is found after
+// about KeepAliveIdle + KeepAliveCount × KeepAliveInterval of silence,
+// by this process and by the server, instead of the operating system's
+// two hours. Data left unacknowledged ends a connection after
+// TCPUserTimeout.
+const (
+	KeepAliveIdle     = 15 * time.Second
+	KeepAliveInterval = 5 * time.Second
+	KeepAliveCount    = 3
+	TCPUserTimeout    = 30 * time.Second
+)
+
+// keepAlive sets TCP keepalives on both ends of cfg's connections: the
+// client's dialer, and the server's (tcp_keepalives_*, tcp_user_timeout;
+// ignored by the server on a Unix socket). Settings given in the URL win.
+func keepAlive(cfg *pgx.ConnConfig) {
+	dialer := &net.Dialer{
+		Timeout: cfg.ConnectTimeout,
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable: true, Idle: KeepAliveIdle, Interval: KeepAliveInterval, Count: KeepAliveCount,
+		},
+	}
+	cfg.DialFunc = dialer.DialContext
+	for k, v := range map[string]string{
+		"tcp_keepalives_idle":     strconv.Itoa(int(KeepAliveIdle.Seconds())),
+		"tcp_keepalives_interval": strconv.Itoa(int(KeepAliveInterval.Seconds())),
+		"tcp_keepalives_count":    strconv.Itoa(KeepAliveCount),
+		"tcp_user_timeout":        strconv.FormatInt(TCPUserTimeout.Milliseconds(), 10),
+	} {
+		if _, set := cfg.RuntimeParams[k]; !set {
+			cfg.RuntimeParams[k] = v
+		}
+	}
 }
 
 // CurrentSchema returns the schema that unqualified table names resolve to.

@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -67,5 +68,49 @@ func TestConnectErrorHidesPassword(t *testing.T) {
 		if strings.Contains(err.Error(), "s3cretpw") {
 			t.Errorf("error shows the password: %v", err)
 		}
+	}
+}
+
+// TestConnectionsKeepAlive: every connection has TCP keepalives on the
+// server's side (and a user timeout), so a half-open connection of a frozen
+// or unplugged client is closed in seconds, not hours; a URL's own settings
+// win.
+func TestConnectionsKeepAlive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := pgtest.URL(t)
+	u, err := url.Parse(base)
+	if err != nil || !strings.HasPrefix(u.Host, "127.0.0.1") && !strings.HasPrefix(u.Host, "localhost") {
+		t.Skipf("TEST_DATABASE_URL %q is not a TCP URL: keepalives do not apply", base)
+	}
+	show := func(dsn string) map[string]string {
+		t.Helper()
+		pool, err := db.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		out := map[string]string{}
+		for _, k := range []string{"tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout"} {
+			var v string
+			if err := pool.QueryRow(ctx, "SELECT current_setting($1)", k).Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = v
+		}
+		return out
+	}
+	got := show(base)
+	want := map[string]string{"tcp_keepalives_idle": "15", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3", "tcp_user_timeout": "30000"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	q := u.Query()
+	q.Set("tcp_keepalives_idle", "7")
+	u.RawQuery = q.Encode()
+	if got := show(u.String()); got["tcp_keepalives_idle"] != "7" {
+		t.Errorf("tcp_keepalives_idle from the URL = %q, want 7", got["tcp_keepalives_idle"])
 	}
 }
