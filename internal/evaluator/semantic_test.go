@@ -456,3 +456,82 @@ func TestReportsShowModelDriftAndCost(t *testing.T) {
 		t.Errorf("report_model_usage calls = %d, want 4", n)
 	}
 }
+
+// TestDeterministicDecisionsDoNotWaitForTheModel: in a batch that also
+// needs the model, the decisions that need none — of other changes, and of
+// the same change's other watches — are committed (their notifications
+// visible to the deliverer) before the model answers; the model's decision
+// follows under the lease.
+func TestDeterministicDecisionsDoNotWaitForTheModel(t *testing.T) {
+	t.Parallel()
+	global := strings.Replace(strings.Replace(baseGlobal, "timeout: 2s", "timeout: 60s", 1), "lease: 10s", "lease: 2m", 1)
+	h := newHarness(t, global, map[string]string{"tasks.yaml": `
+name: tasks
+connector: file
+file: {paths: [x.jsonl]}
+watches:
+  - name: urgent
+    when: record.status == "open"
+    ask: Is this task urgent?
+    notify: [log]
+  - name: opened
+    when: record.status == "open"
+    notify: [log]
+  - name: closed
+    when: record.status == "done"
+    notify: [log]
+`})
+	h.fake.SetAnswer(func(req *api.ChatRequest) ollamatest.Answer {
+		a := ollamatest.DefaultAnswer(req)
+		a.Hang = true
+		return a
+	})
+	h.sync("tasks", rec("T-1", "URGENT: database down", "open"), rec("T-2", "Old", "done"))
+	var wg sync.WaitGroup
+	wg.Go(func() { h.drain() })
+	testsignal.Eventually(t, "the model call", func() bool { n, _ := h.fake.InFlight(); return n == 1 })
+
+	// The model has not answered: the deterministic decisions are committed.
+	notes := func() map[string]int {
+		rows, err := h.pool.Query(h.ctx, `SELECT record_id || ' ' || watch FROM notifications`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				t.Fatal(err)
+			}
+			out[k]++
+		}
+		return out
+	}
+	if got := notes(); got["T-1 opened"] != 1 || got["T-2 closed"] != 1 || len(got) != 2 {
+		t.Errorf("notifications while the model is asked: %v, want T-1 opened and T-2 closed", got)
+	}
+	if st := h.change(h.lastChange("tasks", "T-2")); st.Status != "done" {
+		t.Errorf("T-2 (no model) is %s while the model is asked, want done", st.Status)
+	}
+	if st := h.change(h.lastChange("tasks", "T-1")); st.Status != "pending" || st.Owner == nil {
+		t.Errorf("T-1 (waits for the model) is %+v, want pending and leased", st)
+	}
+	if n, _ := h.fake.InFlight(); n != 1 {
+		t.Fatalf("the model answered before the check (%d in flight)", n)
+	}
+
+	h.fake.Release()
+	wg.Wait()
+	if e := h.one("tasks", "T-1", "urgent"); e.Decision != "notify" || e.Step != "model" {
+		t.Errorf("T-1 urgent: %+v", e)
+	}
+	if e := h.one("tasks", "T-1", "opened"); e.Decision != "notify" || e.Step != "filter" {
+		t.Errorf("T-1 opened: %+v", e)
+	}
+	if st := h.change(h.lastChange("tasks", "T-1")); st.Status != "done" || st.Owner != nil {
+		t.Errorf("T-1 after the model: %+v", st)
+	}
+	if got := notes(); got["T-1 urgent"] != 1 || len(got) != 3 {
+		t.Errorf("notifications: %v", got)
+	}
+}

@@ -339,7 +339,7 @@ func TestJudgeBudgets(t *testing.T) {
 	if r := res[1]; r.Err.Error() != "budget exhausted: 1 of calls_per_day 1 used" || !r.RetryAt.Equal(midnight) {
 		t.Errorf("budget result: %v, retry at %s", r.Err, r.RetryAt)
 	}
-	// Usage is read from model_calls: a later batch is held too, but a
+	// Usage is kept in model_budgets: a later batch is held too, but a
 	// cached verdict needs no budget.
 	res = f.judgeAll(semantic.Options{}, calls("3"), calls("1"))
 	if res[0].Step != semantic.StepBudget || res[1].Step != semantic.StepCache {
@@ -362,6 +362,41 @@ func TestJudgeBudgets(t *testing.T) {
 	}
 	if n := f.fake.Chats(); n != 3 {
 		t.Errorf("chats = %d, want 3", n)
+	}
+}
+
+// TestJudgeGivesBackUnusedReservations: a call reserved but not made (the
+// breaker is open) goes back to the budget; the calls made before the
+// budget row existed today are counted when it is created.
+func TestJudgeGivesBackUnusedReservations(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	q := f.question(&config.Watch{Ask: "Is it urgent?"})
+	calls := func(id string, perDay int) *semantic.Request {
+		r := request(q, "w", id, id)
+		r.Budget = config.Budget{CallsPerDay: perDay}
+		return r
+	}
+	// One call without a budget, then the breaker opens.
+	f.fake.Answers(ollamatest.Answer{Status: http.StatusInternalServerError, Error: "llama runner process has terminated"})
+	f.judgeAll(semantic.Options{}, request(q, "w", "1", "a"))
+	res := f.judgeAll(semantic.Options{}, calls("2", 2))
+	if r := res[0]; !errors.Is(r.Err, semantic.ErrUnavailable) {
+		t.Fatalf("while down: %+v", r)
+	}
+	used := func() int {
+		return f.count(`SELECT calls FROM model_budgets WHERE source = 'tasks' AND watch = 'w' AND day = (now() AT TIME ZONE 'UTC')::date`)
+	}
+	if n := used(); n != 1 {
+		t.Errorf("calls used = %d, want 1 (the call before the budget; the unmade one given back)", n)
+	}
+	f.judge.Client().ResetBreaker()
+	res = f.judgeAll(semantic.Options{}, calls("3", 2), calls("4", 2))
+	if res[0].Step != semantic.StepModel || res[1].Step != semantic.StepBudget {
+		t.Fatalf("steps %s, %s; want model, budget", res[0].Step, res[1].Step)
+	}
+	if n := used(); n != 2 {
+		t.Errorf("calls used = %d, want 2", n)
 	}
 }
 
