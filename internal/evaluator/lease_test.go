@@ -68,6 +68,8 @@ func TestFrozenClaimIsTakenOver(t *testing.T) {
 	// The frozen evaluator resumes: its session was ended by the server.
 	if err := tx.Commit(h.ctx); err == nil {
 		t.Errorf("the frozen claim committed after it was taken over")
+	} else {
+		t.Logf("the frozen evaluator's commit: %v", err)
 	}
 	if n := h.count(`SELECT count(*) FROM evaluations`); n != 3 {
 		t.Errorf("evaluations = %d, want 3 (one per change)", n)
