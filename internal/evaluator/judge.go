@@ -12,8 +12,9 @@ import (
 )
 
 // decidedWatches returns, for claimed changes that were attempted before
-// (a held change coming back), the watches an earlier attempt already
-// decided: they are not evaluated again.
+// (a held change coming back, or a leased change taken over after its
+// deterministic decisions were committed with its claim), the watches an
+// earlier attempt already decided: they are not evaluated again.
 // It reads through tx, the claim's transaction, so that a batch never
 // waits for a second connection while holding one.
 func (e *Evaluator) decidedWatches(ctx context.Context, tx pgx.Tx, claimed []*change) (map[int64]map[string]bool, error) {

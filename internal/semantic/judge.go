@@ -91,7 +91,9 @@ type Options struct {
 }
 
 // Judge decides Requests: verdict cache, budget, model. It writes
-// model_calls and verdicts rows, never evaluations.
+// model_calls, verdicts and model_budgets rows, never evaluations. A
+// request of a budgeted watch is sent only after a call was reserved in
+// model_budgets (a cap shared by every evaluator).
 type Judge struct {
 	pool   *pgxpool.Pool
 	client *Client
