@@ -15,6 +15,8 @@ require (
 	golang.org/x/time v0.15.0
 )
 
+require github.com/danielgtaylor/huma/v2 v2.37.2
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 
 	"github.com/lookout-dev/lookout/internal/health"
@@ -23,6 +24,9 @@ const ListenEnv = "LOOKOUT_LISTEN"
 const (
 	SyncerListenDefault    = "127.0.0.1:9464"
 	EvaluatorListenDefault = "127.0.0.1:9465"
+	// APIListenDefault is the api deployment's address: /v1 and
+	// /openapi.json beside /metrics, /healthz and /readyz.
+	APIListenDefault = "127.0.0.1:9466"
 )
 
 // RunFlags parses the arguments of a run command: --listen ADDR, the
@@ -53,11 +57,26 @@ func RunFlags(env *Env, def string) (listen string, err error) {
 // ends or one service fails; then it stops the server and every service
 // (in reverse order) and returns their errors.
 func Supervise(ctx context.Context, listen string, m *metrics.Metrics, checks []health.Check, logger *slog.Logger, services ...service.Service) error {
+	return SuperviseApp(ctx, listen, nil, m, checks, logger, services...)
+}
+
+// App is an HTTP application served on run's --listen address beside
+// /metrics, /healthz and /readyz: the api deployment's /v1.
+type App struct {
+	Handler http.Handler
+	// OnShutdown, if set, is called when the server begins to shut down,
+	// to end long-lived responses (event streams).
+	OnShutdown func()
+}
+
+// SuperviseApp is Supervise with app served on the same address; a nil
+// app serves the health endpoints only.
+func SuperviseApp(ctx context.Context, listen string, app *App, m *metrics.Metrics, checks []health.Check, logger *slog.Logger, services ...service.Service) error {
 	sup := service.NewSupervisor(logger, services...)
 	if err := sup.Start(ctx); err != nil {
 		return err
 	}
-	stopHTTP, err := Serve(ctx, listen, m, checks, logger)
+	stopHTTP, err := serve(ctx, listen, app, m, checks, logger)
 	if err != nil {
 		return errors.Join(err, sup.Stop())
 	}
@@ -74,11 +93,18 @@ func Supervise(ctx context.Context, listen string, m *metrics.Metrics, checks []
 // an empty addr it starts nothing. A port in use is an error: the daemon
 // does not start half-observable.
 func Serve(ctx context.Context, addr string, m *metrics.Metrics, checks []health.Check, logger *slog.Logger) (stop func() error, err error) {
+	return serve(ctx, addr, nil, m, checks, logger)
+}
+
+func serve(ctx context.Context, addr string, app *App, m *metrics.Metrics, checks []health.Check, logger *slog.Logger) (stop func() error, err error) {
 	if addr == "" {
 		logger.Info("metrics and health endpoints disabled (--listen is empty)")
 		return func() error { return nil }, nil
 	}
 	srv := health.New(addr, m.Handler(logger), checks, logger)
+	if app != nil {
+		srv.Mount(app.Handler, app.OnShutdown)
+	}
 	if err := srv.Start(ctx); err != nil {
 		return nil, err
 	}

@@ -77,6 +77,9 @@ type Global struct {
 	// stale sources, stuck runs, dead letters and disabled sources, sent
 	// through sinks like notifications. See docs/observability.md.
 	Alerts Alerts `yaml:"alerts"`
+	// API configures the api deployment (docs/api.md): per-owner limits
+	// and the egress of sources created through it.
+	API API `yaml:"api"`
 
 	file     string
 	lines    map[string]int
@@ -347,6 +350,27 @@ type Evaluator struct {
 	// MaxAttempts is how often a change is retried before it is recorded as
 	// failed. Defaults to 10.
 	MaxAttempts int `yaml:"max_attempts"`
+}
+
+// API configures the api deployment (docs/api.md#configuration).
+type API struct {
+	// Limits bound what one owner may have.
+	Limits APILimits `yaml:"limits"`
+	// AllowPrivate lets sources and webhooks created through the API reach
+	// loopback and private addresses (10/8, 172.16/12, 192.168/16, ...);
+	// they are untrusted input, so this is refused unless set. Link-local
+	// and metadata addresses stay refused. Defaults to false.
+	AllowPrivate bool `yaml:"allow_private"`
+}
+
+// APILimits are per-owner limits; 0 takes the default, -1 is no limit.
+type APILimits struct {
+	// Watches one owner may have. Defaults to 100.
+	Watches int `yaml:"watches"`
+	// Sources one owner may create. Defaults to 20.
+	Sources int `yaml:"sources"`
+	// ModelCallsPerDay one owner's watches may make (UTC day). Defaults to 1000.
+	ModelCallsPerDay int `yaml:"model_calls_per_day"`
 }
 
 // Egress limits where outbound HTTP requests may connect (docs/config.md#egress).

@@ -230,6 +230,7 @@ func (g *Global) applyDefaults() []error {
 		errs = append(errs, g.Errorf("syncer.batch_size", "must be between 1 and 10000"))
 	}
 	errs = append(errs, g.Alerts.applyDefaults(g)...)
+	errs = append(errs, g.API.Limits.applyDefaults(g)...)
 	for i, a := range g.Egress.Allow {
 		if _, err := parsePrefix(a); err != nil {
 			errs = append(errs, g.Errorf(fmt.Sprintf("egress.allow[%d]", i), "must be an IP address or a CIDR prefix (10.1.2.0/24), not %q", a))
@@ -654,6 +655,33 @@ func (s *Source) validateSemantic(g *Global, w *Watch, key string) []error {
 		}
 		if b.TokensPerDay < 0 {
 			bad(".budget.tokens_per_day", "must not be negative")
+		}
+	}
+	return errs
+}
+
+// Defaults of api.limits.
+const (
+	APIWatchesDefault          = 100
+	APISourcesDefault          = 20
+	APIModelCallsPerDayDefault = 1000
+)
+
+// applyDefaults applies the api.limits defaults (0 takes the default, -1
+// is no limit).
+func (l *APILimits) applyDefaults(g *Global) []error {
+	var errs []error
+	for _, f := range []struct {
+		key string
+		v   *int
+		def int
+	}{{"watches", &l.Watches, APIWatchesDefault}, {"sources", &l.Sources, APISourcesDefault},
+		{"model_calls_per_day", &l.ModelCallsPerDay, APIModelCallsPerDayDefault}} {
+		switch {
+		case *f.v == 0:
+			*f.v = f.def
+		case *f.v < -1:
+			errs = append(errs, g.Errorf("api.limits."+f.key, "must be positive, or -1 for no limit"))
 		}
 	}
 	return errs

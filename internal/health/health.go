@@ -95,6 +95,9 @@ type Server struct {
 	timeout time.Duration
 	logger  *slog.Logger
 
+	app        http.Handler
+	onShutdown func()
+
 	mu   sync.Mutex
 	srv  *http.Server
 	ln   net.Listener
@@ -111,9 +114,20 @@ func New(addr string, metrics http.Handler, checks []Check, logger *slog.Logger)
 		logger: logger.With("component", "http")}
 }
 
+// Mount serves app for every path other than /metrics, /healthz and
+// /readyz (the api deployment's /v1 and /openapi.json). onShutdown, if
+// set, is called when Stop begins, to end long-lived responses such as
+// event streams. Call it before Start.
+func (s *Server) Mount(app http.Handler, onShutdown func()) {
+	s.app, s.onShutdown = app, onShutdown
+}
+
 // Handler is the server's routing, for tests with httptest.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	if s.app != nil {
+		mux.Handle("/", s.app)
+	}
 	mux.Handle("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -198,6 +212,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.ln = ln
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	if s.onShutdown != nil {
+		s.srv.RegisterOnShutdown(s.onShutdown)
+	}
 	s.done = make(chan struct{})
 	go func() {
 		defer close(s.done)

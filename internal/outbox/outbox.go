@@ -499,3 +499,78 @@ var (
 	_ Querier = (pgx.Tx)(nil)
 	_ Querier = (*pgx.Conn)(nil)
 )
+
+// WatchKey names a watch: its source and its name.
+type WatchKey struct{ Source, Watch string }
+
+// PageQuery selects rows for an API listing or stream.
+type PageQuery struct {
+	// All selects every row (an admin); otherwise only rows of Watches
+	// (none when it is empty).
+	All     bool
+	Watches []WatchKey
+	// Before lists rows with a smaller id, newest first (a cursor; 0 from
+	// the newest). After lists rows with a larger id, oldest first; with
+	// Recent, also the rows created within Recent whatever their id (a
+	// stream's second look at rows whose transaction committed after a
+	// newer one's).
+	Before, After int64
+	Recent        time.Duration
+	// Watch and Source filter further; "" matches everything.
+	Watch, Source string
+	// Limit bounds the rows. Defaults to 50.
+	Limit int
+}
+
+// Note is a row as the API shows it.
+type Note struct {
+	ID          int64
+	Kind        string
+	Status      string
+	Source      string
+	RecordID    string
+	Watch       string
+	Sink        string
+	DedupeKey   string
+	ChangeID    *int64
+	Title       string
+	Body        string
+	Urgency     string
+	Reason      string
+	Payload     []byte
+	CreatedAt   time.Time
+	DeliveredAt *time.Time
+}
+
+// Page returns the rows q selects.
+func Page(ctx context.Context, q Querier, pq PageQuery) ([]Note, error) {
+	if !pq.All && len(pq.Watches) == 0 {
+		return nil, nil
+	}
+	sources, watches := make([]string, len(pq.Watches)), make([]string, len(pq.Watches))
+	for i, w := range pq.Watches {
+		sources[i], watches[i] = w.Source, w.Watch
+	}
+	limit := pq.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	query := queryPageNewest
+	if pq.Before == 0 && (pq.After > 0 || pq.Recent > 0) {
+		query = queryPageAfter
+	}
+	rows, err := q.Query(ctx, query, pq.All, sources, watches, pq.Before, pq.After, pq.Recent, pq.Source, pq.Watch, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Note, error) {
+		var n Note
+		err := r.Scan(&n.ID, &n.Kind, &n.Status, &n.Source, &n.RecordID, &n.Watch, &n.Sink, &n.DedupeKey, &n.ChangeID,
+			&n.Title, &n.Body, &n.Urgency, &n.Reason, &n.Payload, &n.CreatedAt, &n.DeliveredAt)
+		return n, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	return out, nil
+}

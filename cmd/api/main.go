@@ -1,0 +1,234 @@
+// Command api is lookout's third deployment: the HTTP JSON API under /v1
+// (OpenAPI 3.1 at /openapi.json) through which assistants and their users
+// read their notifications and describe sources, with bearer tokens per
+// owner. It is stateless: run any number of replicas against one
+// database. It links no connector.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/api"
+	"github.com/lookout-dev/lookout/internal/audit"
+	"github.com/lookout-dev/lookout/internal/cli"
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/health"
+	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/secrets"
+	"github.com/lookout-dev/lookout/internal/tokens"
+)
+
+func main() {
+	os.Exit(cli.Main("api", "serve the HTTP API of watches, sources and notifications", commands))
+}
+
+var commands = []cli.Command{
+	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /openapi.json, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
+	{Name: "token", Summary: "manage API tokens: token create --owner NAME [--scope user|admin] [--name LABEL] [--ttl 720h], token list [--owner NAME], token revoke ID", Run: tokenCommand},
+	{Name: "secret-key", Summary: "print a new key for LOOKOUT_SECRET_KEY (--id ID); put it first to rotate", Run: secretKey},
+	{Name: "openapi", Summary: "print the OpenAPI 3.1 document (docs/openapi.json)", Run: printOpenAPI},
+	cli.ReportCommand(),
+	cli.MigrateCommand(),
+	cli.CheckCommand(check),
+}
+
+// check is the api's side of the config check: the configuration loaded
+// (api.limits included) and the key ring of LOOKOUT_SECRET_KEY parses.
+func check(*config.Config) error {
+	_, err := secrets.FromEnv()
+	return err
+}
+
+func serviceConfig(cfg *config.Config, keys *secrets.Ring) control.Config {
+	lim := func(v int) int {
+		if v < 0 {
+			return 0
+		}
+		return v
+	}
+	l := cfg.Global.API.Limits
+	return control.Config{
+		Limits: control.Limits{Watches: lim(l.Watches), Sources: lim(l.Sources), ModelCallsPerDay: lim(l.ModelCallsPerDay)},
+		Keys:   keys,
+	}
+}
+
+func runDaemon(ctx context.Context, env *cli.Env) error {
+	listen, err := cli.RunFlags(env, cli.APIListenDefault)
+	if err != nil {
+		return err
+	}
+	if listen == "" {
+		return &cli.UsageError{Msg: "api run serves the API on --listen; it cannot be empty or off"}
+	}
+	cfg, err := env.Load()
+	if err != nil {
+		return err
+	}
+	logger := env.Logger(cfg, "api")
+	keys, err := secrets.FromEnv()
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		logger.Warn(secrets.KeyEnv + " is not set: creates that store a secret (source credentials, webhook signing secrets) will be refused")
+	}
+	pool, err := cli.Open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	m := metrics.New()
+	m.CollectDatabase(pool, 0, nil, 0) // lookout_database_up; the daemons export the work gauges
+	hub := control.NewHub(pool, logger)
+	svc := control.New(pool, control.FileDefinitions{Pool: pool}, hub, serviceConfig(cfg, keys), logger)
+	a := api.New(svc, logger)
+	return cli.SuperviseApp(ctx, listen, &cli.App{Handler: a.Handler(), OnShutdown: a.Shutdown}, m,
+		[]health.Check{health.Database(pool), health.Migrations(pool), health.Listener("outbox_listener", hub.Listening)},
+		logger, hub, control.NewKeyPruner(pool, logger))
+}
+
+func operator() control.Principal {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		name = cmp.Or(u.Username, name)
+	}
+	return control.Principal{Owner: "operator:" + cmp.Or(name, "unknown"), Admin: true, Via: audit.ViaCLI}
+}
+
+func tokenCommand(ctx context.Context, env *cli.Env) error {
+	if len(env.Args) == 0 {
+		return &cli.UsageError{Msg: "want token create, token list or token revoke"}
+	}
+	sub, args := env.Args[0], env.Args[1:]
+	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	switch sub {
+	case "create":
+		owner := fs.String("owner", "", "the `owner` the token acts for (required)")
+		scope := fs.String("scope", tokens.ScopeUser, "`scope`: user (the owner's objects) or admin (everything)")
+		name := fs.String("name", "", "a `label` to tell tokens apart")
+		ttl := fs.Duration("ttl", 0, "expire the token after this `duration` (e.g. 720h); 0 never")
+		if err := fs.Parse(args); err != nil {
+			return &cli.UsageError{Msg: err.Error()}
+		}
+		if *owner == "" {
+			return &cli.UsageError{Msg: "token create needs --owner NAME"}
+		}
+		if *scope != tokens.ScopeUser && *scope != tokens.ScopeAdmin {
+			return &cli.UsageError{Msg: fmt.Sprintf("--scope must be user or admin, not %q", *scope)}
+		}
+		pool, err := cli.Open(ctx, false)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		tok, secret, err := control.IssueToken(ctx, pool, operator(), tokens.NewToken{Owner: *owner, Scope: *scope, Name: *name, TTL: *ttl})
+		if err != nil {
+			return err
+		}
+		expires := "never expires"
+		if tok.ExpiresAt != nil {
+			expires = "expires " + tok.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(env.Stderr, "token %d for %s (scope %s, %s); it is shown once, store it now:\n", tok.ID, tok.Owner, tok.Scope, expires)
+		fmt.Fprintf(env.Stdout, "%s\n", secret)
+		return nil
+	case "list":
+		owner := fs.String("owner", "", "only the tokens of this `owner`")
+		if err := fs.Parse(args); err != nil {
+			return &cli.UsageError{Msg: err.Error()}
+		}
+		pool, err := cli.Open(ctx, false)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		list, err := tokens.List(ctx, pool, *owner)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tOWNER\tSCOPE\tNAME\tPREFIX\tCREATED\tLAST USED\tSTATE")
+		for _, t := range list {
+			state := "active"
+			switch {
+			case t.RevokedAt != nil:
+				state = "revoked " + ts(t.RevokedAt)
+			case t.ExpiresAt != nil && time.Now().After(*t.ExpiresAt):
+				state = "expired " + ts(t.ExpiresAt)
+			case t.ExpiresAt != nil:
+				state = "active until " + ts(t.ExpiresAt)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Owner, t.Scope, t.Name, t.Prefix, ts(&t.CreatedAt), ts(t.LastUsedAt), state)
+		}
+		return tw.Flush()
+	case "revoke":
+		if err := fs.Parse(args); err != nil {
+			return &cli.UsageError{Msg: err.Error()}
+		}
+		if fs.NArg() != 1 {
+			return &cli.UsageError{Msg: "token revoke needs the token's ID (see token list)"}
+		}
+		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		if err != nil {
+			return &cli.UsageError{Msg: fmt.Sprintf("token revoke: %q is not a token id", fs.Arg(0))}
+		}
+		pool, err := cli.Open(ctx, false)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		tok, err := control.RevokeToken(ctx, pool, operator(), id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "token %d of %s revoked at %s\n", tok.ID, tok.Owner, ts(tok.RevokedAt))
+		return nil
+	}
+	return &cli.UsageError{Msg: fmt.Sprintf("unknown token command %q (want create, list or revoke)", sub)}
+}
+
+func ts(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func secretKey(_ context.Context, env *cli.Env) error {
+	fs := flag.NewFlagSet("secret-key", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	id := fs.String("id", "k"+time.Now().UTC().Format("20060102"), "the key's `id` (letters, digits, - and _)")
+	if err := fs.Parse(env.Args); err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	k, err := secrets.NewKey(*id)
+	if err != nil {
+		return err
+	}
+	if _, err := secrets.Parse(k); err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	fmt.Fprintln(env.Stdout, k)
+	return nil
+}
+
+func printOpenAPI(_ context.Context, env *cli.Env) error {
+	doc, err := api.Document()
+	if err != nil {
+		return errors.Join(errors.New("build the OpenAPI document"), err)
+	}
+	_, err = env.Stdout.Write(doc)
+	return err
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lookout-dev/lookout/internal/cli"
+	"github.com/lookout-dev/lookout/internal/clitest"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+)
+
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = cli.Run(context.Background(), "api", "test", commands, append([]string{"--config", "../../examples/config"}, args...), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// api run serves /v1 beside /metrics, /healthz and /readyz; a token made
+// by `api token create` (printed once, alone and last on its line) works
+// until `api token revoke`; `token list` shows no secret.
+func TestRunServesAPIWithTokens(t *testing.T) {
+	_, url := pgtest.Schema(t)
+	t.Setenv("DATABASE_URL", url)
+	d := clitest.StartDaemon(t, "../../examples/config", runDaemon)
+	d.WaitFor("readyz 200", func() bool {
+		code, _ := d.Get("/readyz")
+		return code == http.StatusOK
+	})
+	_, body := d.Get("/readyz")
+	if !strings.Contains(body, `"name":"outbox_listener","ok":true`) {
+		t.Errorf("readyz: %s", body)
+	}
+	if code, m := d.Get("/metrics"); code != 200 || !clitest.Has(m, "lookout_database_up 1") {
+		t.Errorf("metrics: %d", code)
+	}
+	if code, doc := d.Get("/openapi.json"); code != 200 || !strings.Contains(doc, `"openapi": "3.1.0"`) && !strings.Contains(doc, `"openapi":"3.1.0"`) {
+		t.Errorf("openapi.json: %d %.80s", code, doc)
+	}
+
+	out, errOut, code := run(t, "token", "create", "--owner", "alice")
+	if code != 0 {
+		t.Fatalf("token create: %d %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	secret := lines[len(lines)-1]
+	if len(lines) != 1 || !strings.HasPrefix(secret, "lk_") || !strings.Contains(errOut, "shown once") {
+		t.Fatalf("token create printed %q / %q", out, errOut)
+	}
+	me := func() (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+d.Addr+"/v1/me", nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var v map[string]any
+		_ = json.Unmarshal(b, &v)
+		return resp.StatusCode, v
+	}
+	if code, v := me(); code != 200 || v["owner"] != "alice" {
+		t.Fatalf("/v1/me: %d %v", code, v)
+	}
+	list, _, _ := run(t, "token", "list")
+	if strings.Contains(list, secret) || !strings.Contains(list, "alice") || !strings.Contains(list, secret[:9]) {
+		t.Errorf("token list:\n%s", list)
+	}
+	id := strings.Fields(strings.Split(list, "\n")[1])[0]
+	if _, err := strconv.Atoi(id); err != nil {
+		t.Fatalf("token list:\n%s", list)
+	}
+	if out, errOut, code := run(t, "token", "revoke", id); code != 0 || !strings.Contains(out, "revoked") {
+		t.Fatalf("token revoke: %d %s %s", code, out, errOut)
+	}
+	if code, v := me(); code != http.StatusUnauthorized || !strings.Contains(v["detail"].(string), "revoked") {
+		t.Errorf("/v1/me after revoke: %d %v", code, v)
+	}
+	pool := pgtest.PoolFor(t, url)
+	var audits int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE kind = 'token' AND via = 'cli' AND after IS NOT NULL`).Scan(&audits); err != nil || audits != 2 {
+		t.Errorf("audit rows of token create and revoke: %d %v", audits, err)
+	}
+	if _, errOut, code := run(t, "token", "create"); code != 2 || !strings.Contains(errOut, "--owner") {
+		t.Errorf("token create without owner: %d %s", code, errOut)
+	}
+}
+
+func TestCheckAndSecretKey(t *testing.T) {
+	out, errOut, code := run(t, "check")
+	if code != 0 || !strings.Contains(out, "is valid") {
+		t.Errorf("check: %d %s %s", code, out, errOut)
+	}
+	key, _, code := run(t, "secret-key", "--id", "k2")
+	if code != 0 || !strings.HasPrefix(key, "k2:") {
+		t.Fatalf("secret-key: %d %q", code, key)
+	}
+	t.Setenv("LOOKOUT_SECRET_KEY", strings.TrimSpace(key))
+	if _, errOut, code := run(t, "check"); code != 0 {
+		t.Errorf("check with a key: %d %s", code, errOut)
+	}
+	t.Setenv("LOOKOUT_SECRET_KEY", "k1:tooshort")
+	if _, errOut, code := run(t, "check"); code == 0 || !strings.Contains(errOut, "LOOKOUT_SECRET_KEY entry 1 (k1)") {
+		t.Errorf("check with a bad key: %d %s", code, errOut)
+	}
+	doc, _, code := run(t, "openapi")
+	if code != 0 || !strings.Contains(doc, "3.1.0") {
+		t.Errorf("openapi: %d", code)
+	}
+}

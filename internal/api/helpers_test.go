@@ -1,0 +1,203 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/outbox"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/tokens"
+)
+
+// ownedBy is a Definitions for tests: owner -> watches; every source in
+// sources is visible to all, those in private only to their owner.
+type ownedBy struct {
+	mu      sync.Mutex
+	watches map[string][]outbox.WatchKey
+	private map[string]string // source -> owner
+	pool    *pgxpool.Pool
+}
+
+func (o *ownedBy) OwnedWatches(_ context.Context, owner string) ([]outbox.WatchKey, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.watches[owner], nil
+}
+
+func (o *ownedBy) SourceVisible(ctx context.Context, owner, source string) (bool, error) {
+	o.mu.Lock()
+	who, private := o.private[source]
+	o.mu.Unlock()
+	if private && who != owner {
+		return false, nil
+	}
+	return control.FileDefinitions{Pool: o.pool}.SourceVisible(ctx, owner, source)
+}
+
+type fixture struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	api    *API
+	srv    *httptest.Server
+	defs   *ownedBy
+	hub    *control.Hub
+	tokens map[string]string // owner -> secret
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	logger := slog.New(slog.DiscardHandler)
+	defs := &ownedBy{watches: map[string][]outbox.WatchKey{}, private: map[string]string{}, pool: pool}
+	hub := control.NewHub(pool, logger)
+	if err := hub.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hub.Stop() })
+	svc := control.New(pool, defs, hub, control.Config{StreamPoll: time.Minute, Limits: control.Limits{Watches: 3}}, logger)
+	a := New(svc, logger)
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	t.Cleanup(a.Shutdown)
+	f := &fixture{t: t, pool: pool, api: a, srv: srv, defs: defs, hub: hub, tokens: map[string]string{}}
+	for owner, scope := range map[string]string{"alice": "user", "bob": "user", "root": "admin"} {
+		_, secret, err := tokens.Create(context.Background(), pool, tokens.NewToken{Owner: owner, Scope: scope})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.tokens[owner] = secret
+	}
+	return f
+}
+
+// do sends a request with owner's token ("" for none) and decodes a JSON answer into out (if not nil).
+func (f *fixture) do(method, path, owner string, body io.Reader, out any, headers ...string) *http.Response {
+	f.t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if owner != "" {
+		req.Header.Set("Authorization", "Bearer "+f.tokens[owner])
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			f.t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
+	return resp
+}
+
+// problem sends a request that must fail with status and returns the problem.
+func (f *fixture) problem(method, path, owner string, body io.Reader, status int, headers ...string) Problem {
+	f.t.Helper()
+	var p Problem
+	resp := f.do(method, path, owner, body, &p, headers...)
+	if resp.StatusCode != status {
+		f.t.Fatalf("%s %s: status %d, want %d: %+v", method, path, resp.StatusCode, status, p)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+		f.t.Errorf("%s %s: Content-Type %q, want application/problem+json", method, path, ct)
+	}
+	if p.Status != status || !strings.HasPrefix(p.Type, ProblemTypeBase) || p.Detail == "" || p.Instance == "" {
+		f.t.Errorf("%s %s: incomplete problem %+v", method, path, p)
+	}
+	return p
+}
+
+// enqueue writes a notification of source/watch and wakes the streams.
+func (f *fixture) enqueue(source, watch, title string) int64 {
+	f.t.Helper()
+	ctx := context.Background()
+	tx, err := f.pool.Begin(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	res, err := outbox.Enqueue(ctx, tx, []outbox.Notification{{DedupeKey: source + "/" + watch + "/" + title, Sink: "log", Source: source,
+		RecordID: title, Watch: watch, Title: title, Payload: []byte(`{"title":"` + title + `"}`)}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := outbox.Wake(ctx, tx); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	return res[0].ID
+}
+
+// event is one Server-Sent Event.
+type event struct {
+	ID, Event, Data string
+}
+
+// stream opens the notification stream as owner and returns its events.
+func (f *fixture) stream(path, owner string, headers ...string) (<-chan event, func()) {
+	f.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+f.tokens[owner])
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		f.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(resp.Body)
+		cancel()
+		f.t.Fatalf("stream %s: %d %s", path, resp.StatusCode, b)
+	}
+	ch := make(chan event, 100)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var ev event
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.Data != "" && ev.Event != "keepalive" {
+					ch <- ev
+				}
+				ev = event{}
+			case strings.HasPrefix(line, "id: "):
+				ev.ID = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				ev.Event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.Data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}()
+	return ch, cancel
+}

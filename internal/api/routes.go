@@ -1,0 +1,175 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/sse"
+
+	"github.com/lookout-dev/lookout/internal/control"
+)
+
+// problemResponses documents the problem+json answers of authenticated operations.
+func problemResponses(codes ...int) map[string]*huma.Response {
+	out := map[string]*huma.Response{}
+	for _, c := range append([]int{http.StatusUnauthorized}, codes...) {
+		out[strconv.Itoa(c)] = &huma.Response{Description: http.StatusText(c), Content: map[string]*huma.MediaType{
+			"application/problem+json": {Schema: &huma.Schema{Ref: "#/components/schemas/Problem"}},
+		}}
+	}
+	return out
+}
+
+func (a *API) routes() {
+	// Register the Problem schema once, for the responses above.
+	a.huma.OpenAPI().Components.Schemas.Schema(reflectType[Problem](), true, "Problem")
+
+	huma.Register(a.huma, huma.Operation{
+		OperationID: "whoami", Method: http.MethodGet, Path: "/v1/me", Tags: []string{"account"},
+		Summary:     "Who the token belongs to",
+		Description: "Returns the owner and scope of the bearer token, and the owner's limits.",
+		Security:    bearer, Responses: problemResponses(),
+	}, a.whoami)
+
+	huma.Register(a.huma, huma.Operation{
+		OperationID: "list_notifications", Method: http.MethodGet, Path: "/v1/notifications", Tags: []string{"notifications"},
+		Summary: "List your notifications, newest first",
+		Description: "A page of the notifications your watches made (an admin sees all). " +
+			"Pass next_cursor as cursor to get older ones. For a live feed use /v1/notifications/stream.",
+		Security: bearer, Responses: problemResponses(http.StatusUnprocessableEntity),
+	}, a.listNotifications)
+
+	sse.Register(a.huma, huma.Operation{
+		OperationID: "stream_notifications", Method: http.MethodGet, Path: "/v1/notifications/stream", Tags: []string{"notifications"},
+		Summary: "Stream your notifications as Server-Sent Events",
+		Description: "Each notification is one `notification` event whose id is the notification id. " +
+			"Reconnect with the Last-Event-ID header (or ?after=ID) to get what was created while disconnected; " +
+			"without either, the stream starts with notifications created from now on. A `keepalive` event is sent when the stream opens and when nothing happened for a while.",
+		Security: bearer, Responses: problemResponses(),
+	}, map[string]any{"notification": control.Notification{}, "keepalive": Keepalive{}}, a.streamNotifications)
+
+	huma.Register(a.huma, huma.Operation{
+		OperationID: "describe_source", Method: http.MethodGet, Path: "/v1/sources/{source}/fields", Tags: []string{"sources"},
+		Summary: "Describe the fields of a source's records",
+		Description: "Samples the newest mirrored records of the source and lists each field as a `when` expression names it " +
+			"(record.title, record.extra.stars, ...), with the JSON types seen and example values. Read it before writing a watch.",
+		Security: bearer, Responses: problemResponses(http.StatusNotFound, http.StatusUnprocessableEntity),
+	}, a.describeSource)
+
+	huma.Register(a.huma, huma.Operation{
+		OperationID: "describe_connector", Method: http.MethodGet, Path: "/v1/connectors/{connector}/fields", Tags: []string{"sources"},
+		Summary:     "Describe the fields of a connector kind's records",
+		Description: "Like describe_source, over every source of the connector kind (http, rss, github, file) you can see.",
+		Security:    bearer, Responses: problemResponses(http.StatusUnprocessableEntity),
+	}, a.describeConnector)
+}
+
+// WhoAmI is whoami's answer.
+type WhoAmI struct {
+	Body struct {
+		Owner  string         `json:"owner"`
+		Scope  string         `json:"scope" enum:"user,admin"`
+		Limits control.Limits `json:"limits" doc:"The owner's limits (0: none)."`
+	}
+}
+
+func (a *API) whoami(ctx context.Context, _ *struct{}) (*WhoAmI, error) {
+	p := principal(ctx)
+	out := &WhoAmI{}
+	out.Body.Owner, out.Body.Scope = p.Owner, "user"
+	if p.Admin {
+		out.Body.Scope = "admin"
+	}
+	out.Body.Limits = a.svc.Limits()
+	return out, nil
+}
+
+// ListNotificationsInput are list_notifications' parameters.
+type ListNotificationsInput struct {
+	Cursor string `query:"cursor" doc:"The next_cursor of the previous page; leave out for the newest."`
+	Limit  int    `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"Page size."`
+	Source string `query:"source" doc:"Only notifications of this source."`
+	Watch  string `query:"watch" doc:"Only notifications of this watch."`
+}
+
+// NotificationPageOutput is list_notifications' answer.
+type NotificationPageOutput struct {
+	Body *control.NotificationPage
+}
+
+func (a *API) listNotifications(ctx context.Context, in *ListNotificationsInput) (*NotificationPageOutput, error) {
+	page, err := a.svc.ListNotifications(ctx, principal(ctx), control.NotificationQuery{Cursor: in.Cursor, Limit: in.Limit, Source: in.Source, Watch: in.Watch})
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &NotificationPageOutput{Body: page}, nil
+}
+
+// StreamInput are stream_notifications' parameters.
+type StreamInput struct {
+	LastEventID int64  `header:"Last-Event-ID" doc:"The id of the last event received; the stream resumes after it."`
+	After       int64  `query:"after" minimum:"0" doc:"Like Last-Event-ID, for clients that cannot set headers."`
+	Source      string `query:"source" doc:"Only notifications of this source."`
+	Watch       string `query:"watch" doc:"Only notifications of this watch."`
+}
+
+// Keepalive is the event sent on a quiet stream.
+type Keepalive struct {
+	At time.Time `json:"at"`
+}
+
+func (a *API) streamNotifications(ctx context.Context, in *StreamInput, send sse.Sender) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-a.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	after := max(in.LastEventID, in.After)
+	p := principal(ctx)
+	err := a.svc.Stream(ctx, p, control.StreamQuery{After: after, Source: in.Source, Watch: in.Watch},
+		func(n control.Notification) error { return send(sse.Message{ID: int(n.ID), Data: n}) },
+		func() error { return send.Data(Keepalive{At: time.Now().UTC()}) })
+	if err != nil && ctx.Err() == nil {
+		a.logger.Debug("notification stream ended", "error", err, "owner", p.Owner, "request_id", p.RequestID)
+	}
+}
+
+// DescribeSourceInput are describe_source's parameters.
+type DescribeSourceInput struct {
+	Source string `path:"source" doc:"The source name."`
+	Sample int    `query:"sample" minimum:"1" maximum:"1000" default:"200" doc:"How many of the newest records to read."`
+}
+
+// DescribeConnectorInput are describe_connector's parameters.
+type DescribeConnectorInput struct {
+	Connector string `path:"connector" doc:"The connector kind: http, rss, github, file, ..."`
+	Sample    int    `query:"sample" minimum:"1" maximum:"1000" default:"200" doc:"How many of the newest records to read."`
+}
+
+// DescribeOutput is describe_source's answer.
+type DescribeOutput struct {
+	Body *control.SourceDescription
+}
+
+func (a *API) describeSource(ctx context.Context, in *DescribeSourceInput) (*DescribeOutput, error) {
+	d, err := a.svc.DescribeSource(ctx, principal(ctx), control.DescribeQuery{Source: in.Source, Sample: in.Sample})
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &DescribeOutput{Body: d}, nil
+}
+
+func (a *API) describeConnector(ctx context.Context, in *DescribeConnectorInput) (*DescribeOutput, error) {
+	d, err := a.svc.DescribeSource(ctx, principal(ctx), control.DescribeQuery{Connector: in.Connector, Sample: in.Sample})
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &DescribeOutput{Body: d}, nil
+}

@@ -1,0 +1,120 @@
+// Package audit owns the audit_log table: one row for every change made
+// through the API, MCP or the api binary's commands — who (actor, token),
+// what (action on a kind of object, and whose object), when, and the
+// object before and after. Record it in the transaction of the change, so
+// that a change and its audit row commit together. Secrets are never
+// recorded: callers pass the object as its API shows it. Named queries are
+// in queries.go.
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier runs statements: a pgx.Tx, a *pgxpool.Pool or a *pgx.Conn.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Channels a change came through (audit_log.via).
+const (
+	ViaAPI = "api"
+	ViaMCP = "mcp"
+	ViaCLI = "cli"
+)
+
+// Entry is one audit_log row.
+type Entry struct {
+	ID int64     `json:"id"`
+	At time.Time `json:"at"`
+	// Actor is the owner of the token that made the change (or the
+	// operator's user name for ViaCLI).
+	Actor   string `json:"actor"`
+	TokenID *int64 `json:"token_id,omitempty"`
+	Via     string `json:"via"`
+	// Action is what was done: create, update, delete, pause, resume,
+	// run_now, revoke.
+	Action string `json:"action"`
+	// Kind and Target name the object: watch and "source/watch", source
+	// and its name, token and its id.
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	// Owner is whose object it is (an admin may change another's).
+	Owner     string          `json:"owner"`
+	Before    json.RawMessage `json:"before,omitempty"`
+	After     json.RawMessage `json:"after,omitempty"`
+	RequestID string          `json:"request_id,omitempty"`
+}
+
+// Record inserts e (ID and At are set by the database). Before and After
+// are marshalled from any value; nil stores NULL.
+func Record(ctx context.Context, q Querier, e Entry, before, after any) error {
+	b, err := marshal(before)
+	if err != nil {
+		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
+	}
+	a, err := marshal(after)
+	if err != nil {
+		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
+	}
+	if _, err := q.Exec(ctx, queryInsert, e.Actor, e.TokenID, e.Via, e.Action, e.Kind, e.Target, e.Owner, b, a, e.RequestID); err != nil {
+		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
+	}
+	return nil
+}
+
+func marshal(v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if raw, ok := v.(json.RawMessage); ok {
+		if len(raw) == 0 {
+			return nil, nil
+		}
+		return raw, nil
+	}
+	return json.Marshal(v)
+}
+
+// Filter selects entries for List; zero fields match everything.
+type Filter struct {
+	Owner  string
+	Kind   string
+	Target string
+	// Before lists entries with a smaller id (a cursor); 0 from the newest.
+	Before int64
+	// Limit bounds the listing. Defaults to 50.
+	Limit int
+}
+
+// List returns the newest entries f selects, newest first.
+func List(ctx context.Context, q Querier, f Filter) ([]Entry, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	rows, err := q.Query(ctx, queryList, f.Owner, f.Kind, f.Target, f.Before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list audit log: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entry, error) {
+		var e Entry
+		var rid *string
+		err := r.Scan(&e.ID, &e.At, &e.Actor, &e.TokenID, &e.Via, &e.Action, &e.Kind, &e.Target, &e.Owner, &e.Before, &e.After, &rid)
+		if rid != nil {
+			e.RequestID = *rid
+		}
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list audit log: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,15 @@
+package audit
+
+// The named queries of the audit_log table. Nothing outside this package
+// writes it (retention's age-based pruning aside).
+
+const queryInsert = `
+	INSERT INTO audit_log (actor, token_id, via, action, kind, target, owner, before, after, request_id)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULLIF($10, ''))`
+
+const queryList = `
+	SELECT id, at, actor, token_id, via, action, kind, target, owner, before, after, request_id
+	FROM audit_log
+	WHERE ($1 = '' OR owner = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR target = $3)
+	  AND ($4 = 0 OR id < $4)
+	ORDER BY id DESC LIMIT $5`

@@ -1,0 +1,117 @@
+// Package control is the service layer of the api deployment: what an
+// assistant and its user can do with lookout at runtime — read the
+// notifications of their watches (a page, or a live stream), describe a
+// source's records before writing a watch, and (with the definitions
+// store) create, change and remove watches and sources. The HTTP handlers
+// (internal/api) and the MCP tools call it; they stay thin.
+//
+// Every method takes the Principal of the request and scopes what it
+// reads and changes to its owner; an admin sees everything. An object of
+// another owner does not exist for the caller (NotFoundError, not a
+// refusal), so that Bob cannot learn what Alice watches. Errors are typed
+// (errors.go) so that each transport maps them to its own form:
+// problem+json for HTTP, a tool error for MCP.
+package control
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/outbox"
+	"github.com/lookout-dev/lookout/internal/secrets"
+)
+
+// Principal is who makes a request: the owner of its token and its scope.
+type Principal struct {
+	Owner string
+	Admin bool
+	// TokenID is the token's id (0 for the api binary's own commands).
+	TokenID int64
+	// Via is the channel: audit.ViaAPI, audit.ViaMCP or audit.ViaCLI.
+	Via string
+	// RequestID names the request in logs and the audit log.
+	RequestID string
+}
+
+// Limits bound what one owner may have; 0 is no limit.
+type Limits struct {
+	// Watches an owner may have. Defaults to 100.
+	Watches int `json:"watches" doc:"Watches you may have (0: no limit)."`
+	// Sources an owner may create. Defaults to 20.
+	Sources int `json:"sources" doc:"Sources you may create (0: no limit)."`
+	// ModelCallsPerDay an owner's watches may make. Defaults to 1000.
+	ModelCallsPerDay int `json:"model_calls_per_day" doc:"Model calls your watches may make per UTC day (0: no limit)."`
+}
+
+// Config is the service's configuration.
+type Config struct {
+	// Limits per owner.
+	Limits Limits
+	// StreamPoll is how often a notification stream looks for new rows
+	// without a wake-up. Defaults to 5s.
+	StreamPoll time.Duration
+	// StreamLookback is how far back a stream looks again for rows whose
+	// transaction committed after a newer row's. Defaults to 1m.
+	StreamLookback time.Duration
+	// Keys seal the secrets of API users; nil refuses to store any.
+	Keys *secrets.Ring
+}
+
+// Definitions is what the service needs from the definitions store: the
+// watches an owner has and whether an owner may see a source.
+//
+// SEAM (issue 12): until definitions live in the database with their
+// owner, FileDefinitions stands in: every definition comes from the
+// operator's files and belongs to no API owner, so a user token sees no
+// notifications and every source is a shared one.
+type Definitions interface {
+	// OwnedWatches returns the watches of owner.
+	OwnedWatches(ctx context.Context, owner string) ([]outbox.WatchKey, error)
+	// SourceVisible reports whether owner may see source (a shared
+	// source, or one owner created). It returns false for a source that
+	// does not exist.
+	SourceVisible(ctx context.Context, owner, source string) (bool, error)
+}
+
+// Service is the control plane's logic over one database.
+type Service struct {
+	pool   *pgxpool.Pool
+	conf   Config
+	defs   Definitions
+	hub    *Hub
+	logger *slog.Logger
+}
+
+// New returns a service over pool. hub wakes notification streams (nil:
+// streams poll every StreamPoll).
+func New(pool *pgxpool.Pool, defs Definitions, hub *Hub, conf Config, logger *slog.Logger) *Service {
+	if conf.StreamPoll <= 0 {
+		conf.StreamPoll = 5 * time.Second
+	}
+	if conf.StreamLookback <= 0 {
+		conf.StreamLookback = time.Minute
+	}
+	return &Service{pool: pool, conf: conf, defs: defs, hub: hub, logger: logger.With("component", "control")}
+}
+
+// Pool is the service's database pool (for the transports' readiness checks).
+func (s *Service) Pool() *pgxpool.Pool { return s.pool }
+
+// scope returns the outbox selection of p's notifications.
+func (s *Service) scope(ctx context.Context, p Principal) (outbox.PageQuery, error) {
+	if p.Admin {
+		return outbox.PageQuery{All: true}, nil
+	}
+	ws, err := s.defs.OwnedWatches(ctx, p.Owner)
+	if err != nil {
+		return outbox.PageQuery{}, fmt.Errorf("read watches of %s: %w", p.Owner, err)
+	}
+	return outbox.PageQuery{Watches: ws}, nil
+}
+
+// Limits returns the per-owner limits in force.
+func (s *Service) Limits() Limits { return s.conf.Limits }

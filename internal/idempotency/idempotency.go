@@ -1,0 +1,112 @@
+// Package idempotency owns the idempotency_keys table: the first answer to
+// a create sent with an Idempotency-Key header, so that a retry with the
+// same key and the same body gets that answer again and creates nothing,
+// and a retry with another body is refused.
+//
+// Claim runs in the create's transaction, before the create: its INSERT
+// takes the key, so a concurrent request with the same key waits on it
+// until the first commits (then it finds the answer) or rolls back (then
+// it takes the key itself). Save stores the answer in the same
+// transaction. A create that fails rolls back and leaves the key free.
+// Named queries are in queries.go.
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier runs statements: a pgx.Tx (Claim and Save want the create's).
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// TTLDefault is how long a key is kept.
+const TTLDefault = 24 * time.Hour
+
+// MaxKeyLength bounds a key.
+const MaxKeyLength = 255
+
+// Stored is the answer a key already has.
+type Stored struct {
+	Status   int
+	Response []byte
+	// Sealed is set when Response is encrypted (it carries a secret).
+	Sealed bool
+}
+
+// MismatchError is a key reused with another request.
+type MismatchError struct {
+	Key, Operation, PriorOperation string
+}
+
+func (e *MismatchError) Error() string {
+	if e.Operation != e.PriorOperation {
+		return fmt.Sprintf("Idempotency-Key %q was used for %s; use a new key for each new request", e.Key, e.PriorOperation)
+	}
+	return fmt.Sprintf("Idempotency-Key %q was used with a different request body; send the same body to retry, or use a new key for a new request", e.Key)
+}
+
+// Hash is the request hash Claim compares: SHA-256 of the operation and body.
+func Hash(operation string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(operation))
+	h.Write([]byte{0})
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Claim takes key for owner in tx. It returns (nil, nil) when the key is
+// new (go on, then Save), the stored answer when the same request was
+// already answered, or a *MismatchError.
+func Claim(ctx context.Context, tx Querier, owner, key, operation, requestHash string) (*Stored, error) {
+	if len(key) > MaxKeyLength {
+		return nil, fmt.Errorf("Idempotency-Key is %d characters, at most %d are allowed", len(key), MaxKeyLength)
+	}
+	tag, err := tx.Exec(ctx, queryClaim, owner, key, operation, requestHash)
+	if err != nil {
+		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil, nil
+	}
+	var s Stored
+	var op, hash string
+	err = tx.QueryRow(ctx, queryRead, owner, key).Scan(&op, &hash, &s.Status, &s.Response, &s.Sealed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Pruned between the two statements: claim again.
+		return Claim(ctx, tx, owner, key, operation, requestHash)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read idempotency key: %w", err)
+	}
+	if op != operation || hash != requestHash {
+		return nil, &MismatchError{Key: key, Operation: operation, PriorOperation: op}
+	}
+	return &s, nil
+}
+
+// Save stores the answer of the request that claimed key, in its transaction.
+func Save(ctx context.Context, tx Querier, owner, key string, s Stored) error {
+	if _, err := tx.Exec(ctx, querySave, owner, key, s.Status, s.Response, s.Sealed); err != nil {
+		return fmt.Errorf("save idempotency key: %w", err)
+	}
+	return nil
+}
+
+// Prune deletes keys older than ttl and returns how many.
+func Prune(ctx context.Context, q Querier, ttl time.Duration) (int64, error) {
+	tag, err := q.Exec(ctx, queryPrune, ttl)
+	if err != nil {
+		return 0, fmt.Errorf("prune idempotency keys: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,18 @@
+package idempotency
+
+// The named queries of the idempotency_keys table. Nothing outside this
+// package writes it.
+
+// queryClaim takes a key; status 0 and an empty response until Save.
+const queryClaim = `
+	INSERT INTO idempotency_keys (owner, key, operation, request_hash, status, response)
+	VALUES ($1, $2, $3, $4, 0, '')
+	ON CONFLICT (owner, key) DO NOTHING`
+
+const queryRead = `
+	SELECT operation, request_hash, status, response, sealed FROM idempotency_keys WHERE owner = $1 AND key = $2`
+
+const querySave = `
+	UPDATE idempotency_keys SET status = $3, response = $4, sealed = $5 WHERE owner = $1 AND key = $2`
+
+const queryPrune = `DELETE FROM idempotency_keys WHERE created_at < now() - $1::interval`

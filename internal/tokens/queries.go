@@ -1,0 +1,22 @@
+package tokens
+
+// The named queries of the api_tokens table. Nothing outside this package
+// writes it.
+
+const tokenColumns = `id, owner, scope, name, prefix, created_at, expires_at, revoked_at, last_used_at`
+
+const queryCreate = `
+	INSERT INTO api_tokens (owner, scope, name, prefix, hash, expires_at)
+	VALUES ($1, $2, $3, $4, $5, $6)
+	RETURNING ` + tokenColumns
+
+const queryByHash = `SELECT ` + tokenColumns + `, hash FROM api_tokens WHERE hash = $1`
+
+const queryTouch = `UPDATE api_tokens SET last_used_at = now() WHERE id = $1`
+
+const queryRevoke = `
+	UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now())
+	WHERE id = $1 AND ($2 = '' OR owner = $2)
+	RETURNING ` + tokenColumns
+
+const queryList = `SELECT ` + tokenColumns + ` FROM api_tokens WHERE $1 = '' OR owner = $1 ORDER BY id`
