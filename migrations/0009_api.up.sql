@@ -1,4 +1,4 @@
--- lookout schema, version 8: the api deployment's tables. See docs/api.md
+-- lookout schema, version 9: the api deployment's tables. See docs/api.md
 -- and docs/schema.md.
 
 -- api_tokens: bearer tokens of the HTTP API, one row per token. The token
