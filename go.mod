@@ -3,6 +3,8 @@ module github.com/lookout-dev/lookout
 go 1.26
 
 require (
+	github.com/emersion/go-imap/v2 v2.0.0-beta.8
+	github.com/emersion/go-message v0.18.2
 	github.com/expr-lang/expr v1.17.8
 	github.com/goccy/go-json v0.10.5
 	github.com/golang-migrate/migrate/v4 v4.20.1
@@ -39,7 +41,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.uber.org/multierr v1.9.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
-	golang.org/x/net v0.57.0 // indirect
+	golang.org/x/net v0.57.0
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.40.0 // indirect

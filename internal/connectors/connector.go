@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 )
@@ -130,6 +131,9 @@ type ItemError struct {
 func (e *ItemError) Error() string { return e.Loc + ": " + e.Err.Error() }
 func (e *ItemError) Unwrap() error { return e.Err }
 
+// DialFunc opens a network connection, bounded by ctx.
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
 // Env is what a factory may use to build a connector.
 type Env struct {
 	// Dir is the configuration directory; relative paths resolve against it.
@@ -138,6 +142,10 @@ type Env struct {
 	// the host's rate limits and honours Retry-After; connectors use it for
 	// every request.
 	HTTP *http.Client
+	// Dial opens the TCP connections of connectors that speak a protocol
+	// other than HTTP (imap). The syncer's dials through the egress policy,
+	// like its HTTP transport. Defaults to a net.Dialer's DialContext.
+	Dial DialFunc
 	// Logger is scoped to the source.
 	Logger *slog.Logger
 	// Now is the clock. Defaults to time.Now.

@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -111,6 +112,9 @@ func New(src *config.Source, env Env) (Connector, error) {
 	}
 	if env.Logger == nil {
 		env.Logger = slog.Default()
+	}
+	if env.Dial == nil {
+		env.Dial = (&net.Dialer{Timeout: src.Timeout}).DialContext
 	}
 	if env.HTTP == nil {
 		env.HTTP = &http.Client{Timeout: src.Timeout}

@@ -1,5 +1,6 @@
 // Package egress is the policy on where lookout's outbound HTTP requests
-// (connectors, webhook and Slack sinks) may connect. It checks the IP
+// (connectors, webhook and Slack sinks) and the imap connector's
+// connections may connect. It checks the IP
 // address actually dialed, after DNS resolution and after every redirect,
 // in a net.Dialer Control function: a refused connection fails before any
 // packet is sent, and a name that resolves to a refused address (DNS

@@ -151,7 +151,7 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 		logger:  logger,
 		metrics: s.conf.Metrics,
 	}}
-	conn, err := connectors.New(sc, connectors.Env{Dir: s.conf.Dir, HTTP: client, Logger: logger, Now: s.conf.Now})
+	conn, err := connectors.New(sc, connectors.Env{Dir: s.conf.Dir, HTTP: client, Dial: s.conf.Egress.Dialer().DialContext, Logger: logger, Now: s.conf.Now})
 	if err != nil {
 		return nil, err
 	}
