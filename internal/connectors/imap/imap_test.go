@@ -578,6 +578,7 @@ func TestIdleSeesNewMail(t *testing.T) {
 	if len(p.Items) != 1 {
 		t.Fatalf("first page: %d items", len(p.Items))
 	}
+	testsignal.Receive(t, ts.idling, "the run to enter IDLE")
 	sent := time.Now()
 	ts.appendMsg("INBOX", mail("during@x", "during", "text"))
 	p = testsignal.Receive(t, pages, "the page of the message that arrived while idling")

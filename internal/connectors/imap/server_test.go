@@ -43,6 +43,8 @@ type testServer struct {
 	fetches   atomic.Int64
 	// certPEM is the server's self-signed certificate (tls modes).
 	certPEM []byte
+	// idling receives a value each time a client enters IDLE.
+	idling chan struct{}
 }
 
 type serverMode int
@@ -61,7 +63,7 @@ const (
 
 func newTestServer(t testing.TB, mode serverMode, mailboxes ...string) *testServer {
 	t.Helper()
-	ts := &testServer{t: t, user: imapmemserver.NewUser(testUser, testPassword), password: testPassword, token: testToken}
+	ts := &testServer{t: t, user: imapmemserver.NewUser(testUser, testPassword), password: testPassword, token: testToken, idling: make(chan struct{}, 8)}
 	ts.dropAfter.Store(-1)
 	for _, m := range append([]string{"INBOX"}, mailboxes...) {
 		if err := ts.user.Create(m, nil); err != nil {
@@ -180,6 +182,15 @@ func (s *session) Fetch(w *imapserver.FetchWriter, numSet goimap.NumSet, options
 	s.ts.dropAfter.Store(-1) // the next connection is served in full
 	s.conn.NetConn().Close()
 	return io.ErrUnexpectedEOF
+}
+
+// Idle tells the test that a client is idling.
+func (s *session) Idle(w *imapserver.UpdateWriter, stop <-chan struct{}) error {
+	select {
+	case s.ts.idling <- struct{}{}:
+	default:
+	}
+	return s.Session.Idle(w, stop)
 }
 
 // appendMsg adds a raw message (LF line ends become CRLF) to mailbox.

@@ -36,11 +36,7 @@ func Shape(mailbox string, m *Message, flags []string, internal time.Time) map[s
 	}
 	list := func(k string, vs []string) {
 		if len(vs) > 0 {
-			l := make([]any, len(vs))
-			for i, v := range vs {
-				l[i] = v
-			}
-			out[k] = l
+			out[k] = anyList(vs)
 		}
 	}
 	set("message_id", m.MessageID)
