@@ -315,9 +315,12 @@ type Syncer struct {
 	// Lease is how long a claim on a source lasts before another replica may
 	// take it over. Defaults to 5m.
 	Lease time.Duration `yaml:"lease"`
-	// Concurrency is how many sources one replica runs at once. Defaults to 4.
+	// Concurrency is the most runs one replica has in flight at once; a
+	// run waiting on its upstream holds a goroutine, not a database
+	// connection. Defaults to 1000.
 	Concurrency int `yaml:"concurrency"`
-	// PollInterval is how often the syncer looks for due sources. Defaults to 1s.
+	// PollInterval is the longest the syncer sleeps when no source is due
+	// (it wakes when the next one falls due). Defaults to 1s.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// BatchSize is the number of items written per transaction. Defaults to 500.
 	BatchSize int `yaml:"batch_size"`

@@ -33,7 +33,7 @@ const (
 	RetryMinDefault          = time.Second
 	RetryMaxDefault          = time.Hour
 	SyncerLeaseDefault       = 5 * time.Minute
-	SyncerConcurrency        = 4
+	SyncerConcurrency        = 1000
 	SyncerPollDefault        = time.Second
 	BatchSizeDefault         = 500
 	EvaluatorLeaseDefault    = 2 * time.Minute

@@ -63,8 +63,12 @@ func TestPipeline(t *testing.T) {
 	if got := e.count(`SELECT count(*) FROM records WHERE synced_at::text > $1`, syncedBefore); got != 0 {
 		t.Errorf("unchanged re-sync rewrote %d records", got)
 	}
-	if got := e.count(`SELECT count(*) FROM sync_runs WHERE status = 'succeeded' AND items_unchanged = $1 AND items_created + items_updated = 0`, n); got != 1 {
-		t.Errorf("re-sync run not recorded as all unchanged")
+	// A quiet run: no sync_runs row, one run in its source's hour.
+	if got := e.count(`SELECT count(*) FROM sync_runs`); got != 1 {
+		t.Errorf("sync_runs after the unchanged re-sync = %d, want 1 (a quiet run writes none)", got)
+	}
+	if got := e.count(`SELECT coalesce(sum(runs), 0) FROM sync_run_hours WHERE items_seen = $1 AND not_modified = 0`, n); got != 1 {
+		t.Errorf("re-sync run not counted in sync_run_hours as one run of %d unchanged items", n)
 	}
 
 	// An edit writes one updated change with the right changed fields.

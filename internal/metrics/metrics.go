@@ -44,6 +44,7 @@ var (
 	modelBuckets   = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120}
 	lagBuckets     = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 6 * 3600, 86400}
 	deliverBuckets = []float64{0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	lateBuckets    = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600}
 )
 
 // Metrics is one process's set of instruments and its registry.
@@ -53,6 +54,7 @@ type Metrics struct {
 	pollsStarted      *prometheus.CounterVec
 	pollsFinished     *prometheus.CounterVec
 	runDuration       *prometheus.HistogramVec
+	lateness          prometheus.Histogram
 	recordsChanged    *prometheus.CounterVec
 	claimsExpired     *prometheus.CounterVec
 	rateLimitWaits    *prometheus.CounterVec
@@ -90,6 +92,10 @@ func New() *Metrics {
 		"Runs of a source finished, by outcome: succeeded, not_modified, failed, deferred, abandoned (lease lost).", "source", "status")
 	m.runDuration = histogram("lookout_run_duration_seconds",
 		"Duration of a source's runs, claim to recorded outcome.", runBuckets, "source")
+	m.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lookout_schedule_lateness_seconds",
+		Help:    "How late runs started: the claim minus the time the source was due (next_run_at, a run-now request, or the expiry of a taken-over lease).",
+		Buckets: lateBuckets})
+	m.reg.MustRegister(m.lateness)
 	m.recordsChanged = counter("lookout_records_changed_total",
 		"Changes written to the change log, by kind: created, updated, deleted.", "source", "kind")
 	m.claimsExpired = counter("lookout_claims_expired_total",
@@ -193,6 +199,15 @@ func (m *Metrics) PollFinished(source, status string, d time.Duration) {
 		m.failed.add(func(f *Failures) { f.Runs[source]++ })
 	}
 	m.runDuration.WithLabelValues(source).Observe(d.Seconds())
+}
+
+// ScheduleLateness observes how late a run started (its claim minus the
+// time its source was due).
+func (m *Metrics) ScheduleLateness(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.lateness.Observe(max(d, 0).Seconds())
 }
 
 // RecordsChanged counts the changes a run wrote.

@@ -30,10 +30,13 @@ type Config struct {
 	// Lease is how long a claim on a source lasts before another replica
 	// may take it over (syncer.lease). Defaults to 5m.
 	Lease time.Duration
-	// Concurrency is how many sources one replica runs at once
-	// (syncer.concurrency). Defaults to 4.
+	// Concurrency is the most runs one replica has in flight at once
+	// (syncer.concurrency). A run starts as soon as a slot is free; a
+	// quiet run frees its slot when its fetch ends. Defaults to 1000.
 	Concurrency int
-	// PollInterval is how often the syncer looks for due sources
+	// PollInterval is the longest the syncer sleeps when no source is
+	// due: it wakes when the next source falls due, and at least this
+	// often to see run-now requests and expired leases
 	// (syncer.poll_interval). Defaults to 1s.
 	PollInterval time.Duration
 	// BatchSize is the number of items written per transaction

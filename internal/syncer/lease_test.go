@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
@@ -52,10 +53,15 @@ func TestLeaseTakeoverIsRecorded(t *testing.T) {
 	}
 
 	// a wakes up: its writes are fenced out and its outcome is not recorded.
-	if _, err := a.writeBatch(ctx, claims[0], nil, nil, false); !errors.Is(err, ErrLeaseLost) {
+	stale := &run{claim: claims[0]}
+	rec, err := a.sources["s"].mapper.Map(map[string]any{"id": "b"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.writeBatch(ctx, stale, []normalize.Record{rec}, nil, false); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("write after takeover: %v, want ErrLeaseLost", err)
 	}
-	_, err = a.finish(ctx, claims[0], a.sources["s"], outcome{status: "succeeded"}, h.clock.Now(), &runStats{})
+	_, err = a.finish(ctx, stale, a.sources["s"], outcome{status: "succeeded"}, &runStats{})
 	if !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("finish after takeover: %v, want ErrLeaseLost", err)
 	}

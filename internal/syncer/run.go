@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,14 +42,63 @@ const minDefer = time.Second
 // errRunTimeout cancels a run that outlived syncer.run_timeout.
 var errRunTimeout = errors.New("run exceeded syncer.run_timeout")
 
+// run is a claimed run in progress: the claim and what it has recorded.
+// Its sync_runs row is written only when the run writes a batch, lasts
+// long enough to need its lease renewed, or ends in a way worth a row
+// (changes, a failure, a deferral, a manual run or a takeover); a quiet
+// run leaves no row and is counted in sync_run_hours.
+type run struct {
+	claim
+	recorded atomic.Bool // the sync_runs row exists
+
+	mu           sync.Mutex
+	pending      changes.Stats // counters of batches that wrote nothing, not in the row yet
+	pendingPages int
+}
+
+// addPending counts a batch that wrote nothing.
+func (r *run) addPending(st changes.Stats, pages int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending.Add(st)
+	r.pendingPages += pages
+}
+
+// withPending returns st and pages plus the pending counters, which it
+// takes, and a function to call with whether they were written: the row
+// exists then, or the counters are pending again.
+func (r *run) withPending(st changes.Stats, pages int) (changes.Stats, int, func(written bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	taken, takenPages := r.pending, r.pendingPages
+	r.pending, r.pendingPages = changes.Stats{}, 0
+	st.Add(taken)
+	return st, pages + takenPages, func(written bool) {
+		if written {
+			r.recorded.Store(true)
+			return
+		}
+		r.addPending(taken, takenPages)
+	}
+}
+
 // runClaim runs one claimed source and records the outcome. Errors are
 // recorded in sync_runs and sources, and logged; they do not stop the loop.
 func (s *Syncer) runClaim(ctx context.Context, c claim) {
 	src := s.sources[c.name]
-	logger := s.logger.With("source", c.name, "run_id", c.runID)
-	started := s.conf.Now()
-	claimAttr := slog.Group("claim", "owner", s.conf.Owner, "expires_at", c.leaseEnd.UTC())
-	logger.Info("run started", "reason", c.reason, claimAttr, "cursor_before", json.RawMessage(c.cursor))
+	r := &run{claim: c}
+	debug := s.logger.Enabled(ctx, slog.LevelDebug)
+	var logger *slog.Logger
+	logDetail := func() *slog.Logger {
+		if logger == nil {
+			logger = s.logger.With("source", c.name, "run_id", c.runID)
+		}
+		return logger
+	}
+	if debug {
+		logDetail().Debug("run started", "reason", c.reason, "lateness_ms", c.lateness.Milliseconds(),
+			slog.Group("claim", "owner", s.conf.Owner, "expires_at", c.leaseEnd.UTC()), "cursor_before", json.RawMessage(c.cursor))
+	}
 
 	rs := &runStats{}
 	runCtx, cancelRun := context.WithCancelCause(ctx)
@@ -57,8 +108,8 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, s.conf.RunTimeout, errRunTimeout)
 		defer cancelTimeout()
 	}
-	stopHeartbeat := s.heartbeat(runCtx, c, cancelRun, logger)
-	out := s.fetch(withRunStats(runCtx, rs), c, src)
+	stopHeartbeat := s.heartbeat(runCtx, r, cancelRun, logDetail)
+	out := s.fetch(withRunStats(runCtx, rs), r, src)
 	stopHeartbeat()
 	// An upstream may echo a configured secret in its error body: hide it
 	// before the error is stored or logged.
@@ -77,23 +128,36 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 			out.status, out.err = "failed", fmt.Errorf("%w: %w", ErrLeaseLost, out.err)
 		}
 	}
-	fin, err := s.finish(context.WithoutCancel(ctx), c, src, out, started, rs)
+	if q, ok := s.quiet(r, src, out, rs); ok {
+		s.done.add(q)
+		return
+	}
+	s.recordFull(ctx, r, src, out, rs, logDetail())
+}
+
+// recordFull records a run that is worth a sync_runs row, and logs it.
+func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcome, rs *runStats, logger *slog.Logger) {
+	c := r.claim
+	claimAttr := slog.Group("claim", "owner", s.conf.Owner, "expires_at", c.leaseEnd.UTC())
+	fin, err := s.finish(context.WithoutCancel(ctx), r, src, out, rs)
 	s.conf.Metrics.RecordsChanged(c.name, out.stats.Created, out.stats.Updated, out.stats.Deleted)
 	if err != nil {
 		status := "failed"
 		if errors.Is(err, ErrLeaseLost) {
 			status = "abandoned"
 		}
-		s.conf.Metrics.PollFinished(c.name, status, s.conf.Now().Sub(started))
+		s.conf.Metrics.PollFinished(c.name, status, s.conf.Now().Sub(c.startedAt))
+		s.stats.finished(status, false, out.stats.Changed())
 		logger.Error("record run outcome", "status", status, claimAttr, "error", err)
 		return
 	}
-	s.conf.Metrics.PollFinished(c.name, out.status, s.conf.Now().Sub(started))
-	attrs := []any{"status", out.status, claimAttr, "cursor_before", json.RawMessage(c.cursor), "cursor_after", fin.cursorAfter,
+	s.conf.Metrics.PollFinished(c.name, out.status, s.conf.Now().Sub(c.startedAt))
+	s.stats.finished(out.status, false, out.stats.Changed())
+	attrs := []any{"status", out.status, "reason", c.reason, claimAttr, "cursor_before", json.RawMessage(c.cursor), "cursor_after", fin.cursorAfter,
 		"seen", out.stats.Seen, "created", out.stats.Created,
 		"updated", out.stats.Updated, "unchanged", out.stats.Unchanged, "deleted", out.stats.Deleted,
-		"pages", out.pages, "requests", fin.requests, "rate_limit_waits", fin.waits,
-		"duration_ms", s.conf.Now().Sub(started).Milliseconds(), "next_run_at", fin.next.At, "interval_reason", fin.next.Reason}
+		"pages", out.pages, "requests", fin.requests, "rate_limit_waits", fin.waits, "lateness_ms", c.lateness.Milliseconds(),
+		"duration_ms", s.conf.Now().Sub(c.startedAt).Milliseconds(), "next_run_at", fin.next.At, "interval_reason", fin.next.Reason}
 	if out.stats.Repaired > 0 {
 		logger.Warn("items held text PostgreSQL cannot store (invalid UTF-8 or NUL); it was replaced by U+FFFD",
 			"items_repaired", out.stats.Repaired, "first_item", out.repairedAt)
@@ -116,24 +180,77 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 	}
 }
 
+// quiet decides whether a run is quiet — a scheduled run that succeeded
+// (or was not modified), wrote nothing, followed a successful run and
+// stops nothing — and if so returns its completion, its next run decided
+// from the state the claim read. Anything else goes through finish.
+func (s *Syncer) quiet(r *run, src *source, out outcome, rs *runStats) (quietRun, bool) {
+	c := r.claim
+	if c.reason != "schedule" || c.failures != 0 || r.recorded.Load() || out.err != nil || out.disable != "" ||
+		(out.status != "succeeded" && out.status != "not_modified") || out.stats.Changed() > 0 || out.stats.Repaired > 0 {
+		return quietRun{}, false
+	}
+	now := s.conf.Now()
+	var cur time.Duration
+	if c.interval != nil {
+		cur = time.Duration(*c.interval * float64(time.Second))
+	}
+	since := c.createdAt
+	if c.lastChange != nil {
+		since = *c.lastChange
+	}
+	next := src.schedule.Next(now, schedule.Run{Interval: cur, Quiet: now.Sub(since), MinInterval: out.result.MinInterval})
+	sc := src.cfg
+	if sc.Stop != nil && sc.Stop.After != nil && !next.At.Before(*sc.Stop.After) {
+		return quietRun{}, false // completes the source
+	}
+	fin := finished{requests: max(out.result.Requests, int(rs.requests.Load())), waits: int(rs.waits.Load())}
+	if src.stopWhen != nil {
+		stop, err := evalStopWhen(src, out, fin, c, c.startedAt, now, c.lastChange, &now)
+		if err != nil || stop {
+			return quietRun{}, false
+		}
+	}
+	q := quietRun{c: c, status: out.status, finishedAt: now, next: next.At, interval: next.Interval.Seconds(), reason: next.Reason,
+		requests: fin.requests, waits: fin.waits, seen: out.stats.Seen, pages: out.pages, unchangedN: out.stats.Unchanged,
+		notModified: out.status == "not_modified"}
+	if out.status == "succeeded" {
+		q.cursor = nullJSONBytes(out.result.Cursor)
+	}
+	return q, true
+}
+
 // heartbeat renews the run's lease every third of the lease while the run
 // goes on, so that a slow page does not let another replica take the
 // source over; if the lease was lost anyway it cancels the run with
-// ErrLeaseLost. The returned function stops it and waits.
-func (s *Syncer) heartbeat(ctx context.Context, c claim, lost context.CancelCauseFunc, logger *slog.Logger) func() {
+// ErrLeaseLost. A run that needs its lease renewed is long enough to be
+// listed: the first renewal writes its sync_runs row (status running).
+// The returned function stops it and waits.
+func (s *Syncer) heartbeat(ctx context.Context, r *run, lost context.CancelCauseFunc, logger func() *slog.Logger) func() {
+	c := &r.claim
 	return service.Every(ctx, max(s.conf.Lease/3, 10*time.Millisecond), func(ctx context.Context) bool {
 		var held bool
 		err := s.pool.QueryRow(ctx, `
-			UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval
-			WHERE name = $1 AND lease_owner = $2 AND run_id = $3
-			RETURNING true`, c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease).Scan(&held)
+			WITH lease AS (
+			    UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval
+			    WHERE name = $1 AND lease_owner = $2 AND run_id = $3
+			    RETURNING 1
+			), running AS (
+			    INSERT INTO sync_runs (id, source, owner, reason, started_at, cursor_before, due_at, due_reason)
+			    SELECT $3, $1, $2, $6, $7, $8::jsonb, $9, $10 FROM lease
+			    ON CONFLICT (id) DO NOTHING
+			)
+			SELECT EXISTS (SELECT 1 FROM lease)`, c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease,
+			c.reason, c.startedAt, nullJSON(c.cursor), c.dueAt, nullText(c.dueReason)).Scan(&held)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			logger.Warn("lease lost while running; stopping the run")
+		case err == nil && !held:
+			logger().Warn("lease lost while running; stopping the run")
 			lost(ErrLeaseLost)
 			return false
-		case err != nil && ctx.Err() == nil:
-			logger.Warn("renew lease", "error", err)
+		case err == nil:
+			r.recorded.Store(true)
+		case ctx.Err() == nil:
+			logger().Warn("renew lease", "error", err)
 		}
 		return true
 	})
@@ -143,7 +260,7 @@ func (s *Syncer) heartbeat(ctx context.Context, c claim, lost context.CancelCaus
 // (connector I/O, JSON decoding, hashing: Go's core) overlaps with writing
 // the previous one (Postgres's core): a writer goroutine commits batches in
 // order, one transaction each, while emit maps the next page.
-func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
+func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 	var out outcome
 	// For snapshot sources, the ids seen in this run (with where, for
 	// duplicate errors) decide which records were deleted. Incremental
@@ -170,7 +287,7 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 			if writeErr != nil {
 				continue // drain after a failure
 			}
-			st, err := s.writeBatch(wctx, c, j.recs, j.cursor, j.pageEnd)
+			st, err := s.writeBatch(wctx, r, j.recs, j.cursor, j.pageEnd)
 			if err != nil {
 				writeErr = err
 				cancelWriter()
@@ -222,7 +339,7 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 		}
 		return nil
 	}
-	res, err := src.conn.Fetch(ctx, c.cursor, emit)
+	res, err := src.conn.Fetch(ctx, r.cursor, emit)
 	close(jobs)
 	<-writerDone
 	out.stats.Add(written)
@@ -249,7 +366,7 @@ func (s *Syncer) fetch(ctx context.Context, c claim, src *source) outcome {
 		return out
 	}
 	if res.Complete && seen != nil {
-		st, err := s.tombstone(ctx, c, src, seen)
+		st, err := s.tombstone(ctx, r, src, seen)
 		out.stats.Add(st)
 		if err != nil {
 			out.status, out.err = "failed", err
@@ -264,21 +381,35 @@ var errWriterFailed = errors.New("batch write failed")
 
 // writeBatch commits one batch: the records and changes, the cursor, the
 // run's counters and the lease extension, all or nothing. The lease check
-// fences out a replica whose lease expired.
-func (s *Syncer) writeBatch(ctx context.Context, c claim, recs []normalize.Record, cur json.RawMessage, pageEnd bool) (changes.Stats, error) {
+// fences out a replica whose lease expired. A batch in which every item
+// was unchanged writes nothing: its counters wait for the next batch that
+// writes, or for the run's end.
+func (s *Syncer) writeBatch(ctx context.Context, r *run, recs []normalize.Record, cur json.RawMessage, pageEnd bool) (changes.Stats, error) {
 	var st changes.Stats
+	pages := 0
+	if pageEnd {
+		pages = 1
+	}
+	var written func(bool)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		st, err = changes.Apply(ctx, tx, c.name, c.runID, recs, s.sources[c.name].mapper.Hasher())
+		st, err = changes.Apply(ctx, tx, r.name, r.runID, recs, s.sources[r.name].mapper.Hasher())
 		if err != nil {
 			return err
 		}
-		pages := 0
-		if pageEnd {
-			pages = 1
+		if st.Changed() == 0 && st.Repaired == 0 {
+			return nil // read only
 		}
-		return s.extendLease(ctx, tx, c, st, cur, pages)
+		total, totalPages, done := r.withPending(st, pages)
+		written = done
+		return s.extendLease(ctx, tx, r, total, cur, totalPages)
 	})
+	switch {
+	case written != nil:
+		written(err == nil)
+	case err == nil:
+		r.addPending(st, pages)
+	}
 	if err != nil {
 		return st, fmt.Errorf("write batch: %w", err)
 	}
@@ -286,9 +417,10 @@ func (s *Syncer) writeBatch(ctx context.Context, c claim, recs []normalize.Recor
 }
 
 // extendLease renews the lease, stores the cursor and adds the batch's
-// counters (and pages) to the run, in tx; it fails with ErrLeaseLost when
-// the lease is no longer this replica's.
-func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, c claim, st changes.Stats, cur json.RawMessage, pages int) error {
+// counters (and pages) to the run's sync_runs row, written then if it was
+// not yet, in tx; it fails with ErrLeaseLost when the lease is no longer
+// this replica's.
+func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, r *run, st changes.Stats, cur json.RawMessage, pages int) error {
 	var held bool
 	err := tx.QueryRow(ctx, `
 		WITH lease AS (
@@ -296,15 +428,21 @@ func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, c claim, st changes
 		    WHERE name = $1 AND lease_owner = $2 AND run_id = $3
 		    RETURNING 1
 		), counters AS (
-		    UPDATE sync_runs SET pages = pages + $12, items_seen = items_seen + $7, items_created = items_created + $8,
-		           items_updated = items_updated + $9, items_unchanged = items_unchanged + $10,
-		           items_deleted = items_deleted + $11, items_repaired = items_repaired + $13
-		    WHERE id = $3 AND EXISTS (SELECT 1 FROM lease)
+		    INSERT INTO sync_runs AS r (id, source, owner, reason, started_at, cursor_before, due_at, due_reason,
+		                                pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired)
+		    SELECT $3, $1, $2, $14, $15, $16::jsonb, $17, $18, $12, $7, $8, $9, $10, $11, $13
+		    FROM lease
+		    ON CONFLICT (id) DO UPDATE SET
+		        pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
+		        items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
+		        items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
+		        items_repaired = r.items_repaired + excluded.items_repaired
 		    RETURNING 1
 		)
 		SELECT EXISTS (SELECT 1 FROM lease)`,
-		c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease, nullJSON(cur),
-		st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, pages, st.Repaired).Scan(&held)
+		r.name, s.conf.Owner, r.runID, s.conf.Now(), s.conf.Lease, nullJSON(cur),
+		st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, pages, st.Repaired,
+		r.reason, r.startedAt, nullJSON(r.cursor), r.dueAt, nullText(r.dueReason)).Scan(&held)
 	if err != nil {
 		return fmt.Errorf("extend lease: %w", err)
 	}
@@ -321,9 +459,9 @@ var ErrMassDelete = errors.New("deletion guard")
 
 // tombstone records deletions for records a complete run did not see,
 // unless the deletion guard refuses them all.
-func (s *Syncer) tombstone(ctx context.Context, c claim, src *source, seen map[string]string) (changes.Stats, error) {
+func (s *Syncer) tombstone(ctx context.Context, r *run, src *source, seen map[string]string) (changes.Stats, error) {
 	var total changes.Stats
-	missing, live, err := changes.Missing(ctx, s.pool, c.name, seen)
+	missing, live, err := changes.Missing(ctx, s.pool, r.name, seen)
 	if err != nil {
 		return total, err
 	}
@@ -333,13 +471,19 @@ func (s *Syncer) tombstone(ctx context.Context, c claim, src *source, seen map[s
 	for i := 0; i < len(missing); i += s.conf.BatchSize {
 		ids := missing[i:min(i+s.conf.BatchSize, len(missing))]
 		var st changes.Stats
+		var written func(bool)
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var err error
-			if st, err = changes.Delete(ctx, tx, c.name, c.runID, ids); err != nil {
+			if st, err = changes.Delete(ctx, tx, r.name, r.runID, ids); err != nil {
 				return err
 			}
-			return s.extendLease(ctx, tx, c, changes.Stats{Deleted: st.Deleted}, nil, 0)
+			add, pages, done := r.withPending(changes.Stats{Deleted: st.Deleted}, 0)
+			written = done
+			return s.extendLease(ctx, tx, r, add, nil, pages)
 		})
+		if written != nil {
+			written(err == nil)
+		}
 		if err != nil {
 			return total, fmt.Errorf("record deletions: %w", err)
 		}
@@ -378,7 +522,8 @@ type finished struct {
 // (schedule, backoff or deferral) and applies the stop conditions: 401/403
 // and stop.max_failures disable the source, stop.when and stop.after
 // complete it.
-func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, started time.Time, rs *runStats) (finished, error) {
+func (s *Syncer) finish(ctx context.Context, r *run, src *source, out outcome, rs *runStats) (finished, error) {
+	c, started := r.claim, r.startedAt
 	now := s.conf.Now()
 	sc := src.cfg
 	fin := finished{requests: max(out.result.Requests, int(rs.requests.Load())), waits: int(rs.waits.Load())}
@@ -396,8 +541,9 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Another replica holds the source now: record that this run was
 			// abandoned (committed), and report the lost lease afterwards.
-			_, err = tx.Exec(ctx, `UPDATE sync_runs SET status = 'abandoned', finished_at = $2, error = $3 WHERE id = $1 AND status = 'running'`,
-				c.runID, now, ErrLeaseLost.Error())
+			sql, args := s.runRowSQL(r, runEnd{status: "abandoned", finishedAt: now, err: ErrLeaseLost.Error(),
+				requests: fin.requests, waits: fin.waits})
+			_, err = tx.Exec(ctx, sql, args...)
 			lost = err == nil
 			return err
 		}
@@ -485,12 +631,9 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 			statusReason, statusChanged = fin.reason, now
 		}
 
-		if _, err := tx.Exec(ctx, `
-			UPDATE sync_runs SET status = $2, finished_at = $3, duration_ms = $4, error = $5,
-			       requests = $6, rate_limit_waits = $7
-			WHERE id = $1`,
-			c.runID, out.status, now, float64(now.Sub(started).Microseconds())/1000, nullText(errText(out.err)),
-			fin.requests, fin.waits); err != nil {
+		sql, args := s.runRowSQL(r, runEnd{status: out.status, finishedAt: now, err: errText(out.err),
+			requests: fin.requests, waits: fin.waits})
+		if _, err := tx.Exec(ctx, sql, args...); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `
@@ -516,6 +659,40 @@ func (s *Syncer) finish(ctx context.Context, c claim, src *source, out outcome, 
 		err = ErrLeaseLost
 	}
 	return fin, err
+}
+
+// runEnd is the end of a run, for its sync_runs row.
+type runEnd struct {
+	status     string
+	finishedAt time.Time
+	err        string
+	requests   int
+	waits      int
+	// Counters not yet in the row (a run without a row has all of them here).
+	pages, seen, unchanged int
+}
+
+// runRowSQL writes the end of run r into its sync_runs row, creating it
+// (with the counters of the batches that wrote nothing) if the run had
+// none. A row another replica already marked abandoned stays so.
+func (s *Syncer) runRowSQL(r *run, e runEnd) (string, []any) {
+	st, pages, _ := r.withPending(changes.Stats{Seen: e.seen, Unchanged: e.unchanged}, e.pages)
+	return `
+		INSERT INTO sync_runs AS r (id, source, owner, reason, started_at, cursor_before, due_at, due_reason,
+		                            status, finished_at, duration_ms, error, requests, rate_limit_waits,
+		                            pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired)
+		VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+		ON CONFLICT (id) DO UPDATE SET
+		    status = excluded.status, finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
+		    error = excluded.error, requests = excluded.requests, rate_limit_waits = excluded.rate_limit_waits,
+		    pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
+		    items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
+		    items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
+		    items_repaired = r.items_repaired + excluded.items_repaired
+		WHERE r.status = 'running'`, []any{
+			r.runID, r.name, s.conf.Owner, r.reason, r.startedAt, nullJSON(r.cursor), r.dueAt, nullText(r.dueReason),
+			e.status, e.finishedAt, float64(e.finishedAt.Sub(r.startedAt).Microseconds()) / 1000, nullText(e.err), e.requests, e.waits,
+			pages, st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, st.Repaired}
 }
 
 // evalStopWhen evaluates stop.when over the run that just ended and the
@@ -582,6 +759,13 @@ func nullText(s string) any {
 // without NUL bytes (upstream bodies end up in messages).
 func cleanText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\\x00")
+}
+
+func nullJSONBytes(b json.RawMessage) []byte {
+	if len(b) == 0 || string(b) == "null" {
+		return nil
+	}
+	return b
 }
 
 func nullJSON(b json.RawMessage) any {

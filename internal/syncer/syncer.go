@@ -12,24 +12,21 @@ package syncer
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sourcegraph/conc/pool"
 	"golang.org/x/time/rate"
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/egress"
-	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
@@ -47,6 +44,14 @@ type Syncer struct {
 	sources map[string]*source
 	hosts   *hostBudget
 	loop    service.Loop
+	done    *completer // writes quiet runs' completions in batches
+	stats   *tally     // for the summary line
+
+	// names are the configured sources. restrict is set when the sources
+	// table holds active sources this replica does not know (another
+	// replica's configuration): claims are then limited to names.
+	names    []string
+	restrict atomic.Bool
 }
 
 // source is a configured source, built once.
@@ -74,9 +79,15 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 		conf.Egress = &egress.Policy{}
 	}
 	if conf.Transport == nil {
-		conf.Transport = conf.Egress.Transport()
+		t := conf.Egress.Transport()
+		// Many sources share a host (a feed server, an API): keep enough
+		// idle connections to it that runs reuse them instead of dialing.
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = 1024, 128
+		conf.Transport = t
 	}
-	s := &Syncer{pool: pool, conf: conf, logger: logger.With("component", "syncer"), sources: map[string]*source{}}
+	s := &Syncer{pool: pool, conf: conf, logger: logger.With("component", "syncer"), sources: map[string]*source{},
+		stats: newTally(conf.Now())}
+	s.done = newCompleter(s)
 	if pool != nil {
 		s.hosts = &hostBudget{pool: pool, limits: conf.HostLimit}
 	}
@@ -88,6 +99,7 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 			continue
 		}
 		s.sources[sc.Name] = src
+		s.names = append(s.names, sc.Name)
 		conf.Metrics.InitSource(sc.Name)
 	}
 	if len(errs) > 0 {
@@ -207,6 +219,12 @@ func (s *Syncer) Register(ctx context.Context) error {
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("register sources: %w", err)
 	}
+	var others bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sources WHERE status = 'active' AND NOT (name = ANY ($1::text[])))`,
+		s.names).Scan(&others); err != nil {
+		return fmt.Errorf("register sources: look for sources of other configurations: %w", err)
+	}
+	s.restrict.Store(others)
 	return nil
 }
 
@@ -233,181 +251,6 @@ func (s *Syncer) Stop() error { return s.loop.Stop() }
 
 // Done is closed when the polling loop ended (for service.Supervisor).
 func (s *Syncer) Done() <-chan struct{} { return s.loop.Done() }
-
-func (s *Syncer) run(ctx context.Context) error {
-	s.logger.Info("syncer started", "owner", s.conf.Owner, "sources", len(s.sources))
-	// Runs hold slots, not the loop: a long run of one source never keeps
-	// the others waiting while a slot is free. Each poll claims as many
-	// due sources as there are free slots.
-	slots := make(chan struct{}, s.conf.Concurrency)
-	var wg sync.WaitGroup
-	defer wg.Wait() // Stop waits for the runs in progress
-	for {
-		if free := cap(slots) - len(slots); free > 0 {
-			if err := s.startDue(ctx, free, slots, &wg); err != nil && ctx.Err() == nil {
-				s.logger.Error("run due sources", "error", err)
-			}
-		}
-		if !service.Sleep(ctx, s.conf.PollInterval) {
-			return nil
-		}
-	}
-}
-
-// startDue claims up to free due sources and runs each in its own slot.
-func (s *Syncer) startDue(ctx context.Context, free int, slots chan struct{}, wg *sync.WaitGroup) error {
-	now := s.conf.Now()
-	if err := s.completeExpired(ctx, now); err != nil {
-		return err
-	}
-	claims, err := s.claim(ctx, free, now)
-	if err != nil {
-		return err
-	}
-	for _, c := range claims {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			s.runClaim(ctx, c)
-		}()
-	}
-	return nil
-}
-
-// RunDue completes the sources whose stop.after has passed, then claims
-// the sources that were due when it was called (up to the concurrency
-// limit at a time) and runs them, until none of those is left. Sources that
-// fall due while it works are left for the next call, so that RunDue ends
-// even when a source's interval is shorter than its run. It returns how
-// many runs it made.
-func (s *Syncer) RunDue(ctx context.Context) (int, error) {
-	asOf := s.conf.Now()
-	if err := s.completeExpired(ctx, asOf); err != nil {
-		return 0, err
-	}
-	total := 0
-	for {
-		claims, err := s.claim(ctx, s.conf.Concurrency, asOf)
-		if err != nil {
-			return total, err
-		}
-		if len(claims) == 0 {
-			return total, nil
-		}
-		p := pool.New().WithMaxGoroutines(s.conf.Concurrency)
-		for _, c := range claims {
-			p.Go(func() { s.runClaim(ctx, c) })
-		}
-		p.Wait()
-		total += len(claims)
-		if ctx.Err() != nil {
-			return total, ctx.Err()
-		}
-	}
-}
-
-// claim is a leased source run.
-type claim struct {
-	name      string
-	runID     int64
-	cursor    json.RawMessage
-	reason    string
-	prevOwner string
-	leaseEnd  time.Time // the lease's expiry as claimed (renewed while the run goes on)
-}
-
-// claim leases up to limit active sources that were due at asOf (or that
-// an operator asked to run), skipping rows other replicas have locked and
-// sources whose lease is still held. A source whose lease expired (its
-// holder died) is taken over: its run is recorded as abandoned and the new
-// run's reason is takeover.
-func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim, error) {
-	names := make([]string, 0, len(s.sources))
-	for n := range s.sources {
-		names = append(names, n)
-	}
-	var claims []claim
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-			WITH due AS (
-			    SELECT name, lease_owner, lease_expires_at, run_id, run_requested_at
-			    FROM sources
-			    WHERE name = ANY($1::text[]) AND status = 'active'
-			      AND (next_run_at <= $6 OR run_requested_at IS NOT NULL)
-			      AND (lease_expires_at IS NULL OR lease_expires_at < $4)
-			    ORDER BY run_requested_at NULLS LAST, next_run_at
-			    LIMIT $2
-			    FOR UPDATE SKIP LOCKED
-			)
-			UPDATE sources s
-			SET lease_owner = $3, lease_expires_at = $4::timestamptz + $5::interval, run_requested_at = NULL, updated_at = now()
-			FROM due
-			WHERE s.name = due.name
-			RETURNING s.name, s.cursor, coalesce(due.lease_owner, ''), due.run_id,
-			          due.run_requested_at IS NOT NULL, s.lease_expires_at`,
-			names, limit, s.conf.Owner, s.conf.Now(), s.conf.Lease, asOf)
-		if err != nil {
-			return err
-		}
-		var prevRuns []int64
-		for rows.Next() {
-			var c claim
-			var prevRun *int64
-			var manual bool
-			if err := rows.Scan(&c.name, &c.cursor, &c.prevOwner, &prevRun, &manual, &c.leaseEnd); err != nil {
-				return err
-			}
-			c.reason = "schedule"
-			switch {
-			case c.prevOwner != "":
-				c.reason = "takeover"
-				if prevRun != nil {
-					prevRuns = append(prevRuns, *prevRun)
-				}
-			case manual:
-				c.reason = "manual"
-			}
-			claims = append(claims, c)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(prevRuns) > 0 {
-			if _, err := tx.Exec(ctx, `
-				UPDATE sync_runs SET status = 'abandoned', finished_at = now(),
-				       error = 'lease expired while running; taken over by ' || $2
-				WHERE id = ANY($1) AND status = 'running'`, prevRuns, s.conf.Owner); err != nil {
-				return err
-			}
-		}
-		for i := range claims {
-			c := &claims[i]
-			if err := tx.QueryRow(ctx, `
-				INSERT INTO sync_runs (source, owner, reason, cursor_before, due_at, due_reason)
-				SELECT $1, $2, $3, $4, next_run_at, interval_reason FROM sources WHERE name = $1
-				RETURNING id`, c.name, s.conf.Owner, c.reason, c.cursor).Scan(&c.runID); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `UPDATE sources SET run_id = $2 WHERE name = $1`, c.name, c.runID); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim due sources: %w", err)
-	}
-	for _, c := range claims {
-		s.conf.Metrics.PollStarted(c.name)
-		if c.reason == "takeover" {
-			s.conf.Metrics.ClaimsExpired(metrics.ComponentSyncer, 1)
-			s.logger.Warn("took over expired lease", "source", c.name, "run_id", c.runID, "previous_owner", c.prevOwner)
-		}
-	}
-	return claims, nil
-}
 
 // completeExpired marks completed the active sources whose stop.after has
 // passed, so that a syncer that was down past the date does not run them

@@ -1,0 +1,451 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/lookout-dev/lookout/internal/service"
+)
+
+// claimGap is the shortest time between two claims that found fewer due
+// sources than they could take: sources that fall due within it are
+// claimed together, one statement for many, at the cost of up to claimGap
+// of lateness.
+const claimGap = 20 * time.Millisecond
+
+// summaryEvery is how often a replica logs its summary line.
+const summaryEvery = time.Minute
+
+// run is the daemon's loop. It keeps up to Concurrency runs going: as soon
+// as a slot is free it claims due sources, many in one statement, and when
+// none is due it sleeps until the next source falls due (at most
+// PollInterval, so that run-now requests and expired leases are seen).
+// A run's slot is free when its fetch ends: a quiet run's completion is
+// written by the completer, batched with others.
+func (s *Syncer) run(ctx context.Context) error {
+	s.logger.Info("syncer started", "owner", s.conf.Owner, "sources", len(s.sources), "concurrency", s.conf.Concurrency)
+	s.done.start(ctx)
+	slots := make(chan struct{}, s.conf.Concurrency)
+	freed := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()      // Stop waits for the runs in progress
+		s.done.close() // and for their completions
+		s.summary(true)
+	}()
+	summary := time.NewTicker(summaryEvery)
+	defer summary.Stop()
+	var lastExpired time.Time
+	for {
+		now := s.conf.Now()
+		if now.Sub(lastExpired) >= s.conf.PollInterval {
+			lastExpired = now
+			if err := s.completeExpired(ctx, now); err != nil && ctx.Err() == nil {
+				s.logger.Error("complete sources past stop.after", "error", err)
+			}
+		}
+		free := cap(slots) - len(slots)
+		full := false
+		if free > 0 {
+			ask := min(free, maxClaim)
+			claims, err := s.claim(ctx, ask, now)
+			if err != nil && ctx.Err() == nil {
+				s.logger.Error("claim due sources", "error", err)
+			}
+			full = len(claims) == ask
+			for _, c := range claims {
+				slots <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.runClaim(ctx, c)
+					<-slots
+					select {
+					case freed <- struct{}{}:
+					default:
+					}
+				}()
+			}
+		}
+		if full && len(slots) < cap(slots) {
+			continue // more may be due, and there is room for them
+		}
+		var wake <-chan time.Time
+		var timer *time.Timer
+		if !full {
+			// Nothing more is due now: wait for the next source to fall due,
+			// but let claims gather for claimGap.
+			wait := s.conf.PollInterval
+			if next, ok, err := s.nextDue(ctx, now); err != nil && ctx.Err() == nil {
+				s.logger.Warn("read the next due time", "error", err)
+			} else if ok {
+				wait = min(wait, max(next.Sub(s.conf.Now()), 0))
+			}
+			timer = time.NewTimer(max(wait, claimGap))
+			wake = timer.C
+		}
+		stop := s.wait(ctx, full, wake, freed, summary.C)
+		if timer != nil {
+			timer.Stop()
+		}
+		if stop {
+			return nil
+		}
+	}
+}
+
+// wait waits for the next claim: a freed slot when the last claim was
+// cut short by the slots (full), else wake. It reports whether ctx ended.
+func (s *Syncer) wait(ctx context.Context, full bool, wake <-chan time.Time, freed <-chan struct{}, summary <-chan time.Time) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-wake:
+			return false
+		case <-freed:
+			if full {
+				return false
+			}
+		case <-summary:
+			s.summary(false)
+		}
+	}
+}
+
+// nextDue is the earliest next_run_at after now of an active source, if any.
+func (s *Syncer) nextDue(ctx context.Context, now time.Time) (time.Time, bool, error) {
+	var next *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT min(next_run_at) FROM sources WHERE status = 'active' AND next_run_at > $1`, now).Scan(&next)
+	if err != nil || next == nil {
+		return time.Time{}, false, err
+	}
+	return *next, true, nil
+}
+
+// RunDue completes the sources whose stop.after has passed, then claims
+// the sources that were due when it was called (up to the concurrency
+// limit at a time) and runs them, until none of those is left. Sources that
+// fall due while it works are left for the next call, so that RunDue ends
+// even when a source's interval is shorter than its run. It returns how
+// many runs it made, once their outcomes are recorded.
+func (s *Syncer) RunDue(ctx context.Context) (int, error) {
+	asOf := s.conf.Now()
+	if err := s.completeExpired(ctx, asOf); err != nil {
+		return 0, err
+	}
+	s.done.start(ctx)
+	defer s.done.close()
+	total := 0
+	for {
+		claims, err := s.claim(ctx, min(s.conf.Concurrency, maxClaim), asOf)
+		if err != nil {
+			return total, err
+		}
+		if len(claims) == 0 {
+			return total, nil
+		}
+		p := pool.New().WithMaxGoroutines(s.conf.Concurrency)
+		for _, c := range claims {
+			p.Go(func() { s.runClaim(ctx, c) })
+		}
+		p.Wait()
+		s.done.wait() // the next claim sees what these runs recorded
+		total += len(claims)
+		if ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}
+
+// errCompleterClosed is returned when a completion arrives after the
+// completer stopped.
+var errCompleterClosed = errors.New("completer stopped")
+
+// quietBatchMax is the most completions one statement writes.
+const quietBatchMax = 1000
+
+// completer writes the completions of quiet runs in batches: one UPDATE of
+// sources for many runs, each row checked against the run's lease
+// (fencing), and the runs added to their hour in sync_run_hours in the
+// same statement. A quiet run hands its completion over and frees its slot
+// without waiting for the database.
+type completer struct {
+	s *Syncer
+
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when queue shrinks or grows, or a flush ends
+	queue   []quietRun
+	running int // active start()s
+	busy    bool
+	wake    chan struct{}
+	stopped chan struct{}
+	cancel  context.CancelFunc
+}
+
+func newCompleter(s *Syncer) *completer {
+	c := &completer{s: s}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+// start runs the flusher (once, however many callers: the daemon loop and
+// RunDue may share it).
+func (c *completer) start(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running++
+	if c.running > 1 {
+		return
+	}
+	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	c.wake = make(chan struct{}, 1)
+	c.stopped = make(chan struct{})
+	go c.loop(ctx, c.wake, c.stopped)
+}
+
+// close flushes what is queued and stops the flusher when its last
+// starter closes it.
+func (c *completer) close() {
+	c.wait()
+	c.mu.Lock()
+	c.running--
+	if c.running > 0 {
+		c.mu.Unlock()
+		return
+	}
+	cancel, stopped := c.cancel, c.stopped
+	c.mu.Unlock()
+	cancel()
+	<-stopped
+}
+
+// add queues a completion; it blocks while the queue is full.
+func (c *completer) add(q quietRun) {
+	c.mu.Lock()
+	for len(c.queue) >= 4*quietBatchMax && c.running > 0 {
+		c.cond.Wait()
+	}
+	if c.running == 0 {
+		c.mu.Unlock()
+		c.s.quietFailed(q, errCompleterClosed)
+		return
+	}
+	c.queue = append(c.queue, q)
+	wake := c.wake
+	c.mu.Unlock()
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns when nothing is queued or being written.
+func (c *completer) wait() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for (len(c.queue) > 0 || c.busy) && c.running > 0 {
+		c.cond.Wait()
+	}
+}
+
+func (c *completer) loop(ctx context.Context, wake <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	attempt := 0
+	for {
+		c.mu.Lock()
+		n := min(len(c.queue), quietBatchMax)
+		batch := c.queue[:n:n]
+		c.busy = n > 0
+		c.mu.Unlock()
+		if n == 0 {
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		err := c.s.completeQuiet(ctx, batch)
+		c.mu.Lock()
+		if err == nil || ctx.Err() != nil || attempt >= 8 {
+			if err != nil {
+				for _, q := range batch {
+					c.s.quietFailed(q, err)
+				}
+			}
+			c.queue = c.queue[n:]
+			attempt = 0
+		}
+		c.busy = false
+		c.cond.Broadcast()
+		c.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			attempt++
+			c.s.logger.Warn("record quiet runs; retrying", "runs", n, "attempt", attempt, "error", err)
+			service.Sleep(ctx, service.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}.Cap(attempt))
+		}
+	}
+}
+
+// quietRun is the outcome of a run that changed nothing and failed
+// nothing, for the completer.
+type quietRun struct {
+	c           claim
+	status      string // succeeded or not_modified
+	finishedAt  time.Time
+	next        time.Time
+	interval    float64
+	reason      string
+	cursor      []byte // nil: unchanged
+	requests    int
+	waits       int
+	seen        int
+	pages       int
+	unchangedN  int
+	notModified bool
+}
+
+// completeQuiet releases the leases of quiet runs and counts them in
+// sync_run_hours, in one statement. A run whose lease another replica
+// holds by now is not counted but recorded as abandoned.
+func (s *Syncer) completeQuiet(ctx context.Context, batch []quietRun) error {
+	n := len(batch)
+	names, runIDs := make([]string, n), make([]int64, n)
+	finished, next, started := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+	intervals, lateness, durations := make([]float64, n), make([]float64, n), make([]float64, n)
+	reasons, cursors := make([]string, n), make([]*string, n)
+	requests, waits, seen := make([]int32, n), make([]int32, n), make([]int32, n)
+	notModified := make([]int32, n)
+	for i, q := range batch {
+		names[i], runIDs[i] = q.c.name, q.c.runID
+		finished[i], next[i], started[i] = q.finishedAt, q.next, q.c.startedAt
+		intervals[i], reasons[i] = q.interval, q.reason
+		if q.cursor != nil {
+			cur := string(q.cursor)
+			cursors[i] = &cur
+		}
+		lateness[i] = q.c.lateness.Seconds()
+		durations[i] = float64(q.finishedAt.Sub(q.c.startedAt).Microseconds()) / 1000
+		requests[i], waits[i], seen[i] = int32(q.requests), int32(q.waits), int32(q.seen)
+		if q.notModified {
+			notModified[i] = 1
+		}
+	}
+	done := make(map[string]bool, n)
+	rows, err := s.pool.Query(ctx, completeQuietSQL, names, runIDs, finished, next, intervals, reasons, cursors,
+		started, requests, notModified, lateness, durations, seen, waits, s.conf.Owner)
+	if err != nil {
+		return fmt.Errorf("record %d quiet runs: %w", n, err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return fmt.Errorf("record %d quiet runs: %w", n, err)
+		}
+		done[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("record %d quiet runs: %w", n, err)
+	}
+	var lost []quietRun
+	for _, q := range batch {
+		if !done[q.c.name] {
+			lost = append(lost, q)
+			continue
+		}
+		s.quietDone(q)
+	}
+	if len(lost) > 0 {
+		if err := s.recordLost(ctx, lost); err != nil {
+			s.logger.Error("record runs that lost their lease", "runs", len(lost), "error", err)
+		}
+	}
+	return nil
+}
+
+// completeQuietSQL releases the leases of quiet runs (each only if its
+// lease is still the run's: the fencing check) and adds them to their
+// source's hour in sync_run_hours. It returns the sources released.
+const completeQuietSQL = `
+WITH x AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::float8[], $6::text[], $7::jsonb[],
+                         $8::timestamptz[], $9::int[], $10::int[], $11::float8[], $12::float8[], $13::int[], $14::int[])
+        AS x(name, run_id, finished_at, next_run_at, interval_seconds, interval_reason, cursor,
+             started_at, requests, not_modified, lateness, duration_ms, items_seen, rate_limit_waits)
+), done AS (
+    UPDATE sources s
+    SET lease_owner = NULL, lease_expires_at = NULL, last_run_at = x.finished_at, last_success_at = x.finished_at,
+        next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
+        cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
+    FROM x
+    WHERE s.name = x.name AND s.lease_owner = $15 AND s.run_id = x.run_id
+    RETURNING s.name
+), hours AS (
+    INSERT INTO sync_run_hours AS h (source, hour, runs, not_modified, requests, items_seen, rate_limit_waits,
+                                     first_started_at, last_started_at, last_finished_at,
+                                     duration_ms_sum, lateness_seconds_sum, lateness_seconds_max)
+    SELECT x.name, date_trunc('hour', x.started_at, 'UTC'), 1, x.not_modified, x.requests, x.items_seen, x.rate_limit_waits,
+           x.started_at, x.started_at, x.finished_at, x.duration_ms, x.lateness, x.lateness
+    FROM x JOIN done ON done.name = x.name
+    ON CONFLICT (source, hour) DO UPDATE SET
+        runs = h.runs + 1,
+        not_modified = h.not_modified + excluded.not_modified,
+        requests = h.requests + excluded.requests,
+        items_seen = h.items_seen + excluded.items_seen,
+        rate_limit_waits = h.rate_limit_waits + excluded.rate_limit_waits,
+        first_started_at = least(h.first_started_at, excluded.first_started_at),
+        last_started_at = greatest(h.last_started_at, excluded.last_started_at),
+        last_finished_at = greatest(h.last_finished_at, excluded.last_finished_at),
+        duration_ms_sum = h.duration_ms_sum + excluded.duration_ms_sum,
+        lateness_seconds_sum = h.lateness_seconds_sum + excluded.lateness_seconds_sum,
+        lateness_seconds_max = greatest(h.lateness_seconds_max, excluded.lateness_seconds_max)
+)
+SELECT name FROM done`
+
+// recordLost records quiet runs whose lease was taken over before their
+// completion was written: abandoned, like any run that lost its lease.
+func (s *Syncer) recordLost(ctx context.Context, lost []quietRun) error {
+	b := &pgx.Batch{}
+	for _, q := range lost {
+		sql, args := s.runRowSQL(&run{claim: q.c}, runEnd{status: "abandoned", finishedAt: q.finishedAt, err: ErrLeaseLost.Error(),
+			requests: q.requests, waits: q.waits, pages: q.pages, seen: q.seen, unchanged: q.unchangedN})
+		b.Queue(sql, args...)
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	for _, q := range lost {
+		s.conf.Metrics.PollFinished(q.c.name, "abandoned", q.finishedAt.Sub(q.c.startedAt))
+		s.stats.finished("abandoned", false, 0)
+		s.logger.Error("record run outcome", "source", q.c.name, "run_id", q.c.runID, "status", "abandoned", "error", ErrLeaseLost)
+	}
+	return nil
+}
+
+// quietDone counts a recorded quiet run.
+func (s *Syncer) quietDone(q quietRun) {
+	d := q.finishedAt.Sub(q.c.startedAt)
+	s.conf.Metrics.PollFinished(q.c.name, q.status, d)
+	s.stats.finished(q.status, true, 0)
+	if s.logger.Enabled(context.Background(), slog.LevelDebug) {
+		s.logger.Debug("run finished", "source", q.c.name, "run_id", q.c.runID, "status", q.status, "requests", q.requests,
+			"seen", q.seen, "lateness_ms", q.c.lateness.Milliseconds(), "duration_ms", d.Milliseconds(), "next_run_at", q.next)
+	}
+}
+
+// quietFailed reports a quiet run whose completion could not be written;
+// its lease expires and another claim runs the source again.
+func (s *Syncer) quietFailed(q quietRun, err error) {
+	s.conf.Metrics.PollFinished(q.c.name, "failed", q.finishedAt.Sub(q.c.startedAt))
+	s.stats.finished("failed", false, 0)
+	s.logger.Error("record run outcome", "source", q.c.name, "run_id", q.c.runID, "status", q.status, "error", err)
+}
