@@ -75,7 +75,8 @@ func (u *countingUpstream) serve(w http.ResponseWriter, r *http.Request) {
 
 // TestReplicasNeverOverlapAtScale runs three syncers in one process on
 // 300 sources due every 20 ms (15,000 runs/s demanded: the replicas run
-// flat out, claims contend on every row) against an upstream that counts
+// flat out, claims contend on every row; 20 slots each, so that no one
+// replica takes every due source) against an upstream that counts
 // the requests in flight per source. No source is ever fetched twice at
 // once; every request the upstream saw belongs to exactly one recorded or
 // quiet run; every replica ran sources; most runs were quiet.
@@ -105,7 +106,7 @@ func TestReplicasNeverOverlapAtScale(t *testing.T) {
 	}
 	var replicas []*Syncer
 	for _, owner := range []string{"replica-a", "replica-b", "replica-c"} {
-		s := h.syncer(cfg, Config{Owner: owner, Now: time.Now, Lease: time.Minute})
+		s := h.syncer(cfg, Config{Owner: owner, Now: time.Now, Lease: time.Minute, Concurrency: 20})
 		if err := s.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
