@@ -1,4 +1,4 @@
--- lookout schema, version 9: a quiet run costs almost nothing.
+-- lookout schema, version 10: a quiet run costs almost nothing.
 --
 -- A run that changed nothing and failed nothing (a scheduled run answered
 -- 304, or whose items were all unchanged) writes no sync_runs row: its
