@@ -34,7 +34,7 @@ func TestCheckBuildsTheEvaluatorSide(t *testing.T) {
 	bad := writeConfig(t, map[string]string{"sources/x.yaml": head + "    when: record.title ==\n"})
 	var out bytes.Buffer
 	err := cli.CheckCommand(check).Run(context.Background(), &cli.Env{ConfigDir: bad, Stdout: &out, Stderr: &out})
-	if want := `sources/x.yaml:6: watches[0].when expression "record.title ==": unexpected token EOF`; err == nil || !strings.Contains(err.Error(), want) {
+	if want := `sources/x.yaml:6: watches[0].when: unexpected token EOF (at 1:15)`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("check of a bad watch = %v, want %q", err, want)
 	}
 	badTemplate := writeConfig(t, map[string]string{

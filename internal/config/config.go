@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/egress"
+	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/redact"
 	"go.yaml.in/yaml/v3"
 )
@@ -552,6 +553,14 @@ type Fields struct {
 	CreatedAt string            `yaml:"created_at"`
 	UpdatedAt string            `yaml:"updated_at"`
 	Extra     map[string]string `yaml:"extra"`
+}
+
+// Exprs returns the mapping as the normalize package takes it.
+func (f Fields) Exprs() normalize.FieldExprs {
+	return normalize.FieldExprs{
+		ID: f.ID, Title: f.Title, Body: f.Body, URL: f.URL, Author: f.Author, Status: f.Status,
+		Labels: f.Labels, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt, Extra: f.Extra,
+	}
 }
 
 // Watch is a condition over changes of a source.

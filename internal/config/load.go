@@ -36,7 +36,8 @@ type Error struct {
 	Line int
 	// Key is the dotted key path, e.g. rate_limit.per_second; may be empty.
 	Key string
-	// Msg says what is wrong.
+	// Msg says what is wrong. A Msg starting with ':' follows the key
+	// without a space (watches[0].when: unknown field record.stauts).
 	Msg string
 }
 
@@ -47,6 +48,9 @@ func (e *Error) Error() string {
 	}
 	if e.Key == "" {
 		return loc + ": " + e.Msg
+	}
+	if strings.HasPrefix(e.Msg, ":") {
+		return loc + ": " + e.Key + e.Msg
 	}
 	return loc + ": " + e.Key + " " + e.Msg
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/robfig/cron/v3"
 )
@@ -403,6 +404,10 @@ func (s *Source) validate(g *Global) []error {
 		bad("stop.max_failures", "must not be negative (0 never disables)")
 	}
 	s.Stop.When = strings.TrimSpace(s.Stop.When)
+	if s.Stop.When != "" {
+		_, err := normalize.CompileStopWhen(s.Stop.When)
+		errs = append(errs, s.exprErrors("stop.when", err)...)
+	}
 
 	if s.Block != nil && known && connectorRegistry != nil {
 		if err := connectorRegistry.Check(s); err != nil {
@@ -427,6 +432,8 @@ func (s *Source) validate(g *Global) []error {
 		}
 		seen[w.Name] = true
 		w.When = cmp.Or(strings.TrimSpace(w.When), "true")
+		_, err := normalize.CompileWhen(w.When, s.Fields.Exprs())
+		errs = append(errs, s.exprErrors(key+".when", err)...)
 		if len(w.Notify) == 0 {
 			w.Notify = g.Defaults.Notify
 		}
@@ -471,6 +478,16 @@ func (s *Source) validate(g *Global) []error {
 				}
 			}
 		}
+	}
+	return errs
+}
+
+// exprErrors locates the problems of an expression (see
+// normalize.CompileWhen) at key, one *Error each.
+func (s *Source) exprErrors(key string, err error) []error {
+	var errs []error
+	for _, p := range normalize.Problems(err) {
+		errs = append(errs, s.Errorf(key, ": %v", p))
 	}
 	return errs
 }

@@ -79,9 +79,11 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Evaluator, erro
 	for _, src := range conf.Sources {
 		e.volatile[src.Name] = src.Volatile
 		for i, wc := range src.Watches {
-			p, err := compileWhen(wc.When)
+			p, err := normalize.CompileWhen(wc.When, src.Fields.Exprs())
 			if err != nil {
-				errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].when", i), "%v", err))
+				for _, p := range normalize.Problems(err) {
+					errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].when", i), ": %v", p))
+				}
 				continue
 			}
 			w := &watch{cfg: wc, source: src.Name, when: p}

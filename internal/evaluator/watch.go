@@ -1,13 +1,10 @@
 package evaluator
 
 import (
-	"fmt"
 	"slices"
 
-	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/vm"
-
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/semantic"
 )
 
@@ -15,37 +12,16 @@ import (
 type watch struct {
 	cfg    *config.Watch
 	source string
-	when   *vm.Program
+	// when is the watch's condition, compiled and type-checked against
+	// the source's record shape by normalize.CompileWhen (the check
+	// config.Load runs too).
+	when *normalize.Condition
 	// question is the model step of a watch with an ask; nil without.
 	question *semantic.Question
 }
 
-// compileEnv declares the variables a `when` expression sees:
-//
-//	record    the normalized record after the change (id, title, body, url,
-//	          author, status, labels, created_at, updated_at, extra)
-//	previous  the record before the change; nil for a created record
-//	change    id, kind (created/updated/deleted), version, changed_fields
-//	source    the source name
-//	changed   changed("status") reports whether a field changed
-var compileEnv = map[string]any{
-	"record":   map[string]any{},
-	"previous": map[string]any{},
-	"change":   map[string]any{},
-	"source":   "",
-	"changed":  func(string) bool { return false },
-}
-
-// compileWhen compiles a watch condition.
-func compileWhen(src string) (*vm.Program, error) {
-	p, err := expr.Compile(src, expr.Env(compileEnv), expr.AsBool())
-	if err != nil {
-		return nil, fmt.Errorf("expression %q: %w", src, err)
-	}
-	return p, nil
-}
-
-// whenEnv builds the expression environment of one change.
+// whenEnv builds the expression environment of one change: the variables
+// normalize.CompileWhen declares.
 func whenEnv(c *change) map[string]any {
 	var prev any
 	if c.Previous != nil {
@@ -76,13 +52,5 @@ func toAny(s []string) []any {
 
 // match runs the watch's condition against one change.
 func (w *watch) match(vmEnv map[string]any) (bool, error) {
-	out, err := expr.Run(w.when, vmEnv)
-	if err != nil {
-		return false, err
-	}
-	b, ok := out.(bool)
-	if !ok {
-		return false, fmt.Errorf("condition returned %T, want a boolean", out)
-	}
-	return b, nil
+	return w.when.Run(vmEnv)
 }

@@ -301,7 +301,9 @@ func TestStopWhenCompletes(t *testing.T) {
 	cfg := loadConfig(t, "", map[string]string{
 		"job":    "every: 1m\njitter: 0s\nstop: {when: 'run.status == \"succeeded\" && run.updated > 0 && source.failure_count == 0 && run.seen == 1'}\n",
 		"done":   "every: 1m\njitter: 0s\nstop: {when: 'run.status == \"succeeded\"'}\n",
-		"broken": "every: 1m\njitter: 0s\nstop: {when: 'run.seen'}\n",
+		// run.seen (a number) is refused at load; a time (nil or not)
+		// gets past the check and fails at run time.
+		"broken": "every: 1m\njitter: 0s\nstop: {when: 'source.last_change_at'}\n",
 	}, map[string]fetchFunc{"job": job, "done": broken, "broken": broken})
 	s := h.syncer(cfg, Config{})
 	h.clock.Advance(time.Minute)
@@ -314,7 +316,7 @@ func TestStopWhenCompletes(t *testing.T) {
 	}
 	// A stop.when that does not give a boolean keeps the source running
 	// and says why in last_error.
-	if r := h.source("broken"); r.Status != "active" || !strings.Contains(r.LastError, "stop.when") || !strings.Contains(r.LastError, "want a boolean") {
+	if r := h.source("broken"); r.Status != "active" || !strings.Contains(r.LastError, "stop.when") || !strings.Contains(r.LastError, "stop.when: returned a time, want a boolean") {
 		t.Errorf("broken: %s, last_error %q", r.Status, r.LastError)
 	}
 	h.runAt(s, "job") // updated: checks 1 -> 2, status running

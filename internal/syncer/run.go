@@ -723,13 +723,9 @@ func evalStopWhen(src *source, out outcome, fin finished, c claim, started, now 
 		"last_change_at":  timeOrNil(lastChange),
 		"last_success_at": timeOrNil(lastSuccess),
 	}
-	v, err := src.stopWhen.Run(run, source)
+	b, err := src.stopWhen.Run(map[string]any{"run": run, "source": source})
 	if err != nil {
 		return false, fmt.Errorf("stop.when: %w", err)
-	}
-	b, ok := v.(bool)
-	if !ok {
-		return false, fmt.Errorf("stop.when: %q returned %T, want a boolean", src.cfg.Stop.When, v)
 	}
 	return b, nil
 }

@@ -60,7 +60,7 @@ type source struct {
 	conn     connectors.Connector
 	mapper   *normalize.Mapper
 	schedule *schedule.Schedule
-	stopWhen *normalize.Program // nil without stop.when
+	stopWhen *normalize.Condition // nil without stop.when
 }
 
 // New builds a syncer for every source of conf.Sources. Connector, mapping
@@ -118,11 +118,7 @@ func Build(cfg *config.Config) error {
 }
 
 func (s *Syncer) build(sc *config.Source) (*source, error) {
-	f := sc.Fields
-	mapper, err := normalize.NewMapper(normalize.FieldExprs{
-		ID: f.ID, Title: f.Title, Body: f.Body, URL: f.URL, Author: f.Author, Status: f.Status,
-		Labels: f.Labels, CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt, Extra: f.Extra,
-	}, sc.Volatile)
+	mapper, err := normalize.NewMapper(sc.Fields.Exprs(), sc.Volatile)
 	if err != nil {
 		var ke *normalize.KeyError
 		if errors.As(err, &ke) {
@@ -143,10 +139,14 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 		}
 		return nil, sc.Errorf(key, "%v", err)
 	}
-	var stopWhen *normalize.Program
+	var stopWhen *normalize.Condition
 	if sc.Stop != nil && sc.Stop.When != "" {
-		if stopWhen, err = normalize.Compile(sc.Stop.When, "run", "source"); err != nil {
-			return nil, sc.Errorf("stop.when", "%v", err)
+		if stopWhen, err = normalize.CompileStopWhen(sc.Stop.When); err != nil {
+			var errs []error
+			for _, p := range normalize.Problems(err) {
+				errs = append(errs, sc.Errorf("stop.when", ": %v", p))
+			}
+			return nil, errors.Join(errs...)
 		}
 	}
 	logger := s.logger.With("source", sc.Name)
