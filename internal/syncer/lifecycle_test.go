@@ -299,8 +299,8 @@ func TestStopWhenCompletes(t *testing.T) {
 	})
 	broken := items(func() []map[string]any { return []map[string]any{{"id": "x"}} })
 	cfg := loadConfig(t, "", map[string]string{
-		"job":    "every: 1m\njitter: 0s\nstop: {when: 'run.status == \"succeeded\" && run.updated > 0 && source.failure_count == 0 && run.seen == 1'}\n",
-		"done":   "every: 1m\njitter: 0s\nstop: {when: 'run.status == \"succeeded\"'}\n",
+		"job":  "every: 1m\njitter: 0s\nstop: {when: 'run.status == \"succeeded\" && run.updated > 0 && source.failure_count == 0 && run.seen == 1'}\n",
+		"done": "every: 1m\njitter: 0s\nstop: {when: 'run.status == \"succeeded\"'}\n",
 		// run.seen (a number) is refused at load; a time (nil or not)
 		// gets past the check and fails at run time.
 		"broken": "every: 1m\njitter: 0s\nstop: {when: 'source.last_change_at'}\n",
