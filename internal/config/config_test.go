@@ -110,7 +110,7 @@ func TestLoadEnvSecrets(t *testing.T) {
 // TestLoadErrors changes one thing of a valid configuration and checks the
 // exact error: file, line, key and what is wrong.
 func TestLoadErrors(t *testing.T) {
-	t.Parallel()
+	t.Setenv("LOOKOUT_TEST_EMPTY_VAR", "")
 	replace := func(old, new string) string {
 		if !strings.Contains(validSource, old) {
 			t.Fatalf("test bug: %q not in the valid source", old)
@@ -152,6 +152,16 @@ func TestLoadErrors(t *testing.T) {
 			`sources/tasks.yaml:9: did not find expected node content`},
 		{"empty file", validGlobal, " ",
 			`sources/tasks.yaml: file is empty`},
+		{"negative timeout", validGlobal, replace("every: 30s", "every: 30s\ntimeout: -5s"),
+			`sources/tasks.yaml:4: timeout must be positive`},
+		{"negative defaults.timeout", validGlobal + "  timeout: -5s\n", validSource,
+			`lookout.yaml:9: defaults.timeout must be positive`},
+		{"negative defaults.every", strings.Replace(validGlobal, "every: 1m", "every: -1m", 1), replace("every: 30s\n", ""),
+			`lookout.yaml:8: defaults.every must be positive`},
+		{"negative defaults.jitter", validGlobal + "  jitter: -1s\n", validSource,
+			`lookout.yaml:9: defaults.jitter must not be negative`},
+		{"empty secret", validGlobal, replace("paths: [data/*.jsonl]", `paths: ["${LOOKOUT_TEST_EMPTY_VAR}/*.jsonl"]`),
+			`sources/tasks.yaml:8: file.paths[0] refers to ${LOOKOUT_TEST_EMPTY_VAR}, which is set but empty`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

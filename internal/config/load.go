@@ -353,7 +353,7 @@ var envRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // expandEnv replaces ${NAME} in string scalars with the environment value,
 // and appends every value it expands to secrets (for redaction). An unset
-// variable is an error: a silently empty token is worse.
+// or empty variable is an error: a silently empty token is worse.
 func expandEnv(file string, node *yaml.Node, path string, secrets *[]string, errs *[]error) {
 	switch node.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
@@ -371,9 +371,14 @@ func expandEnv(file string, node *yaml.Node, path string, secrets *[]string, err
 		node.Value = envRE.ReplaceAllStringFunc(node.Value, func(ref string) string {
 			name := ref[2 : len(ref)-1]
 			v, ok := os.LookupEnv(name)
-			if !ok {
+			switch {
+			case !ok:
 				*errs = append(*errs, &Error{File: file, Line: node.Line, Key: path,
 					Msg: fmt.Sprintf("refers to ${%s}, which is not set in the environment", name)})
+			case v == "":
+				// An empty token sent upstream is worse than no start.
+				*errs = append(*errs, &Error{File: file, Line: node.Line, Key: path,
+					Msg: fmt.Sprintf("refers to ${%s}, which is set but empty", name)})
 			}
 			*secrets = append(*secrets, v)
 			return v

@@ -131,6 +131,21 @@ func (g *Global) applyDefaults() []error {
 		}
 	}
 	d := &g.Defaults
+	// A bad default is reported here, against lookout.yaml, and replaced by
+	// the built-in one, so that no source inherits it and reports it as
+	// its own.
+	if d.Every < 0 {
+		errs = append(errs, g.Errorf("defaults.every", "must be positive"))
+		d.Every = EveryDefault
+	}
+	if d.Jitter != nil && *d.Jitter < 0 {
+		errs = append(errs, g.Errorf("defaults.jitter", "must not be negative"))
+		d.Jitter = nil
+	}
+	if d.Timeout < 0 {
+		errs = append(errs, g.Errorf("defaults.timeout", "must be positive"))
+		d.Timeout = TimeoutDefault
+	}
 	d.Every = cmp.Or(d.Every, EveryDefault)
 	d.Timeout = cmp.Or(d.Timeout, TimeoutDefault)
 	if d.RateLimit.PerSecond == 0 {
@@ -372,6 +387,9 @@ func (s *Source) validate(g *Global) []error {
 		if s.RateLimit.Burst < 1 {
 			bad("rate_limit.burst", "must be >= 1")
 		}
+	}
+	if s.Timeout < 0 {
+		bad("timeout", "must be positive")
 	}
 	s.Timeout = cmp.Or(s.Timeout, g.Defaults.Timeout)
 	s.FollowRedirects = cmp.Or(s.FollowRedirects, FollowRedirectsDefault)

@@ -49,6 +49,24 @@ type TimeoutEnforcer interface {
 	EnforcesTimeout() bool
 }
 
+// TimeoutError is a request that got no (complete) response within its
+// timeout. It wraps context.DeadlineExceeded. A TimeoutEnforcer returns
+// one from RoundTrip, and Get then names the URL before it and adds
+// nothing: the message says what ran out once.
+type TimeoutError struct {
+	// Msg says what ran out: "no response from api.example.com within
+	// the source's timeout 30s".
+	Msg string
+	// Err is the underlying error; it wraps context.DeadlineExceeded.
+	Err error
+}
+
+func (e *TimeoutError) Error() string { return e.Msg }
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// Timeout reports true, as net.Error does for timeouts.
+func (e *TimeoutError) Timeout() bool { return true }
+
 func enforcesTimeout(client *http.Client) bool {
 	te, ok := client.Transport.(TimeoutEnforcer)
 	return ok && te.EnforcesTimeout()
@@ -93,6 +111,9 @@ func Get(ctx context.Context, client *http.Client, req Request) (*Response, erro
 		if parent.Err() != nil {
 			return fmt.Errorf("GET %s: %w", shown, parent.Err())
 		}
+		if te := (*TimeoutError)(nil); errors.As(err, &te) {
+			return fmt.Errorf("GET %s: %w", shown, te)
+		}
 		var ne net.Error
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 			limit := req.Timeout
@@ -102,7 +123,7 @@ func Get(ctx context.Context, client *http.Client, req Request) (*Response, erro
 			if !errors.Is(err, context.DeadlineExceeded) {
 				err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 			}
-			return fmt.Errorf("GET %s: no complete response within %s: %w", shown, limit, err)
+			return fmt.Errorf("GET %s: %w", shown, &TimeoutError{Msg: fmt.Sprintf("no complete response within %s", limit), Err: err})
 		}
 		return nil
 	}

@@ -63,6 +63,7 @@ type Mapper struct {
 	std    [9]*Program // indexed like fieldNames
 	keys   [9]string   // item keys the fields consume
 	plain  [9]bool     // the expression is a plain item.key
+	srcs   [9]string   // the expressions as written, "" when unmapped
 	extra  map[string]*Program
 	hasher *Hasher
 }
@@ -86,6 +87,7 @@ func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
 			return nil, &KeyError{Key: "fields." + fieldNames[i], Err: err}
 		}
 		m.std[i] = p
+		m.srcs[i] = strings.TrimSpace(src)
 		// A plain `item.key` mapping consumes that key: it is not repeated in extra.
 		if k, ok := strings.CutPrefix(strings.TrimSpace(src), "item."); ok && simpleKey.MatchString(k) {
 			m.keys[i] = k
@@ -127,7 +129,7 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 		if i == 0 {
 			id, err := idString(vals[0])
 			if err != nil {
-				return r, err
+				return r, m.noID(item, err)
 			}
 			r.ID = id
 		}
@@ -136,7 +138,7 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 	str := func(i int) string {
 		s, e := stringValue(vals[i])
 		if e != nil && err == nil {
-			err = &FieldError{RecordID: r.ID, Field: fieldNames[i], Err: e}
+			err = m.fieldError(r.ID, i, e)
 		}
 		return s
 	}
@@ -145,13 +147,13 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 		return r, err
 	}
 	if r.Labels, err = labelsValue(vals[6]); err != nil {
-		return r, &FieldError{RecordID: r.ID, Field: "labels", Err: err}
+		return r, m.fieldError(r.ID, 6, err)
 	}
 	if r.CreatedAt, err = timeOf(vals[7]); err != nil {
-		return r, &FieldError{RecordID: r.ID, Field: "created_at", Err: err}
+		return r, m.fieldError(r.ID, 7, err)
 	}
 	if r.UpdatedAt, err = timeOf(vals[8]); err != nil {
-		return r, &FieldError{RecordID: r.ID, Field: "updated_at", Err: err}
+		return r, m.fieldError(r.ID, 8, err)
 	}
 	switch {
 	case m.extra != nil:
@@ -204,6 +206,90 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 	return r, nil
 }
 
+// kindError is a value of the wrong kind for a field: "is an object, not
+// a string". Map words it with where the value came from.
+type kindError struct {
+	v    any
+	want string
+}
+
+func (e *kindError) Error() string { return fmt.Sprintf("is %s, not %s", kindOf(e.v), e.want) }
+
+// kindOf names the JSON kind of a decoded value for a message.
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case int, int64, float64, json.Number:
+		return "a number"
+	case []any, []string:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// origin says where field i's value came from: its expression, or the
+// item's key of the same name.
+func (m *Mapper) origin(i int) string {
+	if m.std[i] != nil {
+		return fmt.Sprintf("fields.%s (%s)", fieldNames[i], m.srcs[i])
+	}
+	return fmt.Sprintf("the item's %q", m.keys[i])
+}
+
+// fieldError locates a mapping problem of field i: a value of the wrong
+// kind names its expression, or, for a field taken from the item's key of
+// the same name, says how to map it.
+func (m *Mapper) fieldError(id string, i int, err error) error {
+	var ke *kindError
+	if errors.As(err, &ke) {
+		hint := ""
+		switch _, obj := ke.v.(map[string]any); {
+		case m.std[i] != nil:
+		case obj && ke.want == "a string":
+			hint = fmt.Sprintf(" (map the field with fields.%s, e.g. item.%s.name)", fieldNames[i], m.keys[i])
+		default:
+			hint = fmt.Sprintf(" (map the field with fields.%s)", fieldNames[i])
+		}
+		err = fmt.Errorf("%s %w%s", m.origin(i), err, hint)
+	}
+	return &FieldError{RecordID: id, Field: fieldNames[i], Err: err}
+}
+
+// noID says why an item has no id, naming fields.id or the item's key.
+func (m *Mapper) noID(item any, err error) error {
+	var ke *kindError
+	switch {
+	case errors.As(err, &ke):
+		return fmt.Errorf("%w: %s %v", ErrNoID, m.origin(0), ke)
+	case m.std[0] != nil:
+		return fmt.Errorf("%w: fields.id (%s) is %s", ErrNoID, m.srcs[0], emptyKind(err))
+	}
+	if _, ok := item.(map[string]any); !ok {
+		return fmt.Errorf("%w: the item is %s, not an object (map the id with fields.id)", ErrNoID, kindOf(item))
+	}
+	if errors.Is(err, errEmptyID) {
+		return fmt.Errorf("%w: the item's \"id\" is an empty string (map another key with fields.id)", ErrNoID)
+	}
+	return fmt.Errorf("%w: the item has no \"id\" key (map one with fields.id, e.g. fields.id: item.number)", ErrNoID)
+}
+
+func emptyKind(err error) string {
+	if errors.Is(err, errEmptyID) {
+		return "an empty string"
+	}
+	return "null"
+}
+
+// errEmptyID is an id that is an empty (or blank) string.
+var errEmptyID = errors.New("empty id")
+
 var replacementChar = []byte("\uFFFD")
 
 // storableText returns s as PostgreSQL text can hold it, with invalid UTF-8
@@ -254,7 +340,7 @@ func idString(v any) (string, error) {
 		return "", ErrNoID
 	case string:
 		if strings.TrimSpace(x) == "" {
-			return "", ErrNoID
+			return "", errEmptyID
 		}
 		return x, nil
 	case int64:
@@ -269,7 +355,7 @@ func idString(v any) (string, error) {
 	case json.Number:
 		return x.String(), nil
 	}
-	return "", fmt.Errorf("%w: id must be a string or a number, got %T", ErrNoID, v)
+	return "", &kindError{v: v, want: "a string or a number"}
 }
 
 func stringValue(v any) (string, error) {
@@ -281,7 +367,7 @@ func stringValue(v any) (string, error) {
 	case int64, int, float64, bool, json.Number:
 		return fmt.Sprint(x), nil
 	}
-	return "", fmt.Errorf("want a string, got %T", v)
+	return "", &kindError{v: v, want: "a string"}
 }
 
 func labelsValue(v any) ([]string, error) {
@@ -311,14 +397,14 @@ func labelsValue(v any) ([]string, error) {
 			default:
 				s, err := stringValue(e)
 				if err != nil {
-					return nil, fmt.Errorf("label: %w", err)
+					return nil, fmt.Errorf("label %d is %s, not a string", len(out), kindOf(e))
 				}
 				out = append(out, s)
 			}
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("want a list of strings, got %T", v)
+	return nil, &kindError{v: v, want: "a list of strings"}
 }
 
 var timeLayouts = []string{time.RFC3339Nano, time.RFC1123Z, time.RFC1123, "2006-01-02 15:04:05Z07:00", "2006-01-02 15:04:05", "2006-01-02T15:04:05", "2006-01-02"}
@@ -355,7 +441,7 @@ func timeOf(v any) (*time.Time, error) {
 		t := time.Unix(int64(sec), int64(frac*1e9)).UTC()
 		return &t, nil
 	}
-	return nil, fmt.Errorf("want a time, got %T", v)
+	return nil, &kindError{v: v, want: "a time"}
 }
 
 // jsonValue converts expression results to JSON-compatible values.

@@ -123,23 +123,41 @@ func TestDefaultMappingPutsRestInExtra(t *testing.T) {
 	}
 }
 
+// TestMapErrors checks the exact text of mapping problems: each names the
+// field, where its value came from (fields.<name> and its expression, or
+// the item's key of the same name) and what kind the value is.
 func TestMapErrors(t *testing.T) {
 	t.Parallel()
-	m, err := normalize.NewMapper(normalize.FieldExprs{}, nil)
+	plain, err := normalize.NewMapper(normalize.FieldExprs{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct{ item, want string }{
-		{`{"title": "no id"}`, "item has no id"},
-		{`{"id": ""}`, "item has no id"},
-		{`{"id": {"x": 1}}`, "item has no id: id must be a string or a number, got map[string]interface {}"},
-		{`{"id": "a", "updated_at": "yesterday"}`, `record "a" field updated_at: "yesterday" is not a time (want RFC 3339, e.g. 2026-01-02T15:04:05Z)`},
-		{`{"id": "a", "title": ["x"]}`, `record "a" field title: want a string, got []interface {}`},
+	mapped, err := normalize.NewMapper(normalize.FieldExprs{ID: "item.number", Status: "item.state"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		m          *normalize.Mapper
+		item, want string
+	}{
+		{plain, `{"title": "no id"}`, `item has no id: the item has no "id" key (map one with fields.id, e.g. fields.id: item.number)`},
+		{plain, `{"id": ""}`, `item has no id: the item's "id" is an empty string (map another key with fields.id)`},
+		{plain, `{"id": {"x": 1}}`, `item has no id: the item's "id" is an object, not a string or a number`},
+		{plain, `"just text"`, `item has no id: the item is a string, not an object (map the id with fields.id)`},
+		{mapped, `{"id": "a"}`, `item has no id: fields.id (item.number) is null`},
+		{mapped, `{"number": " "}`, `item has no id: fields.id (item.number) is an empty string`},
+		{mapped, `{"number": [1]}`, `item has no id: fields.id (item.number) is a list, not a string or a number`},
+		{plain, `{"id": "a", "updated_at": "yesterday"}`, `record "a" field updated_at: "yesterday" is not a time (want RFC 3339, e.g. 2026-01-02T15:04:05Z)`},
+		{plain, `{"id": "a", "title": ["x"]}`, `record "a" field title: the item's "title" is a list, not a string (map the field with fields.title)`},
+		{plain, `{"id": "a", "status": {"name": "open"}}`, `record "a" field status: the item's "status" is an object, not a string (map the field with fields.status, e.g. item.status.name)`},
+		{mapped, `{"number": 7, "state": {"name": "open"}}`, `record "7" field status: fields.status (item.state) is an object, not a string`},
+		{plain, `{"id": "a", "labels": {"bug": true}}`, `record "a" field labels: the item's "labels" is an object, not a list of strings (map the field with fields.labels)`},
+		{plain, `{"id": "a", "created_at": true}`, `record "a" field created_at: the item's "created_at" is a boolean, not a time (map the field with fields.created_at)`},
 	}
 	for _, tt := range tests {
-		_, err := m.Map(mustDecode(t, tt.item), nil)
+		_, err := tt.m.Map(mustDecode(t, tt.item), nil)
 		if err == nil || err.Error() != tt.want {
-			t.Errorf("Map(%s) error = %v, want %s", tt.item, err, tt.want)
+			t.Errorf("Map(%s) error:\n got: %v\nwant: %s", tt.item, err, tt.want)
 		}
 		if strings.Contains(tt.want, "no id") && !errors.Is(err, normalize.ErrNoID) {
 			t.Errorf("Map(%s) error is not ErrNoID", tt.item)

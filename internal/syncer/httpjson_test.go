@@ -166,3 +166,44 @@ func TestHTTPConnectorResumesAfterRetryAfter(t *testing.T) {
 		t.Errorf("records = %d (%v), want all %d", count, err, items)
 	}
 }
+
+// TestHTTPConnectorTimeoutMessage: a request that gets no answer within
+// the source's timeout fails the run with one sentence that names the URL,
+// the host and the timeout once.
+func TestHTTPConnectorTimeoutMessage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // hang until the client gives up (or the test ends)
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	y := fmt.Sprintf("name: hang\nconnector: http\nhttp: {url: %q, items: body.items}\nevery: 1h\njitter: 0s\ntimeout: 100ms\n", srv.URL+"/items")
+	if err := os.WriteFile(filepath.Join(dir, "sources", "hang.yaml"), []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(fastLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := h.syncer(cfg, Config{Now: time.Now})
+	if n := h.runDue(s); n != 1 {
+		t.Fatalf("ran %d", n)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	want := fmt.Sprintf("page 1: GET %s/items: no response from %s within the source's timeout 100ms", srv.URL, host)
+	if r := h.source("hang"); r.LastError != want {
+		t.Errorf("last_error:\n got: %s\nwant: %s", r.LastError, want)
+	}
+}

@@ -121,7 +121,10 @@ func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.metrics.UpstreamResponse(host, 0)
 		cancel()
 		if errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, fmt.Errorf("no response from %s within the source's timeout %s: %w", host, t.timeout, err)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+			}
+			return nil, &connectors.TimeoutError{Msg: fmt.Sprintf("no response from %s within the source's timeout %s", host, t.timeout), Err: err}
 		}
 		return nil, err
 	}
