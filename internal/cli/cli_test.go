@@ -52,8 +52,8 @@ func TestCheckBadConfigExitsNonZero(t *testing.T) {
 		t.Errorf("exit code = %d, want 1", code)
 	}
 	for _, want := range []string{
-		`sources/x.yaml:5: fields.title expression "item.title +": unexpected token EOF`,
-		`sources/x.yaml:8: watches[0].when expression "record.title ==": unexpected token EOF`,
+		`sources/x.yaml:5: fields.title expression "item.title +": unexpected token EOF (at 1:12)`,
+		`sources/x.yaml:8: watches[0].when: unexpected token EOF (at 1:15)`,
 	} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)

@@ -62,13 +62,9 @@ func (s *Source) DecodeBlock(v any) error {
 	}
 	var errs []error
 	checkKeys(s.Path, s.Block, reflect.TypeOf(v).Elem(), s.Connector, map[string]int{}, &errs)
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	if err := s.Block.Decode(v); err != nil {
-		return yamlError(s.Path, err)
-	}
-	return nil
+	d := newDecoder(s.Path)
+	d.decode(s.Block, reflect.ValueOf(v).Elem(), s.Connector)
+	return errors.Join(byLine(append(errs, d.errs...))...)
 }
 
 // splitBlocks takes the connector blocks out of the root mapping of a

@@ -127,9 +127,9 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown key in a watch", validGlobal, replace("    notify: [log]", "    notfy: [log]"),
 			`sources/tasks.yaml:12: watches[0].notfy is not a known key (known: ask, body, budget, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, when)`},
 		{"wrong type", validGlobal, replace("per_second: 2", "per_second: fast"),
-			`sources/tasks.yaml:5: cannot use string "fast" as a number`},
+			`sources/tasks.yaml:5: rate_limit.per_second must be a number, not "fast"`},
 		{"wrong duration", validGlobal, replace("every: 30s", "every: often"),
-			`sources/tasks.yaml:3: cannot use string "often" as a duration (e.g. 30s, 5m, 1h)`},
+			`sources/tasks.yaml:3: every must be a duration (e.g. 30s, 5m, 1h), not "often"`},
 		{"missing name", validGlobal, replace("name: tasks\n", ""),
 			`sources/tasks.yaml:1: name is required`},
 		{"missing connector", validGlobal, replace("connector: file\n", ""),
@@ -187,5 +187,62 @@ func TestDuplicateSourceNames(t *testing.T) {
 	want := `sources/tasks.yaml:1: name "tasks" is already used by sources/copy.yaml`
 	if err == nil || err.Error() != want {
 		t.Errorf("error = %v, want %s", err, want)
+	}
+}
+
+// TestLoadListsEveryProblem: a file with several problems of every kind —
+// values of the wrong type, unknown keys, invalid values, expressions —
+// gets all of them listed, in line order, each with its key; a value that
+// does not decode is not reported a second time by validation.
+func TestLoadListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	global := `sinks:
+  log:
+    type: log
+    max_attempts: [3]
+defaults:
+  every: -1m
+  notify: log
+delivery:
+  batch_size: lots
+
+`
+	source := `name: [tasks]
+connector: file
+every: [1m]
+timeout: -5s
+rate_limit:
+  per_second: fast
+  burst: -2
+file:
+  paths: data/*.jsonl
+watches:
+  - name: urgent
+    when: record.stauts == "open"
+    dedupe: sometimes
+    urgncy: high
+  - name: urgent
+    notify: [log, log]
+`
+	_, err := config.Load(writeDir(t, global, source))
+	want := strings.Join([]string{
+		`lookout.yaml:4: sinks.log.max_attempts must be an integer, not a list`,
+		`lookout.yaml:6: defaults.every must be positive`,
+		`lookout.yaml:7: defaults.notify must be a list, not "log"`,
+		`lookout.yaml:9: delivery.batch_size must be an integer, not "lots"`,
+		`sources/tasks.yaml:1: name must be a string, not a list`,
+		`sources/tasks.yaml:3: every must be a duration (e.g. 30s, 5m, 1h), not a list`,
+		`sources/tasks.yaml:4: timeout must be positive`,
+		`sources/tasks.yaml:6: rate_limit.per_second must be a number, not "fast"`,
+		`sources/tasks.yaml:7: rate_limit.burst must be >= 1`,
+		`sources/tasks.yaml:9: file.paths must be a list, not "data/*.jsonl"`,
+		`sources/tasks.yaml:12: watches[0].when: unknown field record.stauts (did you mean record.status?)`,
+		`sources/tasks.yaml:13: watches[0].dedupe must be version, record or a positive duration such as 1h, not "sometimes"`,
+		`sources/tasks.yaml:14: watches[0].urgncy is not a known key (known: ask, body, budget, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, when)`,
+		`sources/tasks.yaml:15: watches[1].name "urgent" is used by another watch of this source`,
+		`sources/tasks.yaml:16: watches[1].notify[1] names sink "log" twice`,
+	}, "\n")
+	if err == nil || err.Error() != want {
+		t.Errorf("error:\n got: %v\nwant: %s", err, want)
 	}
 }

@@ -71,7 +71,8 @@ func (g *Global) Errorf(key, format string, args ...any) error {
 // found are returned together, joined, each naming its file and line.
 func Load(dir string) (*Config, error) {
 	cfg := &Config{Dir: dir}
-	var errs []error
+	var errs, globalErrs []error
+	var globalBad map[string]bool
 	var secrets []string // the values of every ${ENV} expanded
 
 	globalPath := filepath.Join(dir, GlobalFile)
@@ -82,14 +83,22 @@ func Load(dir string) (*Config, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", globalPath, err)
 	default:
-		lines, err := decodeStrict(GlobalFile, data, &cfg.Global, &secrets)
+		globalBad = map[string]bool{}
+		root, err := parseYAML(GlobalFile, data)
 		if err != nil {
 			errs = append(errs, err)
+			break
 		}
-		cfg.Global.lines = lines
+		lines, bad, derrs := decodeStrict(GlobalFile, root, &cfg.Global, &secrets)
+		cfg.Global.lines, globalBad = lines, bad
+		globalErrs = derrs
 	}
 	cfg.Global.file = GlobalFile
-	errs = append(errs, cfg.Global.applyDefaults()...)
+	// Defaults are applied and checked even after decoding errors, so that
+	// every problem of the file is listed; those about a key that did not
+	// decode are left out.
+	globalErrs = append(globalErrs, dropBad(cfg.Global.applyDefaults(), globalBad)...)
+	errs = append(errs, byLine(globalErrs)...)
 
 	entries, err := os.ReadDir(filepath.Join(dir, SourcesDir))
 	if err != nil {
@@ -105,17 +114,20 @@ func Load(dir string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", rel, err)
 		}
-		src := &Source{Path: rel}
-		lines, err := src.decode(rel, data, &secrets)
+		root, err := parseYAML(rel, data)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		src := &Source{Path: rel}
+		lines, bad, ferrs := src.decode(rel, root, &secrets)
 		src.lines = lines
 		sum := sha256.Sum256(data)
 		src.Hash = hex.EncodeToString(sum[:8])
-		if verrs := src.validate(&cfg.Global); len(verrs) > 0 {
-			errs = append(errs, verrs...)
+		// Validated even after decoding errors: every problem is listed.
+		ferrs = append(ferrs, dropBad(src.validate(&cfg.Global), bad)...)
+		if len(ferrs) > 0 {
+			errs = append(errs, byLine(ferrs)...)
 			continue
 		}
 		if prev, dup := byName[src.Name]; dup {
@@ -134,30 +146,25 @@ func Load(dir string) (*Config, error) {
 	return cfg, nil
 }
 
-// decodeStrict decodes data into v, rejecting unknown keys, expanding
-// ${ENV} references in string values (their values are appended to
-// secrets), and returning the line of every key path it saw.
-func decodeStrict(file string, data []byte, v any, secrets *[]string) (map[string]int, error) {
-	root, err := parseYAML(file, data)
-	if err != nil {
-		return nil, err
-	}
-	lines := map[string]int{}
-	return lines, decodeRoot(file, root, root, v, lines, nil, secrets)
+// decodeStrict decodes root into v key by key (see decoder), reporting
+// keys v does not declare, expanding ${ENV} references in string values
+// (their values are appended to secrets), and returning the line of every
+// key path, the key paths that did not decode, and every problem.
+func decodeStrict(file string, root *yaml.Node, v any, secrets *[]string) (lines map[string]int, bad map[string]bool, errs []error) {
+	lines = map[string]int{}
+	bad, errs = decodeRoot(file, root, root, v, lines, nil, secrets)
+	return lines, bad, errs
 }
 
 // decode decodes a source file like decodeStrict, keeping the connector
 // blocks raw (see splitBlocks).
-func (s *Source) decode(file string, data []byte, secrets *[]string) (map[string]int, error) {
-	root, err := parseYAML(file, data)
-	if err != nil {
-		return nil, err
-	}
-	lines := map[string]int{}
+func (s *Source) decode(file string, root *yaml.Node, secrets *[]string) (lines map[string]int, bad map[string]bool, errs []error) {
+	lines = map[string]int{}
 	rest, known := s.splitBlocks(root, lines)
 	keys := *root
 	keys.Content = rest
-	return lines, decodeRoot(file, &keys, root, s, lines, known, secrets)
+	bad, errs = decodeRoot(file, &keys, root, s, lines, known, secrets)
+	return lines, bad, errs
 }
 
 // parseYAML parses data into its root node.
@@ -178,23 +185,26 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 
 // decodeRoot checks the keys of keys against v's type (known lists further
 // top-level keys), expands ${ENV} references everywhere under root
-// (appending their values to secrets), and decodes keys into v.
-func decodeRoot(file string, keys, root *yaml.Node, v any, lines map[string]int, known []string, secrets *[]string) error {
+// (appending their values to secrets), and decodes keys into v key by
+// key. It returns the key paths that did not decode or expand, and every
+// problem.
+func decodeRoot(file string, keys, root *yaml.Node, v any, lines map[string]int, known []string, secrets *[]string) (map[string]bool, []error) {
 	var errs []error
 	checkKeys(file, keys, reflect.TypeOf(v).Elem(), "", lines, &errs, known...)
-	expandEnv(file, root, "", secrets, &errs)
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	d := newDecoder(file)
+	expandEnv(file, root, "", secrets, &errs, d.bad)
+	if keys.Kind != yaml.MappingNode {
+		errs = append(errs, &Error{File: file, Line: keys.Line, Msg: "must be a mapping of keys to values, not " + yamlValue(keys)})
+		return d.bad, errs
 	}
-	if err := keys.Decode(v); err != nil {
-		return yamlError(file, err)
-	}
-	return nil
+	d.decode(keys, reflect.ValueOf(v).Elem(), "")
+	return d.bad, append(errs, d.errs...)
 }
 
 var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 
-// yamlError turns yaml.v3's "line N: msg" errors into file:N: msg errors.
+// yamlError turns yaml.v3's "line N: msg" errors (syntax errors; type
+// errors are found key by key by decoder) into file:N: msg errors.
 func yamlError(file string, err error) error {
 	var te *yaml.TypeError
 	msgs := []string{err.Error()}
@@ -206,37 +216,12 @@ func yamlError(file string, err error) error {
 		if sm := yamlLineRE.FindStringSubmatch(m); sm != nil {
 			var line int
 			fmt.Sscanf(sm[1], "%d", &line)
-			errs = append(errs, &Error{File: file, Line: line, Msg: humanizeYAML(sm[2])})
+			errs = append(errs, &Error{File: file, Line: line, Msg: sm[2]})
 			continue
 		}
 		errs = append(errs, &Error{File: file, Msg: strings.TrimPrefix(m, "yaml: ")})
 	}
 	return errors.Join(errs...)
-}
-
-var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.+)$")
-
-func humanizeYAML(msg string) string {
-	if sm := unmarshalRE.FindStringSubmatch(msg); sm != nil {
-		return fmt.Sprintf("cannot use %s %q as %s", yamlKind(sm[1]), sm[2], goTypeName(sm[3]))
-	}
-	return msg
-}
-
-func yamlKind(tag string) string {
-	switch tag {
-	case "str":
-		return "string"
-	case "int", "float":
-		return "number"
-	case "bool":
-		return "boolean"
-	case "seq":
-		return "a list"
-	case "map":
-		return "a mapping"
-	}
-	return tag
 }
 
 func goTypeName(t string) string {
@@ -277,14 +262,6 @@ func checkKeys(file string, node *yaml.Node, t reflect.Type, path string, lines 
 		node = node.Alias
 	}
 	switch {
-	case t == timeType && node.Kind == yaml.ScalarNode && !strings.Contains(node.Value, "${"):
-		// yaml reports a bad time without its line: check it here.
-		var v time.Time
-		if err := node.Decode(&v); err != nil {
-			*errs = append(*errs, &Error{File: file, Line: node.Line, Key: path,
-				Msg: fmt.Sprintf("must be a time (RFC 3339, e.g. 2026-12-31T00:00:00Z), not %q", node.Value)})
-		}
-		return
 	case t == durationType || t == timeType:
 		return
 	case t.Kind() == reflect.Struct && node.Kind == yaml.MappingNode:
@@ -354,15 +331,15 @@ var envRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // expandEnv replaces ${NAME} in string scalars with the environment value,
 // and appends every value it expands to secrets (for redaction). An unset
 // or empty variable is an error: a silently empty token is worse.
-func expandEnv(file string, node *yaml.Node, path string, secrets *[]string, errs *[]error) {
+func expandEnv(file string, node *yaml.Node, path string, secrets *[]string, errs *[]error, bad map[string]bool) {
 	switch node.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for i, c := range node.Content {
-			expandEnv(file, c, fmt.Sprintf("%s[%d]", path, i), secrets, errs)
+			expandEnv(file, c, fmt.Sprintf("%s[%d]", path, i), secrets, errs, bad)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(node.Content); i += 2 {
-			expandEnv(file, node.Content[i+1], joinPath(path, node.Content[i].Value), secrets, errs)
+			expandEnv(file, node.Content[i+1], joinPath(path, node.Content[i].Value), secrets, errs, bad)
 		}
 	case yaml.ScalarNode:
 		if !strings.Contains(node.Value, "${") {
@@ -375,10 +352,12 @@ func expandEnv(file string, node *yaml.Node, path string, secrets *[]string, err
 			case !ok:
 				*errs = append(*errs, &Error{File: file, Line: node.Line, Key: path,
 					Msg: fmt.Sprintf("refers to ${%s}, which is not set in the environment", name)})
+				bad[path] = true
 			case v == "":
 				// An empty token sent upstream is worse than no start.
 				*errs = append(*errs, &Error{File: file, Line: node.Line, Key: path,
 					Msg: fmt.Sprintf("refers to ${%s}, which is set but empty", name)})
+				bad[path] = true
 			}
 			*secrets = append(*secrets, v)
 			return v

@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -420,6 +421,17 @@ func (s *Source) validate(g *Global) []error {
 		s.Stop.MaxFailures = &n
 	} else if *s.Stop.MaxFailures < 0 {
 		bad("stop.max_failures", "must not be negative (0 never disables)")
+	}
+	// The mapping compiles here as in the syncer (normalize.NewMapper),
+	// so that both checks list its problems with the others.
+	_, err := normalize.NewMapper(s.Fields.Exprs(), s.Volatile)
+	for _, p := range normalize.Problems(err) {
+		var ke *normalize.KeyError
+		if errors.As(p, &ke) {
+			bad(ke.Key, "%v", ke.Err)
+		} else {
+			bad("volatile", "%v", p)
+		}
 	}
 	s.Stop.When = strings.TrimSpace(s.Stop.When)
 	if s.Stop.When != "" {

@@ -64,8 +64,9 @@ type ExprError struct {
 
 func (e *ExprError) Error() string { return e.Msg }
 
-// Problems lists the *ExprError values of an error returned by
-// CompileWhen or CompileStopWhen (one per problem), or err itself.
+// Problems lists the problems of an error returned by CompileWhen,
+// CompileStopWhen (*ExprError values) or NewMapper (*KeyError and others),
+// one per problem; nil for nil.
 func Problems(err error) []error {
 	if err == nil {
 		return nil

@@ -31,7 +31,7 @@ func Compile(src string, vars ...string) (*Program, error) {
 	env := reflect.StructOf(fields)
 	p, err := expr.Compile(src, expr.Env(reflect.New(env).Elem().Interface()))
 	if err != nil {
-		return nil, fmt.Errorf("expression %q: %w", src, err)
+		return nil, &ExprError{Msg: fmt.Sprintf("expression %q: %s", src, exprMessage(err, vars))}
 	}
 	return &Program{prog: p, env: env}, nil
 }

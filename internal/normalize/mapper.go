@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,13 +69,15 @@ type Mapper struct {
 	hasher *Hasher
 }
 
-// NewMapper compiles the field expressions. An expression that does not
-// compile is a *KeyError naming its field (fields.<name>); a volatile path
-// that is not a record field is any other error.
+// NewMapper compiles the field expressions. Every expression that does not
+// compile is a *KeyError naming its field (fields.<name>), and a volatile
+// path that is not a record field any other error, all joined (list them
+// with Problems).
 func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
+	var errs []error
 	h, err := NewHasher(volatile)
 	if err != nil {
-		return nil, err
+		errs = append(errs, err)
 	}
 	m := &Mapper{hasher: h, keys: [9]string{"id", "title", "body", "url", "author", "status", "labels", "created_at", "updated_at"}}
 	exprs := [9]string{f.ID, f.Title, f.Body, f.URL, f.Author, f.Status, f.Labels, f.CreatedAt, f.UpdatedAt}
@@ -84,7 +87,8 @@ func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
 		}
 		p, err := Compile(src, "item")
 		if err != nil {
-			return nil, &KeyError{Key: "fields." + fieldNames[i], Err: err}
+			errs = append(errs, &KeyError{Key: "fields." + fieldNames[i], Err: err})
+			continue
 		}
 		m.std[i] = p
 		m.srcs[i] = strings.TrimSpace(src)
@@ -96,13 +100,17 @@ func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
 	}
 	if f.Extra != nil {
 		m.extra = map[string]*Program{}
-		for k, src := range f.Extra {
-			p, err := Compile(src, "item")
+		for _, k := range slices.Sorted(maps.Keys(f.Extra)) {
+			p, err := Compile(f.Extra[k], "item")
 			if err != nil {
-				return nil, &KeyError{Key: "fields.extra." + k, Err: err}
+				errs = append(errs, &KeyError{Key: "fields.extra." + k, Err: err})
+				continue
 			}
 			m.extra[k] = p
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return m, nil
 }

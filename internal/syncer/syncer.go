@@ -120,11 +120,16 @@ func Build(cfg *config.Config) error {
 func (s *Syncer) build(sc *config.Source) (*source, error) {
 	mapper, err := normalize.NewMapper(sc.Fields.Exprs(), sc.Volatile)
 	if err != nil {
-		var ke *normalize.KeyError
-		if errors.As(err, &ke) {
-			return nil, sc.Errorf(ke.Key, "%v", ke.Err)
+		var errs []error
+		for _, p := range normalize.Problems(err) {
+			var ke *normalize.KeyError
+			if errors.As(p, &ke) {
+				errs = append(errs, sc.Errorf(ke.Key, "%v", ke.Err))
+			} else {
+				errs = append(errs, sc.Errorf("volatile", "%v", p))
+			}
 		}
-		return nil, sc.Errorf("volatile", "%v", err)
+		return nil, errors.Join(errs...)
 	}
 	var adaptive *schedule.Bounds
 	if a := sc.Adaptive; a != nil {

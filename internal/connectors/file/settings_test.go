@@ -12,7 +12,7 @@ func TestBlockErrors(t *testing.T) {
 		{"name: s\nconnector: file\nfile:\n  items: doc.x\n", "sources/s.yaml:3: file.paths is required (a list of glob patterns)"},
 		{"name: s\nconnector: file\nfile:\n  paths: [a.json, \" \"]\n", "sources/s.yaml:4: file.paths[1] is empty"},
 		{"name: s\nconnector: file\nfile:\n  paths: [a.json]\n  glob: x\n", "sources/s.yaml:5: file.glob is not a known key (known: items, paths)"},
-		{"name: s\nconnector: file\nfile:\n  paths: a.json\n", `sources/s.yaml:4: cannot use string "a.json" as a list`},
+		{"name: s\nconnector: file\nfile:\n  paths: a.json\n", `sources/s.yaml:4: file.paths must be a list, not "a.json"`},
 	}
 	for _, tc := range cases {
 		_, err := conntest.LoadSource(t, tc.src)

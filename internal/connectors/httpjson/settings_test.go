@@ -40,7 +40,7 @@ func TestBlockErrors(t *testing.T) {
 		{"name: s\nconnector: http\nhttp:\n  url: https://x.test/\n  page_start: 0\n", "sources/s.yaml:5: http.page_start is set but pagination is none (it is used by pagination page)"},
 		{"name: s\nconnector: http\nhttp:\n  url: https://\n", `sources/s.yaml:4: http.url has no host: "https://"`},
 		{"name: s\nconnector: http\nhttp:\n  url: https://x.test/\n  pagination: cursor\n", "sources/s.yaml:5: http.cursor is required with pagination cursor (an expression over body returning the next cursor)\nsources/s.yaml:5: http.cursor_param is required with pagination cursor (the query parameter that carries the cursor)"},
-		{"name: s\nconnector: http\nhttp:\n  url: https://x.test/\n  max_pages: ten\n", `sources/s.yaml:5: cannot use string "ten" as an integer`},
+		{"name: s\nconnector: http\nhttp:\n  url: https://x.test/\n  max_pages: ten\n", `sources/s.yaml:5: http.max_pages must be an integer, not "ten"`},
 		{"name: s\nconnector: http\nhttp:\n  url: https://x.test/\n  method: POST\n", "sources/s.yaml:5: http.method is not a known key (known: cursor, cursor_param, headers, items, lookback, max_pages, next, page_param, page_start, pagination, since, since_format, snapshot, updated_at, url)"},
 		{"name: s\nconnector: http\nhttp:\n", `sources/s.yaml:2: connector "http" needs a http: block`},
 	}
