@@ -249,7 +249,9 @@ func examples(fields []FieldInfo) []string {
 			out = append(out, `record.title contains "release"`)
 		case strings.HasPrefix(f.Path, "record.extra.") && slices.Equal(f.Types, []string{"number"}):
 			if len(out) < 6 {
-				out = append(out, fmt.Sprintf("%s > %v", f.Path, f.Examples[0]))
+				// An extra key is read with get(): a source without
+				// fields.extra refuses record.extra.<key> (docs/config.md#watches).
+				out = append(out, fmt.Sprintf("(get(record.extra, %q) ?? 0) > %v", strings.TrimPrefix(f.Path, "record.extra."), f.Examples[0]))
 			}
 		}
 	}

@@ -23,11 +23,16 @@ func TestBuildErrorsNameTheirKey(t *testing.T) {
 		edit       func(cfg *config.Source)
 		want       string
 	}{
-		{name: "field expression", body: "fields:\n  status: item.state\n  title: item.(\n",
+		// config.Load refuses these already (with the same keys); the
+		// edits after loading check that Build locates them too.
+		{name: "field expression", body: "fields:\n  status: item.state\n  title: item.title\n",
+			edit: func(sc *config.Source) { sc.Fields.Title = "item.(" },
 			want: "sources/s.yaml:6: fields.title "},
-		{name: "extra field expression", body: "fields:\n  extra:\n    team: item.(\n",
+		{name: "extra field expression", body: "fields:\n  extra:\n    team: item.team\n",
+			edit: func(sc *config.Source) { sc.Fields.Extra["team"] = "item.(" },
 			want: "sources/s.yaml:6: fields.extra.team "},
-		{name: "volatile path", body: "volatile: [nope]\n",
+		{name: "volatile path", body: "volatile: [id]\n",
+			edit: func(sc *config.Source) { sc.Volatile = []string{"nope"} },
 			want: `sources/s.yaml:4: volatile volatile path "nope" is not a record field`},
 		// A cron expression carrying its zone is refused at the cron key,
 		// though the message mentions timezone.

@@ -142,7 +142,8 @@ func Decode(src *config.Source) (*Settings, error) {
 	default:
 		bad("imap.security", "must be tls, starttls or plain, not %q", s.Security)
 	}
-	if s.Port < 1 || s.Port > 65535 {
+	// Port 0 is left only by a security that is not known, reported above.
+	if s.Port != 0 && (s.Port < 1 || s.Port > 65535) {
 		bad("imap.port", "must be between 1 and 65535, not %d", s.Port)
 	}
 	if s.AllowPlain && s.Security != SecurityPlain {
