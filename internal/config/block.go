@@ -27,6 +27,14 @@ type ConnectorRegistry interface {
 	Check(src *Source) error
 }
 
+// HostLimiter is implemented by a ConnectorRegistry whose connectors
+// declare the documented request budget of the hosts they call
+// (Global.HostLimit consults it after hosts: and before
+// defaults.host_rate_limit).
+type HostLimiter interface {
+	HostLimit(host string) (RateLimit, bool)
+}
+
 var connectorRegistry ConnectorRegistry
 
 // UseConnectors installs the connector registry Load consults. The

@@ -524,7 +524,9 @@ func (s *Source) exprErrors(key string, err error) []error {
 
 // HostLimit returns the request budget of host (host or host:port, as in
 // a URL): the hosts entry for host:port, else for the host name without
-// the port, else defaults.host_rate_limit.
+// the port, else the budget a linked connector declared for the host
+// (connectors.RegisterHostLimit: api.notion.com), else
+// defaults.host_rate_limit.
 func (g *Global) HostLimit(host string) RateLimit {
 	host = strings.ToLower(host)
 	if rl := g.Hosts[host]; rl != nil {
@@ -533,6 +535,16 @@ func (g *Global) HostLimit(host string) RateLimit {
 	if name, _, err := net.SplitHostPort(host); err == nil {
 		if rl := g.Hosts[name]; rl != nil {
 			return *rl
+		}
+	}
+	if hl, ok := connectorRegistry.(HostLimiter); ok {
+		if rl, ok := hl.HostLimit(host); ok {
+			return rl
+		}
+		if name, _, err := net.SplitHostPort(host); err == nil {
+			if rl, ok := hl.HostLimit(name); ok {
+				return rl
+			}
 		}
 	}
 	return g.Defaults.HostRateLimit

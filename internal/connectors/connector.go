@@ -71,6 +71,17 @@ type Snapshotter interface {
 	Snapshot() bool
 }
 
+// Verifier is implemented by connectors whose settings name things only
+// the upstream knows (the properties of a Notion database). Verify reads
+// what it needs (one or two requests) and returns a configuration error
+// naming the source file, the key and what the upstream has instead. A
+// Fetch verifies on its first run anyway; Verify lets a config check do it
+// on request (syncer check --online), since the check is offline by
+// default. Errors other than configuration errors follow Connector's.
+type Verifier interface {
+	Verify(ctx context.Context) error
+}
+
 // EmitFunc receives one page. The page's Cursor, when set, is stored in the
 // same transaction as its items.
 type EmitFunc func(ctx context.Context, page Page) error

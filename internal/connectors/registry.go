@@ -38,6 +38,7 @@ type driver struct {
 var (
 	mu      sync.RWMutex
 	drivers = map[string]driver{}
+	hosts   = map[string]config.RateLimit{}
 )
 
 func init() {
@@ -79,6 +80,37 @@ func Register[S any](name string, decode Decoder[S], build Constructor[S]) {
 			return build(src, settings, env)
 		},
 	}
+}
+
+// RegisterHostLimit declares the documented request budget of an
+// upstream host a connector calls (api.notion.com: 3 requests per second).
+// The syncer's shared per-host budget uses it for that host unless
+// lookout.yaml's hosts: lists the host; defaults.host_rate_limit applies
+// to hosts nobody declared. Call it from the connector package's init; it
+// panics on an empty host, a budget that is not positive, or a host
+// declared twice with different budgets.
+func RegisterHostLimit(host string, rl config.RateLimit) {
+	mu.Lock()
+	defer mu.Unlock()
+	host = strings.ToLower(host)
+	if host == "" {
+		panic("connectors: RegisterHostLimit with an empty host")
+	}
+	if rl.PerSecond <= 0 || rl.Burst < 1 {
+		panic("connectors: RegisterHostLimit " + host + " with a budget that is not positive")
+	}
+	if old, dup := hosts[host]; dup && old != rl {
+		panic("connectors: RegisterHostLimit called twice for " + host)
+	}
+	hosts[host] = rl
+}
+
+// HostLimit returns the budget a connector declared for host, if any.
+func HostLimit(host string) (config.RateLimit, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	rl, ok := hosts[strings.ToLower(host)]
+	return rl, ok
 }
 
 // Names lists the registered connector types, sorted.
@@ -127,6 +159,8 @@ func New(src *config.Source, env Env) (Connector, error) {
 type registry struct{}
 
 func (registry) Names() []string { return Names() }
+
+func (registry) HostLimit(host string) (config.RateLimit, bool) { return HostLimit(host) }
 
 func (registry) Check(src *config.Source) error {
 	d, ok := lookup(src.Connector)

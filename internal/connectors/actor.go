@@ -1,0 +1,120 @@
+package connectors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Actor is implemented, beside Connector, by connectors that can act on
+// the records they read: a task in a tool people look at (a Notion card,
+// a GitHub issue) that lookout claims, has executed once and moves to a
+// terminal state. The claim that counts is the one in PostgreSQL (the
+// caller's task_runs row, taken first); the Actor writes its visible copy
+// into the tool so that people see who works on what, and reads it back.
+//
+// Every method acts on one record, named by its record id (the id the
+// connector's items carry: a Notion page id, a GitHub issue number), with
+// the Claim the caller holds. ctx bounds the call, which makes a few
+// requests (read what the write needs, write, read back); the caller gives
+// it a deadline. Requests go through Env.HTTP, so they spend the source's
+// and the host's budgets like a Fetch does.
+//
+// Idempotency: each method sets the task to a state (it does not toggle
+// or increment), so calling it again with the same arguments leaves the
+// task as one call would. A retry means calling the same method again with
+// the same record id and Claim, after a *RetryLaterError at its RetryAt or
+// after an error whose write may or may not have landed. Tools have no
+// compare-and-set: a method writes even when a person changed the task
+// meanwhile; the caller calls Confirm before acting on a claim (and may
+// before a terminal write) to find out.
+//
+// Errors are wrapped with context; these tell the caller what to do:
+//
+//   - ErrUnauthorized: the credentials were refused (401/403); stop acting
+//     on the source until an operator fixes its configuration.
+//   - *RetryLaterError: the tool asked to wait (429, 529, 5xx with
+//     Retry-After); call again, with the same arguments, at RetryAt.
+//   - *ValidationError: the tool refuses a value lookout was configured to
+//     write (a status that is not one of the property's options, a
+//     property of the wrong type); retrying cannot help. The error names
+//     the property, the value and what the tool allows; the caller records
+//     it as the run's error and leaves the task for a person.
+//   - ErrNotFound: the record no longer exists or is no longer visible to
+//     the credentials (deleted, archived, moved out of the database).
+//
+// Any other error (a network failure, an unexpected status) may be retried.
+type Actor interface {
+	// Claim writes the visible claim: the in-progress status, who claimed
+	// it, when, until when and the run id.
+	Claim(ctx context.Context, id string, c Claim) error
+	// Confirm reads the task back and reports whether it still shows c:
+	// the in-progress status and c's run (where the tool shows one). It is
+	// false, with a nil error, when a person moved the task, another claim
+	// replaced it, or the task was deleted or archived; the caller then
+	// records the run as lost and does not execute it.
+	Confirm(ctx context.Context, id string, c Claim) (bool, error)
+	// Complete moves the task to the complete status, with o.At as its
+	// completion time and no last error.
+	Complete(ctx context.Context, id string, c Claim, o Outcome) error
+	// Fail moves the task to the failed status with o.Error as its last
+	// error and o.RetryCount as its retry count: no more attempts.
+	Fail(ctx context.Context, id string, c Claim, o Outcome) error
+	// Release gives the task back: the todo status, the claim cleared,
+	// o.Error as the last error and o.RetryCount as the retry count, so
+	// that a later run (or a person) takes it again. It is what a
+	// recoverable failure and an expired claim do.
+	Release(ctx context.Context, id string, c Claim, o Outcome) error
+}
+
+// Claim is the visible claim on a task.
+type Claim struct {
+	// RunID identifies the run that holds the claim (the caller's run id);
+	// Confirm checks it where the tool shows it.
+	RunID string
+	// By names the claimer (a worker or deployment name).
+	By string
+	// At is when the claim was taken; ExpiresAt when it lapses unless the
+	// run finishes first.
+	At, ExpiresAt time.Time
+}
+
+// Outcome is what a terminal write or a release records.
+type Outcome struct {
+	// At is when it happened: the completion time for Complete.
+	At time.Time
+	// Error is the last error to show; "" clears it.
+	Error string
+	// RetryCount is the number of failed attempts so far.
+	RetryCount int
+}
+
+// ErrNotFound says the record acted on does not exist or is not visible.
+var ErrNotFound = errors.New("not found")
+
+// ValidationError is a value the tool refuses (or, from its schema, would
+// refuse): retrying cannot help, the configuration or the tool must change.
+type ValidationError struct {
+	// Property names the field or property written ("Status").
+	Property string
+	// Value is the value refused, when there is one.
+	Value string
+	// Allowed lists the values the property accepts (its options), when
+	// the tool has such a list.
+	Allowed []string
+	// Reason says what is wrong when it is not a missing option (the
+	// tool's own message, or "is a number property; lookout writes text").
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	switch {
+	case e.Reason != "":
+		return fmt.Sprintf("property %q: %s", e.Property, e.Reason)
+	case len(e.Allowed) == 0:
+		return fmt.Sprintf("property %q has no option %q (it has no options)", e.Property, e.Value)
+	}
+	return fmt.Sprintf("property %q has no option %q (options: %s)", e.Property, e.Value, strings.Join(e.Allowed, ", "))
+}
