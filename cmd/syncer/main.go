@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/cli"
-	_ "github.com/lookout-dev/lookout/internal/connectors/all" // file, github, http, imap, rss
+	_ "github.com/lookout-dev/lookout/internal/connectors/all" // file, github, http, imap, notion, rss
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/syncer"

@@ -353,9 +353,9 @@ watches:
 func TestUnknownConnector(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.write("sources/x.yaml", "name: x\nconnector: notion\n")
+	e.write("sources/x.yaml", "name: x\nconnector: jira\n")
 	_, err := loadErr(e)
-	want := `sources/x.yaml:2: connector "notion" is not known (known: file, github, http, imap, rss)`
+	want := `sources/x.yaml:2: connector "jira" is not known (known: file, github, http, imap, notion, rss)`
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n got: %v\nwant: %s", err, want)
 	}

@@ -8,5 +8,6 @@ import (
 	_ "github.com/lookout-dev/lookout/internal/connectors/github"
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
 	_ "github.com/lookout-dev/lookout/internal/connectors/imap"
+	_ "github.com/lookout-dev/lookout/internal/connectors/notion"
 	_ "github.com/lookout-dev/lookout/internal/connectors/rss"
 )

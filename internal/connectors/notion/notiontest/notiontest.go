@@ -82,7 +82,14 @@ type Server struct {
 	seq      int
 	users    map[string]string
 	fails    []failure
+	storm    *storm
 	requests []Request
+}
+
+// storm fails every n-th request with statuses in turn.
+type storm struct {
+	every, retryAfter, seen int
+	statuses                []int
 }
 
 type schemaProp struct {
@@ -94,12 +101,12 @@ type schemaProp struct {
 type option struct{ id, name, color string }
 
 type page struct {
-	id                     string
-	created, edited        time.Time
-	createdBy, lastEditBy  string
-	archived, inTrash      bool
-	props                  map[string]any // name -> value object (response shape)
-	createdSeq, editedSeqn int
+	id                    string
+	created, edited       time.Time
+	createdBy, lastEditBy string
+	archived, inTrash     bool
+	props                 map[string]any // name -> value object (response shape)
+	createdSeq            int
 }
 
 type failure struct {
@@ -256,6 +263,25 @@ func (s *Server) FailNext(n, status, retryAfter int) {
 	}
 }
 
+// Storm makes every every-th request from now on fail with the statuses
+// in turn (429, 529, 503, ...) and a Retry-After of retryAfter seconds.
+// Storm(0, 0) ends it.
+func (s *Server) Storm(every, retryAfter int, statuses ...int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.storm = nil
+	if every > 0 && len(statuses) > 0 {
+		s.storm = &storm{every: every, retryAfter: retryAfter, statuses: statuses}
+	}
+}
+
+// SetToken changes the token the server accepts.
+func (s *Server) SetToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Token = token
+}
+
 // Requests returns the requests received so far, injected failures
 // included.
 func (s *Server) Requests() []Request {
@@ -331,7 +357,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if len(s.fails) > 0 {
 		fail = &s.fails[0]
 		s.fails = s.fails[1:]
+	} else if st := s.storm; st != nil {
+		st.seen++
+		if st.seen%st.every == 0 {
+			fail = &failure{status: st.statuses[(st.seen/st.every-1)%len(st.statuses)], retryAfter: st.retryAfter}
+		}
 	}
+	token := s.Token
 	s.mu.Unlock()
 	w.Header().Set("X-Notion-Request-Id", "0f2e4a6c-8b1d-4e3f-a5c7-9d1b3f5e7a9c")
 	if fail != nil {
@@ -348,7 +380,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+s.Token {
+	if r.Header.Get("Authorization") != "Bearer "+token {
 		writeError(w, errorf(401, "unauthorized", "API token is invalid."))
 		return
 	}

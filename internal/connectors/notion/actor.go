@@ -1,0 +1,175 @@
+package notion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/connectors"
+)
+
+// maxText is Notion's limit on one rich text content.
+const maxText = 2000
+
+// The task actions (connectors.Actor) write page properties with PATCH
+// /v1/pages/{id} (one request each) and Confirm reads the page back with
+// GET /v1/pages/{id}. Which properties are written is the task: block's;
+// a property left at its default name that the database does not have is
+// not written.
+
+// Claim writes Status = in_progress, ClaimedBy, ClaimedAt, ClaimExpiresAt
+// and RunId.
+func (c *Connector) Claim(ctx context.Context, id string, cl connectors.Claim) error {
+	return c.write(ctx, "claim", id, func(t *Task, w *writer) {
+		w.set("status", t.InProgress)
+		w.set("claimed_by", cl.By)
+		w.set("claimed_at", cl.At)
+		w.set("claim_expires_at", cl.ExpiresAt)
+		w.set("run_id", cl.RunID)
+	})
+}
+
+// Confirm reads the page and reports whether it is still in progress
+// under cl's run (RunId, when the database has it). A page deleted,
+// archived or in the trash is not confirmed.
+func (c *Connector) Confirm(ctx context.Context, id string, cl connectors.Claim) (bool, error) {
+	s, t, err := c.task(ctx)
+	if err != nil {
+		return false, err
+	}
+	v, err := c.c.do(ctx, http.MethodGet, "/v1/pages/"+compactID(id), nil)
+	if errors.Is(err, connectors.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("confirm the claim on page %s: %w", id, err)
+	}
+	pg, _ := v.(map[string]any)
+	if pg["archived"] == true || pg["in_trash"] == true {
+		return false, nil
+	}
+	props, _ := pg["properties"].(map[string]any)
+	if Value(props[s.task["status"]]) != t.InProgress {
+		return false, nil
+	}
+	if p := s.task["run_id"]; p != "" && Value(props[p]) != cl.RunID {
+		return false, nil
+	}
+	return true, nil
+}
+
+// Complete writes Status = complete, CompletedAt = o.At and clears
+// LastError.
+func (c *Connector) Complete(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+	return c.write(ctx, "complete", id, func(t *Task, w *writer) {
+		w.set("status", t.Complete)
+		w.set("completed_at", o.At)
+		w.set("last_error", "")
+	})
+}
+
+// Fail writes Status = failed, LastError and RetryCount.
+func (c *Connector) Fail(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+	return c.write(ctx, "fail", id, func(t *Task, w *writer) {
+		w.set("status", t.Failed)
+		w.set("last_error", o.Error)
+		w.set("retry_count", o.RetryCount)
+	})
+}
+
+// Release writes Status = todo, LastError and RetryCount, and clears
+// ClaimedBy, ClaimedAt, ClaimExpiresAt and RunId.
+func (c *Connector) Release(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+	return c.write(ctx, "release", id, func(t *Task, w *writer) {
+		w.set("status", t.Todo)
+		w.set("last_error", o.Error)
+		w.set("retry_count", o.RetryCount)
+		w.set("claimed_by", "")
+		w.set("claimed_at", time.Time{})
+		w.set("claim_expires_at", time.Time{})
+		w.set("run_id", "")
+	})
+}
+
+// task returns the checked schema and the task block, or an error when
+// the source has no task block.
+func (c *Connector) task(ctx context.Context) (*schema, *Task, error) {
+	if c.o.Task == nil {
+		return nil, nil, c.o.Errorf("notion", "has no task: block; a source acts on tasks only with one (task: {} takes the defaults)")
+	}
+	s, err := c.verify(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, c.o.Task, nil
+}
+
+// writer collects property values in the API's request shapes.
+type writer struct {
+	s     *schema
+	props map[string]any
+	names []string
+}
+
+// set encodes v (string, time.Time or int; zero values clear) for the
+// property of task key, by the property's type; keys whose property the
+// database lacks are skipped.
+func (w *writer) set(key string, v any) {
+	name := w.s.task[key]
+	if name == "" {
+		return
+	}
+	var val any
+	switch typ := w.s.types[name]; typ {
+	case "rich_text", "title":
+		s, _ := v.(string)
+		if r := []rune(s); len(r) > maxText {
+			s = string(r[:maxText-1]) + "…"
+		}
+		rt := []any{}
+		if s != "" {
+			rt = append(rt, map[string]any{"type": "text", "text": map[string]any{"content": s}})
+		}
+		val = map[string]any{typ: rt}
+	case "select", "status":
+		var opt any
+		if s, _ := v.(string); s != "" {
+			opt = map[string]any{"name": s}
+		}
+		val = map[string]any{typ: opt}
+	case "date":
+		var d any
+		if t, _ := v.(time.Time); !t.IsZero() {
+			d = map[string]any{"start": t.UTC().Format(time.RFC3339)}
+		}
+		val = map[string]any{"date": d}
+	case "number":
+		n, _ := v.(int)
+		val = map[string]any{"number": n}
+	default:
+		return // check refused other types
+	}
+	w.props[name] = val
+	w.names = append(w.names, name)
+}
+
+// write sends one PATCH with what fill sets.
+func (c *Connector) write(ctx context.Context, action, id string, fill func(t *Task, w *writer)) error {
+	s, t, err := c.task(ctx)
+	if err != nil {
+		return err
+	}
+	w := &writer{s: s, props: map[string]any{}}
+	fill(t, w)
+	_, err = c.c.do(ctx, http.MethodPatch, "/v1/pages/"+compactID(id), map[string]any{"properties": w.props})
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest && ae.Code == "validation_error" {
+		err = &connectors.ValidationError{Property: fmt.Sprint(w.names), Reason: "Notion refused the update: " + ae.Message}
+	}
+	if err != nil {
+		return fmt.Errorf("%s page %s: %w", action, id, err)
+	}
+	return nil
+}
