@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,11 +59,23 @@ type fakeGitHub struct {
 	// served is called after a page was served (n counts requests from 1).
 	served    func(n int)
 	intercept func(w http.ResponseWriter, r *http.Request, n int) bool
+	// notes are the comments of each issue, oldest first.
+	notes  map[int64][]note
+	noteID int64
+	now    func() time.Time
+}
+
+// note is one issue comment.
+type note struct {
+	ID      int64
+	Body    string
+	User    string
+	Created time.Time
 }
 
 func newFakeGitHub(t *testing.T) *fakeGitHub {
 	f := &fakeGitHub{t: t, repo: "octo-org/hello-world", id: 1296269, token: "ghp_test", remaining: 5000,
-		reset: time.Now().Add(time.Hour).Truncate(time.Second)}
+		reset: time.Now().Add(time.Hour).Truncate(time.Second), notes: map[int64][]note{}, now: time.Now}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -149,6 +162,13 @@ func (f *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, map[string]any{
 			"message":           "API rate limit exceeded for user ID 583231. If you reach out to GitHub Support for help, please include the request ID.",
 			"documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api", "status": "403"})
+		return
+	}
+	if m := issuePath.FindStringSubmatch(r.URL.Path); m != nil && strings.HasPrefix(r.URL.Path, "/repos/"+f.repo+"/") {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		f.remaining--
+		f.rateHeaders(w)
+		f.serveIssue(w, r, n, m[2])
 		return
 	}
 	path := fmt.Sprintf("/repos/%s/issues", f.repo)
@@ -243,6 +263,115 @@ func (f *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
 	if f.served != nil {
 		f.served(n)
 	}
+}
+
+var issuePath = regexp.MustCompile(`^/repos/[^/]+/[^/]+/issues/(\d+)(/labels|/assignees|/comments)?$`)
+
+// serveIssue answers the calls on one issue that the task actions make,
+// as the REST API does: GET the issue, PUT its labels (replacing them),
+// POST and DELETE assignees, GET comments (since, oldest first) and POST
+// a comment. Every change moves updated_at. Called with f.mu held.
+func (f *fakeGitHub) serveIssue(w http.ResponseWriter, r *http.Request, n int64, sub string) {
+	i := slices.IndexFunc(f.issues, func(is issue) bool { return is.Number == n })
+	if i < 0 {
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found", "documentation_url": "https://docs.github.com/rest/issues/issues#get-an-issue", "status": "404"})
+		return
+	}
+	is := &f.issues[i]
+	var body map[string]any
+	if r.Body != nil {
+		_ = json.NewDecoder(r.Body).Decode(&body)
+	}
+	strs := func(key string) ([]string, bool) {
+		list, ok := body[key].([]any)
+		if !ok {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Invalid request.\n\nFor '" + key + "', nil is not an array.",
+				"documentation_url": "https://docs.github.com/rest/issues", "status": "422"})
+			return nil, false
+		}
+		var out []string
+		for _, x := range list {
+			s, _ := x.(string)
+			out = append(out, s)
+		}
+		return out, true
+	}
+	switch {
+	case sub == "" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, f.json(*is))
+	case sub == "/labels" && r.Method == http.MethodPut:
+		labels, ok := strs("labels")
+		if !ok {
+			return
+		}
+		is.Labels, is.Updated = labels, f.now().UTC().Truncate(time.Second)
+		writeJSON(w, http.StatusOK, f.json(*is)["labels"])
+	case sub == "/assignees" && (r.Method == http.MethodPost || r.Method == http.MethodDelete):
+		logins, ok := strs("assignees")
+		if !ok {
+			return
+		}
+		for _, l := range logins {
+			if r.Method == http.MethodPost && !slices.Contains(is.Assignees, l) {
+				is.Assignees = append(is.Assignees, l)
+			}
+			if r.Method == http.MethodDelete {
+				is.Assignees = slices.DeleteFunc(is.Assignees, func(a string) bool { return a == l })
+			}
+		}
+		is.Updated = f.now().UTC().Truncate(time.Second)
+		status := http.StatusOK
+		if r.Method == http.MethodPost {
+			status = http.StatusCreated
+		}
+		writeJSON(w, status, f.json(*is))
+	case sub == "/comments" && r.Method == http.MethodGet:
+		var since time.Time
+		if s := r.URL.Query().Get("since"); s != "" {
+			since, _ = time.Parse(time.RFC3339, s)
+		}
+		out := []any{}
+		for _, c := range f.notes[n] {
+			if !c.Created.Before(since) {
+				out = append(out, f.noteJSON(n, c))
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	case sub == "/comments" && r.Method == http.MethodPost:
+		text, _ := body["body"].(string)
+		if text == "" {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed",
+				"errors": []any{map[string]any{"resource": "IssueComment", "code": "missing_field", "field": "body"}}, "status": "422"})
+			return
+		}
+		f.noteID++
+		c := note{ID: f.noteID, Body: text, User: "lookout-bot", Created: f.now().UTC().Truncate(time.Second)}
+		f.notes[n] = append(f.notes[n], c)
+		is.Comments++
+		is.Updated = c.Created
+		writeJSON(w, http.StatusCreated, f.noteJSON(n, c))
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]any{"message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404"})
+	}
+}
+
+func (f *fakeGitHub) noteJSON(n int64, c note) map[string]any {
+	return map[string]any{"id": c.ID, "node_id": "IC_kwDOABCD" + strconv.FormatInt(c.ID, 10),
+		"url":      fmt.Sprintf("https://api.github.com/repos/%s/issues/comments/%d", f.repo, c.ID),
+		"html_url": fmt.Sprintf("https://github.com/%s/issues/%d#issuecomment-%d", f.repo, n, c.ID),
+		"body":     c.Body, "user": user(c.User, 7), "created_at": ts(&c.Created), "updated_at": ts(&c.Created),
+		"issue_url": fmt.Sprintf("https://api.github.com/repos/%s/issues/%d", f.repo, n), "author_association": "NONE"}
+}
+
+// comments returns the bodies of issue n's comments.
+func (f *fakeGitHub) comments(n int64) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, c := range f.notes[n] {
+		out = append(out, c.Body)
+	}
+	return out
 }
 
 func cmpOr(a, b string) string {

@@ -72,6 +72,10 @@ type Settings struct {
 	// MaxPages bounds one run; the next run continues where it stopped.
 	// Defaults to 1000.
 	MaxPages int `yaml:"max_pages"`
+	// Task sets how the connector acts on issues as tasks
+	// (connectors.Actor): labels as the status, an assignee or a comment
+	// as the visible claim. Defaults to none: the source does not act.
+	Task *Task `yaml:"task"`
 }
 
 // Decode reads the github: block of src, applies its defaults and checks it.
@@ -111,6 +115,9 @@ func Decode(src *config.Source) (*Settings, error) {
 	if strings.ContainsAny(g.Token, " \r\n") {
 		bad("github.token", "contains white space (is the ${ENV} reference right?)")
 	}
+	if g.Task != nil {
+		errs = append(errs, g.Task.check(src)...)
+	}
 	return g, errors.Join(errs...)
 }
 
@@ -130,6 +137,8 @@ type Options struct {
 	PerPage int
 	// MaxPages bounds one run. Defaults to 1000.
 	MaxPages int
+	// Task, when set, makes the connector act on issues (Claim, ...).
+	Task *Task
 	// Timeout bounds each request. Defaults to 30s.
 	Timeout time.Duration
 	// Env supplies the clock and the logger.
@@ -138,7 +147,7 @@ type Options struct {
 
 func newFromSettings(src *config.Source, g *Settings, env connectors.Env) (connectors.Connector, error) {
 	o := Options{Repo: g.Repo, Token: g.Token, State: g.State, BaseURL: g.BaseURL, PerPage: g.PerPage,
-		MaxPages: g.MaxPages, Timeout: src.Timeout, Env: env, Lookback: *g.Lookback}
+		MaxPages: g.MaxPages, Timeout: src.Timeout, Env: env, Lookback: *g.Lookback, Task: g.Task}
 	c, err := New(env.HTTP, o)
 	if err != nil {
 		return nil, src.Errorf("github", "%v", err)
@@ -198,16 +207,37 @@ func New(client *http.Client, o Options) (connectors.Connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Connector{Connector: inner, repo: o.Repo}, nil
+	if o.Timeout <= 0 {
+		o.Timeout = config.TimeoutDefault
+	}
+	if o.Env.Now == nil {
+		o.Env.Now = time.Now
+	}
+	if client == nil {
+		client = &http.Client{}
+	}
+	return &Connector{Connector: inner, repo: o.Repo, client: client, header: h, task: o.Task, timeout: o.Timeout, now: o.Env.Now,
+		api: fmt.Sprintf("%s/repos/%s/%s", strings.TrimRight(o.BaseURL, "/"), url.PathEscape(owner), url.PathEscape(name))}, nil
 }
 
-// Connector reads issues and pull requests.
+// Connector reads issues and pull requests, and acts on issues as tasks
+// when its block has a task: block.
 type Connector struct {
 	*httpjson.Connector
 	repo string
+
+	client  *http.Client
+	api     string // https://api.github.com/repos/owner/name
+	header  http.Header
+	task    *Task
+	timeout time.Duration
+	now     func() time.Time
 }
 
-var _ connectors.Connector = (*Connector)(nil)
+var (
+	_ connectors.Connector = (*Connector)(nil)
+	_ connectors.Actor     = (*Connector)(nil)
+)
 
 // Fetch reads the issues updated since the stored cursor; see
 // httpjson.Connector.Fetch for the cursor and the pauses.

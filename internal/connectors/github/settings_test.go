@@ -30,7 +30,7 @@ func TestBlockErrors(t *testing.T) {
 		{"name: s\nconnector: github\ngithub:\n  state: x\n", "sources/s.yaml:3: github.repo is required (owner/name)\nsources/s.yaml:4: github.state must be open, closed or all, not \"x\""},
 		{"name: s\nconnector: github\ngithub:\n  repo: a/b\n  per_page: 500\n", "sources/s.yaml:5: github.per_page must be between 1 and 100, not 500"},
 		{"name: s\nconnector: github\ngithub:\n  repo: a/b\n  per_page: lots\n", `sources/s.yaml:5: github.per_page must be an integer, not "lots"`},
-		{"name: s\nconnector: github\ngithub:\n  repo: a/b\n  owner: a\n", "sources/s.yaml:5: github.owner is not a known key (known: base_url, lookback, max_pages, per_page, repo, state, token)"},
+		{"name: s\nconnector: github\ngithub:\n  repo: a/b\n  owner: a\n", "sources/s.yaml:5: github.owner is not a known key (known: base_url, lookback, max_pages, per_page, repo, state, task, token)"},
 		{"name: s\nconnector: github\nhttp:\n  url: https://x.test/\n", "sources/s.yaml:2: connector \"github\" needs a github: block\nsources/s.yaml:3: http block is set but the connector is \"github\""},
 	}
 	for _, tc := range cases {
