@@ -23,7 +23,7 @@ func TestConnectorDocExamplesBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, env := range []string{"TICKETS_TOKEN", "SHOP_KEY", "GITHUB_TOKEN", "IMAP_PASSWORD"} {
+	for _, env := range []string{"TICKETS_TOKEN", "SHOP_KEY", "GITHUB_TOKEN", "IMAP_PASSWORD", "NOTION_TOKEN"} {
 		t.Setenv(env, "x")
 	}
 	n := 0

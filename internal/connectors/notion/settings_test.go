@@ -1,10 +1,13 @@
 package notion_test
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
 	"github.com/lookout-dev/lookout/internal/connectors/notion"
 )
@@ -68,5 +71,25 @@ func TestBlockErrors(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("source\n%s\nerror = %v\nwant %q", tc.src, err, tc.want)
 		}
+	}
+}
+
+// The example source file of the docs loads and builds as written.
+func TestDocsExampleBuilds(t *testing.T) {
+	t.Parallel()
+	body, err := os.ReadFile("../../../docs/examples/notion-tasks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := conntest.LoadSource(t, strings.ReplaceAll(string(body), "${NOTION_TOKEN}", "secret_x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := connectors.New(cfg.Sources[0], connectors.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := conn.(connectors.Actor); !ok {
+		t.Error("the example's connector does not act")
 	}
 }
