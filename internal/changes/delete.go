@@ -41,7 +41,8 @@ func Missing[V any](ctx context.Context, q Querier, source string, seen map[stri
 
 // Delete records tombstones for ids of source in tx: the records keep their
 // last content with deleted_at set and a new version, and a deleted change
-// carries the last content as both record and previous.
+// carries the last content as both record and previous. A created change
+// that left its snapshot to the record gets it first (materialize).
 func Delete(ctx context.Context, tx pgx.Tx, source string, runID int64, ids []string) (Stats, error) {
 	var st Stats
 	if len(ids) == 0 {
@@ -49,6 +50,9 @@ func Delete(ctx context.Context, tx pgx.Tx, source string, runID int64, ids []st
 	}
 	prev, err := loadFields(ctx, tx, source, ids)
 	if err != nil {
+		return st, err
+	}
+	if err := materialize(ctx, tx, source, ids); err != nil {
 		return st, err
 	}
 	rows, err := tx.Query(ctx, `
@@ -68,7 +72,7 @@ func Delete(ctx context.Context, tx pgx.Tx, source string, runID int64, ids []st
 		}
 		snap := string(normalize.Canonical(prev[id]))
 		h := hash
-		c.addChange(source, runID, id, Deleted, version, &h, "", []string{}, snap, &snap)
+		c.addChange(source, runID, id, Deleted, version, &h, "", []string{}, &snap, &snap)
 		st.Deleted++
 	}
 	rows.Close()

@@ -5,6 +5,8 @@
 // stored hashes of the page's records in one query, skips records whose hash
 // is unchanged, and writes the rest (records upsert, changes rows, one
 // pg_notify) in one more round trip. An unchanged re-sync writes nothing.
+// A created change stores no snapshot of the record (snapshot.go): the
+// record holds it until it moves on.
 package changes
 
 import (
@@ -112,6 +114,7 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 
 	n := len(changed)
 	w := newBatch(n)
+	w.materialize = updatedIDs
 	for _, i := range changed {
 		r := &recs[i]
 		s, existed := have[r.ID]
@@ -123,9 +126,17 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 			}
 		}
 		fields := r.Fields()
-		snapshot := r.Snapshot
-		if snapshot == nil {
-			snapshot = normalize.Canonical(fields)
+		// A created change leaves its snapshot to the record (see
+		// StoresSnapshot); materialize copies it into the change when the
+		// record moves on.
+		var snapshot *string
+		if kind != Created || StoresSnapshot(r) {
+			snap := r.Snapshot
+			if snap == nil {
+				snap = normalize.Canonical(fields)
+			}
+			str := string(snap)
+			snapshot = &str
 		}
 		var prevJSON *string
 		var changedFields []string
@@ -141,7 +152,7 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 			oldHash = &s.hash
 		}
 		w.addRecord(source, runID, r, version, existed)
-		w.addChange(source, runID, r.ID, kind, version, oldHash, r.Hash, changedFields, string(snapshot), prevJSON)
+		w.addChange(source, runID, r.ID, kind, version, oldHash, r.Hash, changedFields, snapshot, prevJSON)
 		if kind == Created {
 			st.Created++
 		} else {
@@ -219,8 +230,11 @@ func deref(s *string) string {
 // append-only and a new record cannot conflict while the source's lease is
 // held); records that already exist are upserted from column arrays.
 type batch struct {
-	newRecords [][]any
-	changes    [][]any
+	// materialize lists the stored records this batch moves on: the
+	// snapshot their latest change left to them is copied into it first.
+	materialize []string
+	newRecords  [][]any
+	changes     [][]any
 
 	// upserts of existing records, as columns for unnest
 	ids, hashes, titles, bodies, urls, authors, statuses, labels, extras, raws []string
@@ -287,11 +301,14 @@ func (b *batch) addRecord(source string, runID int64, r *normalize.Record, versi
 	b.versions = append(b.versions, int32(version))
 }
 
-func (b *batch) addChange(source string, runID int64, id, kind string, version int, oldHash *string, newHash string, fields []string, record string, previous *string) {
+func (b *batch) addChange(source string, runID int64, id, kind string, version int, oldHash *string, newHash string, fields []string, record, previous *string) {
 	if fields == nil {
 		fields = []string{}
 	}
-	var prev any
+	var rec, prev any
+	if record != nil {
+		rec = *record
+	}
 	if previous != nil {
 		prev = *previous
 	}
@@ -299,7 +316,7 @@ func (b *batch) addChange(source string, runID int64, id, kind string, version i
 	if oldHash != nil {
 		old = *oldHash
 	}
-	b.changes = append(b.changes, []any{source, id, kind, int32(version), old, orNil(newHash), fields, record, prev, runID})
+	b.changes = append(b.changes, []any{source, id, kind, int32(version), old, orNil(newHash), fields, rec, prev, runID})
 }
 
 // arrayLiteral encodes a Postgres text[] literal.
@@ -351,6 +368,11 @@ ON CONFLICT (source, record_id) DO UPDATE SET
 const NotifySQL = `SELECT pg_notify(current_schema() || '.changes', $1)`
 
 func (b *batch) write(ctx context.Context, tx pgx.Tx, source string, runID int64) error {
+	// Before the records move on and before the new changes exist (the
+	// latest change of a record is the one of its stored version).
+	if err := materialize(ctx, tx, source, b.materialize); err != nil {
+		return err
+	}
 	if len(b.newRecords) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"records"}, recordColumns, pgx.CopyFromRows(b.newRecords)); err != nil {
 			return fmt.Errorf("copy %d new records of %s: %w", len(b.newRecords), source, err)

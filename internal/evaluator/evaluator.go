@@ -359,6 +359,9 @@ func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, 
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = fillSnapshots(ctx, tx, claimed)
+	}
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, nil, fmt.Errorf("claim changes: %w", err)
@@ -461,7 +464,9 @@ func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change, own
 }
 
 // scanChanges reads change rows (the columns of claimSQL) and decodes
-// their snapshots.
+// their snapshots. A created change whose record is still at its version
+// has no snapshot of its own (changes.record is NULL): its Record stays nil
+// for fillSnapshots.
 func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read changes: %w", err)
@@ -474,8 +479,10 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts); err != nil {
 			return nil, fmt.Errorf("read changes: %w", err)
 		}
-		if c.Record, err = decodeSnapshot(rec); err != nil {
-			return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
+		if rec != nil {
+			if c.Record, err = decodeSnapshot(rec); err != nil {
+				return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
+			}
 		}
 		if prev != nil {
 			if c.Previous, err = decodeSnapshot(prev); err != nil {
@@ -488,6 +495,53 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 		return nil, fmt.Errorf("read changes: %w", err)
 	}
 	return out, nil
+}
+
+// fillSnapshots gives the changes scanChanges left without a snapshot the
+// one their record holds (changes_with_record, migration 8). Read in one
+// statement, the change and its record are consistent: the writer
+// materializes the snapshot into the change in the transaction that moves
+// the record on, and cannot do so while q holds the change's row lock.
+func fillSnapshots(ctx context.Context, q changes.Querier, claimed []*change) error {
+	var ids []int64
+	byID := map[int64]*change{}
+	for _, c := range claimed {
+		if c.Record == nil {
+			ids = append(ids, c.ID)
+			byID[c.ID] = c
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, `SELECT id, record FROM changes_with_record WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return fmt.Errorf("read record snapshots: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var rec []byte
+		if err := rows.Scan(&id, &rec); err != nil {
+			return fmt.Errorf("read record snapshots: %w", err)
+		}
+		if rec == nil {
+			continue
+		}
+		c := byID[id]
+		if c.Record, err = decodeSnapshot(rec); err != nil {
+			return fmt.Errorf("change %d: record snapshot: %w", id, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read record snapshots: %w", err)
+	}
+	for _, c := range claimed {
+		if c.Record == nil {
+			return fmt.Errorf("change %d: no record snapshot: the change stores none and record %s/%s is no longer at version %d", c.ID, c.Source, c.RecordID, c.Version)
+		}
+	}
+	return nil
 }
 
 // decodeSnapshot decodes a record snapshot the way items are decoded

@@ -108,9 +108,9 @@ func Explain(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, q Expl
 		created_at, eval_status, eval_attempts, CASE WHEN eval_next_at > now() THEN eval_next_at END, eval_error, evaluated_at`
 	switch {
 	case q.ChangeID != 0:
-		rows, err = pool.Query(ctx, `SELECT `+cols+` FROM changes WHERE id = $1`, q.ChangeID)
+		rows, err = pool.Query(ctx, `SELECT `+cols+` FROM changes_with_record WHERE id = $1`, q.ChangeID)
 	case q.Source != "" && q.RecordID != "":
-		rows, err = pool.Query(ctx, `SELECT `+cols+` FROM changes WHERE source = $1 AND record_id = $2 ORDER BY id DESC LIMIT $3`,
+		rows, err = pool.Query(ctx, `SELECT `+cols+` FROM changes_with_record WHERE source = $1 AND record_id = $2 ORDER BY id DESC LIMIT $3`,
 			q.Source, q.RecordID, cmp.Or(q.Limit, 10))
 	default:
 		return nil, fmt.Errorf("explain needs a change id, or a source and a record id")

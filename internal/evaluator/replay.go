@@ -173,16 +173,20 @@ func (e *Evaluator) hasWatch(source, name string) bool {
 	return false
 }
 
-// loadChanges reads the changes of the replay window, decoded as live
+// loadChanges reads the changes of the replay window with the snapshot of
+// the version each describes (changes_with_record), decoded as live
 // evaluation decodes them (scanChanges), so that replay differs only where
 // the watches do.
 func (e *Evaluator) loadChanges(ctx context.Context, q ReplayQuery) ([]*change, error) {
 	rows, err := e.pool.Query(ctx, `
 		SELECT id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields, record, previous, eval_attempts + 1
-		FROM changes
+		FROM changes_with_record
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
 		ORDER BY id LIMIT $4`, q.Since, q.Until, q.Source, q.Limit)
 	out, err := scanChanges(rows, err)
+	if err == nil {
+		err = fillSnapshots(ctx, e.pool, out)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read changes to replay: %w", err)
 	}

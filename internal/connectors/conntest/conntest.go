@@ -159,11 +159,12 @@ type Change struct {
 	Record        map[string]any
 }
 
-// Changes lists the changes of source in order.
+// Changes lists the changes of source in order, each with the snapshot of
+// its version (changes_with_record).
 func Changes(t testing.TB, pool *pgxpool.Pool, source string) []Change {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
-		SELECT record_id, kind, version, changed_fields, record FROM changes WHERE source = $1 ORDER BY id`, source)
+		SELECT record_id, kind, version, changed_fields, record FROM changes_with_record WHERE source = $1 ORDER BY id`, source)
 	if err != nil {
 		t.Fatalf("list changes: %v", err)
 	}

@@ -1,0 +1,73 @@
+package changes
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lookout-dev/lookout/internal/normalize"
+)
+
+// A created change does not copy its record's snapshot (changes.record is
+// NULL): while the record is at the change's version, records holds that
+// version, and record_snapshot(records) in SQL (migration 8) rebuilds the
+// snapshot from its columns as the same jsonb value. When the record moves
+// on (an update, a deletion), materialize copies the snapshot into the
+// change first, in the same transaction, so a change always describes its
+// own version: the evaluator, explain and replay read
+// coalesce(changes.record, record_snapshot(records at changes.version)),
+// which the view changes_with_record spells out.
+
+// StoresSnapshot reports whether a created change of r must store the
+// snapshot itself because its record's columns cannot give it back
+// exactly: a time with a fraction finer than PostgreSQL's microseconds, or
+// outside the years 1 to 9999 that RFC 3339 writes with four digits.
+func StoresSnapshot(r *normalize.Record) bool {
+	return inexactTime(r.CreatedAt) || inexactTime(r.UpdatedAt)
+}
+
+func inexactTime(t *time.Time) bool {
+	if t == nil {
+		return false
+	}
+	u := t.UTC()
+	return u.Nanosecond()%1000 != 0 || u.Year() < 1 || u.Year() > 9999
+}
+
+// materializeSQL copies the snapshot of records $2 of source $1 into their
+// latest change when that change left it to the record (record IS NULL at
+// the record's version). The record's latest changes come from
+// changes_record_idx read backwards (two of them, in case a version was
+// recorded twice), so the cost does not grow with the record's history. The
+// rows are locked in id order, the order in which the evaluator's
+// statements lock changes, so the two never deadlock.
+const materializeSQL = `
+WITH target AS (
+    SELECT c.id, record_snapshot(r) AS snapshot
+    FROM records r
+    CROSS JOIN LATERAL (
+        SELECT p.id FROM changes p
+        WHERE p.source = r.source AND p.record_id = r.record_id
+        ORDER BY p.id DESC LIMIT 2) latest
+    JOIN changes c ON c.id = latest.id
+    WHERE r.source = $1 AND r.record_id = ANY($2::text[])
+      AND c.version = r.version AND c.record IS NULL
+    ORDER BY c.id
+    FOR UPDATE OF c)
+UPDATE changes c SET record = t.snapshot
+FROM target t
+WHERE c.id = t.id`
+
+// materialize copies into their latest change the snapshots that records
+// ids of source hold for it, before the records move on.
+func materialize(ctx context.Context, tx pgx.Tx, source string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, materializeSQL, source, ids); err != nil {
+		return fmt.Errorf("materialize the snapshots of %d records of %s: %w", len(ids), source, err)
+	}
+	return nil
+}
