@@ -1,0 +1,200 @@
+package evaluator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/changes"
+	"github.com/lookout-dev/lookout/internal/normalize"
+)
+
+// snapshotWatches judge what a created change describes: a record that is
+// open and titled v1 when created.
+const snapshotWatches = `
+  - {name: open, when: 'record.status == "open"', notify: [log]}
+  - {name: first, when: 'record.title == "v1" && previous == nil', notify: [log]}
+`
+
+// remove deletes records as a complete snapshot run that no longer sees
+// them does.
+func remove(t *testing.T, pool *pgxpool.Pool, ids ...string) {
+	t.Helper()
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		_, err := changes.Delete(context.Background(), tx, "tasks", 2, ids)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// changeDecisions returns watch -> decision of the change of record at
+// version.
+func changeDecisions(t *testing.T, pool *pgxpool.Pool, recordID string, version int) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT e.watch, e.decision FROM evaluations e JOIN changes c ON c.id = e.change_id
+		WHERE c.record_id = $1 AND c.version = $2`, recordID, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var w, d string
+		if err := rows.Scan(&w, &d); err != nil {
+			t.Fatal(err)
+		}
+		out[w] = d
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func changeID(t *testing.T, pool *pgxpool.Pool, recordID string, version int) int64 {
+	t.Helper()
+	var id int64
+	if err := pool.QueryRow(context.Background(), `SELECT id FROM changes WHERE record_id = $1 AND version = $2`, recordID, version).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// A created change is judged at the version it describes even when the
+// record changed again, or was deleted, before the evaluator got to it:
+// the writer materialized that version into the change.
+func TestCreatedChangeIsJudgedAtItsVersion(t *testing.T) {
+	t.Parallel()
+	pool, e := commitSetup(t, "", snapshotWatches)
+	apply(t, pool,
+		normalize.Record{ID: "moved", Title: "v1", Status: "open"},
+		normalize.Record{ID: "deleted", Title: "v1", Status: "open"},
+		normalize.Record{ID: "still", Title: "v1", Status: "open"})
+	apply(t, pool, normalize.Record{ID: "moved", Title: "v2", Status: "done"})
+	remove(t, pool, "deleted")
+	drain(t, e)
+
+	both := map[string]string{"open": "notify", "first": "notify"}
+	for _, id := range []string{"moved", "deleted", "still"} {
+		if got := changeDecisions(t, pool, id, 1); !equalMaps(got, both) {
+			t.Errorf("%s v1 (created): %v, want %v", id, got, both)
+		}
+	}
+	if got, want := changeDecisions(t, pool, "moved", 2), map[string]string{"open": "skip", "first": "skip"}; !equalMaps(got, want) {
+		t.Errorf("moved v2 (updated): %v, want %v", got, want)
+	}
+	// The deleted change carries the last content: still open, not created.
+	if got, want := changeDecisions(t, pool, "deleted", 2), map[string]string{"open": "notify", "first": "skip"}; !equalMaps(got, want) {
+		t.Errorf("deleted v2: %v, want %v", got, want)
+	}
+}
+
+// explainAndReplay prints the explain trail of change id and the replay
+// rows of every change, the text an operator compares.
+func explainAndReplay(t *testing.T, pool *pgxpool.Pool, e *Evaluator, id int64, since time.Time) string {
+	t.Helper()
+	trails, err := Explain(context.Background(), pool, nil, ExplainQuery{ChangeID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	WriteTrails(&out, trails)
+	rep, err := e.Replay(context.Background(), ReplayQuery{Since: since, Until: time.Now().Add(time.Hour), NoModel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Rows {
+		if r.ChangeID == id {
+			fmt.Fprintf(&out, "replay %+v\n", r)
+		}
+	}
+	return out.String()
+}
+
+// explain and replay of a created change print the same, whether its
+// snapshot is still the record's, was materialized when the record moved
+// on, or was stored in the change as every change did before migration 8.
+func TestExplainAndReplayOfACreatedChangeAreExact(t *testing.T) {
+	t.Parallel()
+	pool, e := commitSetup(t, "", snapshotWatches)
+	since := time.Now().Add(-time.Hour)
+	first := normalize.Record{ID: "T-1", Title: "v1", Status: "open", Labels: []string{"x"},
+		CreatedAt: &since, Extra: map[string]any{"n": int64(3)}}
+	apply(t, pool, first)
+	drain(t, e)
+	id := changeID(t, pool, "T-1", 1)
+
+	atRecord := explainAndReplay(t, pool, e, id, since)
+	for _, want := range []string{"· tasks/T-1 · created v1 · ", "  title:    v1\n", "Old:notify", "New:notify"} {
+		if !bytes.Contains([]byte(atRecord), []byte(want)) {
+			t.Fatalf("explain/replay lacks %q:\n%s", want, atRecord)
+		}
+	}
+
+	apply(t, pool, normalize.Record{ID: "T-1", Title: "v2", Status: "done"})
+	var own *string
+	if err := pool.QueryRow(context.Background(), `SELECT record::text FROM changes WHERE id = $1`, id).Scan(&own); err != nil {
+		t.Fatal(err)
+	}
+	if own == nil {
+		t.Fatal("the created change has no snapshot of its own after the record moved on")
+	}
+	if materialized := explainAndReplay(t, pool, e, id, since); materialized != atRecord {
+		t.Errorf("after the record moved on:\n%s\nbefore:\n%s", materialized, atRecord)
+	}
+
+	// As stored before migration 8: the canonical snapshot in the change.
+	h, _ := normalize.NewHasher(nil)
+	h.Hash(&first)
+	if _, err := pool.Exec(context.Background(), `UPDATE changes SET record = $2::jsonb WHERE id = $1`, id, string(first.Snapshot)); err != nil {
+		t.Fatal(err)
+	}
+	if stored := explainAndReplay(t, pool, e, id, since); stored != atRecord {
+		t.Errorf("with the snapshot stored in the change:\n%s\nfrom the record:\n%s", stored, atRecord)
+	}
+}
+
+// The evaluator's snapshot of a change is the same map whether it came
+// from the record or from the change.
+func TestClaimedSnapshotIsTheStoredOne(t *testing.T) {
+	t.Parallel()
+	pool, _ := commitSetup(t, "", snapshotWatches)
+	now := time.Date(2026, 5, 6, 7, 8, 9, 120000000, time.UTC)
+	r := normalize.Record{ID: "T-9", Title: "t", Status: "open", Labels: []string{"a", "b"}, CreatedAt: &now, UpdatedAt: &now,
+		Extra: map[string]any{"n": int64(1), "f": 1.5, "s": "é", "l": []any{"x", int64(2)}, "m": map[string]any{}}}
+	apply(t, pool, r)
+	read := func() map[string]any {
+		t.Helper()
+		rows, err := pool.Query(context.Background(), `
+			SELECT id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields, record, previous, eval_attempts + 1
+			FROM changes WHERE record_id = 'T-9'`)
+		chs, err := scanChanges(rows, err)
+		if err == nil {
+			err = fillSnapshots(context.Background(), pool, chs)
+		}
+		if err != nil || len(chs) != 1 {
+			t.Fatalf("read: %v (%d changes)", err, len(chs))
+		}
+		return chs[0].Record
+	}
+	fromRecord := read()
+	h, _ := normalize.NewHasher(nil)
+	h.Hash(&r)
+	if _, err := pool.Exec(context.Background(), `UPDATE changes SET record = $1::jsonb WHERE record_id = 'T-9'`, string(r.Snapshot)); err != nil {
+		t.Fatal(err)
+	}
+	fromChange := read()
+	if a, b := string(normalize.Canonical(fromRecord)), string(normalize.Canonical(fromChange)); a != b {
+		t.Errorf("snapshot from the record %s, from the change %s", a, b)
+	}
+	if fmt.Sprintf("%#v", fromRecord) != fmt.Sprintf("%#v", fromChange) {
+		t.Errorf("decoded differently:\n%#v\n%#v", fromRecord, fromChange)
+	}
+}
