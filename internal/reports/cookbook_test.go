@@ -275,6 +275,26 @@ func TestCookbook(t *testing.T) {
 		}
 	}
 
+	// Question 4 of the first run: created changes whose record has not
+	// changed since store no snapshot, yet their diff shows the values
+	// they created, like those whose record moved on.
+	for _, b := range blocks {
+		if b.heading != "4. What did it change?" {
+			continue
+		}
+		sql, _ := substitute(b.sql, map[string]string{"run_id": strconv.FormatInt(created, 10)})
+		rows, err := w.query(sql)
+		if err != nil || len(rows) != 5 {
+			t.Fatalf("changes of the first run: %d rows, %v", len(rows), err)
+		}
+		for _, r := range rows {
+			title, _ := r["diff"].(map[string]any)["title"].(map[string]any)
+			if r["kind"] != "created" || title == nil || title["from"] != nil || title["to"] == nil || title["to"] == "" {
+				t.Errorf("created change of %s: kind %v, diff %v; want the created title", r["record_id"], r["kind"], r["diff"])
+			}
+		}
+	}
+
 	// A run that overlaps another is what question 7 is for.
 	w.exec(`INSERT INTO sync_runs (source, owner, status, started_at, finished_at)
 	        SELECT source, 'rogue', 'succeeded', started_at + interval '1 millisecond', finished_at
