@@ -12,7 +12,7 @@ import (
 
 // A created change does not copy its record's snapshot (changes.record is
 // NULL): while the record is at the change's version, records holds that
-// version, and record_snapshot(records) in SQL (migration 8) rebuilds the
+// version, and record_snapshot(records) in SQL (migration 11) rebuilds the
 // snapshot from its columns as the same jsonb value. When the record moves
 // on (an update, a deletion), materialize copies the snapshot into the
 // change first, in the same transaction, so a change always describes its

@@ -498,7 +498,7 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 }
 
 // fillSnapshots gives the changes scanChanges left without a snapshot the
-// one their record holds (changes_with_record, migration 8). Read in one
+// one their record holds (changes_with_record, migration 11). Read in one
 // statement, the change and its record are consistent: the writer
 // materializes the snapshot into the change in the transaction that moves
 // the record on, and cannot do so while q holds the change's row lock.

@@ -120,7 +120,7 @@ func explainAndReplay(t *testing.T, pool *pgxpool.Pool, e *Evaluator, id int64, 
 
 // explain and replay of a created change print the same, whether its
 // snapshot is still the record's, was materialized when the record moved
-// on, or was stored in the change as every change did before migration 8.
+// on, or was stored in the change as every change did before migration 11.
 func TestExplainAndReplayOfACreatedChangeAreExact(t *testing.T) {
 	t.Parallel()
 	pool, e := commitSetup(t, "", snapshotWatches)
@@ -150,7 +150,7 @@ func TestExplainAndReplayOfACreatedChangeAreExact(t *testing.T) {
 		t.Errorf("after the record moved on:\n%s\nbefore:\n%s", materialized, atRecord)
 	}
 
-	// As stored before migration 8: the canonical snapshot in the change.
+	// As stored before migration 11: the canonical snapshot in the change.
 	h, _ := normalize.NewHasher(nil)
 	h.Hash(&first)
 	if _, err := pool.Exec(context.Background(), `UPDATE changes SET record = $2::jsonb WHERE id = $1`, id, string(first.Snapshot)); err != nil {
