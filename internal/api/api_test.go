@@ -289,6 +289,13 @@ func TestDescribeSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A created change whose record has not changed since stores no
+	// snapshot: the record holds it.
+	if _, err := f.pool.Exec(ctx, `
+		INSERT INTO records (source, record_id, content_hash, title, status) VALUES ('gh', '3', 'h', 'From the record', 'open');
+		INSERT INTO changes (source, record_id, kind, version) VALUES ('gh', '3', 'created', 1)`); err != nil {
+		t.Fatal(err)
+	}
 	var d control.SourceDescription
 	if resp := f.do(http.MethodGet, "/v1/sources/gh/fields", "bob", nil, &d); resp.StatusCode != 200 {
 		t.Fatalf("describe: %d", resp.StatusCode)
@@ -297,13 +304,13 @@ func TestDescribeSource(t *testing.T) {
 	for _, fi := range d.Fields {
 		fields[fi.Path] = fi
 	}
-	if d.Sampled != 2 || d.Connector != "github" {
+	if d.Sampled != 3 || d.Connector != "github" {
 		t.Errorf("sampled %d, connector %q", d.Sampled, d.Connector)
 	}
 	if fi := fields["record.extra.stars"]; !slices.Equal(fi.Types, []string{"number"}) || fi.Present != 2 || len(fi.Examples) != 2 {
 		t.Errorf("record.extra.stars: %+v", fi)
 	}
-	if fi := fields["record.title"]; len(fi.Examples) != 2 {
+	if fi := fields["record.title"]; len(fi.Examples) != 3 || !slices.Contains(fi.Examples, any("From the record")) {
 		t.Errorf("record.title: %+v", fi)
 	}
 	if !slices.Contains(d.Examples, `"bug" in record.labels`) {

@@ -104,7 +104,7 @@ func (s *Service) DescribeSource(ctx context.Context, p Principal, q DescribeQue
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT record FROM (
-		    SELECT DISTINCT ON (source, record_id) record, id FROM changes
+		    SELECT DISTINCT ON (source, record_id) record, id FROM changes_with_record
 		    WHERE source = ANY($1) AND record IS NOT NULL
 		    ORDER BY source, record_id, id DESC) newest
 		ORDER BY id DESC LIMIT $2`, sources, sample)
