@@ -78,6 +78,10 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	p.del = notify.NewDeliverer(pool, sinks, dconf, logger)
 	gconf := notify.DigesterConfigFrom(&cfg.Global)
 	gconf.OnDigest = func(int) { p.del.Wake() }
+	if gconf.Summarizer, err = notify.SummarizerFrom(pool, cfg, "", m, logger); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+	}
 	p.dig = notify.NewDigester(pool, composer, gconf, logger)
 	wconf := watchdog.FromConfig(cfg)
 	wconf.Metrics, wconf.OnAlert = m, func(int) { p.del.Wake() }

@@ -632,6 +632,27 @@ type Digest struct {
 	// match.
 	Title string `yaml:"title"`
 	Body  string `yaml:"body"`
+	// Summarize has the model write a short briefing of the period's
+	// matches, sent with the digest (docs/delivery.md#briefings).
+	// Defaults to none: the plain list.
+	Summarize *Summarize `yaml:"summarize"`
+}
+
+// Summarize asks the model for a briefing of a digest's items at its cron
+// time: a headline and the items that matter, each citing its record. On
+// any failure the plain digest goes out, saying why the summary is
+// missing.
+type Summarize struct {
+	// Ask says, in natural language, what matters to the reader; the
+	// model picks and explains items by it. Required.
+	Ask string `yaml:"ask"`
+	// MaxItems bounds the items shown to the model (the most urgent
+	// first); the others are listed below the briefing. Between 1 and
+	// SummarizeMaxItemsLimit. Defaults to 20.
+	MaxItems int `yaml:"max_items"`
+	// Model overrides ollama.model, ollama.timeout and ollama.options
+	// (merged key by key) for the briefing. Defaults to lookout.yaml's.
+	Model *WatchModel `yaml:"model"`
 }
 
 func lastSep(p string) int {

@@ -45,6 +45,10 @@ const (
 	HoldBackoffMinDefault    = 30 * time.Second
 	HoldBackoffMaxDefault    = 15 * time.Minute
 	DigestTTLDefault         = time.Minute
+	// SummarizeMaxItemsDefault is digest.summarize.max_items unless set.
+	SummarizeMaxItemsDefault = 20
+	// SummarizeMaxItemsLimit is the largest digest.summarize.max_items.
+	SummarizeMaxItemsLimit = 100
 	ReasonMaxCharsDefault    = 200
 	MaxFailuresDefault       = 20
 	BackoffMinDefault        = 30 * time.Second
@@ -507,6 +511,19 @@ func (s *Source) validate(g *Global) []error {
 					bad(key+".digest.cron", "%v", err)
 				}
 			}
+			if sm := dg.Summarize; sm != nil {
+				sm.Ask = strings.TrimSpace(sm.Ask)
+				if sm.Ask == "" {
+					bad(key+".digest.summarize.ask", "is required: say what matters to the reader (e.g. \"messages from my team that need an answer today\")")
+				}
+				sm.MaxItems = cmp.Or(sm.MaxItems, SummarizeMaxItemsDefault)
+				if sm.MaxItems < 1 || sm.MaxItems > SummarizeMaxItemsLimit {
+					bad(key+".digest.summarize.max_items", "must be between 1 and %d, not %d", SummarizeMaxItemsLimit, sm.MaxItems)
+				}
+				if m := sm.Model; m != nil && m.Timeout < 0 {
+					bad(key+".digest.summarize.model.timeout", "must be positive")
+				}
+			}
 		}
 	}
 	return errs
@@ -687,8 +704,8 @@ func (s *Source) validateSemantic(g *Global, w *Watch, key string) []error {
 			bad(".counter_examples", "need an ask: counter-examples steer the model, which only a watch with an ask uses")
 		case w.Model != nil:
 			bad(".model", "is set but the watch has no ask")
-		case w.Budget != nil:
-			bad(".budget", "is set but the watch has no ask")
+		case w.Budget != nil && (w.Digest == nil || w.Digest.Summarize == nil):
+			bad(".budget", "is set but the watch has no ask and no digest.summarize")
 		}
 	}
 	for i, ex := range w.Examples {

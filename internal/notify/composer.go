@@ -60,6 +60,31 @@ type DigestData struct {
 	// DueAt is the schedule tick that closed the period.
 	DueAt time.Time
 	Items []DigestItem
+	// Briefing is the model's briefing of the period (digest.summarize);
+	// nil without one.
+	Briefing *BriefingData
+	// Uncited are the listed items the briefing does not cite (set only
+	// with a briefing): nothing is dropped.
+	Uncited []DigestItem
+	// SummaryMissing says in one line why a summarized digest has no
+	// briefing (model down, invalid answer, budget exhausted, ...).
+	SummaryMissing string
+}
+
+// BriefingData is a briefing as digest templates see it.
+type BriefingData struct {
+	// Headline is the model's one-sentence gist.
+	Headline string
+	// Items are the cited items, most important first: the digest item
+	// (.Record, .Title, ...) and why it matters.
+	Items []BriefingItemData
+}
+
+// BriefingItemData is one cited item of a briefing.
+type BriefingItemData struct {
+	DigestItem
+	// WhyItMatters is the model's sentence about the item.
+	WhyItMatters string
 }
 
 // DigestItem is one match in a digest.
@@ -82,8 +107,16 @@ const (
 
 {{.Source}}: {{.Change.Kind}} v{{.Change.Version}}{{with .Change.ChangedFields}} ({{join . ", "}}){{end}}, urgency {{.Verdict.Urgency}}`
 	DefaultDigestTitle = `[{{.Watch.Name}}] {{.Count}} {{if eq .Count 1}}match{{else}}matches{{end}}`
-	DefaultDigestBody  = `{{range .Items}}- {{or .Record.Title .Record.ID}}{{with .Record.URL}} {{.}}{{end}}
-{{end}}{{if .More}}… and {{.More}} more
+	DefaultDigestBody  = `{{with .SummaryMissing}}summary missing: {{.}}
+
+{{end}}{{with .Briefing}}{{.Headline}}
+
+{{range .Items}}- {{or .Record.Title .Record.ID}}: {{.WhyItMatters}}{{with .Record.URL}} {{.}}{{end}}
+{{end}}{{with $.Uncited}}
+Also in this digest:
+{{range .}}- {{or .Record.Title .Record.ID}}{{with .Record.URL}} {{.}}{{end}}
+{{end}}{{end}}{{else}}{{range .Items}}- {{or .Record.Title .Record.ID}}{{with .Record.URL}} {{.}}{{end}}
+{{end}}{{end}}{{if .More}}… and {{.More}} more
 {{end}}`
 )
 
@@ -179,10 +212,10 @@ func NewComposer(sinks map[string]*config.Sink, sources []*config.Source) (*Comp
 				errs = append(errs, src.Errorf(key+".body", "%v", err))
 			}
 			if dg := w.Digest; dg != nil {
-				if wt.digest.title, err = parseChecked(key+".digest.title", dg.Title, sampleDigest()); err != nil {
+				if wt.digest.title, err = parseChecked(key+".digest.title", dg.Title, sampleDigest(), sampleDigestMissing()); err != nil {
 					errs = append(errs, src.Errorf(key+".digest.title", "%v", err))
 				}
-				if wt.digest.body, err = parseChecked(key+".digest.body", dg.Body, sampleDigest()); err != nil {
+				if wt.digest.body, err = parseChecked(key+".digest.body", dg.Body, sampleDigest(), sampleDigestMissing()); err != nil {
 					errs = append(errs, src.Errorf(key+".digest.body", "%v", err))
 				}
 				if wt.sched, err = config.ParseCron(dg.Cron); err != nil {
@@ -205,8 +238,9 @@ func mustParse(name, text string) *template.Template {
 	return template.Must(template.New(name).Funcs(templateFuncs).Parse(text))
 }
 
-// parseChecked parses text (nil when empty) and executes it against sample.
-func parseChecked(name, text string, sample any) (*template.Template, error) {
+// parseChecked parses text (nil when empty) and executes it against each
+// sample.
+func parseChecked(name, text string, samples ...any) (*template.Template, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, nil
 	}
@@ -214,8 +248,10 @@ func parseChecked(name, text string, sample any) (*template.Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("is not a valid template: %w", err)
 	}
-	if err := t.Execute(new(bytes.Buffer), sample); err != nil {
-		return nil, fmt.Errorf("does not render for a sample record: %w", err)
+	for _, sample := range samples {
+		if err := t.Execute(new(bytes.Buffer), sample); err != nil {
+			return nil, fmt.Errorf("does not render for a sample record: %w", err)
+		}
 	}
 	return t, nil
 }
@@ -232,12 +268,27 @@ func sampleData() *TemplateData {
 	}
 }
 
+// sampleDigest is a summarized digest with a briefing: one cited item,
+// one uncited.
 func sampleDigest() *DigestData {
 	d := sampleData()
-	return &DigestData{Watch: d.Watch, Source: d.Source, Sink: d.Sink, Count: 2, More: 1,
-		DueAt: time.Date(2026, 1, 2, 8, 0, 0, 0, time.UTC),
-		Items: []DigestItem{{NotificationID: 1, Title: "[sample] Sample record", Record: d.Record, Change: d.Change,
-			Verdict: d.Verdict, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}}
+	item := DigestItem{NotificationID: 1, Title: "[sample] Sample record", Record: d.Record, Change: d.Change,
+		Verdict: d.Verdict, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	other := item
+	other.NotificationID, other.Record.ID = 2, "43"
+	return &DigestData{Watch: d.Watch, Source: d.Source, Sink: d.Sink, Count: 3, More: 1,
+		DueAt: time.Date(2026, 1, 2, 8, 0, 0, 0, time.UTC), Items: []DigestItem{item, other},
+		Briefing: &BriefingData{Headline: "One thing needs you today.",
+			Items: []BriefingItemData{{DigestItem: item, WhyItMatters: "It is urgent."}}},
+		Uncited: []DigestItem{other}}
+}
+
+// sampleDigestMissing is a digest without a briefing (not summarized, or
+// the summary is missing).
+func sampleDigestMissing() *DigestData {
+	d := sampleDigest()
+	d.Briefing, d.Uncited, d.SummaryMissing = nil, nil, "model server unavailable"
+	return d
 }
 
 // render executes t (or def when t is nil); a failing custom template

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/outbox"
+	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -26,6 +27,10 @@ type DigesterConfig struct {
 	// OnDigest, when set, is called with the number of summaries created
 	// (the delivery wake-up).
 	OnDigest func(n int)
+	// Summarizer writes the briefings of summarized digests
+	// (digest.summarize); nil summarizes none. Defaults to nil
+	// (SummarizerFrom builds it).
+	Summarizer *Summarizer
 }
 
 // Digester turns the matches of digest watches into summaries. A match of
@@ -82,11 +87,17 @@ func (g *Digester) run(ctx context.Context) error {
 }
 
 // RunDue folds every held match whose period ended into summaries and
-// returns how many summaries it created.
+// returns how many summaries it created. The summary of a summarized
+// watch (digest.summarize) waits for its briefing, which the model writes
+// outside any transaction, bounded by two model timeouts: the briefing,
+// or the reason it is missing, is cached by the Summarizer, and the
+// matches are then folded with it. A briefing another replica is writing
+// is left for a later run.
 func (g *Digester) RunDue(ctx context.Context) (int, error) {
 	total := 0
+	briefs := map[string]*preparedBrief{}
 	for {
-		n, more, err := g.batch(ctx)
+		n, more, err := g.batch(ctx, briefs)
 		total += n
 		if n > 0 && g.conf.OnDigest != nil {
 			g.conf.OnDigest(n)
@@ -103,11 +114,34 @@ type digestGroup struct {
 	rows                []*outbox.Held
 }
 
+// ref names the group's period in model_calls.input_ref (the same for
+// every sink: the briefing cache serves the other sinks).
+func (grp *digestGroup) ref() string {
+	return "digest:" + grp.source + "/" + grp.watch + "/" + grp.dueAt.UTC().Format(time.RFC3339)
+}
+
+// key names the group among the briefs of one run.
+func (grp *digestGroup) key() string { return grp.ref() + "/" + grp.sink }
+
+// preparedBrief is the briefing of a group, written before the group is
+// folded, and the input hash it was written for.
+type preparedBrief struct {
+	res   semantic.BriefResult
+	tries int
+}
+
+// briefTries bounds how often a group is briefed again because its items
+// changed between the briefing and the fold.
+const briefTries = 3
+
 var urgencyRank = map[string]int{"low": 1, "medium": 2, "high": 3}
 
-// batch folds one batch of held rows; more reports a full batch.
-func (g *Digester) batch(ctx context.Context) (created int, more bool, err error) {
+// batch folds one batch of held rows; more reports that another batch may
+// have work (a full batch, or briefings written for groups left held).
+func (g *Digester) batch(ctx context.Context, briefs map[string]*preparedBrief) (created int, more bool, err error) {
+	var waiting []*digestGroup
 	err = pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
+		created, waiting = 0, nil
 		held, err := outbox.LockDueHeld(ctx, tx, g.conf.BatchSize)
 		if err != nil {
 			return err
@@ -125,7 +159,28 @@ func (g *Digester) batch(ctx context.Context) (created int, more bool, err error
 		}
 		more = len(held) == g.conf.BatchSize
 		for _, grp := range groups {
-			if err := g.fold(ctx, tx, grp); err != nil {
+			d, err := g.digestOf(grp)
+			if err != nil {
+				return err
+			}
+			if sw := g.conf.Summarizer.watch(grp.source, grp.watch); sw != nil {
+				p := briefs[grp.key()]
+				switch {
+				case p == nil:
+					waiting = append(waiting, grp)
+					continue
+				case p.res.Briefing != nil && p.res.InputHash != sw.q.InputHash(grp.source, grp.watch, briefItems(d.data.Items, sw.q.MaxItems)):
+					// Matches joined the period while the model wrote.
+					if p.tries < briefTries {
+						waiting = append(waiting, grp)
+						continue
+					}
+					d.missing(fmt.Sprintf("the digest's items kept changing while the model wrote its briefing (%d tries)", p.tries))
+				default:
+					d.brief(&p.res)
+				}
+			}
+			if err := g.fold(ctx, tx, grp, d); err != nil {
 				return err
 			}
 			created++
@@ -138,61 +193,165 @@ func (g *Digester) batch(ctx context.Context) (created int, more bool, err error
 	if err != nil {
 		return 0, false, err
 	}
-	return created, more, nil
+	// The model writes outside the transaction: no row stays locked while
+	// it thinks. The groups are folded by the next batch.
+	briefed := false
+	for _, grp := range waiting {
+		if err := g.prepare(ctx, grp, briefs); err != nil {
+			if ctx.Err() != nil {
+				return created, false, nil
+			}
+			g.logger.Error("write digest briefing", "source", grp.source, "watch", grp.watch, "sink", grp.sink, "error", err)
+			continue
+		}
+		if briefs[grp.key()] != nil {
+			briefed = true
+		}
+	}
+	// Without progress (only groups whose briefing another replica is
+	// writing), wait for the next run instead of spinning.
+	return created, (more && created > 0) || briefed, nil
 }
 
-// fold inserts the summary of grp and marks its members digested.
-func (g *Digester) fold(ctx context.Context, tx pgx.Tx, grp *digestGroup) error {
-	data := &DigestData{Watch: WatchData{Name: grp.watch}, Source: grp.source, Sink: grp.sink,
-		Count: len(grp.rows), DueAt: grp.dueAt}
-	pd := &PayloadDigest{Count: len(grp.rows), DueAt: grp.dueAt}
-	urgency := "low"
-	ids := make([]int64, len(grp.rows))
+// prepare asks the summarizer for grp's briefing and keeps it in briefs;
+// a briefing another replica is writing is not kept (a later run asks
+// again).
+func (g *Digester) prepare(ctx context.Context, grp *digestGroup, briefs map[string]*preparedBrief) error {
+	sw := g.conf.Summarizer.watch(grp.source, grp.watch)
+	d, err := g.digestOf(grp)
+	if err != nil {
+		return err
+	}
+	p := briefs[grp.key()]
+	res, err := g.conf.Summarizer.briefer.Brief(ctx, &semantic.BriefRequest{
+		Source: grp.source, Watch: grp.watch, Ref: grp.ref(), Question: sw.q, Items: briefItems(d.data.Items, sw.q.MaxItems), Budget: sw.budget,
+	})
+	if err != nil {
+		return err
+	}
+	if res.Busy {
+		g.logger.Debug("digest briefing is being written by another replica", "source", grp.source, "watch", grp.watch)
+		return nil
+	}
+	if p == nil {
+		p = &preparedBrief{}
+		briefs[grp.key()] = p
+	}
+	p.res, p.tries = res, p.tries+1
+	if res.Missing != "" {
+		g.logger.Warn("digest goes out without a summary", "source", grp.source, "watch", grp.watch,
+			"reason", res.Missing, "model_calls", res.Calls)
+	}
+	return nil
+}
+
+// digest is a group's summary being built.
+type digest struct {
+	data    *DigestData
+	payload *PayloadDigest
+	urgency string
+	ids     []int64
+}
+
+// digestOf reads the members of grp into the summary's data and payload.
+func (g *Digester) digestOf(grp *digestGroup) (*digest, error) {
+	d := &digest{
+		data:    &DigestData{Watch: WatchData{Name: grp.watch}, Source: grp.source, Sink: grp.sink, Count: len(grp.rows), DueAt: grp.dueAt},
+		payload: &PayloadDigest{Count: len(grp.rows), DueAt: grp.dueAt},
+		urgency: "low",
+		ids:     make([]int64, len(grp.rows)),
+	}
 	for i, r := range grp.rows {
-		ids[i] = r.ID
-		if urgencyRank[r.Urgency] > urgencyRank[urgency] {
-			urgency = r.Urgency
+		d.ids[i] = r.ID
+		if urgencyRank[r.Urgency] > urgencyRank[d.urgency] {
+			d.urgency = r.Urgency
 		}
 		if i >= MaxDigestItems {
 			continue
 		}
 		var p Payload
 		if err := json.Unmarshal(r.Payload, &p); err != nil {
-			return fmt.Errorf("notification %d payload: %w", r.ID, err)
+			return nil, fmt.Errorf("notification %d payload: %w", r.ID, err)
 		}
 		conf := 0.0
 		if p.Confidence != nil {
 			conf = *p.Confidence
 		}
-		data.Items = append(data.Items, DigestItem{NotificationID: r.ID, Title: r.Title, Record: p.Record, Change: p.Change,
+		d.data.Items = append(d.data.Items, DigestItem{NotificationID: r.ID, Title: r.Title, Record: p.Record, Change: p.Change,
 			Verdict: Verdict{Urgency: r.Urgency, Reason: r.Reason, Confidence: conf}, CreatedAt: r.CreatedAt})
-		pd.Items = append(pd.Items, PayloadDigestItem{NotificationID: r.ID, DedupeKey: p.DedupeKey, Title: r.Title,
+		d.payload.Items = append(d.payload.Items, PayloadDigestItem{NotificationID: r.ID, DedupeKey: p.DedupeKey, Title: r.Title,
 			Record: p.Record, Change: p.Change, Urgency: r.Urgency, Reason: r.Reason, CreatedAt: r.CreatedAt})
 	}
-	data.More = len(grp.rows) - len(data.Items)
-	title, body, rerr := g.composer.ComposeDigest(data)
+	d.data.More = len(grp.rows) - len(d.data.Items)
+	return d, nil
+}
+
+// missing marks the summary as summarized without a briefing.
+func (d *digest) missing(reason string) {
+	d.data.SummaryMissing, d.payload.SummaryMissing = reason, reason
+}
+
+// brief puts the briefing res (or why it is missing) into the summary.
+// Every cited record is one of the items (semantic.ParseBriefing checked
+// it against the items the model was shown); a citation that matches no
+// listed item would be dropped here, never invented.
+func (d *digest) brief(res *semantic.BriefResult) {
+	if res.Briefing == nil {
+		d.missing(res.Missing)
+		return
+	}
+	newest := map[string]int{}
+	for i, it := range d.data.Items {
+		newest[it.Record.ID] = i // items are oldest first
+	}
+	bd := &BriefingData{Headline: res.Briefing.Headline}
+	pb := &PayloadBriefing{Headline: res.Briefing.Headline, Items: []PayloadBriefingItem{}, Model: res.Model,
+		ModelDigest: res.ModelDigest, PromptVersion: res.PromptVersion, ModelCallID: res.ModelCallID}
+	cited := map[string]bool{}
+	for _, c := range res.Briefing.Items {
+		i, ok := newest[c.RecordID]
+		if !ok {
+			continue
+		}
+		cited[c.RecordID] = true
+		it := d.data.Items[i]
+		bd.Items = append(bd.Items, BriefingItemData{DigestItem: it, WhyItMatters: c.WhyItMatters})
+		pb.Items = append(pb.Items, PayloadBriefingItem{RecordID: c.RecordID, NotificationID: it.NotificationID, WhyItMatters: c.WhyItMatters})
+	}
+	for _, it := range d.data.Items {
+		if !cited[it.Record.ID] {
+			d.data.Uncited = append(d.data.Uncited, it)
+		}
+	}
+	d.data.Briefing, d.payload.Briefing = bd, pb
+}
+
+// fold inserts the summary d of grp and marks its members digested.
+func (g *Digester) fold(ctx context.Context, tx pgx.Tx, grp *digestGroup, d *digest) error {
+	title, body, rerr := g.composer.ComposeDigest(d.data)
 	if rerr != nil {
 		g.logger.Warn("render digest", "source", grp.source, "watch", grp.watch, "sink", grp.sink, "error", rerr)
 	}
-	key := fmt.Sprintf("digest/%s/%s/%s/%s/%d", grp.source, grp.watch, grp.sink, grp.dueAt.UTC().Format(time.RFC3339), ids[0])
+	key := fmt.Sprintf("digest/%s/%s/%s/%s/%d", grp.source, grp.watch, grp.sink, grp.dueAt.UTC().Format(time.RFC3339), d.ids[0])
 	reason := fmt.Sprintf("%d match(es) of watch %s until %s", len(grp.rows), grp.watch, grp.dueAt.UTC().Format(time.RFC3339))
-	p := Payload{DedupeKey: key, Kind: KindDigest, Watch: data.Watch.Name, Source: grp.source, Title: title, Body: body,
-		Change: PayloadChange{Kind: KindDigest, ChangedFields: []string{}}, Urgency: urgency, Reason: reason,
-		CreatedAt: time.Now().UTC(), Digest: pd}
+	p := Payload{DedupeKey: key, Kind: KindDigest, Watch: d.data.Watch.Name, Source: grp.source, Title: title, Body: body,
+		Change: PayloadChange{Kind: KindDigest, ChangedFields: []string{}}, Urgency: d.urgency, Reason: reason,
+		CreatedAt: time.Now().UTC(), Digest: d.payload}
 	dueAt := grp.dueAt
 	res, err := outbox.Enqueue(ctx, tx, []outbox.Notification{{
 		DedupeKey: key, Sink: grp.sink, Source: grp.source, Watch: grp.watch, Kind: outbox.KindDigest,
-		Title: title, Body: body, Urgency: urgency, Reason: reason, Payload: p.Marshal(),
+		Title: title, Body: body, Urgency: d.urgency, Reason: reason, Payload: p.Marshal(),
 		DigestDueAt: &dueAt, DigestCount: len(grp.rows),
 	}})
 	if err != nil {
 		return fmt.Errorf("insert digest %s: %w", key, err)
 	}
 	id := res[0].ID
-	if err := outbox.MarkDigested(ctx, tx, ids, id); err != nil {
+	if err := outbox.MarkDigested(ctx, tx, d.ids, id); err != nil {
 		return err
 	}
 	g.logger.Info("digest created", "source", grp.source, "watch", grp.watch, "sink", grp.sink,
-		"notification_id", id, "dedupe_key", key, "items", len(grp.rows))
+		"notification_id", id, "dedupe_key", key, "items", len(grp.rows),
+		"briefing", d.data.Briefing != nil, "summary_missing", d.data.SummaryMissing)
 	return nil
 }

@@ -65,6 +65,33 @@ type PayloadDigest struct {
 	// DueAt is the schedule tick that closed the period.
 	DueAt time.Time           `json:"due_at"`
 	Items []PayloadDigestItem `json:"items"`
+	// Briefing is the model's briefing of a summarized digest; absent
+	// without one.
+	Briefing *PayloadBriefing `json:"briefing,omitempty"`
+	// SummaryMissing says why a summarized digest has no briefing.
+	SummaryMissing string `json:"summary_missing,omitempty"`
+}
+
+// PayloadBriefing is the model's briefing of a digest: a headline and the
+// items that matter, each citing one of the digest's records.
+type PayloadBriefing struct {
+	Headline string                `json:"headline"`
+	Items    []PayloadBriefingItem `json:"items"`
+	// Model, ModelDigest and PromptVersion say who wrote it with which
+	// question; ModelCallID is its model_calls row.
+	Model         string `json:"model"`
+	ModelDigest   string `json:"model_digest"`
+	PromptVersion string `json:"prompt_version"`
+	ModelCallID   *int64 `json:"model_call_id,omitempty"`
+}
+
+// PayloadBriefingItem is one cited item of a briefing.
+type PayloadBriefingItem struct {
+	// RecordID is the cited record, one of the digest's items.
+	RecordID string `json:"record_id"`
+	// NotificationID is the digest item (the newest match of the record).
+	NotificationID int64  `json:"notification_id"`
+	WhyItMatters   string `json:"why_it_matters"`
 }
 
 // PayloadDigestItem is one match in a digest.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/config"
 )
 
 // budgets reserves model calls against the daily budgets of watches
@@ -49,17 +51,22 @@ const seedSQL = `
 	INSERT INTO model_budgets (source, watch, day, calls, tokens)
 	SELECT $1, $2, d.day, count(mc.id), coalesce(sum(mc.prompt_tokens + mc.output_tokens), 0)
 	FROM (SELECT (now() AT TIME ZONE 'UTC')::date AS day) AS d
-	LEFT JOIN model_calls mc ON mc.source = $1 AND mc.watch = $2 AND mc.purpose = 'evaluate'
+	LEFT JOIN model_calls mc ON mc.source = $1 AND mc.watch = $2 AND mc.purpose IN ('evaluate', 'briefing')
 	     AND mc.created_at >= d.day::timestamp AT TIME ZONE 'UTC'
 	GROUP BY d.day
 	ON CONFLICT (source, watch, day) DO NOTHING`
 
-// reserve reserves one call of r's watch's budget. It returns an
+// reserve reserves one call of the budget bud of source's watch (its
+// verdicts and its digest's briefings share it). It returns an
 // *exhaustedError naming the limit reached, or a database error.
-func (b *budgets) reserve(ctx context.Context, r *Request) (*reservation, error) {
-	if b == nil || (r.Budget.CallsPerDay == 0 && r.Budget.TokensPerDay == 0) {
+func (b *budgets) reserve(ctx context.Context, source, watch string, bud config.Budget) (*reservation, error) {
+	if b == nil || (bud.CallsPerDay == 0 && bud.TokensPerDay == 0) {
 		return nil, nil
 	}
+	r := struct {
+		Source, Watch string
+		Budget        config.Budget
+	}{source, watch, bud}
 	for range 2 {
 		var day time.Time
 		err := b.pool.QueryRow(ctx, reserveSQL, r.Source, r.Watch, r.Budget.CallsPerDay, int64(r.Budget.TokensPerDay)).Scan(&day)

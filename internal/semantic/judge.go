@@ -202,7 +202,7 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 		if err := limit(); err != nil {
 			return nil, err
 		}
-		return budget.reserve(ctx, r)
+		return budget.reserve(ctx, r.Source, r.Watch, r.Budget)
 	}
 	// A call is reserved only once a slot is free to make it, so the
 	// budget is spent by calls being made, not by calls waiting.
@@ -215,7 +215,7 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 		why := limit()
 		if why == nil {
 			for _, i := range g {
-				if rsv, why = budget.reserve(ctx, reqs[i]); why == nil {
+				if rsv, why = budget.reserve(ctx, reqs[i].Source, reqs[i].Watch, reqs[i].Budget); why == nil {
 					leader = i
 					break
 				}
