@@ -12,8 +12,8 @@ import (
 // check is the evaluator's side of the config check: config.Load validated
 // the whole directory (YAML, keys, types, names, sink references); this
 // builds what the evaluator runs — watch expressions, model options,
-// templates, digest schedules, digest briefings and sinks — without touching the database.
-// Connector blocks and field mappings are the syncer's side (`syncer
+// templates, digest schedules, digest briefings and sinks — without
+// touching the database. Connector blocks and field mappings are the syncer's side (`syncer
 // check`): the evaluator binary links no connector code.
 func check(cfg *config.Config) error {
 	_, sinkErr := notify.BuildSinks(&cfg.Global, slog.New(slog.DiscardHandler))

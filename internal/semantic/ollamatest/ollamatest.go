@@ -1,7 +1,8 @@
 // Package ollamatest is a fake Ollama server for tests: /api/chat,
 // /api/show and /api/tags over httptest, answering like the real server
 // (shapes, status codes, error bodies). It checks the shape of every chat
-// request lookout sends (model, JSON schema format, stream false,
+// request lookout sends (model, JSON schema format — a verdict's or a
+// digest briefing's —, stream false,
 // temperature 0 and a seed, system + user messages) and fails the test on
 // a deviation. Answers are canned verdicts by default; a test replaces the
 // answer function to return malformed JSON, errors or slow answers.
@@ -42,6 +43,23 @@ type Answer struct {
 func Verdict(notify bool, urgency, reason string, confidence float64) string {
 	b, _ := json.Marshal(map[string]any{"should_notify": notify, "urgency": urgency, "reason": reason, "confidence": confidence})
 	return string(b)
+}
+
+// Briefing returns the answer content for a digest briefing: a headline
+// and, for each pair of cites, a record id and why it matters.
+func Briefing(headline string, cites ...[2]string) string {
+	items := []map[string]string{}
+	for _, c := range cites {
+		items = append(items, map[string]string{"record_id": c[0], "why_it_matters": c[1]})
+	}
+	b, _ := json.Marshal(map[string]any{"headline": headline, "items": items})
+	return string(b)
+}
+
+// IsBriefing reports whether req asks for a digest briefing (its format
+// is the briefing schema).
+func IsBriefing(req *api.ChatRequest) bool {
+	return strings.Contains(string(req.Format), `"headline"`)
 }
 
 // Server is the fake.
@@ -242,13 +260,17 @@ func (s *Server) checkShape(req *api.ChatRequest) {
 	if err := json.Unmarshal(req.Format, &schema); err != nil || schema.Type != "object" {
 		t.Errorf("ollamatest: format must be a JSON schema object, got %s", req.Format)
 	}
-	for _, k := range []string{"should_notify", "urgency", "reason", "confidence"} {
+	want := []string{"should_notify", "urgency", "reason", "confidence"}
+	if _, ok := schema.Properties["headline"]; ok {
+		want = []string{"headline", "items"} // a briefing
+	}
+	for _, k := range want {
 		if _, ok := schema.Properties[k]; !ok {
 			t.Errorf("ollamatest: format schema lacks property %q", k)
 		}
 	}
-	if len(schema.Required) != 4 {
-		t.Errorf("ollamatest: format schema must require 4 properties, requires %v", schema.Required)
+	if len(schema.Required) != len(want) {
+		t.Errorf("ollamatest: format schema must require %d properties, requires %v", len(want), schema.Required)
 	}
 	if temp, ok := req.Options["temperature"].(float64); !ok || temp != 0 {
 		t.Errorf("ollamatest: options.temperature must be 0, got %v", req.Options["temperature"])
