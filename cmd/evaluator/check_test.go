@@ -54,3 +54,16 @@ func TestCheckBuildsTheEvaluatorSide(t *testing.T) {
 		t.Errorf("output = %q", out.String())
 	}
 }
+
+// The briefing examples (examples/briefings: an inbox every morning, papers
+// once a week) stay valid for this binary's check.
+func TestBriefingExamplesCheck(t *testing.T) {
+	t.Setenv("IMAP_PASSWORD", "example")
+	var out bytes.Buffer
+	if err := cli.CheckCommand(check).Run(context.Background(), &cli.Env{ConfigDir: "../../examples/briefings", Stdout: &out, Stderr: &out}); err != nil {
+		t.Fatalf("check examples/briefings: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "is valid: 2 sources, 2 watches, 2 sinks") {
+		t.Errorf("output = %q", out.String())
+	}
+}

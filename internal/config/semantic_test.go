@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,5 +97,51 @@ func TestSemanticValidation(t *testing.T) {
 				t.Errorf("error:\n%v\nwant it to contain:\n%s", err, tt.want)
 			}
 		})
+	}
+}
+
+// summarizeSource is a digest watch whose briefing the model writes;
+// %s adds keys to its summarize block.
+const summarizeSource = `name: tasks
+connector: file
+file: {paths: [x]}
+watches:
+  - name: morning
+    digest:
+      cron: "0 8 * * *"
+      summarize:
+%s`
+
+const summarizeGlobal = "sinks:\n  log: {type: log}\n"
+
+func TestSummarizeValidation(t *testing.T) {
+	t.Parallel()
+	cfg, err := load(t, summarizeGlobal, fmt.Sprintf(summarizeSource, "        ask: \"  What needs me today?\"\n")+"    budget: {calls_per_day: 3}\n")
+	if err != nil {
+		t.Fatalf("a summarized digest with a budget and no ask: %v", err)
+	}
+	if sm := cfg.Sources[0].Watches[0].Digest.Summarize; sm.Ask != "What needs me today?" || sm.MaxItems != config.SummarizeMaxItemsDefault || sm.Model != nil {
+		t.Errorf("summarize defaults: %+v", sm)
+	}
+	tests := []struct{ name, keys, want string }{
+		{"ask required", "        max_items: 5\n", `sources/tasks.yaml:8: watches[0].digest.summarize.ask is required`},
+		{"blank ask", "        ask: '  '\n", `sources/tasks.yaml:9: watches[0].digest.summarize.ask is required`},
+		{"max_items", "        ask: x\n        max_items: 101\n", "sources/tasks.yaml:10: watches[0].digest.summarize.max_items must be between 1 and 100, not 101"},
+		{"negative max_items", "        ask: x\n        max_items: -1\n", "sources/tasks.yaml:10: watches[0].digest.summarize.max_items must be between 1 and 100, not -1"},
+		{"timeout", "        ask: x\n        model: {timeout: -1s}\n", "sources/tasks.yaml:10: watches[0].digest.summarize.model.timeout must be positive"},
+		{"unknown key", "        ask: x\n        headline: yes\n", `sources/tasks.yaml:10: watches[0].digest.summarize.headline`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := load(t, summarizeGlobal, fmt.Sprintf(summarizeSource, tt.keys))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error:\n%v\nwant it to contain:\n%s", err, tt.want)
+			}
+		})
+	}
+	_, err = load(t, summarizeGlobal, "name: tasks\nconnector: file\nfile: {paths: [x]}\nwatches:\n  - name: w\n    budget: {calls_per_day: 3}\n")
+	if want := "sources/tasks.yaml:6: watches[0].budget is set but the watch has no ask and no digest.summarize"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("budget without a model: %v, want %s", err, want)
 	}
 }

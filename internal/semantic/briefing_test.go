@@ -1,0 +1,73 @@
+package semantic
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/lookout-dev/lookout/internal/config"
+)
+
+func TestParseBriefing(t *testing.T) {
+	t.Parallel()
+	ids := []string{"a", "b", "c"}
+	good := `{"headline": " Two things. ", "items": [{"record_id": "b", "why_it_matters": "It is due today."}, {"record_id": "a", "why_it_matters": "Asked by your manager."}]}`
+	br, raw, err := ParseBriefing(good, ids, 2)
+	if err != nil || br.Headline != "Two things." || len(br.Items) != 2 || br.Items[0].RecordID != "b" || raw == nil {
+		t.Fatalf("ParseBriefing(good) = %+v, %s, %v", br, raw, err)
+	}
+	if br, _, err := ParseBriefing(`{"headline": "Nothing matters.", "items": []}`, ids, 2); err != nil || br.Items == nil {
+		t.Errorf("no items cited = %+v, %v", br, err)
+	}
+	tests := []struct{ name, content, want string }{
+		{"not JSON", `{"headline": "cut`, `not JSON`},
+		{"not an object", `[1]`, `not a JSON object`},
+		{"invented id", `{"headline": "h", "items": [{"record_id": "z", "why_it_matters": "w"}]}`, `items[0].record_id "z" is not one of the digest's items`},
+		{"cited twice", `{"headline": "h", "items": [{"record_id": "a", "why_it_matters": "w"}, {"record_id": "a", "why_it_matters": "w"}]}`, `items[1].record_id "a" is cited twice`},
+		{"too many", `{"headline": "h", "items": [{"record_id": "a", "why_it_matters": "w"}, {"record_id": "b", "why_it_matters": "w"}, {"record_id": "c", "why_it_matters": "w"}]}`, `items has 3 entries, more than 2`},
+		{"no headline", `{"items": []}`, `headline is missing`},
+		{"empty why", `{"headline": "h", "items": [{"record_id": "a", "why_it_matters": " "}]}`, `items[0].why_it_matters is empty`},
+		{"extra key", `{"headline": "h", "items": [], "mood": "ok"}`, `unexpected key "mood"`},
+		{"extra item key", `{"headline": "h", "items": [{"record_id": "a", "why_it_matters": "w", "score": 1}]}`, `items[0] has unexpected key "score"`},
+		{"items not a list", `{"headline": "h", "items": "a"}`, `items must be a list of objects`},
+		{"long headline", `{"headline": "` + strings.Repeat("x", HeadlineMaxChars+1) + `", "items": []}`, `headline has 201 characters, more than 200`},
+	}
+	for _, tt := range tests {
+		_, _, err := ParseBriefing(tt.content, ids, 2)
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestBriefQuestion(t *testing.T) {
+	t.Parallel()
+	conf := Config{Model: "llama3.2", Options: map[string]any{"temperature": 0, "seed": 42}}
+	q, err := NewBriefQuestion(conf, &config.Summarize{Ask: "What needs me?", MaxItems: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q2, _ := NewBriefQuestion(conf, &config.Summarize{Ask: "What needs me now?", MaxItems: 5})
+	if !strings.HasPrefix(q.Version, "pb-") || q.Version == q2.Version || !strings.Contains(q.System(), "What needs me?") {
+		t.Errorf("versions %s %s; a new ask must be a new prompt version", q.Version, q2.Version)
+	}
+	if _, err := NewBriefQuestion(conf, &config.Summarize{Ask: "x", MaxItems: 5, Model: &config.WatchModel{Options: map[string]any{"temprature": 1}}}); err == nil {
+		t.Errorf("a misspelt option is accepted")
+	}
+	// The input is what the model is shown: the same items make the same
+	// hash whatever their notifications, a changed item a new one.
+	items := []BriefItem{{RecordID: "a", Title: "Deploy failed", Kind: "created", Version: 1, Body: strings.Repeat("b", BriefBodyChars+50)}}
+	msgs, hash := q.Messages("src", "w", items)
+	if hash != q.InputHash("src", "w", items) || !strings.Contains(msgs[1].Content, `"id":"a"`) || strings.Contains(msgs[1].Content, strings.Repeat("b", BriefBodyChars+1)) {
+		t.Errorf("user message:\n%s", msgs[1].Content)
+	}
+	items[0].Title = "Deploy failed again"
+	if q.InputHash("src", "w", items) == hash {
+		t.Errorf("a changed item kept the input hash")
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(BriefSchema([]string{"a", "b"}, 5), &schema); err != nil {
+		t.Fatalf("schema is not JSON: %v", err)
+	}
+}
