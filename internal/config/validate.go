@@ -19,36 +19,32 @@ import (
 
 // Defaults for settings that neither a source nor lookout.yaml sets.
 const (
-	EveryDefault            = 5 * time.Minute
-	TimeoutDefault          = 30 * time.Second
-	OllamaHostDefault       = "http://127.0.0.1:11434"
-	OllamaModelDefault      = "llama3.2"
-	OllamaTimeoutDefault    = 60 * time.Second
-	OllamaConcurrency       = 2
-	SinkTimeoutDefault      = 10 * time.Second
-	SinkMaxAttemptsDefault  = 8
-	SinkConcurrencyDefault  = 4
-	SMTPPortDefault         = 587
-	DeliveryLeaseDefault    = 2 * time.Minute
-	DeliveryBatchDefault    = 100
-	DeliveryPollDefault     = time.Second
-	RetryMinDefault         = time.Second
-	RetryMaxDefault         = time.Hour
-	SyncerLeaseDefault      = 5 * time.Minute
-	SyncerConcurrency       = 1000
-	SyncerPollDefault       = time.Second
-	BatchSizeDefault        = 500
-	EvaluatorLeaseDefault   = 2 * time.Minute
-	CatchUpIntervalDefault  = 30 * time.Second
-	EvaluatorAttempsDefault = 10
-	OllamaRateDefault       = 5.0
-	HoldBackoffMinDefault   = 30 * time.Second
-	HoldBackoffMaxDefault   = 15 * time.Minute
-	DigestTTLDefault        = time.Minute
-	// SummarizeMaxItemsDefault is digest.summarize.max_items unless set.
-	SummarizeMaxItemsDefault = 20
-	// SummarizeMaxItemsLimit is the largest digest.summarize.max_items.
-	SummarizeMaxItemsLimit   = 100
+	EveryDefault             = 5 * time.Minute
+	TimeoutDefault           = 30 * time.Second
+	OllamaHostDefault        = "http://127.0.0.1:11434"
+	OllamaModelDefault       = "llama3.2"
+	OllamaTimeoutDefault     = 60 * time.Second
+	OllamaConcurrency        = 2
+	SinkTimeoutDefault       = 10 * time.Second
+	SinkMaxAttemptsDefault   = 8
+	SinkConcurrencyDefault   = 4
+	SMTPPortDefault          = 587
+	DeliveryLeaseDefault     = 2 * time.Minute
+	DeliveryBatchDefault     = 100
+	DeliveryPollDefault      = time.Second
+	RetryMinDefault          = time.Second
+	RetryMaxDefault          = time.Hour
+	SyncerLeaseDefault       = 5 * time.Minute
+	SyncerConcurrency        = 1000
+	SyncerPollDefault        = time.Second
+	BatchSizeDefault         = 500
+	EvaluatorLeaseDefault    = 2 * time.Minute
+	CatchUpIntervalDefault   = 30 * time.Second
+	EvaluatorAttempsDefault  = 10
+	OllamaRateDefault        = 5.0
+	HoldBackoffMinDefault    = 30 * time.Second
+	HoldBackoffMaxDefault    = 15 * time.Minute
+	DigestTTLDefault         = time.Minute
 	ReasonMaxCharsDefault    = 200
 	MaxFailuresDefault       = 20
 	BackoffMinDefault        = 30 * time.Second
@@ -64,6 +60,14 @@ const (
 	// (max_delete_fraction) ever refuses: a run that deletes one or two
 	// records of a small source is not a mass deletion.
 	MinGuardedDeletes = 3
+)
+
+// Bounds of digest.summarize.
+const (
+	// SummarizeMaxItemsDefault is digest.summarize.max_items unless set.
+	SummarizeMaxItemsDefault = 20
+	// SummarizeMaxItemsLimit is the largest digest.summarize.max_items.
+	SummarizeMaxItemsLimit = 100
 )
 
 // OllamaOptionDefaults are the model options every call carries unless the
