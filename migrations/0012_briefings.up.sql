@@ -1,4 +1,4 @@
--- lookout schema, version 11: briefings written by the model for digests
+-- lookout schema, version 12: briefings written by the model for digests
 -- (docs/delivery.md#briefings, docs/semantic.md#briefings).
 
 -- model_calls: a request may now be for a briefing; it has no change and
