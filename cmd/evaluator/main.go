@@ -19,6 +19,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/cli"
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
@@ -51,12 +52,20 @@ type parts struct {
 	dig    *notify.Digester
 	dog    *watchdog.Watchdog
 	prn    *retention.Pruner
+	// follower keeps the evaluator's watches those of the definitions.
+	follower *definitions.Follower
 }
 
+// setup checks the configuration directory, applies it to the
+// definitions, and builds the evaluator from the definitions of the
+// database (the files' and those made through the API).
 func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error) {
 	cfg, err := env.Load()
 	if err != nil {
 		return nil, err
+	}
+	if err := check(cfg); err != nil {
+		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
 	logger := env.Logger(cfg, "evaluator")
 	sinks, err := notify.BuildSinks(&cfg.Global, logger)
@@ -67,26 +76,19 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	if err != nil {
 		return nil, err
 	}
-	composer, err := notify.NewComposer(cfg.Global.Sinks, cfg.Sources)
-	if err != nil {
+	if err := cli.ApplyConfig(ctx, pool, cfg, logger); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+		return nil, err
 	}
 	p := &parts{cfg: cfg, pool: pool, logger: logger, prn: retention.New(pool, retention.FromConfig(cfg.Global.Retention), logger)}
 	dconf := notify.DelivererConfigFrom(&cfg.Global)
 	dconf.Metrics = m
 	p.del = notify.NewDeliverer(pool, sinks, dconf, logger)
-	gconf := notify.DigesterConfigFrom(&cfg.Global)
-	gconf.OnDigest = func(int) { p.del.Wake() }
-	if gconf.Summarizer, err = notify.SummarizerFrom(pool, cfg, "", m, logger); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
-	}
-	p.dig = notify.NewDigester(pool, composer, gconf, logger)
 	wconf := watchdog.FromConfig(cfg)
 	wconf.Metrics, wconf.OnAlert = m, func(int) { p.del.Wake() }
 	p.dog = watchdog.New(pool, wconf, logger)
 	econf := evaluator.FromConfig(cfg)
+	econf.Sources = nil // from the definitions
 	econf.Metrics = m
 	econf.OnBatch = func(n int) {
 		if n > 0 {
@@ -98,6 +100,18 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
+	if p.follower, err = cli.Follow(ctx, pool, &cfg.Global, m, p.eval.Apply); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	p.eval.Follow(p.follower)
+	gconf := notify.DigesterConfigFrom(&cfg.Global)
+	gconf.OnDigest = func(int) { p.del.Wake() }
+	if gconf.Summarizer, err = notify.SummarizerFrom(pool, cfg, "", m, logger); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+	}
+	p.dig = notify.NewDigester(pool, p.eval.Composer(), gconf, logger)
 	return p, nil
 }
 
@@ -114,11 +128,14 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	defer p.pool.Close()
 	sinks := slices.Sorted(maps.Keys(p.cfg.Global.Sinks))
 	m.CollectDatabase(p.pool, metrics.OutboxGauges, sinks, 0)
+	watcher := definitions.NewWatcher(p.pool, p.follower, definitions.WatcherConfig{CatchUpInterval: p.cfg.Global.Evaluator.CatchUpInterval}, p.logger)
+	reloader := env.Reloader(p.pool, check, m, p.logger)
 	// Started in order, stopped in reverse: each Stop waits for its work.
 	return cli.Supervise(ctx, listen, m, []health.Check{
 		health.Database(p.pool), health.Migrations(p.pool),
 		health.Listener("changes_listener", p.eval.Listening), health.Listener("outbox_listener", p.del.Listening),
-	}, p.logger, p.del, p.dig, p.eval, p.dog, p.prn)
+		health.Listener("config_listener", watcher.Listening), reloader.Check(),
+	}, p.logger, watcher, p.del, p.dig, p.eval, p.dog, p.prn, reloader)
 }
 
 // runOnce does what is due and exits 1 when an evaluation errored or was

@@ -19,12 +19,14 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	if code, _ := d.Get("/healthz"); code != http.StatusOK {
 		t.Errorf("healthz = %d", code)
 	}
+	// The LISTEN connection of the definitions comes up in the background.
+	d.WaitFor("ready", func() bool { code, _ := d.Get("/readyz"); return code == http.StatusOK })
 	code, body := d.Get("/readyz")
 	var r struct {
 		Status string                  `json:"status"`
 		Checks []struct{ Name string } `json:"checks"`
 	}
-	if err := json.Unmarshal([]byte(body), &r); err != nil || code != http.StatusOK || r.Status != "ready" || len(r.Checks) != 2 {
+	if err := json.Unmarshal([]byte(body), &r); err != nil || code != http.StatusOK || r.Status != "ready" || len(r.Checks) != 4 {
 		t.Errorf("readyz = %d %s (%v)", code, body, err)
 	}
 	d.WaitFor("a succeeded run in /metrics", func() bool {

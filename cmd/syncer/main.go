@@ -16,6 +16,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/cli"
 	_ "github.com/lookout-dev/lookout/internal/connectors/all" // file, github, http, imap, notion, rss
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/syncer"
@@ -37,29 +38,46 @@ func main() {
 
 // daemon is a configured syncer and what it runs with.
 type daemon struct {
-	syncer *syncer.Syncer
-	pool   *pgxpool.Pool
-	logger *slog.Logger
+	syncer   *syncer.Syncer
+	follower *definitions.Follower
+	pool     *pgxpool.Pool
+	logger   *slog.Logger
 }
 
+// setup checks the configuration directory, applies it to the
+// definitions, and builds the syncer from the definitions of the
+// database (the files' and those made through the API).
 func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*daemon, error) {
 	cfg, err := env.Load()
 	if err != nil {
 		return nil, err
+	}
+	if err := check(cfg); err != nil {
+		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
 	logger := env.Logger(cfg, "syncer")
 	pool, err := cli.Open(ctx, true)
 	if err != nil {
 		return nil, err
 	}
+	if err := cli.ApplyConfig(ctx, pool, cfg, logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	conf := syncer.FromConfig(cfg)
+	conf.Sources = nil // from the definitions
 	conf.Metrics = m
 	s, err := syncer.New(pool, conf, logger)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
-	return &daemon{syncer: s, pool: pool, logger: logger}, nil
+	f, err := cli.Follow(ctx, pool, &cfg.Global, m, s.Apply)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &daemon{syncer: s, follower: f, pool: pool, logger: logger}, nil
 }
 
 func runDaemon(ctx context.Context, env *cli.Env) error {
@@ -74,7 +92,10 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	}
 	defer d.pool.Close()
 	m.CollectDatabase(d.pool, metrics.SourceGauges, nil, 0)
-	return cli.Supervise(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool)}, d.logger, d.syncer)
+	watcher := definitions.NewWatcher(d.pool, d.follower, definitions.WatcherConfig{OnWake: d.syncer.Wake}, d.logger)
+	reloader := env.Reloader(d.pool, check, m, d.logger)
+	return cli.Supervise(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool),
+		health.Listener("config_listener", watcher.Listening), reloader.Check()}, d.logger, d.syncer, watcher, reloader)
 }
 
 // runOnce runs what is due and exits 1 when a run failed, 2 when it could

@@ -283,12 +283,16 @@ func goSources(t *testing.T, fn func(dir, path string, src []byte)) {
 // is the one documented exception (it builds its DELETEs per table).
 func TestOneOwnerPerTable(t *testing.T) {
 	owners := map[string]string{
-		"notifications":    "internal/outbox",
-		"records":          "internal/changes",
-		"changes":          "internal/changes",
-		"api_tokens":       "internal/tokens",
-		"audit_log":        "internal/audit",
-		"idempotency_keys": "internal/idempotency",
+		"notifications":        "internal/outbox",
+		"records":              "internal/changes",
+		"changes":              "internal/changes",
+		"api_tokens":           "internal/tokens",
+		"audit_log":            "internal/audit",
+		"idempotency_keys":     "internal/idempotency",
+		"source_definitions":   "internal/definitions",
+		"watches":              "internal/definitions",
+		"config_version":       "internal/definitions",
+		"definition_deletions": "internal/definitions",
 	}
 	goSources(t, func(dir, path string, src []byte) {
 		for table, owner := range owners {

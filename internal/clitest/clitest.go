@@ -7,6 +7,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ type DaemonTest struct {
 	cancel context.CancelFunc
 	done   chan error
 	logs   *lockedBuffer
+	proc   *os.Process // a daemon started by StartBinary
 	// Addr is the address the daemon's /metrics, /healthz and /readyz
 	// server listens on.
 	Addr string
@@ -60,6 +62,13 @@ func StartDaemon(t testing.TB, configDir string, run func(context.Context, *cli.
 	env := &cli.Env{ConfigDir: configDir, Args: []string{"--listen", "127.0.0.1:0"}, Stdout: io.Discard, Stderr: d.logs, LogFormat: "json"}
 	go func() { d.done <- run(ctx, env) }()
 	t.Cleanup(func() { d.Stop() })
+	d.waitServing()
+	return d
+}
+
+// waitServing waits until the daemon logged the address it serves on.
+func (d *DaemonTest) waitServing() {
+	d.t.Helper()
 	d.WaitFor("the HTTP server", func() bool {
 		if m := addrRE.FindStringSubmatch(d.logs.String()); m != nil {
 			d.Addr = m[1]
@@ -67,12 +76,11 @@ func StartDaemon(t testing.TB, configDir string, run func(context.Context, *cli.
 		}
 		select {
 		case err := <-d.done:
-			t.Fatalf("daemon exited: %v\n%s", err, d.logs.String())
+			d.t.Fatalf("daemon exited: %v\n%s", err, d.logs.String())
 		default:
 		}
 		return false
 	})
-	return d
 }
 
 // Stop cancels the daemon and fails the test if it returned an error.

@@ -12,6 +12,7 @@
 package config
 
 import (
+	"encoding/json"
 	"net/netip"
 	"strings"
 	"time"
@@ -494,6 +495,10 @@ type Source struct {
 
 	// File is the path the source was loaded from, relative to the config dir.
 	Path string `yaml:"-"`
+	// Definition is the source as written, as JSON (a source file's keys,
+	// its connector block and watches included), with its ${ENV}
+	// references unexpanded: what the definitions tables store.
+	Definition json.RawMessage `yaml:"-"`
 	// Hash identifies this source's configuration (stored in sources.config_hash).
 	Hash string `yaml:"-"`
 

@@ -3,8 +3,6 @@ package config
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -114,20 +112,9 @@ func Load(dir string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", rel, err)
 		}
-		root, err := parseYAML(rel, data)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		src := &Source{Path: rel}
-		lines, bad, ferrs := src.decode(rel, root, &secrets)
-		src.lines = lines
-		sum := sha256.Sum256(data)
-		src.Hash = hex.EncodeToString(sum[:8])
-		// Validated even after decoding errors: every problem is listed.
-		ferrs = append(ferrs, dropBad(src.validate(&cfg.Global), bad)...)
-		if len(ferrs) > 0 {
-			errs = append(errs, byLine(ferrs)...)
+		src, serrs := parseSource(rel, data, &cfg.Global, &secrets)
+		if len(serrs) > 0 {
+			errs = append(errs, serrs...)
 			continue
 		}
 		if prev, dup := byName[src.Name]; dup {

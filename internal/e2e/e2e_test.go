@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/clitest"
 	"github.com/lookout-dev/lookout/internal/config"
 	_ "github.com/lookout-dev/lookout/internal/connectors/file"
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
@@ -33,6 +34,8 @@ type env struct {
 	pool *pgxpool.Pool
 	url  string
 	log  *slog.Logger
+	// daemons are the binaries a test started (binaries).
+	daemons []*clitest.DaemonTest
 }
 
 func newEnv(t *testing.T) *env {

@@ -36,7 +36,7 @@ func DedupeKey(policy, source, recordID, watchName, kind, hash string, version i
 
 // evaluationColumns are the columns an evaluations COPY writes.
 var evaluationColumns = []string{"change_id", "source", "record_id", "watch", "content_hash", "step", "matched",
-	"decision", "reason", "urgency", "notification_id", "evaluator", "model_call_id", "confidence", "created_at"}
+	"decision", "reason", "urgency", "notification_id", "evaluator", "model_call_id", "confidence", "created_at", "owner"}
 
 // note is a notification row to enqueue for decision dec.
 type note struct {
@@ -218,7 +218,7 @@ func (e *Evaluator) enqueue(ctx context.Context, tx pgx.Tx, decs []decision, own
 func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []*change, decs []decision, owned map[int64]bool, wake bool) error {
 	b := &pgx.Batch{}
 	var evChange []int64
-	var evSource, evRecord, evWatch, evHash, evStep, evDecision, evReason, evUrgency []string
+	var evSource, evRecord, evWatch, evHash, evStep, evDecision, evReason, evUrgency, evOwner []string
 	var evMatched []bool
 	var evNote, evCall []*int64
 	var evConfidence []*float64
@@ -232,6 +232,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		evSource = append(evSource, d.change.Source)
 		evRecord = append(evRecord, d.change.RecordID)
 		evWatch = append(evWatch, d.watch.cfg.Name)
+		evOwner = append(evOwner, d.watch.owner)
 		evHash = append(evHash, d.change.NewHash)
 		evStep = append(evStep, d.step)
 		evMatched = append(evMatched, d.matched)
@@ -262,7 +263,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 				hash = evHash[i]
 			}
 			rows[i] = []any{evChange[i], evSource[i], evRecord[i], evWatch[i], hash, evStep[i], evMatched[i],
-				evDecision[i], evReason[i], evUrgency[i], evNote[i], e.conf.Owner, evCall[i], evConfidence[i], at}
+				evDecision[i], evReason[i], evUrgency[i], evNote[i], e.conf.Owner, evCall[i], evConfidence[i], at, evOwner[i]}
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"evaluations"}, evaluationColumns, pgx.CopyFromRows(rows)); err != nil {
 			return fmt.Errorf("write evaluations: %w", err)
@@ -273,12 +274,12 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		b.Queue(`
 			INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched,
 			                         decision, reason, urgency, notification_id, evaluator, model_call_id, confidence,
-			                         created_at)
+			                         created_at, owner)
 			SELECT u.change_id, u.source, u.record_id, u.watch, NULLIF(u.hash, ''), u.step, u.matched,
-			       u.decision, u.reason, u.urgency, u.note, $1, u.call, u.confidence, clock_timestamp()
+			       u.decision, u.reason, u.urgency, u.note, $1, u.call, u.confidence, clock_timestamp(), u.owner
 			FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-			            $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::float8[])
-			     AS u(change_id, source, record_id, watch, hash, step, matched, decision, reason, urgency, note, call, confidence)
+			            $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::float8[], $15::text[])
+			     AS u(change_id, source, record_id, watch, hash, step, matched, decision, reason, urgency, note, call, confidence, owner)
 			ON CONFLICT (change_id, watch) DO UPDATE
 			    SET content_hash = EXCLUDED.content_hash, step = EXCLUDED.step, matched = EXCLUDED.matched,
 			        decision = EXCLUDED.decision, reason = EXCLUDED.reason, urgency = EXCLUDED.urgency,
@@ -286,7 +287,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 			        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = clock_timestamp()
 			    WHERE evaluations.decision = 'hold'`,
 			e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote,
-			evCall, evConfidence)
+			evCall, evConfidence, evOwner)
 	}
 	if wake {
 		outbox.QueueWake(b)
@@ -332,7 +333,7 @@ func (e *Evaluator) buildNote(i int, d *decision, sink string, now time.Time) no
 		v.Confidence = *d.confidence
 	}
 	out := e.composer.Compose(&notify.Match{
-		Source: c.Source, Watch: w, Sink: sink, DedupeKey: key, Record: rec,
+		Source: c.Source, Watch: w, Owner: d.watch.owner, Sink: sink, DedupeKey: key, Record: rec,
 		Change:  notify.PayloadChange{ID: c.ID, Kind: c.Kind, Version: c.Version, ChangedFields: nonNil(c.ChangedFields)},
 		Verdict: v, Confidence: d.confidence, Now: now,
 	})
@@ -341,7 +342,7 @@ func (e *Evaluator) buildNote(i int, d *decision, sink string, now time.Time) no
 	}
 	changeID := c.ID
 	n := note{dec: i, row: outbox.Notification{
-		DedupeKey: key, Sink: sink, Source: c.Source, RecordID: c.RecordID, Watch: w.Name, ChangeID: &changeID,
+		DedupeKey: key, Sink: sink, Source: c.Source, RecordID: c.RecordID, Watch: w.Name, Owner: d.watch.owner, ChangeID: &changeID,
 		ContentHash: c.NewHash, Title: out.Title, Body: out.Body, Urgency: d.urgency, Reason: d.reason,
 		Payload: out.Payload, Status: outbox.StatusPending,
 	}}

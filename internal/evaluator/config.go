@@ -64,11 +64,4 @@ func FromConfig(cfg *config.Config) Config {
 }
 
 // source returns the configured source called name, or nil.
-func (e *Evaluator) source(name string) *config.Source {
-	for _, s := range e.conf.Sources {
-		if s.Name == name {
-			return s
-		}
-	}
-	return nil
-}
+func (e *Evaluator) source(name string) *config.Source { return e.index.source(name) }

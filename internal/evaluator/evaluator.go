@@ -45,6 +45,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/semantic"
@@ -56,9 +57,9 @@ type Evaluator struct {
 	pool     *pgxpool.Pool
 	conf     Config
 	logger   *slog.Logger
-	watches  map[string][]*watch
-	volatile map[string][]string
-	judge    *semantic.Judge // nil when no watch has an ask
+	index    *index
+	follower *definitions.Follower // nil: the watches of conf.Sources only
+	judge    *semantic.Judge       // nil in a check without a watch with an ask
 	composer *notify.Composer
 	listener *db.Listener
 	loop     service.Loop
@@ -72,29 +73,19 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Evaluator, erro
 		host, _ := os.Hostname()
 		conf.Owner = fmt.Sprintf("%s:%d", cmp.Or(host, "evaluator"), os.Getpid())
 	}
-	e := &Evaluator{pool: pool, conf: conf, logger: logger.With("component", "evaluator"),
-		watches: map[string][]*watch{}, volatile: map[string][]string{}}
+	e := &Evaluator{pool: pool, conf: conf, logger: logger.With("component", "evaluator"), index: newIndex()}
 	var errs []error
 	asks := false
 	for _, src := range conf.Sources {
-		e.volatile[src.Name] = src.Volatile
+		e.index.sources[src.Name] = src
 		for i, wc := range src.Watches {
-			p, err := normalize.CompileWhen(wc.When, src.Fields.Exprs())
+			w, err := e.compile(src, i, wc, "")
 			if err != nil {
-				for _, p := range normalize.Problems(err) {
-					errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].when", i), ": %v", p))
-				}
+				errs = append(errs, err)
 				continue
 			}
-			w := &watch{cfg: wc, source: src.Name, when: p}
-			if wc.Ask != "" {
-				if w.question, err = semantic.NewQuestion(conf.Model, wc); err != nil {
-					errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].model.options", i), "%v", err))
-					continue
-				}
-				asks = true
-			}
-			e.watches[src.Name] = append(e.watches[src.Name], w)
+			asks = asks || wc.Ask != ""
+			e.index.bySource[src.Name] = append(e.index.bySource[src.Name], w)
 		}
 	}
 	var err error
@@ -104,7 +95,9 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Evaluator, erro
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if asks {
+	// With a database, the definitions may bring a watch with an ask at
+	// any time: the judge is always there.
+	if asks || pool != nil {
 		client, err := semantic.NewClient(conf.Model, logger)
 		if err != nil {
 			return nil, err
@@ -114,6 +107,11 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Evaluator, erro
 	}
 	return e, nil
 }
+
+// Composer renders the notifications of the evaluator's watches; the
+// digester of the same process shares it, so that it follows the
+// definitions too.
+func (e *Evaluator) Composer() *notify.Composer { return e.composer }
 
 // Build checks that every watch of cfg compiles, with its templates and
 // model options: the evaluator's side of the config check.
@@ -282,6 +280,17 @@ func (e *Evaluator) batch(ctx context.Context, rescue bool) (int, int, error) {
 	}
 	if rescue {
 		e.logger.Info("taking over changes whose lease expired", "changes", len(claimed))
+	}
+	// Read after the claim: every change claimed committed after the
+	// definitions it must be judged with, so this version covers them.
+	if e.follower != nil {
+		v, err := definitions.CurrentVersion(ctx, tx)
+		if err != nil {
+			return 0, 0, err
+		}
+		if err := e.follower.CatchUpTo(ctx, v); err != nil {
+			return 0, 0, fmt.Errorf("catch up with the definitions (version %d): %w", v, err)
+		}
 	}
 	decided, err := e.decidedWatches(ctx, tx, claimed)
 	if err != nil {
@@ -590,7 +599,7 @@ type decision struct {
 func (e *Evaluator) evaluate(claimed []*change, decided map[int64]map[string]bool) []decision {
 	var out []decision
 	for _, c := range claimed {
-		ws := e.watches[c.Source]
+		ws := e.index.of(c.Source)
 		if len(ws) == 0 {
 			continue
 		}

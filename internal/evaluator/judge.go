@@ -55,10 +55,10 @@ func (e *Evaluator) decidedWatches(ctx context.Context, tx pgx.Tx, claimed []*ch
 func (e *Evaluator) request(d *decision) *semantic.Request {
 	c, w := d.change, d.watch
 	r := &semantic.Request{
-		ChangeID: c.ID, Source: c.Source, RecordID: c.RecordID, Watch: w.cfg.Name, ContentHash: c.NewHash,
+		ChangeID: c.ID, Source: c.Source, RecordID: c.RecordID, Watch: w.cfg.Name, Owner: w.owner, ContentHash: c.NewHash,
 		Question: w.question,
 		Input: semantic.Input{Source: c.Source, Kind: c.Kind, ChangedFields: c.ChangedFields,
-			Record: c.Record, Previous: c.Previous, Omit: e.volatile[c.Source]},
+			Record: c.Record, Previous: c.Previous, Omit: e.index.volatile(c.Source)},
 	}
 	if b := w.cfg.Budget; b != nil {
 		r.Budget = *b

@@ -160,17 +160,18 @@ func (e *Evaluator) Replay(ctx context.Context, q ReplayQuery) (*ReplayReport, e
 }
 
 func (e *Evaluator) hasWatch(source, name string) bool {
-	for src, ws := range e.watches {
+	found := false
+	e.index.each(func(src string, ws []*watch) {
 		if source != "" && src != source {
-			continue
+			return
 		}
 		for _, w := range ws {
 			if w.cfg.Name == name {
-				return true
+				found = true
 			}
 		}
-	}
-	return false
+	})
+	return found
 }
 
 // loadChanges reads the changes of the replay window with the snapshot of

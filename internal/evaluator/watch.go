@@ -16,6 +16,8 @@ type watch struct {
 	// the source's record shape by normalize.CompileWhen (the check
 	// config.Load runs too).
 	when *normalize.Condition
+	// owner is the user the watch belongs to ("" for the operator's).
+	owner string
 	// question is the model step of a watch with an ask; nil without.
 	question *semantic.Question
 }

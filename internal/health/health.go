@@ -33,6 +33,10 @@ const CheckTimeoutDefault = 2 * time.Second
 type Check struct {
 	Name string
 	Run  func(ctx context.Context) error
+	// Advisory checks report a problem without making the process not
+	// ready: the error is shown as the check's warning (a refused reload
+	// of the configuration, while the process runs on the last valid one).
+	Advisory bool
 }
 
 // Database checks that the pool reaches the database (a ping).
@@ -139,9 +143,11 @@ func (s *Server) Handler() http.Handler {
 
 // CheckResult is one check in /readyz's body.
 type CheckResult struct {
-	Name       string  `json:"name"`
-	OK         bool    `json:"ok"`
-	Error      string  `json:"error,omitempty"`
+	Name  string `json:"name"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Warning is the problem an advisory check reports (OK stays true).
+	Warning    string  `json:"warning,omitempty"`
 	DurationMS float64 `json:"duration_ms"`
 }
 
@@ -168,7 +174,10 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 				err = fmt.Errorf("no answer within %s: %w", s.timeout, err)
 			}
 			r := CheckResult{Name: c.Name, OK: err == nil, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
-			if err != nil {
+			switch {
+			case err != nil && c.Advisory:
+				r.OK, r.Warning = true, err.Error()
+			case err != nil:
 				r.Error = err.Error()
 			}
 			res[i] = r

@@ -70,6 +70,9 @@ type Metrics struct {
 	deliveries        *prometheus.CounterVec
 	deliveryDuration  *prometheus.HistogramVec
 	alerts            *prometheus.CounterVec
+	configReloads     *prometheus.CounterVec
+	configLastReload  prometheus.Gauge
+	configVersion     prometheus.Gauge
 }
 
 // New returns a set of instruments on a fresh registry that also carries
@@ -124,6 +127,7 @@ func New() *Metrics {
 		"Duration of one delivery attempt to a sink.", deliverBuckets, "sink")
 	m.alerts = counter("lookout_alerts_total",
 		"Alerts the watchdog raised (one per problem, whatever the number of sinks), by kind: stale, stuck, dead_letters, disabled.", "kind")
+	m.initConfig(counter)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

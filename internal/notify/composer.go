@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 	"unicode/utf8"
@@ -172,6 +173,7 @@ type watchTemplates struct {
 // digest period the match waits for.
 type Composer struct {
 	sinks       map[string]templatePair
+	mu          sync.RWMutex // guards watches
 	watches     map[string]*watchTemplates
 	def, digest templatePair
 }
@@ -202,28 +204,10 @@ func NewComposer(sinks map[string]*config.Sink, sources []*config.Source) (*Comp
 	}
 	for _, src := range sources {
 		for i, w := range src.Watches {
-			wt := &watchTemplates{cfg: w}
-			key := fmt.Sprintf("watches[%d]", i)
-			var err error
-			if wt.msg.title, err = parseChecked(key+".title", w.Title, sampleData()); err != nil {
-				errs = append(errs, src.Errorf(key+".title", "%v", err))
-			}
-			if wt.msg.body, err = parseChecked(key+".body", w.Body, sampleData()); err != nil {
-				errs = append(errs, src.Errorf(key+".body", "%v", err))
-			}
-			if dg := w.Digest; dg != nil {
-				if wt.digest.title, err = parseChecked(key+".digest.title", dg.Title, sampleDigest(), sampleDigestMissing()); err != nil {
-					errs = append(errs, src.Errorf(key+".digest.title", "%v", err))
-				}
-				if wt.digest.body, err = parseChecked(key+".digest.body", dg.Body, sampleDigest(), sampleDigestMissing()); err != nil {
-					errs = append(errs, src.Errorf(key+".digest.body", "%v", err))
-				}
-				if wt.sched, err = config.ParseCron(dg.Cron); err != nil {
-					errs = append(errs, src.Errorf(key+".digest.cron", "%v", err))
-				}
-				if wt.loc, err = time.LoadLocation(dg.Timezone); err != nil {
-					errs = append(errs, src.Errorf(key+".digest.timezone", "%q is not a known time zone", dg.Timezone))
-				}
+			wt, err := compileWatch(src, i, w)
+			if err != nil {
+				errs = append(errs, err)
+				continue
 			}
 			c.watches[watchKey(src.Name, w.Name)] = wt
 		}
@@ -232,6 +216,76 @@ func NewComposer(sinks map[string]*config.Sink, sources []*config.Source) (*Comp
 		return nil, err
 	}
 	return c, nil
+}
+
+// compileWatch parses the templates and digest schedule of watch i of src.
+func compileWatch(src *config.Source, i int, w *config.Watch) (*watchTemplates, error) {
+	var errs []error
+	wt := &watchTemplates{cfg: w}
+	key := fmt.Sprintf("watches[%d]", i)
+	var err error
+	if wt.msg.title, err = parseChecked(key+".title", w.Title, sampleData()); err != nil {
+		errs = append(errs, src.Errorf(key+".title", "%v", err))
+	}
+	if wt.msg.body, err = parseChecked(key+".body", w.Body, sampleData()); err != nil {
+		errs = append(errs, src.Errorf(key+".body", "%v", err))
+	}
+	if dg := w.Digest; dg != nil {
+		if wt.digest.title, err = parseChecked(key+".digest.title", dg.Title, sampleDigest(), sampleDigestMissing()); err != nil {
+			errs = append(errs, src.Errorf(key+".digest.title", "%v", err))
+		}
+		if wt.digest.body, err = parseChecked(key+".digest.body", dg.Body, sampleDigest(), sampleDigestMissing()); err != nil {
+			errs = append(errs, src.Errorf(key+".digest.body", "%v", err))
+		}
+		if wt.sched, err = config.ParseCron(dg.Cron); err != nil {
+			errs = append(errs, src.Errorf(key+".digest.cron", "%v", err))
+		}
+		if wt.loc, err = time.LoadLocation(dg.Timezone); err != nil {
+			errs = append(errs, src.Errorf(key+".digest.timezone", "%q is not a known time zone", dg.Timezone))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return wt, nil
+}
+
+// SetWatch parses the templates of watch i of src and uses them from now
+// on (a watch added or changed while the evaluator runs). On an error the
+// templates the watch had stay.
+func (c *Composer) SetWatch(src *config.Source, i int, w *config.Watch) error {
+	wt, err := compileWatch(src, i, w)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.watches[watchKey(src.Name, w.Name)] = wt
+	return nil
+}
+
+// RemoveWatch forgets the templates of a watch no longer defined.
+func (c *Composer) RemoveWatch(source, watch string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.watches, watchKey(source, watch))
+}
+
+// RemoveSource forgets the templates of every watch of source.
+func (c *Composer) RemoveSource(source string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.watches {
+		if s, _, _ := strings.Cut(k, "\x00"); s == source {
+			delete(c.watches, k)
+		}
+	}
+}
+
+func (c *Composer) watch(source, watch string) *watchTemplates {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.watches[watchKey(source, watch)]
 }
 
 func mustParse(name, text string) *template.Template {
@@ -319,8 +373,10 @@ func cleanTitle(s string) string {
 
 // Match is one decision to notify one sink of.
 type Match struct {
-	Source    string
-	Watch     *config.Watch
+	Source string
+	Watch  *config.Watch
+	// Owner is the user the watch belongs to ("" for the operator's).
+	Owner     string
 	Sink      string
 	DedupeKey string
 	Record    PayloadRecord
@@ -344,7 +400,7 @@ type Composed struct {
 // Compose renders m: the watch's templates win over the sink's, which win
 // over the defaults.
 func (c *Composer) Compose(m *Match) Composed {
-	wt := c.watches[watchKey(m.Source, m.Watch.Name)]
+	wt := c.watch(m.Source, m.Watch.Name)
 	st := c.sinks[m.Sink]
 	tt, bt := st.title, st.body
 	if wt != nil && wt.msg.title != nil {
@@ -358,7 +414,7 @@ func (c *Composer) Compose(m *Match) Composed {
 	title, terr := render(tt, c.def.title, data)
 	body, berr := render(bt, c.def.body, data)
 	out := Composed{Title: cleanTitle(title), Body: strings.TrimSpace(body), Err: errors.Join(terr, berr)}
-	p := Payload{DedupeKey: m.DedupeKey, Kind: KindSingle, Watch: m.Watch.Name, Source: m.Source,
+	p := Payload{DedupeKey: m.DedupeKey, Kind: KindSingle, Watch: m.Watch.Name, Source: m.Source, Owner: m.Owner,
 		Title: out.Title, Body: out.Body, Record: m.Record, Change: m.Change,
 		Urgency: m.Verdict.Urgency, Reason: m.Verdict.Reason, Confidence: m.Confidence, CreatedAt: m.Now}
 	if p.Change.ChangedFields == nil {
@@ -376,7 +432,7 @@ func (c *Composer) Compose(m *Match) Composed {
 // for sink. A watch no longer in the configuration gets the defaults.
 func (c *Composer) ComposeDigest(d *DigestData) (title, body string, err error) {
 	t := c.digest
-	if wt := c.watches[watchKey(d.Source, d.Watch.Name)]; wt != nil {
+	if wt := c.watch(d.Source, d.Watch.Name); wt != nil {
 		d.Watch = WatchData{Name: wt.cfg.Name, When: wt.cfg.When, Ask: wt.cfg.Ask}
 		if wt.digest.title != nil {
 			t.title = wt.digest.title

@@ -334,12 +334,13 @@ func (g *Digester) fold(ctx context.Context, tx pgx.Tx, grp *digestGroup, d *dig
 	}
 	key := fmt.Sprintf("digest/%s/%s/%s/%s/%d", grp.source, grp.watch, grp.sink, grp.dueAt.UTC().Format(time.RFC3339), d.ids[0])
 	reason := fmt.Sprintf("%d match(es) of watch %s until %s", len(grp.rows), grp.watch, grp.dueAt.UTC().Format(time.RFC3339))
-	p := Payload{DedupeKey: key, Kind: KindDigest, Watch: d.data.Watch.Name, Source: grp.source, Title: title, Body: body,
+	owner := grp.rows[0].Owner
+	p := Payload{DedupeKey: key, Kind: KindDigest, Watch: d.data.Watch.Name, Source: grp.source, Owner: owner, Title: title, Body: body,
 		Change: PayloadChange{Kind: KindDigest, ChangedFields: []string{}}, Urgency: d.urgency, Reason: reason,
 		CreatedAt: time.Now().UTC(), Digest: d.payload}
 	dueAt := grp.dueAt
 	res, err := outbox.Enqueue(ctx, tx, []outbox.Notification{{
-		DedupeKey: key, Sink: grp.sink, Source: grp.source, Watch: grp.watch, Kind: outbox.KindDigest,
+		DedupeKey: key, Sink: grp.sink, Source: grp.source, Watch: grp.watch, Owner: owner, Kind: outbox.KindDigest,
 		Title: title, Body: body, Urgency: d.urgency, Reason: reason, Payload: p.Marshal(),
 		DigestDueAt: &dueAt, DigestCount: len(grp.rows),
 	}})

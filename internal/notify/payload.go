@@ -21,9 +21,12 @@ type Payload struct {
 	// Digest; Record and Change are then empty) or "alert" (a problem of
 	// lookout itself that the watchdog found, described in Alert; Record
 	// names its subject and Change is empty).
-	Kind       string        `json:"kind"`
-	Watch      string        `json:"watch"`
-	Source     string        `json:"source"`
+	Kind   string `json:"kind"`
+	Watch  string `json:"watch"`
+	Source string `json:"source"`
+	// Owner is the user the watch belongs to; "" for the operator's
+	// watches (and for alerts).
+	Owner      string        `json:"owner"`
 	Title      string        `json:"title"`
 	Body       string        `json:"body,omitempty"`
 	Record     PayloadRecord `json:"record"`

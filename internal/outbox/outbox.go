@@ -73,6 +73,8 @@ type Notification struct {
 	Source    string
 	RecordID  string
 	Watch     string
+	// Owner is the user of the watch ("" for the operator's).
+	Owner string
 	// Kind is single, digest or alert. Defaults to single.
 	Kind string
 	// ChangeID is the change decided, if any.
@@ -129,7 +131,7 @@ func enqueue(ctx context.Context, q Querier, notes []Notification, onConflict st
 	n := len(notes)
 	keys, sinks, sources, records, watches, kinds := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	hashes, titles, bodies, urgencies, reasons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	payloads, statuses := make([]string, n), make([]string, n)
+	payloads, statuses, owners := make([]string, n), make([]string, n), make([]string, n)
 	changeIDs, counts := make([]*int64, n), make([]*int32, n)
 	dues := make([]*time.Time, n)
 	for i := range notes {
@@ -138,13 +140,14 @@ func enqueue(ctx context.Context, q Querier, notes []Notification, onConflict st
 		kinds[i], changeIDs[i], hashes[i] = cmp.Or(nt.Kind, KindSingle), nt.ChangeID, nt.ContentHash
 		titles[i], bodies[i], urgencies[i], reasons[i] = nt.Title, nt.Body, nt.Urgency, nt.Reason
 		payloads[i], statuses[i], dues[i] = string(nt.Payload), cmp.Or(nt.Status, StatusPending), nt.DigestDueAt
+		owners[i] = nt.Owner
 		if nt.DigestCount != 0 {
 			c := int32(nt.DigestCount)
 			counts[i] = &c
 		}
 	}
 	rows, err := q.Query(ctx, enqueueInsert+onConflict, keys, sinks, sources, records, watches, kinds, changeIDs, hashes,
-		titles, bodies, urgencies, reasons, payloads, statuses, dues, counts)
+		titles, bodies, urgencies, reasons, payloads, statuses, dues, counts, owners)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d notification(s): %w", n, err)
 	}
@@ -460,6 +463,8 @@ type Held struct {
 	Reason    string
 	Payload   []byte
 	CreatedAt time.Time
+	// Owner is the user of the watch ("" for the operator's).
+	Owner string
 }
 
 // LockDueHeld locks up to limit held rows whose digest period ended, in
@@ -475,7 +480,7 @@ func LockDueHeld(ctx context.Context, tx pgx.Tx, limit int) ([]Held, error) {
 	var out []Held
 	for rows.Next() {
 		var h Held
-		if err := rows.Scan(&h.ID, &h.Source, &h.Watch, &h.Sink, &h.DueAt, &h.Title, &h.Urgency, &h.Reason, &h.Payload, &h.CreatedAt); err != nil {
+		if err := rows.Scan(&h.ID, &h.Source, &h.Watch, &h.Sink, &h.DueAt, &h.Title, &h.Urgency, &h.Reason, &h.Payload, &h.CreatedAt, &h.Owner); err != nil {
 			return nil, fmt.Errorf("lock held notifications: %w", err)
 		}
 		out = append(out, h)

@@ -15,13 +15,14 @@ const queryWake = `SELECT pg_notify(current_schema() || '` + channelSuffix + `',
 // with it). The conflict clause is appended: enqueueCount or enqueueSkip.
 const enqueueInsert = `
 	INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, change_id, content_hash,
-	                           title, body, urgency, reason, payload, status, digest_due_at, digest_count)
+	                           title, body, urgency, reason, payload, status, digest_due_at, digest_count, owner)
 	SELECT u.key, u.sink, u.source, u.record_id, u.watch, u.kind, u.change_id, NULLIF(u.hash, ''),
-	       u.title, u.body, u.urgency, u.reason, u.payload::jsonb, u.status, u.due, u.count
+	       u.title, u.body, u.urgency, u.reason, u.payload::jsonb, u.status, u.due, u.count, u.owner
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
-	            $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int[])
+	            $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int[],
+	            $17::text[])
 	     WITH ORDINALITY AS u(key, sink, source, record_id, watch, kind, change_id, hash, title, body, urgency, reason,
-	                          payload, status, due, count, ord)
+	                          payload, status, due, count, owner, ord)
 	ORDER BY u.ord`
 
 // enqueueCount is the dedupe rule: a row whose (dedupe_key, sink) exists
@@ -109,7 +110,7 @@ const queryMarkDeadAlerted = `
 // queryLockHeld locks up to $1 held rows whose digest period ended,
 // grouped by (source, watch, sink, period end).
 const queryLockHeld = `
-	SELECT id, source, watch, sink, digest_due_at, title, urgency, reason, payload, created_at
+	SELECT id, source, watch, sink, digest_due_at, title, urgency, reason, payload, created_at, owner
 	FROM notifications
 	WHERE status = 'held' AND digest_due_at <= now()
 	ORDER BY source, watch, sink, digest_due_at, id

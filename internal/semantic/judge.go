@@ -48,6 +48,9 @@ type Request struct {
 	Source   string
 	RecordID string
 	Watch    string
+	// Owner is the user the watch belongs to ("" for the operator's),
+	// stored in model_calls.owner.
+	Owner string
 	// ContentHash is the record's content hash at the change.
 	ContentHash string
 	Question    *Question

@@ -135,14 +135,14 @@ func (j *Judge) insertCall(ctx context.Context, c *callRow) (int64, error) {
 		INSERT INTO model_calls (purpose, change_id, source, record_id, watch, content_hash, model, model_digest,
 		                         prompt_version, input_ref, input_hash, request, output, raw_output, should_notify,
 		                         urgency, confidence, reason, prompt_tokens, output_tokens, latency_ms, outcome,
-		                         error, attempt, evaluator)
+		                         error, attempt, evaluator, owner)
 		VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), $7, $8, $9, $10, $11, $12, $13, $14, $15,
-		        $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
+		        $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)
 		RETURNING id`,
 		c.purpose, changeID, r.Source, r.RecordID, r.Watch, r.ContentHash, c.model, c.digest,
 		r.Question.Version, fmt.Sprintf("change:%d", r.ChangeID), c.inputHash, request, output, raw, shouldNotify,
 		urgency, confidence, reason, c.reply.PromptTokens, c.reply.OutputTokens,
-		float64(c.reply.Latency.Microseconds())/1000, c.outcome, errText, c.attempt, c.owner).Scan(&id)
+		float64(c.reply.Latency.Microseconds())/1000, c.outcome, errText, c.attempt, c.owner, r.Owner).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("record model call: %w", err)
 	}

@@ -93,7 +93,7 @@ func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim,
 	now := s.conf.Now()
 	var names any // NULL: every source in the table is one of ours
 	if s.restrict.Load() {
-		names = s.names
+		names = s.claimable()
 	}
 	var claims []claim
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -132,7 +132,7 @@ func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim,
 				}
 			}
 			c.lateness = max(now.Sub(c.dueAt), 0)
-			if s.sources[c.name] == nil {
+			if s.runnable(c.name) == nil {
 				// Registered by a replica with another configuration: not ours.
 				c.prevOwnerEnd, c.requested = prevEnd, requested
 				unknown = append(unknown, c)

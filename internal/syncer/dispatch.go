@@ -30,7 +30,7 @@ const summaryEvery = time.Minute
 // A run's slot is free when its fetch ends: a quiet run's completion is
 // written by the completer, batched with others.
 func (s *Syncer) run(ctx context.Context) error {
-	s.logger.Info("syncer started", "owner", s.conf.Owner, "sources", len(s.sources), "concurrency", s.conf.Concurrency)
+	s.logger.Info("syncer started", "owner", s.conf.Owner, "sources", len(s.claimable()), "concurrency", s.conf.Concurrency)
 	s.done.start(ctx)
 	slots := make(chan struct{}, s.conf.Concurrency)
 	freed := make(chan struct{}, 1)
@@ -109,6 +109,8 @@ func (s *Syncer) wait(ctx context.Context, full bool, wake <-chan time.Time, fre
 		case <-ctx.Done():
 			return true
 		case <-wake:
+			return false
+		case <-s.wake:
 			return false
 		case <-freed:
 			if full {

@@ -85,7 +85,7 @@ func (r *run) withPending(st changes.Stats, pages int) (changes.Stats, int, func
 // runClaim runs one claimed source and records the outcome. Errors are
 // recorded in sync_runs and sources, and logged; they do not stop the loop.
 func (s *Syncer) runClaim(ctx context.Context, c claim) {
-	src := s.sources[c.name]
+	src := s.source(c.name)
 	r := &run{claim: c}
 	debug := s.logger.Enabled(ctx, slog.LevelDebug)
 	var logger *slog.Logger
@@ -393,7 +393,7 @@ func (s *Syncer) writeBatch(ctx context.Context, r *run, recs []normalize.Record
 	var written func(bool)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		st, err = changes.Apply(ctx, tx, r.name, r.runID, recs, s.sources[r.name].mapper.Hasher())
+		st, err = changes.Apply(ctx, tx, r.name, r.runID, recs, s.source(r.name).mapper.Hasher())
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,18 +39,24 @@ var ErrLeaseLost = errors.New("lease lost to another syncer")
 
 // Syncer mirrors sources into the database.
 type Syncer struct {
-	pool    *pgxpool.Pool
-	conf    Config
-	logger  *slog.Logger
-	sources map[string]*source
-	hosts   *hostBudget
-	loop    service.Loop
-	done    *completer // writes quiet runs' completions in batches
-	stats   *tally     // for the summary line
+	pool   *pgxpool.Pool
+	conf   Config
+	logger *slog.Logger
+	hosts  *hostBudget
+	loop   service.Loop
+	done   *completer // writes quiet runs' completions in batches
+	stats  *tally     // for the summary line
+	wake   chan struct{}
 
-	// names are the configured sources. restrict is set when the sources
-	// table holds active sources this replica does not know (another
-	// replica's configuration): claims are then limited to names.
+	// mu guards sources and names: the definitions change while the
+	// syncer runs (Apply). A source removed from the definitions stays,
+	// retired, for the runs in progress; it is no longer claimed.
+	mu      sync.RWMutex
+	sources map[string]*source
+	// names are the sources to claim (neither retired nor paused).
+	// restrict is set when the sources table holds active sources this
+	// replica does not run (another replica's configuration, or sources
+	// no longer defined): claims are then limited to names.
 	names    []string
 	restrict atomic.Bool
 }
@@ -61,6 +68,46 @@ type source struct {
 	mapper   *normalize.Mapper
 	schedule *schedule.Schedule
 	stopWhen *normalize.Condition // nil without stop.when
+	// paused is set for a source whose definition is paused: registered
+	// as paused, not claimed.
+	paused bool
+	// retired is set for a source no longer defined.
+	retired bool
+}
+
+// source returns the built source called name (retired or not), or nil.
+func (s *Syncer) source(name string) *source {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.sources[name]
+}
+
+// runnable returns the source called name if it is to be claimed.
+func (s *Syncer) runnable(name string) *source {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if src := s.sources[name]; src != nil && !src.retired && !src.paused {
+		return src
+	}
+	return nil
+}
+
+// claimable returns the names of the sources to claim.
+func (s *Syncer) claimable() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.names
+}
+
+// renameLocked recomputes names; s.mu is held.
+func (s *Syncer) renameLocked() {
+	names := make([]string, 0, len(s.sources))
+	for n, src := range s.sources {
+		if !src.retired && !src.paused {
+			names = append(names, n)
+		}
+	}
+	s.names = names
 }
 
 // New builds a syncer for every source of conf.Sources. Connector, mapping
@@ -86,7 +133,7 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 		conf.Transport = t
 	}
 	s := &Syncer{pool: pool, conf: conf, logger: logger.With("component", "syncer"), sources: map[string]*source{},
-		stats: newTally(conf.Now())}
+		stats: newTally(conf.Now()), wake: make(chan struct{}, 1)}
 	s.done = newCompleter(s)
 	if pool != nil {
 		s.hosts = &hostBudget{pool: pool, limits: conf.HostLimit}
@@ -185,11 +232,34 @@ func (s *Syncer) Owner() string { return s.conf.Owner }
 // is re-activated if the system had disabled or completed it; a source an
 // operator paused stays paused.
 func (s *Syncer) Register(ctx context.Context) error {
+	s.mu.RLock()
+	srcs := make([]*source, 0, len(s.sources))
+	for _, src := range s.sources {
+		if !src.retired {
+			srcs = append(srcs, src)
+		}
+	}
+	s.mu.RUnlock()
+	return s.register(ctx, srcs, false)
+}
+
+// definitionPaused is sources.status_reason of a source paused in its
+// definition (definitions.Store.PauseSource).
+const definitionPaused = "paused in its definition"
+
+// register upserts srcs into the sources table. With firstNow, a new
+// source is due at once (a source created at runtime). A source paused in
+// its definition is registered paused, and active again when resumed.
+func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) error {
 	b := &pgx.Batch{}
 	now := s.conf.Now()
-	for _, sc := range s.conf.Sources {
-		src := s.sources[sc.Name]
+	for _, src := range srcs {
+		sc := src.cfg
 		first := src.schedule.First(now)
+		insertAt := first.At
+		if firstNow {
+			insertAt = now
+		}
 		var interval *float64
 		if iv := src.schedule.Initial(); iv > 0 {
 			secs := iv.Seconds()
@@ -197,8 +267,9 @@ func (s *Syncer) Register(ctx context.Context) error {
 		}
 		b.Queue(`
 			INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at,
-			                     stuck_after_seconds)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			                     stuck_after_seconds, status, status_reason)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN 'paused' ELSE 'active' END,
+			        CASE WHEN $10 THEN $12 END)
 			ON CONFLICT (name) DO UPDATE SET
 			    connector = excluded.connector,
 			    stuck_after_seconds = excluded.stuck_after_seconds,
@@ -210,27 +281,42 @@ func (s *Syncer) Register(ctx context.Context) error {
 			    interval_reason = CASE WHEN sources.config_hash <> excluded.config_hash
 			                           THEN 'configuration changed; ' || excluded.interval_reason ELSE sources.interval_reason END,
 			    next_run_at = CASE WHEN sources.config_hash <> excluded.config_hash
-			                       THEN least(sources.next_run_at, excluded.next_run_at) ELSE sources.next_run_at END,
+			                       THEN least(sources.next_run_at, $11) ELSE sources.next_run_at END,
 			    failure_count = CASE WHEN sources.config_hash <> excluded.config_hash THEN 0 ELSE sources.failure_count END,
-			    status_changed_at = CASE WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
+			    status_changed_at = CASE WHEN $10 AND sources.status <> 'paused' THEN excluded.status_changed_at
+			                             WHEN NOT $10 AND sources.status = 'paused' AND sources.status_reason = $12 THEN excluded.status_changed_at
+			                             WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 			                             THEN excluded.status_changed_at ELSE sources.status_changed_at END,
-			    status = CASE WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
+			    status = CASE WHEN $10 THEN 'paused'
+			                  WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'active'
+			                  WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 			                  THEN 'active' ELSE sources.status END,
-			    status_reason = CASE WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
+			    status_reason = CASE WHEN $10 THEN $12
+			                         WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'resumed in its definition'
+			                         WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 			                         THEN 'configuration changed' ELSE sources.status_reason END`,
-			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, first.At, now,
-			stuckAfterSeconds(sc.StuckAfter))
+			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, insertAt, now,
+			stuckAfterSeconds(sc.StuckAfter), src.paused, first.At, definitionPaused)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("register sources: %w", err)
 	}
 	var others bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sources WHERE status = 'active' AND NOT (name = ANY ($1::text[])))`,
-		s.names).Scan(&others); err != nil {
+		s.claimable()).Scan(&others); err != nil {
 		return fmt.Errorf("register sources: look for sources of other configurations: %w", err)
 	}
 	s.restrict.Store(others)
 	return nil
+}
+
+// Wake makes the polling loop look for due sources now (after a change
+// to the definitions, or a run requested through the API).
+func (s *Syncer) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 // stuckAfterSeconds is stuck_after in whole seconds (at least 1), as
@@ -263,12 +349,17 @@ func (s *Syncer) Done() <-chan struct{} { return s.loop.Done() }
 func (s *Syncer) completeExpired(ctx context.Context, now time.Time) error {
 	var names []string
 	var afters []time.Time
+	s.mu.RLock()
 	for name, src := range s.sources {
+		if src.retired || src.paused {
+			continue
+		}
 		if st := src.cfg.Stop; st != nil && st.After != nil && !now.Before(*st.After) {
 			names = append(names, name)
 			afters = append(afters, *st.After)
 		}
 	}
+	s.mu.RUnlock()
 	if len(names) == 0 {
 		return nil
 	}

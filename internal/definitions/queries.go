@@ -1,0 +1,108 @@
+package definitions
+
+// The named queries of the definitions tables (source_definitions,
+// watches, config_version, definition_deletions). Only this package
+// writes them.
+
+const (
+	// queryBump bumps the config version; its row lock orders every
+	// change to the definitions until the transaction ends.
+	queryBump = `UPDATE config_version SET version = version + 1, changed_at = now() RETURNING version`
+
+	// queryNotify wakes the daemons following the definitions when the
+	// transaction commits; the payload (the version) is a hint only.
+	queryNotify = `SELECT pg_notify(current_schema() || '.config', $1::text)`
+
+	queryVersion = `SELECT version FROM config_version`
+
+	// queryApplyLock serializes the loads of the configuration directory
+	// by every replica of every daemon (a transaction-scoped advisory lock
+	// named after the schema).
+	queryApplyLock = `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.definitions'))`
+
+	sourceColumns = `name, owner, managed_by, connector, definition, definition_hash, paused,
+	       coalesce(paused_reason, ''), version, created_at, updated_at`
+
+	watchColumns = `source, name, owner, managed_by, definition, definition_hash, paused,
+	       coalesce(paused_reason, ''), version, created_at, updated_at`
+
+	queryGetSource       = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE name = $1`
+	queryGetSourceLocked = queryGetSource + ` FOR UPDATE`
+
+	// queryListSources lists the sources an actor sees: every one for an
+	// admin ($1), else its own ($2) and the shared ones, by name after $3.
+	queryListSources = `SELECT ` + sourceColumns + ` FROM source_definitions
+	WHERE ($1 OR owner = $2 OR owner = '') AND name > $3
+	ORDER BY name LIMIT $4`
+
+	queryInsertSource = `INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
+	VALUES ($1, $2, $3, $4, $5, $6, $7)
+	RETURNING ` + sourceColumns
+
+	queryUpdateSource = `UPDATE source_definitions
+	SET owner = $2, managed_by = $3, connector = $4, definition = $5, definition_hash = $6, version = $7, updated_at = now()
+	WHERE name = $1
+	RETURNING ` + sourceColumns
+
+	queryPauseSource = `UPDATE source_definitions
+	SET paused = $2, paused_reason = $3, version = $4, updated_at = now()
+	WHERE name = $1
+	RETURNING ` + sourceColumns
+
+	queryDeleteSource = `DELETE FROM source_definitions WHERE name = $1`
+
+	queryGetWatch       = `SELECT ` + watchColumns + ` FROM watches WHERE source = $1 AND name = $2`
+	queryGetWatchLocked = queryGetWatch + ` FOR UPDATE`
+
+	// queryListWatches lists the watches an actor sees (an admin's $1:
+	// all; else its own $2), optionally of one source ($3), after
+	// (source, name) = ($4, $5).
+	queryListWatches = `SELECT ` + watchColumns + ` FROM watches
+	WHERE ($1 OR owner = $2) AND ($3 = '' OR source = $3) AND (source, name) > ($4, $5)
+	ORDER BY source, name LIMIT $6`
+
+	queryWatchesOf = `SELECT ` + watchColumns + ` FROM watches WHERE source = $1 ORDER BY name`
+
+	queryInsertWatch = `INSERT INTO watches (source, name, owner, managed_by, definition, definition_hash, version)
+	VALUES ($1, $2, $3, $4, $5, $6, $7)
+	RETURNING ` + watchColumns
+
+	queryUpdateWatch = `UPDATE watches
+	SET owner = $3, managed_by = $4, definition = $5, definition_hash = $6, version = $7, updated_at = now()
+	WHERE source = $1 AND name = $2
+	RETURNING ` + watchColumns
+
+	queryPauseWatch = `UPDATE watches
+	SET paused = $3, paused_reason = $4, version = $5, updated_at = now()
+	WHERE source = $1 AND name = $2
+	RETURNING ` + watchColumns
+
+	queryDeleteWatch = `DELETE FROM watches WHERE source = $1 AND name = $2`
+
+	// queryRecordDeletion records a deleted source (watch '') or watch
+	// for the daemons catching up by version.
+	queryRecordDeletion = `INSERT INTO definition_deletions (version, source, watch, owner, managed_by) VALUES ($1, $2, $3, $4, $5)`
+
+	// The catch-up of a follower, in one repeatable-read snapshot:
+	// sources changed after $1, watches changed after $1 or of a source
+	// in $2 (a changed source is re-read with all its watches), and
+	// deletions after $1.
+	querySourcesSince   = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE version > $1 ORDER BY name`
+	queryWatchesSince   = `SELECT ` + watchColumns + ` FROM watches WHERE version > $1 OR source = ANY($2) ORDER BY source, name`
+	queryDeletionsSince = `SELECT version, source, watch FROM definition_deletions WHERE version > $1 ORDER BY version`
+
+	// The current state Apply diffs the directory against.
+	queryApplySources = `SELECT name, owner, managed_by, definition_hash FROM source_definitions`
+	queryApplyWatches = `SELECT source, name, owner, managed_by, definition_hash FROM watches`
+
+	// queryRunNow asks for a run of an active source at the next poll:
+	// the statement of `syncer run-now` (syncer.RunNow), the one write of
+	// this package to the syncer's sources table.
+	queryRunNow = `UPDATE sources SET run_requested_at = now(), updated_at = now()
+	WHERE name = $1 AND status = 'active'
+	RETURNING name`
+)
+
+// queryGetSources reads the sources named in $1 (the sources of changed
+// watches, in a follower's snapshot).
+const queryGetSources = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE name = ANY($1)`

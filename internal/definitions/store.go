@@ -1,0 +1,577 @@
+package definitions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/config"
+)
+
+// Store is the Go API of the definitions for the control plane: create,
+// read, change, pause and delete sources and watches, scoped by the
+// actor's owner. Every write validates through the Validator, runs in one
+// transaction with a config version bump, and wakes the daemons.
+type Store struct {
+	pool      *pgxpool.Pool
+	validator *Validator
+}
+
+// NewStore returns a store on pool validating with v.
+func NewStore(pool *pgxpool.Pool, v *Validator) *Store {
+	if v == nil {
+		v = &Validator{}
+	}
+	return &Store{pool: pool, validator: v}
+}
+
+// Validator is the store's validator.
+func (s *Store) Validator() *Validator { return s.validator }
+
+// ListOptions pages a list: names after After (for watches, the source
+// and name after AfterSource/After), at most Limit (default 100).
+type ListOptions struct {
+	AfterSource string
+	After       string
+	Limit       int
+}
+
+func (o ListOptions) limit() int {
+	if o.Limit <= 0 {
+		return 100
+	}
+	return o.Limit
+}
+
+// Version returns the current config version.
+func (s *Store) Version(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.pool.QueryRow(ctx, queryVersion).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read config version: %w", err)
+	}
+	return v, nil
+}
+
+// change runs fn in a transaction that bumps the config version (passed
+// to fn) and wakes the daemons when it commits.
+func (s *Store) change(ctx context.Context, fn func(tx pgx.Tx, version int64) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var v int64
+		if err := tx.QueryRow(ctx, queryBump).Scan(&v); err != nil {
+			return fmt.Errorf("bump config version: %w", err)
+		}
+		if err := fn(tx, v); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, queryNotify, strconv.FormatInt(v, 10)); err != nil {
+			return fmt.Errorf("notify config: %w", err)
+		}
+		return nil
+	})
+}
+
+// CreateSource validates data (a source file's keys, YAML or JSON, its
+// watches included) and creates the source and its watches, owned by the
+// actor and managed by the API. A name in use is a *ConflictError.
+func (s *Store) CreateSource(ctx context.Context, a Actor, data []byte) (*Source, []Watch, error) {
+	src, err := s.validator.Source(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	row, watches, err := Split(src, a.Owner, ManagedByAPI)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out *Source
+	var outW []Watch
+	err = s.change(ctx, func(tx pgx.Tx, v int64) error {
+		if existing, err := getSource(ctx, tx, row.Name, true); err == nil {
+			return &ConflictError{What: fmt.Sprintf("source %q", row.Name), File: FileOf(existing.ManagedBy),
+				Msg: "the name is taken; choose another name"}
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if out, err = insertSource(ctx, tx, &row, v); err != nil {
+			return err
+		}
+		for i := range watches {
+			w, err := insertWatch(ctx, tx, &watches[i], v)
+			if err != nil {
+				return err
+			}
+			outW = append(outW, *w)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, outW, nil
+}
+
+// UpdateSource replaces the keys of the actor's source name with data (a
+// source definition without watches: they change one by one). The whole
+// source, with its current watches, is validated again.
+func (s *Store) UpdateSource(ctx context.Context, a Actor, name string, data []byte) (*Source, error) {
+	var out *Source
+	err := s.change(ctx, func(tx pgx.Tx, v int64) error {
+		cur, err := s.writableSource(ctx, tx, a, name)
+		if err != nil {
+			return err
+		}
+		watches, err := watchesOf(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		src, err := s.validator.Source(data)
+		if err != nil {
+			return err
+		}
+		if src.Name != name {
+			return &ValidationError{Problems: []Problem{{Pointer: "/name", Message: fmt.Sprintf("is %q but the source is %q: a source cannot be renamed", src.Name, name)}}}
+		}
+		if len(src.Watches) > 0 {
+			return &ValidationError{Problems: []Problem{{Pointer: "/watches", Message: "are changed one by one (create, update or delete a watch), not with the source"}}}
+		}
+		row, _, err := Split(src, cur.Owner, cur.ManagedBy)
+		if err != nil {
+			return err
+		}
+		if _, err := s.validateWithWatches(&row, watches); err != nil {
+			return err
+		}
+		out, err = scanSource(tx.QueryRow(ctx, queryUpdateSource, name, row.Owner, row.ManagedBy, row.Connector, row.Definition, row.Hash, v))
+		return err
+	})
+	return out, err
+}
+
+// validateWithWatches validates a source row with watches, returning a
+// *ValidationError located in the source definition.
+func (s *Store) validateWithWatches(row *Source, watches []Watch) (*config.Source, error) {
+	defs := make([]json.RawMessage, len(watches))
+	for i := range watches {
+		defs[i] = watches[i].Definition
+	}
+	doc, err := document(row.Definition, defs...)
+	if err != nil {
+		return nil, err
+	}
+	return s.validator.Source(doc)
+}
+
+// DeleteSource deletes the actor's source and its watches. Its records
+// and history stay.
+func (s *Store) DeleteSource(ctx context.Context, a Actor, name string) error {
+	return s.change(ctx, func(tx pgx.Tx, v int64) error {
+		cur, err := s.writableSource(ctx, tx, a, name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, queryDeleteSource, name); err != nil {
+			return fmt.Errorf("delete source %s: %w", name, err)
+		}
+		if _, err := tx.Exec(ctx, queryRecordDeletion, v, name, "", cur.Owner, cur.ManagedBy); err != nil {
+			return fmt.Errorf("delete source %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// GetSource returns a source the actor sees: its own or a shared one.
+func (s *Store) GetSource(ctx context.Context, a Actor, name string) (*Source, error) {
+	src, err := getSource(ctx, s.pool, name, false)
+	if err != nil {
+		return nil, err
+	}
+	if !a.sees(src.Owner, true) {
+		return nil, ErrNotFound
+	}
+	return src, nil
+}
+
+// ListSources lists the sources the actor sees, by name.
+func (s *Store) ListSources(ctx context.Context, a Actor, opt ListOptions) ([]Source, error) {
+	rows, err := s.pool.Query(ctx, queryListSources, a.Admin, a.Owner, opt.After, opt.limit())
+	if err != nil {
+		return nil, fmt.Errorf("list sources: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Source, error) {
+		s, err := scanSource(r)
+		if err != nil {
+			return Source{}, err
+		}
+		return *s, nil
+	})
+}
+
+// PauseSource pauses (or with paused false resumes) the actor's source:
+// the syncers stop scheduling it (sources.status 'paused') until resumed.
+func (s *Store) PauseSource(ctx context.Context, a Actor, name string, paused bool, reason string) (*Source, error) {
+	var out *Source
+	err := s.change(ctx, func(tx pgx.Tx, v int64) error {
+		if _, err := s.writableSource(ctx, tx, a, name); err != nil {
+			return err
+		}
+		var r *string
+		if paused {
+			r = &reason
+		}
+		var err error
+		out, err = scanSource(tx.QueryRow(ctx, queryPauseSource, name, paused, r, v))
+		return err
+	})
+	return out, err
+}
+
+// RunNow asks for a run of a source the actor sees at the next poll of
+// any syncer, whatever its schedule, and wakes the syncers.
+func (s *Store) RunNow(ctx context.Context, a Actor, name string) error {
+	src, err := s.GetSource(ctx, a, name)
+	if err != nil {
+		return err
+	}
+	if src.Paused {
+		return &ConflictError{What: fmt.Sprintf("source %q", name), Msg: "is paused: resume it first"}
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var got string
+		err := tx.QueryRow(ctx, queryRunNow, name).Scan(&got)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &ConflictError{What: fmt.Sprintf("source %q", name),
+				Msg: "is not active in the syncer (not registered yet, or paused, disabled or completed)"}
+		}
+		if err != nil {
+			return fmt.Errorf("run %s now: %w", name, err)
+		}
+		if _, err := tx.Exec(ctx, queryNotify, "run"); err != nil {
+			return fmt.Errorf("notify config: %w", err)
+		}
+		return nil
+	})
+}
+
+// writableSource locks and returns the source name if the actor may
+// change it through the API.
+func (s *Store) writableSource(ctx context.Context, tx pgx.Tx, a Actor, name string) (*Source, error) {
+	cur, err := getSource(ctx, tx, name, true)
+	if err != nil {
+		return nil, err
+	}
+	if !a.sees(cur.Owner, true) {
+		return nil, ErrNotFound
+	}
+	what := fmt.Sprintf("source %q", name)
+	if f := FileOf(cur.ManagedBy); f != "" {
+		return nil, &ConflictError{What: what, File: f, Msg: "change the file; the API cannot change it"}
+	}
+	if !a.owns(cur.Owner) {
+		return nil, &ConflictError{What: what, Msg: "is shared: only an admin changes it"}
+	}
+	return cur, nil
+}
+
+// CreateWatch validates data (one watch, YAML or JSON, as an item of a
+// source file's watches) against the source it watches, and creates it,
+// owned by the actor. The source is the actor's own or a shared one.
+func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []byte) (*Watch, error) {
+	var out *Watch
+	err := s.change(ctx, func(tx pgx.Tx, v int64) error {
+		src, err := getSource(ctx, tx, source, true)
+		if err != nil {
+			return err
+		}
+		if !a.sees(src.Owner, true) {
+			return ErrNotFound
+		}
+		w, err := s.validateWatch(src, data)
+		if err != nil {
+			return err
+		}
+		w.Owner, w.ManagedBy = a.Owner, ManagedByAPI
+		if cur, err := getWatch(ctx, tx, source, w.Name, true); err == nil {
+			return &ConflictError{What: fmt.Sprintf("watch %q of source %q", w.Name, source), File: FileOf(cur.ManagedBy),
+				Msg: "the name is taken on this source; choose another name"}
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		out, err = insertWatch(ctx, tx, w, v)
+		return err
+	})
+	return out, err
+}
+
+// UpdateWatch replaces the actor's watch with data (its name unchanged).
+func (s *Store) UpdateWatch(ctx context.Context, a Actor, source, name string, data []byte) (*Watch, error) {
+	var out *Watch
+	err := s.change(ctx, func(tx pgx.Tx, v int64) error {
+		cur, err := s.writableWatch(ctx, tx, a, source, name)
+		if err != nil {
+			return err
+		}
+		src, err := getSource(ctx, tx, source, false)
+		if err != nil {
+			return err
+		}
+		w, err := s.validateWatch(src, data)
+		if err != nil {
+			return err
+		}
+		if w.Name != name {
+			return &ValidationError{Problems: []Problem{{Pointer: "/name", Message: fmt.Sprintf("is %q but the watch is %q: a watch cannot be renamed", w.Name, name)}}}
+		}
+		out, err = scanWatch(tx.QueryRow(ctx, queryUpdateWatch, source, name, cur.Owner, cur.ManagedBy, w.Definition, w.Hash, v))
+		return err
+	})
+	return out, err
+}
+
+// DeleteWatch deletes the actor's watch.
+func (s *Store) DeleteWatch(ctx context.Context, a Actor, source, name string) error {
+	return s.change(ctx, func(tx pgx.Tx, v int64) error {
+		cur, err := s.writableWatch(ctx, tx, a, source, name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, queryDeleteWatch, source, name); err != nil {
+			return fmt.Errorf("delete watch %s/%s: %w", source, name, err)
+		}
+		if _, err := tx.Exec(ctx, queryRecordDeletion, v, source, name, cur.Owner, cur.ManagedBy); err != nil {
+			return fmt.Errorf("delete watch %s/%s: %w", source, name, err)
+		}
+		return nil
+	})
+}
+
+// PauseWatch pauses (or with paused false resumes) the actor's watch: the
+// evaluators skip it until resumed.
+func (s *Store) PauseWatch(ctx context.Context, a Actor, source, name string, paused bool, reason string) (*Watch, error) {
+	var out *Watch
+	err := s.change(ctx, func(tx pgx.Tx, v int64) error {
+		if _, err := s.writableWatch(ctx, tx, a, source, name); err != nil {
+			return err
+		}
+		var r *string
+		if paused {
+			r = &reason
+		}
+		var err error
+		out, err = scanWatch(tx.QueryRow(ctx, queryPauseWatch, source, name, paused, r, v))
+		return err
+	})
+	return out, err
+}
+
+// GetWatch returns a watch the actor sees (its own).
+func (s *Store) GetWatch(ctx context.Context, a Actor, source, name string) (*Watch, error) {
+	w, err := getWatch(ctx, s.pool, source, name, false)
+	if err != nil {
+		return nil, err
+	}
+	if !a.sees(w.Owner, false) {
+		return nil, ErrNotFound
+	}
+	return w, nil
+}
+
+// ListWatches lists the watches the actor sees, of source ("" for all),
+// by source and name.
+func (s *Store) ListWatches(ctx context.Context, a Actor, source string, opt ListOptions) ([]Watch, error) {
+	rows, err := s.pool.Query(ctx, queryListWatches, a.Admin, a.Owner, source, opt.AfterSource, opt.After, opt.limit())
+	if err != nil {
+		return nil, fmt.Errorf("list watches: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Watch, error) {
+		w, err := scanWatch(r)
+		if err != nil {
+			return Watch{}, err
+		}
+		return *w, nil
+	})
+}
+
+func (s *Store) writableWatch(ctx context.Context, tx pgx.Tx, a Actor, source, name string) (*Watch, error) {
+	cur, err := getWatch(ctx, tx, source, name, true)
+	if err != nil {
+		return nil, err
+	}
+	if !a.sees(cur.Owner, false) {
+		return nil, ErrNotFound
+	}
+	if f := FileOf(cur.ManagedBy); f != "" {
+		return nil, &ConflictError{What: fmt.Sprintf("watch %q of source %q", name, source), File: f,
+			Msg: "change the file; the API cannot change it"}
+	}
+	return cur, nil
+}
+
+// ValidateWatch validates one watch (YAML or JSON) against the stored
+// source it would watch: the source's definition with this one watch goes
+// through the one validation path. Problems point into the watch (/when).
+func (s *Store) ValidateWatch(ctx context.Context, a Actor, source string, data []byte) (*Watch, error) {
+	src, err := s.GetSource(ctx, a, source)
+	if err != nil {
+		return nil, err
+	}
+	return s.validateWatch(src, data)
+}
+
+func (s *Store) validateWatch(src *Source, data []byte) (*Watch, error) {
+	raw, err := toJSON(data)
+	if err != nil {
+		return nil, &ValidationError{Problems: []Problem{{Message: err.Error()}}}
+	}
+	doc, err := document(src.Definition, raw)
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := s.validator.Source(doc)
+	if err != nil {
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			ve.Problems = rebase(ve.Problems, "/watches/0")
+		}
+		return nil, err
+	}
+	_, ws, err := Split(parsed, "", "")
+	if err != nil {
+		return nil, err
+	}
+	if len(ws) != 1 {
+		return nil, &ValidationError{Problems: []Problem{{Message: "want one watch"}}}
+	}
+	return &ws[0], nil
+}
+
+// rebase makes the pointers under prefix relative to it; others point at
+// the source and say so.
+func rebase(ps []Problem, prefix string) []Problem {
+	for i, p := range ps {
+		switch {
+		case p.Pointer == prefix:
+			ps[i].Pointer = ""
+		case len(p.Pointer) > len(prefix) && p.Pointer[:len(prefix)+1] == prefix+"/":
+			ps[i].Pointer = p.Pointer[len(prefix):]
+		case p.Pointer != "":
+			ps[i].Message = "the source's " + p.Pointer + " " + p.Message
+			ps[i].Pointer = ""
+		}
+	}
+	return ps
+}
+
+// toJSON reads one YAML or JSON document as canonical JSON, without
+// expanding anything.
+func toJSON(data []byte) (json.RawMessage, error) {
+	return config.DefinitionJSON(data)
+}
+
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func getSource(ctx context.Context, q queryRower, name string, lock bool) (*Source, error) {
+	sql := queryGetSource
+	if lock {
+		sql = queryGetSourceLocked
+	}
+	s, err := scanSource(q.QueryRow(ctx, sql, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return s, err
+}
+
+func getWatch(ctx context.Context, q queryRower, source, name string, lock bool) (*Watch, error) {
+	sql := queryGetWatch
+	if lock {
+		sql = queryGetWatchLocked
+	}
+	w, err := scanWatch(q.QueryRow(ctx, sql, source, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return w, err
+}
+
+func watchesOf(ctx context.Context, tx pgx.Tx, source string) ([]Watch, error) {
+	rows, err := tx.Query(ctx, queryWatchesOf, source)
+	if err != nil {
+		return nil, fmt.Errorf("read watches of %s: %w", source, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Watch, error) {
+		w, err := scanWatch(r)
+		if err != nil {
+			return Watch{}, err
+		}
+		return *w, nil
+	})
+}
+
+func insertSource(ctx context.Context, tx pgx.Tx, r *Source, v int64) (*Source, error) {
+	out, err := scanSource(tx.QueryRow(ctx, queryInsertSource, r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v))
+	if err != nil {
+		return nil, uniqueConflict(err, fmt.Sprintf("source %q", r.Name))
+	}
+	return out, nil
+}
+
+func insertWatch(ctx context.Context, tx pgx.Tx, w *Watch, v int64) (*Watch, error) {
+	out, err := scanWatch(tx.QueryRow(ctx, queryInsertWatch, w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, v))
+	if err != nil {
+		return nil, uniqueConflict(err, fmt.Sprintf("watch %q of source %q", w.Name, w.Source))
+	}
+	return out, nil
+}
+
+// uniqueConflict turns a unique violation (a concurrent create of the
+// same name) into a *ConflictError.
+func uniqueConflict(err error, what string) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return &ConflictError{What: what, Msg: "the name is taken; choose another name"}
+	}
+	return fmt.Errorf("write %s: %w", what, err)
+}
+
+func scanSource(row pgx.Row) (*Source, error) {
+	var s Source
+	if err := row.Scan(&s.Name, &s.Owner, &s.ManagedBy, &s.Connector, &s.Definition, &s.Hash, &s.Paused,
+		&s.PausedReason, &s.Version, &s.CreatedAt, &s.UpdatedAt); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read source definition: %w", err)
+	}
+	return &s, nil
+}
+
+func scanWatch(row pgx.Row) (*Watch, error) {
+	var w Watch
+	if err := row.Scan(&w.Source, &w.Name, &w.Owner, &w.ManagedBy, &w.Definition, &w.Hash, &w.Paused,
+		&w.PausedReason, &w.Version, &w.CreatedAt, &w.UpdatedAt); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read watch definition: %w", err)
+	}
+	return &w, nil
+}
+
+// CurrentVersion reads the config version through q (a transaction, so
+// that a claim and the version it is judged by are read in order: the
+// evaluator reads it after claiming changes, and catches up when it is
+// behind).
+func CurrentVersion(ctx context.Context, q queryRower) (int64, error) {
+	var v int64
+	if err := q.QueryRow(ctx, queryVersion).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read config version: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,152 @@
+package definitions
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/lookout-dev/lookout/internal/config"
+)
+
+// Check is a binary's side of the configuration check, as `check` runs
+// it: syncer.Build (connectors, mappings, schedules) or evaluator.Build
+// (watch expressions, model options, templates).
+type Check func(*config.Config) error
+
+// Validator validates definitions the way `check` validates the
+// configuration directory: config.ParseSource with the defaults and sinks
+// of Global, then every Check on the result.
+type Validator struct {
+	// Global is the loaded lookout.yaml: defaults, sinks, evaluator lease.
+	Global *config.Global
+	// Checks build what the binaries run from a source; a definition they
+	// refuse is invalid. Defaults to none (ParseSource only).
+	Checks []Check
+}
+
+// Problem is one thing wrong with a definition.
+type Problem struct {
+	// Pointer is the JSON pointer (RFC 6901) of the offending key in the
+	// definition, e.g. /watches/0/when or /http/url; "" for the whole.
+	Pointer string `json:"pointer"`
+	// Message says what is wrong, e.g. "must be > 0".
+	Message string `json:"message"`
+}
+
+// ValidationError lists what is wrong with a definition.
+type ValidationError struct {
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		if p.Pointer == "" {
+			parts[i] = p.Message
+		} else {
+			parts[i] = p.Pointer + ": " + p.Message
+		}
+	}
+	return "invalid definition: " + strings.Join(parts, "; ")
+}
+
+// Source validates one source definition, YAML or JSON in the shape of a
+// source file (its watches included), and returns it parsed. Problems are
+// a *ValidationError whose pointers locate them in data.
+func (v *Validator) Source(data []byte) (*config.Source, error) {
+	src, err := v.parse("definition", data)
+	if err != nil {
+		return nil, toValidation(err)
+	}
+	return src, nil
+}
+
+// parse is config.ParseSource and the checks, with errors as they come.
+func (v *Validator) parse(label string, data []byte) (*config.Source, error) {
+	g := v.Global
+	if g == nil {
+		g = &config.Global{}
+	}
+	src, err := config.ParseSource(label, data, g)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, check := range v.Checks {
+		if err := check(&config.Config{Global: *g, Sources: []*config.Source{src}}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return src, nil
+}
+
+// parseRow parses a stored source with watches, naming it by its file or
+// name in errors, and sets its hash to the stored definition's (so that
+// only a change to the source's own keys counts as a configuration change
+// to the syncer).
+func (v *Validator) parseRow(s *Source, watches []Watch) (*config.Source, error) {
+	defs := make([]json.RawMessage, len(watches))
+	for i := range watches {
+		defs[i] = watches[i].Definition
+	}
+	doc, err := document(s.Definition, defs...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Label(), err)
+	}
+	src, err := v.parse(s.Label(), doc)
+	if err != nil {
+		return nil, err
+	}
+	src.Hash = s.Hash
+	if f := FileOf(s.ManagedBy); f != "" {
+		src.Path = f
+	}
+	return src, nil
+}
+
+// toValidation turns the located errors of config and the checks into a
+// *ValidationError with JSON pointers.
+func toValidation(err error) *ValidationError {
+	ve := &ValidationError{}
+	for _, leaf := range leaves(err) {
+		var ce *config.Error
+		if errors.As(leaf, &ce) {
+			ve.Problems = append(ve.Problems, Problem{Pointer: Pointer(ce.Key), Message: ce.Msg})
+			continue
+		}
+		ve.Problems = append(ve.Problems, Problem{Message: leaf.Error()})
+	}
+	return ve
+}
+
+func leaves(err error) []error {
+	if u, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range u.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+var indexRE = regexp.MustCompile(`\[(\d+)\]`)
+
+// Pointer turns a config key path (watches[0].when, http.url) into a
+// JSON pointer (/watches/0/when, /http/url).
+func Pointer(key string) string {
+	if key == "" {
+		return ""
+	}
+	key = indexRE.ReplaceAllString(key, ".$1")
+	parts := strings.Split(key, ".")
+	for i, p := range parts {
+		parts[i] = strings.NewReplacer("~", "~0", "/", "~1").Replace(p)
+	}
+	return "/" + strings.Join(parts, "/")
+}

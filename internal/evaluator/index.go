@@ -1,0 +1,194 @@
+package evaluator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/definitions"
+	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/semantic"
+)
+
+// index holds the compiled watches by source: a change is evaluated
+// against the watches of its source only, whatever the number of
+// watches. The slices are never changed in place (a change to the
+// definitions replaces a source's slice), so a batch may keep the slice
+// it read while the definitions move on.
+type index struct {
+	mu       sync.RWMutex
+	bySource map[string][]*watch
+	sources  map[string]*config.Source
+}
+
+func newIndex() *index {
+	return &index{bySource: map[string][]*watch{}, sources: map[string]*config.Source{}}
+}
+
+// of returns the watches of source.
+func (ix *index) of(source string) []*watch {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.bySource[source]
+}
+
+// source returns the configuration of source, or nil.
+func (ix *index) source(name string) *config.Source {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.sources[name]
+}
+
+// volatile returns the volatile fields of source.
+func (ix *index) volatile(name string) []string {
+	if s := ix.source(name); s != nil {
+		return s.Volatile
+	}
+	return nil
+}
+
+// each calls fn for every source and its watches.
+func (ix *index) each(fn func(source string, ws []*watch)) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for s, ws := range ix.bySource {
+		fn(s, ws)
+	}
+}
+
+// count returns the number of watches loaded.
+func (ix *index) count() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	n := 0
+	for _, ws := range ix.bySource {
+		n += len(ws)
+	}
+	return n
+}
+
+// compile builds watch i of src, owned by owner.
+func (e *Evaluator) compile(src *config.Source, i int, wc *config.Watch, owner string) (*watch, error) {
+	p, err := normalize.CompileWhen(wc.When, src.Fields.Exprs())
+	if err != nil {
+		var errs []error
+		for _, p := range normalize.Problems(err) {
+			errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].when", i), ": %v", p))
+		}
+		return nil, errors.Join(errs...)
+	}
+	w := &watch{cfg: wc, source: src.Name, owner: owner, when: p}
+	if wc.Ask != "" {
+		if w.question, err = semantic.NewQuestion(e.conf.Model, wc); err != nil {
+			return nil, src.Errorf(fmt.Sprintf("watches[%d].model.options", i), "%v", err)
+		}
+	}
+	return w, nil
+}
+
+// Follow makes the evaluator check the definitions' version after each
+// claim and catch up through f before it judges: a change committed after
+// a change to the definitions is judged with it. f applies its deltas
+// with Apply.
+func (e *Evaluator) Follow(f *definitions.Follower) { e.follower = f }
+
+// Apply brings the watches to the definitions of d (a
+// definitions.Follower's delta): sources and watches added or changed are
+// compiled and used for the next batch, paused watches are left out,
+// removed ones dropped. A definition that does not compile is logged and
+// the watch keeps its previous version, if it had one.
+func (e *Evaluator) Apply(_ context.Context, d *definitions.Delta) error {
+	for _, err := range d.Invalid {
+		e.logger.Error("watch definition refused; the watch runs as it was", "error", err)
+	}
+	ix := e.index
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if d.Full {
+		for name := range ix.bySource {
+			e.composer.RemoveSource(name)
+		}
+		ix.bySource, ix.sources = map[string][]*watch{}, map[string]*config.Source{}
+	}
+	for _, name := range d.RemovedSources {
+		delete(ix.bySource, name)
+		delete(ix.sources, name)
+		e.composer.RemoveSource(name)
+	}
+	for _, rw := range d.RemovedWatches {
+		ix.bySource[rw[0]] = without(ix.bySource[rw[0]], rw[1])
+		e.composer.RemoveWatch(rw[0], rw[1])
+	}
+	for _, def := range d.Sources {
+		src := def.Config
+		old := map[string]*watch{}
+		for _, w := range ix.bySource[src.Name] {
+			old[w.cfg.Name] = w
+		}
+		var ws []*watch
+		for i, wc := range src.Watches {
+			row := def.Watches[i]
+			if w := e.apply(src, i, wc, row, old[wc.Name]); w != nil {
+				ws = append(ws, w)
+			}
+		}
+		ix.sources[src.Name] = src
+		ix.bySource[src.Name] = ws
+	}
+	for _, def := range d.Watches {
+		name := def.Row.Name
+		ws := ix.bySource[def.Row.Source]
+		var prev *watch
+		for _, w := range ws {
+			if w.cfg.Name == name {
+				prev = w
+			}
+		}
+		ws = without(ws, name)
+		if w := e.apply(def.Source, 0, def.Config, def.Row, prev); w != nil {
+			ws = append(ws, w)
+		}
+		ix.bySource[def.Row.Source] = ws
+		if ix.sources[def.Row.Source] == nil {
+			ix.sources[def.Row.Source] = def.Source
+		}
+	}
+	if !d.Full && len(d.Sources)+len(d.Watches)+len(d.RemovedSources)+len(d.RemovedWatches) > 0 {
+		e.logger.Info("definitions applied", "version", d.To, "sources_changed", len(d.Sources), "watches_changed", len(d.Watches),
+			"sources_removed", len(d.RemovedSources), "watches_removed", len(d.RemovedWatches))
+	}
+	return nil
+}
+
+// apply compiles one watch definition; it returns the watch to use: the
+// new one, the previous one when the new one does not compile, or nil
+// for a paused watch.
+func (e *Evaluator) apply(src *config.Source, i int, wc *config.Watch, row definitions.Watch, prev *watch) *watch {
+	if row.Paused {
+		e.composer.RemoveWatch(src.Name, wc.Name)
+		return nil
+	}
+	w, err := e.compile(src, i, wc, row.Owner)
+	if err == nil {
+		err = e.composer.SetWatch(src, i, wc)
+	}
+	if err != nil {
+		e.logger.Error("watch definition refused; the watch runs as it was", "source", src.Name, "watch", wc.Name,
+			"managed_by", row.ManagedBy, "error", err)
+		return prev
+	}
+	return w
+}
+
+// without returns ws without the watch called name (a new slice).
+func without(ws []*watch, name string) []*watch {
+	out := make([]*watch, 0, len(ws))
+	for _, w := range ws {
+		if w.cfg.Name != name {
+			out = append(out, w)
+		}
+	}
+	return out
+}

@@ -1,0 +1,232 @@
+// Package reload reloads the configuration directory of a running daemon
+// without a restart: on a change to lookout.yaml or sources/ (fsnotify,
+// debounced) and on SIGHUP, it validates the whole directory first (the
+// binary's `check`); an invalid directory is refused and the running
+// configuration stays (an ERROR log naming file:line: key, the metric
+// lookout_config_reloads_total{outcome="refused"}, and a warning in
+// /readyz); a valid one is applied to the definitions as a diff, which
+// the daemons follow. Changes to lookout.yaml itself are validated but
+// need a restart (docs/config.md#reload).
+package reload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/definitions"
+	"github.com/lookout-dev/lookout/internal/health"
+	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/service"
+	"github.com/lookout-dev/lookout/internal/testsignal"
+)
+
+// DebounceDefault is how long the reloader waits after a file event for
+// more before it reloads (an editor writes a file in several steps).
+const DebounceDefault = 250 * time.Millisecond
+
+// Config configures a Reloader.
+type Config struct {
+	// Dir is the configuration directory. Required.
+	Dir string
+	// Load reads and validates the directory the way the binary's check
+	// does (config.Load, then its build). Required.
+	Load func() (*config.Config, error)
+	// Apply applies a valid directory (definitions.Apply). Required.
+	Apply func(ctx context.Context, cfg *config.Config) (definitions.Diff, error)
+	// Debounce is the quiet time after a file event before reloading.
+	// Defaults to DebounceDefault.
+	Debounce time.Duration
+	// SIGHUP reloads when set. Defaults to false (tests).
+	SIGHUP bool
+	// Metrics counts reloads. Defaults to nil: nothing is recorded.
+	Metrics *metrics.Metrics
+}
+
+// Result is the outcome of one reload.
+type Result struct {
+	Diff definitions.Diff
+	// Err is why the directory was refused (or could not be applied).
+	Err error
+	// GlobalChanged is set when lookout.yaml differs from the one the
+	// process started with: it is applied at the next restart.
+	GlobalChanged bool
+}
+
+// Reloader is the service that reloads the configuration directory.
+type Reloader struct {
+	conf   Config
+	logger *slog.Logger
+	global []byte // lookout.yaml as the process started with it
+	loop   service.Loop
+
+	mu      sync.Mutex
+	problem string
+
+	// testSignals fire in tests that Init them.
+	testSignals struct {
+		reloaded testsignal.Signal[Result]
+	}
+}
+
+// New returns a reloader; it reads lookout.yaml now, as the reference
+// for changes that need a restart.
+func New(conf Config, logger *slog.Logger) *Reloader {
+	if conf.Debounce <= 0 {
+		conf.Debounce = DebounceDefault
+	}
+	r := &Reloader{conf: conf, logger: logger.With("component", "reload")}
+	r.global, _ = os.ReadFile(filepath.Join(conf.Dir, config.GlobalFile))
+	conf.Metrics.InitConfig()
+	return r
+}
+
+// Check is the advisory readiness check "config": it reports the last
+// refused reload, or a lookout.yaml waiting for a restart, without making
+// the process unready (it runs on its last valid configuration).
+func (r *Reloader) Check() health.Check {
+	return health.Check{Name: "config", Advisory: true, Run: func(context.Context) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.problem != "" {
+			return errors.New(r.problem)
+		}
+		return nil
+	}}
+}
+
+// Start watches the directory (and SIGHUP) in the background.
+func (r *Reloader) Start(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch the configuration directory: %w", err)
+	}
+	for _, d := range []string{r.conf.Dir, filepath.Join(r.conf.Dir, config.SourcesDir)} {
+		if err := w.Add(d); err != nil {
+			w.Close()
+			return fmt.Errorf("watch %s: %w", d, err)
+		}
+	}
+	hup := make(chan os.Signal, 1)
+	if r.conf.SIGHUP {
+		signal.Notify(hup, syscall.SIGHUP)
+	}
+	return r.loop.Start(ctx, func(ctx context.Context) error {
+		defer w.Close()
+		defer signal.Stop(hup)
+		return r.run(ctx, w, hup)
+	})
+}
+
+// Stop stops watching and waits.
+func (r *Reloader) Stop() error { return r.loop.Stop() }
+
+// Done is closed when the reloader ended (for service.Supervisor).
+func (r *Reloader) Done() <-chan struct{} { return r.loop.Done() }
+
+func (r *Reloader) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan os.Signal) error {
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if r.relevant(ev.Name) {
+				debounce.Reset(r.conf.Debounce)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			r.logger.Warn("watch the configuration directory", "error", err)
+		case <-hup:
+			r.logger.Info("SIGHUP: reloading the configuration directory", "dir", r.conf.Dir)
+			debounce.Stop()
+			r.Reload(ctx)
+		case <-debounce.C:
+			r.Reload(ctx)
+		}
+	}
+}
+
+// relevant reports whether a file event concerns the configuration:
+// lookout.yaml, or a .yaml/.yml file of sources/ (or the folder itself).
+func (r *Reloader) relevant(name string) bool {
+	rel, err := filepath.Rel(r.conf.Dir, name)
+	if err != nil {
+		return false
+	}
+	if rel == config.GlobalFile || rel == config.SourcesDir {
+		return true
+	}
+	dir, file := filepath.Split(rel)
+	return filepath.Clean(dir) == config.SourcesDir && !strings.HasPrefix(file, ".") &&
+		(strings.HasSuffix(file, ".yaml") || strings.HasSuffix(file, ".yml"))
+}
+
+// Reload validates the directory and applies it when valid. It logs,
+// counts and remembers the outcome, and returns it.
+func (r *Reloader) Reload(ctx context.Context) Result {
+	res := r.reload(ctx)
+	now := time.Now()
+	var problems []string
+	switch {
+	case res.Err != nil:
+		r.conf.Metrics.ConfigReload("refused", now)
+		r.logger.Error("configuration reload refused; the running configuration stays", "dir", r.conf.Dir, "error", res.Err)
+		problems = append(problems, "configuration reload refused (the last valid configuration runs): "+res.Err.Error())
+	case res.Diff.Empty():
+		r.conf.Metrics.ConfigReload("unchanged", now)
+		r.logger.Debug("configuration reloaded: no change to the definitions", "dir", r.conf.Dir, "version", res.Diff.Version)
+	default:
+		r.conf.Metrics.ConfigReload("applied", now)
+		r.logger.Info("configuration reloaded", "dir", r.conf.Dir, "version", res.Diff.Version,
+			"added", res.Diff.Added, "changed", res.Diff.Changed, "removed", res.Diff.Removed)
+	}
+	if res.GlobalChanged {
+		msg := config.GlobalFile + " changed since the process started: its settings (sinks, defaults, ollama, ...) apply at the next restart"
+		if res.Err == nil {
+			r.logger.Warn(msg, "dir", r.conf.Dir)
+		}
+		problems = append(problems, msg)
+	}
+	r.mu.Lock()
+	r.problem = strings.Join(problems, "; ")
+	r.mu.Unlock()
+	r.testSignals.reloaded.Signal(res)
+	return res
+}
+
+func (r *Reloader) reload(ctx context.Context) Result {
+	var res Result
+	global, err := os.ReadFile(filepath.Join(r.conf.Dir, config.GlobalFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		res.Err = fmt.Errorf("read %s: %w", config.GlobalFile, err)
+		return res
+	}
+	res.GlobalChanged = !bytes.Equal(global, r.global)
+	cfg, err := r.conf.Load()
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	res.Diff, res.Err = r.conf.Apply(ctx, cfg)
+	return res
+}
