@@ -17,7 +17,18 @@ require (
 	golang.org/x/time v0.15.0
 )
 
-require github.com/danielgtaylor/huma/v2 v2.37.2
+require (
+	github.com/danielgtaylor/huma/v2 v2.37.2
+	github.com/google/jsonschema-go v0.4.3
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+)
+
+require (
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	golang.org/x/oauth2 v0.36.0 // indirect
+)
 
 require github.com/fsnotify/fsnotify v1.10.1
 

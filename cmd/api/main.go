@@ -11,6 +11,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/user"
 	"strconv"
@@ -23,9 +25,12 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/health"
+	"github.com/lookout-dev/lookout/internal/mcp"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/secrets"
 	"github.com/lookout-dev/lookout/internal/tokens"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func main() {
@@ -33,7 +38,8 @@ func main() {
 }
 
 var commands = []cli.Command{
-	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /openapi.json, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
+	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /mcp, /openapi.json, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
+	{Name: "mcp", Summary: "serve the MCP tools to one local assistant over stdio: mcp --stdio [--token TOKEN; default env " + tokenEnv + "]", Run: mcpStdio},
 	{Name: "token", Summary: "manage API tokens: token create --owner NAME [--scope user|admin] [--name LABEL] [--ttl 720h], token list [--owner NAME], token revoke ID", Run: tokenCommand},
 	{Name: "secret-key", Summary: "print a new key for LOOKOUT_SECRET_KEY (--id ID); put it first to rotate", Run: secretKey},
 	{Name: "openapi", Summary: "print the OpenAPI 3.1 document (docs/openapi.json)", Run: printOpenAPI},
@@ -93,10 +99,69 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	hub := control.NewHub(pool, logger)
 	svc := control.New(pool, control.FileDefinitions{Pool: pool}, hub, serviceConfig(cfg, keys), logger)
 	a := api.New(svc, logger)
-	return cli.SuperviseApp(ctx, listen, &cli.App{Handler: a.Handler(), OnShutdown: a.Shutdown}, m,
+	m2 := mcp.New(svc, mcp.Config{}, logger)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", m2.Handler())
+	mux.Handle("/", a.Handler())
+	shutdown := func() { a.Shutdown(); m2.Close() }
+	return cli.SuperviseApp(ctx, listen, &cli.App{Handler: mux, OnShutdown: shutdown}, m,
 		[]health.Check{health.Database(pool), health.Migrations(pool), health.Listener("outbox_listener", hub.Listening)},
 		logger, hub, control.NewKeyPruner(pool, logger))
 }
+
+// tokenEnv holds the token of `api mcp --stdio` when --token is not given.
+const tokenEnv = "LOOKOUT_TOKEN"
+
+// mcpStdio serves the MCP tools over stdin/stdout to one local assistant,
+// acting for the owner of the token (checked at start and on every call);
+// logs go to stderr.
+func mcpStdio(ctx context.Context, env *cli.Env) error {
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	stdio := fs.Bool("stdio", false, "serve over stdin/stdout (the only transport of this command; /mcp of `api run` is the HTTP one)")
+	token := fs.String("token", "", "the bearer `token` to act with (prefer env "+tokenEnv+": a flag is visible to other users in the process list)")
+	if err := fs.Parse(env.Args); err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	if !*stdio || fs.NArg() > 0 {
+		return &cli.UsageError{Msg: "want api mcp --stdio (streamable HTTP is served by api run at /mcp)"}
+	}
+	secret := cmp.Or(*token, os.Getenv(tokenEnv))
+	if secret == "" {
+		return &cli.UsageError{Msg: "api mcp --stdio needs a token: set " + tokenEnv + " (or --token) to one made by `api token create --owner NAME`"}
+	}
+	cfg, err := env.Load()
+	if err != nil {
+		return err
+	}
+	logger := env.Logger(cfg, "api-mcp")
+	keys, err := secrets.FromEnv()
+	if err != nil {
+		return err
+	}
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	hub := control.NewHub(pool, logger)
+	if err := hub.Start(ctx); err != nil {
+		return err
+	}
+	defer func() { _ = hub.Stop() }()
+	svc := control.New(pool, control.FileDefinitions{Pool: pool}, hub, serviceConfig(cfg, keys), logger)
+	srv := mcp.New(svc, mcp.Config{Token: secret}, logger)
+	defer srv.Close()
+	err = srv.Run(ctx, &mcpsdk.IOTransport{Reader: io.NopCloser(os.Stdin), Writer: nopWriteCloser{env.Stdout}})
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
 
 func operator() control.Principal {
 	name := os.Getenv("USER")

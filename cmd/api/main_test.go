@@ -40,6 +40,9 @@ func TestRunServesAPIWithTokens(t *testing.T) {
 	if code, m := d.Get("/metrics"); code != 200 || !clitest.Has(m, "lookout_database_up 1") {
 		t.Errorf("metrics: %d", code)
 	}
+	if code, body := d.Get("/mcp"); code != http.StatusUnauthorized || !strings.Contains(body, "no bearer token") {
+		t.Errorf("/mcp without a token: %d %s", code, body)
+	}
 	if code, doc := d.Get("/openapi.json"); code != 200 || !strings.Contains(doc, `"openapi": "3.1.0"`) && !strings.Contains(doc, `"openapi":"3.1.0"`) {
 		t.Errorf("openapi.json: %d %.80s", code, doc)
 	}

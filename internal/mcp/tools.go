@@ -1,0 +1,123 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lookout-dev/lookout/internal/control"
+)
+
+// addTool registers a typed tool: its input and output schemas are
+// inferred from In and Out (schemaFor), its arguments decoded strictly
+// (decodeArgs: unknown fields, wrong types and missing fields are tool
+// errors naming the field), and h runs with the caller's Principal. An
+// error of h is a tool error (toolError).
+func addTool[In, Out any](s *Server, t *mcpsdk.Tool, h func(context.Context, control.Principal, In) (*Out, error)) {
+	t.InputSchema = schemaFor[In]()
+	t.OutputSchema = schemaFor[Out]()
+	s.srv.AddTool(t, func(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+		p, ok := principalFrom(ctx)
+		if !ok {
+			return nil, errors.New("unauthenticated")
+		}
+		var in In
+		if inv := decodeArgs(req.Params.Arguments, &in); inv != nil {
+			return s.toolError(ctx, p, t.Name, inv), nil
+		}
+		out, err := h(ctx, p, in)
+		if err != nil {
+			return s.toolError(ctx, p, t.Name, err), nil
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return s.toolError(ctx, p, t.Name, err), nil
+		}
+		return &mcpsdk.CallToolResult{
+			Content:           []mcpsdk.Content{&mcpsdk.TextContent{Text: string(b)}},
+			StructuredContent: json.RawMessage(b),
+		}, nil
+	})
+}
+
+var (
+	yes = true
+	no  = false
+)
+
+// readOnly annotates a tool that changes nothing.
+func readOnly(title string) *mcpsdk.ToolAnnotations {
+	return &mcpsdk.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &no}
+}
+
+func (s *Server) addTools() {
+	addTool(s, &mcpsdk.Tool{
+		Name:        "describe_source",
+		Annotations: readOnly("Describe a source's record fields"),
+		Description: `Lists the fields of a source's records as a watch's "when" expression names them (record.title, record.status, record.labels, record.extra.stars, ...), with the JSON types seen and up to three example values, read from the newest mirrored records. It also lists the other names an expression sees (previous, change.kind, change.changed_fields, changed(name), source) and example expressions over these fields.
+Call it before create_watch or dry_run, so that your expression names fields that exist and compares them with values of the right type.
+Give either source (a source name, e.g. {"source": "github-lookout"}) or connector (a kind: http, rss, github, file, imap, e.g. {"connector": "rss"}, which describes every source of that kind you can see), not both.
+Errors: "not found" means no source of that name exists for you (it may belong to another user); "invalid arguments" names the argument to correct, e.g. "/sample: sample must be between 1 and 1000".`,
+	}, s.describeSource)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "recent_notifications",
+		Annotations: readOnly("Read your notifications"),
+		Description: `Returns the notifications your watches made, newest first, a page at a time: id, source, watch, record_id, title, body, urgency (low, medium, high), reason (why the watch notified), change_id (pass it to explain), created_at, and payload (the record and change as the webhook sink sends them). An admin token sees everyone's, operator alerts included.
+Use it to tell the user what their watches found. To poll for new ones, pass after_id = the largest id you have already seen (e.g. {"after_id": 4182}): only newer notifications are returned. To read older ones, pass the answer's next_cursor as cursor (absent on the last page). source and watch narrow the list to one source or one watch.
+The answer's feed is the URI of your notification feed resource: subscribe to it to be told when new notifications arrive instead of polling.
+Errors: "invalid arguments" names the argument to correct, e.g. "/limit: limit must be between 1 and 200" or "/cursor: ..." for a cursor that was not passed back unchanged.`,
+	}, s.recentNotifications)
+}
+
+// DescribeSourceInput are describe_source's arguments.
+type DescribeSourceInput struct {
+	Source    string `json:"source,omitempty" jsonschema:"The source to describe, by name, e.g. github-lookout. Give source or connector, not both."`
+	Connector string `json:"connector,omitempty" jsonschema:"Describe every source of this connector kind you can see instead: http, rss, github, file or imap."`
+	Sample    int    `json:"sample,omitempty" jsonschema:"How many of the newest records to read, 1 to 1000. Defaults to 200."`
+}
+
+func (s *Server) describeSource(ctx context.Context, p control.Principal, in DescribeSourceInput) (*control.SourceDescription, error) {
+	return s.svc.DescribeSource(ctx, p, control.DescribeQuery{Source: in.Source, Connector: in.Connector, Sample: in.Sample})
+}
+
+// RecentNotificationsInput are recent_notifications' arguments.
+type RecentNotificationsInput struct {
+	AfterID int64  `json:"after_id,omitempty" jsonschema:"Only notifications with an id greater than this: the largest id you have seen, to poll for new ones."`
+	Cursor  string `json:"cursor,omitempty" jsonschema:"The next_cursor of the previous answer, to read older notifications; leave out for the newest."`
+	Limit   int    `json:"limit,omitempty" jsonschema:"Page size, 1 to 200. Defaults to 50."`
+	Source  string `json:"source,omitempty" jsonschema:"Only notifications of this source."`
+	Watch   string `json:"watch,omitempty" jsonschema:"Only notifications of this watch."`
+}
+
+// RecentNotificationsOutput is recent_notifications' answer.
+type RecentNotificationsOutput struct {
+	Items      []control.Notification `json:"items" jsonschema:"The notifications, newest first."`
+	NextCursor string                 `json:"next_cursor,omitempty" jsonschema:"Pass as cursor to read the next (older) page; absent on the last page or when after_id ended the list."`
+	Feed       string                 `json:"feed" jsonschema:"The URI of your notification feed resource (lookout://notifications/<owner>): subscribe to it to be told when new notifications arrive."`
+}
+
+func (s *Server) recentNotifications(ctx context.Context, p control.Principal, in RecentNotificationsInput) (*RecentNotificationsOutput, error) {
+	if in.AfterID < 0 {
+		return nil, control.Invalid("/after_id", "after_id must be 0 or a notification id (a positive number), not %d", in.AfterID)
+	}
+	page, err := s.svc.ListNotifications(ctx, p, control.NotificationQuery{Cursor: in.Cursor, Limit: in.Limit, Source: in.Source, Watch: in.Watch})
+	if err != nil {
+		return nil, err
+	}
+	out := &RecentNotificationsOutput{Items: page.Items, NextCursor: page.NextCursor, Feed: feedURI(p.Owner)}
+	if in.AfterID > 0 {
+		// Newest first: what follows the first seen id is older still.
+		out.Items = out.Items[:0:0]
+		for _, n := range page.Items {
+			if n.ID <= in.AfterID {
+				out.NextCursor = ""
+				break
+			}
+			out.Items = append(out.Items, n)
+		}
+	}
+	return out, nil
+}
