@@ -31,6 +31,7 @@ var dynamicEnv = map[string]string{
 var unsetEnv = map[string]string{
 	"USER":              "the api's token commands name the operator by it (an interactive use)",
 	"TEST_DATABASE_URL": "tests only",
+	"LOOKOUT_TOKEN":     "api mcp --stdio: a local assistant's token, not the daemon's",
 }
 
 type goPackage struct {
