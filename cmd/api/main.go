@@ -12,12 +12,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/user"
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lookout-dev/lookout/internal/api"
 	"github.com/lookout-dev/lookout/internal/audit"
@@ -29,8 +33,6 @@ import (
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/secrets"
 	"github.com/lookout-dev/lookout/internal/tokens"
-
-	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func main() {
@@ -69,6 +71,14 @@ func serviceConfig(cfg *config.Config, keys *secrets.Ring) control.Config {
 	}
 }
 
+// newService builds the control service of the api's commands (run and
+// mcp --stdio: the HTTP API and the MCP tools share it) and the hub that
+// wakes its notification streams; the caller starts and stops the hub.
+func newService(pool *pgxpool.Pool, cfg *config.Config, keys *secrets.Ring, logger *slog.Logger) (*control.Service, *control.Hub) {
+	hub := control.NewHub(pool, logger)
+	return control.New(pool, control.FileDefinitions{Pool: pool}, hub, serviceConfig(cfg, keys), logger), hub
+}
+
 func runDaemon(ctx context.Context, env *cli.Env) error {
 	listen, err := cli.RunFlags(env, cli.APIListenDefault)
 	if err != nil {
@@ -96,8 +106,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	defer pool.Close()
 	m := metrics.New()
 	m.CollectDatabase(pool, 0, nil, 0) // lookout_database_up; the daemons export the work gauges
-	hub := control.NewHub(pool, logger)
-	svc := control.New(pool, control.FileDefinitions{Pool: pool}, hub, serviceConfig(cfg, keys), logger)
+	svc, hub := newService(pool, cfg, keys, logger)
 	a := api.New(svc, logger)
 	m2 := mcp.New(svc, mcp.Config{}, logger)
 	mux := http.NewServeMux()
@@ -144,12 +153,11 @@ func mcpStdio(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	hub := control.NewHub(pool, logger)
+	svc, hub := newService(pool, cfg, keys, logger)
 	if err := hub.Start(ctx); err != nil {
 		return err
 	}
 	defer func() { _ = hub.Stop() }()
-	svc := control.New(pool, control.FileDefinitions{Pool: pool}, hub, serviceConfig(cfg, keys), logger)
 	srv := mcp.New(svc, mcp.Config{Token: secret}, logger)
 	defer srv.Close()
 	err = srv.Run(ctx, &mcpsdk.IOTransport{Reader: io.NopCloser(os.Stdin), Writer: nopWriteCloser{env.Stdout}})
