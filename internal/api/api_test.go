@@ -331,3 +331,42 @@ func TestDescribeSource(t *testing.T) {
 	}
 	f.problem(http.MethodGet, "/v1/sources/nope/fields", "root", nil, http.StatusNotFound)
 }
+
+// The audit log shows each owner the changes of its objects; admins all.
+func TestAuditLog(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	op := control.Principal{Owner: "operator:root", Admin: true, Via: "cli"}
+	var secrets []string
+	for _, owner := range []string{"alice", "bob", "alice"} {
+		_, secret, err := control.IssueToken(ctx, f.pool, op, tokens.NewToken{Owner: owner, Name: "laptop"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, secret)
+	}
+	var page control.AuditPage
+	f.do(http.MethodGet, "/v1/audit?limit=1", "alice", nil, &page)
+	if len(page.Items) != 1 || page.NextCursor == "" || page.Items[0].Owner != "alice" || page.Items[0].Actor != "operator:root" {
+		t.Fatalf("alice page 1: %+v", page)
+	}
+	var after map[string]any
+	if err := json.Unmarshal(page.Items[0].After, &after); err != nil || after["name"] != "laptop" || strings.Contains(string(page.Items[0].After), secrets[2]) {
+		t.Errorf("after: %s", page.Items[0].After)
+	}
+	next := page.NextCursor
+	page = control.AuditPage{}
+	f.do(http.MethodGet, "/v1/audit?limit=1&cursor="+next, "alice", nil, &page)
+	if len(page.Items) != 1 || page.NextCursor != "" || page.Items[0].Owner != "alice" {
+		t.Errorf("alice page 2: %+v", page)
+	}
+	page = control.AuditPage{}
+	f.do(http.MethodGet, "/v1/audit", "root", nil, &page)
+	if len(page.Items) != 3 {
+		t.Errorf("admin sees %d entries, want 3", len(page.Items))
+	}
+	p := f.problem(http.MethodGet, "/v1/audit?kind=planet", "alice", nil, http.StatusUnprocessableEntity)
+	if len(p.Errors) != 1 || p.Errors[0].Parameter != "kind" {
+		t.Errorf("bad kind: %+v", p)
+	}
+}

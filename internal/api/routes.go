@@ -52,6 +52,13 @@ func (a *API) routes() {
 	}, map[string]any{"notification": control.Notification{}, "keepalive": Keepalive{}}, a.streamNotifications)
 
 	huma.Register(a.huma, huma.Operation{
+		OperationID: "list_audit", Method: http.MethodGet, Path: "/v1/audit", Tags: []string{"account"},
+		Summary:     "List the changes made to your objects, newest first",
+		Description: "Every change made through the API, MCP or the api binary: who, what, when, and the object before and after (never a secret). An admin sees every owner's.",
+		Security:    bearer, Responses: problemResponses(http.StatusUnprocessableEntity),
+	}, a.listAudit)
+
+	huma.Register(a.huma, huma.Operation{
 		OperationID: "describe_source", Method: http.MethodGet, Path: "/v1/sources/{source}/fields", Tags: []string{"sources"},
 		Summary: "Describe the fields of a source's records",
 		Description: "Samples the newest mirrored records of the source and lists each field as a `when` expression names it " +
@@ -172,4 +179,25 @@ func (a *API) describeConnector(ctx context.Context, in *DescribeConnectorInput)
 		return nil, a.fail(ctx, err)
 	}
 	return &DescribeOutput{Body: d}, nil
+}
+
+// ListAuditInput are list_audit's parameters.
+type ListAuditInput struct {
+	Cursor string `query:"cursor" doc:"The next_cursor of the previous page; leave out for the newest."`
+	Limit  int    `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"Page size."`
+	Kind   string `query:"kind" enum:"watch,source,token" doc:"Only changes of this kind of object."`
+	Target string `query:"target" doc:"Only changes of this object (a source name, source/watch, or a token id)."`
+}
+
+// AuditPageOutput is list_audit's answer.
+type AuditPageOutput struct {
+	Body *control.AuditPage
+}
+
+func (a *API) listAudit(ctx context.Context, in *ListAuditInput) (*AuditPageOutput, error) {
+	page, err := a.svc.ListAudit(ctx, principal(ctx), control.AuditQuery{Cursor: in.Cursor, Limit: in.Limit, Kind: in.Kind, Target: in.Target})
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &AuditPageOutput{Body: page}, nil
 }
