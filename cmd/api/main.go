@@ -28,6 +28,8 @@ import (
 	"github.com/lookout-dev/lookout/internal/cli"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/definitions"
+	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/mcp"
 	"github.com/lookout-dev/lookout/internal/metrics"
@@ -66,8 +68,9 @@ func serviceConfig(cfg *config.Config, keys *secrets.Ring) control.Config {
 	}
 	l := cfg.Global.API.Limits
 	return control.Config{
-		Limits: control.Limits{Watches: lim(l.Watches), Sources: lim(l.Sources), ModelCallsPerDay: lim(l.ModelCallsPerDay)},
-		Keys:   keys,
+		Limits:       control.Limits{Watches: lim(l.Watches), Sources: lim(l.Sources), ModelCallsPerDay: lim(l.ModelCallsPerDay)},
+		Keys:         keys,
+		AllowPrivate: cfg.Global.API.AllowPrivate,
 	}
 }
 
@@ -76,7 +79,11 @@ func serviceConfig(cfg *config.Config, keys *secrets.Ring) control.Config {
 // wakes its notification streams; the caller starts and stops the hub.
 func newService(pool *pgxpool.Pool, cfg *config.Config, keys *secrets.Ring, logger *slog.Logger) (*control.Service, *control.Hub) {
 	hub := control.NewHub(pool, logger)
-	return control.New(pool, control.FileDefinitions{Pool: pool}, hub, serviceConfig(cfg, keys), logger), hub
+	// The one validation path: config.ParseSource and the evaluator's
+	// build of watches (the api links no connector: connector blocks are
+	// checked by ParseSource's shape and by the syncer).
+	store := definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global, Checks: []definitions.Check{evaluator.Build}})
+	return control.New(pool, store, hub, serviceConfig(cfg, keys), logger), hub
 }
 
 func runDaemon(ctx context.Context, env *cli.Env) error {

@@ -18,7 +18,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/lookout-dev/lookout/internal/control"
-	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )
@@ -127,12 +126,10 @@ func TestAuthentication(t *testing.T) {
 
 func TestNotificationsScopedAndPaged(t *testing.T) {
 	f := setup(t)
-	f.defs.watches["alice"] = []outbox.WatchKey{{Source: "gh", Watch: "releases"}}
-	f.defs.watches["bob"] = []outbox.WatchKey{{Source: "gh", Watch: "bugs"}}
 	var alice []int64
 	for i := range 5 {
-		alice = append(alice, f.enqueue("gh", "releases", fmt.Sprintf("v1.%d", i)))
-		f.enqueue("gh", "bugs", fmt.Sprintf("bug %d", i))
+		alice = append(alice, f.enqueue("alice", "gh", "releases", fmt.Sprintf("v1.%d", i)))
+		f.enqueue("bob", "gh", "bugs", fmt.Sprintf("bug %d", i))
 	}
 	var page control.NotificationPage
 	var got []int64
@@ -183,9 +180,8 @@ func TestNotificationsScopedAndPaged(t *testing.T) {
 
 func TestNotificationStream(t *testing.T) {
 	f := setup(t)
-	f.defs.watches["alice"] = []outbox.WatchKey{{Source: "gh", Watch: "releases"}}
-	first := f.enqueue("gh", "releases", "v1")
-	second := f.enqueue("gh", "releases", "v2")
+	first := f.enqueue("alice", "gh", "releases", "v1")
+	second := f.enqueue("alice", "gh", "releases", "v2")
 
 	// Catch-up after Last-Event-ID, then live.
 	events, stop := f.stream("/v1/notifications/stream", "alice", "Last-Event-ID", strconv.FormatInt(first, 10))
@@ -200,11 +196,15 @@ func TestNotificationStream(t *testing.T) {
 	if ev.Event != "notification" || ev.ID != strconv.FormatInt(second, 10) || n.ID != second || n.Title != "v2" {
 		t.Fatalf("catch-up event %+v", ev)
 	}
-	f.enqueue("gh", "bugs", "not alice's")
-	third := f.enqueue("gh", "releases", "v3")
+	f.enqueue("bob", "gh", "bugs", "not alice's")
+	third := f.enqueue("alice", "gh", "releases", "v3")
 	ev = testsignal.Receive(t, events, "live event")
 	if ev.ID != strconv.FormatInt(third, 10) {
 		t.Fatalf("live event %+v, want id %d", ev, third)
+	}
+	// Bob's stream has his notification only.
+	if ev := testsignal.Receive(t, bobEvents, "bob's event"); !strings.Contains(ev.Data, `"watch":"bugs"`) {
+		t.Errorf("bob received %+v", ev)
 	}
 	select {
 	case ev := <-bobEvents:
@@ -279,7 +279,11 @@ func TestDescribeSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.defs.private["secret"] = "alice"
+	f.shared("gh", "github")
+	if _, err := f.pool.Exec(ctx, `INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
+		VALUES ('secret', 'alice', 'api', 'github', '{}', 'h', 1)`); err != nil {
+		t.Fatal(err)
+	}
 	for i, rec := range []string{
 		`{"id":"1","title":"Crash on start","status":"open","labels":["bug"],"extra":{"stars":5,"draft":false}}`,
 		`{"id":"2","title":"Add docs","status":"closed","labels":[],"extra":{"stars":7,"draft":true}}`,

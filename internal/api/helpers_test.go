@@ -9,49 +9,26 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )
-
-// ownedBy is a Definitions for tests: owner -> watches; every source in
-// sources is visible to all, those in private only to their owner.
-type ownedBy struct {
-	mu      sync.Mutex
-	watches map[string][]outbox.WatchKey
-	private map[string]string // source -> owner
-	pool    *pgxpool.Pool
-}
-
-func (o *ownedBy) OwnedWatches(_ context.Context, owner string) ([]outbox.WatchKey, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.watches[owner], nil
-}
-
-func (o *ownedBy) SourceVisible(ctx context.Context, owner, source string) (bool, error) {
-	o.mu.Lock()
-	who, private := o.private[source]
-	o.mu.Unlock()
-	if private && who != owner {
-		return false, nil
-	}
-	return control.FileDefinitions{Pool: o.pool}.SourceVisible(ctx, owner, source)
-}
 
 type fixture struct {
 	t      *testing.T
 	pool   *pgxpool.Pool
 	api    *API
 	srv    *httptest.Server
-	defs   *ownedBy
+	store  *definitions.Store
+	svc    *control.Service
 	hub    *control.Hub
 	tokens map[string]string // owner -> secret
 }
@@ -60,18 +37,18 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	logger := slog.New(slog.DiscardHandler)
-	defs := &ownedBy{watches: map[string][]outbox.WatchKey{}, private: map[string]string{}, pool: pool}
+	store := definitions.NewStore(pool, &definitions.Validator{Global: &config.Global{Sinks: map[string]*config.Sink{"log": {Type: "log"}}}})
 	hub := control.NewHub(pool, logger)
 	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hub.Stop() })
-	svc := control.New(pool, defs, hub, control.Config{StreamPoll: time.Minute, Limits: control.Limits{Watches: 3}}, logger)
+	svc := control.New(pool, store, hub, control.Config{StreamPoll: time.Minute, Limits: control.Limits{Watches: 3, Sources: 2}, AllowPrivate: true}, logger)
 	a := New(svc, logger)
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
 	t.Cleanup(a.Shutdown)
-	f := &fixture{t: t, pool: pool, api: a, srv: srv, defs: defs, hub: hub, tokens: map[string]string{}}
+	f := &fixture{t: t, pool: pool, api: a, srv: srv, store: store, svc: svc, hub: hub, tokens: map[string]string{}}
 	for owner, scope := range map[string]string{"alice": "user", "bob": "user", "root": "admin"} {
 		_, secret, err := tokens.Create(context.Background(), pool, tokens.NewToken{Owner: owner, Scope: scope})
 		if err != nil {
@@ -129,8 +106,17 @@ func (f *fixture) problem(method, path, owner string, body io.Reader, status int
 	return p
 }
 
-// enqueue writes a notification of source/watch and wakes the streams.
-func (f *fixture) enqueue(source, watch, title string) int64 {
+// shared declares a source as the operator's files would (owner "").
+func (f *fixture) shared(name, connector string) {
+	f.t.Helper()
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
+		VALUES ($1, '', 'file:sources/' || $1 || '.yaml', $2, jsonb_build_object('name', $1::text, 'connector', $2::text, 'every', '1h'), 'h', 1)`, name, connector); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// enqueue writes a notification of owner's source/watch and wakes the streams.
+func (f *fixture) enqueue(owner, source, watch, title string) int64 {
 	f.t.Helper()
 	ctx := context.Background()
 	tx, err := f.pool.Begin(ctx)
@@ -139,7 +125,7 @@ func (f *fixture) enqueue(source, watch, title string) int64 {
 	}
 	defer tx.Rollback(ctx)
 	res, err := outbox.Enqueue(ctx, tx, []outbox.Notification{{DedupeKey: source + "/" + watch + "/" + title, Sink: "log", Source: source,
-		RecordID: title, Watch: watch, Title: title, Payload: []byte(`{"title":"` + title + `"}`)}})
+		RecordID: title, Watch: watch, Owner: owner, Title: title, Payload: []byte(`{"title":"` + title + `"}`)}})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -51,6 +51,8 @@ func (a *API) routes() {
 		Security: bearer, Responses: problemResponses(),
 	}, map[string]any{"notification": control.Notification{}, "keepalive": Keepalive{}}, a.streamNotifications)
 
+	a.definitionRoutes()
+
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "list_audit", Method: http.MethodGet, Path: "/v1/audit", Tags: []string{"account"},
 		Summary:     "List the changes made to your objects, newest first",

@@ -15,12 +15,13 @@ package control
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/secrets"
 )
@@ -59,43 +60,31 @@ type Config struct {
 	StreamLookback time.Duration
 	// Keys seal the secrets of API users; nil refuses to store any.
 	Keys *secrets.Ring
-}
-
-// Definitions is what the service needs from the definitions store: the
-// watches an owner has and whether an owner may see a source.
-//
-// SEAM (issue 12): until definitions live in the database with their
-// owner, FileDefinitions stands in: every definition comes from the
-// operator's files and belongs to no API owner, so a user token sees no
-// notifications and every source is a shared one.
-type Definitions interface {
-	// OwnedWatches returns the watches of owner.
-	OwnedWatches(ctx context.Context, owner string) ([]outbox.WatchKey, error)
-	// SourceVisible reports whether owner may see source (a shared
-	// source, or one owner created). It returns false for a source that
-	// does not exist.
-	SourceVisible(ctx context.Context, owner, source string) (bool, error)
+	// AllowPrivate lets sources created through the API reach loopback
+	// and private addresses (api.allow_private). Defaults to false.
+	AllowPrivate bool
 }
 
 // Service is the control plane's logic over one database.
 type Service struct {
-	pool   *pgxpool.Pool
-	conf   Config
-	defs   Definitions
-	hub    *Hub
-	logger *slog.Logger
+	pool     *pgxpool.Pool
+	conf     Config
+	store    *definitions.Store
+	hub      *Hub
+	resolver Resolver
+	logger   *slog.Logger
 }
 
-// New returns a service over pool. hub wakes notification streams (nil:
-// streams poll every StreamPoll).
-func New(pool *pgxpool.Pool, defs Definitions, hub *Hub, conf Config, logger *slog.Logger) *Service {
+// New returns a service over pool and the definitions store. hub wakes
+// notification streams (nil: streams poll every StreamPoll).
+func New(pool *pgxpool.Pool, store *definitions.Store, hub *Hub, conf Config, logger *slog.Logger) *Service {
 	if conf.StreamPoll <= 0 {
 		conf.StreamPoll = 5 * time.Second
 	}
 	if conf.StreamLookback <= 0 {
 		conf.StreamLookback = time.Minute
 	}
-	return &Service{pool: pool, conf: conf, defs: defs, hub: hub, logger: logger.With("component", "control")}
+	return &Service{pool: pool, conf: conf, store: store, hub: hub, resolver: net.DefaultResolver, logger: logger.With("component", "control")}
 }
 
 // Pool is the service's database pool (for the transports' readiness checks).
@@ -106,12 +95,11 @@ func (s *Service) scope(ctx context.Context, p Principal) (outbox.PageQuery, err
 	if p.Admin {
 		return outbox.PageQuery{All: true}, nil
 	}
-	ws, err := s.defs.OwnedWatches(ctx, p.Owner)
-	if err != nil {
-		return outbox.PageQuery{}, fmt.Errorf("read watches of %s: %w", p.Owner, err)
-	}
-	return outbox.PageQuery{Watches: ws}, nil
+	return outbox.PageQuery{Owner: p.Owner}, nil
 }
 
 // Limits returns the per-owner limits in force.
 func (s *Service) Limits() Limits { return s.conf.Limits }
+
+// SetResolver replaces the resolver of CheckURL (tests).
+func (s *Service) SetResolver(r Resolver) { s.resolver = r }

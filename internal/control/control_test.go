@@ -24,7 +24,7 @@ func newService(t *testing.T, keys *secrets.Ring) *Service {
 	if _, err := pool.Exec(context.Background(), `CREATE TABLE things (owner text, name text UNIQUE)`); err != nil {
 		t.Fatal(err)
 	}
-	return New(pool, FileDefinitions{Pool: pool}, nil, Config{Keys: keys}, slog.New(slog.DiscardHandler))
+	return New(pool, nil, nil, Config{Keys: keys}, slog.New(slog.DiscardHandler))
 }
 
 func count(t *testing.T, s *Service) int {

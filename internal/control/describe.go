@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lookout-dev/lookout/internal/definitions"
 )
 
 // DescribeQuery names what to describe: a source, or every source of a
@@ -139,14 +141,13 @@ func (s *Service) DescribeSource(ctx context.Context, p Principal, q DescribeQue
 
 // visible reports whether p may see source.
 func (s *Service) visible(ctx context.Context, p Principal, source string) (bool, error) {
-	if p.Admin {
-		var n int
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sources WHERE name = $1`, source).Scan(&n); err != nil {
-			return false, fmt.Errorf("look up source %s: %w", source, err)
+	if _, err := s.store.GetSource(ctx, actor(p), source); err != nil {
+		if errors.Is(err, definitions.ErrNotFound) {
+			return false, nil
 		}
-		return n > 0, nil
+		return false, fmt.Errorf("look up source %s: %w", source, err)
 	}
-	return s.defs.SourceVisible(ctx, p.Owner, source)
+	return true, nil
 }
 
 type fieldAcc struct {

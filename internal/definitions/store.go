@@ -19,9 +19,23 @@ import (
 // actor's owner. Every write validates through the Validator, runs in one
 // transaction with a config version bump, and wakes the daemons.
 type Store struct {
-	pool      *pgxpool.Pool
+	pool      database
 	validator *Validator
 }
+
+// database is what the store runs on: the pool, or a caller's transaction (In).
+type database interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// In returns the store running in the caller's transaction tx: its
+// changes are savepoints that commit (with their version bump and
+// NOTIFY) when tx does, so that the control plane's audit row and
+// idempotency key commit with the change, or nothing does.
+func (s *Store) In(tx pgx.Tx) *Store { return &Store{pool: tx, validator: s.validator} }
 
 // NewStore returns a store on pool validating with v.
 func NewStore(pool *pgxpool.Pool, v *Validator) *Store {

@@ -20,41 +20,13 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	_ "github.com/lookout-dev/lookout/internal/connectors/all"
 	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/mcp"
-	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/syncer/syncertest"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )
-
-// ownedBy is a Definitions for tests: owner -> watches; a source in
-// private is visible to its owner only, every other one to all.
-//
-// SEAM (issue 12): until the definitions store lands, watches belong to
-// owners here; then the tests create them with create_watch.
-type ownedBy struct {
-	mu      sync.Mutex
-	watches map[string][]outbox.WatchKey
-	private map[string]string // source -> owner
-	pool    *pgxpool.Pool
-}
-
-func (o *ownedBy) OwnedWatches(_ context.Context, owner string) ([]outbox.WatchKey, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.watches[owner], nil
-}
-
-func (o *ownedBy) SourceVisible(ctx context.Context, owner, source string) (bool, error) {
-	o.mu.Lock()
-	who, private := o.private[source]
-	o.mu.Unlock()
-	if private && who != owner {
-		return false, nil
-	}
-	return control.FileDefinitions{Pool: o.pool}.SourceVisible(ctx, owner, source)
-}
 
 // upstream is an HTTP JSON API of releases that answers like a real one.
 type upstream struct {
@@ -83,7 +55,7 @@ type fixture struct {
 	t       *testing.T
 	pool    *pgxpool.Pool
 	dir     string
-	defs    *ownedBy
+	store   *definitions.Store
 	svc     *control.Service
 	server  *mcp.Server
 	srv     *httptest.Server
@@ -103,11 +75,11 @@ fields:
   status: item.state
   extra:
     stars: item.stars
-watches:
-  - name: shipped
-    when: change.kind == "updated" && changed("status") && record.status == "released"
-    notify: [log]
 `
+
+// shippedWatch is alice's watch on the shared source releases, created
+// through the definitions store as the API creates it.
+const shippedWatch = `{"name": "shipped", "when": "change.kind == \"updated\" && changed(\"status\") && record.status == \"released\"", "notify": ["log"]}`
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
@@ -121,13 +93,24 @@ func setup(t *testing.T) *fixture {
 	t.Cleanup(up.Close)
 	f.write("lookout.yaml", "sinks:\n  log: {type: log}\ndefaults:\n  jitter: 0s\n")
 	f.write("sources/releases.yaml", fmt.Sprintf(sourceYAML, up.URL))
-	f.defs = &ownedBy{watches: map[string][]outbox.WatchKey{"alice": {{Source: "releases", Watch: "shipped"}}}, private: map[string]string{}, pool: pool}
+	cfg, err := config.Load(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := definitions.Apply(ctx, pool, cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.store = definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global})
+	if _, err := f.store.CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "releases", []byte(shippedWatch)); err != nil {
+		t.Fatal(err)
+	}
 	hub := control.NewHub(pool, logger)
 	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hub.Stop() })
-	f.svc = control.New(pool, f.defs, hub, control.Config{StreamPoll: time.Minute}, logger)
+	f.svc = control.New(pool, f.store, hub, control.Config{StreamPoll: time.Minute}, logger)
 	f.server = mcp.New(f.svc, mcp.Config{}, logger)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f.server.Handler())
@@ -171,6 +154,8 @@ func (f *fixture) pipeline() int {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	// The watches of the database (alice's) as the daemon follows them.
+	ev.Follow(definitions.NewFollower(f.pool, &cfg.Global, ev.Apply))
 	n, err := ev.Drain(context.Background())
 	if err != nil {
 		f.t.Fatal(err)

@@ -163,9 +163,9 @@ func TestNotificationsReachTheirOwner(t *testing.T) {
 		t.Errorf("bob's notifications: %+v", got)
 	}
 	// A source private to alice does not exist for bob.
-	f.defs.mu.Lock()
-	f.defs.private["releases"] = "alice"
-	f.defs.mu.Unlock()
+	if _, err := f.pool.Exec(ctx, `UPDATE source_definitions SET owner = 'alice', managed_by = 'api' WHERE name = 'releases'`); err != nil {
+		t.Fatal(err)
+	}
 	if msg := toolError(t, bob, "describe_source", map[string]any{"source": "releases"}); !strings.HasPrefix(msg, `not found: source "releases" does not exist`) {
 		t.Errorf("bob describes alice's source: %s", msg)
 	}

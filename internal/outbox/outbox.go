@@ -505,15 +505,12 @@ var (
 	_ Querier = (*pgx.Conn)(nil)
 )
 
-// WatchKey names a watch: its source and its name.
-type WatchKey struct{ Source, Watch string }
-
 // PageQuery selects rows for an API listing or stream.
 type PageQuery struct {
-	// All selects every row (an admin); otherwise only rows of Watches
-	// (none when it is empty).
-	All     bool
-	Watches []WatchKey
+	// All selects every row (an admin); otherwise only the rows of
+	// Owner's watches (notifications.owner).
+	All   bool
+	Owner string
 	// Before lists rows with a smaller id, newest first (a cursor; 0 from
 	// the newest). After lists rows with a larger id, oldest first; with
 	// Recent, also the rows created within Recent whatever their id (a
@@ -549,12 +546,8 @@ type Note struct {
 
 // Page returns the rows q selects.
 func Page(ctx context.Context, q Querier, pq PageQuery) ([]Note, error) {
-	if !pq.All && len(pq.Watches) == 0 {
+	if !pq.All && pq.Owner == "" {
 		return nil, nil
-	}
-	sources, watches := make([]string, len(pq.Watches)), make([]string, len(pq.Watches))
-	for i, w := range pq.Watches {
-		sources[i], watches[i] = w.Source, w.Watch
 	}
 	limit := pq.Limit
 	if limit <= 0 {
@@ -564,7 +557,7 @@ func Page(ctx context.Context, q Querier, pq PageQuery) ([]Note, error) {
 	if pq.Before == 0 && (pq.After > 0 || pq.Recent > 0) {
 		query = queryPageAfter
 	}
-	rows, err := q.Query(ctx, query, pq.All, sources, watches, pq.Before, pq.After, pq.Recent, pq.Source, pq.Watch, limit)
+	rows, err := q.Query(ctx, query, pq.All, pq.Owner, pq.Before, pq.After, pq.Recent, pq.Source, pq.Watch, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
 	}

@@ -123,25 +123,24 @@ const queryMarkDigested = `
 	WHERE id = ANY($1) AND status = 'held'`
 
 // pageColumns and pageScope are shared by the API's listings: $1 all rows,
-// else the (source, watch) pairs $2, $3; $7 source and $8 watch filter.
+// else the rows of owner $2; $6 source and $7 watch filter.
 const (
 	pageColumns = `id, kind, status, source, record_id, watch, sink, dedupe_key, change_id, title, body, urgency, reason,
 	       payload, created_at, delivered_at`
-	pageScope = `($1 OR (source, watch) IN (SELECT * FROM unnest($2::text[], $3::text[])))
-	  AND ($7 = '' OR source = $7) AND ($8 = '' OR watch = $8)`
+	pageScope = `($1 OR owner = $2) AND ($6 = '' OR source = $6) AND ($7 = '' OR watch = $7)`
 )
 
-// queryPageNewest lists rows newest first, below the cursor $4 (0: from
-// the newest); $5 and $6 are unused.
+// queryPageNewest lists rows newest first, below the cursor $3 (0: from
+// the newest); $4 and $5 are unused.
 const queryPageNewest = `
 	SELECT ` + pageColumns + ` FROM notifications
-	WHERE ` + pageScope + ` AND ($4 = 0 OR id < $4) AND $5::bigint IS NOT NULL AND $6::interval IS NOT NULL
-	ORDER BY id DESC LIMIT $9`
+	WHERE ` + pageScope + ` AND ($3 = 0 OR id < $3) AND $4::bigint IS NOT NULL AND $5::interval IS NOT NULL
+	ORDER BY id DESC LIMIT $8`
 
-// queryPageAfter lists rows above the cursor $5, or created within $6,
-// oldest first; $4 is unused.
+// queryPageAfter lists rows above the cursor $4, or created within $5,
+// oldest first; $3 is unused.
 const queryPageAfter = `
 	SELECT ` + pageColumns + ` FROM notifications
-	WHERE ` + pageScope + ` AND $4::bigint IS NOT NULL
-	  AND (id > $5 OR ($6 > '0'::interval AND created_at > now() - $6::interval))
-	ORDER BY id LIMIT $9`
+	WHERE ` + pageScope + ` AND $3::bigint IS NOT NULL
+	  AND (id > $4 OR ($5 > '0'::interval AND created_at > now() - $5::interval))
+	ORDER BY id LIMIT $8`
