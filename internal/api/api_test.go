@@ -279,7 +279,7 @@ func TestDescribeSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f.shared("gh", "github")
+	f.shared("gh")
 	if _, err := f.pool.Exec(ctx, `INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
 		VALUES ('secret', 'alice', 'api', 'github', '{}', 'h', 1)`); err != nil {
 		t.Fatal(err)

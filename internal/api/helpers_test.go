@@ -106,11 +106,12 @@ func (f *fixture) problem(method, path, owner string, body io.Reader, status int
 	return p
 }
 
-// shared declares a source as the operator's files would (owner "").
-func (f *fixture) shared(name, connector string) {
+// shared declares an rss source as the operator's files would (owner "").
+func (f *fixture) shared(name string) {
 	f.t.Helper()
 	if _, err := f.pool.Exec(context.Background(), `INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
-		VALUES ($1, '', 'file:sources/' || $1 || '.yaml', $2, jsonb_build_object('name', $1::text, 'connector', $2::text, 'every', '1h'), 'h', 1)`, name, connector); err != nil {
+		VALUES ($1, '', 'file:sources/' || $1 || '.yaml', 'rss',
+		        jsonb_build_object('name', $1::text, 'connector', 'rss', 'every', '1h', 'rss', jsonb_build_object('url', 'https://example.com/feed.xml')), 'h', 1)`, name); err != nil {
 		f.t.Fatal(err)
 	}
 }

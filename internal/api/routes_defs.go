@@ -207,6 +207,9 @@ type WatchPageOutput struct{ Body *control.WatchPage }
 // WatchOutput answers with a watch.
 type WatchOutput struct{ Body *control.WatchView }
 
+// SourceViewOutput answers with a source.
+type SourceViewOutput struct{ Body *control.SourceView }
+
 // SourcePageOutput is list_sources' answer.
 type SourcePageOutput struct{ Body *control.SourcePage }
 
@@ -301,20 +304,20 @@ func (a *API) listSources(ctx context.Context, in *ListInput) (*SourcePageOutput
 	return &SourcePageOutput{Body: page}, nil
 }
 
-func (a *API) getSource(ctx context.Context, in *SourcePath) (*SourceOutput, error) {
+func (a *API) getSource(ctx context.Context, in *SourcePath) (*SourceViewOutput, error) {
 	s, err := a.svc.GetSource(ctx, principal(ctx), in.Source)
 	if err != nil {
 		return nil, a.fail(ctx, err)
 	}
-	return &SourceOutput{Body: s}, nil
+	return &SourceViewOutput{Body: s}, nil
 }
 
-func (a *API) updateSource(ctx context.Context, in *UpdateSourceInput) (*SourceOutput, error) {
+func (a *API) updateSource(ctx context.Context, in *UpdateSourceInput) (*SourceViewOutput, error) {
 	s, err := a.svc.UpdateSource(ctx, principal(ctx), in.Source, marshalDef(in.Body))
 	if err != nil {
 		return nil, a.fail(ctx, err)
 	}
-	return &SourceOutput{Body: s}, nil
+	return &SourceViewOutput{Body: s}, nil
 }
 
 func (a *API) deleteSource(ctx context.Context, in *SourcePath) (*struct{}, error) {
@@ -324,20 +327,20 @@ func (a *API) deleteSource(ctx context.Context, in *SourcePath) (*struct{}, erro
 	return &struct{}{}, nil
 }
 
-func (a *API) pauseSource(ctx context.Context, in *PauseSourceInput) (*SourceOutput, error) {
+func (a *API) pauseSource(ctx context.Context, in *PauseSourceInput) (*SourceViewOutput, error) {
 	s, err := a.svc.PauseSource(ctx, principal(ctx), in.Source, true, reason(in.Body))
 	if err != nil {
 		return nil, a.fail(ctx, err)
 	}
-	return &SourceOutput{Body: s}, nil
+	return &SourceViewOutput{Body: s}, nil
 }
 
-func (a *API) resumeSource(ctx context.Context, in *SourcePath) (*SourceOutput, error) {
+func (a *API) resumeSource(ctx context.Context, in *SourcePath) (*SourceViewOutput, error) {
 	s, err := a.svc.PauseSource(ctx, principal(ctx), in.Source, false, "")
 	if err != nil {
 		return nil, a.fail(ctx, err)
 	}
-	return &SourceOutput{Body: s}, nil
+	return &SourceViewOutput{Body: s}, nil
 }
 
 func (a *API) runNow(ctx context.Context, in *SourcePath) (*struct{}, error) {

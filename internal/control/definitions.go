@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,8 +82,20 @@ func problemDetail(p definitions.Problem) string {
 	if p.Pointer == "" {
 		return p.Message
 	}
-	seg := p.Pointer[strings.LastIndex(p.Pointer, "/")+1:]
-	return seg + " " + p.Message
+	// "/watches/0/notify/1" reads as watches[0].notify[1].
+	var b strings.Builder
+	for _, seg := range strings.Split(strings.TrimPrefix(p.Pointer, "/"), "/") {
+		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		if _, err := strconv.Atoi(seg); err == nil {
+			b.WriteString("[" + seg + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(seg)
+	}
+	return b.String() + " " + p.Message
 }
 
 // CreateWatchRequest creates a watch on an existing source, or on a new
@@ -125,6 +138,9 @@ func (s *Service) CreateWatch(ctx context.Context, tx pgx.Tx, p Principal, req C
 			return nil, err
 		}
 		source, out.Source = src.Name, src
+	}
+	if err := checkWatchFields(req.Watch, "/watch"); err != nil {
+		return nil, err
 	}
 	if err := s.checkLimit(ctx, tx, p, "watches", s.conf.Limits.Watches, 1, "/watch"); err != nil {
 		return nil, err
@@ -172,6 +188,20 @@ func (s *Service) createSource(ctx context.Context, tx pgx.Tx, store *definition
 		}
 	}
 	return &v, nil
+}
+
+// checkWatchFields checks the fields a watch's when names.
+func checkWatchFields(def json.RawMessage, prefix string) error {
+	var w struct {
+		When any `json:"when"`
+	}
+	if json.Unmarshal(def, &w) != nil {
+		return nil
+	}
+	if s, ok := w.When.(string); ok {
+		return checkWhen(s, prefix+"/when")
+	}
+	return nil
 }
 
 func countArray(raw json.RawMessage) int {
@@ -310,6 +340,9 @@ func (s *Service) GetWatch(ctx context.Context, p Principal, source, name string
 
 // UpdateWatch replaces p's watch with def, audited.
 func (s *Service) UpdateWatch(ctx context.Context, p Principal, source, name string, def json.RawMessage) (*WatchView, error) {
+	if err := checkWatchFields(def, ""); err != nil {
+		return nil, err
+	}
 	var out *WatchView
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		store := s.store.In(tx)

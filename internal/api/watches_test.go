@@ -1,0 +1,249 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lookout-dev/lookout/internal/control"
+)
+
+type resolver map[string][]netip.Addr
+
+func (r resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return r[host], nil
+}
+
+func body(s string) *strings.Reader { return strings.NewReader(s) }
+
+func TestWatchLifecycleAndIsolation(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	var created control.CreatedWatch
+	resp := f.do(http.MethodPost, "/v1/watches", "alice", body(`{"source":"gh","watch":{"name":"releases","when":"change.kind == \"created\"","notify":["log"]}}`), &created)
+	if resp.StatusCode != http.StatusCreated || created.Watch.Owner != "alice" || created.Watch.ManagedBy != "api" || created.Source != nil {
+		t.Fatalf("create: %d %+v", resp.StatusCode, created)
+	}
+	var w control.WatchView
+	if resp := f.do(http.MethodGet, "/v1/watches/gh/releases", "alice", nil, &w); resp.StatusCode != 200 || w.Name != "releases" {
+		t.Fatalf("get: %d %+v", resp.StatusCode, w)
+	}
+	// Bob sees none of it: 404, not 403, for every verb.
+	for _, r := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/watches/gh/releases", ""},
+		{http.MethodPut, "/v1/watches/gh/releases", `{"name":"releases","when":"true"}`},
+		{http.MethodDelete, "/v1/watches/gh/releases", ""},
+		{http.MethodPost, "/v1/watches/gh/releases/pause", ""},
+		{http.MethodPost, "/v1/watches/gh/releases/resume", ""},
+	} {
+		var rd *strings.Reader
+		if r.body != "" {
+			rd = body(r.body)
+		}
+		var p Problem
+		var resp *http.Response
+		if rd != nil {
+			resp = f.do(r.method, r.path, "bob", rd, &p)
+		} else {
+			resp = f.do(r.method, r.path, "bob", nil, &p)
+		}
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(p.Detail, `watch "gh/releases" does not exist`) {
+			t.Errorf("bob %s %s: %d %+v", r.method, r.path, resp.StatusCode, p)
+		}
+	}
+	var page control.WatchPage
+	f.do(http.MethodGet, "/v1/watches", "bob", nil, &page)
+	if len(page.Items) != 0 {
+		t.Errorf("bob lists %+v", page.Items)
+	}
+	f.do(http.MethodGet, "/v1/watches", "root", nil, &page)
+	if len(page.Items) != 1 {
+		t.Errorf("admin lists %d", len(page.Items))
+	}
+	// Update, pause, resume, delete — each audited with before and after.
+	if resp := f.do(http.MethodPut, "/v1/watches/gh/releases", "alice", body(`{"name":"releases","when":"record.status == \"open\""}`), &w); resp.StatusCode != 200 {
+		t.Fatalf("update: %d", resp.StatusCode)
+	}
+	if resp := f.do(http.MethodPost, "/v1/watches/gh/releases/pause", "alice", body(`{"reason":"holiday"}`), &w); resp.StatusCode != 200 || !w.Paused || w.PausedReason != "holiday" {
+		t.Errorf("pause: %d %+v", resp.StatusCode, w)
+	}
+	if resp := f.do(http.MethodPost, "/v1/watches/gh/releases/resume", "alice", nil, &w); resp.StatusCode != 200 || w.Paused {
+		t.Errorf("resume: %d %+v", resp.StatusCode, w)
+	}
+	if resp := f.do(http.MethodDelete, "/v1/watches/gh/releases", "alice", nil, nil); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("delete: %d", resp.StatusCode)
+	}
+	f.problem(http.MethodGet, "/v1/watches/gh/releases", "alice", nil, http.StatusNotFound)
+	var audit control.AuditPage
+	f.do(http.MethodGet, "/v1/audit?kind=watch", "alice", nil, &audit)
+	var actions []string
+	for _, e := range audit.Items {
+		actions = append(actions, e.Action)
+	}
+	if strings.Join(actions, ",") != "delete,resume,pause,update,create" {
+		t.Errorf("audit actions %v", actions)
+	}
+	if len(audit.Items) == 5 && (audit.Items[3].Before == nil || audit.Items[3].After == nil || !strings.Contains(string(audit.Items[3].After), `record.status`)) {
+		t.Errorf("update audit: %s -> %s", audit.Items[3].Before, audit.Items[3].After)
+	}
+	// A file-managed source cannot be changed through the API: 409 naming the file.
+	p := f.problem(http.MethodDelete, "/v1/sources/gh", "root", nil, http.StatusConflict)
+	if !strings.Contains(p.Detail, "sources/gh.yaml") {
+		t.Errorf("delete a file source: %+v", p)
+	}
+}
+
+// Bad input: each a problem naming the field; nothing half-created.
+func TestCreateWatchBadInput(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	f.svc.SetResolver(resolver{"feeds.example": {netip.MustParseAddr("93.184.216.34")}, "db.internal": {netip.MustParseAddr("169.254.169.254")}})
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		pointer    string
+		detail     string
+	}{
+		{"unknown top-level field", `{"source":"gh","wach":{}}`, 422, "/wach", `unknown field "wach"; the fields allowed here are new_source, source, watch`},
+		{"wrong type", `{"source":7,"watch":{"name":"x"}}`, 422, "/source", "wrong type: string, got a number"},
+		{"neither source", `{"watch":{"name":"x"}}`, 422, "/source", "give either source"},
+		{"unknown watch key", `{"source":"gh","watch":{"name":"x","whn":"true"}}`, 422, "/watch/whn", "whn"},
+		{"expression does not compile", `{"source":"gh","watch":{"name":"x","when":"record.title ==="}}`, 422, "/watch/when", "when"},
+		{"unknown sink", `{"source":"gh","watch":{"name":"x","notify":["pager"]}}`, 422, "/watch/notify/0", `notify[0] names sink "pager", which lookout.yaml does not declare (declared: log)`},
+		{"unknown record field", `{"source":"gh","watch":{"name":"x","when":"record.titel == \"x\""}}`, 422, "/watch/when", "record.titel is not a field: record has author, body"},
+		{"unknown source", `{"source":"nope","watch":{"name":"x"}}`, 404, "", `source "nope" does not exist`},
+		{"bad cron", `{"new_source":{"name":"feed","connector":"rss","cron":"61 * * * *","rss":{"url":"https://feeds.example/a.xml"}},"watch":{"name":"x"}}`, 422, "/new_source/cron", "cron"},
+		{"file connector", `{"new_source":{"name":"f","connector":"file","file":{"paths":["/etc/passwd"]}},"watch":{"name":"x"}}`, 422, "/new_source/connector", "reads the server's files"},
+		{"metadata url", `{"new_source":{"name":"m","connector":"http","every":"1h","http":{"url":"http://db.internal/"}},"watch":{"name":"x"}}`, 422, "/new_source/http/url", "cloud metadata"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p Problem
+			resp := f.do(http.MethodPost, "/v1/watches", "alice", body(tc.body), &p)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %+v", resp.StatusCode, tc.status, p)
+			}
+			if tc.pointer == "" {
+				if !strings.Contains(p.Detail, tc.detail) {
+					t.Errorf("detail %q lacks %q", p.Detail, tc.detail)
+				}
+				return
+			}
+			found := false
+			for _, e := range p.Errors {
+				if e.Pointer == tc.pointer && strings.Contains(e.Detail, tc.detail) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no error at %s with %q: %+v", tc.pointer, tc.detail, p.Errors)
+			}
+		})
+	}
+	var n int
+	if err := f.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM watches) + (SELECT count(*) FROM source_definitions WHERE owner <> '') + (SELECT count(*) FROM audit_log)`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("half-created: %d rows (%v)", n, err)
+	}
+}
+
+// A flood of concurrent creates stops at the owner's limit (3 in setup),
+// each refusal a limit-exceeded problem; an admin has no limit.
+func TestWatchLimit(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	var wg sync.WaitGroup
+	codes := make([]int, 10)
+	problems := make([]Problem, 10)
+	for i := range codes {
+		wg.Go(func() {
+			resp := f.do(http.MethodPost, "/v1/watches", "alice", body(fmt.Sprintf(`{"source":"gh","watch":{"name":"w%d"}}`, i)), &problems[i])
+			codes[i] = resp.StatusCode
+		})
+	}
+	wg.Wait()
+	created := 0
+	for i, c := range codes {
+		switch c {
+		case http.StatusCreated:
+			created++
+		case http.StatusForbidden:
+			if problems[i].Type != ProblemTypeBase+ProblemLimit || !strings.Contains(problems[i].Detail, "limit of 3 watches") || problems[i].Errors[0].Pointer != "/watch" {
+				t.Errorf("refusal: %+v", problems[i])
+			}
+		default:
+			t.Errorf("status %d: %+v", c, problems[i])
+		}
+	}
+	if created != 3 {
+		t.Errorf("created %d watches past a limit of 3", created)
+	}
+	if resp := f.do(http.MethodPost, "/v1/watches", "root", body(`{"source":"gh","watch":{"name":"admin"}}`), nil); resp.StatusCode != http.StatusCreated {
+		t.Errorf("admin create: %d", resp.StatusCode)
+	}
+}
+
+func TestCreateWatchIdempotent(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	req := `{"source":"gh","watch":{"name":"once"}}`
+	var a, b control.CreatedWatch
+	r1 := f.do(http.MethodPost, "/v1/watches", "alice", body(req), &a, "Idempotency-Key", "k-1")
+	r2 := f.do(http.MethodPost, "/v1/watches", "alice", body(req), &b, "Idempotency-Key", "k-1")
+	if r1.StatusCode != 201 || r2.StatusCode != 201 || r2.Header.Get("Idempotent-Replayed") != "true" || r1.Header.Get("Idempotent-Replayed") == "true" ||
+		a.Watch.CreatedAt != b.Watch.CreatedAt {
+		t.Fatalf("retry: %d %d %q %+v %+v", r1.StatusCode, r2.StatusCode, r2.Header.Get("Idempotent-Replayed"), a, b)
+	}
+	p := f.problem(http.MethodPost, "/v1/watches", "alice", body(`{"source":"gh","watch":{"name":"twice"}}`), http.StatusUnprocessableEntity, "Idempotency-Key", "k-1")
+	if p.Type != ProblemTypeBase+ProblemIdempotency || p.Errors[0].Header != "Idempotency-Key" {
+		t.Errorf("other body: %+v", p)
+	}
+	// Without a key, a second create is a conflict naming the watch.
+	p = f.problem(http.MethodPost, "/v1/watches", "alice", body(req), http.StatusConflict)
+	if !strings.Contains(p.Detail, `watch "once" of source "gh"`) {
+		t.Errorf("duplicate: %+v", p)
+	}
+	var n int
+	_ = f.pool.QueryRow(context.Background(), `SELECT count(*) FROM watches`).Scan(&n)
+	if n != 1 {
+		t.Errorf("%d watches, want 1", n)
+	}
+}
+
+func TestSourcesOverHTTP(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	f.svc.SetResolver(resolver{"feeds.example": {netip.MustParseAddr("93.184.216.34")}})
+	var s control.SourceView
+	resp := f.do(http.MethodPost, "/v1/sources", "alice", body(`{"name":"alice-feed","connector":"rss","every":"1h","rss":{"url":"https://feeds.example/a.xml"},"watches":[{"name":"all"}]}`), &s)
+	if resp.StatusCode != 201 || s.Owner != "alice" || s.Shared {
+		t.Fatalf("create source: %d %+v", resp.StatusCode, s)
+	}
+	var page control.SourcePage
+	f.do(http.MethodGet, "/v1/sources", "bob", nil, &page)
+	if len(page.Items) != 1 || page.Items[0].Name != "gh" || !page.Items[0].Shared {
+		t.Errorf("bob's sources: %+v", page.Items)
+	}
+	f.do(http.MethodGet, "/v1/sources", "alice", nil, &page)
+	if len(page.Items) != 2 {
+		t.Errorf("alice's sources: %+v", page.Items)
+	}
+	f.problem(http.MethodGet, "/v1/sources/alice-feed", "bob", nil, http.StatusNotFound)
+	f.problem(http.MethodPost, "/v1/sources/alice-feed/run", "bob", nil, http.StatusNotFound)
+	if resp := f.do(http.MethodPost, "/v1/sources/alice-feed/pause", "alice", nil, &s); resp.StatusCode != 200 || !s.Paused {
+		t.Errorf("pause: %d %+v", resp.StatusCode, s)
+	}
+	if resp := f.do(http.MethodDelete, "/v1/sources/alice-feed", "alice", nil, nil); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("delete: %d", resp.StatusCode)
+	}
+	// The limit of sources (2 in setup).
+	for i := range 3 {
+		var p Problem
+		resp := f.do(http.MethodPost, "/v1/sources", "bob", body(fmt.Sprintf(`{"name":"b%d","connector":"rss","every":"1h","rss":{"url":"https://feeds.example/%d.xml"}}`, i, i)), &p)
+		if want := map[bool]int{true: 201, false: 403}[i < 2]; resp.StatusCode != want {
+			t.Errorf("bob's source %d: %d %+v", i, resp.StatusCode, p)
+		}
+	}
+}
