@@ -113,7 +113,7 @@ func TestCreateWatchBadInput(t *testing.T) {
 		{"neither source", `{"watch":{"name":"x"}}`, 422, "/source", "give either source"},
 		{"unknown watch key", `{"source":"gh","watch":{"name":"x","whn":"true"}}`, 422, "/watch/whn", "whn"},
 		{"expression does not compile", `{"source":"gh","watch":{"name":"x","when":"record.title ==="}}`, 422, "/watch/when", "when"},
-		{"unknown sink", `{"source":"gh","watch":{"name":"x","notify":["pager"]}}`, 422, "/watch/notify/0", `notify[0] names sink "pager", which lookout.yaml does not declare (declared: log)`},
+		{"unknown sink", `{"source":"gh","watch":{"name":"x","notify":["pager"]}}`, 422, "/watch/notify/0", `notify[0]: names sink "pager", which lookout.yaml does not declare (declared: log)`},
 		{"unknown record field", `{"source":"gh","watch":{"name":"x","when":"record.titel == \"x\""}}`, 422, "/watch/when", "record.titel is not a field: record has author, body"},
 		{"unknown source", `{"source":"nope","watch":{"name":"x"}}`, 404, "", `source "nope" does not exist`},
 		{"bad cron", `{"new_source":{"name":"feed","connector":"rss","cron":"61 * * * *","rss":{"url":"https://feeds.example/a.xml"}},"watch":{"name":"x"}}`, 422, "/new_source/cron", "cron"},

@@ -95,7 +95,7 @@ func problemDetail(p definitions.Problem) string {
 		}
 		b.WriteString(seg)
 	}
-	return b.String() + " " + p.Message
+	return b.String() + ": " + strings.TrimLeft(p.Message, ": ")
 }
 
 // CreateWatchRequest creates a watch on an existing source, or on a new

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lookout-dev/lookout/internal/clitest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
+	"github.com/lookout-dev/lookout/internal/tokens"
+)
+
+// upstream is an HTTP JSON API answering a list of tickets, like the
+// http connector's upstreams.
+type upstream struct {
+	mu      sync.Mutex
+	tickets map[string]string // id -> status
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var items []map[string]string
+	for id, status := range u.tickets {
+		items = append(items, map[string]string{"id": id, "title": "ticket " + id, "status": status})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(items)
+}
+
+func (u *upstream) set(id, status string) {
+	u.mu.Lock()
+	u.tickets[id] = status
+	u.mu.Unlock()
+}
+
+// client calls the api binary with one owner's token.
+type client struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+func (c *client) call(method, path, body string, out any) int {
+	c.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			c.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+// stream opens the notification stream and returns the ids of the
+// notification events as they come.
+func (c *client) stream() (<-chan string, func()) {
+	c.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/notifications/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		cancel()
+		c.t.Fatalf("stream: %v %v", resp, err)
+	}
+	ch := make(chan string, 16)
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		event := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && event == "notification":
+				ch <- strings.TrimPrefix(line, "data: ")
+			case line == "":
+				event = ""
+			}
+		}
+	}()
+	return ch, cancel
+}
+
+// End to end with the real binaries: alice's token creates a source and a
+// watch over HTTP; the upstream changes; the notification is hers, listed
+// and streamed; bob sees none of it.
+func TestAPICreatesWatchThatNotifies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("lookout.yaml", "sinks:\n  log: {type: log}\nsyncer:\n  poll_interval: 200ms\nevaluator:\n  catch_up_interval: 1s\napi:\n  allow_private: true\n")
+	up := &upstream{tickets: map[string]string{"1": "open"}}
+	srv := httptest.NewServer(up)
+	defer srv.Close()
+	s, ev := e.binaries()
+	apid := clitest.StartBinary(t, clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/api"), e.dir, e.url)
+	e.daemons = []*clitest.DaemonTest{s, ev, apid}
+	ctx := context.Background()
+	mk := func(owner string) *client {
+		_, secret, err := tokens.Create(ctx, e.pool, tokens.NewToken{Owner: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &client{t: t, base: "http://" + apid.Addr, token: secret}
+	}
+	alice, bob := mk("alice"), mk("bob")
+
+	var created struct {
+		Watch  struct{ Source, Name, Owner string }
+		Source *struct{ Name, Owner string }
+	}
+	code := alice.call(http.MethodPost, "/v1/watches", fmt.Sprintf(`{
+		"new_source": {"name": "alice-tickets", "connector": "http", "every": "1h", "http": {"url": %q},
+		               "fields": {"id": "item.id", "title": "item.title", "status": "item.status"}},
+		"watch": {"name": "done", "when": "record.status == \"done\"", "notify": ["log"]}}`, srv.URL+"/tickets"), &created)
+	if code != http.StatusCreated || created.Source == nil || created.Source.Owner != "alice" || created.Watch.Owner != "alice" {
+		t.Fatalf("create_watch: %d %+v", code, created)
+	}
+	e.wait("the first run of alice's source", 1, `SELECT count(*) FROM records WHERE source = 'alice-tickets'`)
+	events, stop := alice.stream()
+	defer stop()
+	bobEvents, stopBob := bob.stream()
+	defer stopBob()
+
+	up.set("1", "done")
+	if code := alice.call(http.MethodPost, "/v1/sources/alice-tickets/run", "", nil); code != http.StatusAccepted {
+		t.Fatalf("run_now: %d", code)
+	}
+	data := testsignal.Receive(t, events, "alice's streamed notification")
+	var n struct {
+		ID                  int64
+		Source, Watch, Kind string
+		Payload             map[string]any
+	}
+	if err := json.Unmarshal([]byte(data), &n); err != nil || n.Source != "alice-tickets" || n.Watch != "done" || n.Payload["owner"] != "alice" {
+		t.Fatalf("streamed %s (%v)", data, err)
+	}
+	var page struct {
+		Items []struct {
+			ID    int64
+			Watch string
+		}
+	}
+	if code := alice.call(http.MethodGet, "/v1/notifications", "", &page); code != 200 || len(page.Items) != 1 || page.Items[0].ID != n.ID {
+		t.Errorf("alice's list: %d %+v", code, page)
+	}
+	// Bob sees nothing of alice's: no notification, no watch, no source.
+	if code := bob.call(http.MethodGet, "/v1/notifications", "", &page); code != 200 || len(page.Items) != 0 {
+		t.Errorf("bob's list: %d %+v", code, page)
+	}
+	for _, path := range []string{"/v1/watches/alice-tickets/done", "/v1/sources/alice-tickets", "/v1/sources/alice-tickets/fields"} {
+		var p struct{ Status int }
+		if code := bob.call(http.MethodGet, path, "", &p); code != http.StatusNotFound {
+			t.Errorf("bob GET %s: %d", path, code)
+		}
+	}
+	select {
+	case d := <-bobEvents:
+		t.Errorf("bob streamed %s", d)
+	default:
+	}
+	// describe_source shows alice the fields her watch can use.
+	var d struct{ Fields []struct{ Path string } }
+	alice.call(http.MethodGet, "/v1/sources/alice-tickets/fields", "", &d)
+	var paths []string
+	for _, f := range d.Fields {
+		paths = append(paths, f.Path)
+	}
+	if !strings.Contains(strings.Join(paths, ","), "record.status") {
+		t.Errorf("describe_source fields: %v", paths)
+	}
+}
