@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -556,6 +557,9 @@ func Page(ctx context.Context, q Querier, pq PageQuery) ([]Note, error) {
 	query := queryPageNewest
 	if pq.Before == 0 && (pq.After > 0 || pq.Recent > 0) {
 		query = queryPageAfter
+	}
+	if pq.All {
+		query = strings.Replace(query, pageOwner, pageAll, 1)
 	}
 	rows, err := q.Query(ctx, query, pq.All, pq.Owner, pq.Before, pq.After, pq.Recent, pq.Source, pq.Watch, limit)
 	if err != nil {

@@ -122,12 +122,15 @@ const queryMarkDigested = `
 	UPDATE notifications SET status = 'digested', digest_id = $2
 	WHERE id = ANY($1) AND status = 'held'`
 
-// pageColumns and pageScope are shared by the API's listings: $1 all rows,
-// else the rows of owner $2; $6 source and $7 watch filter.
+// pageColumns and pageScope are shared by the API's listings: the rows of
+// owner $2 (notifications_owner_idx), or with $1 every row (an admin;
+// pageAll replaces pageOwner); $6 source and $7 watch filter.
 const (
 	pageColumns = `id, kind, status, source, record_id, watch, sink, dedupe_key, change_id, title, body, urgency, reason,
 	       payload, created_at, delivered_at`
-	pageScope = `($1 OR owner = $2) AND ($6 = '' OR source = $6) AND ($7 = '' OR watch = $7)`
+	pageOwner = `owner = $2 AND $1::boolean IS NOT NULL`
+	pageAll   = `$1::boolean AND $2::text IS NOT NULL`
+	pageScope = pageOwner + ` AND ($6 = '' OR source = $6) AND ($7 = '' OR watch = $7)`
 )
 
 // queryPageNewest lists rows newest first, below the cursor $3 (0: from
@@ -142,5 +145,5 @@ const queryPageNewest = `
 const queryPageAfter = `
 	SELECT ` + pageColumns + ` FROM notifications
 	WHERE ` + pageScope + ` AND $3::bigint IS NOT NULL
-	  AND (id > $4 OR ($5 > '0'::interval AND created_at > now() - $5::interval))
+	  AND (id > $4 OR ($5 > '0'::interval AND now() - $5::interval < created_at))
 	ORDER BY id LIMIT $8`
