@@ -108,13 +108,27 @@ func ChangesChannel(schema string) string { return schema + ".changes" }
 
 // Migrate applies every pending migration to the pool's current schema.
 // It returns the resulting version. A database left dirty by a failed
-// migration is refused with instructions instead of being touched.
+// migration is refused with instructions instead of being touched; a
+// schema newer than this binary is left as it is and its version returned
+// (greater than LatestVersion), so that an old pod restarting during a
+// rolling upgrade comes back.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) (uint, error) {
 	m, closeFn, err := newMigrator(ctx, pool)
 	if err != nil {
 		return 0, err
 	}
 	defer closeFn()
+	latest, err := LatestVersion()
+	if err != nil {
+		return 0, err
+	}
+	// A schema migrated past this binary (a newer release's migrate Job ran
+	// while this pod restarts during a rolling upgrade) is used as it is:
+	// migrations are backward compatible for one release. m.Up would fail
+	// with "no migration found" since the newer files are not embedded.
+	if cur, dirty, err := m.Version(); err == nil && !dirty && cur > latest {
+		return cur, nil
+	}
 	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		var dirty migrate.ErrDirty
 		if errors.As(err, &dirty) {

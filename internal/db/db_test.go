@@ -31,6 +31,29 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	}
 }
 
+// An old binary restarting against a schema a newer release migrated
+// (rolling upgrade) starts on it instead of failing with "no migration
+// found".
+func TestMigrateLeavesANewerSchemaAlone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	latest, err := db.LatestVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE schema_migrations SET version = $1`, latest+1); err != nil {
+		t.Fatal(err)
+	}
+	v, err := db.Migrate(ctx, pool)
+	if err != nil {
+		t.Fatalf("Migrate on a newer schema: %v", err)
+	}
+	if v != latest+1 {
+		t.Errorf("Migrate = %d, want the schema's %d", v, latest+1)
+	}
+}
+
 func TestDirtyDatabaseIsRefused(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)

@@ -39,6 +39,13 @@ type Check struct {
 	Advisory bool
 }
 
+// Warning is an error a check returns to report a problem that does not
+// make the process not ready (a schema one release ahead of the binary
+// during a rolling upgrade): /readyz shows it as the check's warning.
+type Warning struct{ Msg string }
+
+func (w *Warning) Error() string { return w.Msg }
+
 // Database checks that the pool reaches the database (a ping).
 func Database(pool *pgxpool.Pool) Check {
 	return Check{Name: "database", Run: func(ctx context.Context) error {
@@ -50,8 +57,11 @@ func Database(pool *pgxpool.Pool) Check {
 }
 
 // Migrations checks that the database schema is at the migration version
-// this binary embeds, and not dirty. It reads schema_migrations directly
-// (one small query) rather than opening a migrator per probe.
+// this binary embeds, and not dirty. A schema newer than the binary is a
+// warning, not a failure: migrations are backward compatible for one
+// release, so old pods stay ready while a rolling upgrade replaces them
+// (docs/deploy.md). It reads schema_migrations directly (one small query)
+// rather than opening a migrator per probe.
 func Migrations(pool *pgxpool.Pool) Check {
 	return Check{Name: "migrations", Run: func(ctx context.Context) error {
 		latest, err := db.LatestVersion()
@@ -74,7 +84,7 @@ func Migrations(pool *pgxpool.Pool) Check {
 		case version < int64(latest):
 			return fmt.Errorf("schema is at version %d, this binary needs %d: run `migrate`", version, latest)
 		case version > int64(latest):
-			return fmt.Errorf("schema is at version %d, newer than this binary's %d: upgrade the binary", version, latest)
+			return &Warning{Msg: fmt.Sprintf("schema is at version %d, newer than this binary's %d: running on it (migrations are backward compatible for one release); upgrade the binary", version, latest)}
 		}
 		return nil
 	}}
@@ -174,8 +184,9 @@ func (s *Server) Ready(ctx context.Context) Readiness {
 				err = fmt.Errorf("no answer within %s: %w", s.timeout, err)
 			}
 			r := CheckResult{Name: c.Name, OK: err == nil, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
+			var warn *Warning
 			switch {
-			case err != nil && c.Advisory:
+			case err != nil && (c.Advisory || errors.As(err, &warn)):
 				r.OK, r.Warning = true, err.Error()
 			case err != nil:
 				r.Error = err.Error()

@@ -149,6 +149,7 @@ func (r *Reloader) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan os.S
 				return nil
 			}
 			if r.relevant(ev.Name) {
+				r.rewatchSources(w, ev.Name)
 				debounce.Reset(r.conf.Debounce)
 			}
 		case err, ok := <-w.Errors:
@@ -166,14 +167,34 @@ func (r *Reloader) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan os.S
 	}
 }
 
+// kubeletData is the symlink a Kubernetes ConfigMap volume swaps on an
+// update: lookout.yaml and sources are symlinks through it, so an update
+// replaces their targets without writing the files in place.
+const kubeletData = "..data"
+
+// rewatchSources watches sources/ again after the folder itself was
+// replaced (a ConfigMap update swaps ..data, so the old target directory
+// and the watch on it are gone; an editor or `mv` may replace it too).
+// Watching the same path twice is harmless.
+func (r *Reloader) rewatchSources(w *fsnotify.Watcher, name string) {
+	rel, err := filepath.Rel(r.conf.Dir, name)
+	if err != nil || (rel != kubeletData && rel != config.SourcesDir) {
+		return
+	}
+	if err := w.Add(filepath.Join(r.conf.Dir, config.SourcesDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.logger.Warn("watch the configuration's sources folder again", "error", err)
+	}
+}
+
 // relevant reports whether a file event concerns the configuration:
-// lookout.yaml, or a .yaml/.yml file of sources/ (or the folder itself).
+// lookout.yaml, a .yaml/.yml file of sources/ (or the folder itself), or
+// the ..data symlink of a Kubernetes ConfigMap volume.
 func (r *Reloader) relevant(name string) bool {
 	rel, err := filepath.Rel(r.conf.Dir, name)
 	if err != nil {
 		return false
 	}
-	if rel == config.GlobalFile || rel == config.SourcesDir {
+	if rel == config.GlobalFile || rel == config.SourcesDir || rel == kubeletData {
 		return true
 	}
 	dir, file := filepath.Split(rel)
