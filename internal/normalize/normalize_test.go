@@ -70,7 +70,7 @@ func TestHashIgnoresVolatile(t *testing.T) {
 func TestVolatileUnknownPath(t *testing.T) {
 	t.Parallel()
 	_, err := normalize.NewMapper(normalize.FieldExprs{}, []string{"view_count"})
-	want := `volatile path "view_count" is not a record field (one of id, title, body, url, author, status, labels, created_at, updated_at, or extra.<key>)`
+	want := `volatile: "view_count" is not a record field (one of id, title, body, url, author, status, labels, created_at, updated_at, or extra.<key>)`
 	if err == nil || err.Error() != want {
 		t.Errorf("error = %v, want %s", err, want)
 	}

@@ -95,7 +95,7 @@ func NewHasher(volatile []string) (*Hasher, error) {
 		case !nested && slices.Contains(fieldNames, top):
 		case nested && top == "extra" && sub != "":
 		default:
-			return nil, fmt.Errorf("volatile path %q is not a record field (one of %s, or extra.<key>)", p, strings.Join(fieldNames, ", "))
+			return nil, &KeyError{Key: "volatile", Err: fmt.Errorf("%q is not a record field (one of %s, or extra.<key>)", p, strings.Join(fieldNames, ", "))}
 		}
 		h.volatile[p] = true
 	}

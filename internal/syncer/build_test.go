@@ -33,12 +33,12 @@ func TestBuildErrorsNameTheirKey(t *testing.T) {
 			want: "sources/s.yaml:6: fields.extra.team "},
 		{name: "volatile path", body: "volatile: [id]\n",
 			edit: func(sc *config.Source) { sc.Volatile = []string{"nope"} },
-			want: `sources/s.yaml:4: volatile volatile path "nope" is not a record field`},
+			want: `sources/s.yaml:4: volatile "nope" is not a record field`},
 		// A cron expression carrying its zone is refused at the cron key,
 		// though the message mentions timezone.
 		{name: "cron with a zone", body: "every: 0s\ncron: \"0 8 * * *\"\n",
 			edit: func(sc *config.Source) { sc.Cron = "TZ=Europe/Paris 0 8 * * *" },
-			want: `sources/s.yaml:5: cron cron "TZ=Europe/Paris 0 8 * * *": set the zone with timezone`},
+			want: `sources/s.yaml:5: cron "TZ=Europe/Paris 0 8 * * *": set the zone with timezone`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -184,12 +184,11 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 	}
 	sched, err := schedule.New(schedule.Spec{Every: sc.Every, Jitter: *sc.Jitter, Cron: sc.Cron, Timezone: sc.Timezone, Adaptive: adaptive})
 	if err != nil {
-		key := "every"
 		var se *schedule.SpecError
 		if errors.As(err, &se) {
-			key = se.Key
+			return nil, sc.Errorf(se.Key, "%v", se.Err)
 		}
-		return nil, sc.Errorf(key, "%v", err)
+		return nil, sc.Errorf("every", "%v", err)
 	}
 	var stopWhen *normalize.Condition
 	if sc.Stop != nil && sc.Stop.When != "" {
