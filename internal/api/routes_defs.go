@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,23 @@ func (a *API) definitionRoutes() {
 			"a new source runs at once. Send an Idempotency-Key header so that a retry creates nothing twice.",
 		Security: bearer, Responses: create,
 	}, a.createWatch)
+
+	huma.Register(a.huma, huma.Operation{
+		OperationID: "dry_run", Method: http.MethodPost, Path: "/v1/dry_run", Tags: []string{"watches"},
+		Summary: "Backtest a watch over the stored history of a source, without saving it",
+		Description: "Re-evaluates the stored changes of `source` from `since` ago against `watch` (new, or one of yours with changes) " +
+			"and says how often and on which changes it would have notified. Nothing is saved and nothing is delivered. " +
+			"A watch with an ask uses cached verdicts only unless `use_model` is set (then at most `max_calls` model calls).",
+		Security: bearer, Responses: problemResponses(http.StatusNotFound, http.StatusUnprocessableEntity),
+	}, a.dryRun)
+
+	huma.Register(a.huma, huma.Operation{
+		OperationID: "explain", Method: http.MethodGet, Path: "/v1/changes/{change}/explain", Tags: []string{"watches"},
+		Summary: "The decision trail of a change your watches judged",
+		Description: "For each of your watches: the step that decided (filter, cache, model, budget, error, dedupe), the decision, " +
+			"the reason, the model calls and the notifications it made. Take change_id from a notification.",
+		Security: bearer, Responses: problemResponses(http.StatusNotFound),
+	}, a.explain)
 
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "list_watches", Method: http.MethodGet, Path: "/v1/watches", Tags: []string{"watches"},
@@ -348,4 +366,54 @@ func (a *API) runNow(ctx context.Context, in *SourcePath) (*struct{}, error) {
 		return nil, a.fail(ctx, err)
 	}
 	return &struct{}{}, nil
+}
+
+// DryRunBody is dry_run's body.
+type DryRunBody struct {
+	Source   string     `json:"source" doc:"The source whose stored changes to replay (a shared one or yours)."`
+	Watch    Definition `json:"watch" doc:"The watch to test, as for create_watch."`
+	Since    string     `json:"since,omitempty" doc:"How far back, as a duration (24h, 168h). Defaults to 168h; at most 2160h."`
+	UseModel bool       `json:"use_model,omitempty" doc:"Ask the model where the watch has an ask and no verdict is cached."`
+	MaxCalls int        `json:"max_calls,omitempty" minimum:"0" maximum:"50" doc:"At most this many model calls (default 20)."`
+}
+
+// DryRunInput is dry_run's request.
+type DryRunInput struct {
+	Body DryRunBody
+}
+
+// DryRunOutput is dry_run's answer.
+type DryRunOutput struct{ Body *control.DryRunReport }
+
+func (a *API) dryRun(ctx context.Context, in *DryRunInput) (*DryRunOutput, error) {
+	var since time.Duration
+	if in.Body.Since != "" {
+		d, err := time.ParseDuration(in.Body.Since)
+		if err != nil || d <= 0 {
+			return nil, a.fail(ctx, control.Invalid("/since", "must be a positive duration such as 24h or 168h, not %q", in.Body.Since))
+		}
+		since = d
+	}
+	rep, err := a.svc.DryRun(ctx, principal(ctx), control.DryRunRequest{Source: in.Body.Source, Watch: marshalDef(in.Body.Watch),
+		Since: since, UseModel: in.Body.UseModel, MaxCalls: in.Body.MaxCalls})
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &DryRunOutput{Body: rep}, nil
+}
+
+// ExplainInput is explain's request.
+type ExplainInput struct {
+	Change int64 `path:"change" minimum:"1" doc:"The change id (a notification's change_id)."`
+}
+
+// ExplainOutput is explain's answer.
+type ExplainOutput struct{ Body *control.TrailView }
+
+func (a *API) explain(ctx context.Context, in *ExplainInput) (*ExplainOutput, error) {
+	t, err := a.svc.Explain(ctx, principal(ctx), in.Change)
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &ExplainOutput{Body: t}, nil
 }

@@ -153,6 +153,7 @@ func TestAPICreatesWatchThatNotifies(t *testing.T) {
 	data := testsignal.Receive(t, events, "alice's streamed notification")
 	var n struct {
 		ID                  int64
+		ChangeID            int64 `json:"change_id"`
 		Source, Watch, Kind string
 		Payload             map[string]any
 	}
@@ -182,6 +183,48 @@ func TestAPICreatesWatchThatNotifies(t *testing.T) {
 	case d := <-bobEvents:
 		t.Errorf("bob streamed %s", d)
 	default:
+	}
+	// explain: the trail of the change her watch judged; not bob's.
+	var trail struct {
+		RecordID string `json:"record_id"`
+		Watches  []struct {
+			Watch, Decision, Step string
+			Notifications       []struct{ ID int64 }
+		}
+	}
+	if code := alice.call(http.MethodGet, fmt.Sprintf("/v1/changes/%d/explain", n.ChangeID), "", &trail); code != 200 ||
+		len(trail.Watches) != 1 || trail.Watches[0].Decision != "notify" || trail.Watches[0].Step != "filter" ||
+		len(trail.Watches[0].Notifications) != 1 || trail.Watches[0].Notifications[0].ID != n.ID {
+		t.Errorf("explain: %d %+v", code, trail)
+	}
+	var p struct{ Detail string }
+	if code := bob.call(http.MethodGet, fmt.Sprintf("/v1/changes/%d/explain", n.ChangeID), "", &p); code != http.StatusNotFound {
+		t.Errorf("bob explains alice's change: %d %+v", code, p)
+	}
+	// dry_run: a new watch backtested over the stored changes, saving nothing.
+	var dry struct {
+		Changes     int
+		WouldNotify int `json:"would_notify"`
+		Matches     []struct {
+			RecordID string `json:"record_id"`
+			Recorded string
+		}
+		Summary string
+	}
+	if code := alice.call(http.MethodPost, "/v1/dry_run", `{"source": "alice-tickets", "since": "1h",
+		"watch": {"name": "opened", "when": "record.status == \"open\""}}`, &dry); code != 200 || dry.Changes != 2 || dry.WouldNotify != 1 ||
+		dry.Matches[0].RecordID != "1" || !strings.Contains(dry.Summary, "would have notified 1 time(s)") {
+		t.Errorf("dry_run: %d %+v", code, dry)
+	}
+	if code := alice.call(http.MethodPost, "/v1/dry_run", `{"source": "alice-tickets", "watch": {"name": "x", "when": "record.stat == 1"}}`, &p); code != 422 ||
+		!strings.Contains(p.Detail, "problem") {
+		t.Errorf("dry_run with a bad field: %d %+v", code, p)
+	}
+	if code := bob.call(http.MethodPost, "/v1/dry_run", `{"source": "alice-tickets", "watch": {"name": "x"}}`, &p); code != http.StatusNotFound {
+		t.Errorf("bob's dry_run on alice's source: %d %+v", code, p)
+	}
+	if e.count(`SELECT count(*) FROM watches WHERE name IN ('opened', 'x')`) != 0 {
+		t.Error("dry_run saved a watch")
 	}
 	// describe_source shows alice the fields her watch can use.
 	var d struct{ Fields []struct{ Path string } }
