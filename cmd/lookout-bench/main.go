@@ -26,6 +26,8 @@ func main() {
 	deliveries := flag.Int("deliveries", 5000, "webhook deliveries measured (-1 skips it)")
 	syncerBin := flag.String("syncer", "", "syncer binary whose peak RSS is measured (empty skips it)")
 	rssRecords := flag.Int("rss-records", 1_000_000, "records the syncer mirrors for the RSS measurement")
+	creates := flag.Int("creates", 10_000, "watches created through the HTTP API (-1 skips it)")
+	clients := flag.Int("clients", 16, "concurrent clients of the create measurement")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -49,7 +51,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if _, err := bench.Run(ctx, bench.Options{DatabaseURL: url, Records: *records, PageSize: *page, Keep: *keep,
-		Rate: *rate, LatencyFor: *latencyFor, Backlog: *backlog, Deliveries: *deliveries, SyncerBin: *syncerBin, RSSRecords: *rssRecords}); err != nil {
+		Rate: *rate, LatencyFor: *latencyFor, Backlog: *backlog, Deliveries: *deliveries, SyncerBin: *syncerBin, RSSRecords: *rssRecords,
+		Creates: *creates, Clients: *clients}); err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)

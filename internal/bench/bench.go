@@ -53,6 +53,10 @@ type Options struct {
 	// SyncerBin is empty or RSSRecords < 0.
 	SyncerBin  string
 	RSSRecords int
+	// Creates and Clients: watches created through the HTTP API by that
+	// many concurrent clients. Defaults to 10,000 and 16; Creates < 0
+	// skips it.
+	Creates, Clients int
 	// Keep leaves the benchmark schemas in place for inspection.
 	Keep bool
 	Out  io.Writer
@@ -73,6 +77,7 @@ type Result struct {
 	Deliveries     int
 	DeliveriesTime time.Duration
 	RSS            *RSSResult
+	Creates        *CreatesResult
 }
 
 // schema creates a fresh migrated schema and returns a pool on it.
@@ -114,6 +119,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.Backlog = cmp.Or(o.Backlog, 100_000)
 	o.Deliveries = cmp.Or(o.Deliveries, 5000)
 	o.RSSRecords = cmp.Or(o.RSSRecords, 1_000_000)
+	o.Creates = cmp.Or(o.Creates, 10_000)
+	o.Clients = cmp.Or(o.Clients, 16)
 	out := o.Out
 	if out == nil {
 		out = os.Stdout
@@ -190,6 +197,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		fmt.Fprintf(out, "(5) webhook deliveries to a local receiver (signed, HTTP/1.1 keep-alive)\n")
 		fmt.Fprintf(out, "  %d in %.2fs, %.0f deliveries/s\n\n", o.Deliveries, sec(res.DeliveriesTime), float64(o.Deliveries)/sec(res.DeliveriesTime))
+	}
+
+	// (7) watches created through the HTTP API
+	if o.Creates > 0 {
+		pool, _, done, err := o.schema(ctx, admin, "creates")
+		if err != nil {
+			return nil, err
+		}
+		res.Creates, err = RunCreates(ctx, pool, o.Creates, o.Clients)
+		done()
+		if err != nil {
+			return nil, err
+		}
+		c := res.Creates
+		fmt.Fprintf(out, "(7) %d watches created through the HTTP API (create_watch) by %d concurrent clients, one owner each\n", c.Watches, c.Clients)
+		fmt.Fprintf(out, "  %.2fs, %.0f creates/s; per call %s\n\n", sec(c.Took), float64(c.Watches)/sec(c.Took), c.Latency)
 	}
 
 	// (6) syncer peak RSS
