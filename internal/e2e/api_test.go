@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/clitest"
+	"github.com/lookout-dev/lookout/internal/definitions"
+	"github.com/lookout-dev/lookout/internal/syncer/syncertest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )
@@ -189,7 +191,7 @@ func TestAPICreatesWatchThatNotifies(t *testing.T) {
 		RecordID string `json:"record_id"`
 		Watches  []struct {
 			Watch, Decision, Step string
-			Notifications       []struct{ ID int64 }
+			Notifications         []struct{ ID int64 }
 		}
 	}
 	if code := alice.call(http.MethodGet, fmt.Sprintf("/v1/changes/%d/explain", n.ChangeID), "", &trail); code != 200 ||
@@ -235,5 +237,46 @@ func TestAPICreatesWatchThatNotifies(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(paths, ","), "record.status") {
 		t.Errorf("describe_source fields: %v", paths)
+	}
+}
+
+// A source created through the API is fetched through the untrusted
+// egress policy when it is dialed, not only checked when it is created:
+// with api.allow_private off, its loopback URL (here stored directly, as
+// a name that resolved elsewhere at creation could rebind) fails the run;
+// an operator's file source on the same upstream is fetched.
+func TestAPISourceDialsThroughUntrustedPolicy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	up := &upstream{tickets: map[string]string{"1": "open"}}
+	srv := httptest.NewServer(up)
+	defer srv.Close()
+	e.write("sources/ops.yaml", fmt.Sprintf("name: ops\nconnector: http\nevery: 1h\nhttp:\n  url: %s/tickets\n", srv.URL))
+	cfg := e.config()
+	ctx := context.Background()
+	if _, err := definitions.Apply(ctx, e.pool, cfg); err != nil {
+		t.Fatal(err)
+	}
+	store := definitions.NewStore(e.pool, &definitions.Validator{Global: &cfg.Global})
+	if _, _, err := store.CreateSource(ctx, definitions.Actor{Owner: "mallory"},
+		[]byte(fmt.Sprintf(`{"name": "mine", "connector": "http", "every": "1h", "http": {"url": %q}}`, srv.URL+"/tickets"))); err != nil {
+		t.Fatal(err)
+	}
+	s := e.syncer("syncer-1")
+	if _, err := definitions.NewFollower(e.pool, &cfg.Global, s.Apply).CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `UPDATE sources SET next_run_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	status, errText := syncertest.LastRun(t, e.pool, "mine")
+	if status != "failed" || !strings.Contains(errText, "egress policy refuses connections to 127.0.0.1") {
+		t.Errorf("mallory's loopback source: %s %q", status, errText)
+	}
+	if status, errText := syncertest.LastRun(t, e.pool, "ops"); status != "succeeded" {
+		t.Errorf("the operator's source: %s %q", status, errText)
 	}
 }

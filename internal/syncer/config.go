@@ -62,6 +62,12 @@ type Config struct {
 	// (egress). Defaults to the zero policy: link-local and metadata
 	// addresses refused, everything else allowed.
 	Egress *egress.Policy
+	// UntrustedEgress is the policy of sources created through the API
+	// (definitions managed by api): their URLs are users' input, so
+	// loopback and private addresses are refused unless api.allow_private
+	// is set, and the operator's egress.allow does not apply. Defaults to
+	// refusing loopback, private, link-local and metadata addresses.
+	UntrustedEgress *egress.Policy
 	// Redactor hides configured secrets in the run errors stored in
 	// sync_runs and sources (the ${ENV} values of the configuration).
 	// Defaults to nil: nothing is redacted.
@@ -78,18 +84,20 @@ type Config struct {
 func FromConfig(cfg *config.Config) Config {
 	g := &cfg.Global
 	policy := g.Egress.Policy()
+	untrusted := egress.Policy{DenyPrivate: !g.API.AllowPrivate}
 	return Config{
-		Egress:       &policy,
-		Redactor:     g.Redactor(),
-		Dir:          cfg.Dir,
-		Sources:      cfg.Sources,
-		HostLimit:    g.HostLimit,
-		Lease:        g.Syncer.Lease,
-		Concurrency:  g.Syncer.Concurrency,
-		PollInterval: g.Syncer.PollInterval,
-		BatchSize:    g.Syncer.BatchSize,
-		Backoff:      schedule.Backoff{Min: g.Syncer.Backoff.Min, Max: g.Syncer.Backoff.Max},
-		MaxWait:      g.Syncer.MaxWait,
-		RunTimeout:   g.Syncer.RunTimeout,
+		Egress:          &policy,
+		UntrustedEgress: &untrusted,
+		Redactor:        g.Redactor(),
+		Dir:             cfg.Dir,
+		Sources:         cfg.Sources,
+		HostLimit:       g.HostLimit,
+		Lease:           g.Syncer.Lease,
+		Concurrency:     g.Syncer.Concurrency,
+		PollInterval:    g.Syncer.PollInterval,
+		BatchSize:       g.Syncer.BatchSize,
+		Backoff:         schedule.Backoff{Min: g.Syncer.Backoff.Min, Max: g.Syncer.Backoff.Max},
+		MaxWait:         g.Syncer.MaxWait,
+		RunTimeout:      g.Syncer.RunTimeout,
 	}
 }

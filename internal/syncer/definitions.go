@@ -20,7 +20,7 @@ func (s *Syncer) Apply(ctx context.Context, d *definitions.Delta) error {
 	}
 	var built []*source
 	for _, def := range d.Sources {
-		src, err := s.build(def.Config)
+		src, err := s.buildFor(def.Config, def.Row.ManagedBy == definitions.ManagedByAPI)
 		if err != nil {
 			s.logger.Error("source definition refused; the source runs as it was", "source", def.Row.Name,
 				"managed_by", def.Row.ManagedBy, "error", s.conf.Redactor.Error(err))

@@ -47,6 +47,9 @@ type Syncer struct {
 	done   *completer // writes quiet runs' completions in batches
 	stats  *tally     // for the summary line
 	wake   chan struct{}
+	// untrusted is the transport of sources created through the API
+	// (conf.UntrustedEgress).
+	untrusted http.RoundTripper
 
 	// mu guards sources and names: the definitions change while the
 	// syncer runs (Apply). A source removed from the definitions stays,
@@ -125,6 +128,9 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 	if conf.Egress == nil {
 		conf.Egress = &egress.Policy{}
 	}
+	if conf.UntrustedEgress == nil {
+		conf.UntrustedEgress = &egress.Policy{DenyPrivate: true}
+	}
 	if conf.Transport == nil {
 		t := conf.Egress.Transport()
 		// Many sources share a host (a feed server, an API): keep enough
@@ -134,6 +140,9 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 	}
 	s := &Syncer{pool: pool, conf: conf, logger: logger.With("component", "syncer"), sources: map[string]*source{},
 		stats: newTally(conf.Now()), wake: make(chan struct{}, 1)}
+	ut := conf.UntrustedEgress.Transport()
+	ut.MaxIdleConns, ut.MaxIdleConnsPerHost = 1024, 128
+	s.untrusted = ut
 	s.done = newCompleter(s)
 	if pool != nil {
 		s.hosts = &hostBudget{pool: pool, limits: conf.HostLimit}
@@ -164,7 +173,11 @@ func Build(cfg *config.Config) error {
 	return err
 }
 
-func (s *Syncer) build(sc *config.Source) (*source, error) {
+func (s *Syncer) build(sc *config.Source) (*source, error) { return s.buildFor(sc, false) }
+
+// buildFor builds a source; an untrusted one (created through the API)
+// connects through conf.UntrustedEgress.
+func (s *Syncer) buildFor(sc *config.Source, untrusted bool) (*source, error) {
 	mapper, err := normalize.NewMapper(sc.Fields.Exprs(), sc.Volatile)
 	if err != nil {
 		var errs []error
@@ -204,8 +217,12 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 	// No http.Client.Timeout: it would count the waits for rate limits.
 	// The transport bounds every request by the source's timeout instead.
 	// CheckRedirect applies follow_redirects.
+	base, policy := s.conf.Transport, s.conf.Egress
+	if untrusted {
+		base, policy = s.untrusted, s.conf.UntrustedEgress
+	}
 	client := &http.Client{CheckRedirect: checkRedirect(sc.Name, sc.FollowRedirects), Transport: &politeTransport{
-		base:    s.conf.Transport,
+		base:    base,
 		limiter: rate.NewLimiter(rate.Limit(sc.RateLimit.PerSecond), sc.RateLimit.Burst),
 		hosts:   s.hosts,
 		timeout: sc.Timeout,
@@ -214,7 +231,7 @@ func (s *Syncer) build(sc *config.Source) (*source, error) {
 		logger:  logger,
 		metrics: s.conf.Metrics,
 	}}
-	conn, err := connectors.New(sc, connectors.Env{Dir: s.conf.Dir, HTTP: client, Dial: s.conf.Egress.Dialer().DialContext, Logger: logger, Now: s.conf.Now})
+	conn, err := connectors.New(sc, connectors.Env{Dir: s.conf.Dir, HTTP: client, Dial: policy.Dialer().DialContext, Logger: logger, Now: s.conf.Now})
 	if err != nil {
 		return nil, err
 	}
