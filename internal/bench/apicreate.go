@@ -37,13 +37,13 @@ type CreatesResult struct {
 // each call.
 func RunCreates(ctx context.Context, pool *pgxpool.Pool, n, clients int) (*CreatesResult, error) {
 	global := &config.Global{Sinks: map[string]*config.Sink{"log": {Type: "log"}}}
-	if _, err := pool.Exec(ctx, `INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
-		VALUES ('shared', '', 'file:sources/shared.yaml', 'http',
-		        '{"name": "shared", "connector": "http", "every": "1h", "http": {"url": "https://example.com/items"}}', 'h', 1)`); err != nil {
-		return nil, fmt.Errorf("shared source: %w", err)
-	}
 	logger := slog.New(slog.DiscardHandler)
 	store := definitions.NewStore(pool, &definitions.Validator{Global: global, Checks: []definitions.Check{evaluator.Build}})
+	// A shared source (owner ""), as an operator's would be.
+	if _, _, err := store.CreateSource(ctx, definitions.Actor{Admin: true},
+		[]byte(`{"name": "shared", "connector": "http", "every": "1h", "http": {"url": "https://example.com/items"}}`)); err != nil {
+		return nil, fmt.Errorf("shared source: %w", err)
+	}
 	svc := control.New(pool, store, nil, control.Config{}, logger)
 	a := api.New(svc, logger)
 	srv := httptest.NewServer(a.Handler())
