@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/lookout-dev/lookout/internal/admin"
 	"github.com/lookout-dev/lookout/internal/api"
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/cli"
@@ -42,7 +43,7 @@ func main() {
 }
 
 var commands = []cli.Command{
-	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /mcp, /openapi.json, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
+	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /mcp, /openapi.json, /admin, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
 	{Name: "mcp", Summary: "serve the MCP tools to one local assistant over stdio: mcp --stdio [--token TOKEN; default env " + tokenEnv + "]", Run: mcpStdio},
 	{Name: "token", Summary: "manage API tokens: token create --owner NAME [--scope user|admin] [--name LABEL] [--ttl 720h], token list [--owner NAME], token revoke ID", Run: tokenCommand},
 	{Name: "secret-key", Summary: "print a new key for LOOKOUT_SECRET_KEY (--id ID); put it first to rotate", Run: secretKey},
@@ -116,8 +117,14 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	svc, hub := newService(pool, cfg, keys, logger)
 	a := api.New(svc, logger)
 	m2 := mcp.New(svc, mcp.Config{}, logger)
+	adm, err := admin.New(svc, admin.Config{}, logger)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", m2.Handler())
+	mux.Handle("/admin", adm.Handler())
+	mux.Handle("/admin/", adm.Handler())
 	mux.Handle("/", a.Handler())
 	shutdown := func() { a.Shutdown(); m2.Close() }
 	return cli.SuperviseApp(ctx, listen, &cli.App{Handler: mux, OnShutdown: shutdown}, m,

@@ -28,6 +28,8 @@ const (
 	ViaAPI = "api"
 	ViaMCP = "mcp"
 	ViaCLI = "cli"
+	// ViaAdmin is the admin page (/admin) of the api deployment.
+	ViaAdmin = "admin"
 )
 
 // Entry is one audit_log row.

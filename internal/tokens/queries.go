@@ -20,3 +20,5 @@ const queryRevoke = `
 	RETURNING ` + tokenColumns
 
 const queryList = `SELECT ` + tokenColumns + ` FROM api_tokens WHERE $1 = '' OR owner = $1 ORDER BY id`
+
+const queryByID = `SELECT ` + tokenColumns + `, hash FROM api_tokens WHERE id = $1`

@@ -1,0 +1,581 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/outbox"
+)
+
+func newPage(c *caller, title, nav string) *page {
+	return &page{Title: title, Nav: nav, CSRF: c.csrf, Owner: c.p.Owner}
+}
+
+// card is one number of the overview, with the rows behind it.
+type card struct {
+	Label, Value, Href, Class string
+}
+
+type overviewData struct {
+	Cards  []card
+	Charts []template.HTML
+}
+
+func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
+	ctx, cancel := pageContext(r)
+	defer cancel()
+	p := newPage(c, "Overview", "overview")
+	o, err := a.one(ctx, p, query{title: "The whole system at a glance", sql: queryOverview})
+	if err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	hot := func(col string) string {
+		if toFloat(o[col]) > 0 {
+			return "hot"
+		}
+		return ""
+	}
+	d := &overviewData{Cards: []card{
+		{"active sources", num(o["active_sources"]), "/admin/sources?status=active", ""},
+		{"not active", num(o["inactive_sources"]), "/admin/disabled", ""},
+		{"due now", num(o["sources_due"]), "/admin/sources?state=due", ""},
+		{"runs in progress", num(o["runs_in_progress"]), "/admin/sources?state=running", ""},
+		{"failed runs (24h)", num(o["failed_runs_24h"]), "/admin/failures?kind=sync_run", hot("failed_runs_24h")},
+		{"pending changes", num(o["pending_changes"]), "/admin/rows/pending_changes", ""},
+		{"oldest pending change", ago(o["oldest_pending_change_at"]), "/admin/rows/pending_changes", ""},
+		{"pending notifications", num(o["pending_notifications"]), "/admin/rows/pending_notifications", ""},
+		{"held for digests", num(o["held_notifications"]), "/admin/rows/pending_notifications", ""},
+		{"dead letters", num(o["dead_notifications"]), "/admin/dead", hot("dead_notifications")},
+		{"stuck", num(o["stuck"]), "/admin/stuck", hot("stuck")},
+	}}
+	act, err := a.rowsOf(ctx, p, query{title: "The last 24 hours, hour by hour", sql: queryActivity}, 0, nil)
+	if err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	type spec struct {
+		title, col, what, class, unit string
+	}
+	for _, s := range []spec{
+		{"Runs per hour", "runs", "runs", "c0", ""},
+		{"Failed runs per hour", "failed_runs", "runs", "c5", ""},
+		{"Changes per hour", "changes", "changes", "c1", ""},
+		{"Evaluations per hour", "evaluations", "evaluations", "c2", ""},
+		{"Notify decisions per hour", "notify_decisions", "evaluations", "c2", ""},
+		{"Notifications per hour", "notifications", "notifications", "c3", ""},
+		{"Model calls per hour", "model_calls", "model_calls", "c4", ""},
+		{"Schedule lateness: average per hour", "avg_lateness_seconds", "runs", "c5", "s"},
+		{"Schedule lateness: worst per hour", "max_lateness_seconds", "runs", "c5", "s"},
+	} {
+		bars := make([]bar, len(act.Raw))
+		for i, row := range act.Raw {
+			h, _ := row["hour"].(time.Time)
+			v := toFloat(row[s.col])
+			bars[i] = bar{Label: h.UTC().Format("15:04"), Value: v,
+				Href: hourLink(s.what, h),
+				Tip:  fmt.Sprintf("%s UTC: %s%s %s (click for the rows)", h.UTC().Format("Jan 2 15:04"), trimFloat(v), s.unit, strings.ToLower(s.title))}
+		}
+		d.Charts = append(d.Charts, barChart(s.title, s.class, s.unit, bars))
+	}
+	p.Data = d
+	a.render(w, r, http.StatusOK, "overview", p)
+}
+
+func hourLink(what string, h time.Time) string {
+	return "/admin/rows/" + what + "?since=" + url.QueryEscape(h.UTC().Format(time.RFC3339))
+}
+
+// sourcesData is the source list.
+type sourcesData struct {
+	Status, State string
+	Filters       []card
+	Table         *table
+	Next          string
+}
+
+func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
+	ctx, cancel := pageContext(r)
+	defer cancel()
+	p := newPage(c, "Sources", "sources")
+	qs := r.URL.Query()
+	d := &sourcesData{Status: qs.Get("status"), State: qs.Get("state")}
+	states, err := a.rowsOf(ctx, p, query{title: "Sources by status and state", sql: querySourceStates}, 0, nil)
+	if err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	byStatus, byState := map[string]int64{}, map[string]int64{}
+	var total int64
+	for _, row := range states.Raw {
+		n, _ := row["sources"].(int64)
+		byStatus[row["status"].(string)] += n
+		byState[row["state"].(string)] += n
+		total += n
+	}
+	d.Filters = append(d.Filters, card{"all", num(total), "/admin/sources", cls(d.Status == "" && d.State == "")})
+	for _, st := range []string{"active", "paused", "disabled", "completed"} {
+		d.Filters = append(d.Filters, card{st, num(byStatus[st]), "/admin/sources?status=" + st, cls(d.Status == st)})
+	}
+	for _, st := range []string{"due", "running", "requested", "lease expired", "scheduled"} {
+		d.Filters = append(d.Filters, card{st, num(byState[st]), "/admin/sources?state=" + url.QueryEscape(st), cls(d.State == st)})
+	}
+	sql := querySources
+	args := []any{qs.Get("after")}
+	if d.Status != "" {
+		args = append(args, d.Status)
+		sql += fmt.Sprintf(" AND status = $%d", len(args))
+	}
+	if d.State != "" {
+		args = append(args, d.State)
+		sql += fmt.Sprintf(" AND state = $%d", len(args))
+	}
+	if qs.Get("failing") != "" {
+		sql += " AND failure_count > 0"
+	}
+	sql += fmt.Sprintf("\nORDER BY name\nLIMIT %d", pageSize+1)
+	d.Table, err = a.rowsOf(ctx, p, query{title: "A page of sources, by name", sql: sql, args: args}, pageSize, links)
+	if err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	if d.Table.More {
+		last := d.Table.Raw[len(d.Table.Raw)-1]["name"].(string)
+		v := url.Values{"after": {last}}
+		if d.Status != "" {
+			v.Set("status", d.Status)
+		}
+		if d.State != "" {
+			v.Set("state", d.State)
+		}
+		d.Next = "/admin/sources?" + v.Encode()
+	}
+	p.Data = d
+	a.render(w, r, http.StatusOK, "sources", p)
+}
+
+func cls(on bool) string {
+	if on {
+		return "on"
+	}
+	return ""
+}
+
+// sourceData is one source's page.
+type sourceData struct {
+	Name    string
+	Source  map[string]any
+	Fields  [][2]string
+	Runs    *table
+	Quiet   *table
+	Records *table
+	Next    string
+}
+
+func (a *Admin) source(w http.ResponseWriter, r *http.Request, c *caller) {
+	ctx, cancel := pageContext(r)
+	defer cancel()
+	name := r.PathValue("name")
+	p := newPage(c, "Source "+name, "sources")
+	d := &sourceData{Name: name}
+	t, err := a.rowsOf(ctx, p, query{title: "The source", sql: querySource, args: []any{name}}, 0, nil)
+	if err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	if len(t.Raw) == 0 {
+		a.fail(w, r, http.StatusNotFound, fmt.Sprintf("Source %q is not registered.", name))
+		return
+	}
+	d.Source = t.Raw[0]
+	for i, col := range t.Columns {
+		d.Fields = append(d.Fields, [2]string{col, t.Rows[0][i].Text})
+	}
+	if d.Runs, err = a.rowsOf(ctx, p, query{title: "Its recorded runs, newest first", sql: querySourceRuns, args: []any{name}}, 25, withSource(name)); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	if d.Quiet, err = a.rowsOf(ctx, p, query{title: "Its quiet runs per hour", sql: querySourceQuiet, args: []any{name}}, 24, nil); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	after := r.URL.Query().Get("after")
+	if d.Records, err = a.rowsOf(ctx, p, query{title: "Its records, by id", sql: querySourceRecords, args: []any{name, after}}, pageSize, withSource(name)); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	if d.Records.More {
+		last := d.Records.Raw[len(d.Records.Raw)-1]["record_id"].(string)
+		d.Next = "/admin/sources/" + url.PathEscape(name) + "?after=" + url.QueryEscape(last) + "#records"
+	}
+	p.Data = d
+	a.render(w, r, http.StatusOK, "source", p)
+}
+
+// sourceAction pauses, resumes or runs a source now, then goes back.
+func (a *Admin) sourceAction(w http.ResponseWriter, r *http.Request, c *caller) {
+	name, action := r.PathValue("name"), r.PathValue("action")
+	var err error
+	var done string
+	switch action {
+	case "pause":
+		_, err = a.svc.OperatorPauseSource(r.Context(), c.p, name, strings.TrimSpace(r.PostFormValue("reason")))
+		done = "paused " + name
+	case "resume":
+		var st *control.SourceState
+		st, err = a.svc.OperatorResumeSource(r.Context(), c.p, name)
+		done = "resumed " + name
+		if err == nil && st.PreviousStatus == "active" {
+			done = name + " was active already"
+		}
+	case "run":
+		err = a.svc.RunNow(r.Context(), c.p, name)
+		done = "asked for a run of " + name + " at the next poll"
+	default:
+		a.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no source action %q (pause, resume, run).", action))
+		return
+	}
+	a.afterAction(w, r, done, err)
+}
+
+// afterAction redirects back to the page the form was on, with the outcome.
+func (a *Admin) afterAction(w http.ResponseWriter, r *http.Request, done string, err error) {
+	back := safeNext(r.PostFormValue("back"))
+	v := url.Values{}
+	if err != nil {
+		var nf *control.NotFoundError
+		var ce *control.ConflictError
+		var fe *control.ForbiddenError
+		switch {
+		case errors.As(err, &nf), errors.As(err, &ce), errors.As(err, &fe):
+			v.Set("error", err.Error())
+		default:
+			rid := requestID()
+			a.logger.Error("admin action", "path", r.URL.Path, "error", err, "request_id", rid)
+			v.Set("error", "the action failed; the error is logged with request id "+rid)
+		}
+	} else {
+		v.Set("done", done)
+	}
+	back, frag, _ := strings.Cut(back, "#")
+	sep := "?"
+	if strings.Contains(back, "?") {
+		sep = "&"
+	}
+	target := back + sep + v.Encode()
+	if frag != "" {
+		target += "#" + frag
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// reportPage shows one report view.
+func (a *Admin) reportPage(which string) authedHandler {
+	type spec struct {
+		title, sql, what string
+		filters      []string
+	}
+	specs := map[string]spec{
+		"stuck":    {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source"}},
+		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink"}},
+		"retry":    {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source"}},
+		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status"}},
+	}
+	s := specs[which]
+	return func(w http.ResponseWriter, r *http.Request, c *caller) {
+		ctx, cancel := pageContext(r)
+		defer cancel()
+		p := newPage(c, s.title, which)
+		sql, args := filtered(s.sql, r.URL.Query(), s.filters)
+		if !strings.Contains(sql, "LIMIT") {
+			sql += "\nLIMIT 201"
+		}
+		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: sql, args: args}, 200, links)
+		if err != nil {
+			a.failErr(w, r, err)
+			return
+		}
+		p.Data = &reportData{What: s.what, Table: t, Which: which, Filters: activeFilters(r.URL.Query(), s.filters)}
+		a.render(w, r, http.StatusOK, "report", p)
+	}
+}
+
+type reportData struct {
+	Which, What string
+	Table       *table
+	Filters     [][2]string
+}
+
+// filtered adds equality filters on the given columns (from the query
+// string) to a SELECT from a report view, before its LIMIT.
+func filtered(sql string, qs url.Values, cols []string) (string, []any) {
+	base, limit, hasLimit := strings.Cut(sql, " LIMIT ")
+	var conds []string
+	var args []any
+	for _, col := range cols {
+		if v := qs.Get(col); v != "" {
+			args = append(args, v)
+			conds = append(conds, fmt.Sprintf("%s = $%d", col, len(args)))
+		}
+	}
+	if len(conds) > 0 {
+		base += "\nWHERE " + strings.Join(conds, " AND ")
+	}
+	if hasLimit {
+		base += "\nLIMIT " + limit
+	}
+	return base, args
+}
+
+func activeFilters(qs url.Values, cols []string) [][2]string {
+	var out [][2]string
+	for _, col := range cols {
+		if v := qs.Get(col); v != "" {
+			out = append(out, [2]string{col, v})
+		}
+	}
+	return out
+}
+
+type deadData struct {
+	Sinks  []card
+	Total  int64
+	Sink   string
+	Source string
+	Table  *table
+}
+
+func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
+	ctx, cancel := pageContext(r)
+	defer cancel()
+	p := newPage(c, "Dead letters", "dead")
+	qs := r.URL.Query()
+	d := &deadData{Sink: qs.Get("sink"), Source: qs.Get("source")}
+	counts, err := a.rowsOf(ctx, p, query{title: "Dead notifications per sink", sql: queryDeadCount}, 0, nil)
+	if err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	for _, row := range counts.Raw {
+		n, _ := row["dead"].(int64)
+		sink := row["sink"].(string)
+		d.Total += n
+		d.Sinks = append(d.Sinks, card{sink, num(n), "/admin/dead?sink=" + url.QueryEscape(sink), cls(d.Sink == sink)})
+	}
+	sql, args := filtered(queryDead+" LIMIT 201", qs, []string{"sink", "source"})
+	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, 200, links); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	p.Data = d
+	a.render(w, r, http.StatusOK, "dead", p)
+}
+
+func (a *Admin) retryDead(w http.ResponseWriter, r *http.Request, c *caller) {
+	f := outbox.Filter{Sink: r.PostFormValue("sink"), Source: r.PostFormValue("source")}
+	scope := "every dead notification"
+	if id := r.PostFormValue("id"); id != "" {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || n <= 0 {
+			a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id.", id))
+			return
+		}
+		f.ID = n
+		scope = "notification " + id
+	} else if r.PostFormValue("all") != "yes" {
+		a.fail(w, r, http.StatusBadRequest, "Retry needs a notification id, or all=yes to retry every dead notification (of the sink and source given).")
+		return
+	}
+	n, err := a.svc.RetryDead(r.Context(), c.p, f)
+	a.afterAction(w, r, fmt.Sprintf("sent %d dead notification(s) back to pending (%s)", n, scope), err)
+}
+
+type modelsData struct {
+	Expensive *table
+	Drift     *table
+	Charts    []template.HTML
+}
+
+func (a *Admin) models(w http.ResponseWriter, r *http.Request, c *caller) {
+	ctx, cancel := pageContext(r)
+	defer cancel()
+	p := newPage(c, "Models", "models")
+	d := &modelsData{}
+	var err error
+	if d.Expensive, err = a.rowsOf(ctx, p, query{title: "The most expensive model calls of the last 24 hours", sql: queryExpensive}, pageSize, links); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	if d.Drift, err = a.rowsOf(ctx, p, query{title: "Model drift of the last 14 days", sql: queryDrift}, 0, links); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	d.Charts = driftCharts(d.Drift.Raw)
+	p.Data = d
+	a.render(w, r, http.StatusOK, "models", p)
+}
+
+// driftCharts draws the notify rate and the average confidence per day of
+// each model digest and prompt version (over all watches).
+func driftCharts(rows []map[string]any) []template.HTML {
+	type key struct{ digest, prompt string }
+	type acc struct{ evals, notify, confSum, confN float64 }
+	days := []string{}
+	dayIdx := map[string]int{}
+	series := map[key]map[string]*acc{}
+	var keys []key
+	for _, row := range rows {
+		day := reports0(row["day"])
+		if _, ok := dayIdx[day]; !ok {
+			dayIdx[day] = len(days)
+			days = append(days, day)
+		}
+		k := key{shortDigest(fmt.Sprint(row["model_digest"])), fmt.Sprint(row["prompt_version"])}
+		if series[k] == nil {
+			series[k] = map[string]*acc{}
+			keys = append(keys, k)
+		}
+		ac := series[k][day]
+		if ac == nil {
+			ac = &acc{}
+			series[k][day] = ac
+		}
+		n := toFloat(row["evaluations"])
+		ac.evals += n
+		ac.notify += toFloat(row["notify"])
+		if row["avg_confidence"] != nil {
+			ac.confSum += toFloat(row["avg_confidence"]) * n
+			ac.confN += n
+		}
+	}
+	slices.Sort(days)
+	var rate, conf []line
+	for _, k := range keys {
+		rl := line{Name: k.digest + " · " + k.prompt, Values: make([]float64, len(days))}
+		cl := line{Name: rl.Name, Values: make([]float64, len(days))}
+		for i, day := range days {
+			rl.Values[i], cl.Values[i] = math.NaN(), math.NaN()
+			if ac := series[k][day]; ac != nil && ac.evals > 0 {
+				rl.Values[i] = ac.notify / ac.evals
+				if ac.confN > 0 {
+					cl.Values[i] = ac.confSum / ac.confN
+				}
+			}
+		}
+		rate, conf = append(rate, rl), append(conf, cl)
+	}
+	return []template.HTML{
+		lineChart("Notify rate per day, by model digest and prompt version", "", days, rate, 1),
+		lineChart("Average confidence per day, by model digest and prompt version", "", days, conf, 1),
+	}
+}
+
+func reports0(v any) string {
+	if t, ok := v.(time.Time); ok {
+		return t.UTC().Format("01-02")
+	}
+	return fmt.Sprint(v)
+}
+
+func shortDigest(d string) string {
+	d = strings.TrimPrefix(d, "sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	if d == "" || d == "<nil>" {
+		return "(unknown digest)"
+	}
+	return d
+}
+
+type rowsData struct {
+	What, Title string
+	Since       string
+	Table       *table
+}
+
+// rows lists the rows behind a number: one hour of a table (since=), or
+// the pending work.
+func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
+	ctx, cancel := pageContext(r)
+	defer cancel()
+	what := r.PathValue("what")
+	spec, ok := rowQueries[what]
+	if !ok {
+		a.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no list of %q.", what))
+		return
+	}
+	qs := r.URL.Query()
+	p := newPage(c, spec.title, "overview")
+	d := &rowsData{What: what, Title: spec.title}
+	var args []any
+	if spec.untimed {
+		args = []any{qs.Get("source")}
+	} else {
+		since, err := time.Parse(time.RFC3339, qs.Get("since"))
+		if err != nil {
+			since = a.now().UTC().Truncate(time.Hour)
+		}
+		until := since.Add(time.Hour)
+		if u, err := time.Parse(time.RFC3339, qs.Get("until")); err == nil && u.After(since) {
+			until = u
+		}
+		d.Since = since.UTC().Format("2006-01-02 15:04") + " to " + until.UTC().Format("15:04") + " UTC"
+		args = []any{since, until, qs.Get("source")}
+	}
+	t, err := a.rowsOf(ctx, p, query{title: spec.title, sql: spec.sql, args: args}, 200, links)
+	if err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	d.Table = t
+	p.Data = d
+	a.render(w, r, http.StatusOK, "rows", p)
+}
+
+func (a *Admin) tasks(w http.ResponseWriter, r *http.Request, c *caller) {
+	ctx, cancel := pageContext(r)
+	defer cancel()
+	p := newPage(c, "Task runs", "tasks")
+	var exists bool
+	if err := a.pool.QueryRow(ctx, queryTasksTable).Scan(&exists); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	a.show(ctx, p, query{title: "Does the task queue exist yet?", sql: queryTasksTable})
+	p.Data = exists
+	a.render(w, r, http.StatusOK, "tasks", p)
+}
+
+// toFloat reads a number of a report row.
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case int32:
+		return float64(x)
+	case int:
+		return float64(x)
+	case float64:
+		return x
+	case float32:
+		return float64(x)
+	case pgtype.Numeric:
+		f, err := x.Float64Value()
+		if err == nil && f.Valid {
+			return f.Float64
+		}
+	}
+	return 0
+}

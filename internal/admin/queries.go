@@ -1,0 +1,187 @@
+package admin
+
+// The statements of the admin pages. Numbers come from the report_* views
+// (migrations 5, 3, 4 and 13), so the page and a SQL user read the same
+// definitions; the lists of rows behind them read the tables through the
+// indexes docs/performance.md names. internal/reports' plan test runs
+// EXPLAIN on every one of them (TestHotQueriesUseIndexes).
+
+// pageSize is how many rows a list shows.
+const pageSize = 50
+
+const (
+	queryOverview = `SELECT * FROM report_overview`
+
+	queryActivity = `SELECT * FROM report_activity_hourly`
+
+	// querySourceStates counts the sources of each status and state: the
+	// source list's filters.
+	querySourceStates = `
+		SELECT status, state, count(*) AS sources
+		FROM report_sources
+		GROUP BY status, state
+		ORDER BY status, state`
+
+	// querySources is a page of the source list, by name, after $1;
+	// filters are added before the ORDER BY.
+	querySources = `
+		SELECT name, status, state, schedule, lateness_seconds, failure_count, last_run_at, next_run_at,
+		       lease_owner, lease_expires_at, run_id, last_error
+		FROM report_sources
+		WHERE name > $1`
+
+	querySource = `SELECT * FROM report_sources WHERE name = $1`
+
+	// querySourceRuns is a source's recorded runs, newest first
+	// (sync_runs_source_started_idx).
+	querySourceRuns = `
+		SELECT id AS run_id, reason, status, started_at, round(duration_ms) AS ms,
+		       started_at - due_at AS late, items_seen, items_created, items_updated, items_deleted, error
+		FROM sync_runs
+		WHERE source = $1
+		ORDER BY started_at DESC
+		LIMIT 26`
+
+	// querySourceQuiet is a source's quiet runs per hour, newest first.
+	querySourceQuiet = `
+		SELECT hour, runs, not_modified, items_seen,
+		       round((lateness_seconds_sum / runs)::numeric, 3) AS avg_late_s, round(lateness_seconds_max::numeric, 3) AS max_late_s
+		FROM sync_run_hours
+		WHERE source = $1
+		ORDER BY hour DESC
+		LIMIT 25`
+
+	// querySourceRecords is a page of a source's records by id, after $2
+	// (records_pkey).
+	querySourceRecords = `
+		SELECT record_id, title, version, status, synced_at, deleted_at
+		FROM records
+		WHERE source = $1 AND record_id > $2
+		ORDER BY record_id
+		LIMIT 51`
+
+	// queryRecord is a record as mirrored now.
+	queryRecord = `
+		SELECT source, record_id, version, title, url, status, author, labels, first_seen_at, synced_at, deleted_at, last_run_id
+		FROM records
+		WHERE source = $1 AND record_id = $2`
+
+	// queryRecordChanges is a record's changes, newest first
+	// (changes_record_idx).
+	queryRecordChanges = `
+		SELECT id AS change_id, kind, version, changed_fields, created_at, run_id, eval_status, eval_attempts, evaluated_at, eval_error
+		FROM changes
+		WHERE source = $1 AND record_id = $2
+		ORDER BY id DESC
+		LIMIT 21`
+
+	queryStuck = `SELECT * FROM report_stuck LIMIT 201`
+
+	queryFailures = `SELECT * FROM report_recent_failures`
+
+	queryHighRetry = `SELECT * FROM report_high_retry LIMIT 201`
+
+	queryDisabled = `SELECT * FROM report_disabled_sources LIMIT 201`
+
+	queryDeadCount = `SELECT sink, count(*) AS dead FROM report_dead_letters GROUP BY sink ORDER BY sink`
+
+	queryDead = `SELECT * FROM report_dead_letters`
+
+	// queryExpensive is the most expensive model calls of the last 24
+	// hours (the view's order: slowest first).
+	queryExpensive = `
+		SELECT * FROM report_expensive_evaluations
+		WHERE created_at > now() - interval '24 hours'
+		LIMIT 51`
+
+	queryDrift = `SELECT * FROM report_model_drift_recent`
+
+	// queryTasksTable reports whether the task queue's table exists yet.
+	queryTasksTable = `SELECT to_regclass('task_runs') IS NOT NULL`
+)
+
+// Rows behind an hour of the overview's charts (/admin/rows/{what}): each
+// reads its table by time through an index, newest first; $1 and $2 bound
+// the hour. A source ($3, '' for all) narrows them.
+var rowQueries = map[string]struct {
+	title, sql string
+	// untimed queries take only the source ($1): pending work has no hour.
+	untimed bool
+}{
+	"runs": {title: "Runs", sql: `
+		SELECT id AS run_id, source, reason, status, started_at, round(duration_ms) AS ms, started_at - due_at AS late,
+		       items_seen, items_created + items_updated + items_deleted AS changed, error
+		FROM sync_runs
+		WHERE started_at >= $1 AND started_at < $2 AND ($3 = '' OR source = $3)
+		ORDER BY started_at DESC
+		LIMIT 201`},
+	"quiet": {title: "Quiet runs", sql: `
+		SELECT source, hour, runs, not_modified, items_seen, last_started_at,
+		       round((lateness_seconds_sum / runs)::numeric, 3) AS avg_late_s, round(lateness_seconds_max::numeric, 3) AS max_late_s
+		FROM sync_run_hours
+		WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR source = $3)
+		ORDER BY runs DESC, source
+		LIMIT 201`},
+	"changes": {title: "Changes", sql: `
+		SELECT id AS change_id, source, record_id, kind, version, changed_fields, created_at, run_id, eval_status
+		FROM changes
+		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
+		ORDER BY created_at DESC
+		LIMIT 201`},
+	"evaluations": {title: "Evaluations", sql: `
+		SELECT change_id, source, record_id, watch, step, decision, reason, urgency, created_at
+		FROM evaluations
+		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
+		ORDER BY created_at DESC
+		LIMIT 201`},
+	"notifications": {title: "Notifications", sql: `
+		SELECT id, kind, status, source, watch, record_id, sink, change_id, attempts, created_at, delivered_at, last_error
+		FROM notifications
+		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
+		ORDER BY created_at DESC
+		LIMIT 201`},
+	"model_calls": {title: "Model calls", sql: `
+		SELECT id AS model_call_id, purpose, source, watch, record_id, change_id, model, outcome, round(latency_ms) AS ms,
+		       prompt_tokens, output_tokens, created_at
+		FROM model_calls
+		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
+		ORDER BY created_at DESC
+		LIMIT 201`},
+	"pending_changes": {title: "Pending changes", sql: `
+		SELECT id AS change_id, source, record_id, kind, version, created_at, eval_attempts, eval_next_at, eval_owner, eval_error
+		FROM changes
+		WHERE eval_status = 'pending' AND ($1 = '' OR source = $1)
+		ORDER BY id
+		LIMIT 201`, untimed: true},
+	"pending_notifications": {title: "Pending and held notifications", sql: `
+		SELECT id, status, source, watch, record_id, sink, attempts, next_attempt_at, digest_due_at, lease_owner, last_error
+		FROM notifications
+		WHERE status IN ('pending', 'held') AND ($1 = '' OR source = $1)
+		ORDER BY id
+		LIMIT 201`, untimed: true},
+}
+
+// The decision trail of a record's changes (the record page): what each
+// watch decided about each change, the model calls it made and the
+// notifications it enqueued — the rows `evaluator explain` prints.
+const (
+	queryTrailEvaluations = `
+		SELECT change_id, watch, step, matched, decision, reason, urgency, confidence, model_call_id, notification_id, evaluator, created_at
+		FROM evaluations
+		WHERE change_id = ANY($1)
+		ORDER BY change_id DESC, id`
+
+	queryTrailModelCalls = `
+		SELECT id AS model_call_id, change_id, watch, purpose, model, model_digest, prompt_version, outcome, attempt,
+		       round(latency_ms) AS ms, prompt_tokens, output_tokens, error, created_at
+		FROM model_calls
+		WHERE change_id = ANY($1)
+		ORDER BY change_id DESC, id`
+
+	queryTrailNotifications = `
+		SELECT id AS notification_id, change_id, watch, sink, status, attempts, duplicates_suppressed, dedupe_key,
+		       next_attempt_at, delivered_at, last_error
+		FROM notifications
+		WHERE change_id = ANY($1)
+		ORDER BY change_id DESC, id`
+)

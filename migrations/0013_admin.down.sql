@@ -1,0 +1,11 @@
+DROP VIEW IF EXISTS report_model_drift_recent;
+DROP VIEW IF EXISTS report_sources;
+DROP VIEW IF EXISTS report_activity_hourly;
+DELETE FROM audit_log WHERE via = 'admin';
+ALTER TABLE audit_log DROP CONSTRAINT audit_log_via_check;
+ALTER TABLE audit_log ADD CONSTRAINT audit_log_via_check CHECK (via IN ('api', 'mcp', 'cli'));
+DROP INDEX IF EXISTS evaluations_judged_created_idx;
+DROP INDEX IF EXISTS notifications_change_idx;
+DROP INDEX IF EXISTS notifications_created_idx;
+DROP INDEX IF EXISTS evaluations_created_idx;
+DROP INDEX IF EXISTS changes_created_idx;

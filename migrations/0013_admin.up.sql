@@ -1,0 +1,151 @@
+-- lookout schema, version 13: what the admin page (docs/admin.md) reads.
+--
+-- The page is a view over the report_* views a SQL user queries; the views
+-- below are the ones it needed that did not exist (activity per hour, every
+-- source with its lateness, recent model drift), and the indexes let each
+-- page answer in a few milliseconds however long the history is
+-- (docs/performance.md, "the admin page").
+
+-- Per-hour counts of the last 24 hours read a day of history by time:
+-- small btree indexes that an index-only scan answers (the BRIN index of
+-- changes would read every heap page of the day).
+CREATE INDEX changes_created_idx ON changes (created_at);
+CREATE INDEX evaluations_created_idx ON evaluations (created_at);
+CREATE INDEX notifications_created_idx ON notifications (created_at);
+
+-- The decision trail of a change (explain, the admin page's record page)
+-- finds the change's notifications by change id.
+CREATE INDEX notifications_change_idx ON notifications (change_id) WHERE change_id IS NOT NULL;
+
+-- Model drift over recent days reads model-judged evaluations by time.
+CREATE INDEX evaluations_judged_created_idx ON evaluations (created_at) WHERE step IN ('model', 'cache');
+
+-- Changes made from the admin page are audited with via = 'admin'.
+ALTER TABLE audit_log DROP CONSTRAINT audit_log_via_check;
+ALTER TABLE audit_log ADD CONSTRAINT audit_log_via_check CHECK (via IN ('api', 'mcp', 'cli', 'admin'));
+
+-- The last 24 hours, one row per UTC hour (the current hour last): runs
+-- (recorded ones and quiet ones), failed runs, changes recorded,
+-- evaluations (one per change and watch) and notify decisions,
+-- notifications enqueued, model calls, and how late scheduled runs
+-- started (claim minus due time; quiet runs count through their hour's
+-- sums).
+CREATE VIEW report_activity_hourly AS
+WITH bounds AS (
+    SELECT date_trunc('hour', now(), 'UTC') - interval '23 hours' AS since
+),
+hours AS (
+    SELECT generate_series(b.since, b.since + interval '23 hours', interval '1 hour') AS hour FROM bounds b
+),
+runs AS (
+    SELECT date_trunc('hour', r.started_at, 'UTC') AS hour,
+           count(*) AS runs,
+           count(*) FILTER (WHERE r.status IN ('failed', 'deferred', 'abandoned')) AS failed,
+           count(r.due_at) AS timed,
+           sum(greatest(extract(epoch FROM r.started_at - r.due_at), 0)) AS late_sum,
+           max(greatest(extract(epoch FROM r.started_at - r.due_at), 0)) AS late_max
+    FROM sync_runs r, bounds b
+    WHERE r.started_at >= b.since
+    GROUP BY 1
+),
+quiet AS (
+    SELECT h.hour, sum(h.runs) AS runs, sum(h.lateness_seconds_sum) AS late_sum, max(h.lateness_seconds_max) AS late_max
+    FROM sync_run_hours h, bounds b
+    WHERE h.hour >= b.since
+    GROUP BY 1
+),
+ch AS (
+    SELECT date_trunc('hour', c.created_at, 'UTC') AS hour, count(*) AS n
+    FROM changes c, bounds b WHERE c.created_at >= b.since GROUP BY 1
+),
+ev AS (
+    SELECT date_trunc('hour', e.created_at, 'UTC') AS hour, count(*) AS n,
+           count(*) FILTER (WHERE e.decision = 'notify') AS notify
+    FROM evaluations e, bounds b WHERE e.created_at >= b.since GROUP BY 1
+),
+nt AS (
+    SELECT date_trunc('hour', n.created_at, 'UTC') AS hour, count(*) AS n
+    FROM notifications n, bounds b WHERE n.created_at >= b.since GROUP BY 1
+),
+mc AS (
+    SELECT date_trunc('hour', m.created_at, 'UTC') AS hour, count(*) AS n,
+           count(*) FILTER (WHERE m.outcome <> 'ok') AS failed
+    FROM model_calls m, bounds b WHERE m.created_at >= b.since GROUP BY 1
+)
+SELECT h.hour,
+       coalesce(runs.runs, 0) + coalesce(quiet.runs, 0)          AS runs,
+       coalesce(runs.failed, 0)                                   AS failed_runs,
+       coalesce(ch.n, 0)                                          AS changes,
+       coalesce(ev.n, 0)                                          AS evaluations,
+       coalesce(ev.notify, 0)                                     AS notify_decisions,
+       coalesce(nt.n, 0)                                          AS notifications,
+       coalesce(mc.n, 0)                                          AS model_calls,
+       coalesce(mc.failed, 0)                                     AS failed_model_calls,
+       round(((coalesce(runs.late_sum, 0) + coalesce(quiet.late_sum, 0))
+              / nullif(coalesce(runs.timed, 0) + coalesce(quiet.runs, 0), 0))::numeric, 3) AS avg_lateness_seconds,
+       round(greatest(runs.late_max, quiet.late_max)::numeric, 3) AS max_lateness_seconds
+FROM hours h
+LEFT JOIN runs ON runs.hour = h.hour
+LEFT JOIN quiet ON quiet.hour = h.hour
+LEFT JOIN ch ON ch.hour = h.hour
+LEFT JOIN ev ON ev.hour = h.hour
+LEFT JOIN nt ON nt.hour = h.hour
+LEFT JOIN mc ON mc.hour = h.hour
+ORDER BY h.hour;
+
+-- Every source, whatever its status, with its state and how late it is:
+-- the admin page's source list (ordered and paged by name by the reader).
+CREATE VIEW report_sources AS
+SELECT s.name,
+       s.connector,
+       s.status,
+       CASE WHEN s.lease_owner IS NOT NULL AND s.lease_expires_at >= now() THEN 'running'
+            WHEN s.status <> 'active' THEN s.status
+            WHEN s.lease_owner IS NOT NULL THEN 'lease expired'
+            WHEN s.run_requested_at IS NOT NULL THEN 'requested'
+            WHEN s.next_run_at <= now() THEN 'due'
+            ELSE 'scheduled' END                            AS state,
+       s.status_reason,
+       s.schedule,
+       s.interval_reason,
+       s.next_run_at,
+       CASE WHEN s.status = 'active' AND s.next_run_at < now()
+                 AND (s.lease_owner IS NULL OR s.lease_expires_at < now())
+            THEN round(extract(epoch FROM now() - s.next_run_at)::numeric, 3) ELSE 0 END AS lateness_seconds,
+       s.last_run_at,
+       s.last_success_at,
+       s.last_change_at,
+       s.failure_count,
+       s.last_error,
+       s.lease_owner,
+       s.lease_expires_at,
+       s.run_id,
+       s.run_requested_at
+FROM sources s;
+
+-- Model drift of the last 14 days: report_model_drift restricted to
+-- recent evaluations (read through an index, so it stays fast however long
+-- the history): one row per day, watch, model digest and prompt version.
+CREATE VIEW report_model_drift_recent AS
+SELECT date_trunc('day', e.created_at, 'UTC')            AS day,
+       e.source,
+       e.watch,
+       mc.model,
+       mc.model_digest,
+       mc.prompt_version,
+       count(*)                                          AS evaluations,
+       count(*) FILTER (WHERE e.step = 'model')          AS judged,
+       count(*) FILTER (WHERE e.step = 'cache')          AS cache_hits,
+       count(*) FILTER (WHERE e.decision IN ('notify', 'duplicate')) AS notify,
+       count(*) FILTER (WHERE e.decision = 'skip')       AS skip,
+       round((count(*) FILTER (WHERE e.decision IN ('notify', 'duplicate')))::numeric / count(*), 3) AS notify_rate,
+       round(avg(e.confidence)::numeric, 3)              AS avg_confidence
+FROM evaluations e
+JOIN model_calls mc ON mc.id = e.model_call_id
+WHERE e.step IN ('model', 'cache') AND e.created_at >= date_trunc('day', now(), 'UTC') - interval '13 days'
+GROUP BY 1, 2, 3, 4, 5, 6
+ORDER BY 1, 2, 3, 5, 6;
+
+COMMENT ON VIEW report_activity_hourly IS 'the last 24 hours by UTC hour: runs, failed runs, changes, evaluations, notify decisions, notifications, model calls, lateness of scheduled runs';
+COMMENT ON VIEW report_sources IS 'every source with its status, state, schedule, lateness, failures, lease and last error';
+COMMENT ON VIEW report_model_drift_recent IS 'model decisions of the last 14 days per day, watch, model digest and prompt version: notify rate, confidence';
