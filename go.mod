@@ -32,6 +32,13 @@ require (
 
 require github.com/fsnotify/fsnotify v1.10.1
 
+require github.com/chromedp/chromedp v0.23.0
+
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+)
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -10,7 +10,7 @@
 -- small btree indexes that an index-only scan answers (the BRIN index of
 -- changes would read every heap page of the day).
 CREATE INDEX changes_created_idx ON changes (created_at);
-CREATE INDEX evaluations_created_idx ON evaluations (created_at);
+CREATE INDEX evaluations_created_idx ON evaluations (created_at) INCLUDE (decision);
 CREATE INDEX notifications_created_idx ON notifications (created_at);
 
 -- The decision trail of a change (explain, the admin page's record page)
@@ -31,11 +31,9 @@ ALTER TABLE audit_log ADD CONSTRAINT audit_log_via_check CHECK (via IN ('api', '
 -- started (claim minus due time; quiet runs count through their hour's
 -- sums).
 CREATE VIEW report_activity_hourly AS
-WITH bounds AS (
-    SELECT date_trunc('hour', now(), 'UTC') - interval '23 hours' AS since
-),
-hours AS (
-    SELECT generate_series(b.since, b.since + interval '23 hours', interval '1 hour') AS hour FROM bounds b
+WITH hours AS (
+    SELECT generate_series(date_trunc('hour', now(), 'UTC') - interval '23 hours', date_trunc('hour', now(), 'UTC'),
+                           interval '1 hour') AS hour
 ),
 runs AS (
     SELECT date_trunc('hour', r.started_at, 'UTC') AS hour,
@@ -44,33 +42,33 @@ runs AS (
            count(r.due_at) AS timed,
            sum(greatest(extract(epoch FROM r.started_at - r.due_at), 0)) AS late_sum,
            max(greatest(extract(epoch FROM r.started_at - r.due_at), 0)) AS late_max
-    FROM sync_runs r, bounds b
-    WHERE r.started_at >= b.since
+    FROM sync_runs r
+    WHERE r.started_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours'
     GROUP BY 1
 ),
 quiet AS (
     SELECT h.hour, sum(h.runs) AS runs, sum(h.lateness_seconds_sum) AS late_sum, max(h.lateness_seconds_max) AS late_max
-    FROM sync_run_hours h, bounds b
-    WHERE h.hour >= b.since
+    FROM sync_run_hours h
+    WHERE h.hour >= date_trunc('hour', now(), 'UTC') - interval '23 hours'
     GROUP BY 1
 ),
 ch AS (
     SELECT date_trunc('hour', c.created_at, 'UTC') AS hour, count(*) AS n
-    FROM changes c, bounds b WHERE c.created_at >= b.since GROUP BY 1
+    FROM changes c WHERE c.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours' GROUP BY 1
 ),
 ev AS (
     SELECT date_trunc('hour', e.created_at, 'UTC') AS hour, count(*) AS n,
            count(*) FILTER (WHERE e.decision = 'notify') AS notify
-    FROM evaluations e, bounds b WHERE e.created_at >= b.since GROUP BY 1
+    FROM evaluations e WHERE e.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours' GROUP BY 1
 ),
 nt AS (
     SELECT date_trunc('hour', n.created_at, 'UTC') AS hour, count(*) AS n
-    FROM notifications n, bounds b WHERE n.created_at >= b.since GROUP BY 1
+    FROM notifications n WHERE n.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours' GROUP BY 1
 ),
 mc AS (
     SELECT date_trunc('hour', m.created_at, 'UTC') AS hour, count(*) AS n,
            count(*) FILTER (WHERE m.outcome <> 'ok') AS failed
-    FROM model_calls m, bounds b WHERE m.created_at >= b.since GROUP BY 1
+    FROM model_calls m WHERE m.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours' GROUP BY 1
 )
 SELECT h.hour,
        coalesce(runs.runs, 0) + coalesce(quiet.runs, 0)          AS runs,

@@ -9,6 +9,8 @@
 #                         give concurrent runs different directories
 #   LOOKOUT_PG_KEEP=1     leave a cluster this script started running afterwards
 #   LOOKOUT_SKIP_OLLAMA=1 do not build .tools/bin/ollama when it is missing
+#   LOOKOUT_SKIP_CHROMIUM=1 do not install chromium (the admin page's browser
+#                         test) when it is missing
 #   TEST_PKGS             packages to test (default ./...)
 #
 # The exit status is go test's (or go vet's, when vet fails: then go test does
@@ -91,6 +93,23 @@ if [ -z "${LOOKOUT_TEST_MODEL:-}" ] && [ -f "$MODEL" ]; then
 fi
 echo "== LOOKOUT_TEST_OLLAMA=${LOOKOUT_TEST_OLLAMA:-<unset: Ollama tests skip>}"
 echo "== LOOKOUT_TEST_MODEL=${LOOKOUT_TEST_MODEL:-<unset: Ollama tests skip>}"
+
+# --- Chromium ------------------------------------------------------------------
+# The admin page's browser test (internal/admin) drives headless Chromium;
+# Debian's package is installed when it is missing (as root, or with sudo).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 && [ "${LOOKOUT_SKIP_CHROMIUM:-0}" != 1 ]; then
+	SUDO=""
+	if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then
+		SUDO="sudo"
+	fi
+	if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; }; then
+		echo "== installing chromium (Debian package) for the admin page's browser test (LOOKOUT_SKIP_CHROMIUM=1 skips)"
+		$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+	else
+		echo "== chromium is missing and cannot be installed here: the admin page's browser test skips"
+	fi
+fi
+echo "== chromium: $(command -v chromium || command -v chromium-browser || echo '<missing: the browser test skips>')"
 
 # --- Go ------------------------------------------------------------------------
 echo "== go vet ./..."

@@ -47,6 +47,11 @@ func TestRunServesAPIWithTokens(t *testing.T) {
 		t.Errorf("openapi.json: %d %.80s", code, doc)
 	}
 
+	// The admin page is served beside the API: without a token, its sign-in form.
+	if code, page := d.Get("/admin/"); code != 200 || !strings.Contains(page, `action="/admin/login"`) {
+		t.Errorf("/admin/: %d %.200s", code, page)
+	}
+
 	out, errOut, code := run(t, "token", "create", "--owner", "alice")
 	if code != 0 {
 		t.Fatalf("token create: %d %s", code, errOut)

@@ -29,7 +29,13 @@ type card struct {
 
 type overviewData struct {
 	Cards  []card
-	Charts []template.HTML
+	Charts []chart
+}
+
+// chart is a drawn chart with its caption.
+type chart struct {
+	Title string
+	SVG   template.HTML
 }
 
 func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -87,7 +93,7 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
 				Href: hourLink(s.what, h),
 				Tip:  fmt.Sprintf("%s UTC: %s%s %s (click for the rows)", h.UTC().Format("Jan 2 15:04"), trimFloat(v), s.unit, strings.ToLower(s.title))}
 		}
-		d.Charts = append(d.Charts, barChart(s.title, s.class, s.unit, bars))
+		d.Charts = append(d.Charts, chart{s.title, barChart(s.title, s.class, s.unit, bars)})
 	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "overview", p)
@@ -284,7 +290,7 @@ func (a *Admin) afterAction(w http.ResponseWriter, r *http.Request, done string,
 func (a *Admin) reportPage(which string) authedHandler {
 	type spec struct {
 		title, sql, what string
-		filters      []string
+		filters          []string
 	}
 	specs := map[string]spec{
 		"stuck":    {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source"}},
@@ -404,7 +410,7 @@ func (a *Admin) retryDead(w http.ResponseWriter, r *http.Request, c *caller) {
 type modelsData struct {
 	Expensive *table
 	Drift     *table
-	Charts    []template.HTML
+	Charts    []chart
 }
 
 func (a *Admin) models(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -428,7 +434,7 @@ func (a *Admin) models(w http.ResponseWriter, r *http.Request, c *caller) {
 
 // driftCharts draws the notify rate and the average confidence per day of
 // each model digest and prompt version (over all watches).
-func driftCharts(rows []map[string]any) []template.HTML {
+func driftCharts(rows []map[string]any) []chart {
 	type key struct{ digest, prompt string }
 	type acc struct{ evals, notify, confSum, confN float64 }
 	days := []string{}
@@ -475,10 +481,8 @@ func driftCharts(rows []map[string]any) []template.HTML {
 		}
 		rate, conf = append(rate, rl), append(conf, cl)
 	}
-	return []template.HTML{
-		lineChart("Notify rate per day, by model digest and prompt version", "", days, rate, 1),
-		lineChart("Average confidence per day, by model digest and prompt version", "", days, conf, 1),
-	}
+	const rt, ct = "Notify rate per day, by model digest and prompt version", "Average confidence per day, by model digest and prompt version"
+	return []chart{{rt, lineChart(rt, "", days, rate, 1)}, {ct, lineChart(ct, "", days, conf, 1)}}
 }
 
 func reports0(v any) string {

@@ -102,7 +102,7 @@ const (
 
 // Rows behind an hour of the overview's charts (/admin/rows/{what}): each
 // reads its table by time through an index, newest first; $1 and $2 bound
-// the hour. A source ($3, '' for all) narrows them.
+// the hour. A source ($3, ” for all) narrows them.
 var rowQueries = map[string]struct {
 	title, sql string
 	// untimed queries take only the source ($1): pending work has no hour.
@@ -156,7 +156,7 @@ var rowQueries = map[string]struct {
 	"pending_notifications": {title: "Pending and held notifications", sql: `
 		SELECT id, status, source, watch, record_id, sink, attempts, next_attempt_at, digest_due_at, lease_owner, last_error
 		FROM notifications
-		WHERE status IN ('pending', 'held') AND ($1 = '' OR source = $1)
+		WHERE (status = 'pending' OR status = 'held') AND ($1 = '' OR source = $1)
 		ORDER BY id
 		LIMIT 201`, untimed: true},
 }

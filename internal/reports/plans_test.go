@@ -327,6 +327,58 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		queries = append(queries, hotQuery{name: "report: " + v, who: "migrations/0005_reports.up.sql",
 			sql: "SELECT * FROM " + v, allowSources: true})
 	}
+	// The admin page's statements (internal/admin/queries.go), with the
+	// arguments its pages pass.
+	const adminQ = "internal/admin/queries.go"
+	hour := now.Add(-time.Hour).Truncate(time.Hour)
+	for _, q := range []hotQuery{
+		{name: "admin: overview charts", sql: sqlFrom(t, adminQ, "SELECT * FROM report_activity_hourly"), allowSources: true,
+			index: "changes_created_idx"},
+		{name: "admin: sources by status and state", sql: sqlFrom(t, adminQ, "GROUP BY status, state"), allowSources: true},
+		{name: "admin: a page of sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND status = $2\nORDER BY name\nLIMIT 51",
+			args: []any{"src-100", "active"}, index: "sources_pkey"},
+		{name: "admin: a source", sql: sqlFrom(t, adminQ, "FROM report_sources WHERE name = $1"), args: []any{"src-6"}, index: "sources_pkey"},
+		{name: "admin: a source's runs", sql: sqlFrom(t, adminQ, "started_at - due_at AS late, items_seen, items_created"), args: []any{"src-6"},
+			index: "sync_runs_source_started_idx"},
+		{name: "admin: a source's quiet hours", sql: sqlFrom(t, adminQ, "WHERE source = $1\n\t\tORDER BY hour DESC"), args: []any{"src-6"}},
+		{name: "admin: a source's records", sql: sqlFrom(t, adminQ, "WHERE source = $1 AND record_id > $2"), args: []any{"src-6", ""},
+			index: "records_pkey"},
+		{name: "admin: a record", sql: sqlFrom(t, adminQ, "first_seen_at, synced_at, deleted_at, last_run_id"), args: []any{"src-1", "hot"},
+			index: "records_pkey"},
+		{name: "admin: a record's changes", sql: sqlFrom(t, adminQ, "eval_attempts, evaluated_at, eval_error"), args: []any{"src-1", "hot"},
+			index: "changes_record_idx"},
+		{name: "admin: trail evaluations", sql: sqlFrom(t, adminQ, "notification_id, evaluator, created_at\n\t\tFROM evaluations"),
+			args: []any{[]int64{10000, 9999}}, index: "evaluations_change_id_watch_key"},
+		{name: "admin: trail model calls", sql: sqlFrom(t, adminQ, "prompt_tokens, output_tokens, error, created_at\n\t\tFROM model_calls"),
+			args: []any{[]int64{10000, 9999}}, index: "model_calls_change_idx"},
+		{name: "admin: trail notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, delivered_at, last_error\n\t\tFROM notifications"),
+			args: []any{[]int64{10000, 9999}}, index: "notifications_change_idx"},
+		{name: "admin: stuck", sql: sqlFrom(t, adminQ, "SELECT * FROM report_stuck LIMIT"), allowSources: true},
+		{name: "admin: recent failures", sql: sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures") + "\nWHERE kind = $1\nLIMIT 201",
+			args: []any{"sync_run"}, allowSources: true},
+		{name: "admin: high retry", sql: sqlFrom(t, adminQ, "SELECT * FROM report_high_retry LIMIT"), allowSources: true},
+		{name: "admin: disabled", sql: sqlFrom(t, adminQ, "SELECT * FROM report_disabled_sources LIMIT"), allowSources: true},
+		{name: "admin: dead per sink", sql: sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters"), index: "notifications_dead_idx"},
+		{name: "admin: dead letters", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + " LIMIT 201",
+			index: "notifications_dead_idx"},
+		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "FROM report_expensive_evaluations"), index: "model_calls_created_idx"},
+		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "report_model_drift_recent"), index: "evaluations_judged_created_idx"},
+		{name: "admin: rows of an hour: runs", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), ""},
+			index: "sync_runs_started_idx"},
+		{name: "admin: rows of an hour: changes", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"), args: []any{hour, hour.Add(time.Hour), ""},
+			index: "changes_created_idx"},
+		{name: "admin: rows of an hour: evaluations", sql: sqlFrom(t, adminQ, "decision, reason, urgency, created_at\n\t\tFROM evaluations"),
+			args: []any{hour, hour.Add(time.Hour), ""}, index: "evaluations_created_idx"},
+		{name: "admin: rows of an hour: notifications", sql: sqlFrom(t, adminQ, "change_id, attempts, created_at, delivered_at, last_error"),
+			args: []any{hour, hour.Add(time.Hour), ""}, index: "notifications_created_idx"},
+		{name: "admin: rows of an hour: model calls", sql: sqlFrom(t, adminQ, "prompt_tokens, output_tokens, created_at\n\t\tFROM model_calls"),
+			args: []any{hour, hour.Add(time.Hour), ""}, index: "model_calls_created_idx"},
+		{name: "admin: pending changes", sql: sqlFrom(t, adminQ, "eval_next_at, eval_owner, eval_error"), args: []any{""}, index: "changes_pending_idx"},
+		{name: "admin: pending and held notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"), args: []any{""}},
+	} {
+		q.who = adminQ
+		queries = append(queries, q)
+	}
 	cookbookVars := map[string]string{"source": "src-6", "record_id": "r-5", "run_id": "5000"}
 	for _, b := range cookbook(t) {
 		if !strings.HasPrefix(b.heading, "1. ") && !strings.HasPrefix(b.heading, "2. ") && !strings.HasPrefix(b.heading, "3. ") &&

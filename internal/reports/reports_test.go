@@ -156,7 +156,7 @@ func TestReportViews(t *testing.T) {
 		!strings.Contains(lines[1], "lease expired") {
 		t.Errorf("table output:\n%s", out.String())
 	}
-	if _, err := Query(w.ctx, w.pool, "stuk", Options{}); err == nil || !strings.Contains(err.Error(), `report "stuk" is not known (known: active_sources, dead_letters,`) {
+	if _, err := Query(w.ctx, w.pool, "stuk", Options{}); err == nil || !strings.Contains(err.Error(), `report "stuk" is not known (known: active_sources, activity_hourly, dead_letters,`) {
 		t.Errorf("unknown report: %v", err)
 	}
 	if _, err := Query(w.ctx, w.pool, "overview", Options{Source: "tasks"}); err == nil || !strings.Contains(err.Error(), "no source column") {

@@ -1,0 +1,379 @@
+package admin_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/color/palette"
+	"image/draw"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/lookout-dev/lookout/internal/testsignal"
+)
+
+// chromium returns the browser to drive, or skips the test when there is
+// none (outside CI; in CI its absence is a failure: scripts/test.sh
+// installs Debian's chromium package).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{os.Getenv("LOOKOUT_TEST_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
+		if name == "" {
+			continue
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on PATH in CI: scripts/test.sh installs Debian's chromium package when it is missing")
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium, or run scripts/test.sh, which installs it): the admin page's browser test skips")
+	return ""
+}
+
+// browser is a headless Chromium tab that records every console error,
+// uncaught exception and browser log entry of level error (CSP
+// violations, failed loads).
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	mu  sync.Mutex
+	bad []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path := chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.WindowSize(1200, 800),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	b := &browser{t: t, ctx: ctx}
+	// The first run starts the browser; it must have no timeout.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium (%s): %v", path, err)
+	}
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				b.mu.Lock()
+				b.bad = append(b.bad, fmt.Sprintf("%s (%s %s)", m.String(), m.Source, m.URL))
+				b.mu.Unlock()
+			}
+		}
+	}()
+	return b
+}
+
+// step bounds one browser step.
+const step = time.Minute
+
+func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, step)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// errors returns and forgets the errors seen so far.
+func (b *browser) errors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.bad
+	b.bad = nil
+	return out
+}
+
+// open loads a page and checks it rendered (its title) with no console
+// error, exception or failed load.
+func (b *browser) open(url, wantH1 string) {
+	b.t.Helper()
+	b.run("open "+url, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("main h1")))
+	if h1 := b.text("main h1"); !strings.Contains(h1, wantH1) {
+		b.t.Errorf("%s: heading %q, want %q", url, h1, wantH1)
+	}
+	b.noErrors(url)
+}
+
+func (b *browser) noErrors(where string) {
+	b.t.Helper()
+	// Messages arrive asynchronously: a round trip to the page first.
+	evalJS[int](b, "1")
+	if errs := b.errors(); len(errs) > 0 {
+		b.t.Errorf("%s: browser errors:\n  %s", where, strings.Join(errs, "\n  "))
+	}
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, step)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("read %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+func evalJS[T any](b *browser, js string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, step)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// card reads an overview number by its label.
+func (b *browser) card(label string) string {
+	b.t.Helper()
+	return evalJS[string](b, fmt.Sprintf(`[...document.querySelectorAll('a.card')].find(c => c.querySelector('.l').textContent === %q).querySelector('.v').textContent`, label))
+}
+
+// rowCount counts the rows of the page's first table.
+func (b *browser) rowCount() int {
+	b.t.Helper()
+	return evalJS[int](b, `document.querySelectorAll('main table tbody tr').length`)
+}
+
+// TestAdminPagesInBrowser drives the admin page in headless Chromium over
+// a database the real pipeline filled: a user token is refused, every page
+// renders with no console error (the CSP would report inline code), the
+// numbers match SQL, and pause, resume, run now and retry of dead letters
+// work from the buttons and need the CSRF token. With
+// LOOKOUT_UPDATE_SCREENSHOTS=1 it writes the screenshots of docs/admin.md.
+func TestAdminPagesInBrowser(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	w := newWorld(t)
+	w.populate()
+	w.serve()
+	base := w.srv.URL
+
+	// Sign in: a user token is refused, the admin token gets in.
+	b.open(base+"/admin/", "Sign in")
+	b.run("sign in as a user", chromedp.SendKeys(chromedp.ID("token"), w.userTok), chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS("p.error")))
+	if msg := b.text("p.error"); !strings.Contains(msg, "user scope") {
+		t.Fatalf("user token: %q", msg)
+	}
+	b.errors() // the 403 of the form's answer is logged as a failed load
+	b.run("sign in as an admin", chromedp.SendKeys(chromedp.ID("token"), w.adminTok), chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS("section.cards")))
+	b.noErrors("overview after sign-in")
+
+	// The overview's numbers are report_overview's, its charts
+	// report_activity_hourly's.
+	ov := w.queryMap(`SELECT * FROM report_overview`)[0]
+	for label, col := range map[string]string{"active sources": "active_sources", "not active": "inactive_sources",
+		"dead letters": "dead_notifications", "failed runs (24h)": "failed_runs_24h", "pending changes": "pending_changes", "stuck": "stuck"} {
+		if got, want := b.card(label), fmt.Sprint(ov[col]); got != want {
+			t.Errorf("overview %q: page %s, SQL %s", label, got, want)
+		}
+	}
+	if ov["dead_notifications"].(int64) == 0 || ov["failed_runs_24h"].(int64) == 0 {
+		t.Fatalf("the story made no dead letter or no failed run: %v", ov)
+	}
+	if charts := evalJS[int](b, `document.querySelectorAll('svg.chart').length`); charts != 9 {
+		t.Errorf("%d charts on the overview, want 9", charts)
+	}
+	act := w.queryMap(`SELECT changes, runs, notifications FROM report_activity_hourly ORDER BY hour DESC LIMIT 1`)[0]
+	for i, col := range map[int]string{0: "runs", 2: "changes", 5: "notifications"} {
+		tip := evalJS[string](b, fmt.Sprintf(`[...document.querySelectorAll('svg.chart')[%d].querySelectorAll('rect.bar title')].pop().textContent`, i))
+		want := fmt.Sprint(act[col])
+		if !regexp.MustCompile(`UTC: ` + want + ` `).MatchString(tip) {
+			t.Errorf("chart %s, current hour: %q, SQL %s", col, tip, want)
+		}
+	}
+	// A bar leads to its rows: this hour's changes.
+	href := evalJS[string](b, `[...document.querySelectorAll('svg.chart')[2].querySelectorAll('a')].pop().getAttribute('href')`)
+	b.open(base+href, "Changes")
+	rowsShown := b.rowCount()
+	if want := act["changes"].(int64); int64(rowsShown) != want {
+		t.Errorf("rows behind the changes bar: %d, SQL %d", rowsShown, want)
+	}
+	b.noErrors("rows behind a bar")
+	b.shot("overview", base+"/admin/")
+
+	// Every page renders with no console error.
+	for _, p := range []struct{ path, h1 string }{
+		{"/admin/sources", "Sources"},
+		{"/admin/sources?state=scheduled", "Sources"},
+		{"/admin/sources/tickets", "Source tickets"},
+		{"/admin/record?source=tickets&id=2", "Record tickets/2"},
+		{"/admin/stuck", "Stuck work"},
+		{"/admin/failures", "Recent failures"},
+		{"/admin/retry", "High retry"},
+		{"/admin/dead", "Dead letters"},
+		{"/admin/models", "Models"},
+		{"/admin/disabled", "Disabled sources"},
+		{"/admin/tasks", "Task runs"},
+		{"/admin/rows/pending_notifications", "Pending and held notifications"},
+	} {
+		b.open(base+p.path, p.h1)
+		// The SQL is one click away.
+		if n := evalJS[int](b, `document.querySelectorAll('details.sql pre').length`); n == 0 {
+			t.Errorf("%s: no SQL shown", p.path)
+		}
+	}
+
+	// The record page shows each change's decision trail.
+	b.open(base+"/admin/record?source=tickets&id=2", "Record tickets/2")
+	trail := b.text("main")
+	for _, want := range []string{"closed", "urgent", "hook", "dead", "410 Gone"} {
+		if !strings.Contains(trail, want) {
+			t.Errorf("record trail lacks %q", want)
+		}
+	}
+	b.shot("record", "")
+
+	// The failures page lists the failed run, as the view does.
+	b.open(base+"/admin/failures?kind=sync_run", "Recent failures")
+	failures := b.rowCount()
+	if want := w.count(`SELECT count(*) FROM report_recent_failures WHERE kind = 'sync_run'`); int64(failures) != want || want == 0 {
+		t.Errorf("failures shown %d, SQL %d", failures, want)
+	}
+
+	// Pause, resume and run now from the source's page.
+	b.open(base+"/admin/sources/inventory", "Source inventory")
+	b.shot("source", "")
+	b.run("pause", chromedp.SendKeys(chromedp.CSS(`input[name=reason]`), "vendor outage"), chromedp.Click(chromedp.ID("pause")),
+		chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	if st := w.queryMap(`SELECT status, status_reason FROM sources WHERE name = 'inventory'`)[0]; st["status"] != "paused" || st["status_reason"] != "vendor outage" {
+		t.Fatalf("after pause: %v", st)
+	}
+	b.noErrors("pause")
+	// Run now on a paused source says why not.
+	b.run("run now while paused", chromedp.Click(chromedp.ID("run")), chromedp.WaitVisible(chromedp.CSS("p.error")))
+	if msg := b.text("p.error"); !strings.Contains(msg, "is paused: resume it first") {
+		t.Errorf("run now while paused: %q", msg)
+	}
+	b.run("resume", chromedp.Click(chromedp.ID("resume")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	if st := w.queryMap(`SELECT status FROM sources WHERE name = 'inventory'`)[0]; st["status"] != "active" {
+		t.Fatalf("after resume: %v", st)
+	}
+	w.sync(false) // the resumed source was due now: it runs
+	w.exec(`UPDATE sources SET next_run_at = now() + interval '1 hour' WHERE name = 'inventory'`)
+	b.open(base+"/admin/sources/inventory", "Source inventory")
+	b.run("run now", chromedp.Click(chromedp.ID("run")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	if msg := b.text("p.flash"); !strings.Contains(msg, "asked for a run of inventory") {
+		t.Errorf("run now: %q", msg)
+	}
+	before := w.count(`SELECT count(*) FROM sync_runs WHERE source = 'inventory' AND reason = 'manual'`)
+	testsignal.Eventually(t, "the requested run", func() bool {
+		w.sync(false)
+		return w.count(`SELECT count(*) FROM sync_runs WHERE source = 'inventory' AND reason = 'manual'`) > before
+	})
+	b.noErrors("actions")
+
+	// Without the CSRF token the browser's POST is refused and changes nothing.
+	b.open(base+"/admin/sources/inventory", "Source inventory")
+	b.run("pause without csrf", chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('input[name=csrf]').forEach(i => i.value = '')`)(ctx, t)
+		return err
+	}), chromedp.Click(chromedp.ID("pause")), chromedp.WaitVisible(chromedp.CSS("p.error")))
+	if msg := b.text("p.error"); !strings.Contains(msg, "CSRF token") {
+		t.Errorf("pause without csrf: %q", msg)
+	}
+	b.errors() // the 403 is logged as a failed load
+	if st := w.queryMap(`SELECT status FROM sources WHERE name = 'inventory'`)[0]; st["status"] != "active" {
+		t.Fatalf("a POST without the CSRF token paused the source")
+	}
+
+	// Dead letters: the page lists what the view holds; retry one, then all.
+	dead := w.count(`SELECT count(*) FROM report_dead_letters`)
+	b.open(base+"/admin/dead", "Dead letters")
+	b.shot("dead", "")
+	shown := b.rowCount()
+	if int64(shown) != dead || dead == 0 {
+		t.Fatalf("dead letters shown %d, SQL %d", shown, dead)
+	}
+	first := evalJS[string](b, `document.querySelector('main table tbody tr td').textContent`)
+	id, _ := strconv.ParseInt(first, 10, 64)
+	b.run("retry one", chromedp.Click(chromedp.CSS("button.retry-one")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	if st := w.queryMap(`SELECT status, attempts FROM notifications WHERE id = $1`, id)[0]; st["status"] != "pending" || st["attempts"] != int32(0) {
+		t.Fatalf("after retry of %d: %v", id, st)
+	}
+	if n := w.count(`SELECT count(*) FROM report_dead_letters`); n != dead-1 {
+		t.Fatalf("dead after one retry: %d, want %d", n, dead-1)
+	}
+	w.evaluate() // the hook refuses again: dead again
+	if n := w.count(`SELECT count(*) FROM report_dead_letters`); n != dead {
+		t.Fatalf("dead after the refused redelivery: %d, want %d", n, dead)
+	}
+	b.open(base+"/admin/dead", "Dead letters")
+	b.run("retry all", chromedp.Click(chromedp.ID("retry-all")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
+	if msg := b.text("p.flash"); !strings.Contains(msg, fmt.Sprintf("sent %d dead notification(s) back", dead)) {
+		t.Errorf("retry all: %q", msg)
+	}
+	if n := w.count(`SELECT count(*) FROM report_dead_letters`); n != 0 {
+		t.Fatalf("dead after retry all: %d", n)
+	}
+	b.noErrors("dead letters")
+
+	b.open(base+"/admin/models", "Models")
+	b.shot("models", "")
+	b.open(base+"/admin/sources", "Sources")
+	b.shot("sources", "")
+}
+
+// shot writes a screenshot of the current page (or of url) into
+// docs/admin/NAME.png when LOOKOUT_UPDATE_SCREENSHOTS=1, reduced to a
+// 256-colour palette so that it stays small.
+func (b *browser) shot(name, url string) {
+	b.t.Helper()
+	if os.Getenv("LOOKOUT_UPDATE_SCREENSHOTS") != "1" {
+		return
+	}
+	if url != "" {
+		b.run("open "+url, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("main h1")))
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, step)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	pal := image.NewPaletted(img.Bounds(), palette.WebSafe)
+	draw.Draw(pal, img.Bounds(), img, image.Point{}, draw.Src)
+	var out bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&out, pal); err != nil {
+		b.t.Fatal(err)
+	}
+	p := filepath.Join("..", "..", "docs", "admin", name+".png")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, out.Bytes(), 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("wrote %s (%d bytes)", p, out.Len())
+}
