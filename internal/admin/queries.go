@@ -1,7 +1,7 @@
 package admin
 
 // The statements of the admin pages. Numbers come from the report_* views
-// (migrations 5, 3, 4 and 13), so the page and a SQL user read the same
+// (migrations 3, 4, 5 and 14), so the page and a SQL user read the same
 // definitions; the lists of rows behind them read the tables through the
 // indexes docs/performance.md names. internal/reports' plan test runs
 // EXPLAIN on every one of them (TestHotQueriesUseIndexes).

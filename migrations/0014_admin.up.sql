@@ -1,4 +1,4 @@
--- lookout schema, version 13: what the admin page (docs/admin.md) reads.
+-- lookout schema, version 14: what the admin page (docs/admin.md) reads.
 --
 -- The page is a view over the report_* views a SQL user queries; the views
 -- below are the ones it needed that did not exist (activity per hour, every
