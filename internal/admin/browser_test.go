@@ -269,7 +269,7 @@ func TestAdminPagesInBrowser(t *testing.T) {
 	b.noErrors("pause")
 	// Run now on a paused source says why not.
 	b.run("run now while paused", chromedp.Click(chromedp.ID("run")), chromedp.WaitVisible(chromedp.CSS("p.error")))
-	if msg := b.text("p.error"); !strings.Contains(msg, "is paused: resume it first") {
+	if msg := b.text("p.error"); !strings.Contains(msg, "is not active in the syncer") {
 		t.Errorf("run now while paused: %q", msg)
 	}
 	b.run("resume", chromedp.Click(chromedp.ID("resume")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
