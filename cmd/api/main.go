@@ -32,6 +32,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/health"
+	"github.com/lookout-dev/lookout/internal/ingest"
 	"github.com/lookout-dev/lookout/internal/mcp"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/secrets"
@@ -43,7 +44,7 @@ func main() {
 }
 
 var commands = []cli.Command{
-	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /mcp, /openapi.json, /admin, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
+	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /mcp, /ingest/{source}, /openapi.json, /admin, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
 	{Name: "mcp", Summary: "serve the MCP tools to one local assistant over stdio: mcp --stdio [--token TOKEN; default env " + tokenEnv + "]", Run: mcpStdio},
 	{Name: "token", Summary: "manage API tokens: token create --owner NAME [--scope user|admin] [--name LABEL] [--ttl 720h], token list [--owner NAME], token revoke ID", Run: tokenCommand},
 	{Name: "secret-key", Summary: "print a new key for LOOKOUT_SECRET_KEY (--id ID); put it first to rotate", Run: secretKey},
@@ -122,6 +123,8 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	mux := http.NewServeMux()
+	// Webhooks authenticate by their signature, outside /v1's tokens.
+	mux.Handle(ingest.Pattern, ingest.New(pool, ingest.Config{Metrics: m}, logger).Handler())
 	mux.Handle("/mcp", m2.Handler())
 	mux.Handle("/admin", adm.Handler())
 	mux.Handle("/admin/", adm.Handler())

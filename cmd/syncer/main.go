@@ -94,8 +94,10 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	m.CollectDatabase(d.pool, metrics.SourceGauges, nil, 0)
 	watcher := definitions.NewWatcher(d.pool, d.follower, definitions.WatcherConfig{OnWake: d.syncer.Wake}, d.logger)
 	reloader := env.Reloader(d.pool, check, m, d.logger)
+	events := d.syncer.Events(syncer.EventsConfig{})
 	return cli.Supervise(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool),
-		health.Listener("config_listener", watcher.Listening), reloader.Check()}, d.logger, d.syncer, watcher, reloader)
+		health.Listener("config_listener", watcher.Listening), health.Listener("inbound_listener", events.Listening), reloader.Check()},
+		d.logger, d.syncer, events, watcher, reloader)
 }
 
 // runOnce runs what is due and exits 1 when a run failed, 2 when it could
@@ -112,6 +114,13 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 	}
 	n, err := d.syncer.RunDue(ctx)
 	fmt.Fprintf(env.Stdout, "ran %d source(s)\n", n)
+	if err != nil {
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
+	}
+	events, err := d.syncer.Events(syncer.EventsConfig{}).Drain(ctx)
+	if events > 0 {
+		fmt.Fprintf(env.Stdout, "mirrored %d webhook event(s)\n", events)
+	}
 	if err != nil {
 		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 	}

@@ -58,7 +58,7 @@ func Delete(ctx context.Context, tx pgx.Tx, source string, runID int64, ids []st
 	rows, err := tx.Query(ctx, `
 		UPDATE records SET deleted_at = now(), version = version + 1, last_run_id = $3, synced_at = now()
 		WHERE source = $1 AND record_id = ANY($2::text[]) AND deleted_at IS NULL
-		RETURNING record_id, version, content_hash`, source, ids, runID)
+		RETURNING record_id, version, content_hash`, source, ids, runArg(runID))
 	if err != nil {
 		return st, fmt.Errorf("tombstone records of %s: %w", source, err)
 	}

@@ -52,9 +52,38 @@ type stored struct {
 	deleted bool
 }
 
+// NoRun is the runID of writes that no run made (webhook events): the
+// records' last_run_id and the changes' run_id are NULL.
+const NoRun int64 = 0
+
+func runArg(runID int64) any {
+	if runID == NoRun {
+		return nil
+	}
+	return runID
+}
+
+// lockKey is the first key of the per-source write lock; the second is
+// the hash of the schema and the source.
+const lockKey = 0x6368616e // "chan"
+
+// Lock takes the transaction-scoped write lock of source's records, for
+// writers that may run at once for one source: a poll (under the
+// source's lease) and the webhook events of the same source. Apply
+// decides created/updated/unchanged from the hashes it reads and COPYs
+// new records; two writers of one source without the lock could both
+// see a record as new. Call it first in the transaction, before any read
+// of the source's records.
+func Lock(ctx context.Context, tx pgx.Tx, source string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || '.' || $2))`, lockKey, source); err != nil {
+		return fmt.Errorf("lock the records of %s: %w", source, err)
+	}
+	return nil
+}
+
 // Apply mirrors recs (hashed, with distinct ids) of source into records and
 // appends a change for each created or updated record, in tx. runID is
-// recorded on both. It sends one NOTIFY when it wrote a change.
+// recorded on both (NoRun: NULL). It sends one NOTIFY when it wrote a change.
 func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []normalize.Record, h *normalize.Hasher) (Stats, error) {
 	st := Stats{Seen: len(recs)}
 	if len(recs) == 0 {
@@ -283,7 +312,7 @@ func extraOf(r *normalize.Record) string {
 func (b *batch) addRecord(source string, runID int64, r *normalize.Record, version int, existed bool) {
 	if !existed {
 		b.newRecords = append(b.newRecords, []any{source, r.ID, int32(version), r.Hash, orNil(r.Title), orNil(r.Body),
-			orNil(r.URL), orNil(r.Author), orNil(r.Status), labelsOf(r), r.CreatedAt, r.UpdatedAt, extraOf(r), rawJSON(r), runID})
+			orNil(r.URL), orNil(r.Author), orNil(r.Status), labelsOf(r), r.CreatedAt, r.UpdatedAt, extraOf(r), rawJSON(r), runArg(runID)})
 		return
 	}
 	b.ids = append(b.ids, r.ID)
@@ -316,7 +345,7 @@ func (b *batch) addChange(source string, runID int64, id, kind string, version i
 	if oldHash != nil {
 		old = *oldHash
 	}
-	b.changes = append(b.changes, []any{source, id, kind, int32(version), old, orNil(newHash), fields, rec, prev, runID})
+	b.changes = append(b.changes, []any{source, id, kind, int32(version), old, orNil(newHash), fields, rec, prev, runArg(runID)})
 }
 
 // arrayLiteral encodes a Postgres text[] literal.
@@ -385,7 +414,7 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx, source string, runID int64
 	}
 	q := &pgx.Batch{}
 	if len(b.ids) > 0 {
-		q.Queue(upsertRecords, source, runID, b.ids, b.versions, b.hashes, b.titles, b.bodies, b.urls,
+		q.Queue(upsertRecords, source, runArg(runID), b.ids, b.versions, b.hashes, b.titles, b.bodies, b.urls,
 			b.authors, b.statuses, b.labels, b.created, b.updated, b.extras, b.raws)
 	}
 	q.Queue(NotifySQL, source)

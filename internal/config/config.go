@@ -484,6 +484,11 @@ type Source struct {
 	// Volatile lists normalized field paths (e.g. extra.views) left out of
 	// the content hash, so that their changes do not count as changes.
 	Volatile []string `yaml:"volatile"`
+	// Webhook makes the source webhook-first: deliveries to the api's
+	// /ingest/{source} are mirrored as they come, and the poll runs every
+	// webhook.reconcile_every to repair missed events (docs/webhooks.md).
+	// Defaults to none: the source is polled on its schedule.
+	Webhook *Webhook `yaml:"webhook"`
 	// Watches are the conditions the evaluator checks on every change.
 	Watches []*Watch `yaml:"watches"`
 

@@ -348,6 +348,23 @@ func (s *Source) validate(g *Global) []error {
 	if s.Cron != "" && s.Every != 0 {
 		bad("cron", "and every are exclusive: set one schedule")
 	}
+	if w := s.Webhook; w != nil {
+		errs = append(errs, w.check(s)...)
+		switch {
+		case s.Every != 0:
+			bad("every", "is replaced by webhook.reconcile_every on a webhook source: set one schedule")
+		case s.Cron != "":
+			bad("cron", "is replaced by webhook.reconcile_every on a webhook source: set one schedule")
+		case s.Adaptive != nil:
+			bad("adaptive", "does not apply to a webhook source (it polls every webhook.reconcile_every)")
+		}
+		if w.Provider == WebhookGitHub && s.Connector != "" && s.Connector != "github" {
+			bad("webhook.provider", "github needs connector: github (its events are mapped by the github connector), not %q", s.Connector)
+		}
+		if s.Cron == "" {
+			s.Every = w.ReconcileEvery
+		}
+	}
 	if s.Every < 0 {
 		bad("every", "must be positive")
 	}

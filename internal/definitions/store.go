@@ -589,3 +589,15 @@ func CurrentVersion(ctx context.Context, q queryRower) (int64, error) {
 	}
 	return v, nil
 }
+
+// Lookup returns the definition of source name whoever owns it, or
+// ErrNotFound: for the daemons' own reads (the api's webhook ingest finds
+// the webhook block of the source a delivery names), never for a caller
+// scoped by owner (use Store.GetSource).
+func Lookup(ctx context.Context, pool *pgxpool.Pool, name string) (*Source, error) {
+	s, err := getSource(ctx, pool, name, false)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("read the definition of source %s: %w", name, err)
+	}
+	return s, err
+}

@@ -73,6 +73,7 @@ type Metrics struct {
 	configReloads     *prometheus.CounterVec
 	configLastReload  prometheus.Gauge
 	configVersion     prometheus.Gauge
+	hooks             webhooks
 }
 
 // New returns a set of instruments on a fresh registry that also carries
@@ -128,6 +129,7 @@ func New() *Metrics {
 	m.alerts = counter("lookout_alerts_total",
 		"Alerts the watchdog raised (one per problem, whatever the number of sinks), by kind: stale, stuck, dead_letters, disabled.", "kind")
 	m.initConfig(counter)
+	m.initWebhooks(counter)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

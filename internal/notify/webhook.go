@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,21 +15,23 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/egress"
+	"github.com/lookout-dev/lookout/internal/signature"
 )
 
 // Standard Webhooks headers (https://www.standardwebhooks.com): a contract
 // with receivers (docs/delivery.md), sent unless the sink's signature is
-// legacy.
+// legacy. The scheme is internal/signature's, shared with the webhook
+// ingest.
 const (
 	// HeaderWebhookID is the notification's dedupe key, the same on every
 	// attempt: the receiver's idempotency key.
-	HeaderWebhookID = "webhook-id"
+	HeaderWebhookID = signature.HeaderID
 	// HeaderWebhookTimestamp is the signing time in Unix seconds.
-	HeaderWebhookTimestamp = "webhook-timestamp"
+	HeaderWebhookTimestamp = signature.HeaderTimestamp
 	// HeaderWebhookSignature is "v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">";
 	// absent when the sink has no secret. Receivers accept a
 	// space-separated list (any v1 match passes).
-	HeaderWebhookSignature = "webhook-signature"
+	HeaderWebhookSignature = signature.HeaderSignature
 )
 
 // Legacy webhook headers, sent when the sink's signature is legacy or
@@ -73,66 +71,33 @@ const (
 
 // SecretPrefix marks a Standard Webhooks secret: "whsec_" followed by the
 // base64 of the HMAC key.
-const SecretPrefix = "whsec_"
+const SecretPrefix = signature.SecretPrefix
 
 // SignatureTolerance is the default age beyond which a verifier rejects a
 // timestamp.
-const SignatureTolerance = 5 * time.Minute
+const SignatureTolerance = signature.Tolerance
 
-// WebhookKey returns the HMAC key of a Standard Webhooks signature: the
-// base64-decoded part of a "whsec_<base64>" secret, or the bytes of a
-// secret without the prefix (accepted as is, for secrets from before the
-// standard; the libraries' raw-secret constructors take the same bytes).
-func WebhookKey(secret string) ([]byte, error) {
-	enc, ok := strings.CutPrefix(secret, SecretPrefix)
-	if !ok {
-		return []byte(secret), nil
-	}
-	key, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(enc, "="))
-	if err != nil {
-		return nil, fmt.Errorf("a %s secret must be standard base64 (padded or not) after the prefix: %w", SecretPrefix, err)
-	}
-	if len(key) == 0 {
-		return nil, fmt.Errorf("a %s secret needs a key after the prefix", SecretPrefix)
-	}
-	return key, nil
-}
+// WebhookKey returns the HMAC key of a Standard Webhooks signature (see
+// signature.Key).
+func WebhookKey(secret string) ([]byte, error) { return signature.Key(secret) }
 
 // SignStandard returns the webhook-signature value for a message id, a
 // timestamp and a body, keyed with key (see WebhookKey).
 func SignStandard(key []byte, id string, ts time.Time, body []byte) string {
-	return "v1," + base64.StdEncoding.EncodeToString(standardMAC(key, id, strconv.FormatInt(ts.Unix(), 10), body))
-}
-
-func standardMAC(key []byte, id, ts string, body []byte) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(id))
-	m.Write([]byte{'.'})
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return m.Sum(nil)
+	return signature.SignStandard(key, id, ts, body)
 }
 
 // SignLegacy returns the legacy X-Lookout-Signature value for body signed
 // at ts with the secret as written.
 func SignLegacy(secret string, ts time.Time, body []byte) string {
-	return "sha256=" + hex.EncodeToString(legacyMAC(secret, strconv.FormatInt(ts.Unix(), 10), body))
-}
-
-func legacyMAC(secret, ts string, body []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(ts))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return m.Sum(nil)
+	return signature.SignHex([]byte(secret), []byte(strconv.FormatInt(ts.Unix(), 10)), []byte{'.'}, body)
 }
 
 // Signature verification errors.
 var (
-	ErrSignatureMissing  = errors.New("signature, id or timestamp header missing")
-	ErrSignatureMismatch = errors.New("signature does not match the body")
-	ErrSignatureExpired  = errors.New("timestamp outside the tolerance (a replay, or clocks apart)")
+	ErrSignatureMissing  = signature.ErrMissing
+	ErrSignatureMismatch = signature.ErrMismatch
+	ErrSignatureExpired  = signature.ErrExpired
 )
 
 // VerifyWebhook checks a Standard Webhooks request: h holds its webhook-id,
@@ -147,43 +112,7 @@ func VerifyWebhook(secret string, h http.Header, body []byte, tolerance time.Dur
 }
 
 func verifyWebhookAt(secret string, h http.Header, body []byte, tolerance time.Duration, now time.Time) error {
-	id, ts, header := h.Get(HeaderWebhookID), h.Get(HeaderWebhookTimestamp), h.Get(HeaderWebhookSignature)
-	if id == "" || ts == "" || header == "" {
-		return ErrSignatureMissing
-	}
-	if err := checkTimestamp(ts, tolerance, now); err != nil {
-		return err
-	}
-	key, err := WebhookKey(secret)
-	if err != nil {
-		return err
-	}
-	want := standardMAC(key, id, ts, body)
-	for _, part := range strings.Fields(header) {
-		b64, ok := strings.CutPrefix(part, "v1,")
-		if !ok {
-			continue
-		}
-		got, err := base64.StdEncoding.DecodeString(b64)
-		if err == nil && hmac.Equal(got, want) {
-			return nil
-		}
-	}
-	return ErrSignatureMismatch
-}
-
-// checkTimestamp parses a Unix-seconds timestamp header and rejects one
-// further than tolerance from now.
-func checkTimestamp(ts string, tolerance time.Duration, now time.Time) error {
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return fmt.Errorf("timestamp %q is not Unix seconds: %w", ts, ErrSignatureMismatch)
-	}
-	tolerance = cmp.Or(tolerance, SignatureTolerance)
-	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return ErrSignatureExpired
-	}
-	return nil
+	return signature.VerifyStandard(secret, h, body, tolerance, now)
 }
 
 // VerifyRequest reads r's body (at most 10 MiB) and verifies its Standard
@@ -209,21 +138,10 @@ func verifyLegacyAt(secret, header, timestamp string, body []byte, tolerance tim
 	if header == "" || timestamp == "" {
 		return ErrSignatureMissing
 	}
-	if err := checkTimestamp(timestamp, tolerance, now); err != nil {
+	if err := signature.CheckTimestamp(timestamp, tolerance, now); err != nil {
 		return err
 	}
-	want := legacyMAC(secret, timestamp, body)
-	for _, part := range strings.Split(header, ",") {
-		hexSig, ok := strings.CutPrefix(strings.TrimSpace(part), "sha256=")
-		if !ok {
-			continue
-		}
-		got, err := hex.DecodeString(hexSig)
-		if err == nil && hmac.Equal(got, want) {
-			return nil
-		}
-	}
-	return ErrSignatureMismatch
+	return signature.VerifyHex([]byte(secret), header, ",", []byte(timestamp), []byte{'.'}, body)
 }
 
 // WebhookOptions configure a webhook sink.

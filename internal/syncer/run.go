@@ -49,7 +49,8 @@ var errRunTimeout = errors.New("run exceeded syncer.run_timeout")
 // run leaves no row and is counted in sync_run_hours.
 type run struct {
 	claim
-	recorded atomic.Bool // the sync_runs row exists
+	recorded atomic.Bool  // the sync_runs row exists
+	repaired atomic.Int64 // changes committed that repaired a missed webhook event
 
 	mu           sync.Mutex
 	pending      changes.Stats // counters of batches that wrote nothing, not in the row yet
@@ -141,6 +142,8 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 	claimAttr := slog.Group("claim", "owner", s.conf.Owner, "expires_at", c.leaseEnd.UTC())
 	fin, err := s.finish(context.WithoutCancel(ctx), r, src, out, rs)
 	s.conf.Metrics.RecordsChanged(c.name, out.stats.Created, out.stats.Updated, out.stats.Deleted)
+	repaired := int(r.repaired.Load())
+	s.conf.Metrics.WebhookRepaired(c.name, repaired)
 	if err != nil {
 		status := "failed"
 		if errors.Is(err, ErrLeaseLost) {
@@ -158,6 +161,11 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 		"updated", out.stats.Updated, "unchanged", out.stats.Unchanged, "deleted", out.stats.Deleted,
 		"pages", out.pages, "requests", fin.requests, "rate_limit_waits", fin.waits, "lateness_ms", c.lateness.Milliseconds(),
 		"duration_ms", s.conf.Now().Sub(c.startedAt).Milliseconds(), "next_run_at", fin.next.At, "interval_reason", fin.next.Reason}
+	if repaired > 0 {
+		attrs = append(attrs, "repaired", repaired)
+		logger.Warn("reconciliation poll found changes no webhook event brought (missed or rejected deliveries); repaired",
+			"repaired", repaired)
+	}
 	if out.stats.Repaired > 0 {
 		logger.Warn("items held text PostgreSQL cannot store (invalid UTF-8 or NUL); it was replaced by U+FFFD",
 			"items_repaired", out.stats.Repaired, "first_item", out.repairedAt)
@@ -391,9 +399,16 @@ func (s *Syncer) writeBatch(ctx context.Context, r *run, recs []normalize.Record
 		pages = 1
 	}
 	var written func(bool)
+	src := s.source(r.name)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if src.cfg.Webhook != nil {
+			// The source's events are written at the same time.
+			if err := changes.Lock(ctx, tx, r.name); err != nil {
+				return err
+			}
+		}
 		var err error
-		st, err = changes.Apply(ctx, tx, r.name, r.runID, recs, s.source(r.name).mapper.Hasher())
+		st, err = changes.Apply(ctx, tx, r.name, r.runID, recs, src.mapper.Hasher())
 		if err != nil {
 			return err
 		}
@@ -422,6 +437,7 @@ func (s *Syncer) writeBatch(ctx context.Context, r *run, recs []normalize.Record
 // this replica's.
 func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, r *run, st changes.Stats, cur json.RawMessage, pages int) error {
 	var held bool
+	repaired := r.repairs(s, st)
 	err := tx.QueryRow(ctx, `
 		WITH lease AS (
 		    UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval, cursor = coalesce($6::jsonb, cursor)
@@ -429,27 +445,42 @@ func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, r *run, st changes.
 		    RETURNING 1
 		), counters AS (
 		    INSERT INTO sync_runs AS r (id, source, owner, reason, started_at, cursor_before, due_at, due_reason,
-		                                pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired)
-		    SELECT $3, $1, $2, $14, $15, $16::jsonb, $17, $18, $12, $7, $8, $9, $10, $11, $13
+		                                pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired,
+		                                repaired)
+		    SELECT $3, $1, $2, $14, $15, $16::jsonb, $17, $18, $12, $7, $8, $9, $10, $11, $13, $19
 		    FROM lease
 		    ON CONFLICT (id) DO UPDATE SET
 		        pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
 		        items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
 		        items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
-		        items_repaired = r.items_repaired + excluded.items_repaired
+		        items_repaired = r.items_repaired + excluded.items_repaired, repaired = r.repaired + excluded.repaired
 		    RETURNING 1
 		)
 		SELECT EXISTS (SELECT 1 FROM lease)`,
 		r.name, s.conf.Owner, r.runID, s.conf.Now(), s.conf.Lease, nullJSON(cur),
 		st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, pages, st.Repaired,
-		r.reason, r.startedAt, nullJSON(r.cursor), r.dueAt, nullText(r.dueReason)).Scan(&held)
+		r.reason, r.startedAt, nullJSON(r.cursor), r.dueAt, nullText(r.dueReason), repaired).Scan(&held)
 	if err != nil {
 		return fmt.Errorf("extend lease: %w", err)
 	}
 	if !held {
 		return ErrLeaseLost
 	}
+	r.repaired.Add(int64(repaired))
 	return nil
+}
+
+// repairs is the number of st's changes that repair what the source's
+// webhook missed: every change a reconciliation poll writes (an event
+// that had brought the content would have left the poll nothing to
+// write). A webhook source's first poll (no successful run before) loads
+// what exists and repairs nothing.
+func (r *run) repairs(s *Syncer, st changes.Stats) int {
+	src := s.source(r.name)
+	if src == nil || src.cfg.Webhook == nil || r.lastSuccess == nil {
+		return 0
+	}
+	return st.Changed()
 }
 
 // ErrMassDelete fails a snapshot run that would delete more of the
@@ -473,6 +504,11 @@ func (s *Syncer) tombstone(ctx context.Context, r *run, src *source, seen map[st
 		var st changes.Stats
 		var written func(bool)
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if src.cfg.Webhook != nil {
+				if err := changes.Lock(ctx, tx, r.name); err != nil {
+					return err
+				}
+			}
 			var err error
 			if st, err = changes.Delete(ctx, tx, r.name, r.runID, ids); err != nil {
 				return err

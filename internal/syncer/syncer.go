@@ -283,11 +283,13 @@ func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) er
 		}
 		b.Queue(`
 			INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at,
-			                     stuck_after_seconds, status, status_reason)
+			                     stuck_after_seconds, status, status_reason, webhook, silence_alert_seconds)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN 'paused' ELSE 'active' END,
-			        CASE WHEN $10 THEN $12 END)
+			        CASE WHEN $10 THEN $12 END, $13, $14)
 			ON CONFLICT (name) DO UPDATE SET
 			    connector = excluded.connector,
+			    webhook = excluded.webhook,
+			    silence_alert_seconds = excluded.silence_alert_seconds,
 			    stuck_after_seconds = excluded.stuck_after_seconds,
 			    schedule = excluded.schedule,
 			    config_hash = excluded.config_hash,
@@ -312,7 +314,7 @@ func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) er
 			                         WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 			                         THEN 'configuration changed' ELSE sources.status_reason END`,
 			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, insertAt, now,
-			stuckAfterSeconds(sc.StuckAfter), src.paused, first.At, definitionPaused)
+			stuckAfterSeconds(sc.StuckAfter), src.paused, first.At, definitionPaused, webhookProvider(sc), silenceSeconds(sc))
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("register sources: %w", err)
@@ -333,6 +335,23 @@ func (s *Syncer) Wake() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// webhookProvider is sources.webhook of sc: its webhook provider, or NULL.
+func webhookProvider(sc *config.Source) any {
+	if sc.Webhook == nil {
+		return nil
+	}
+	return sc.Webhook.Provider
+}
+
+// silenceSeconds is sources.silence_alert_seconds of sc: NULL without a
+// webhook or with the silence alert off.
+func silenceSeconds(sc *config.Source) any {
+	if sc.Webhook == nil || sc.Webhook.SilenceAlert == nil || *sc.Webhook.SilenceAlert <= 0 {
+		return nil
+	}
+	return max(int(*sc.Webhook.SilenceAlert/time.Second), 1)
 }
 
 // stuckAfterSeconds is stuck_after in whole seconds (at least 1), as

@@ -1,0 +1,73 @@
+package inbound
+
+// The named queries of inbound_events.
+const (
+	// insertValid stores a delivery whose signature verified, once per
+	// (source, delivery_id); a pending one wakes the syncer.
+	insertValid = `
+		WITH ins AS (
+		    INSERT INTO inbound_events (source, delivery_id, event_type, action, object_id, signature_valid, payload, payload_hash,
+		                                processed_at, outcome, detail)
+		    VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, CASE WHEN $9::text IS NOT NULL THEN now() END, $9, $10)
+		    ON CONFLICT (source, delivery_id) WHERE signature_valid DO NOTHING
+		    RETURNING id, received_at, outcome IS NULL AS pending
+		)
+		SELECT id, received_at FROM ins, LATERAL (
+		    SELECT CASE WHEN ins.pending THEN pg_notify(current_schema() || '.inbound', $1) END
+		) AS wake`
+
+	// insertRejected stores a delivery whose signature did not verify,
+	// without its payload, once per (source, delivery_id).
+	insertRejected = `
+		INSERT INTO inbound_events (source, delivery_id, event_type, action, object_id, signature_valid, payload, payload_hash,
+		                            processed_at, outcome, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, now(), coalesce($9, 'rejected'), $10)
+		ON CONFLICT (source, delivery_id) WHERE NOT signature_valid DO NOTHING
+		RETURNING id, received_at`
+
+	// claimEvents claims the oldest unprocessed events of the given
+	// sources that nobody holds (or whose claim expired, or whose retry
+	// time came).
+	claimEvents = `
+		UPDATE inbound_events e SET claimed_by = $1, claim_expires_at = now() + $2::interval, attempts = e.attempts + 1
+		FROM (
+		    SELECT id FROM inbound_events
+		    WHERE processed_at IS NULL AND source = ANY ($3::text[])
+		      AND (claim_expires_at IS NULL OR claim_expires_at < now())
+		    ORDER BY id
+		    LIMIT $4
+		    FOR UPDATE SKIP LOCKED
+		) c
+		WHERE e.id = c.id
+		RETURNING e.id, e.source, e.delivery_id, e.event_type, e.action, e.object_id, e.received_at, e.payload, e.payload_hash, e.attempts`
+
+	// finishEvents marks claimed events processed, fenced by the claim.
+	finishEvents = `
+		UPDATE inbound_events e SET processed_at = now(), outcome = r.outcome, detail = r.detail,
+		       claimed_by = NULL, claim_expires_at = NULL
+		FROM unnest($2::bigint[], $3::text[], $4::text[]) AS r(id, outcome, detail)
+		WHERE e.id = r.id AND e.claimed_by = $1 AND e.processed_at IS NULL`
+
+	// releaseEvents gives claimed events back until a retry time, or
+	// marks failed those out of attempts.
+	releaseEvents = `
+		WITH u AS (
+		UPDATE inbound_events SET
+		    claimed_by = NULL,
+		    claim_expires_at = CASE WHEN attempts >= $5 THEN NULL ELSE now() + $3::interval END,
+		    detail = $4,
+		    processed_at = CASE WHEN attempts >= $5 THEN now() END,
+		    outcome = CASE WHEN attempts >= $5 THEN 'failed' END
+		WHERE id = ANY ($2::bigint[]) AND claimed_by = $1 AND processed_at IS NULL
+		RETURNING id, outcome
+		)
+		SELECT id FROM u WHERE outcome = 'failed'`
+
+	getEvent = `
+		SELECT id, source, delivery_id, event_type, action, object_id, received_at, signature_valid, payload, payload_hash,
+		       processed_at, outcome, detail, attempts
+		FROM inbound_events WHERE source = $1 AND delivery_id = $2
+		ORDER BY signature_valid DESC LIMIT 1`
+
+	countPending = `SELECT count(*) FROM inbound_events WHERE processed_at IS NULL AND ($1 = '' OR source = $1)`
+)

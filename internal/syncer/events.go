@@ -1,0 +1,455 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lookout-dev/lookout/internal/changes"
+	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/inbound"
+	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/service"
+)
+
+// Defaults of EventsConfig.
+const (
+	EventsBatchDefault       = 100
+	EventsLeaseDefault       = time.Minute
+	EventsMaxAttemptsDefault = 8
+	EventsCatchUpDefault     = 5 * time.Second
+)
+
+// eventsBackoff spaces the retries of an event whose mapping failed (an
+// upstream error while fetching the full object).
+var eventsBackoff = service.Backoff{Min: 5 * time.Second, Max: 10 * time.Minute}
+
+// EventsConfig are the settings of the webhook events processor; zero
+// values take the defaults above.
+type EventsConfig struct {
+	// Batch is the most events claimed (and written in one transaction
+	// per source) at once. Defaults to 100.
+	Batch int
+	// Lease is how long a claim of events lasts before another replica
+	// may take them. Defaults to 1m.
+	Lease time.Duration
+	// MaxAttempts is how many claims an event gets before it is marked
+	// failed (the reconciliation poll repairs what it carried). Defaults
+	// to 8.
+	MaxAttempts int
+	// CatchUp is how often the processor looks for events without a
+	// notification (retries falling due, a lost NOTIFY). Defaults to 5s.
+	CatchUp time.Duration
+}
+
+// Events is the syncer's service that mirrors stored webhook events
+// (inbound_events) into records and changes: it LISTENs on
+// <schema>.inbound (a wake-up the ingest sends), claims unprocessed
+// events of the sources this replica runs (SKIP LOCKED, a lease), maps
+// each through the source's connector (connectors.EventMapper, which may
+// fetch the full object within the source's rate limits) and mapping,
+// and writes them with the same changes writer as a poll, one
+// transaction per source and batch, in which the events are marked
+// processed. Any number of replicas may run it.
+type Events struct {
+	s        *Syncer
+	conf     EventsConfig
+	logger   *slog.Logger
+	loop     service.Loop
+	listener *db.Listener
+}
+
+// Events returns the webhook events processor of s.
+func (s *Syncer) Events(conf EventsConfig) *Events {
+	if conf.Batch <= 0 {
+		conf.Batch = EventsBatchDefault
+	}
+	if conf.Lease <= 0 {
+		conf.Lease = EventsLeaseDefault
+	}
+	if conf.MaxAttempts <= 0 {
+		conf.MaxAttempts = EventsMaxAttemptsDefault
+	}
+	if conf.CatchUp <= 0 {
+		conf.CatchUp = EventsCatchUpDefault
+	}
+	return &Events{s: s, conf: conf, logger: s.logger.With("component", "events")}
+}
+
+// Start LISTENs for the ingest's wake-ups and processes events in the
+// background until Stop: on every wake-up, on every (re)connect, and
+// every CatchUp.
+func (e *Events) Start(ctx context.Context) error {
+	schema, err := db.CurrentSchema(ctx, e.s.pool)
+	if err != nil {
+		return fmt.Errorf("start events processor: %w", err)
+	}
+	e.listener = db.NewListener(e.s.pool, inbound.Channel(schema), e.logger)
+	if err := e.listener.Start(ctx); err != nil {
+		return fmt.Errorf("start events processor: %w", err)
+	}
+	if err := e.loop.Start(ctx, e.run); err != nil {
+		_ = e.listener.Stop()
+		return err
+	}
+	return nil
+}
+
+// Stop ends the processor and waits for a batch in progress; it is
+// idempotent and safe on a processor never started.
+func (e *Events) Stop() error {
+	err := e.loop.Stop()
+	if e.listener != nil {
+		err = errors.Join(err, e.listener.Stop())
+	}
+	return err
+}
+
+// Done is closed when the processor's loop ended.
+func (e *Events) Done() <-chan struct{} { return e.loop.Done() }
+
+// Listening reports whether the LISTEN connection is up (for readiness).
+func (e *Events) Listening() bool { return e.listener != nil && e.listener.Connected() }
+
+func (e *Events) run(ctx context.Context) error {
+	t := time.NewTicker(e.conf.CatchUp)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.listener.Wake():
+		case <-t.C:
+		}
+		if _, err := e.Drain(ctx); err != nil && ctx.Err() == nil {
+			e.logger.Error("process webhook events", "error", err)
+		}
+	}
+}
+
+// Drain processes the claimable events of the sources this replica runs
+// until none is left, and returns how many it finished (an event given
+// back for a retry is not finished).
+func (e *Events) Drain(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		names := e.s.claimable()
+		if len(names) == 0 {
+			return total, nil
+		}
+		evs, err := inbound.Claim(ctx, e.s.pool, e.s.conf.Owner, names, e.conf.Batch, e.conf.Lease)
+		if err != nil {
+			return total, err
+		}
+		if len(evs) == 0 {
+			return total, nil
+		}
+		for start := 0; start < len(evs); {
+			end := start + 1
+			for end < len(evs) && evs[end].Source == evs[start].Source {
+				end++
+			}
+			total += e.processSource(ctx, evs[start:end])
+			start = end
+		}
+		if ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}
+
+// mapped is one record an event brings.
+type mapped struct {
+	ev      *inbound.Event
+	rec     normalize.Record
+	deleted bool
+}
+
+// processSource maps and writes claimed events of one source; it
+// returns how many it finished.
+func (e *Events) processSource(ctx context.Context, evs []inbound.Event) int {
+	name := evs[0].Source
+	logger := e.logger.With("source", name)
+	owner := e.s.conf.Owner
+	src := e.s.runnable(name)
+	if src == nil {
+		ids := make([]int64, len(evs))
+		for i := range evs {
+			ids[i] = evs[i].ID
+		}
+		if _, err := inbound.Release(context.WithoutCancel(ctx), e.s.pool, owner, ids, 0, "", e.conf.MaxAttempts+len(evs)); err != nil {
+			logger.Warn("give back events of a source this replica does not run", "error", err)
+		}
+		return 0
+	}
+	ctx = withRunStats(ctx, &runStats{})
+
+	var results []inbound.Result
+	var items []mapped
+	type retry struct {
+		ids   []int64
+		after time.Duration
+		err   error
+	}
+	var retries []retry
+	for i := range evs {
+		ev := &evs[i]
+		res, err := e.mapEvent(ctx, src, ev)
+		if reason, ok := connectors.IsIgnored(err); ok {
+			results = append(results, inbound.Result{ID: ev.ID, Outcome: inbound.OutcomeIgnored, Detail: reason})
+			continue
+		}
+		var ie *connectors.ItemError
+		if err != nil && !errors.As(err, &ie) {
+			if ctx.Err() != nil {
+				retries = append(retries, retry{ids: []int64{ev.ID}, err: err})
+				continue
+			}
+			after := eventsBackoff.Delay(ev.Attempts)
+			var rl *connectors.RetryLaterError
+			if errors.As(err, &rl) {
+				after = max(rl.RetryAt.Sub(e.s.conf.Now()), time.Second)
+			}
+			retries = append(retries, retry{ids: []int64{ev.ID}, after: after, err: err})
+			continue
+		}
+		if err == nil && len(res.Items) == 0 {
+			results = append(results, inbound.Result{ID: ev.ID, Outcome: inbound.OutcomeIgnored, Detail: "the event carries no item"})
+			continue
+		}
+		for _, it := range res.Items {
+			if err != nil {
+				break
+			}
+			var r normalize.Record
+			if r, err = src.mapper.Map(it.Value, it.Raw); err != nil {
+				err = &connectors.ItemError{Loc: it.Loc, Err: err}
+				break
+			}
+			items = append(items, mapped{ev: ev, rec: r, deleted: res.Deleted})
+		}
+		if err != nil {
+			// A payload the mapping refuses is refused the same way next time.
+			items = dropEvent(items, ev.ID)
+			results = append(results, inbound.Result{ID: ev.ID, Outcome: inbound.OutcomeFailed, Detail: e.s.conf.Redactor.String(errText(err))})
+		}
+	}
+
+	var st changes.Stats
+	var finished []inbound.Result
+	err := pgx.BeginFunc(ctx, e.s.pool, func(tx pgx.Tx) error {
+		st = changes.Stats{}
+		outcomes, err := e.write(ctx, tx, src, items, &st)
+		if err != nil {
+			return err
+		}
+		finished = append(append(finished[:0], results...), outcomes...)
+		return inbound.Finish(ctx, tx, owner, finished)
+	})
+	if err != nil {
+		if errors.Is(err, inbound.ErrClaimLost) {
+			logger.Warn("claim of webhook events lost to another replica; its writes were rolled back")
+			return 0
+		}
+		ids := make([]int64, len(evs))
+		for i := range evs {
+			ids[i] = evs[i].ID
+		}
+		retries = []retry{{ids: ids, after: eventsBackoff.Delay(evs[0].Attempts), err: err}}
+		finished = nil
+	}
+	for _, r := range retries {
+		failed, rerr := inbound.Release(context.WithoutCancel(ctx), e.s.pool, owner, r.ids, r.after,
+			e.s.conf.Redactor.String(errText(r.err)), e.conf.MaxAttempts)
+		if rerr != nil {
+			logger.Warn("give back webhook events for a retry", "error", rerr)
+			continue
+		}
+		if ctx.Err() == nil {
+			logger.Warn("webhook event not mirrored; retrying later", "event_ids", r.ids, "retry_in", r.after.Round(time.Second),
+				"error", e.s.conf.Redactor.Error(r.err))
+		}
+		if len(failed) > 0 {
+			logger.Error("webhook events failed after every attempt; the reconciliation poll repairs what they carried",
+				"event_ids", failed, "error", e.s.conf.Redactor.Error(r.err))
+			e.s.conf.Metrics.WebhookProcessed(name, inbound.OutcomeFailed, len(failed))
+		}
+	}
+	if len(finished) == 0 {
+		return 0
+	}
+	e.s.conf.Metrics.RecordsChanged(name, st.Created, st.Updated, st.Deleted)
+	byOutcome := map[string]int{}
+	for _, r := range finished {
+		byOutcome[r.Outcome]++
+	}
+	for o, n := range byOutcome {
+		e.s.conf.Metrics.WebhookProcessed(name, o, n)
+	}
+	logger.Debug("webhook events mirrored", "events", len(finished), "created", st.Created, "updated", st.Updated,
+		"unchanged", st.Unchanged, "deleted", st.Deleted, "retrying", len(evs)-len(finished))
+	return len(finished)
+}
+
+// dropEvent removes the records of event id from items.
+func dropEvent(items []mapped, id int64) []mapped {
+	out := items[:0]
+	for _, m := range items {
+		if m.ev.ID != id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// mapEvent turns a stored event into items: through the connector when
+// it is an EventMapper (github), else by the Standard Webhooks payload
+// convention ({"type", "timestamp", "data"}: data is the item; a payload
+// without data is the item itself).
+func (e *Events) mapEvent(ctx context.Context, src *source, ev *inbound.Event) (connectors.EventResult, error) {
+	v, err := normalize.Decode(ev.Payload)
+	if err != nil {
+		return connectors.EventResult{}, &connectors.ItemError{Loc: "event " + ev.DeliveryID, Err: err}
+	}
+	payload, ok := v.(map[string]any)
+	if !ok {
+		return connectors.EventResult{}, &connectors.ItemError{Loc: "event " + ev.DeliveryID, Err: errors.New("the payload is not a JSON object")}
+	}
+	if em, ok := src.conn.(connectors.EventMapper); ok {
+		return em.MapEvent(ctx, connectors.Event{Type: ev.Type, Action: ev.Action, Payload: payload, Raw: ev.Payload, DeliveryID: ev.DeliveryID})
+	}
+	var item any = payload
+	if data, ok := payload["data"].(map[string]any); ok {
+		item = data
+	}
+	return connectors.EventResult{Items: []connectors.Item{{Value: item, Raw: normalize.Canonical(item), Loc: "event " + ev.DeliveryID}}}, nil
+}
+
+// storedRecord is what write reads of a stored record.
+type storedRecord struct {
+	hash    string
+	updated *time.Time
+	deleted bool
+}
+
+// outcomeRank orders an event's outcomes when it brings several records:
+// the event takes the most telling one.
+var outcomeRank = map[string]int{inbound.OutcomeCreated: 5, inbound.OutcomeUpdated: 4, inbound.OutcomeDeleted: 3,
+	inbound.OutcomeUnchanged: 2, inbound.OutcomeStale: 1}
+
+// write writes the records of items in tx, under the source's write lock
+// (a poll of the source may run at once): per record id the latest
+// object (updated_at, then the later event) wins, an object older than
+// the stored record is stale (events arrive out of order), and the rest
+// goes through changes.Apply and changes.Delete as a poll's would. It
+// returns the outcome of every event of items.
+func (e *Events) write(ctx context.Context, tx pgx.Tx, src *source, items []mapped, st *changes.Stats) ([]inbound.Result, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	name := src.cfg.Name
+	if err := changes.Lock(ctx, tx, name); err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(items))
+	winner := map[string]int{}
+	for i, m := range items {
+		j, seen := winner[m.rec.ID]
+		if !seen {
+			ids = append(ids, m.rec.ID)
+		}
+		if !seen || !older(m.rec.UpdatedAt, items[j].rec.UpdatedAt) {
+			winner[m.rec.ID] = i
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT record_id, content_hash, external_updated_at, deleted_at IS NOT NULL
+		FROM records WHERE source = $1 AND record_id = ANY ($2::text[])`, name, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored records of %s: %w", name, err)
+	}
+	stored := map[string]storedRecord{}
+	for rows.Next() {
+		var id string
+		var r storedRecord
+		if err := rows.Scan(&id, &r.hash, &r.updated, &r.deleted); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the stored records of %s: %w", name, err)
+		}
+		stored[id] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the stored records of %s: %w", name, err)
+	}
+
+	type result struct{ outcome, detail string }
+	byEvent := map[int64]result{}
+	var order []int64
+	set := func(id int64, outcome, detail string) {
+		old, ok := byEvent[id]
+		if !ok {
+			order = append(order, id)
+		}
+		if !ok || outcomeRank[outcome] > outcomeRank[old.outcome] {
+			byEvent[id] = result{outcome, detail}
+		}
+	}
+	var upserts []normalize.Record
+	var deletes []string
+	for i, m := range items {
+		s, exists := stored[m.rec.ID]
+		live := exists && !s.deleted
+		switch {
+		case winner[m.rec.ID] != i:
+			w := items[winner[m.rec.ID]].ev
+			set(m.ev.ID, inbound.OutcomeStale, fmt.Sprintf("superseded by delivery %s in the same batch", w.DeliveryID))
+		case exists && s.updated != nil && m.rec.UpdatedAt != nil &&
+			(m.rec.UpdatedAt.Before(*s.updated) || (s.deleted && !m.deleted && !m.rec.UpdatedAt.After(*s.updated))):
+			set(m.ev.ID, inbound.OutcomeStale, fmt.Sprintf("record %s is newer (updated_at %s) than the event's object (%s)",
+				m.rec.ID, s.updated.UTC().Format(time.RFC3339), m.rec.UpdatedAt.UTC().Format(time.RFC3339)))
+		case m.deleted && !live:
+			set(m.ev.ID, inbound.OutcomeUnchanged, fmt.Sprintf("record %s is already deleted, or was never mirrored", m.rec.ID))
+		case m.deleted:
+			deletes = append(deletes, m.rec.ID)
+			set(m.ev.ID, inbound.OutcomeDeleted, "")
+		case live && s.hash == m.rec.Hash:
+			set(m.ev.ID, inbound.OutcomeUnchanged, "")
+		case live:
+			upserts = append(upserts, m.rec)
+			set(m.ev.ID, inbound.OutcomeUpdated, "")
+		default:
+			upserts = append(upserts, m.rec)
+			set(m.ev.ID, inbound.OutcomeCreated, "")
+		}
+	}
+	if len(upserts) > 0 {
+		a, err := changes.Apply(ctx, tx, name, changes.NoRun, upserts, src.mapper.Hasher())
+		if err != nil {
+			return nil, err
+		}
+		st.Add(a)
+	}
+	if len(deletes) > 0 {
+		d, err := changes.Delete(ctx, tx, name, changes.NoRun, deletes)
+		if err != nil {
+			return nil, err
+		}
+		st.Add(d)
+	}
+	out := make([]inbound.Result, 0, len(order))
+	for _, id := range order {
+		r := byEvent[id]
+		out = append(out, inbound.Result{ID: id, Outcome: r.outcome, Detail: r.detail})
+	}
+	return out, nil
+}
+
+// older reports whether a is strictly before b (both known).
+func older(a, b *time.Time) bool {
+	return a != nil && b != nil && a.Before(*b)
+}
