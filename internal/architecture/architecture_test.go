@@ -293,6 +293,7 @@ func TestOneOwnerPerTable(t *testing.T) {
 		"watches":              "internal/definitions",
 		"config_version":       "internal/definitions",
 		"definition_deletions": "internal/definitions",
+		"inbound_events":       "internal/inbound",
 	}
 	goSources(t, func(dir, path string, src []byte) {
 		for table, owner := range owners {

@@ -46,6 +46,10 @@ const (
 	KindStuck       = "stuck"
 	KindDeadLetters = "dead_letters"
 	KindDisabled    = "disabled"
+	// KindWebhookSilent: a webhook source received no event for longer
+	// than its webhook.silence_alert while its reconciliation polls
+	// still found changes (the deliveries are not arriving).
+	KindWebhookSilent = "webhook_silent"
 )
 
 // Source is the notifications.source of alerts that are about no source
@@ -189,7 +193,7 @@ func (w *Watchdog) Check(ctx context.Context) (Result, error) {
 			return nil
 		}
 		var found []Alert
-		for _, check := range []func(context.Context, pgx.Tx) ([]Alert, error){w.stale, w.stuck, w.disabled, w.deadLetters} {
+		for _, check := range []func(context.Context, pgx.Tx) ([]Alert, error){w.stale, w.stuck, w.disabled, w.webhookSilent, w.deadLetters} {
 			a, err := check(ctx, tx)
 			if err != nil {
 				return err
@@ -396,6 +400,75 @@ func (w *Watchdog) disabled(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("look for disabled sources: %w", err)
+	}
+	return out, nil
+}
+
+// webhookSilent finds active webhook sources that received no valid
+// event for longer than their silence_alert_seconds while the
+// reconciliation polls since their last event repaired changes: the
+// provider stopped delivering (a webhook deleted or disabled upstream, a
+// changed secret, an unreachable endpoint) and the source lives on its
+// slow poll.
+func (w *Watchdog) webhookSilent(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT s.name, s.webhook, s.silence_alert_seconds, l.last_event_at, coalesce(l.last_event_at, s.created_at) AS since,
+		       extract(epoch FROM now() - coalesce(l.last_event_at, s.created_at))::float8,
+		       r.repaired, r.runs, r.last_repair_at, coalesce(j.rejected, 0)
+		FROM sources s
+		LEFT JOIN LATERAL (SELECT max(received_at) AS last_event_at FROM inbound_events
+		                   WHERE source = s.name AND signature_valid) l ON true
+		CROSS JOIN LATERAL (SELECT coalesce(sum(repaired), 0)::bigint AS repaired, count(*) FILTER (WHERE repaired > 0) AS runs,
+		                           max(started_at) FILTER (WHERE repaired > 0) AS last_repair_at
+		                    FROM sync_runs WHERE source = s.name AND started_at > coalesce(l.last_event_at, s.created_at)) r
+		LEFT JOIN LATERAL (SELECT count(*) AS rejected FROM inbound_events
+		                   WHERE source = s.name AND NOT signature_valid AND received_at > coalesce(l.last_event_at, s.created_at)) j ON true
+		WHERE s.status = 'active' AND s.webhook IS NOT NULL AND s.silence_alert_seconds > 0
+		  AND coalesce(l.last_event_at, s.created_at) < now() - make_interval(secs => s.silence_alert_seconds)
+		  AND r.repaired > 0
+		ORDER BY s.name`)
+	if err != nil {
+		return nil, fmt.Errorf("look for silent webhook sources: %w", err)
+	}
+	var out []Alert
+	for rows.Next() {
+		var name, provider string
+		var window int
+		var last *time.Time
+		var since, lastRepair time.Time
+		var age float64
+		var repaired, runs, rejected int64
+		if err := rows.Scan(&name, &provider, &window, &last, &since, &age, &repaired, &runs, &lastRepair, &rejected); err != nil {
+			return nil, fmt.Errorf("look for silent webhook sources: %w", err)
+		}
+		silence := time.Duration(age * float64(time.Second))
+		win := time.Duration(window) * time.Second
+		details := map[string]any{"provider": provider, "silence_alert_seconds": window, "repaired": repaired,
+			"repairing_runs": runs, "last_repair_at": lastRepair.UTC(), "rejected": rejected}
+		var b strings.Builder
+		if last != nil {
+			details["last_event_at"] = last.UTC()
+			fmt.Fprintf(&b, "Source %s received its last webhook event at %s, %s ago (silence_alert %s).\n", name, last.UTC().Format(time.RFC3339), ago(silence), win)
+		} else {
+			fmt.Fprintf(&b, "Source %s has received no webhook event since it was registered (%s, %s ago; silence_alert %s).\n", name, since.UTC().Format(time.RFC3339), ago(silence), win)
+		}
+		fmt.Fprintf(&b, "Since then its reconciliation polls repaired %d change(s) in %d run(s), the last at %s: the source changes, but its deliveries do not arrive.\n",
+			repaired, runs, lastRepair.UTC().Format(time.RFC3339))
+		if rejected > 0 {
+			fmt.Fprintf(&b, "%d delivery(ies) were rejected for their signature in that time: check the webhook secret on both sides.\n", rejected)
+		} else {
+			b.WriteString("No delivery arrived at all: check the webhook on the provider's side (its URL, its recent deliveries) and that /ingest is reachable.\n")
+		}
+		b.WriteString("See report_webhook_health (docs/webhooks.md).")
+		out = append(out, Alert{
+			Kind: KindWebhookSilent, Source: name, RecordID: name, Watch: WatchPrefix + KindWebhookSilent, Subject: name,
+			DedupeKey: "alert/webhook_silent/" + name + "/" + stamp(since),
+			Title:     fmt.Sprintf("[lookout] webhook source %s is silent: no event for %s while its polls repaired %d change(s)", name, ago(silence), repaired),
+			Body:      b.String(), Since: since, Details: details,
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look for silent webhook sources: %w", err)
 	}
 	return out, nil
 }

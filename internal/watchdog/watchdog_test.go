@@ -456,3 +456,59 @@ func TestMigration0006RoundTrip(t *testing.T) {
 		t.Errorf("after down and up: %v", got)
 	}
 }
+
+// A webhook source that receives nothing for longer than its
+// silence_alert while its reconciliation polls repair changes alerts
+// once; one that receives events, or whose polls find nothing, does not.
+func TestWebhookSilenceAlerts(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testGlobal)
+	for _, name := range []string{"silent", "quiet", "lively", "never"} {
+		s.addSource(name, `webhook = 'github', silence_alert_seconds = 3600, last_success_at = now()`)
+	}
+	s.addSource("polled", `last_success_at = now()`) // no webhook
+	// silent: an event 3 hours ago, polls since then repaired changes.
+	// quiet: an event 3 hours ago, its polls found nothing (nothing changed).
+	// lively: an event a minute ago.
+	// never: no event since it was registered a day ago, polls repaired.
+	s.exec(`INSERT INTO inbound_events (source, delivery_id, event_type, received_at, signature_valid, payload, payload_hash, processed_at, outcome)
+	        VALUES ('silent', 'd1', 'issues', now() - interval '3 hours', true, '{}', 'h', now(), 'updated'),
+	               ('quiet', 'd2', 'issues', now() - interval '3 hours', true, '{}', 'h', now(), 'updated'),
+	               ('lively', 'd3', 'issues', now() - interval '1 minute', true, '{}', 'h', now(), 'updated'),
+	               ('silent', 'bad', 'issues', now() - interval '1 hour', false, NULL, 'h', now(), 'rejected')`)
+	s.exec(`INSERT INTO sync_runs (source, owner, status, started_at, repaired, items_updated)
+	        VALUES ('silent', 'x', 'succeeded', now() - interval '2 hours', 2, 2),
+	               ('silent', 'x', 'succeeded', now() - interval '4 hours', 5, 5),
+	               ('quiet', 'x', 'succeeded', now() - interval '2 hours', 0, 0),
+	               ('lively', 'x', 'succeeded', now() - interval '2 hours', 3, 3),
+	               ('never', 'x', 'succeeded', now() - interval '2 hours', 1, 1),
+	               ('polled', 'x', 'succeeded', now() - interval '2 hours', 0, 4)`)
+
+	res := s.check()
+	if got := kinds(res); !slices.Equal(got, []string{"webhook_silent:never", "webhook_silent:silent"}) {
+		t.Fatalf("raised %v, want the silent and never-heard webhook sources", got)
+	}
+	var silent Alert
+	for _, a := range res.Raised {
+		if a.Subject == "silent" {
+			silent = a
+		}
+	}
+	if silent.Details["repaired"] != int64(2) || silent.Details["rejected"] != int64(1) ||
+		!strings.Contains(silent.Title, "while its polls repaired 2 change(s)") ||
+		!strings.Contains(silent.Body, "1 delivery(ies) were rejected for their signature") {
+		t.Errorf("alert: %s\n%s\n%v", silent.Title, silent.Body, silent.Details)
+	}
+	if n := s.count(`SELECT count(*) FROM notifications WHERE kind = 'alert' AND watch = '_alert_webhook_silent'`); n != 4 {
+		t.Errorf("%d alert notifications, want 2 alerts x 2 sinks", n)
+	}
+	if got := kinds(s.check()); len(got) != 0 {
+		t.Errorf("the same silence alerted again: %v", got)
+	}
+	// An event arrives: the silence ends; a new one would be a new alert.
+	s.exec(`INSERT INTO inbound_events (source, delivery_id, event_type, received_at, signature_valid, payload, payload_hash)
+	        VALUES ('silent', 'd4', 'issues', now(), true, '{}', 'h')`)
+	if got := kinds(s.check()); len(got) != 0 {
+		t.Errorf("after an event: %v", got)
+	}
+}

@@ -10,9 +10,10 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
+	"github.com/lookout-dev/lookout/internal/connectors/github/githubtest"
 )
 
-func actor(t *testing.T, f *fakeGitHub, task string) connectors.Actor {
+func actor(t *testing.T, f *githubtest.Server, task string) connectors.Actor {
 	t.Helper()
 	a, ok := build(t, f, "  task: "+task+"\n").(connectors.Actor)
 	if !ok {
@@ -31,11 +32,11 @@ func ghClaim(run string) connectors.Claim {
 func TestGitHubActorWithComments(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newFakeGitHub(t)
-	f.seed(2)
-	is := f.get(1)
+	f := githubtest.New(t)
+	f.Seed(2)
+	is := f.Get(1)
 	is.Labels = []string{"bug", "todo"}
-	f.put(is)
+	f.Put(is)
 	a := actor(t, f, "{}")
 
 	cl := ghClaim("run-7")
@@ -44,10 +45,10 @@ func TestGitHubActorWithComments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := f.get(1).Labels; !slices.Equal(got, []string{"bug", "in-progress"}) {
+	if got := f.Get(1).Labels; !slices.Equal(got, []string{"bug", "in-progress"}) {
 		t.Errorf("labels after claim = %v", got)
 	}
-	if c := f.comments(1); len(c) != 1 || !strings.Contains(c[0], "Claimed by lookout@host-1 for run run-7") {
+	if c := f.Comments(1); len(c) != 1 || !strings.Contains(c[0], "Claimed by lookout@host-1 for run run-7") {
 		t.Errorf("comments = %q, want one claim comment", c)
 	}
 	if ok, err := a.Confirm(ctx, "1", cl); err != nil || !ok {
@@ -63,7 +64,7 @@ func TestGitHubActorWithComments(t *testing.T) {
 	if err := a.Complete(ctx, "1", cl, connectors.Outcome{At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.get(1).Labels; !slices.Equal(got, []string{"bug", "done"}) {
+	if got := f.Get(1).Labels; !slices.Equal(got, []string{"bug", "done"}) {
 		t.Errorf("labels after complete = %v", got)
 	}
 
@@ -76,8 +77,8 @@ func TestGitHubActorWithComments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := f.comments(2)
-	if got := f.get(2).Labels; !slices.Equal(got, []string{"bug", "failed"}) || len(c) != 2 || !strings.Contains(c[1], "Run run-9 failed after 3 attempts: exit status 2") {
+	c := f.Comments(2)
+	if got := f.Get(2).Labels; !slices.Equal(got, []string{"bug", "failed"}) || len(c) != 2 || !strings.Contains(c[1], "Run run-9 failed after 3 attempts: exit status 2") {
 		t.Errorf("after fail: labels %v, comments %q", got, c)
 	}
 }
@@ -87,22 +88,22 @@ func TestGitHubActorWithComments(t *testing.T) {
 func TestGitHubActorWithAssignee(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newFakeGitHub(t)
-	f.seed(1)
+	f := githubtest.New(t)
+	f.Seed(1)
 	a := actor(t, f, "{claim: assignee, assignee: lookout-bot, todo: ready}")
 	cl := ghClaim("run-1")
 	if err := a.Claim(ctx, "1", cl); err != nil {
 		t.Fatal(err)
 	}
-	if is := f.get(1); !slices.Equal(is.Assignees, []string{"lookout-bot"}) || !slices.Contains(is.Labels, "in-progress") {
+	if is := f.Get(1); !slices.Equal(is.Assignees, []string{"lookout-bot"}) || !slices.Contains(is.Labels, "in-progress") {
 		t.Errorf("after claim: %+v", is)
 	}
 	if ok, err := a.Confirm(ctx, "1", cl); err != nil || !ok {
 		t.Fatalf("Confirm = %v, %v", ok, err)
 	}
-	is := f.get(1)
+	is := f.Get(1)
 	is.Labels = []string{"bug", "ready"} // a person moves it back
-	f.put(is)
+	f.Put(is)
 	if ok, err := a.Confirm(ctx, "1", cl); err != nil || ok {
 		t.Errorf("Confirm after a person moved the issue = %v, %v; want false", ok, err)
 	}
@@ -112,11 +113,11 @@ func TestGitHubActorWithAssignee(t *testing.T) {
 	if err := a.Release(ctx, "1", cl, connectors.Outcome{Error: "timed out", RetryCount: 1}); err != nil {
 		t.Fatal(err)
 	}
-	is = f.get(1)
+	is = f.Get(1)
 	if !slices.Equal(is.Labels, []string{"bug", "ready"}) || len(is.Assignees) != 0 {
 		t.Errorf("after release: labels %v assignees %v", is.Labels, is.Assignees)
 	}
-	if c := f.comments(1); len(c) != 1 || !strings.Contains(c[0], "released the task (retry 1): timed out") {
+	if c := f.Comments(1); len(c) != 1 || !strings.Contains(c[0], "released the task (retry 1): timed out") {
 		t.Errorf("comments = %q", c)
 	}
 	if ok, err := a.Confirm(ctx, "99", cl); err != nil || ok {
@@ -125,9 +126,9 @@ func TestGitHubActorWithAssignee(t *testing.T) {
 	if err := a.Claim(ctx, "99", cl); !errors.Is(err, connectors.ErrNotFound) {
 		t.Errorf("Claim of a missing issue = %v, want ErrNotFound", err)
 	}
-	f.mu.Lock()
-	f.token = "ghp_other"
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.Token = "ghp_other"
+	f.Mu.Unlock()
 	if err := a.Claim(ctx, "1", cl); !errors.Is(err, connectors.ErrUnauthorized) {
 		t.Errorf("Claim with a refused token = %v, want ErrUnauthorized", err)
 	}

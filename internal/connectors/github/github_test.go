@@ -14,12 +14,13 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
+	"github.com/lookout-dev/lookout/internal/connectors/github/githubtest"
 	"github.com/lookout-dev/lookout/internal/connectors/httpjson"
 )
 
-func build(t *testing.T, f *fakeGitHub, extra string) connectors.Connector {
+func build(t *testing.T, f *githubtest.Server, extra string) connectors.Connector {
 	t.Helper()
-	return buildFor(t, f.repo, f.srv.URL, f.token, extra)
+	return buildFor(t, f.Repo, f.Srv.URL, f.Token, extra)
 }
 
 func buildFor(t *testing.T, repo, baseURL, token, extra string) connectors.Connector {
@@ -47,24 +48,24 @@ func byID(items []map[string]any) map[string]map[string]any {
 
 func TestIssuesAndPullRequests(t *testing.T) {
 	t.Parallel()
-	f := newFakeGitHub(t)
+	f := githubtest.New(t)
 	closed := time.Date(2026, 2, 3, 8, 0, 0, 0, time.UTC)
 	merged := time.Date(2026, 2, 4, 9, 30, 0, 0, time.UTC)
-	f.put(issue{Number: 1347, Title: "Found a bug", Body: "I'm having a problem with this.", User: "octocat", State: "open",
+	f.Put(githubtest.Issue{Number: 1347, Title: "Found a bug", Body: "I'm having a problem with this.", User: "octocat", State: "open",
 		Labels: []string{"bug", "good first issue"}, Assignees: []string{"hubot", "monalisa"}, Milestone: "v1.0", Comments: 4,
 		Created: time.Date(2026, 1, 22, 19, 33, 8, 0, time.UTC), Updated: time.Date(2026, 2, 2, 10, 0, 0, 0, time.UTC)})
-	f.put(issue{Number: 1350, Title: "Crash on start", User: "monalisa", State: "closed", StateReason: "completed",
+	f.Put(githubtest.Issue{Number: 1350, Title: "Crash on start", User: "monalisa", State: "closed", StateReason: "completed",
 		Created: time.Date(2026, 1, 25, 9, 0, 0, 0, time.UTC), Updated: closed, Closed: &closed})
-	f.put(issue{Number: 1352, Title: "Fix the crash on start", Body: "Fixes #1350", User: "hubot", State: "closed", PR: true,
+	f.Put(githubtest.Issue{Number: 1352, Title: "Fix the crash on start", Body: "Fixes #1350", User: "hubot", State: "closed", PR: true,
 		Created: time.Date(2026, 1, 26, 9, 0, 0, 0, time.UTC), Updated: merged, Closed: &merged, Merged: &merged})
-	f.put(issue{Number: 1353, Title: "WIP: new scheduler", User: "hubot", State: "open", PR: true, Draft: true,
+	f.Put(githubtest.Issue{Number: 1353, Title: "WIP: new scheduler", User: "hubot", State: "open", PR: true, Draft: true,
 		Created: time.Date(2026, 1, 27, 9, 0, 0, 0, time.UTC), Updated: time.Date(2026, 1, 27, 9, 0, 0, 0, time.UTC)})
 
 	r := conntest.Fetch(t, build(t, f, ""), nil)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	req := f.log()[0]
+	req := f.Log()[0]
 	if req.URL.Path != "/repos/octo-org/hello-world/issues" {
 		t.Errorf("path = %s", req.URL.Path)
 	}
@@ -123,8 +124,8 @@ func TestIssuesAndPullRequests(t *testing.T) {
 
 func TestLinkPaginationAndSinceCursor(t *testing.T) {
 	t.Parallel()
-	f := newFakeGitHub(t)
-	f.seed(7)
+	f := githubtest.New(t)
+	f.Seed(7)
 	conn := build(t, f, "  per_page: 3\n  lookback: 90s\n")
 	r1 := conntest.Fetch(t, conn, nil)
 	if r1.Err != nil {
@@ -133,28 +134,28 @@ func TestLinkPaginationAndSinceCursor(t *testing.T) {
 	if got := strings.Join(r1.IDs(), ","); got != "7,6,5,4,3,2,1" {
 		t.Errorf("ids = %s", got)
 	}
-	reqs := f.log()
+	reqs := f.Log()
 	if len(reqs) != 3 || reqs[1].URL.Path != "/repositories/1296269/issues" || reqs[2].URL.Query().Get("page") != "3" {
 		t.Fatalf("requests: %v", reqs)
 	}
 	cur := r1.Cursor(nil)
 	var st httpjson.State
 	mustJSON(t, cur, &st)
-	max := f.get(7).Updated
+	max := f.Get(7).Updated
 	if st.MaxUpdatedAt != max.Format(time.RFC3339Nano) || st.Resume != nil {
 		t.Errorf("cursor = %s, want max_updated_at %s", cur, max.Format(time.RFC3339))
 	}
 
 	// Issue 2 gets a comment; the next run asks only for what changed since
 	// the largest updated_at minus the lookback.
-	is := f.get(2)
+	is := f.Get(2)
 	is.Comments, is.Updated = 1, max.Add(5*time.Minute)
-	f.put(is)
+	f.Put(is)
 	r2 := conntest.Fetch(t, conn, cur)
 	if r2.Err != nil {
 		t.Fatal(r2.Err)
 	}
-	if got, want := f.log()[3].URL.Query().Get("since"), max.Add(-90*time.Second).Format(time.RFC3339); got != want {
+	if got, want := f.Log()[3].URL.Query().Get("since"), max.Add(-90*time.Second).Format(time.RFC3339); got != want {
 		t.Errorf("since = %s, want %s", got, want)
 	}
 	if got := strings.Join(r2.IDs(), ","); got != "2,7,6" {
@@ -164,31 +165,31 @@ func TestLinkPaginationAndSinceCursor(t *testing.T) {
 
 func TestETagNotModifiedCostsNothing(t *testing.T) {
 	t.Parallel()
-	f := newFakeGitHub(t)
-	f.seed(4)
+	f := githubtest.New(t)
+	f.Seed(4)
 	conn := build(t, f, "")
 	r1 := conntest.Fetch(t, conn, nil)
 	r2 := conntest.Fetch(t, conn, r1.Cursor(nil)) // first run with since: a new URL, no validators
 	if r1.Err != nil || r2.Err != nil {
 		t.Fatal(r1.Err, r2.Err)
 	}
-	before := f.remaining
+	before := f.Remaining
 	cur := r2.Cursor(r1.Cursor(nil))
 	r3 := conntest.Fetch(t, conn, cur)
-	reqs := f.log()
+	reqs := f.Log()
 	if inm := reqs[2].Header.Get("If-None-Match"); inm == "" || !strings.HasPrefix(inm, `W/"`) {
 		t.Errorf("If-None-Match = %q, want the stored weak ETag", inm)
 	}
 	if !errors.Is(r3.Err, connectors.ErrNotModified) || len(r3.Pages) != 0 {
 		t.Fatalf("err %v pages %d, want ErrNotModified and nothing emitted", r3.Err, len(r3.Pages))
 	}
-	if f.remaining != before {
-		t.Errorf("rate limit went from %d to %d on a 304", before, f.remaining)
+	if f.Remaining != before {
+		t.Errorf("rate limit went from %d to %d on a 304", before, f.Remaining)
 	}
 	// Any change shows on the first page (most recently updated first).
-	is := f.get(1)
+	is := f.Get(1)
 	is.State, is.Updated = "closed", is.Updated.Add(time.Hour)
-	f.put(is)
+	f.Put(is)
 	r4 := conntest.Fetch(t, conn, cur)
 	if r4.Err != nil || r4.IDs()[0] != "1" {
 		t.Fatalf("after a change: err %v ids %v", r4.Err, r4.IDs())
@@ -197,27 +198,27 @@ func TestETagNotModifiedCostsNothing(t *testing.T) {
 
 func TestRateLimitRemainingZeroPausesUntilReset(t *testing.T) {
 	t.Parallel()
-	f := newFakeGitHub(t)
-	f.seed(7)
-	f.remaining = 1 // the first page spends the budget
+	f := githubtest.New(t)
+	f.Seed(7)
+	f.Remaining = 1 // the first page spends the budget
 	conn := build(t, f, "  per_page: 3\n")
 	r1 := conntest.Fetch(t, conn, nil)
 	var retry *connectors.RetryLaterError
-	if !errors.As(r1.Err, &retry) || !retry.RetryAt.Equal(f.reset) {
-		t.Fatalf("err = %v, want RetryLaterError at the X-RateLimit-Reset %s", r1.Err, f.reset)
+	if !errors.As(r1.Err, &retry) || !retry.RetryAt.Equal(f.Reset) {
+		t.Fatalf("err = %v, want RetryLaterError at the X-RateLimit-Reset %s", r1.Err, f.Reset)
 	}
-	if len(f.log()) != 1 || len(r1.IDs()) != 3 {
-		t.Fatalf("requests %d, items %d: want one page and no request that would be refused", len(f.log()), len(r1.IDs()))
+	if len(f.Log()) != 1 || len(r1.IDs()) != 3 {
+		t.Fatalf("requests %d, items %d: want one page and no request that would be refused", len(f.Log()), len(r1.IDs()))
 	}
 	// After the reset the run resumes at page 2 of the same walk.
-	f.mu.Lock()
-	f.remaining = 5000
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.Remaining = 5000
+	f.Mu.Unlock()
 	r2 := conntest.Fetch(t, conn, r1.Cursor(nil))
 	if r2.Err != nil {
 		t.Fatal(r2.Err)
 	}
-	if got := f.log()[1].URL; got.Path != "/repositories/1296269/issues" || got.Query().Get("page") != "2" {
+	if got := f.Log()[1].URL; got.Path != "/repositories/1296269/issues" || got.Query().Get("page") != "2" {
 		t.Errorf("resumed at %s, want page 2 of the Link walk", got)
 	}
 	if got := strings.Join(r2.IDs(), ","); got != "4,3,2,1" {
@@ -229,13 +230,13 @@ func TestRateLimitAnswers(t *testing.T) {
 	t.Parallel()
 	t.Run("403 primary rate limit", func(t *testing.T) {
 		t.Parallel()
-		f := newFakeGitHub(t)
-		f.seed(2)
-		f.remaining = 0
+		f := githubtest.New(t)
+		f.Seed(2)
+		f.Remaining = 0
 		r := conntest.Fetch(t, build(t, f, ""), nil)
 		var retry *connectors.RetryLaterError
-		if !errors.As(r.Err, &retry) || !retry.RetryAt.Equal(f.reset) {
-			t.Fatalf("err = %v, want RetryLaterError at %s (not ErrUnauthorized)", r.Err, f.reset)
+		if !errors.As(r.Err, &retry) || !retry.RetryAt.Equal(f.Reset) {
+			t.Fatalf("err = %v, want RetryLaterError at %s (not ErrUnauthorized)", r.Err, f.Reset)
 		}
 		if errors.Is(r.Err, connectors.ErrUnauthorized) {
 			t.Error("a rate-limit 403 must not disable the source")
@@ -243,10 +244,10 @@ func TestRateLimitAnswers(t *testing.T) {
 	})
 	t.Run("403 secondary rate limit with Retry-After", func(t *testing.T) {
 		t.Parallel()
-		f := newFakeGitHub(t)
-		f.intercept = func(w http.ResponseWriter, r *http.Request, n int) bool {
+		f := githubtest.New(t)
+		f.Intercept = func(w http.ResponseWriter, r *http.Request, n int) bool {
 			w.Header().Set("Retry-After", "60")
-			writeJSON(w, 403, map[string]any{"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.", "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits", "status": "403"})
+			githubtest.WriteJSON(w, 403, map[string]any{"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.", "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits", "status": "403"})
 			return true
 		}
 		before := time.Now()
@@ -258,10 +259,10 @@ func TestRateLimitAnswers(t *testing.T) {
 	})
 	t.Run("429 with Retry-After", func(t *testing.T) {
 		t.Parallel()
-		f := newFakeGitHub(t)
-		f.intercept = func(w http.ResponseWriter, r *http.Request, n int) bool {
+		f := githubtest.New(t)
+		f.Intercept = func(w http.ResponseWriter, r *http.Request, n int) bool {
 			w.Header().Set("Retry-After", "30")
-			writeJSON(w, 429, map[string]any{"message": "Too Many Requests"})
+			githubtest.WriteJSON(w, 429, map[string]any{"message": "Too Many Requests"})
 			return true
 		}
 		r := conntest.Fetch(t, build(t, f, ""), nil)
@@ -274,16 +275,16 @@ func TestRateLimitAnswers(t *testing.T) {
 
 func TestUnauthorizedAndNotFound(t *testing.T) {
 	t.Parallel()
-	f := newFakeGitHub(t)
-	f.seed(1)
-	r := conntest.Fetch(t, buildFor(t, f.repo, f.srv.URL, "ghp_revoked", ""), nil)
+	f := githubtest.New(t)
+	f.Seed(1)
+	r := conntest.Fetch(t, buildFor(t, f.Repo, f.Srv.URL, "ghp_revoked", ""), nil)
 	if !errors.Is(r.Err, connectors.ErrUnauthorized) || !strings.Contains(r.Err.Error(), "Bad credentials") {
 		t.Errorf("err = %v, want ErrUnauthorized with GitHub's message", r.Err)
 	}
 	if strings.Contains(r.Err.Error(), "ghp_revoked") {
 		t.Errorf("error leaks the token: %v", r.Err)
 	}
-	r = conntest.Fetch(t, buildFor(t, "octo-org/private-thing", f.srv.URL, f.token, ""), nil)
+	r = conntest.Fetch(t, buildFor(t, "octo-org/private-thing", f.Srv.URL, f.Token, ""), nil)
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "repository octo-org/private-thing not found, or the token cannot see it") || !strings.Contains(r.Err.Error(), "404") {
 		t.Errorf("err = %v, want a not-found error naming the repository", r.Err)
 	}
@@ -291,9 +292,9 @@ func TestUnauthorizedAndNotFound(t *testing.T) {
 
 func TestPollIntervalIsHonoured(t *testing.T) {
 	t.Parallel()
-	f := newFakeGitHub(t)
-	f.seed(1)
-	f.poll = 300
+	f := githubtest.New(t)
+	f.Seed(1)
+	f.Poll = 300
 	r := conntest.Fetch(t, build(t, f, ""), nil)
 	if r.Err != nil || r.Result.MinInterval != 5*time.Minute {
 		t.Errorf("err %v MinInterval %s, want 5m from X-Poll-Interval", r.Err, r.Result.MinInterval)
@@ -306,16 +307,16 @@ func TestPollIntervalIsHonoured(t *testing.T) {
 // is lost and the run does not fail on a duplicate id.
 func TestUpdateDuringWalkLosesNothing(t *testing.T) {
 	t.Parallel()
-	f := newFakeGitHub(t)
-	f.seed(9)
-	f.served = func(n int) {
+	f := githubtest.New(t)
+	f.Seed(9)
+	f.Served = func(n int) {
 		if n != 1 {
 			return
 		}
-		for i := range f.issues { // f.mu is held by serve
-			if f.issues[i].Number == 2 {
-				f.issues[i].Updated = f.issues[i].Updated.Add(time.Hour)
-				f.issues[i].Comments++
+		for i := range f.Issues { // f.Mu is held by serve
+			if f.Issues[i].Number == 2 {
+				f.Issues[i].Updated = f.Issues[i].Updated.Add(time.Hour)
+				f.Issues[i].Comments++
 			}
 		}
 	}
@@ -332,7 +333,7 @@ func TestUpdateDuringWalkLosesNothing(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	f.served = nil
+	f.Served = nil
 	r2 := conntest.Fetch(t, conn, r1.Cursor(nil))
 	if r2.Err != nil {
 		t.Fatal(r2.Err)

@@ -12,6 +12,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
+	"github.com/lookout-dev/lookout/internal/connectors/github/githubtest"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 )
@@ -22,9 +23,9 @@ import (
 func TestIssueClosingIsAStatusChange(t *testing.T) {
 	t.Setenv("LOOKOUT_TEST_GH_TOKEN", "ghp_from_env")
 	pool := pgtest.Pool(t)
-	f := newFakeGitHub(t)
-	f.token = "ghp_from_env"
-	f.seed(4)
+	f := githubtest.New(t)
+	f.Token = "ghp_from_env"
+	f.Seed(4)
 	dir := conntest.WriteConfig(t, map[string]string{"sources/gh.yaml": fmt.Sprintf(`name: gh
 connector: github
 rate_limit: {per_second: 100}
@@ -33,7 +34,7 @@ github:
   base_url: %s
   token: ${LOOKOUT_TEST_GH_TOKEN}
   per_page: 2
-`, f.repo, f.srv.URL)})
+`, f.Repo, f.Srv.URL)})
 	cfg, err := config.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -48,10 +49,10 @@ github:
 	}
 	conntest.Mirror(t, pool, "gh", normalize.FieldExprs{}, nil, r1)
 
-	is := f.get(2)
+	is := f.Get(2)
 	closed := is.Updated.Add(2 * time.Hour)
 	is.State, is.StateReason, is.Closed, is.Updated = "closed", "completed", &closed, closed
-	f.put(is)
+	f.Put(is)
 	r2 := conntest.Fetch(t, conn, r1.Cursor(nil))
 	if r2.Err != nil {
 		t.Fatalf("second run: %v", r2.Err)
