@@ -228,6 +228,18 @@ func (w *world) populate() {
 	if err := syncer.Pause(w.ctx, w.pool, "archive", "moving the archive", timeNow()); err != nil {
 		w.t.Fatal(err)
 	}
+	// The archive also takes webhooks (what a webhook: block registers):
+	// a delivery mirrored, one ignored, one rejected, and a
+	// reconciliation run that repaired a change no event brought.
+	w.exec(`UPDATE sources SET webhook = 'standard', silence_alert_seconds = 86400 WHERE name = 'archive'`)
+	w.exec(`INSERT INTO inbound_events (source, delivery_id, event_type, object_id, received_at, signature_valid, payload, payload_hash,
+	                                    processed_at, outcome, detail)
+	        VALUES ('archive', 'msg_1', 'item.updated', 'a-1', now() - interval '2 hours', true, '{"type": "item.updated"}', 'h1', now(), 'updated', NULL),
+	               ('archive', 'msg_2', 'item.viewed', 'a-1', now() - interval '1 hour', true, '{"type": "item.viewed"}', 'h2', now(), 'ignored',
+	                'event type "item.viewed" is not mapped by this source (webhook.events)'),
+	               ('archive', 'sha256:h3', '', NULL, now() - interval '30 minutes', false, NULL, 'h3', now(), 'rejected',
+	                'signature does not match the body')`)
+	w.exec(`UPDATE sync_runs SET repaired = 1 WHERE id = (SELECT max(id) FROM sync_runs WHERE source = 'archive')`)
 }
 
 // query runs sql and returns its rows as maps of column to value.

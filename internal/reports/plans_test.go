@@ -271,7 +271,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			args: []any{"src-7", "syncer-1", int64(50001), now, lease, "schedule", now, nil, now, "every 1m0s"}},
 		{name: "syncer: commit a batch's lease and counters", who: "internal/syncer/run.go extendLease",
 			sql:  sqlFrom(t, "internal/syncer/run.go", "counters AS ("),
-			args: []any{"src-7", "syncer-1", int64(50001), now, lease, nil, 1, 1, 0, 0, 0, 1, 0, "schedule", now, nil, now, "every 1m0s"}},
+			args: []any{"src-7", "syncer-1", int64(50001), now, lease, nil, 1, 1, 0, 0, 0, 1, 0, "schedule", now, nil, now, "every 1m0s", 0}},
 		{name: "syncer: record a run", who: "internal/syncer/run.go runRowSQL",
 			sql:  sqlFrom(t, "internal/syncer/run.go", "WHERE r.status = 'running'"),
 			args: []any{int64(50001), "src-7", "syncer-1", "schedule", now, nil, now, "every 1m0s", "succeeded", now, 1.5, nil, 1, 0, 1, 1, 1, 0, 0, 0, 0}},
