@@ -28,6 +28,9 @@ func main() {
 	rssRecords := flag.Int("rss-records", 1_000_000, "records the syncer mirrors for the RSS measurement")
 	creates := flag.Int("creates", 10_000, "watches created through the HTTP API (-1 skips it)")
 	clients := flag.Int("clients", 16, "concurrent clients of the create measurement")
+	webhookRate := flag.Int("webhook-rate", 200, "deliveries per second of the webhook measurement (-1 skips it)")
+	webhookFor := flag.Duration("webhook-for", 10*time.Second, "duration of the webhook latency measurement")
+	webhookStores := flag.Int("webhook-stores", 5000, "deliveries of the webhook ingest throughput measurement")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -52,7 +55,8 @@ func main() {
 	defer stop()
 	if _, err := bench.Run(ctx, bench.Options{DatabaseURL: url, Records: *records, PageSize: *page, Keep: *keep,
 		Rate: *rate, LatencyFor: *latencyFor, Backlog: *backlog, Deliveries: *deliveries, SyncerBin: *syncerBin, RSSRecords: *rssRecords,
-		Creates: *creates, Clients: *clients}); err != nil {
+		Creates: *creates, Clients: *clients,
+		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores}); err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)

@@ -26,7 +26,7 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 		Status string                  `json:"status"`
 		Checks []struct{ Name string } `json:"checks"`
 	}
-	if err := json.Unmarshal([]byte(body), &r); err != nil || code != http.StatusOK || r.Status != "ready" || len(r.Checks) != 4 {
+	if err := json.Unmarshal([]byte(body), &r); err != nil || code != http.StatusOK || r.Status != "ready" || len(r.Checks) != 5 {
 		t.Errorf("readyz = %d %s (%v)", code, body, err)
 	}
 	d.WaitFor("a succeeded run in /metrics", func() bool {

@@ -57,6 +57,13 @@ type Options struct {
 	// many concurrent clients. Defaults to 10,000 and 16; Creates < 0
 	// skips it.
 	Creates, Clients int
+	// WebhookRate and WebhookFor shape the webhook received → decision
+	// measurement (8); WebhookStores is the number of deliveries of its
+	// ingest throughput. Defaults to 200/s for 10s and 5,000; a
+	// WebhookRate < 0 skips (8).
+	WebhookRate   int
+	WebhookFor    time.Duration
+	WebhookStores int
 	// Keep leaves the benchmark schemas in place for inspection.
 	Keep bool
 	Out  io.Writer
@@ -78,6 +85,7 @@ type Result struct {
 	DeliveriesTime time.Duration
 	RSS            *RSSResult
 	Creates        *CreatesResult
+	Webhooks       *WebhookResult
 }
 
 // schema creates a fresh migrated schema and returns a pool on it.
@@ -121,6 +129,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.RSSRecords = cmp.Or(o.RSSRecords, 1_000_000)
 	o.Creates = cmp.Or(o.Creates, 10_000)
 	o.Clients = cmp.Or(o.Clients, 16)
+	o.WebhookRate = cmp.Or(o.WebhookRate, 200)
+	o.WebhookFor = cmp.Or(o.WebhookFor, 10*time.Second)
+	o.WebhookStores = cmp.Or(o.WebhookStores, 5000)
 	out := o.Out
 	if out == nil {
 		out = os.Stdout
@@ -213,6 +224,32 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		c := res.Creates
 		fmt.Fprintf(out, "(7) %d watches created through the HTTP API (create_watch) by %d concurrent clients, one owner each\n", c.Watches, c.Clients)
 		fmt.Fprintf(out, "  %.2fs, %.0f creates/s; per call %s\n\n", sec(c.Took), float64(c.Watches)/sec(c.Took), c.Latency)
+	}
+
+	// (8) webhook ingest
+	if o.WebhookRate > 0 {
+		pool, _, done, err := o.schema(ctx, admin, "webhooks")
+		if err != nil {
+			return nil, err
+		}
+		res.Webhooks, err = RunWebhooks(ctx, pool, o.WebhookRate, o.WebhookFor, o.WebhookStores)
+		done()
+		if err != nil {
+			return nil, fmt.Errorf("webhooks: %w", err)
+		}
+		w := res.Webhooks
+		fmt.Fprintf(out, "(8) webhook ingest: signed deliveries POSTed to /ingest, stored, mirrored by the events processor, decided by the evaluator (one process)\n")
+		fmt.Fprintf(out, "  received -> decision, steady %d deliveries/s for %s: %s\n", w.Rate, o.WebhookFor, w.Latency)
+		if w.Stored > 0 {
+			fmt.Fprintf(out, "  one ingest, GOMAXPROCS 2 (load generator in-process): %d stored in %.2fs, %.0f deliveries/s\n",
+				w.Stored, sec(w.StoreTime), float64(w.Stored)/sec(w.StoreTime))
+		}
+		fmt.Fprintf(out, "  upstream requests per day of one repository, polled every minute vs webhooks + a 6h reconciliation poll:\n")
+		fmt.Fprintf(out, "  %14s %12s %14s %12s %10s\n", "events/hour", "polling", "(of them 304)", "webhook", "saved")
+		for _, r := range w.Saved {
+			fmt.Fprintf(out, "  %14.0f %12.0f %14.0f %12.0f %9.0f%%\n", r.EventsPerHour, r.Polling, r.PollingFree, r.Webhook, 100*(1-r.Webhook/r.Polling))
+		}
+		fmt.Fprintln(out)
 	}
 
 	// (6) syncer peak RSS
