@@ -127,7 +127,7 @@ func New() *Metrics {
 	m.deliveryDuration = histogram("lookout_delivery_duration_seconds",
 		"Duration of one delivery attempt to a sink.", deliverBuckets, "sink")
 	m.alerts = counter("lookout_alerts_total",
-		"Alerts the watchdog raised (one per problem, whatever the number of sinks), by kind: stale, stuck, dead_letters, disabled.", "kind")
+		"Alerts the watchdog raised (one per problem, whatever the number of sinks), by kind: stale, stuck, dead_letters, disabled, webhook_silent.", "kind")
 	m.initConfig(counter)
 	m.initWebhooks(counter)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

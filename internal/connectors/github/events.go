@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,7 +34,7 @@ var _ connectors.EventMapper = (*Connector)(nil)
 // connector does not map, is ignored.
 func (c *Connector) MapEvent(ctx context.Context, ev connectors.Event) (connectors.EventResult, error) {
 	var res connectors.EventResult
-	if !containsString(config.GitHubWebhookEvents, ev.Type) {
+	if !slices.Contains(config.GitHubWebhookEvents, ev.Type) {
 		return res, connectors.Ignore("event %s is not one the github connector maps (%s)", ev.Type, strings.Join(config.GitHubWebhookEvents, ", "))
 	}
 	if repo, ok := ev.Payload["repository"].(map[string]any); ok {
@@ -78,13 +79,4 @@ func (c *Connector) MapEvent(ctx context.Context, ev connectors.Event) (connecto
 	}
 	res.Items = []connectors.Item{{Value: v, Raw: raw, Loc: loc + " (issue " + strconv.FormatInt(num, 10) + " fetched)"}}
 	return res, nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
