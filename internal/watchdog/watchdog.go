@@ -1,7 +1,9 @@
 // Package watchdog raises alerts about lookout itself: sources that went
 // stale (no successful run within their window), runs that are stuck (their
 // lease expired, or they run past sources.stuck_after_seconds), sources the
-// system disabled, and notifications that became dead letters — the quiet
+// system disabled, webhook sources whose deliveries stopped arriving while
+// their reconciliation polls still repair changes, and notifications that
+// became dead letters — the quiet
 // failures of background work that nobody notices until it matters.
 //
 // The watchdog runs in the evaluator daemon. Every alerts.interval one
