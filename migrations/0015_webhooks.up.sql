@@ -1,4 +1,4 @@
--- lookout schema, version 14: webhook ingest with polling as
+-- lookout schema, version 15: webhook ingest with polling as
 -- reconciliation (docs/webhooks.md). Owned by package inbound
 -- (inbound_events); the syncer writes sync_runs.repaired and the webhook
 -- columns of sources.
