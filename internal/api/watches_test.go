@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -245,5 +246,46 @@ func TestSourcesOverHTTP(t *testing.T) {
 		if want := map[bool]int{true: 201, false: 403}[i < 2]; resp.StatusCode != want {
 			t.Errorf("bob's source %d: %d %+v", i, resp.StatusCode, p)
 		}
+	}
+}
+
+// model_calls_per_day (250 here) is kept through the per-watch budgets:
+// an ask without a budget gets min(100, what remains); past the limit the
+// create is refused at the field that would have to change.
+func TestModelCallAllowance(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	f.svc.SetLimits(control.Limits{Watches: 10, Sources: 2, ModelCallsPerDay: 250})
+	create := func(name, extra string) (int, control.CreatedWatch, Problem) {
+		var ok control.CreatedWatch
+		var p Problem
+		var raw json.RawMessage
+		b := fmt.Sprintf(`{"source":"gh","watch":{"name":%q,"ask":"is it a release?"%s}}`, name, extra)
+		resp := f.do(http.MethodPost, "/v1/watches", "alice", body(b), &raw)
+		_ = json.Unmarshal(raw, &ok)
+		_ = json.Unmarshal(raw, &p)
+		return resp.StatusCode, ok, p
+	}
+	code, w, _ := create("a", "")
+	if code != 201 || !strings.Contains(string(w.Watch.Definition), `"calls_per_day":100`) {
+		t.Fatalf("a: %d %s", code, w.Watch.Definition)
+	}
+	if code, _, p := create("b", `,"budget":{"calls_per_day":200}`); code != 403 || p.Errors[0].Pointer != "/watch/budget/calls_per_day" ||
+		!strings.Contains(p.Detail, "only 150 remain of your limit of 250") {
+		t.Errorf("b: %d %+v", code, p)
+	}
+	if code, _, _ := create("c", `,"budget":{"calls_per_day":120}`); code != 201 {
+		t.Errorf("c: %d", code)
+	}
+	code, w, _ = create("d", "")
+	if code != 201 || !strings.Contains(string(w.Watch.Definition), `"calls_per_day":30`) {
+		t.Errorf("d: %d %s", code, w.Watch.Definition)
+	}
+	if code, _, p := create("e", ""); code != 403 || p.Errors[0].Pointer != "/watch/ask" || !strings.Contains(p.Detail, "already have budgets of 250") {
+		t.Errorf("e: %d %+v", code, p)
+	}
+	// A watch without an ask costs no model call.
+	if resp := f.do(http.MethodPost, "/v1/watches", "alice", body(`{"source":"gh","watch":{"name":"f","when":"true"}}`), nil); resp.StatusCode != 201 {
+		t.Errorf("f: %d", resp.StatusCode)
 	}
 }

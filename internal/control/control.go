@@ -103,3 +103,6 @@ func (s *Service) Limits() Limits { return s.conf.Limits }
 
 // SetResolver replaces the resolver of CheckURL (tests).
 func (s *Service) SetResolver(r Resolver) { s.resolver = r }
+
+// SetLimits replaces the per-owner limits (tests).
+func (s *Service) SetLimits(l Limits) { s.conf.Limits = l }

@@ -145,7 +145,11 @@ func (s *Service) CreateWatch(ctx context.Context, tx pgx.Tx, p Principal, req C
 	if err := s.checkLimit(ctx, tx, p, "watches", s.conf.Limits.Watches, 1, "/watch"); err != nil {
 		return nil, err
 	}
-	w, err := store.CreateWatch(ctx, actor(p), source, req.Watch)
+	def, _, err := s.allotModelCalls(ctx, tx, p, req.Watch, "/watch", "", "", 0)
+	if err != nil {
+		return nil, err
+	}
+	w, err := store.CreateWatch(ctx, actor(p), source, def)
 	if err != nil {
 		return nil, fromStore(err, "/watch", "source", source)
 	}
@@ -173,7 +177,42 @@ func (s *Service) createSource(ctx context.Context, tx pgx.Tx, store *definition
 			return nil, err
 		}
 	}
-	src, watches, err := store.CreateSource(ctx, actor(p), def)
+	if def, err := s.allotSourceWatches(ctx, tx, p, def, prefix); err != nil {
+		return nil, err
+	} else {
+		src, watches, err := store.CreateSource(ctx, actor(p), def)
+		return s.auditSource(ctx, tx, p, src, watches, err, prefix)
+	}
+}
+
+// allotSourceWatches applies allotModelCalls to each watch of a new
+// source, one after the other.
+func (s *Service) allotSourceWatches(ctx context.Context, tx pgx.Tx, p Principal, def json.RawMessage, prefix string) (json.RawMessage, error) {
+	if s.conf.Limits.ModelCallsPerDay <= 0 || p.Admin {
+		return def, nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(def, &m) != nil {
+		return def, nil
+	}
+	var ws []json.RawMessage
+	if json.Unmarshal(m["watches"], &ws) != nil || len(ws) == 0 {
+		return def, nil
+	}
+	// The new watches count against each other.
+	pending := 0
+	for i := range ws {
+		w, n, err := s.allotModelCalls(ctx, tx, p, ws[i], fmt.Sprintf("%s/watches/%d", prefix, i), "", "", pending)
+		if err != nil {
+			return nil, err
+		}
+		ws[i], pending = w, pending+n
+	}
+	m["watches"], _ = json.Marshal(ws)
+	return json.Marshal(m)
+}
+
+func (s *Service) auditSource(ctx context.Context, tx pgx.Tx, p Principal, src *definitions.Source, watches []definitions.Watch, err error, prefix string) (*SourceView, error) {
 	if err != nil {
 		return nil, fromStore(err, prefix, "source", "")
 	}
@@ -349,6 +388,13 @@ func (s *Service) UpdateWatch(ctx context.Context, p Principal, source, name str
 		before, err := store.GetWatch(ctx, actor(p), source, name)
 		if err != nil {
 			return fromStore(err, "", "watch", source+"/"+name)
+		}
+		if err := s.lockOwner(ctx, tx, p); err != nil {
+			return err
+		}
+		def, _, err := s.allotModelCalls(ctx, tx, p, def, "", source, name, 0)
+		if err != nil {
+			return err
 		}
 		w, err := store.UpdateWatch(ctx, actor(p), source, name, def)
 		if err != nil {

@@ -84,9 +84,14 @@ type LimitError struct {
 	Limit int
 	// Pointer locates the field of the request that would pass it.
 	Pointer string
+	// Detail replaces the default message when set.
+	Detail string
 }
 
 func (e *LimitError) Error() string {
+	if e.Detail != "" {
+		return e.Detail
+	}
 	return fmt.Sprintf("you have reached your limit of %d %s: delete one you no longer need, or ask an operator to raise api.limits.%s", e.Limit, strings.ReplaceAll(e.What, "_", " "), e.What)
 }
 
