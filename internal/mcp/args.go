@@ -59,7 +59,7 @@ func check(t reflect.Type, v any, path []string, errs *[]control.FieldError) {
 	}
 	wrong := func(want string) {
 		*errs = append(*errs, control.FieldError{Pointer: pointer(path),
-			Detail: fmt.Sprintf("wrong type: expected %s, got %s", want, describe(v)), Value: v})
+			Detail: fmt.Sprintf("wrong type: %s, got %s", want, describe(v)), Value: v})
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -183,7 +183,7 @@ func describe(v any) string {
 	case bool:
 		return "a boolean"
 	case json.Number:
-		return "the number " + x.String()
+		return "a number"
 	case []any:
 		return "an array"
 	case map[string]any:

@@ -44,7 +44,7 @@ func (s *Server) toolError(ctx context.Context, p control.Principal, tool string
 	case errors.As(err, &inv):
 		text = invalidText(inv)
 	case errors.As(err, &nf):
-		text = errNotFound + ": " + nf.Error()
+		text = notFoundText(nf)
 	case errors.As(err, &cf):
 		text = errConflict + ": " + located(cf.Pointer, cf.Detail)
 	case errors.As(err, &lim):
@@ -97,4 +97,20 @@ func located(ptr, detail string) string {
 		return detail
 	}
 	return ptr + ": " + detail
+}
+
+// notFoundText says that an object does not exist for the caller and
+// which tool finds the ones that do (the control layer's hints name the
+// HTTP API's endpoints).
+func notFoundText(nf *control.NotFoundError) string {
+	text := fmt.Sprintf("%s: %s %q does not exist for you (it does not exist, or it is another user's)", errNotFound, nf.Kind, nf.Name)
+	switch nf.Kind {
+	case "source":
+		text += `: call describe_source with connector (http, rss, github, file or imap) to see the sources of that kind you can watch`
+	case "watch":
+		text += ": call list_watches to see your watches (a watch is named by its source and its name)"
+	case "change":
+		text += ": pass the change_id of one of your notifications (recent_notifications)"
+	}
+	return text
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,13 @@ import (
 	"github.com/lookout-dev/lookout/internal/syncer/syncertest"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )
+
+// resolver answers DNS lookups of the URL check from a table.
+type resolver map[string][]netip.Addr
+
+func (r resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return r[host], nil
+}
 
 // upstream is an HTTP JSON API of releases that answers like a real one.
 type upstream struct {
@@ -60,6 +68,7 @@ type fixture struct {
 	server  *mcp.Server
 	srv     *httptest.Server
 	up      *upstream
+	upURL   string
 	tokens  map[string]string // owner -> secret
 	tokenID map[string]int64
 }
@@ -77,9 +86,9 @@ fields:
     stars: item.stars
 `
 
-// shippedWatch is alice's watch on the shared source releases, created
-// through the definitions store as the API creates it.
-const shippedWatch = `{"name": "shipped", "when": "change.kind == \"updated\" && changed(\"status\") && record.status == \"released\"", "notify": ["log"]}`
+// shippedWatch is the watch alice's assistant creates on the shared
+// source releases.
+var shippedWatch = map[string]any{"name": "shipped", "when": `change.kind == "updated" && changed("status") && record.status == "released"`, "notify": []string{"log"}}
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
@@ -101,20 +110,21 @@ func setup(t *testing.T) *fixture {
 	if _, err := definitions.Apply(ctx, pool, cfg); err != nil {
 		t.Fatal(err)
 	}
-	f.store = definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global})
-	if _, err := f.store.CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "releases", []byte(shippedWatch)); err != nil {
-		t.Fatal(err)
-	}
+	f.store = definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global, Checks: []definitions.Check{evaluator.Build}})
 	hub := control.NewHub(pool, logger)
 	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hub.Stop() })
-	f.svc = control.New(pool, f.store, hub, control.Config{StreamPoll: time.Minute}, logger)
+	// The upstream is an httptest server on loopback: let sources created
+	// through the tools reach it (api.allow_private).
+	f.svc = control.New(pool, f.store, hub, control.Config{StreamPoll: time.Minute, AllowPrivate: true}, logger)
+	f.svc.SetResolver(resolver{"feeds.example": {netip.MustParseAddr("93.184.216.34")}})
 	f.server = mcp.New(f.svc, mcp.Config{}, logger)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f.server.Handler())
 	f.srv = httptest.NewServer(mux)
+	f.upURL = up.URL
 	t.Cleanup(f.srv.Close)
 	t.Cleanup(f.server.Close)
 	for owner, scope := range map[string]string{"alice": "user", "bob": "user", "root": "admin"} {
@@ -143,11 +153,17 @@ func (f *fixture) write(name, content string) {
 // evaluator judged.
 func (f *fixture) pipeline() int {
 	f.t.Helper()
-	syncertest.SyncNow(f.t, f.pool, syncertest.New(f.t, f.pool, f.dir))
 	cfg, err := config.Load(f.dir)
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	// The sources of the database (the files' and those created through
+	// the tools) as the daemon follows them.
+	s := syncertest.New(f.t, f.pool, f.dir)
+	if _, err := definitions.NewFollower(f.pool, &cfg.Global, s.Apply).CatchUp(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+	syncertest.SyncNow(f.t, f.pool, s)
 	econf := evaluator.FromConfig(cfg)
 	econf.Owner = "mcp-test"
 	ev, err := evaluator.New(f.pool, econf, slog.New(slog.DiscardHandler))

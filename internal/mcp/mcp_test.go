@@ -30,7 +30,16 @@ func TestToolsAndSchemas(t *testing.T) {
 	want := map[string][]string{
 		"describe_source":      {"connector", "sample", "source"},
 		"recent_notifications": {"after_id", "cursor", "limit", "source", "watch"},
+		"create_watch":         {"idempotency_key", "new_source", "source", "watch"},
+		"list_watches":         {"cursor", "limit", "source"},
+		"get_watch":            {"name", "source"},
+		"update_watch":         {"name", "source", "watch"},
+		"delete_watch":         {"name", "source"},
+		"pause_watch":          {"name", "reason", "source"},
+		"resume_watch":         {"name", "source"},
+		"run_now":              {"source"},
 	}
+	readOnly := map[string]bool{"describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true}
 	var names []string
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
@@ -57,13 +66,18 @@ func TestToolsAndSchemas(t *testing.T) {
 		if in.Type != "object" || !slices.Equal(got, props) || in.AdditionalProperties == nil || in.AdditionalProperties.Not == nil {
 			t.Errorf("%s input schema = %s; want an object of %v allowing nothing else", tool.Name, b, props)
 		}
-		if tool.OutputSchema == nil || len(tool.Description) < 200 || tool.Annotations == nil || !tool.Annotations.ReadOnlyHint {
+		if tool.OutputSchema == nil || len(tool.Description) < 200 || tool.Annotations == nil || tool.Annotations.ReadOnlyHint != readOnly[tool.Name] {
 			t.Errorf("%s: output schema %v, description %q, annotations %+v", tool.Name, tool.OutputSchema, tool.Description, tool.Annotations)
 		}
 	}
 	slices.Sort(names)
-	if !slices.Equal(names, []string{"describe_source", "recent_notifications"}) {
-		t.Errorf("tools = %v", names)
+	var wantNames []string
+	for name := range want {
+		wantNames = append(wantNames, name)
+	}
+	slices.Sort(wantNames)
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("tools = %v, want %v", names, wantNames)
 	}
 	// The output schema of recent_notifications describes a notification's fields.
 	for tool, err := range cs.Tools(ctx, nil) {
@@ -79,10 +93,12 @@ func TestToolsAndSchemas(t *testing.T) {
 	}
 }
 
-// describe_source, then the upstream changes, the real syncer and
-// evaluator make a notification of alice's watch, and alice's assistant
-// reads it with recent_notifications and is told of it on her feed; bob
-// sees none of it.
+// Alice's assistant, through the SDK's client over streamable HTTP:
+// describe_source, create_watch (idempotent), then the upstream changes,
+// the real syncer and evaluator make a notification of her watch, which
+// recent_notifications returns and her feed announces; pause, resume,
+// update, run_now and delete act on her watch; bob sees none of it and
+// can touch none of it (not found).
 func TestNotificationsReachTheirOwner(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -111,6 +127,38 @@ func TestNotificationsReachTheirOwner(t *testing.T) {
 	}
 	if status == nil || !slices.Equal(status.Types, []string{"string"}) || !slices.Contains(status.Examples, any("draft")) {
 		t.Errorf("record.status described as %+v; fields %+v", status, d.Fields)
+	}
+
+	// Alice's assistant creates her watch; a retry with the same key
+	// creates nothing more, the same key with other arguments is refused.
+	create := map[string]any{"source": "releases", "watch": shippedWatch, "idempotency_key": "k-1"}
+	created := call[control.CreatedWatch](t, alice, "create_watch", create)
+	if w := created.Watch; w.Source != "releases" || w.Name != "shipped" || w.Owner != "alice" || w.ManagedBy != "api" || w.Paused || created.Source != nil {
+		t.Errorf("create_watch = %+v", created)
+	}
+	if again := call[control.CreatedWatch](t, alice, "create_watch", create); !again.Watch.CreatedAt.Equal(created.Watch.CreatedAt) {
+		t.Errorf("retry of create_watch = %+v, want the first answer %+v", again, created)
+	}
+	other := map[string]any{"source": "releases", "watch": map[string]any{"name": "other", "when": "true"}, "idempotency_key": "k-1"}
+	if msg := toolError(t, alice, "create_watch", other); !strings.Contains(msg, "\n/idempotency_key: ") {
+		t.Errorf("same key, other arguments: %s", msg)
+	}
+	if msg := toolError(t, alice, "create_watch", map[string]any{"source": "releases", "watch": shippedWatch}); !strings.HasPrefix(msg, "conflict: ") {
+		t.Errorf("a second watch of the same name: %s", msg)
+	}
+	if got := call[control.WatchPage](t, alice, "list_watches", map[string]any{}); len(got.Items) != 1 || got.Items[0].Name != "shipped" {
+		t.Errorf("alice's watches: %+v", got)
+	}
+	if got := call[control.WatchPage](t, bob, "list_watches", map[string]any{}); len(got.Items) != 0 {
+		t.Errorf("bob's watches: %+v", got)
+	}
+	for _, tool := range []string{"get_watch", "delete_watch", "pause_watch", "resume_watch"} {
+		if msg := toolError(t, bob, tool, map[string]any{"source": "releases", "name": "shipped"}); !strings.HasPrefix(msg, `not found: watch "releases/shipped" does not exist`) {
+			t.Errorf("bob's %s of alice's watch: %s", tool, msg)
+		}
+	}
+	if msg := toolError(t, bob, "update_watch", map[string]any{"source": "releases", "name": "shipped", "watch": shippedWatch}); !strings.HasPrefix(msg, "not found: ") {
+		t.Errorf("bob's update_watch of alice's watch: %s", msg)
 	}
 
 	page := call[mcp.RecentNotificationsOutput](t, alice, "recent_notifications", map[string]any{})
@@ -158,21 +206,99 @@ func TestNotificationsReachTheirOwner(t *testing.T) {
 		t.Errorf("read %s: %v %+v", page.Feed, err, res)
 	}
 
+	// Paused, the watch judges nothing; resumed, it notifies again.
+	if w := call[control.WatchView](t, alice, "pause_watch", map[string]any{"source": "releases", "name": "shipped", "reason": "on holiday"}); !w.Paused || w.PausedReason != "on holiday" {
+		t.Errorf("pause_watch = %+v", w)
+	}
+	f.up.set(release(1, "v1.0", "released"), release(2, "v2.0", "released"))
+	f.pipeline()
+	if got := call[mcp.RecentNotificationsOutput](t, alice, "recent_notifications", map[string]any{"after_id": n.ID}); len(got.Items) != 0 {
+		t.Errorf("a paused watch notified: %+v", got.Items)
+	}
+	if w := call[control.WatchView](t, alice, "resume_watch", map[string]any{"source": "releases", "name": "shipped"}); w.Paused {
+		t.Errorf("resume_watch = %+v", w)
+	}
+	f.up.set(release(1, "v1.0", "released"), release(2, "v2.0", "released"), release(3, "v3.0", "draft"))
+	f.pipeline()
+	f.up.set(release(1, "v1.0", "released"), release(2, "v2.0", "released"), release(3, "v3.0", "released"))
+	f.pipeline()
+	if got := call[mcp.RecentNotificationsOutput](t, alice, "recent_notifications", map[string]any{"after_id": n.ID}); len(got.Items) != 1 || got.Items[0].RecordID != "3" {
+		t.Errorf("after resume_watch: %+v", got.Items)
+	}
+
+	// update_watch: a bad expression names the field and changes nothing;
+	// a good one replaces the definition.
+	bad := map[string]any{"source": "releases", "name": "shipped", "watch": map[string]any{"name": "shipped", "when": `record.titel == "x"`}}
+	if msg := toolError(t, alice, "update_watch", bad); !strings.Contains(msg, "\n/watch/when: ") || !strings.Contains(msg, "record.titel") {
+		t.Errorf("update_watch with an unknown field: %s", msg)
+	}
+	good := map[string]any{"source": "releases", "name": "shipped", "watch": map[string]any{"name": "shipped", "when": `change.kind == "created"`}}
+	if w := call[control.WatchView](t, alice, "update_watch", good); !strings.Contains(string(w.Definition), `change.kind == \"created\"`) {
+		t.Errorf("update_watch = %s", w.Definition)
+	}
+	if w := call[control.WatchView](t, alice, "get_watch", map[string]any{"source": "releases", "name": "shipped"}); !strings.Contains(string(w.Definition), `change.kind == \"created\"`) {
+		t.Errorf("get_watch after update = %s", w.Definition)
+	}
+
+	// run_now asks the syncer for a run of the source.
+	if _, err := f.pool.Exec(ctx, `UPDATE sources SET run_requested_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if r := call[mcp.RunRequested](t, alice, "run_now", map[string]any{"source": "releases"}); !r.Requested {
+		t.Errorf("run_now = %+v", r)
+	}
+	var requested bool
+	if err := f.pool.QueryRow(ctx, `SELECT run_requested_at IS NOT NULL FROM sources WHERE name = 'releases'`).Scan(&requested); err != nil || !requested {
+		t.Errorf("run_now did not ask for a run: %v %v", requested, err)
+	}
+	if msg := toolError(t, bob, "run_now", map[string]any{"source": "nope"}); !strings.HasPrefix(msg, `not found: source "nope"`) {
+		t.Errorf("run_now of an unknown source: %s", msg)
+	}
+
 	// Bob sees nothing of alice's.
 	if got := call[mcp.RecentNotificationsOutput](t, bob, "recent_notifications", map[string]any{}); len(got.Items) != 0 || got.Feed != "lookout://notifications/bob" {
 		t.Errorf("bob's notifications: %+v", got)
 	}
-	// A source private to alice does not exist for bob.
-	if _, err := f.pool.Exec(ctx, `UPDATE source_definitions SET owner = 'alice', managed_by = 'api' WHERE name = 'releases'`); err != nil {
-		t.Fatal(err)
+	// Alice's assistant creates a source of her own with a watch; it runs
+	// and is hers: bob can neither describe it nor watch it.
+	mine := map[string]any{
+		"new_source": map[string]any{"name": "mine", "connector": "http", "every": "1h",
+			"http":   map[string]any{"url": f.upURL + "/releases", "items": "body.data"},
+			"fields": map[string]any{"title": "item.name", "status": "item.state"}},
+		"watch": map[string]any{"name": "any", "when": `change.kind == "created"`},
 	}
-	if msg := toolError(t, bob, "describe_source", map[string]any{"source": "releases"}); !strings.HasPrefix(msg, `not found: source "releases" does not exist`) {
+	if c := call[control.CreatedWatch](t, alice, "create_watch", mine); c.Source == nil || c.Source.Name != "mine" || c.Source.Owner != "alice" || c.Source.Shared {
+		t.Fatalf("create_watch with a new source = %+v", c)
+	}
+	f.pipeline()
+	if got := call[mcp.RecentNotificationsOutput](t, alice, "recent_notifications", map[string]any{"source": "mine"}); len(got.Items) != 3 {
+		t.Errorf("notifications of alice's own source: %d, want 3 created records", len(got.Items))
+	}
+	if d := call[control.SourceDescription](t, alice, "describe_source", map[string]any{"source": "mine"}); d.Sampled != 3 {
+		t.Errorf("describe_source of alice's own source: %+v", d)
+	}
+	if msg := toolError(t, bob, "describe_source", map[string]any{"source": "mine"}); !strings.HasPrefix(msg, `not found: source "mine" does not exist`) {
 		t.Errorf("bob describes alice's source: %s", msg)
+	}
+	if msg := toolError(t, bob, "create_watch", map[string]any{"source": "mine", "watch": map[string]any{"name": "spy"}}); !strings.HasPrefix(msg, `not found: source "mine" does not exist`) {
+		t.Errorf("bob watches alice's source: %s", msg)
 	}
 	// An admin sees every notification.
 	root := f.connect("root", nil)
-	if got := call[mcp.RecentNotificationsOutput](t, root, "recent_notifications", map[string]any{}); len(got.Items) != 1 {
+	if got := call[mcp.RecentNotificationsOutput](t, root, "recent_notifications", map[string]any{}); len(got.Items) != 5 {
 		t.Errorf("admin's notifications: %+v", got)
+	}
+
+	// delete_watch: gone for good; its notifications stay.
+	if d := call[mcp.Deleted](t, alice, "delete_watch", map[string]any{"source": "releases", "name": "shipped"}); !d.Deleted {
+		t.Errorf("delete_watch = %+v", d)
+	}
+	if msg := toolError(t, alice, "get_watch", map[string]any{"source": "releases", "name": "shipped"}); !strings.HasPrefix(msg, "not found: ") {
+		t.Errorf("get_watch after delete_watch: %s", msg)
+	}
+	var audits int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE via = 'mcp' AND actor LIKE '%alice%'`).Scan(&audits); err != nil || audits < 6 {
+		t.Errorf("audit rows of alice's MCP changes: %d %v", audits, err)
 	}
 }
 
@@ -190,9 +316,9 @@ func TestBadArguments(t *testing.T) {
 		{"describe_source", map[string]any{"sourc": "releases"},
 			"/sourc: unknown field \"sourc\"; the fields allowed here are connector, sample, source: remove it or correct its name"},
 		{"describe_source", map[string]any{"source": "releases", "sample": "many"},
-			`/sample: wrong type: expected integer, got the string "many"`},
+			`/sample: wrong type: integer, got the string "many"`},
 		{"describe_source", map[string]any{"source": "releases", "sample": 1.5},
-			`/sample: wrong type: expected integer, got the number 1.5`},
+			`/sample: wrong type: integer, got a number`},
 		{"describe_source", map[string]any{"source": "releases", "sample": 5000},
 			"/sample: sample must be between 1 and 1000"},
 		{"describe_source", map[string]any{},
@@ -203,6 +329,28 @@ func TestBadArguments(t *testing.T) {
 			"/limit: limit must be between 1 and 200"},
 		{"recent_notifications", map[string]any{"after_id": -1},
 			"/after_id: after_id must be 0 or a notification id"},
+		{"create_watch", map[string]any{"source": "releases", "wach": map[string]any{}},
+			`/wach: unknown field "wach"; the fields allowed here are idempotency_key, new_source, source, watch: remove it or correct its name`},
+		{"create_watch", map[string]any{"source": "releases"},
+			`/watch: field "watch" is required here and missing`},
+		{"create_watch", map[string]any{"source": 7, "watch": map[string]any{"name": "x"}},
+			"/source: wrong type: string, got a number"},
+		{"create_watch", map[string]any{"watch": map[string]any{"name": "x"}},
+			"/source: give either source"},
+		{"create_watch", map[string]any{"source": "releases", "watch": map[string]any{"name": "x", "whn": "true"}},
+			`/watch/whn: `},
+		{"create_watch", map[string]any{"source": "releases", "watch": map[string]any{"name": "x", "when": `record.titel == "x"`}},
+			"/watch/when: "},
+		{"create_watch", map[string]any{"source": "releases", "watch": map[string]any{"name": "x", "when": "record.title ==="}},
+			"/watch/when: "},
+		{"create_watch", map[string]any{"source": "releases", "watch": map[string]any{"name": "x", "notify": []string{"pager"}}},
+			`/watch/notify/0: notify[0]: names sink "pager", which lookout.yaml does not declare (declared: log)`},
+		{"create_watch", map[string]any{"new_source": map[string]any{"name": "feed", "connector": "rss", "cron": "61 * * * *", "rss": map[string]any{"url": "https://feeds.example/a.xml"}}, "watch": map[string]any{"name": "x"}},
+			"/new_source/cron: "},
+		{"update_watch", map[string]any{"source": "releases", "name": "x"},
+			`/watch: field "watch" is required here and missing`},
+		{"get_watch", map[string]any{"source": "releases"},
+			`/name: field "name" is required here and missing`},
 	} {
 		msg := toolError(t, cs, tc.tool, tc.args)
 		if !strings.HasPrefix(msg, "invalid arguments (") || !strings.Contains(msg, "\n"+tc.want) {
@@ -211,6 +359,14 @@ func TestBadArguments(t *testing.T) {
 	}
 	if msg := toolError(t, cs, "describe_source", map[string]any{"source": "nope"}); !strings.HasPrefix(msg, `not found: source "nope" does not exist`) {
 		t.Errorf("unknown source: %s", msg)
+	}
+	if msg := toolError(t, cs, "create_watch", map[string]any{"source": "nope", "watch": map[string]any{"name": "x"}}); !strings.HasPrefix(msg, `not found: source "nope" does not exist`) {
+		t.Errorf("create_watch on an unknown source: %s", msg)
+	}
+	// Nothing was half-created.
+	var n int
+	if err := f.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM watches) + (SELECT count(*) FROM source_definitions WHERE owner <> '') + (SELECT count(*) FROM audit_log)`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("half-created: %d rows (%v)", n, err)
 	}
 }
 

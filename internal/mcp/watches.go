@@ -1,0 +1,234 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lookout-dev/lookout/internal/control"
+)
+
+// A watch or source definition in a tool's arguments: a JSON object with
+// the keys of a source file (docs/config.md), checked by lookout's one
+// validation path (the same as `check` for files and the HTTP API).
+type definition = map[string]any
+
+// watchKeys tells a model what a watch definition holds.
+const watchKeys = `The watch, as an item of a source file's watches (docs/config.md#watches): name (required: letters, digits, - and _), when (an expression over record, previous and change that must be true to notify, e.g. "change.kind == \"updated\" && changed(\"status\") && record.status == \"released\""; read the fields with describe_source), and optionally ask (a yes/no question for the model about the change, asked only when when is true), examples and counter_examples (for ask), notify (names of sinks the operator declared, e.g. ["log"]), dedupe, digest and urgency (low, medium, high).`
+
+func destructive(title string, idempotent bool) *mcpsdk.ToolAnnotations {
+	return &mcpsdk.ToolAnnotations{Title: title, DestructiveHint: &yes, IdempotentHint: idempotent, OpenWorldHint: &no}
+}
+
+func additive(title string, idempotent bool) *mcpsdk.ToolAnnotations {
+	return &mcpsdk.ToolAnnotations{Title: title, DestructiveHint: &no, IdempotentHint: idempotent, OpenWorldHint: &no}
+}
+
+func (s *Server) addWatchTools() {
+	addTool(s, &mcpsdk.Tool{
+		Name:        "create_watch",
+		Annotations: additive("Create a watch", false),
+		Description: `Creates a watch for the user: from now on every change of the source's records is checked against the watch's "when" expression (and its "ask" question, if any), and a match becomes a notification (read them with recent_notifications). The watch judges every change committed after this call returns; a new source runs at once.
+Use it when the user asks you to keep an eye on something. First call describe_source to learn the fields the expression may name, and dry_run to check what the watch would have matched.
+Give either source, the name of an existing source (a shared one declared by the operator, or one the user created), or new_source, a source definition to create with the watch (name, connector: http, rss or github, a schedule: every such as "15m" or cron with timezone, and the connector's block, e.g. {"name": "lookout-releases", "connector": "github", "every": "1h", "github": {"repo": "lookout-dev/lookout", "kind": "releases"}}).
+Example: {"source": "github-lookout", "watch": {"name": "new-releases", "when": "change.kind == \"created\"", "notify": ["log"]}, "idempotency_key": "c0ffee-1"}.
+Pass an idempotency_key (any unique string) so that retrying after a timeout creates nothing twice: the same key with the same arguments returns the first answer.
+Errors: "invalid arguments" lines name the field to correct, e.g. "/watch/when: ... record.titel is not a field: record has author, body, ..." or "/watch/notify/0: names sink \"pager\", which lookout.yaml does not declare" or "/new_source/cron: ..."; nothing was created. "not found" means the source does not exist for the user; "conflict" that a watch of that name exists on the source; "limit exceeded" that the user has as many watches or sources as allowed (delete one first).`,
+	}, s.createWatch)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "list_watches",
+		Annotations: readOnly("List your watches"),
+		Description: `Lists the user's watches by source and name, a page at a time: source, name, paused, the definition (when, ask, notify, ...), who manages it (api, or file:<path> for a watch the operator declared, which cannot be changed here) and when it was created and updated. An admin token lists every watch.
+Use it to find a watch before get_watch, update_watch, pause_watch or delete_watch, or to tell the user what is being watched. source narrows the list to one source; pass the answer's next_cursor as cursor for the next page.
+Errors: "invalid arguments" names the argument, e.g. "/limit: limit must be between 1 and 200".`,
+	}, s.listWatches)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "get_watch",
+		Annotations: readOnly("Read a watch"),
+		Description: `Returns one of the user's watches, named by its source and its name (e.g. {"source": "github-lookout", "name": "new-releases"}): its definition, whether it is paused and why, who manages it.
+Errors: "not found" means the user has no watch of that name on that source (list_watches shows the ones there are).`,
+	}, s.getWatch)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "update_watch",
+		Annotations: destructive("Change a watch", true),
+		Description: `Replaces the definition of one of the user's watches (named by source and name) with watch, the whole watch as in create_watch; its name cannot change (to rename, create the new one and delete the old one). It applies to every change committed after the call returns.
+Example: {"source": "github-lookout", "name": "new-releases", "watch": {"name": "new-releases", "when": "change.kind == \"created\" && !(record.title contains \"rc\")"}}.
+Errors: "invalid arguments" lines name the field, e.g. "/watch/when: ..."; nothing was changed. "not found": no such watch for the user. "conflict": the operator's files manage this watch (it is read-only here).`,
+	}, s.updateWatch)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "delete_watch",
+		Annotations: destructive("Delete a watch", true),
+		Description: `Deletes one of the user's watches (named by source and name): it judges no change from now on. Its past notifications stay readable. Confirm with the user before deleting; to stop it for a while, use pause_watch instead.
+Errors: "not found": no such watch for the user (calling again after a success says so too). "conflict": the operator's files manage this watch.`,
+	}, s.deleteWatch)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "pause_watch",
+		Annotations: destructive("Pause a watch", true),
+		Description: `Pauses one of the user's watches (named by source and name): changes are not judged by it, and nothing is notified, until resume_watch. reason is kept with the watch, e.g. {"source": "github-lookout", "name": "new-releases", "reason": "on holiday until June"}. Pausing a paused watch changes nothing.
+Errors: "not found": no such watch for the user. "conflict": the operator's files manage this watch.`,
+	}, s.pauseWatch)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "resume_watch",
+		Annotations: additive("Resume a watch", true),
+		Description: `Resumes a paused watch of the user (named by source and name): it judges the changes committed from now on (changes made while it was paused are not judged again).
+Errors: "not found": no such watch for the user. "conflict": the operator's files manage this watch.`,
+	}, s.resumeWatch)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "run_now",
+		Annotations: additive("Check a source now", true),
+		Description: `Asks for a run of a source now, whatever its schedule: the syncer fetches it at its next poll (within about a second when it runs) and the watches judge what changed. Use it when the user wants an answer now rather than at the next scheduled run, or after creating a watch on a source that runs rarely. It returns at once; read the outcome with recent_notifications.
+Example: {"source": "github-lookout"}.
+Errors: "not found": the source does not exist for the user.`,
+	}, s.runNow)
+}
+
+// CreateWatchInput are create_watch's arguments.
+type CreateWatchInput struct {
+	Source         string     `json:"source,omitempty" jsonschema:"An existing source to watch, by name (a shared one or the user's). Give source or new_source, not both."`
+	NewSource      definition `json:"new_source,omitempty" jsonschema:"A source to create with the watch, as a source file declares it (docs/config.md): name, connector (http, rss or github), every or cron, rate_limit, the connector's block, fields. Without watches: the watch goes in watch."`
+	Watch          definition `json:"watch" jsonschema:"The watch to create. It must have a name and usually a when expression."`
+	IdempotencyKey string     `json:"idempotency_key,omitempty" jsonschema:"Any unique string (at most 255 characters): a retry with the same key and the same arguments returns the first answer and creates nothing."`
+}
+
+func (s *Server) createWatch(ctx context.Context, p control.Principal, in CreateWatchInput) (*control.CreatedWatch, error) {
+	req := control.CreateWatchRequest{Source: in.Source, NewSource: marshal(in.NewSource), Watch: marshal(in.Watch)}
+	// The key's fingerprint covers the arguments but the key itself.
+	keyed := in
+	keyed.IdempotencyKey = ""
+	body, err := json.Marshal(keyed)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := s.svc.Idempotent(ctx, p, in.IdempotencyKey, "create_watch", body, func(ctx context.Context, tx pgx.Tx) (*control.Answer, error) {
+		out, err := s.svc.CreateWatch(ctx, tx, p, req)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(out)
+		return &control.Answer{Status: 201, Body: b}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &control.CreatedWatch{}
+	if err := json.Unmarshal(ans.Body, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func marshal(d definition) json.RawMessage {
+	if d == nil {
+		return nil
+	}
+	b, _ := json.Marshal(d)
+	return b
+}
+
+// ListWatchesInput are list_watches' arguments.
+type ListWatchesInput struct {
+	Source string `json:"source,omitempty" jsonschema:"Only the watches of this source."`
+	Cursor string `json:"cursor,omitempty" jsonschema:"The next_cursor of the previous answer; leave out to start."`
+	Limit  int    `json:"limit,omitempty" jsonschema:"Page size, 1 to 200. Defaults to 50."`
+}
+
+func (s *Server) listWatches(ctx context.Context, p control.Principal, in ListWatchesInput) (*control.WatchPage, error) {
+	return s.svc.ListWatches(ctx, p, in.Source, in.Cursor, in.Limit)
+}
+
+// WatchName names a watch: its source and its name.
+type WatchName struct {
+	Source string `json:"source" jsonschema:"The source the watch watches, e.g. github-lookout."`
+	Name   string `json:"name" jsonschema:"The watch's name, e.g. new-releases."`
+}
+
+func (s *Server) getWatch(ctx context.Context, p control.Principal, in WatchName) (*control.WatchView, error) {
+	return s.svc.GetWatch(ctx, p, in.Source, in.Name)
+}
+
+// UpdateWatchInput are update_watch's arguments.
+type UpdateWatchInput struct {
+	Source string     `json:"source" jsonschema:"The source the watch watches."`
+	Name   string     `json:"name" jsonschema:"The watch's name (it cannot change)."`
+	Watch  definition `json:"watch" jsonschema:"The whole new definition of the watch, as in create_watch; its name, if given, must be the watch's."`
+}
+
+func (s *Server) updateWatch(ctx context.Context, p control.Principal, in UpdateWatchInput) (*control.WatchView, error) {
+	w, err := s.svc.UpdateWatch(ctx, p, in.Source, in.Name, marshal(in.Watch))
+	return w, under("/watch", err)
+}
+
+// Deleted is delete_watch's answer.
+type Deleted struct {
+	Deleted bool   `json:"deleted" jsonschema:"true: the watch is gone."`
+	Source  string `json:"source"`
+	Name    string `json:"name"`
+}
+
+func (s *Server) deleteWatch(ctx context.Context, p control.Principal, in WatchName) (*Deleted, error) {
+	if err := s.svc.DeleteWatch(ctx, p, in.Source, in.Name); err != nil {
+		return nil, err
+	}
+	return &Deleted{Deleted: true, Source: in.Source, Name: in.Name}, nil
+}
+
+// PauseWatchInput are pause_watch's arguments.
+type PauseWatchInput struct {
+	Source string `json:"source" jsonschema:"The source the watch watches."`
+	Name   string `json:"name" jsonschema:"The watch's name."`
+	Reason string `json:"reason,omitempty" jsonschema:"Why it is paused, kept with the watch (shown by get_watch), e.g. on holiday until June."`
+}
+
+func (s *Server) pauseWatch(ctx context.Context, p control.Principal, in PauseWatchInput) (*control.WatchView, error) {
+	return s.svc.PauseWatch(ctx, p, in.Source, in.Name, true, in.Reason)
+}
+
+func (s *Server) resumeWatch(ctx context.Context, p control.Principal, in WatchName) (*control.WatchView, error) {
+	return s.svc.PauseWatch(ctx, p, in.Source, in.Name, false, "")
+}
+
+// RunNowInput are run_now's arguments.
+type RunNowInput struct {
+	Source string `json:"source" jsonschema:"The source to run, e.g. github-lookout."`
+}
+
+// RunRequested is run_now's answer.
+type RunRequested struct {
+	Requested bool   `json:"requested" jsonschema:"true: the source runs at the syncer's next poll."`
+	Source    string `json:"source"`
+}
+
+func (s *Server) runNow(ctx context.Context, p control.Principal, in RunNowInput) (*RunRequested, error) {
+	if err := s.svc.RunNow(ctx, p, in.Source); err != nil {
+		return nil, err
+	}
+	return &RunRequested{Requested: true, Source: in.Source}, nil
+}
+
+// under locates the body pointers of a validation error under prefix:
+// the control layer locates a watch's fields from the watch itself (the
+// HTTP API's body), a tool's arguments carry it in an argument.
+func under(prefix string, err error) error {
+	var inv *control.InvalidError
+	if !errors.As(err, &inv) {
+		return err
+	}
+	out := &control.InvalidError{Errors: make([]control.FieldError, len(inv.Errors))}
+	for i, f := range inv.Errors {
+		if f.Parameter == "" && f.Header == "" {
+			f.Pointer = prefix + f.Pointer
+		}
+		out.Errors[i] = f
+	}
+	return out
+}
