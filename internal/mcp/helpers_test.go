@@ -100,7 +100,7 @@ func setup(t *testing.T) *fixture {
 	f := &fixture{t: t, pool: pool, dir: t.TempDir(), up: &upstream{}, tokens: map[string]string{}, tokenID: map[string]int64{}}
 	up := httptest.NewServer(f.up)
 	t.Cleanup(up.Close)
-	f.write("lookout.yaml", "sinks:\n  log: {type: log}\ndefaults:\n  jitter: 0s\n")
+	f.write("lookout.yaml", "sinks:\n  log: {type: log}\ndefaults:\n  jitter: 0s\napi:\n  allow_private: true # the upstream is on loopback\n")
 	f.write("sources/releases.yaml", fmt.Sprintf(sourceYAML, up.URL))
 	cfg, err := config.Load(f.dir)
 	if err != nil {
