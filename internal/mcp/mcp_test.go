@@ -38,8 +38,10 @@ func TestToolsAndSchemas(t *testing.T) {
 		"pause_watch":          {"name", "reason", "source"},
 		"resume_watch":         {"name", "source"},
 		"run_now":              {"source"},
+		"dry_run":              {"max_calls", "since", "source", "use_model", "watch"},
+		"explain":              {"change_id"},
 	}
-	readOnly := map[string]bool{"describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true}
+	readOnly := map[string]bool{"describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true}
 	var names []string
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
@@ -193,6 +195,33 @@ func TestNotificationsReachTheirOwner(t *testing.T) {
 	if n.Source != "releases" || n.Watch != "shipped" || n.RecordID != "2" || !strings.Contains(n.Title, "v2.0") || n.ChangeID == nil {
 		t.Errorf("notification = %d %s %s %s %q", n.ID, n.Source, n.Watch, n.RecordID, n.Title)
 	}
+	// explain: the decision trail of the change that notified alice; bob
+	// has no trail of it.
+	trail := call[control.TrailView](t, alice, "explain", map[string]any{"change_id": *n.ChangeID})
+	if trail.RecordID != "2" || len(trail.Watches) != 1 || trail.Watches[0].Watch != "shipped" || trail.Watches[0].Decision != "notify" ||
+		!trail.Watches[0].Matched || len(trail.Watches[0].Notifications) != 1 || trail.Watches[0].Notifications[0].ID != n.ID {
+		t.Errorf("explain %d = %+v", *n.ChangeID, trail)
+	}
+	if msg := toolError(t, bob, "explain", map[string]any{"change_id": *n.ChangeID}); !strings.HasPrefix(msg, "not found: change ") {
+		t.Errorf("bob explains alice's change: %s", msg)
+	}
+	// dry_run: over the stored history, a broader watch would have
+	// notified on every change (2 created, 1 update); nothing is saved.
+	rep := call[control.DryRunReport](t, alice, "dry_run", map[string]any{"source": "releases", "since": "24h",
+		"watch": map[string]any{"name": "everything", "when": "true"}})
+	if rep.Changes != 3 || rep.WouldNotify != 3 || len(rep.Matches) != 3 || rep.Summary == "" {
+		t.Errorf("dry_run = %+v", rep)
+	}
+	if msg := toolError(t, alice, "dry_run", map[string]any{"source": "releases", "watch": map[string]any{"name": "x", "when": `record.titel == "x"`}}); !strings.Contains(msg, "\n/watch/when: ") {
+		t.Errorf("dry_run of a bad expression: %s", msg)
+	}
+	if msg := toolError(t, alice, "dry_run", map[string]any{"source": "releases", "since": "a week", "watch": map[string]any{"name": "x"}}); !strings.Contains(msg, "\n/since: must be a positive duration such as 24h or 168h, not \"a week\"") {
+		t.Errorf("dry_run with a bad since: %s", msg)
+	}
+	if got := call[control.WatchPage](t, alice, "list_watches", map[string]any{}); len(got.Items) != 1 {
+		t.Errorf("dry_run saved a watch: %+v", got)
+	}
+
 	// Polling with after_id returns only what is newer.
 	if got := call[mcp.RecentNotificationsOutput](t, alice, "recent_notifications", map[string]any{"after_id": n.ID}); len(got.Items) != 0 || got.NextCursor != "" {
 		t.Errorf("after_id %d: %+v", n.ID, got)
@@ -349,6 +378,10 @@ func TestBadArguments(t *testing.T) {
 			"/new_source/cron: "},
 		{"update_watch", map[string]any{"source": "releases", "name": "x"},
 			`/watch: field "watch" is required here and missing`},
+		{"explain", map[string]any{"change_id": 0},
+			"/change_id: must be a change id"},
+		{"dry_run", map[string]any{"source": "releases", "watch": map[string]any{"name": "x"}, "max_calls": 99},
+			"/max_calls: must be between 1 and 50"},
 		{"get_watch", map[string]any{"source": "releases"},
 			`/name: field "name" is required here and missing`},
 	} {

@@ -1,7 +1,7 @@
 // Package mcp is the MCP side of the api deployment: lookout's tools for
-// an assistant (describe_source, create_watch, list_watches, get_watch,
-// update_watch, delete_watch, pause_watch, resume_watch, run_now,
-// recent_notifications) served with the official Go SDK
+// an assistant (describe_source, dry_run, create_watch, list_watches,
+// get_watch, update_watch, delete_watch, pause_watch, resume_watch,
+// run_now, explain, recent_notifications) served with the official Go SDK
 // (github.com/modelcontextprotocol/go-sdk) over streamable HTTP at /mcp,
 // behind the HTTP API's bearer tokens, and over stdio for a local
 // assistant (`api mcp --stdio`). Tools are thin: each calls
@@ -44,7 +44,7 @@ const maxBody = 1 << 20
 
 // instructions is what the server tells a client about itself at initialize.
 const instructions = `lookout keeps an eye on sources (HTTP JSON APIs, RSS feeds, GitHub repositories, mailboxes, local files) for you and notifies when a watch matches a change.
-To keep an eye on something for the user: call describe_source to learn the fields of a source's records, then create_watch with a "when" expression that names them (list_watches, update_watch, pause_watch, resume_watch and delete_watch manage the watches; run_now fetches a source now).
+To keep an eye on something for the user: call describe_source to learn the fields of a source's records, check with dry_run what a watch would have matched, then create_watch with a "when" expression that names them (list_watches, update_watch, pause_watch, resume_watch and delete_watch manage the watches; run_now fetches a source now; explain says why a change was or was not notified).
 Read what your watches found with recent_notifications (newest first; pass after_id = the largest id you have seen to get only new ones), or subscribe to the resource lookout://notifications/{owner} (your owner is the feed field of recent_notifications) to be told when new ones arrive.
 A tool that fails answers with isError and a text whose lines name the argument (a JSON pointer such as /when) and what to change: correct that argument and call again.`
 

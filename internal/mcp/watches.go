@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,6 +39,25 @@ Example: {"source": "github-lookout", "watch": {"name": "new-releases", "when": 
 Pass an idempotency_key (any unique string) so that retrying after a timeout creates nothing twice: the same key with the same arguments returns the first answer.
 Errors: "invalid arguments" lines name the field to correct, e.g. "/watch/when: ... record.titel is not a field: record has author, body, ..." or "/watch/notify/0: names sink \"pager\", which lookout.yaml does not declare" or "/new_source/cron: ..."; nothing was created. "not found" means the source does not exist for the user; "conflict" that a watch of that name exists on the source; "limit exceeded" that the user has as many watches or sources as allowed (delete one first).`,
 	}, s.createWatch)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "dry_run",
+		Annotations: readOnly("Backtest a watch"),
+		Description: `Backtests a watch before saving it: re-evaluates the changes stored for a source over a past window against the watch and says how often, and on which changes, it would have notified ("over the 120 stored changes of github-lookout since ... this watch would have notified 3 times"). Nothing is saved and nothing is delivered.
+Use it after describe_source and before create_watch or update_watch, to check that the expression matches what the user means: too many matches means it is too broad, none may mean a field or a value is wrong.
+Example: {"source": "github-lookout", "watch": {"name": "new-releases", "when": "change.kind == "created""}, "since": "168h"}.
+since is how far back (a duration: 24h, 168h; at most 2160h). A watch with an ask answers from cached model verdicts only, unless use_model is true (then at most max_calls model calls).
+The answer: changes (in the window), would_notify, matches (change_id, record_id, reason; pass a change_id to explain), filter and model (decisions by outcome) and a one-sentence summary for the user.
+Errors: "invalid arguments" lines name the field as for create_watch, e.g. "/watch/when: ..." or "/since: ..."; "not found": the source does not exist for the user.`,
+	}, s.dryRun)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "explain",
+		Annotations: readOnly("Explain a decision"),
+		Description: `Returns the decision trail of a change the user's watches judged: the change (source, record, kind, changed fields) and, for each of the user's watches, the step that decided (filter: the when expression; cache or model: the ask question; budget; error; dedupe), the decision (notify, skip, duplicate, hold, error), whether the expression matched, the reason, the model calls and the notifications it made with their delivery state.
+Use it when the user asks why something was (or was not) notified. Take change_id from a notification (recent_notifications) or a dry_run match, e.g. {"change_id": 377}.
+Errors: "not found": none of the user's watches judged that change (or it does not exist).`,
+	}, s.explain)
 
 	addTool(s, &mcpsdk.Tool{
 		Name:        "list_watches",
@@ -231,4 +251,37 @@ func under(prefix string, err error) error {
 		out.Errors[i] = f
 	}
 	return out
+}
+
+// DryRunInput are dry_run's arguments.
+type DryRunInput struct {
+	Source   string     `json:"source" jsonschema:"The source whose stored changes to replay (a shared one or the user's), e.g. github-lookout."`
+	Watch    definition `json:"watch" jsonschema:"The watch to test, as for create_watch: a new one, or one of the user's with changes."`
+	Since    string     `json:"since,omitempty" jsonschema:"How far back, as a duration: 24h, 168h. Defaults to 168h (7 days); at most 2160h (90 days)."`
+	UseModel bool       `json:"use_model,omitempty" jsonschema:"Ask the model where the watch has an ask and no verdict is cached (costs model calls). Defaults to false: cached verdicts only."`
+	MaxCalls int        `json:"max_calls,omitempty" jsonschema:"At most this many model calls with use_model, 1 to 50. Defaults to 20."`
+}
+
+func (s *Server) dryRun(ctx context.Context, p control.Principal, in DryRunInput) (*control.DryRunReport, error) {
+	var since time.Duration
+	if in.Since != "" {
+		d, err := time.ParseDuration(in.Since)
+		if err != nil || d <= 0 {
+			return nil, control.Invalid("/since", "must be a positive duration such as 24h or 168h, not %q", in.Since)
+		}
+		since = d
+	}
+	return s.svc.DryRun(ctx, p, control.DryRunRequest{Source: in.Source, Watch: marshal(in.Watch), Since: since, UseModel: in.UseModel, MaxCalls: in.MaxCalls})
+}
+
+// ExplainInput are explain's arguments.
+type ExplainInput struct {
+	ChangeID int64 `json:"change_id" jsonschema:"The change to explain: the change_id of a notification or of a dry_run match."`
+}
+
+func (s *Server) explain(ctx context.Context, p control.Principal, in ExplainInput) (*control.TrailView, error) {
+	if in.ChangeID < 1 {
+		return nil, control.Invalid("/change_id", "must be a change id (a positive number from a notification's change_id), not %d", in.ChangeID)
+	}
+	return s.svc.Explain(ctx, p, in.ChangeID)
 }
