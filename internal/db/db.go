@@ -143,6 +143,25 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (uint, error) {
 	return v, nil
 }
 
+// MigrateTo migrates the pool's current schema up or down to version (the
+// down migrations of the later versions run, newest first). It returns the
+// resulting version.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version uint) (uint, error) {
+	m, closeFn, err := newMigrator(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
+	defer closeFn()
+	if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return 0, fmt.Errorf("migrate to version %d: %w", version, err)
+	}
+	v, _, err := m.Version()
+	if err != nil {
+		return 0, fmt.Errorf("read migration version: %w", err)
+	}
+	return v, nil
+}
+
 // MigrationStatus reports the applied version, whether it is dirty, and the
 // newest version embedded in this binary.
 func MigrationStatus(ctx context.Context, pool *pgxpool.Pool) (current uint, dirty bool, latest uint, err error) {
