@@ -32,16 +32,18 @@
 
 -- notification_keys: the dedupe rule, one row per (dedupe_key, sink) ever
 -- enqueued and not yet pruned, written by outbox.Enqueue in the
--- notification's statement; notification_id is the row it suppresses
--- duplicates into.
+-- notification's statement; (notification_id, created_at) is the row it
+-- suppresses duplicates into (its primary key: the lookup prunes
+-- partitions).
 CREATE TABLE notification_keys (
-    dedupe_key      text   NOT NULL,
-    sink            text   NOT NULL,
-    notification_id bigint NOT NULL,
+    dedupe_key      text        NOT NULL,
+    sink            text        NOT NULL,
+    notification_id bigint      NOT NULL,
+    created_at      timestamptz NOT NULL,
     PRIMARY KEY (dedupe_key, sink)
 );
-INSERT INTO notification_keys (dedupe_key, sink, notification_id)
-SELECT dedupe_key, sink, id FROM notifications;
+INSERT INTO notification_keys (dedupe_key, sink, notification_id, created_at)
+SELECT dedupe_key, sink, id, created_at FROM notifications;
 
 -- The week partition of t holding time ts: t_pYYYYMMDD (its Monday, UTC).
 CREATE FUNCTION pg_temp.lookout_week(ts timestamptz) RETURNS timestamptz

@@ -36,7 +36,8 @@ func DedupeKey(policy, source, recordID, watchName, kind, hash string, version i
 
 // evaluationColumns are the columns an evaluations COPY writes.
 var evaluationColumns = []string{"change_id", "source", "record_id", "watch", "content_hash", "step", "matched",
-	"decision", "reason", "urgency", "notification_id", "evaluator", "model_call_id", "confidence", "created_at", "owner"}
+	"decision", "reason", "urgency", "notification_id", "evaluator", "model_call_id", "confidence", "created_at", "owner",
+	"change_created_at"}
 
 // note is a notification row to enqueue for decision dec.
 type note struct {
@@ -218,6 +219,7 @@ func (e *Evaluator) enqueue(ctx context.Context, tx pgx.Tx, decs []decision, own
 func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []*change, decs []decision, owned map[int64]bool, wake bool) error {
 	b := &pgx.Batch{}
 	var evChange []int64
+	var evChangeAt []time.Time
 	var evSource, evRecord, evWatch, evHash, evStep, evDecision, evReason, evUrgency, evOwner []string
 	var evMatched []bool
 	var evNote, evCall []*int64
@@ -229,6 +231,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		}
 		d.written = true
 		evChange = append(evChange, d.change.ID)
+		evChangeAt = append(evChangeAt, d.change.CreatedAt)
 		evSource = append(evSource, d.change.Source)
 		evRecord = append(evRecord, d.change.RecordID)
 		evWatch = append(evWatch, d.watch.cfg.Name)
@@ -263,7 +266,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 				hash = evHash[i]
 			}
 			rows[i] = []any{evChange[i], evSource[i], evRecord[i], evWatch[i], hash, evStep[i], evMatched[i],
-				evDecision[i], evReason[i], evUrgency[i], evNote[i], e.conf.Owner, evCall[i], evConfidence[i], at, evOwner[i]}
+				evDecision[i], evReason[i], evUrgency[i], evNote[i], e.conf.Owner, evCall[i], evConfidence[i], at, evOwner[i], evChangeAt[i]}
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"evaluations"}, evaluationColumns, pgx.CopyFromRows(rows)); err != nil {
 			return fmt.Errorf("write evaluations: %w", err)
@@ -274,20 +277,22 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		b.Queue(`
 			INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched,
 			                         decision, reason, urgency, notification_id, evaluator, model_call_id, confidence,
-			                         created_at, owner)
+			                         created_at, owner, change_created_at)
 			SELECT u.change_id, u.source, u.record_id, u.watch, NULLIF(u.hash, ''), u.step, u.matched,
-			       u.decision, u.reason, u.urgency, u.note, $1, u.call, u.confidence, clock_timestamp(), u.owner
+			       u.decision, u.reason, u.urgency, u.note, $1, u.call, u.confidence, clock_timestamp(), u.owner, u.change_at
 			FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-			            $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::float8[], $15::text[])
-			     AS u(change_id, source, record_id, watch, hash, step, matched, decision, reason, urgency, note, call, confidence, owner)
-			ON CONFLICT (change_id, watch) DO UPDATE
+			            $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::float8[], $15::text[],
+			            $16::timestamptz[])
+			     AS u(change_id, source, record_id, watch, hash, step, matched, decision, reason, urgency, note, call, confidence,
+			          owner, change_at)
+			ON CONFLICT (change_id, watch, change_created_at) DO UPDATE
 			    SET content_hash = EXCLUDED.content_hash, step = EXCLUDED.step, matched = EXCLUDED.matched,
 			        decision = EXCLUDED.decision, reason = EXCLUDED.reason, urgency = EXCLUDED.urgency,
 			        notification_id = EXCLUDED.notification_id, evaluator = EXCLUDED.evaluator,
 			        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = clock_timestamp()
 			    WHERE evaluations.decision = 'hold'`,
 			e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote,
-			evCall, evConfidence, evOwner)
+			evCall, evConfidence, evOwner, evChangeAt)
 	}
 	if wake {
 		outbox.QueueWake(b)

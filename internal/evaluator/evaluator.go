@@ -245,6 +245,9 @@ type change struct {
 	Record        map[string]any
 	Previous      map[string]any
 	Attempts      int
+	// CreatedAt is the change's created_at: its evaluations carry it as
+	// change_created_at (their partition key).
+	CreatedAt time.Time
 	// lag is the time from the change's commit to its decision, set when
 	// the change was settled done (for metrics).
 	lag time.Duration
@@ -439,7 +442,7 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // of one record are evaluated in order).
 const claimSQL = `
 	SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, coalesce(ch.new_hash, ''), ch.changed_fields,
-	       ch.record, ch.previous, ch.eval_attempts + 1
+	       ch.record, ch.previous, ch.eval_attempts + 1, ch.created_at
 	FROM changes ch
 	WHERE ch.eval_status = 'pending' AND ch.eval_next_at <= now()
 	  AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
@@ -485,7 +488,7 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 	for rows.Next() {
 		c := &change{}
 		var rec, prev []byte
-		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts); err != nil {
+		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts, &c.CreatedAt); err != nil {
 			return nil, fmt.Errorf("read changes: %w", err)
 		}
 		if rec != nil {

@@ -180,7 +180,7 @@ func (e *Evaluator) hasWatch(source, name string) bool {
 // the watches do.
 func (e *Evaluator) loadChanges(ctx context.Context, q ReplayQuery) ([]*change, error) {
 	rows, err := e.pool.Query(ctx, `
-		SELECT id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields, record, previous, eval_attempts + 1
+		SELECT id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields, record, previous, eval_attempts + 1, created_at
 		FROM changes_with_record
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
 		ORDER BY id LIMIT $4`, q.Since, q.Until, q.Source, q.Limit)

@@ -173,7 +173,7 @@ func TestClaimedSnapshotIsTheStoredOne(t *testing.T) {
 	read := func() map[string]any {
 		t.Helper()
 		rows, err := pool.Query(context.Background(), `
-			SELECT id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields, record, previous, eval_attempts + 1
+			SELECT id, source, record_id, kind, version, coalesce(new_hash, ''), changed_fields, record, previous, eval_attempts + 1, created_at
 			FROM changes WHERE record_id = 'T-9'`)
 		chs, err := scanChanges(rows, err)
 		if err == nil {

@@ -5,9 +5,12 @@
 // commands list rows and send dead ones back. Its named queries are in
 // queries.go.
 //
-// A row is UNIQUE (dedupe_key, sink): Enqueue turns a second row with the
-// same key and sink into a suppressed duplicate counted on the first
-// (duplicates_suppressed, last_duplicate_at). NOTIFY on <schema>.outbox
+// A (dedupe_key, sink) is enqueued once: its row in notification_keys
+// (written in the statement that inserts the notification; the table is
+// the dedupe rule, since notifications is partitioned by time) makes
+// Enqueue turn a second row with the same key and sink into a suppressed
+// duplicate counted on the first (duplicates_suppressed,
+// last_duplicate_at). NOTIFY on <schema>.outbox
 // (Channel) is a wake-up for the deliverers, never the data: they also
 // poll the table.
 package outbox
@@ -115,17 +118,17 @@ type Enqueued struct {
 // deliverers: call Wake (or QueueWake) in the same transaction when rows
 // were inserted.
 func Enqueue(ctx context.Context, q Querier, notes []Notification) ([]Enqueued, error) {
-	return enqueue(ctx, q, notes, enqueueCount)
+	return enqueue(ctx, q, notes, true)
 }
 
 // EnqueueNew is Enqueue for rows whose duplicates are no news (alerts: a
 // problem seen again at the next check): a row whose key exists is left
 // alone and not counted.
 func EnqueueNew(ctx context.Context, q Querier, notes []Notification) ([]Enqueued, error) {
-	return enqueue(ctx, q, notes, enqueueSkip)
+	return enqueue(ctx, q, notes, false)
 }
 
-func enqueue(ctx context.Context, q Querier, notes []Notification, onConflict string) ([]Enqueued, error) {
+func enqueue(ctx context.Context, q Querier, notes []Notification, count bool) ([]Enqueued, error) {
 	if len(notes) == 0 {
 		return nil, nil
 	}
@@ -147,25 +150,38 @@ func enqueue(ctx context.Context, q Querier, notes []Notification, onConflict st
 			counts[i] = &c
 		}
 	}
-	rows, err := q.Query(ctx, enqueueInsert+onConflict, keys, sinks, sources, records, watches, kinds, changeIDs, hashes,
-		titles, bodies, urgencies, reasons, payloads, statuses, dues, counts, owners)
-	if err != nil {
-		return nil, fmt.Errorf("insert %d notification(s): %w", n, err)
-	}
 	type keySink struct{ key, sink string }
 	got := make(map[keySink]Enqueued, n)
-	for rows.Next() {
-		var e Enqueued
-		var ks keySink
-		if err := rows.Scan(&e.ID, &ks.key, &ks.sink, &e.Inserted); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("insert %d notification(s): %w", n, err)
+	scan := func(rows pgx.Rows, err error) error {
+		if err != nil {
+			return err
 		}
-		got[ks] = e
+		defer rows.Close()
+		for rows.Next() {
+			var e Enqueued
+			var ks keySink
+			if err := rows.Scan(&e.ID, &ks.key, &ks.sink, &e.Inserted); err != nil {
+				return err
+			}
+			got[ks] = e
+		}
+		return rows.Err()
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := scan(q.Query(ctx, enqueueInsert, keys, sinks, sources, records, watches, kinds, changeIDs, hashes,
+		titles, bodies, urgencies, reasons, payloads, statuses, dues, counts, owners)); err != nil {
 		return nil, fmt.Errorf("insert %d notification(s): %w", n, err)
+	}
+	if count && len(got) < n {
+		var dupKeys, dupSinks []string
+		for i := range notes {
+			ks := keySink{notes[i].DedupeKey, notes[i].Sink}
+			if _, ok := got[ks]; !ok {
+				dupKeys, dupSinks = append(dupKeys, ks.key), append(dupSinks, ks.sink)
+			}
+		}
+		if err := scan(q.Query(ctx, enqueueDuplicates, dupKeys, dupSinks)); err != nil {
+			return nil, fmt.Errorf("count %d duplicate notification(s): %w", len(dupKeys), err)
+		}
 	}
 	out := make([]Enqueued, n)
 	seen := make(map[keySink]bool, n)

@@ -11,31 +11,54 @@ const channelSuffix = ".outbox"
 // when the caller's transaction commits.
 const queryWake = `SELECT pg_notify(current_schema() || '` + channelSuffix + `', '')`
 
-// enqueueInsert inserts rows from parallel arrays, in input order (ids grow
-// with it). The conflict clause is appended: enqueueCount or enqueueSkip.
+// enqueueInsert takes the dedupe keys of rows from parallel arrays, in
+// input order, and inserts a notification for each key it took, with the
+// id and time the key row names (ids grow with the input order). The dedupe
+// rule is notification_keys' primary key (dedupe_key, sink): notifications
+// is partitioned by time, and a unique index there could only be unique
+// within a partition. A key that exists is taken by nobody: it returns no
+// row here (enqueueDuplicates then counts it).
 const enqueueInsert = `
-	INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, change_id, content_hash,
-	                           title, body, urgency, reason, payload, status, digest_due_at, digest_count, owner)
-	SELECT u.key, u.sink, u.source, u.record_id, u.watch, u.kind, u.change_id, NULLIF(u.hash, ''),
-	       u.title, u.body, u.urgency, u.reason, u.payload::jsonb, u.status, u.due, u.count, u.owner
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
-	            $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int[],
-	            $17::text[])
-	     WITH ORDINALITY AS u(key, sink, source, record_id, watch, kind, change_id, hash, title, body, urgency, reason,
-	                          payload, status, due, count, owner, ord)
-	ORDER BY u.ord`
+	WITH u AS (
+	    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
+	                         $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[],
+	                         $16::int[], $17::text[])
+	         WITH ORDINALITY AS u(key, sink, source, record_id, watch, kind, change_id, hash, title, body, urgency, reason,
+	                              payload, status, due, count, owner, ord)
+	), k AS (
+	    INSERT INTO notification_keys (dedupe_key, sink, notification_id, created_at)
+	    SELECT u.key, u.sink, nextval(pg_get_serial_sequence('notifications', 'id')), now() FROM u ORDER BY u.ord
+	    ON CONFLICT (dedupe_key, sink) DO NOTHING
+	    RETURNING dedupe_key, sink, notification_id, created_at
+	), ins AS (
+	    INSERT INTO notifications (id, created_at, dedupe_key, sink, source, record_id, watch, kind, change_id, content_hash,
+	                               title, body, urgency, reason, payload, status, digest_due_at, digest_count, owner)
+	    SELECT k.notification_id, k.created_at, u.key, u.sink, u.source, u.record_id, u.watch, u.kind, u.change_id,
+	           NULLIF(u.hash, ''), u.title, u.body, u.urgency, u.reason, u.payload::jsonb, u.status, u.due, u.count, u.owner
+	    FROM (SELECT DISTINCT ON (key, sink) * FROM u ORDER BY key, sink, ord) u
+	    JOIN k ON k.dedupe_key = u.key AND k.sink = u.sink
+	    ORDER BY u.ord
+	    RETURNING 1
+	)
+	SELECT notification_id, dedupe_key, sink, true FROM k`
 
-// enqueueCount is the dedupe rule: a row whose (dedupe_key, sink) exists
-// counts a suppressed duplicate on the existing row.
-const enqueueCount = `
-	ON CONFLICT (dedupe_key, sink) DO UPDATE
-	    SET duplicates_suppressed = notifications.duplicates_suppressed + 1, last_duplicate_at = now()
-	RETURNING id, dedupe_key, sink, xmax = 0`
-
-// enqueueSkip leaves an existing row alone.
-const enqueueSkip = `
-	ON CONFLICT (dedupe_key, sink) DO NOTHING
-	RETURNING id, dedupe_key, sink, true`
+// enqueueDuplicates counts a suppressed duplicate on the rows of the
+// existing keys ($1, $2) and returns the ids the keys name. It runs after
+// enqueueInsert, in a statement of its own, so that it sees a key another
+// transaction committed while enqueueInsert waited on it. A key whose row
+// was pruned (a dedupe: record key outlives its row) returns the id and
+// counts nothing.
+const enqueueDuplicates = `
+	WITH k AS (
+	    SELECT k.dedupe_key, k.sink, k.notification_id, k.created_at
+	    FROM notification_keys k JOIN unnest($1::text[], $2::text[]) AS u(key, sink)
+	         ON k.dedupe_key = u.key AND k.sink = u.sink
+	), counted AS (
+	    UPDATE notifications n SET duplicates_suppressed = n.duplicates_suppressed + 1, last_duplicate_at = now()
+	    FROM k WHERE n.id = k.notification_id AND n.created_at = k.created_at
+	    RETURNING 1
+	)
+	SELECT notification_id, dedupe_key, sink, false FROM k`
 
 // querySuppressRecent counts a duplicate on the newest row of (source,
 // record, watch, sink) created within the window ($5) and returns its id.
@@ -51,7 +74,7 @@ const querySuppressRecent = `
 // counts the attempt.
 const queryClaim = `
 	WITH due AS (
-	    SELECT id, lease_owner IS NOT NULL AS expired FROM notifications
+	    SELECT id, created_at, lease_owner IS NOT NULL AS expired FROM notifications
 	    WHERE sink = $1 AND status = 'pending' AND next_attempt_at <= now()
 	      AND (lease_expires_at IS NULL OR lease_expires_at < now())
 	    ORDER BY next_attempt_at, id
@@ -59,7 +82,7 @@ const queryClaim = `
 	    FOR UPDATE SKIP LOCKED
 	)
 	UPDATE notifications n SET lease_owner = $3, lease_expires_at = now() + $4::interval, attempts = attempts + 1
-	FROM due WHERE n.id = due.id
+	FROM due WHERE n.id = due.id AND n.created_at = due.created_at
 	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
 	          n.reason, n.payload, n.attempts, due.expired`
 

@@ -201,7 +201,10 @@ func (s *Syncer) handBack(ctx context.Context, tx pgx.Tx, unknown []claim) error
 
 // abandonTaken records the runs whose leases the claim took over as
 // abandoned. A run that had written nothing has no sync_runs row yet: it
-// gets one, started when its last lease began.
+// gets one, started when its last lease began. The row is found by id
+// alone (sync_runs is partitioned by started_at, which the taker only
+// estimates); the claim holds the sources' row locks, so the run it takes
+// over cannot write its row meanwhile.
 func (s *Syncer) abandonTaken(ctx context.Context, tx pgx.Tx, taken []claim) error {
 	if len(taken) == 0 {
 		return nil
@@ -222,12 +225,17 @@ func (s *Syncer) abandonTaken(ctx context.Context, tx pgx.Tx, taken []claim) err
 		return nil
 	}
 	_, err := tx.Exec(ctx, `
-		INSERT INTO sync_runs AS r (id, source, owner, reason, status, started_at, finished_at, error)
+		WITH x AS (
+		    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[]) AS x(id, source, owner, started_at)
+		), abandoned AS (
+		    UPDATE sync_runs r SET status = 'abandoned', finished_at = $5,
+		           error = 'lease expired while running; taken over by ' || $6
+		    FROM x WHERE r.id = x.id AND r.status = 'running'
+		)
+		INSERT INTO sync_runs (id, source, owner, reason, status, started_at, finished_at, error)
 		SELECT x.id, x.source, x.owner, 'schedule', 'abandoned', x.started_at, $5,
 		       'lease expired while running; taken over by ' || $6
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[]) AS x(id, source, owner, started_at)
-		ON CONFLICT (id) DO UPDATE SET status = 'abandoned', finished_at = excluded.finished_at, error = excluded.error
-		WHERE r.status = 'running'`, ids, sources, owners, started, s.conf.Now(), s.conf.Owner)
+		FROM x WHERE NOT EXISTS (SELECT 1 FROM sync_runs r WHERE r.id = x.id)`, ids, sources, owners, started, s.conf.Now(), s.conf.Owner)
 	if err != nil {
 		return fmt.Errorf("record taken-over runs as abandoned: %w", err)
 	}

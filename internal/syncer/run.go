@@ -246,7 +246,7 @@ func (s *Syncer) heartbeat(ctx context.Context, r *run, lost context.CancelCause
 			), running AS (
 			    INSERT INTO sync_runs (id, source, owner, reason, started_at, cursor_before, due_at, due_reason)
 			    SELECT $3, $1, $2, $6, $7, $8::jsonb, $9, $10 FROM lease
-			    ON CONFLICT (id) DO NOTHING
+			    ON CONFLICT (id, started_at) DO NOTHING
 			)
 			SELECT EXISTS (SELECT 1 FROM lease)`, c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease,
 			c.reason, c.startedAt, nullJSON(c.cursor), c.dueAt, nullText(c.dueReason)).Scan(&held)
@@ -449,7 +449,7 @@ func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, r *run, st changes.
 		                                repaired)
 		    SELECT $3, $1, $2, $14, $15, $16::jsonb, $17, $18, $12, $7, $8, $9, $10, $11, $13, $19
 		    FROM lease
-		    ON CONFLICT (id) DO UPDATE SET
+		    ON CONFLICT (id, started_at) DO UPDATE SET
 		        pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
 		        items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
 		        items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
@@ -688,8 +688,9 @@ func (s *Syncer) finish(ctx context.Context, r *run, src *source, out outcome, r
 			return fmt.Errorf("release lease: %w", err)
 		}
 		// Record the final cursor in the run too.
-		return tx.QueryRow(ctx, `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2) WHERE id = $1
-			RETURNING cursor_after`, c.runID, c.name).Scan(&fin.cursorAfter)
+		return tx.QueryRow(ctx, `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2)
+			WHERE id = $1 AND started_at = $3
+			RETURNING cursor_after`, c.runID, c.name, c.startedAt).Scan(&fin.cursorAfter)
 	})
 	if err == nil && lost {
 		err = ErrLeaseLost
@@ -710,15 +711,19 @@ type runEnd struct {
 
 // runRowSQL writes the end of run r into its sync_runs row, creating it
 // (with the counters of the batches that wrote nothing) if the run had
-// none. A row another replica already marked abandoned stays so.
+// none. A row another replica already marked abandoned stays so: the row
+// of (id, started_at) is not updated unless running, and a row the taker
+// wrote with the id and its estimate of started_at is left alone
+// (sync_runs is partitioned by started_at: its key is (id, started_at)).
 func (s *Syncer) runRowSQL(r *run, e runEnd) (string, []any) {
 	st, pages, _ := r.withPending(changes.Stats{Seen: e.seen, Unchanged: e.unchanged}, e.pages)
 	return `
 		INSERT INTO sync_runs AS r (id, source, owner, reason, started_at, cursor_before, due_at, due_reason,
 		                            status, finished_at, duration_ms, error, requests, rate_limit_waits,
 		                            pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired)
-		VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-		ON CONFLICT (id) DO UPDATE SET
+		SELECT $1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
+		WHERE NOT EXISTS (SELECT 1 FROM sync_runs WHERE id = $1 AND started_at <> $5)
+		ON CONFLICT (id, started_at) DO UPDATE SET
 		    status = excluded.status, finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
 		    error = excluded.error, requests = excluded.requests, rate_limit_waits = excluded.rate_limit_waits,
 		    pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
