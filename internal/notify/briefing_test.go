@@ -328,7 +328,8 @@ func TestBriefingCacheAsksTheModelOncePerDigest(t *testing.T) {
 	// A retry of the same digest (its summaries lost, say, by a crash
 	// between the answer and the fold) finds the briefing in the cache.
 	if _, err := f.pool.Exec(f.ctx, `
-		WITH s AS (DELETE FROM notifications WHERE kind = 'digest' RETURNING id)
+		WITH s AS (DELETE FROM notifications WHERE kind = 'digest' RETURNING id),
+		     k AS (DELETE FROM notification_keys WHERE notification_id IN (SELECT id FROM s)) -- lost with them
 		UPDATE notifications SET status = 'held', digest_id = NULL WHERE digest_id IN (SELECT id FROM s)`); err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,8 @@ sinks:
 	}
 	// The same digest again (a retry): answered from the cache.
 	if _, err := f.pool.Exec(f.ctx, `
-		WITH s AS (DELETE FROM notifications WHERE kind = 'digest' RETURNING id)
+		WITH s AS (DELETE FROM notifications WHERE kind = 'digest' RETURNING id),
+		     k AS (DELETE FROM notification_keys WHERE notification_id IN (SELECT id FROM s)) -- lost with them
 		UPDATE notifications SET status = 'held', digest_id = NULL WHERE digest_id IN (SELECT id FROM s)`); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,16 @@
-// Package retention prunes old history: evaluated changes, finished sync
-// runs, evaluations, finished notifications and model calls older than
-// their configured window are deleted in bounded batches, each its own
-// short transaction. Pending work is never deleted: changes still pending,
+// Package retention bounds the history: the large append-only tables
+// (changes, evaluations, notifications, sync_runs, model_calls) are
+// partitioned by week (migration 14), and a Pruner keeps their partitions
+// (made ahead of time) and prunes what is older than each table's window.
+// A partition past the window is dropped whole when it holds no pending
+// work; one that does is kept and its other rows are deleted in bounded
+// batches, each its own short transaction, as are the rows of the default
+// partition. Pending work is never deleted: changes still pending,
 // evaluations of those changes, running runs and each source's latest run,
-// pending and held notifications, and notifications whose dedupe key must
-// outlive them (dedupe: record).
+// pending and held notifications. A notification's dedupe key goes with
+// it, except a dedupe: record key (source/record/watch, without a
+// version), which suppresses every later notification of the record and
+// stays in notification_keys.
 //
 // The evaluator daemon runs a Pruner on a timer; any number of replicas may
 // do so, since a session advisory lock (one per schema) lets one replica
@@ -19,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
@@ -31,7 +38,9 @@ import (
 type Config struct {
 	// Changes, SyncRuns, Evaluations, Notifications and ModelCalls are the
 	// windows of their tables (retention.changes, ...): rows older than the
-	// window are pruned; 0 keeps the table's rows forever. Default to 0.
+	// window are pruned; 0 keeps the table's rows forever. Changes,
+	// SyncRuns and Evaluations default to 720h (30 days), Notifications and
+	// ModelCalls to 2160h (90 days).
 	Changes       time.Duration
 	SyncRuns      time.Duration
 	Evaluations   time.Duration
@@ -40,7 +49,7 @@ type Config struct {
 	// BatchSize is the most rows one DELETE removes (retention.batch_size).
 	// Defaults to 5000.
 	BatchSize int
-	// Interval is the time between two prunes of Start's loop
+	// Interval is the time between two rounds of Start's loop
 	// (retention.interval). Defaults to 1h.
 	Interval time.Duration
 }
@@ -62,55 +71,83 @@ func (c Config) Enabled() bool {
 	return false
 }
 
-// table describes how one table is pruned. Every pruned table has an
+// table describes how one table is kept. Every pruned table has an
 // increasing bigserial id and a time column that grows with it (rows are
-// appended), which lets a prune walk the primary key instead of scanning.
+// appended), which lets a prune by rows walk the primary key instead of
+// scanning.
 type table struct {
 	name   string
 	window func(Config) time.Duration
-	// at is the time column compared with the window.
-	at string
+	// at is the time column compared with the window, and key the
+	// partition key (the same column, except for evaluations: the time of
+	// the change decided).
+	at, key string
 	// deletable is the SQL condition, besides age, a row must meet to be
 	// deleted: it is what keeps pending work.
 	deletable string
+	// pending is a query (%s: a partition) that is true when the partition
+	// holds a row that must stay: the partition is then kept. Empty: no
+	// row of the table is ever pending.
+	pending string
+	// returning is what the DELETE of a batch returns (id at least), and
+	// afterDelete a CTE over the deleted rows (named deleted) run in the
+	// same statement.
+	returning, afterDelete string
+	// onDrop runs (%s: the partition) in the transaction that drops a
+	// partition whole.
+	onDrop string
 }
+
+// forgetKeys deletes the dedupe keys of notifications (%s: their rows),
+// except the dedupe: record keys (source/record/watch): such a key
+// suppresses every later notification of the record, so it outlives its
+// notification.
+const forgetKeys = `
+	DELETE FROM notification_keys k USING %s d
+	WHERE k.dedupe_key = d.dedupe_key AND k.sink = d.sink AND k.notification_id = d.id
+	  AND d.dedupe_key <> d.source || '/' || d.record_id || '/' || d.watch`
 
 // tables in pruning order: notifications first (digest summaries are
 // referenced by their members), model calls before the changes they name.
 var tables = []table{
 	{
-		name: "notifications", at: "created_at",
-		window: func(c Config) time.Duration { return c.Notifications },
-		// Finished rows only; a dedupe: record key (source/record/watch,
-		// without a version) suppresses every later notification of the
-		// record, so such rows stay.
-		deletable: `status IN ('delivered', 'dead', 'digested')
-		            AND dedupe_key <> source || '/' || record_id || '/' || watch`,
+		name: "notifications", at: "created_at", key: "created_at",
+		window:    func(c Config) time.Duration { return c.Notifications },
+		deletable: `status IN ('delivered', 'dead', 'digested')`,
+		pending:   `SELECT EXISTS (SELECT 1 FROM %s WHERE status IN ('pending', 'held'))`,
+		returning: `id, dedupe_key, sink, source, record_id, watch`,
+		afterDelete: `, forgotten AS (` + fmt.Sprintf(forgetKeys, "deleted") + `)`,
+		onDrop:      forgetKeys,
 	},
 	{
-		name: "evaluations", at: "created_at",
+		name: "evaluations", at: "created_at", key: "change_created_at",
 		window: func(c Config) time.Duration { return c.Evaluations },
 		// A held change keeps the decisions of its other watches until it
 		// is decided.
 		deletable: `change_id NOT IN (SELECT id FROM changes WHERE eval_status = 'pending')`,
+		pending: `SELECT EXISTS (SELECT 1 FROM changes c WHERE c.eval_status = 'pending'
+		                          AND EXISTS (SELECT 1 FROM %s e WHERE e.change_id = c.id))`,
 	},
 	{
-		name: "model_calls", at: "created_at",
+		name: "model_calls", at: "created_at", key: "created_at",
 		window:    func(c Config) time.Duration { return c.ModelCalls },
 		deletable: `true`,
 	},
 	{
-		name: "changes", at: "created_at",
+		name: "changes", at: "created_at", key: "created_at",
 		window:    func(c Config) time.Duration { return c.Changes },
 		deletable: `eval_status = 'done'`,
+		pending:   `SELECT EXISTS (SELECT 1 FROM %s WHERE eval_status = 'pending')`,
 	},
 	{
-		name: "sync_runs", at: "started_at",
+		name: "sync_runs", at: "started_at", key: "started_at",
 		window: func(c Config) time.Duration { return c.SyncRuns },
 		// A running run is in progress (or stuck, which report_stuck
 		// shows); sources.run_id is each source's latest run.
 		deletable: `status <> 'running'
 		            AND id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)`,
+		pending: `SELECT EXISTS (SELECT 1 FROM %[1]s WHERE status = 'running')
+		              OR EXISTS (SELECT 1 FROM sources s JOIN %[1]s r ON r.id = s.run_id)`,
 	},
 }
 
@@ -120,7 +157,14 @@ type TableResult struct {
 	Window time.Duration
 	// Cutoff is now minus the window: older rows are pruned.
 	Cutoff time.Time
-	// Rows deleted (or that a dry run would delete).
+	// Dropped lists the partitions dropped whole (or that a dry run would
+	// drop).
+	Dropped []string
+	// Kept lists the partitions past the window kept for the pending work
+	// they hold (their other rows are deleted).
+	Kept []string
+	// Rows deleted one by one (or that a dry run would delete), from kept
+	// partitions and the default partition.
 	Rows int64
 	// Batches is the number of DELETE statements run.
 	Batches int
@@ -129,13 +173,16 @@ type TableResult struct {
 // Result is what one prune did.
 type Result struct {
 	Tables []TableResult
+	// Made lists the partitions made (ahead of time, or for rows of the
+	// default partition).
+	Made []string
 	// Skipped is set when another replica was pruning: nothing was done.
 	Skipped bool
 	// Dry is set for a dry run: nothing was deleted.
 	Dry bool
 }
 
-// Rows is the total of rows deleted.
+// Rows is the total of rows deleted one by one.
 func (r Result) Rows() int64 {
 	var n int64
 	for _, t := range r.Tables {
@@ -144,7 +191,17 @@ func (r Result) Rows() int64 {
 	return n
 }
 
-// Pruner deletes history older than the configured windows.
+// Dropped is the total of partitions dropped.
+func (r Result) Dropped() int {
+	var n int
+	for _, t := range r.Tables {
+		n += len(t.Dropped)
+	}
+	return n
+}
+
+// Pruner keeps the partitions of the history tables and deletes history
+// older than the configured windows.
 type Pruner struct {
 	pool   *pgxpool.Pool
 	conf   Config
@@ -158,11 +215,10 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) *Pruner {
 }
 
 // Start prunes now and then every interval in the background, until Stop.
-// Without any window set it does nothing.
+// Without any window set it still makes the partitions ahead of time.
 func (p *Pruner) Start(ctx context.Context) error {
 	if !p.conf.Enabled() {
-		p.logger.Debug("retention is off: no window is set")
-		return nil
+		p.logger.Info("retention is off: every window is 0; history is kept forever (partitions are still made ahead)")
 	}
 	return p.loop.Start(ctx, p.run)
 }
@@ -184,10 +240,11 @@ func (p *Pruner) run(ctx context.Context) error {
 // lockKey names the advisory lock of this schema's pruner.
 const lockKey = `hashtext(current_schema() || '.lookout.retention')`
 
-// Prune deletes, table by table, the rows older than their window in
-// batches of at most BatchSize rows, each in its own transaction. It holds a
-// session advisory lock of the schema meanwhile; when another replica holds
-// it, Prune returns at once with Skipped set.
+// Prune makes the partitions the tables need (Ahead), then prunes, table by
+// table, what is older than its window: partitions dropped whole, rows
+// deleted in batches of at most BatchSize, each in its own transaction. It
+// holds a session advisory lock of the schema meanwhile; when another
+// replica holds it, Prune returns at once with Skipped set.
 func (p *Pruner) Prune(ctx context.Context) (Result, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
@@ -214,6 +271,18 @@ func (p *Pruner) Prune(ctx context.Context) (Result, error) {
 	}()
 	var res Result
 	for _, t := range tables {
+		made, err := p.ensure(ctx, conn.Conn(), t)
+		res.Made = append(res.Made, made...)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: next round
+				p.logger.Warn("partition not made: its table is busy; made at a later round", "table", t.name, "error", err)
+				continue
+			}
+			return res, err
+		}
+	}
+	for _, t := range tables {
 		w := t.window(p.conf)
 		if w <= 0 {
 			continue
@@ -224,16 +293,17 @@ func (p *Pruner) Prune(ctx context.Context) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("prune %s older than %s: %w", t.name, w, err)
 		}
-		if tr.Rows > 0 {
-			p.logger.Info("pruned", "table", t.name, "rows", tr.Rows, "batches", tr.Batches,
+		if tr.Rows > 0 || len(tr.Dropped) > 0 {
+			p.logger.Info("pruned", "table", t.name, "partitions_dropped", len(tr.Dropped), "rows", tr.Rows,
+				"batches", tr.Batches, "partitions_kept", len(tr.Kept),
 				"cutoff", tr.Cutoff.UTC().Format(time.RFC3339), "duration_ms", time.Since(start).Milliseconds())
 		}
 	}
 	return res, nil
 }
 
-// DryRun counts, without deleting anything, the rows a prune would delete
-// now.
+// DryRun counts, without changing anything, the partitions a prune would
+// drop and the rows it would delete now.
 func (p *Pruner) DryRun(ctx context.Context) (Result, error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
@@ -255,7 +325,8 @@ func (p *Pruner) DryRun(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// pruneTable deletes (or counts, when dry) the rows of t older than w.
+// pruneRows deletes (or counts, when dry) the rows of rel (a partition of
+// t) older than cutoff, and returns how many and in how many batches.
 //
 // It first finds the frontier, the first id whose time is not older than
 // the cutoff, by binary search over the primary key (a few dozen index
@@ -264,43 +335,41 @@ func (p *Pruner) DryRun(ctx context.Context) (Result, error) {
 // primary key: no batch scans the recent rows, however many there are. The
 // DELETE checks the time of each row itself, so a row appended out of
 // order is never deleted early; it goes in a later prune.
-func (p *Pruner) pruneTable(ctx context.Context, conn *pgx.Conn, t table, w time.Duration, dry bool) (TableResult, error) {
-	tr := TableResult{Table: t.name, Window: w}
-	if err := conn.QueryRow(ctx, `SELECT now() - $1::interval`, w).Scan(&tr.Cutoff); err != nil {
-		return tr, err
-	}
-	frontier, err := p.frontier(ctx, conn, t, tr.Cutoff)
+func (p *Pruner) pruneRows(ctx context.Context, conn *pgx.Conn, t table, rel string, cutoff time.Time, dry bool) (int64, int, error) {
+	frontier, err := p.frontier(ctx, conn, t, rel, cutoff)
 	if err != nil || frontier == 0 {
-		return tr, err
+		return 0, 0, err
 	}
 	if dry {
-		err := conn.QueryRow(ctx, t.countSQL(), frontier, tr.Cutoff).Scan(&tr.Rows)
-		return tr, err
+		var n int64
+		err := conn.QueryRow(ctx, t.countSQL(rel), frontier, cutoff).Scan(&n)
+		return n, 0, err
 	}
-	del := t.deleteSQL()
-	var after int64
+	del := t.deleteSQL(rel)
+	var after, rows int64
+	batches := 0
 	for {
 		var n, last int64
-		if err := conn.QueryRow(ctx, del, after, frontier, tr.Cutoff, p.conf.BatchSize).Scan(&n, &last); err != nil {
-			return tr, err
+		if err := conn.QueryRow(ctx, del, after, frontier, cutoff, p.conf.BatchSize).Scan(&n, &last); err != nil {
+			return rows, batches, err
 		}
-		tr.Batches++
-		tr.Rows += n
+		batches++
+		rows += n
 		if n < int64(p.conf.BatchSize) {
-			return tr, nil
+			return rows, batches, nil
 		}
 		after = last
 		if err := ctx.Err(); err != nil {
-			return tr, err
+			return rows, batches, err
 		}
 	}
 }
 
-// frontier returns an id such that the rows below it are the ones older
-// than cutoff (as far as ids follow time), or 0 when the table is empty.
-func (p *Pruner) frontier(ctx context.Context, conn *pgx.Conn, t table, cutoff time.Time) (int64, error) {
+// frontier returns an id such that the rows of rel below it are the ones
+// older than cutoff (as far as ids follow time), or 0 when rel is empty.
+func (p *Pruner) frontier(ctx context.Context, conn *pgx.Conn, t table, rel string, cutoff time.Time) (int64, error) {
 	var lo, hi *int64
-	if err := conn.QueryRow(ctx, t.boundsSQL()).Scan(&lo, &hi); err != nil {
+	if err := conn.QueryRow(ctx, t.boundsSQL(rel)).Scan(&lo, &hi); err != nil {
 		return 0, err
 	}
 	if lo == nil {
@@ -309,7 +378,7 @@ func (p *Pruner) frontier(ctx context.Context, conn *pgx.Conn, t table, cutoff t
 	// Invariant: rows with id < l are older than cutoff; the first row at
 	// or after h (if any) is not.
 	l, h := *lo, *hi+1
-	probe := t.probeSQL()
+	probe := t.probeSQL(rel)
 	for l < h {
 		mid := l + (h-l)/2
 		var id int64
@@ -329,20 +398,25 @@ func (p *Pruner) frontier(ctx context.Context, conn *pgx.Conn, t table, cutoff t
 	return l, nil
 }
 
-// boundsSQL reads the lowest and highest id.
-func (t table) boundsSQL() string {
-	return fmt.Sprintf(`SELECT min(id), max(id) FROM %s`, t.name)
+// boundsSQL reads the lowest and highest id of rel.
+func (t table) boundsSQL(rel string) string {
+	return fmt.Sprintf(`SELECT min(id), max(id) FROM %s`, pgx.Identifier{rel}.Sanitize())
 }
 
-// probeSQL ($1 id, $2 cutoff) reads the first row at or after an id and
-// whether it is older than the cutoff: one step of the frontier search.
-func (t table) probeSQL() string {
-	return fmt.Sprintf(`SELECT id, %[2]s < $2 FROM %[1]s WHERE id >= $1 ORDER BY id LIMIT 1`, t.name, t.at)
+// probeSQL ($1 id, $2 cutoff) reads the first row of rel at or after an id
+// and whether it is older than the cutoff: one step of the frontier search.
+func (t table) probeSQL(rel string) string {
+	return fmt.Sprintf(`SELECT id, %[2]s < $2 FROM %[1]s WHERE id >= $1 ORDER BY id LIMIT 1`, pgx.Identifier{rel}.Sanitize(), t.at)
 }
 
 // deleteSQL ($1 after id, $2 frontier, $3 cutoff, $4 batch size) deletes
-// one batch and returns how many rows and the highest id it deleted.
-func (t table) deleteSQL() string {
+// one batch of rel and returns how many rows and the highest id it
+// deleted.
+func (t table) deleteSQL(rel string) string {
+	returning := t.returning
+	if returning == "" {
+		returning = "id"
+	}
 	return fmt.Sprintf(`
 		WITH doomed AS (
 		    SELECT id FROM %[1]s
@@ -351,39 +425,45 @@ func (t table) deleteSQL() string {
 		    LIMIT $4
 		    FOR UPDATE SKIP LOCKED
 		), deleted AS (
-		    DELETE FROM %[1]s WHERE id IN (SELECT id FROM doomed) RETURNING id
-		)
-		SELECT count(*), coalesce(max(id), 0) FROM deleted`, t.name, t.at, t.deletable)
+		    DELETE FROM %[1]s WHERE id IN (SELECT id FROM doomed) RETURNING %[4]s
+		)%[5]s
+		SELECT count(*), coalesce(max(id), 0) FROM deleted`, pgx.Identifier{rel}.Sanitize(), t.at, t.deletable, returning, t.afterDelete)
 }
 
-// countSQL ($1 frontier, $2 cutoff) counts what a prune would delete.
-func (t table) countSQL() string {
-	return fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE id < $1 AND %[2]s < $2 AND %[3]s`, t.name, t.at, t.deletable)
+// countSQL ($1 frontier, $2 cutoff) counts what a prune of rel would
+// delete.
+func (t table) countSQL(rel string) string {
+	return fmt.Sprintf(`SELECT count(*) FROM %[1]s WHERE id < $1 AND %[2]s < $2 AND %[3]s`, pgx.Identifier{rel}.Sanitize(), t.at, t.deletable)
 }
 
 // Statement is one SQL statement a prune runs, with example arguments.
 type Statement struct {
 	// Table is the table pruned.
 	Table string
-	// Name is bounds, probe, delete or count (the dry run).
+	// Name is bounds, probe, delete, count (the dry run) or pending.
 	Name string
 	SQL  string
 	Args []any
 }
 
-// Statements lists the statements a prune runs on each table, with
-// example arguments — a frontier id, a cutoff, a batch size — for EXPLAIN:
+// Statements lists the statements a prune runs on each table's rel
+// partition (a name, or "" for the default partition), with example
+// arguments — a frontier id, a cutoff, a batch size — for EXPLAIN:
 // docs/performance.md shows their plans, and a test checks that none of
 // them reads a whole table.
-func Statements(frontier int64, cutoff time.Time, batch int) []Statement {
+func Statements(rel func(table string) string, frontier int64, cutoff time.Time, batch int) []Statement {
 	var out []Statement
 	for _, t := range tables {
+		r := rel(t.name)
 		out = append(out,
-			Statement{t.name, "bounds", t.boundsSQL(), nil},
-			Statement{t.name, "probe", t.probeSQL(), []any{frontier, cutoff}},
-			Statement{t.name, "delete", t.deleteSQL(), []any{int64(0), frontier, cutoff, batch}},
-			Statement{t.name, "count", t.countSQL(), []any{frontier, cutoff}},
+			Statement{t.name, "bounds", t.boundsSQL(r), nil},
+			Statement{t.name, "probe", t.probeSQL(r), []any{frontier, cutoff}},
+			Statement{t.name, "delete", t.deleteSQL(r), []any{int64(0), frontier, cutoff, batch}},
+			Statement{t.name, "count", t.countSQL(r), []any{frontier, cutoff}},
 		)
+		if t.pending != "" {
+			out = append(out, Statement{t.name, "pending", fmt.Sprintf(t.pending, pgx.Identifier{r}.Sanitize()), nil})
+		}
 	}
 	return out
 }

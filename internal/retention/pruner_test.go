@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 type fixture struct {
 	t    *testing.T
 	pool *pgxpool.Pool
+	call int64 // the old model call a verdict names
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -72,8 +73,11 @@ func (f *fixture) labels(sql string) []string {
 	return out
 }
 
+// Old rows are a month old: their week's partition (made by the prune,
+// which moves them out of the default partition) is past a week's
+// window; recent rows are in the current week's.
 const (
-	old    = "now() - interval '2 hours'"
+	old    = "now() - interval '30 days'"
 	recent = "now() - interval '10 minutes'"
 )
 
@@ -86,19 +90,25 @@ func (f *fixture) change(label, status, at string) int64 {
 
 func (f *fixture) evaluation(label string, change int64, at string) {
 	f.exec(fmt.Sprintf(`
-		INSERT INTO evaluations (change_id, source, record_id, watch, step, matched, decision, evaluator, created_at)
-		VALUES ($1, 's', 'r', $2, 'filter', false, 'skip', 'e', %s)`, at), change, label)
+		INSERT INTO evaluations (change_id, source, record_id, watch, step, matched, decision, evaluator, created_at,
+		                         change_created_at)
+		VALUES ($1, 's', 'r', $2, 'filter', false, 'skip', 'e', %s, (SELECT created_at FROM changes WHERE id = $1))`, at), change, label)
 }
 
 // notification inserts a notification labelled by its title, with a
-// version dedupe key unless key is given.
+// version dedupe key unless key is given, and its dedupe key.
 func (f *fixture) notification(label, status, key string, at string) int64 {
 	if key == "" {
 		key = "s/r/w/v1-" + label
 	}
 	return f.id(fmt.Sprintf(`
-		INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, created_at)
-		VALUES ($1, 's', 'r', 'w', 'log', $2, '{}', $3, %s) RETURNING id`, at), key, label, status)
+		WITH n AS (
+		    INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, created_at)
+		    VALUES ($1, 's', 'r', 'w', 'log', $2, '{}', $3, %s) RETURNING id, dedupe_key, sink, created_at
+		), k AS (
+		    INSERT INTO notification_keys (dedupe_key, sink, notification_id, created_at) SELECT dedupe_key, sink, id, created_at FROM n
+		)
+		SELECT id FROM n`, at), key, label, status)
 }
 
 func (f *fixture) modelCall(label, at string) int64 {
@@ -143,10 +153,11 @@ func (f *fixture) fill() {
 	f.exec(`UPDATE notifications SET digest_id = $1 WHERE id = $2`, summary, member)
 	f.notification("keep-old-pending", "pending", "", old)
 	f.notification("keep-old-held", "held", "", old)
-	f.notification("keep-old-record-key", "delivered", "s/r/w", old)
+	f.notification("old-record-key", "delivered", "s/r/w", old)
 	f.notification("keep-recent", "delivered", "", recent)
 
 	call := f.modelCall("old-1", old)
+	f.call = call
 	f.modelCall("old-2", old)
 	f.modelCall("keep-recent", recent)
 	f.exec(`INSERT INTO verdicts (prompt_version, model_digest, input_hash, model, source, watch, should_notify, urgency,
@@ -171,24 +182,28 @@ func (f *fixture) survivors() map[string][]string {
 		"model_calls":   f.labels(`SELECT record_id FROM model_calls`),
 		"sync_runs":     f.labels(`SELECT error FROM sync_runs`),
 		"verdicts":      f.labels(`SELECT reason || coalesce(':' || model_call_id, ':null') FROM verdicts`),
+		"keys":          f.labels(`SELECT n.title FROM notification_keys k JOIN notifications n ON n.id = k.notification_id`),
+		"orphan keys":   f.labels(`SELECT k.dedupe_key FROM notification_keys k WHERE NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = k.notification_id)`),
 	}
 }
 
-var hourly = Config{Changes: time.Hour, SyncRuns: time.Hour, Evaluations: time.Hour, Notifications: time.Hour,
-	ModelCalls: time.Hour, BatchSize: 2}
+var weekly = Config{Changes: 7 * 24 * time.Hour, SyncRuns: 7 * 24 * time.Hour, Evaluations: 7 * 24 * time.Hour,
+	Notifications: 7 * 24 * time.Hour, ModelCalls: 7 * 24 * time.Hour, BatchSize: 2}
 
 func TestPruneDeletesOldHistoryAndNeverPendingWork(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.fill()
-	p := New(f.pool, hourly, slog.New(slog.DiscardHandler))
+	p := New(f.pool, weekly, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 
 	dry, err := p.DryRun(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRows := map[string]int64{"notifications": 6, "evaluations": 5, "model_calls": 2, "changes": 7, "sync_runs": 4}
+	// Before the first prune, the old rows are in the default partition:
+	// a dry run counts them there.
+	wantRows := map[string]int64{"notifications": 7, "evaluations": 5, "model_calls": 2, "changes": 7, "sync_runs": 4}
 	for _, tr := range dry.Tables {
 		if tr.Rows != wantRows[tr.Table] || tr.Batches != 0 {
 			t.Errorf("dry run: %s would delete %d rows in %d batches, want %d in 0", tr.Table, tr.Rows, tr.Batches, wantRows[tr.Table])
@@ -206,7 +221,25 @@ func TestPruneDeletesOldHistoryAndNeverPendingWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The prune moved the old rows into their week's partition. The old
+	// model calls' partition holds nothing pending: dropped whole. The
+	// others hold pending work: kept, their other rows deleted.
+	wantRows["model_calls"] = 0
+	old := PartitionName("x", WeekOf(time.Now().Add(-30*24*time.Hour)))[1:]
 	for _, tr := range res.Tables {
+		wantDropped, wantKept := "[]", "["+tr.Table+old+"]"
+		if tr.Table == "model_calls" {
+			wantDropped, wantKept = wantKept, "[]"
+		}
+		if got := fmt.Sprint(tr.Dropped); got != wantDropped {
+			t.Errorf("%s: dropped %s, want %s", tr.Table, got, wantDropped)
+		}
+		if got := fmt.Sprint(tr.Kept); got != wantKept {
+			t.Errorf("%s: kept %s, want %s", tr.Table, got, wantKept)
+		}
+		if tr.Table == "model_calls" {
+			continue
+		}
 		// Batches of 2: a table with n rows to delete takes n/2+1
 		// statements (the last one finds fewer than 2).
 		if tr.Rows != wantRows[tr.Table] || tr.Batches != int(tr.Rows/2)+1 {
@@ -216,10 +249,16 @@ func TestPruneDeletesOldHistoryAndNeverPendingWork(t *testing.T) {
 	want := map[string][]string{
 		"changes":       {"keep-old-pending", "keep-recent-done-1", "keep-recent-done-2", "keep-recent-first"},
 		"evaluations":   {"keep-of-pending-1", "keep-of-pending-2", "keep-recent"},
-		"notifications": {"keep-old-held", "keep-old-pending", "keep-old-record-key", "keep-recent"},
+		"notifications": {"keep-old-held", "keep-old-pending", "keep-recent"},
 		"model_calls":   {"keep-recent"},
 		"sync_runs":     {"keep-old-latest-of-source", "keep-old-running", "keep-recent"},
-		"verdicts":      {"keep:null"}, // the cache outlives the call that filled it
+		// The cache outlives the call that filled it; model_call_id is a
+		// plain id (model_calls is partitioned): it names the pruned call.
+		"verdicts": {fmt.Sprintf("keep:%d", f.call)},
+		// The keys of the pruned notifications went with them, except the
+		// dedupe: record key, which keeps suppressing the record's.
+		"keys":        {"keep-old-held", "keep-old-pending", "keep-recent"},
+		"orphan keys": {"s/r/w"},
 	}
 	got := f.survivors()
 	for table, labels := range want {
@@ -269,7 +308,7 @@ func TestPruneSkipsWhileAnotherReplicaPrunes(t *testing.T) {
 	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock(`+lockKey+`)`); err != nil {
 		t.Fatal(err)
 	}
-	p := New(f.pool, hourly, slog.New(slog.DiscardHandler))
+	p := New(f.pool, weekly, slog.New(slog.DiscardHandler))
 	res, err := p.Prune(ctx)
 	if err != nil || !res.Skipped || res.Rows() != 0 {
 		t.Fatalf("Prune while locked = %+v, %v; want skipped", res, err)
@@ -278,8 +317,8 @@ func TestPruneSkipsWhileAnotherReplicaPrunes(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err = p.Prune(ctx)
-	if err != nil || res.Skipped || res.Rows() != 24 {
-		t.Fatalf("Prune after unlock = %+v (%d rows), %v; want 24 rows", res, res.Rows(), err)
+	if err != nil || res.Skipped || res.Rows() != 23 || res.Dropped() != 1 {
+		t.Fatalf("Prune after unlock = %+v (%d rows), %v; want 23 rows and one partition dropped", res, res.Rows(), err)
 	}
 }
 
