@@ -12,6 +12,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 func setup(t *testing.T) (context.Context, *pgxpool.Pool) {
@@ -116,6 +117,88 @@ func TestEnqueueSuppressesDuplicates(t *testing.T) {
 	var n int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE dedupe_key = 'k4'`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("rows of a rolled-back Enqueue = %d, %v; want 0", n, err)
+	}
+}
+
+// notifications is partitioned by week; the dedupe rule is not: the same
+// key a week later (another partition) is one row and a suppressed
+// duplicate on it, and so are two transactions racing with one key.
+func TestEnqueueDedupesAcrossPartitions(t *testing.T) {
+	ctx, pool := setup(t)
+	first := enqueue(t, ctx, pool, note("k1", "a"))
+	// As if enqueued ten days ago: its row sits in another partition
+	// (the default one, for a week without its own).
+	if _, err := pool.Exec(ctx, `
+		WITH n AS (UPDATE notifications SET created_at = created_at - interval '10 days' WHERE id = $1 RETURNING created_at)
+		UPDATE notification_keys SET created_at = (SELECT created_at FROM n) WHERE notification_id = $1`, first[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	partOf := func(key string) []string {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT tableoid::regclass::text FROM notifications WHERE dedupe_key = $1`, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parts
+	}
+	enqueue(t, ctx, pool, note("k2", "a"))
+	if a, b := partOf("k1"), partOf("k2"); len(a) != 1 || len(b) != 1 || a[0] == b[0] {
+		t.Fatalf("partitions of the rows: %v and %v; want two", a, b)
+	}
+	again := enqueue(t, ctx, pool, note("k1", "a"))
+	if again[0] != (outbox.Enqueued{ID: first[0].ID, Inserted: false}) {
+		t.Fatalf("Enqueue of k1 ten days later = %+v; want the duplicate of row %d", again, first[0].ID)
+	}
+	if n := len(partOf("k1")); n != 1 {
+		t.Errorf("k1 has %d rows, want 1", n)
+	}
+	if c := dupsOf(t, ctx, pool, first[0].ID); c.dups != 1 || c.lastDup == nil {
+		t.Errorf("duplicates_suppressed %d, last_duplicate_at %v; want 1 and set", c.dups, c.lastDup)
+	}
+
+	// Two transactions with one key: the second waits for the first, then
+	// counts a duplicate on its row.
+	tx1, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	won, err := outbox.Enqueue(ctx, tx1, []outbox.Notification{note("k3", "a")})
+	if err != nil || !won[0].Inserted {
+		t.Fatalf("first Enqueue of k3 = %+v, %v", won, err)
+	}
+	done := make(chan []outbox.Enqueued, 1)
+	go func() {
+		res, err := outbox.Enqueue(ctx, pool, []outbox.Notification{note("k3", "a"), note("k4", "a")})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	// The second is blocked on the key's row lock until tx1 commits.
+	testsignal.Eventually(t, "the second Enqueue to wait on the key", func() bool {
+		var waiting bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+		                           AND query LIKE '%notification_keys%' AND pid <> pg_backend_pid())`).Scan(&waiting)
+		return err == nil && waiting
+	})
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lost := <-done
+	if len(lost) != 2 || lost[0] != (outbox.Enqueued{ID: won[0].ID, Inserted: false}) || !lost[1].Inserted {
+		t.Fatalf("racing Enqueue = %+v; want the duplicate of row %d and a new k4", lost, won[0].ID)
+	}
+	if c := dupsOf(t, ctx, pool, won[0].ID); c.dups != 1 {
+		t.Errorf("k3: duplicates_suppressed %d, want 1", c.dups)
+	}
+	var rows int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE dedupe_key = 'k3'`).Scan(&rows); err != nil || rows != 1 {
+		t.Errorf("k3 rows = %d, %v; want 1", rows, err)
 	}
 }
 

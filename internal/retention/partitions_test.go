@@ -1,0 +1,280 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+)
+
+var week7 = 7 * 24 * time.Hour
+
+// exists reports whether relation name exists in the test's schema.
+func (f *fixture) exists(name string) bool {
+	f.t.Helper()
+	var ok bool
+	if err := f.pool.QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&ok); err != nil {
+		f.t.Fatal(err)
+	}
+	return ok
+}
+
+func prune(t *testing.T, f *fixture, conf Config) Result {
+	t.Helper()
+	res, err := New(f.pool, conf, slog.New(slog.DiscardHandler)).Prune(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func tableResult(t *testing.T, res Result, table string) TableResult {
+	t.Helper()
+	for _, tr := range res.Tables {
+		if tr.Table == table {
+			return tr
+		}
+	}
+	t.Fatalf("no result for %s in %+v", table, res.Tables)
+	return TableResult{}
+}
+
+// Every table has its partitions for this week and the Ahead weeks after
+// it; a prune makes the ones missing, whether retention is on or not.
+func TestPartitionsMadeAhead(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	last := PartitionName("changes", WeekOf(now).Add(Ahead*Week))
+	f.exec(`DROP TABLE ` + last)
+	if f.exists(last) {
+		t.Fatal("the partition is still there")
+	}
+	res := prune(t, f, Config{BatchSize: 10, Interval: time.Hour})
+	if !slices.Contains(res.Made, last) {
+		t.Errorf("made %v, want %s among them", res.Made, last)
+	}
+	for _, table := range []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls"} {
+		for i := range Ahead + 1 {
+			if name := PartitionName(table, WeekOf(now).Add(time.Duration(i)*Week)); !f.exists(name) {
+				t.Errorf("%s is missing", name)
+			}
+		}
+		if !f.exists(table + "_default") {
+			t.Errorf("%s_default is missing", table)
+		}
+	}
+	// A row of this week goes to this week's partition.
+	id := f.change("now", "done", "now()")
+	var part string
+	if err := f.pool.QueryRow(context.Background(), `SELECT tableoid::regclass::text FROM changes WHERE id = $1`, id).Scan(&part); err != nil {
+		t.Fatal(err)
+	}
+	if want := PartitionName("changes", WeekOf(now)); part != want {
+		t.Errorf("a change of now is in %s, want %s", part, want)
+	}
+}
+
+// An old partition without pending work is dropped whole: no row is
+// deleted one by one. A partition holding a pending change is kept, and
+// its old done rows are deleted by rows; once the change is decided, the
+// partition goes whole.
+func TestOldPartitionsDroppedWholeUnlessPending(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var done []int64
+	for i := range 5 {
+		done = append(done, f.change(fmt.Sprintf("old-%d", i), "done", "now() - interval '40 days'"))
+	}
+	for i, id := range done {
+		f.evaluation(fmt.Sprintf("w-%d", i), id, "now() - interval '40 days'")
+	}
+	pending := f.change("keep-pending", "pending", "now() - interval '20 days'")
+	for i := range 3 {
+		f.change(fmt.Sprintf("old-done-beside-pending-%d", i), "done", "now() - interval '20 days'")
+	}
+	f.change("keep-recent", "done", "now()")
+	conf := Config{Changes: week7, Evaluations: week7, BatchSize: 100, Interval: time.Hour}
+	weekOld := PartitionName("changes", WeekOf(time.Now().Add(-40*24*time.Hour)))
+	weekPending := PartitionName("changes", WeekOf(time.Now().Add(-20*24*time.Hour)))
+
+	res := prune(t, f, conf)
+	// The old rows came in the default partition; the prune gave their
+	// weeks partitions.
+	if !slices.Contains(res.Made, weekOld) || !slices.Contains(res.Made, weekPending) {
+		t.Errorf("made %v, want %s and %s", res.Made, weekOld, weekPending)
+	}
+	ch := tableResult(t, res, "changes")
+	if !slices.Equal(ch.Dropped, []string{weekOld}) || !slices.Equal(ch.Kept, []string{weekPending}) || ch.Rows != 3 {
+		t.Errorf("changes: dropped %v, kept %v, %d rows deleted; want [%s], [%s], 3", ch.Dropped, ch.Kept, ch.Rows, weekOld, weekPending)
+	}
+	if f.exists(weekOld) || !f.exists(weekPending) {
+		t.Errorf("after prune: %s exists %t, %s exists %t; want dropped, kept", weekOld, f.exists(weekOld), weekPending, f.exists(weekPending))
+	}
+	ev := tableResult(t, res, "evaluations")
+	if wantDrop := PartitionName("evaluations", WeekOf(time.Now().Add(-40*24*time.Hour))); !slices.Equal(ev.Dropped, []string{wantDrop}) || ev.Rows != 0 {
+		t.Errorf("evaluations: dropped %v, %d rows; want [%s], 0", ev.Dropped, ev.Rows, wantDrop)
+	}
+	if got := f.labels(`SELECT record_id FROM changes`); !slices.Equal(got, []string{"keep-pending", "keep-recent"}) {
+		t.Errorf("changes left: %v", got)
+	}
+	if n := len(f.labels(`SELECT watch FROM evaluations`)); n != 0 {
+		t.Errorf("%d evaluations left, want 0", n)
+	}
+
+	// Decided: its partition has nothing pending any more.
+	f.exec(`UPDATE changes SET eval_status = 'done' WHERE id = $1`, pending)
+	res = prune(t, f, conf)
+	if ch := tableResult(t, res, "changes"); !slices.Equal(ch.Dropped, []string{weekPending}) || ch.Rows != 0 {
+		t.Errorf("second prune: dropped %v, %d rows; want [%s], 0", ch.Dropped, ch.Rows, weekPending)
+	}
+	if got := f.labels(`SELECT record_id FROM changes`); !slices.Equal(got, []string{"keep-recent"}) {
+		t.Errorf("changes left: %v", got)
+	}
+}
+
+// Notifications: an old partition whose rows were delivered goes whole
+// with their dedupe keys, except a dedupe: record key; a held one stays.
+func TestNotificationPartitionsTakeTheirKeys(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.notification("old-1", "delivered", "", "now() - interval '40 days'")
+	f.notification("old-2", "dead", "", "now() - interval '40 days'")
+	f.notification("old-record", "delivered", "s/r/w", "now() - interval '40 days'")
+	f.notification("keep-held", "held", "", "now() - interval '20 days'")
+	f.notification("old-beside-held", "delivered", "", "now() - interval '20 days'")
+	res := prune(t, f, Config{Notifications: week7, BatchSize: 100, Interval: time.Hour})
+	tr := tableResult(t, res, "notifications")
+	if len(tr.Dropped) != 1 || len(tr.Kept) != 1 || tr.Rows != 1 {
+		t.Errorf("notifications: dropped %v, kept %v, %d rows; want one, one, 1", tr.Dropped, tr.Kept, tr.Rows)
+	}
+	s := f.survivors()
+	if !slices.Equal(s["notifications"], []string{"keep-held"}) || !slices.Equal(s["keys"], []string{"keep-held"}) ||
+		!slices.Equal(s["orphan keys"], []string{"s/r/w"}) {
+		t.Errorf("after prune: notifications %v, keys %v, orphan keys %v", s["notifications"], s["keys"], s["orphan keys"])
+	}
+}
+
+// Migration 14 converts tables holding rows, and its down migration
+// converts them back, rows, constraints and views included.
+func TestMigration14UpAndDownWithData(t *testing.T) {
+	t.Parallel()
+	_, url := pgtest.Schema(t)
+	pool := pgtest.PoolFor(t, url)
+	ctx := context.Background()
+	if v, err := db.MigrateTo(ctx, pool, 13); err != nil || v != 13 {
+		t.Fatalf("migrate down to 13: %d, %v", v, err)
+	}
+	f := &fixture{t: t, pool: pool}
+	f.exec(`INSERT INTO sources (name, connector, config_hash) VALUES ('s', 'file', 'h')`)
+	f.exec(`INSERT INTO changes (source, record_id, kind, version, record, eval_status, created_at)
+	        SELECT 's', 'r' || g, 'created', 1, '{}', CASE WHEN g % 100 = 0 THEN 'pending' ELSE 'done' END,
+	               now() - g * interval '10 minutes'
+	        FROM generate_series(1, 5000) g`)
+	f.exec(`INSERT INTO evaluations (change_id, source, record_id, watch, step, matched, decision, evaluator, created_at)
+	        SELECT id, source, record_id, 'w', 'filter', false, 'skip', 'e', created_at + interval '1 second' FROM changes`)
+	f.exec(`INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, created_at)
+	        SELECT 'k' || id, source, record_id, 'w', 'log', 't', '{}', 'delivered', created_at FROM changes WHERE id % 10 = 0`)
+	f.exec(`UPDATE notifications SET digest_id = (SELECT min(id) FROM notifications) WHERE id % 3 = 0`)
+	f.exec(`INSERT INTO model_calls (source, record_id, watch, model, prompt_version, input_ref, input_hash, outcome, created_at, change_id)
+	        SELECT source, record_id, 'w', 'm', 'pv', 'x', 'h', 'ok', created_at, id FROM changes WHERE id % 50 = 0`)
+	f.exec(`INSERT INTO verdicts (prompt_version, model_digest, input_hash, model, source, watch, should_notify, urgency, confidence, reason, model_call_id)
+	        SELECT 'pv', 'd', 'h' || id, 'm', 's', 'w', true, 'low', 1, 'r', id FROM model_calls`)
+	f.exec(`INSERT INTO sync_runs (source, owner, status, started_at) SELECT 's', 'o', 'succeeded', now() - g * interval '1 hour'
+	        FROM generate_series(1, 1000) g`)
+	type state struct{ rows, views string }
+	read := func() state {
+		t.Helper()
+		var st state
+		if err := pool.QueryRow(ctx, `
+			SELECT format('%s %s %s %s %s %s', (SELECT count(*) FROM changes), (SELECT count(*) FROM evaluations),
+			              (SELECT count(*) FROM notifications), (SELECT count(*) FROM model_calls),
+			              (SELECT count(*) FROM sync_runs), (SELECT count(*) FROM verdicts WHERE model_call_id IS NOT NULL)),
+			       (SELECT string_agg(c.relname || ':' || coalesce(obj_description(c.oid, 'pg_class'), ''), ',' ORDER BY c.relname)
+			        FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'v')`).
+			Scan(&st.rows, &st.views); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	relkind := func(table string) string {
+		t.Helper()
+		var k string
+		if err := pool.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE oid = $1::regclass`, table).Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	before := read()
+	if before.rows != "5000 5000 500 100 1000 100" {
+		t.Fatalf("filled: %s", before.rows)
+	}
+
+	if v, err := db.MigrateTo(ctx, pool, 14); err != nil || v != 14 {
+		t.Fatalf("migrate up to 14: %d, %v", v, err)
+	}
+	if got := read(); got != before {
+		t.Errorf("after up: %+v, want %+v", got, before)
+	}
+	for _, table := range []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls"} {
+		if k := relkind(table); k != "p" {
+			t.Errorf("%s relkind %s, want p (partitioned)", table, k)
+		}
+	}
+	var keys, wrongAt, parts int
+	if err := pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM notification_keys k JOIN notifications n ON n.id = k.notification_id
+		        AND n.created_at = k.created_at AND n.dedupe_key = k.dedupe_key AND n.sink = k.sink),
+		       (SELECT count(*) FROM evaluations e JOIN changes c ON c.id = e.change_id WHERE e.change_created_at <> c.created_at),
+		       (SELECT count(*) FROM pg_inherits WHERE inhparent = 'changes'::regclass)`).Scan(&keys, &wrongAt, &parts); err != nil {
+		t.Fatal(err)
+	}
+	// 5000 changes, 10 minutes apart: about 35 days, 6 or 7 weeks, and
+	// the Ahead weeks and the default partition.
+	if keys != 500 || wrongAt != 0 || parts < 6+Ahead+1 {
+		t.Errorf("after up: %d keys (want 500), %d evaluations with a wrong change_created_at, %d partitions of changes", keys, wrongAt, parts)
+	}
+	// The sequences still number the rows.
+	var next int64
+	if err := pool.QueryRow(ctx, `INSERT INTO changes (source, record_id, kind, version) VALUES ('s', 'new', 'created', 1) RETURNING id`).Scan(&next); err != nil || next != 5001 {
+		t.Errorf("a new change got id %d, %v; want 5001", next, err)
+	}
+	f.exec(`DELETE FROM changes WHERE id = 5001`)
+	// What pruning leaves: references to pruned rows (no foreign keys now).
+	f.exec(`DELETE FROM changes WHERE id = 50`)
+	f.exec(`DELETE FROM model_calls WHERE id = 1`)
+
+	if v, err := db.MigrateTo(ctx, pool, 13); err != nil || v != 13 {
+		t.Fatalf("migrate down to 13: %d, %v", v, err)
+	}
+	after := read()
+	if want := (state{"4999 5000 500 99 1000 99", before.views}); after != want {
+		t.Errorf("after down: %+v, want %+v", after, want)
+	}
+	for _, table := range []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls"} {
+		if k := relkind(table); k != "r" {
+			t.Errorf("%s relkind %s after down, want r", table, k)
+		}
+	}
+	var cons string
+	if err := pool.QueryRow(ctx, `
+		SELECT string_agg(conname, ',' ORDER BY conname) FROM pg_constraint
+		WHERE connamespace = current_schema()::regnamespace AND contype IN ('f', 'u')`).Scan(&cons); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"evaluations_change_id_watch_key", "notifications_dedupe_key_sink_key", "model_calls_change_id_fkey",
+		"verdicts_model_call_id_fkey", "notifications_digest_id_fkey", "sync_runs_source_fkey"} {
+		if !slices.Contains(strings.Split(cons, ","), c) {
+			t.Errorf("constraint %s missing after down (have %s)", c, cons)
+		}
+	}
+	if _, err := db.Migrate(ctx, pool); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+}
