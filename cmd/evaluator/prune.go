@@ -11,9 +11,10 @@ import (
 	"github.com/lookout-dev/lookout/internal/retention"
 )
 
-// prune deletes history older than lookout.yaml's retention windows once
-// (the daemon does it every retention.interval), or with --dry-run counts
-// what it would delete.
+// prune makes the partitions ahead and prunes history older than
+// lookout.yaml's retention windows once (the daemon does it every
+// retention.interval), or with --dry-run counts what it would drop and
+// delete.
 func prune(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
@@ -30,7 +31,7 @@ func prune(ctx context.Context, env *cli.Env) error {
 	}
 	conf := retention.FromConfig(cfg.Global.Retention)
 	if !conf.Enabled() {
-		fmt.Fprintln(env.Stdout, "retention is off: lookout.yaml sets no retention window (see docs/config.md#retention); nothing to prune")
+		fmt.Fprintln(env.Stdout, "retention is off: lookout.yaml sets every retention window to 0s (see docs/config.md#retention); nothing to prune")
 		return nil
 	}
 	pool, err := cli.Open(ctx, false)
@@ -50,13 +51,14 @@ func prune(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	w := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-	verb := "DELETED"
+	drop, verb := "PARTITIONS DROPPED", "ROWS DELETED"
 	if *dry {
-		verb = "WOULD DELETE"
+		drop, verb = "WOULD DROP", "WOULD DELETE"
 	}
-	fmt.Fprintf(w, "TABLE\tWINDOW\tOLDER THAN\t%s\tBATCHES\n", verb)
+	fmt.Fprintf(w, "TABLE\tWINDOW\tOLDER THAN\t%s\tKEPT (PENDING)\t%s\tBATCHES\n", drop, verb)
 	for _, t := range res.Tables {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\n", t.Table, t.Window, t.Cutoff.UTC().Format(time.RFC3339), t.Rows, t.Batches)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", t.Table, t.Window, t.Cutoff.UTC().Format(time.RFC3339),
+			len(t.Dropped), len(t.Kept), t.Rows, t.Batches)
 	}
 	if ferr := w.Flush(); ferr != nil && err == nil {
 		err = ferr

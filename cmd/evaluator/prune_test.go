@@ -18,8 +18,8 @@ func TestPruneCommand(t *testing.T) {
 	pool := pgtest.PoolFor(t, url)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `INSERT INTO changes (source, record_id, kind, version, record, eval_status, created_at)
-		VALUES ('s', 'old', 'created', 1, '{}', 'done', now() - interval '2 hours'),
-		       ('s', 'pending', 'created', 1, '{}', 'pending', now() - interval '2 hours'),
+		VALUES ('s', 'old', 'created', 1, '{}', 'done', now() - interval '30 days'),
+		       ('s', 'pending', 'created', 1, '{}', 'pending', now() - interval '30 days'),
 		       ('s', 'new', 'created', 1, '{}', 'done', now())`); err != nil {
 		t.Fatal(err)
 	}
@@ -49,19 +49,31 @@ func TestPruneCommand(t *testing.T) {
 		return n
 	}
 
-	if out := run(dir("log: {level: error}\n")); !strings.Contains(out, "retention is off") {
+	off := "retention: {changes: 0s, evaluations: 0s, notifications: 0s, sync_runs: 0s, model_calls: 0s}\n"
+	if out := run(dir("log: {level: error}\n" + off)); !strings.Contains(out, "retention is off") {
 		t.Errorf("without retention: %q", out)
 	}
-	hourly := dir("log: {level: error}\nretention: {changes: 1h}\n")
-	out := run(hourly, "--dry-run")
-	if !strings.Contains(out, "WOULD DELETE") || !strings.Contains(out, "changes  1h0m0s") || count() != 3 {
+	weekly := dir("log: {level: error}\nretention: {changes: 168h}\n")
+	changesLine := func(out string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == "changes" {
+				return f
+			}
+		}
+		return nil
+	}
+	out := run(weekly, "--dry-run")
+	if !strings.Contains(out, "WOULD DELETE") || !strings.Contains(out, "changes        168h0m0s") || count() != 3 {
 		t.Errorf("dry run:\n%s(%d changes left)", out, count())
 	}
-	if f := strings.Fields(strings.Split(out, "\n")[1]); len(f) != 5 || f[3] != "1" {
+	// Before the first prune the old rows are in the default partition.
+	if f := changesLine(out); len(f) != 7 || f[3] != "0" || f[5] != "1" {
 		t.Errorf("dry run counts %v, want 1 change", f)
 	}
-	out = run(hourly)
-	if f := strings.Fields(strings.Split(out, "\n")[1]); len(f) != 5 || f[3] != "1" || count() != 2 {
+	// The prune gives them their week's partition, which it keeps for the
+	// pending change, deleting the other one.
+	out = run(weekly)
+	if f := changesLine(out); len(f) != 7 || f[3] != "0" || f[4] != "1" || f[5] != "1" || count() != 2 {
 		t.Errorf("prune:\n%s(%d changes left, want 2: the pending and the new one)", out, count())
 	}
 }

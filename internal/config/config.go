@@ -277,33 +277,40 @@ type Defaults struct {
 }
 
 // Retention bounds how long history is kept. Each window is a duration
-// (720h is 30 days); 0 keeps that table's rows forever. The evaluator daemon
-// prunes every interval (one replica at a time); `evaluator prune` prunes
-// once. See docs/config.md#retention.
+// (720h is 30 days); a key left out takes its default, and 0 written out
+// keeps that table's rows forever. The history tables are partitioned by
+// week: a week's partition past the window is dropped whole unless it
+// holds pending work, so rows are kept between the window and a week
+// more. The evaluator daemon prunes every interval (one replica at a
+// time); `evaluator prune` prunes once. See docs/config.md#retention.
 type Retention struct {
-	// Changes: evaluated changes created longer ago than this are deleted;
+	// Changes: evaluated changes created longer ago than this are pruned;
 	// pending ones never are. The records table keeps every record's
-	// current state. Defaults to 0 (keep).
+	// current state. Defaults to 720h (30 days).
 	Changes time.Duration `yaml:"changes"`
-	// SyncRuns: finished runs started longer ago than this are deleted; a
-	// running run and each source's latest run never are. Defaults to 0 (keep).
+	// SyncRuns: finished runs started longer ago than this are pruned; a
+	// running run and each source's latest run never are. Defaults to 720h
+	// (30 days).
 	SyncRuns time.Duration `yaml:"sync_runs"`
-	// Evaluations: evaluations created longer ago than this are deleted,
-	// except those of changes still pending. Defaults to 0 (keep).
+	// Evaluations: evaluations of changes created longer ago than this are
+	// pruned, except those of changes still pending. Defaults to 720h (30
+	// days).
 	Evaluations time.Duration `yaml:"evaluations"`
 	// Notifications: delivered, digested and dead notifications created
-	// longer ago than this are deleted; pending and held ones never are, nor
-	// those whose dedupe key must outlive them (dedupe: record). Must be at
-	// least every watch's dedupe window. Defaults to 0 (keep).
+	// longer ago than this are pruned with their dedupe keys (a dedupe:
+	// record key stays); pending and held ones never are. Must be at least
+	// every watch's dedupe window. Defaults to 2160h (90 days), or the
+	// longest dedupe window when that is longer.
 	Notifications time.Duration `yaml:"notifications"`
-	// ModelCalls: model calls older than this are deleted (cached verdicts
+	// ModelCalls: model calls older than this are pruned (cached verdicts
 	// stay). At least 24h, since budgets count the current day's calls.
-	// Defaults to 0 (keep).
+	// Defaults to 2160h (90 days).
 	ModelCalls time.Duration `yaml:"model_calls"`
 	// BatchSize is the most rows one DELETE removes; each batch is its own
 	// short transaction. Defaults to 5000.
 	BatchSize int `yaml:"batch_size"`
-	// Interval is how often the evaluator daemon prunes. Defaults to 1h.
+	// Interval is how often the evaluator daemon keeps the partitions and
+	// prunes. Defaults to 1h.
 	Interval time.Duration `yaml:"interval"`
 }
 

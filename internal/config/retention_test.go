@@ -12,9 +12,34 @@ func TestRetentionAndStuckAfterDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := cfg.Global.Retention
-	if r.Enabled() || r.BatchSize != 5000 || r.Interval != time.Hour {
-		t.Errorf("retention defaults: %+v (enabled %t)", r, r.Enabled())
+	// Retention is on when lookout.yaml says nothing.
+	want := Retention{Changes: 720 * time.Hour, SyncRuns: 720 * time.Hour, Evaluations: 720 * time.Hour,
+		Notifications: 2160 * time.Hour, ModelCalls: 2160 * time.Hour, BatchSize: 5000, Interval: time.Hour}
+	if r := cfg.Global.Retention; r != want || !r.Enabled() {
+		t.Errorf("retention defaults: %+v, want %+v", r, want)
+	}
+	// 0s written out keeps a table forever; the others keep their defaults.
+	cfg, err = Load(writeDir(t, "retention: {changes: 0s, sync_runs: 0s, evaluations: 0s, notifications: 0s, model_calls: 0s}\n", fileSource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Global.Retention; r.Enabled() || r.BatchSize != 5000 {
+		t.Errorf("retention with every window 0s: %+v, want off", r)
+	}
+	cfg, err = Load(writeDir(t, "retention: {changes: 0s}\n", fileSource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Global.Retention; r.Changes != 0 || r.Evaluations != 720*time.Hour || r.Notifications != 2160*time.Hour {
+		t.Errorf("retention with changes 0s: %+v", r)
+	}
+	// The default notifications window stretches to a longer dedupe window.
+	cfg, err = Load(writeDir(t, "", fileSource+"watches:\n  - name: w\n    dedupe: 4000h\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Global.Retention.Notifications; got != 4000*time.Hour {
+		t.Errorf("default notifications window with a 4000h dedupe window: %s", got)
 	}
 	if cfg.Global.Defaults.StuckAfter != 30*time.Minute || cfg.Sources[0].StuckAfter != 30*time.Minute {
 		t.Errorf("stuck_after defaults: %s, source %s", cfg.Global.Defaults.StuckAfter, cfg.Sources[0].StuckAfter)

@@ -54,6 +54,13 @@ const (
 	StuckAfterDefault        = 30 * time.Minute
 	RetentionBatchDefault    = 5000
 	RetentionIntervalDefault = time.Hour
+	// The retention windows applied when lookout.yaml does not name the
+	// table (0 written out keeps a table's rows forever).
+	RetentionChangesDefault       = 720 * time.Hour  // 30 days
+	RetentionEvaluationsDefault   = 720 * time.Hour  // 30 days
+	RetentionSyncRunsDefault      = 720 * time.Hour  // 30 days
+	RetentionNotificationsDefault = 2160 * time.Hour // 90 days
+	RetentionModelCallsDefault    = 2160 * time.Hour // 90 days
 	EvaluatorWorkersDefault  = 2
 	MaxDeleteFractionDefault = 0.5
 	// MinGuardedDeletes is the fewest deletions the deletion guard
@@ -789,10 +796,16 @@ func (r *Retention) applyDefaults(g *Global) []error {
 	var errs []error
 	for _, w := range []struct {
 		key string
-		d   time.Duration
-	}{{"changes", r.Changes}, {"sync_runs", r.SyncRuns}, {"evaluations", r.Evaluations},
-		{"notifications", r.Notifications}, {"model_calls", r.ModelCalls}} {
-		if w.d < 0 {
+		d   *time.Duration
+		def time.Duration
+	}{{"changes", &r.Changes, RetentionChangesDefault}, {"sync_runs", &r.SyncRuns, RetentionSyncRunsDefault},
+		{"evaluations", &r.Evaluations, RetentionEvaluationsDefault},
+		{"notifications", &r.Notifications, RetentionNotificationsDefault},
+		{"model_calls", &r.ModelCalls, RetentionModelCallsDefault}} {
+		if _, set := g.lines["retention."+w.key]; !set {
+			*w.d = w.def
+		}
+		if *w.d < 0 {
 			errs = append(errs, g.Errorf("retention."+w.key, "must not be negative (0 keeps rows forever)"))
 		}
 	}
@@ -816,6 +829,15 @@ func (r *Retention) applyDefaults(g *Global) []error {
 func (g *Global) validateRetention(sources []*Source) []error {
 	keep := g.Retention.Notifications
 	if keep <= 0 {
+		return nil
+	}
+	if _, set := g.lines["retention.notifications"]; !set {
+		// The default window stretches to the longest dedupe window.
+		for _, s := range sources {
+			for _, w := range s.Watches {
+				g.Retention.Notifications = max(g.Retention.Notifications, w.DedupeWindow())
+			}
+		}
 		return nil
 	}
 	var errs []error
