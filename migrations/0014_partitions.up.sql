@@ -173,6 +173,10 @@ SELECT pg_temp.lookout_partition('notifications', 'created_at', 'id, created_at'
 SELECT pg_temp.lookout_partition('sync_runs', 'started_at', 'id, started_at', NULL, NULL, NULL);
 SELECT pg_temp.lookout_partition('model_calls', 'created_at', 'id, created_at', NULL, NULL, NULL);
 
+-- The dedupe key is no longer a unique index of notifications: a plain
+-- index keeps "the rows of this key" (cookbook question 6) a lookup.
+CREATE INDEX notifications_dedupe_idx ON notifications (dedupe_key, sink);
+
 COMMENT ON COLUMN evaluations.change_created_at IS 'the created_at of the change decided: the partition key (a change''s evaluations sit in its week)';
 COMMENT ON TABLE notification_keys IS 'the dedupe rule of notifications: one row per (dedupe_key, sink), written with the notification';
 

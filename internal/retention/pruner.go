@@ -114,9 +114,17 @@ var tables = []table{
 		name: "notifications", at: "created_at", key: "created_at",
 		window:    func(c Config) time.Duration { return c.Notifications },
 		deletable: `status IN ('delivered', 'dead', 'digested')`,
-		pending:   `SELECT EXISTS (SELECT 1 FROM %s WHERE status IN ('pending', 'held'))`,
+		// Two EXISTS: each reads its partial index.
+		pending: `SELECT EXISTS (SELECT 1 FROM %[1]s WHERE status = 'pending')
+		              OR EXISTS (SELECT 1 FROM %[1]s WHERE status = 'held')`,
 		returning: `id, dedupe_key, sink, source, record_id, watch`,
-		afterDelete: `, forgotten AS (` + fmt.Sprintf(forgetKeys, "deleted") + `)`,
+		// The keys of the batch, through arrays: one probe of the key's
+		// primary key per row (a join with the CTE would hash the table).
+		afterDelete: `, forgotten AS (` + fmt.Sprintf(forgetKeys, `(
+		    SELECT * FROM unnest((SELECT array_agg(id) FROM deleted), (SELECT array_agg(dedupe_key) FROM deleted),
+		                         (SELECT array_agg(sink) FROM deleted), (SELECT array_agg(source) FROM deleted),
+		                         (SELECT array_agg(record_id) FROM deleted), (SELECT array_agg(watch) FROM deleted))
+		           AS b(id, dedupe_key, sink, source, record_id, watch))`) + `)`,
 		onDrop:      forgetKeys,
 	},
 	{
