@@ -4,6 +4,8 @@
 -- rows are set to NULL first, as ON DELETE SET NULL would have done);
 -- indexes and views are recreated from their definitions.
 
+DROP INDEX notifications_dedupe_idx; -- the unique constraint comes back in its place
+
 CREATE TEMP TABLE lookout_views AS
 WITH RECURSIVE dep(oid) AS (
     SELECT r.ev_class FROM pg_rewrite r

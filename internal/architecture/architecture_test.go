@@ -284,6 +284,7 @@ func goSources(t *testing.T, fn func(dir, path string, src []byte)) {
 func TestOneOwnerPerTable(t *testing.T) {
 	owners := map[string]string{
 		"notifications":        "internal/outbox",
+		"notification_keys":    "internal/outbox",
 		"records":              "internal/changes",
 		"changes":              "internal/changes",
 		"api_tokens":           "internal/tokens",
