@@ -61,8 +61,8 @@ const (
 	RetentionSyncRunsDefault      = 720 * time.Hour  // 30 days
 	RetentionNotificationsDefault = 2160 * time.Hour // 90 days
 	RetentionModelCallsDefault    = 2160 * time.Hour // 90 days
-	EvaluatorWorkersDefault  = 2
-	MaxDeleteFractionDefault = 0.5
+	EvaluatorWorkersDefault       = 2
+	MaxDeleteFractionDefault      = 0.5
 	// MinGuardedDeletes is the fewest deletions the deletion guard
 	// (max_delete_fraction) ever refuses: a run that deletes one or two
 	// records of a small source is not a mass deletion.

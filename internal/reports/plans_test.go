@@ -365,7 +365,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 				[]*int64{nil, nil}, texts, texts, texts, texts, texts, []string{"{}", "{}"}, []string{"pending", "pending"},
 				[]*time.Time{nil, nil}, []*int32{nil, nil}, []string{"", ""}}},
 		hotQuery{name: "evaluator: count duplicates on their rows", who: "internal/outbox/queries.go enqueueDuplicates",
-			sql: sqlFrom(t, "internal/outbox/queries.go", "SELECT notification_id, dedupe_key, sink, false FROM k"),
+			sql:  sqlFrom(t, "internal/outbox/queries.go", "SELECT notification_id, dedupe_key, sink, false FROM k"),
 			args: []any{keys, sinks}, index: "notification_keys_pkey"},
 	)
 	// The pruner's statements on a partition three weeks old (the default

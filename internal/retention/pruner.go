@@ -125,7 +125,7 @@ var tables = []table{
 		                         (SELECT array_agg(sink) FROM deleted), (SELECT array_agg(source) FROM deleted),
 		                         (SELECT array_agg(record_id) FROM deleted), (SELECT array_agg(watch) FROM deleted))
 		           AS b(id, dedupe_key, sink, source, record_id, watch))`) + `)`,
-		onDrop:      forgetKeys,
+		onDrop: forgetKeys,
 	},
 	{
 		name: "evaluations", at: "created_at", key: "change_created_at",

@@ -230,12 +230,12 @@ func (s *Syncer) abandonTaken(ctx context.Context, tx pgx.Tx, taken []claim) err
 		), abandoned AS (
 		    UPDATE sync_runs r SET status = 'abandoned', finished_at = $5,
 		           error = 'lease expired while running; taken over by ' || $6
-		    FROM x WHERE r.id = x.id AND r.status = 'running'
+		    FROM x WHERE r.id = x.id AND r.source = x.source AND r.status = 'running'
 		)
 		INSERT INTO sync_runs (id, source, owner, reason, status, started_at, finished_at, error)
 		SELECT x.id, x.source, x.owner, 'schedule', 'abandoned', x.started_at, $5,
 		       'lease expired while running; taken over by ' || $6
-		FROM x WHERE NOT EXISTS (SELECT 1 FROM sync_runs r WHERE r.id = x.id)`, ids, sources, owners, started, s.conf.Now(), s.conf.Owner)
+		FROM x WHERE NOT EXISTS (SELECT 1 FROM sync_runs r WHERE r.id = x.id AND r.source = x.source)`, ids, sources, owners, started, s.conf.Now(), s.conf.Owner)
 	if err != nil {
 		return fmt.Errorf("record taken-over runs as abandoned: %w", err)
 	}

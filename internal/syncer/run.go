@@ -689,7 +689,7 @@ func (s *Syncer) finish(ctx context.Context, r *run, src *source, out outcome, r
 		}
 		// Record the final cursor in the run too.
 		return tx.QueryRow(ctx, `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2)
-			WHERE id = $1 AND started_at = $3
+			WHERE id = $1 AND source = $2 AND started_at = $3
 			RETURNING cursor_after`, c.runID, c.name, c.startedAt).Scan(&fin.cursorAfter)
 	})
 	if err == nil && lost {
