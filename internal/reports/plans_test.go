@@ -177,7 +177,7 @@ const analyze = `ANALYZE sources, sync_runs, records, changes, evaluations, noti
 var bigTables = []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls", "records", "verdicts",
 	"notification_keys"}
 
-// partitionOf matches the partitions of the history tables (migration 14).
+// partitionOf matches the partitions of the history tables (migration 16).
 var partitionOf = regexp.MustCompile(`^(.*)_(p[0-9]{8}|default)$`)
 
 // table is the table a plan node reads: a partition's parent.

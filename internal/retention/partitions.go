@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Partitions of the history tables (migration 14): one per UTC week,
+// Partitions of the history tables (migration 16): one per UTC week,
 // starting on Monday, named <table>_pYYYYMMDD after that Monday, plus the
 // DEFAULT partition <table>_default, which holds rows of a week that has
 // no partition (yet).

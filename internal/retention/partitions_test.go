@@ -161,15 +161,17 @@ func TestNotificationPartitionsTakeTheirKeys(t *testing.T) {
 	}
 }
 
-// Migration 14 converts tables holding rows, and its down migration
+// Migration 16 converts tables holding rows, and its down migration
 // converts them back, rows, constraints and views included.
-func TestMigration14UpAndDownWithData(t *testing.T) {
+func TestMigration16UpAndDownWithData(t *testing.T) {
 	t.Parallel()
+	// The migration, and the version before it.
+	const partitioned, before = 16, 15
 	_, url := pgtest.Schema(t)
 	pool := pgtest.PoolFor(t, url)
 	ctx := context.Background()
-	if v, err := db.MigrateTo(ctx, pool, 13); err != nil || v != 13 {
-		t.Fatalf("migrate down to 13: %d, %v", v, err)
+	if v, err := db.MigrateTo(ctx, pool, before); err != nil || v != before {
+		t.Fatalf("migrate down to %d: %d, %v", before, v, err)
 	}
 	f := &fixture{t: t, pool: pool}
 	f.exec(`INSERT INTO sources (name, connector, config_hash) VALUES ('s', 'file', 'h')`)
@@ -211,16 +213,16 @@ func TestMigration14UpAndDownWithData(t *testing.T) {
 		}
 		return k
 	}
-	before := read()
-	if before.rows != "5000 5000 500 100 1000 100" {
-		t.Fatalf("filled: %s", before.rows)
+	was := read()
+	if was.rows != "5000 5000 500 100 1000 100" {
+		t.Fatalf("filled: %s", was.rows)
 	}
 
-	if v, err := db.MigrateTo(ctx, pool, 14); err != nil || v != 14 {
-		t.Fatalf("migrate up to 14: %d, %v", v, err)
+	if v, err := db.MigrateTo(ctx, pool, partitioned); err != nil || v != partitioned {
+		t.Fatalf("migrate up to %d: %d, %v", partitioned, v, err)
 	}
-	if got := read(); got != before {
-		t.Errorf("after up: %+v, want %+v", got, before)
+	if got := read(); got != was {
+		t.Errorf("after up: %+v, want %+v", got, was)
 	}
 	for _, table := range []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls"} {
 		if k := relkind(table); k != "p" {
@@ -250,11 +252,11 @@ func TestMigration14UpAndDownWithData(t *testing.T) {
 	f.exec(`DELETE FROM changes WHERE id = 50`)
 	f.exec(`DELETE FROM model_calls WHERE id = 1`)
 
-	if v, err := db.MigrateTo(ctx, pool, 13); err != nil || v != 13 {
-		t.Fatalf("migrate down to 13: %d, %v", v, err)
+	if v, err := db.MigrateTo(ctx, pool, before); err != nil || v != before {
+		t.Fatalf("migrate down to %d: %d, %v", before, v, err)
 	}
 	after := read()
-	if want := (state{"4999 5000 500 99 1000 99", before.views}); after != want {
+	if want := (state{"4999 5000 500 99 1000 99", was.views}); after != want {
 		t.Errorf("after down: %+v, want %+v", after, want)
 	}
 	for _, table := range []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls"} {

@@ -1,6 +1,6 @@
 // Package retention bounds the history: the large append-only tables
 // (changes, evaluations, notifications, sync_runs, model_calls) are
-// partitioned by week (migration 14), and a Pruner keeps their partitions
+// partitioned by week (migration 16), and a Pruner keeps their partitions
 // (made ahead of time) and prunes what is older than each table's window.
 // A partition past the window is dropped whole when it holds no pending
 // work; one that does is kept and its other rows are deleted in bounded

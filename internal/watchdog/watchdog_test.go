@@ -442,7 +442,7 @@ func TestMigration0006RoundTrip(t *testing.T) {
 		if _, err := tx.Exec(ctx, read("0006_alerts.down.sql")); err != nil {
 			return err
 		}
-		// The dedupe keys (migration 14) of the alerts it deleted.
+		// The dedupe keys (migration 16) of the alerts it deleted.
 		if _, err := tx.Exec(ctx, `DELETE FROM notification_keys k
 			WHERE NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = k.notification_id)`); err != nil {
 			return err

@@ -1,6 +1,6 @@
 -- Back to plain tables: each partitioned table is rebuilt unpartitioned
 -- with its rows, its primary key on id, its unique constraints and the
--- foreign keys migration 14 turned into plain ids (references to pruned
+-- foreign keys migration 16 turned into plain ids (references to pruned
 -- rows are set to NULL first, as ON DELETE SET NULL would have done);
 -- indexes and views are recreated from their definitions.
 
