@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -20,6 +21,8 @@ import (
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/syncer"
+	"github.com/lookout-dev/lookout/internal/taskrunner"
+	"github.com/lookout-dev/lookout/internal/tasks"
 )
 
 func main() {
@@ -30,6 +33,7 @@ func main() {
 		{Name: "pause", Summary: "pause SOURCE [--reason TEXT]: stop scheduling it until resume", Run: pause},
 		{Name: "resume", Summary: "resume SOURCE: make a paused, disabled or completed source active and due now", Run: resume},
 		{Name: "run-now", Summary: "run-now SOURCE: run an active source at the next poll, whatever its schedule", Run: runNow},
+		{Name: "tasks", Summary: "tasks [SOURCE [RECORD_ID]] [--limit N]: the task runs, newest first: status, attempts, who claimed, how long, why it failed", Run: taskRuns},
 		cli.ReportCommand(),
 		cli.MigrateCommand(),
 		cli.CheckCommand(check),
@@ -39,6 +43,7 @@ func main() {
 // daemon is a configured syncer and what it runs with.
 type daemon struct {
 	syncer   *syncer.Syncer
+	tasks    *taskrunner.Runner
 	follower *definitions.Follower
 	pool     *pgxpool.Pool
 	logger   *slog.Logger
@@ -67,8 +72,18 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*daemon, erro
 	conf := syncer.FromConfig(cfg)
 	conf.Sources = nil // from the definitions
 	conf.Metrics = m
+	// After every run of a source with task watches, its pass (docs/tasks.md).
+	var runner *taskrunner.Runner
+	conf.AfterRun = func(source string, runID int64) { runner.AfterRun(source, runID) }
 	s, err := syncer.New(pool, conf, logger)
 	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+	}
+	tc := taskrunner.FromConfig(cfg)
+	tc.Metrics = m
+	tc.HTTP = &http.Client{Transport: cfg.Global.Egress.Policy().Transport()}
+	if runner, err = taskrunner.New(pool, tc, s, logger); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
@@ -77,7 +92,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*daemon, erro
 		pool.Close()
 		return nil, err
 	}
-	return &daemon{syncer: s, follower: f, pool: pool, logger: logger}, nil
+	return &daemon{syncer: s, tasks: runner, follower: f, pool: pool, logger: logger}, nil
 }
 
 func runDaemon(ctx context.Context, env *cli.Env) error {
@@ -97,7 +112,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	events := d.syncer.Events(syncer.EventsConfig{})
 	return cli.Supervise(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool),
 		health.Listener("config_listener", watcher.Listening), health.Listener("inbound_listener", events.Listening), reloader.Check()},
-		d.logger, d.syncer, events, watcher, reloader)
+		d.logger, d.tasks, d.syncer, events, watcher, reloader)
 }
 
 // runOnce runs what is due and exits 1 when a run failed, 2 when it could
@@ -124,6 +139,7 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 	}
+	d.tasks.Once(ctx)
 	if f := m.Failures(); f.Any() {
 		failed := f.FailedSources()
 		return &cli.ExitError{Code: cli.ExitFailures, Err: fmt.Errorf("%d of %d run(s) failed: %s (the errors are in sync_runs.error; see syncer status)",
@@ -224,4 +240,35 @@ func runNow(ctx context.Context, env *cli.Env) error {
 	}
 	fmt.Fprintf(env.Stdout, "requested a run of %s; a syncer picks it up at its next poll\n", name)
 	return nil
+}
+
+// taskRuns lists task runs: syncer tasks [SOURCE [RECORD_ID]].
+func taskRuns(ctx context.Context, env *cli.Env) error {
+	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	limit := fs.Int("limit", 20, "the most runs listed")
+	var args []string
+	rest := env.Args
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			return &cli.UsageError{Msg: err.Error()}
+		}
+		if rest = fs.Args(); len(rest) > 0 {
+			args, rest = append(args, rest[0]), rest[1:]
+		}
+	}
+	if len(args) > 2 {
+		return &cli.UsageError{Msg: fmt.Sprintf("want at most a source and a record id, got %d arguments", len(args))}
+	}
+	args = append(args, "", "")
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	runs, err := tasks.List(ctx, pool, args[0], args[1], *limit)
+	if err != nil {
+		return err
+	}
+	return tasks.WriteRuns(env.Stdout, runs, time.Now())
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -57,7 +58,8 @@ func New(svc *control.Service, logger *slog.Logger) *API {
 		"Authenticate with `Authorization: Bearer <token>` (`api token create --owner NAME`). " +
 		"Errors are RFC 9457 problem+json; each entry of `errors` names the field (JSON pointer), parameter or header and what to change. See docs/api.md."
 	cfg.OpenAPI.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
-		"bearer": {Type: "http", Scheme: "bearer", Description: "A token from `api token create --owner NAME`; it starts with lk_."},
+		"bearer":       {Type: "http", Scheme: "bearer", Description: "A token from `api token create --owner NAME`; it starts with lk_."},
+		"taskRunToken": {Type: "http", Scheme: "bearer", Description: "The report token of one task run's attempt: report.token of the task a webhook executor received (docs/tasks.md)."},
 	}
 	cfg.OpenAPI.OnAddOperation = append(cfg.OpenAPI.OnAddOperation, func(oapi *huma.OpenAPI, op *huma.Operation) {
 		registries.Store(op, oapi.Components.Schemas)
@@ -114,8 +116,8 @@ func (a *API) requestID(ctx huma.Context, next func(huma.Context)) {
 // bearer security scheme, and refuses user tokens on admin operations.
 func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 	op := ctx.Operation()
-	if len(op.Security) == 0 {
-		next(ctx)
+	if !slices.ContainsFunc(op.Security, func(s map[string][]string) bool { _, ok := s["bearer"]; return ok }) {
+		next(ctx) // public, or authenticated otherwise (a task run's report token)
 		return
 	}
 	rid, _ := ctx.Context().Value(requestIDKey).(string)

@@ -307,6 +307,7 @@ func problemFrom(err error) *Problem {
 		cf  *control.ConflictError
 		lim *control.LimitError
 		fb  *control.ForbiddenError
+		ua  *control.UnauthorizedError
 		mm  *idempotency.MismatchError
 		p   *Problem
 	)
@@ -336,6 +337,10 @@ func problemFrom(err error) *Problem {
 		return out
 	case errors.As(err, &fb):
 		return newProblem(http.StatusForbidden, ProblemForbidden, fb.Detail)
+	case errors.As(err, &ua):
+		out := newProblem(http.StatusUnauthorized, ProblemUnauthorized, ua.Detail)
+		out.Errors = []ProblemError{{Header: "Authorization", Detail: ua.Detail}}
+		return out
 	case errors.As(err, &mm):
 		out := newProblem(http.StatusUnprocessableEntity, ProblemIdempotency, mm.Error())
 		out.Errors = []ProblemError{{Header: "Idempotency-Key", Detail: mm.Error(), Value: mm.Key}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -74,6 +75,52 @@ func (a *API) routes() {
 		Description: "Like describe_source, over every source of the connector kind (http, rss, github, file) you can see.",
 		Security:    bearer, Responses: problemResponses(http.StatusUnprocessableEntity),
 	}, a.describeConnector)
+
+	huma.Register(a.huma, huma.Operation{
+		OperationID: "report_task_run", Method: http.MethodPost, Path: "/v1/task-runs/{id}/result", Tags: []string{"tasks"},
+		Summary: "Report the result of a task run you accepted",
+		Description: "An agent that answered a task's webhook with 202 reports here when it is done, with the bearer token " +
+			"the task's payload carried (report.token; one per attempt, stored hashed). The syncer's task runner then moves the " +
+			"task to its terminal state in the tool. Idempotent: the same report again is a no-op (stored: false); a different one, " +
+			"or a report of a run that no longer runs (its claim expired), is a 409. See docs/tasks.md.",
+		Security:  []map[string][]string{{"taskRunToken": {}}},
+		Responses: problemResponses(http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity),
+	}, a.reportTaskRun)
+}
+
+// ReportTaskRunInput is an agent's report of a task run.
+type ReportTaskRunInput struct {
+	ID            int64  `path:"id" minimum:"1" doc:"The task run id (task_run_id of the payload)."`
+	Authorization string `header:"Authorization" doc:"Bearer <report.token of the payload>."`
+	Body          struct {
+		Status string         `json:"status" enum:"completed,failed" doc:"completed, or failed."`
+		Result map[string]any `json:"result,omitempty" doc:"The result, a JSON object; required when completed."`
+		Error  string         `json:"error,omitempty" doc:"Why it failed, in words; required when failed. It becomes LastError in the tool."`
+		Retry  *bool          `json:"retry,omitempty" doc:"When failed: whether another attempt may help. Defaults to true."`
+	}
+}
+
+// ReportTaskRunOutput acknowledges a report.
+type ReportTaskRunOutput struct {
+	Body struct {
+		ID     int64 `json:"id"`
+		Stored bool  `json:"stored" doc:"false when the same report was already stored (a retried request)."`
+	}
+}
+
+func (a *API) reportTaskRun(ctx context.Context, in *ReportTaskRunInput) (*ReportTaskRunOutput, error) {
+	scheme, token, _ := strings.Cut(strings.TrimSpace(in.Authorization), " ")
+	if !strings.EqualFold(scheme, "bearer") {
+		token = ""
+	}
+	stored, err := a.svc.ReportTaskRun(ctx, in.ID, strings.TrimSpace(token), control.TaskReport{Status: in.Body.Status,
+		Result: in.Body.Result, Error: in.Body.Error, Retry: in.Body.Retry})
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	out := &ReportTaskRunOutput{}
+	out.Body.ID, out.Body.Stored = in.ID, stored
+	return out, nil
 }
 
 // WhoAmI is whoami's answer.

@@ -295,6 +295,7 @@ func TestOneOwnerPerTable(t *testing.T) {
 		"config_version":       "internal/definitions",
 		"definition_deletions": "internal/definitions",
 		"inbound_events":       "internal/inbound",
+		"task_runs":            "internal/tasks",
 	}
 	goSources(t, func(dir, path string, src []byte) {
 		for table, owner := range owners {

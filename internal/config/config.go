@@ -498,6 +498,10 @@ type Source struct {
 	Webhook *Webhook `yaml:"webhook"`
 	// Watches are the conditions the evaluator checks on every change.
 	Watches []*Watch `yaml:"watches"`
+	// Tasks are the source's task watches: records claimed, executed
+	// once and moved to a terminal state in the tool, by the syncer's task
+	// runner (docs/tasks.md). Defaults to none.
+	Tasks []*Task `yaml:"tasks"`
 
 	// Block is the connector's own block, the key named by Connector
 	// (http: for connector: http), kept raw with its positions: the

@@ -121,7 +121,7 @@ func TestLoadErrors(t *testing.T) {
 		name, global, source, want string
 	}{
 		{"unknown key", validGlobal, replace("every: 30s", "evry: 30s"),
-			`sources/tasks.yaml:3: evry is not a known key (known: adaptive, connector, cron, every, fields, file, follow_redirects, github, http, imap, jitter, max_delete_fraction, name, notion, rate_limit, rss, stale_after, stop, stuck_after, timeout, timezone, volatile, watches, webhook)`},
+			`sources/tasks.yaml:3: evry is not a known key (known: adaptive, connector, cron, every, fields, file, follow_redirects, github, http, imap, jitter, max_delete_fraction, name, notion, rate_limit, rss, stale_after, stop, stuck_after, tasks, timeout, timezone, volatile, watches, webhook)`},
 		{"unknown nested key", validGlobal, replace("  burst: 3", "  brust: 3"),
 			`sources/tasks.yaml:6: rate_limit.brust is not a known key (known: burst, per_second)`},
 		{"unknown key in a watch", validGlobal, replace("    notify: [log]", "    notfy: [log]"),

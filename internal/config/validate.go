@@ -477,6 +477,8 @@ func (s *Source) validate(g *Global) []error {
 		}
 	}
 
+	errs = append(errs, s.validateTasks()...)
+
 	seen := map[string]bool{}
 	for i, w := range s.Watches {
 		key := fmt.Sprintf("watches[%d]", i)
@@ -557,6 +559,17 @@ func (s *Source) validate(g *Global) []error {
 	return errs
 }
 
+// checkWebhookSecret says what is wrong with a Standard Webhooks secret,
+// or "". The value is a secret: it says what is wrong, never what it is.
+func checkWebhookSecret(secret string) string {
+	if enc, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		if key, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(enc, "=")); err != nil || len(key) == 0 {
+			return "starts with whsec_ but the rest is not a standard base64 key (Standard Webhooks secrets are whsec_ followed by the base64 of 24 to 64 random bytes)"
+		}
+	}
+	return ""
+}
+
 // exprErrors locates the problems of an expression (see
 // normalize.CompileWhen) at key, one *Error each.
 func (s *Source) exprErrors(key string, err error) []error {
@@ -634,11 +647,8 @@ func (g *Global) validateSink(key string, s *Sink) []error {
 			if !slices.Contains([]string{"standard", "legacy", "both"}, s.Signature) {
 				bad("signature", "must be standard, legacy or both, not %q", s.Signature)
 			}
-			// The value is a secret: say what is wrong, never what it is.
-			if enc, ok := strings.CutPrefix(s.Secret, "whsec_"); ok {
-				if key, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(enc, "=")); err != nil || len(key) == 0 {
-					bad("secret", "starts with whsec_ but the rest is not a standard base64 key (Standard Webhooks secrets are whsec_ followed by the base64 of 24 to 64 random bytes)")
-				}
+			if msg := checkWebhookSecret(s.Secret); msg != "" {
+				bad("secret", "%s", msg)
 			}
 		}
 		switch {

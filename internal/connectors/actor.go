@@ -118,3 +118,17 @@ func (e *ValidationError) Error() string {
 	}
 	return fmt.Sprintf("property %q has no option %q (options: %s)", e.Property, e.Value, strings.Join(e.Allowed, ", "))
 }
+
+// TaskContent is implemented by an Actor whose writes show in the records
+// its connector reads beyond the record's status and updated_at (Notion's
+// claim properties under extra.properties, GitHub's status labels and
+// claim comments). StripTask deletes from fields — a record's fields as
+// normalize.Record.Fields returns them, a copy the caller owns, nested
+// maps included — what the Actor's own writes set, so that what is left
+// is what the task says. The task runner hashes that into the task's
+// version: a retry after lookout released the task (RetryCount, LastError
+// changed) is the same version with the same idempotency key, while a
+// person editing the task makes a new one.
+type TaskContent interface {
+	StripTask(fields map[string]any)
+}

@@ -348,3 +348,19 @@ func TestFollower(t *testing.T) {
 		t.Errorf("watches in the delta = %+v, want none", d.Watches)
 	}
 }
+
+// A task watch with a command executor runs a program on the syncer's
+// host: a definition made through the API may not have one.
+func TestStoreRefusesTaskCommands(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	apply(t, pool, dir)
+	s := newStore(t, pool)
+	_, _, err := s.CreateSource(context.Background(), definitions.Actor{Owner: "alice"}, []byte(`{"name": "t", "connector": "file",
+		"file": {"paths": ["a.json"]}, "tasks": [{"name": "run", "when": "record.status == \"todo\"", "command": ["/bin/sh", "-c", "id"]}]}`))
+	var ve *definitions.ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Pointer != "/tasks/0/command" ||
+		!strings.Contains(ve.Problems[0].Message, "only a source file of the configuration directory may do") {
+		t.Errorf("create with a task command: %v", err)
+	}
+}

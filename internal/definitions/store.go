@@ -98,6 +98,9 @@ func (s *Store) CreateSource(ctx context.Context, a Actor, data []byte) (*Source
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := apiTaskCommands(src); err != nil {
+		return nil, nil, err
+	}
 	row, watches, err := Split(src, a.Owner, ManagedByAPI)
 	if err != nil {
 		return nil, nil, err
@@ -150,6 +153,9 @@ func (s *Store) UpdateSource(ctx context.Context, a Actor, name string, data []b
 		if src.Name != name {
 			return &ValidationError{Problems: []Problem{{Pointer: "/name", Message: fmt.Sprintf("is %q but the source is %q: a source cannot be renamed", src.Name, name)}}}
 		}
+		if err := apiTaskCommands(src); err != nil {
+			return err
+		}
 		if len(src.Watches) > 0 {
 			return &ValidationError{Problems: []Problem{{Pointer: "/watches", Message: "are changed one by one (create, update or delete a watch), not with the source"}}}
 		}
@@ -164,6 +170,23 @@ func (s *Store) UpdateSource(ctx context.Context, a Actor, name string, data []b
 		return err
 	})
 	return out, err
+}
+
+// apiTaskCommands refuses task watches with a command executor in a
+// definition made through the API: a command runs a program on the
+// syncer's host, which only the operator's files may ask for.
+func apiTaskCommands(src *config.Source) error {
+	var problems []Problem
+	for i, t := range src.Tasks {
+		if len(t.Command) > 0 {
+			problems = append(problems, Problem{Pointer: fmt.Sprintf("/tasks/%d/command", i),
+				Message: "runs a program on the syncer's host, which only a source file of the configuration directory may do; use a webhook executor"})
+		}
+	}
+	if len(problems) > 0 {
+		return &ValidationError{Problems: problems}
+	}
+	return nil
 }
 
 // validateWithWatches validates a source row with watches, returning a

@@ -29,6 +29,7 @@ const (
 	ComponentSyncer    = "syncer"    // a source lease taken over from a replica that let it expire
 	ComponentEvaluator = "evaluator" // claimed changes whose lease expired before the commit
 	ComponentDelivery  = "delivery"  // a notification lease taken over from a replica that let it expire
+	ComponentTasks     = "tasks"     // a task claim recovered after it expired (executor crashed, syncer died)
 )
 
 // Limits of lookout_rate_limit_waits_total.
@@ -68,6 +69,8 @@ type Metrics struct {
 	modelTokens       *prometheus.CounterVec
 	modelLatency      *prometheus.HistogramVec
 	deliveries        *prometheus.CounterVec
+	taskRuns          *prometheus.CounterVec
+	taskDuration      *prometheus.HistogramVec
 	deliveryDuration  *prometheus.HistogramVec
 	alerts            *prometheus.CounterVec
 	configReloads     *prometheus.CounterVec
@@ -122,6 +125,10 @@ func New() *Metrics {
 		"Tokens the model server reported, by kind: prompt, output.", "model", "kind")
 	m.modelLatency = histogram("lookout_model_latency_seconds",
 		"Latency of requests to the model server.", modelBuckets, "model")
+	m.taskRuns = counter("lookout_task_runs_total",
+		"Attempts of task watches that ended, by status: completed, failed, released (retried later), lost (the visible claim did not stick), expired.", "source", "task", "status")
+	m.taskDuration = histogram("lookout_task_run_duration_seconds",
+		"Duration of task executions, executor start to its answer.", runBuckets, "source", "task")
 	m.deliveries = counter("lookout_notifications_delivered_total",
 		"Delivery attempts, by outcome: delivered, retry, dead.", "sink", "status")
 	m.deliveryDuration = histogram("lookout_delivery_duration_seconds",
@@ -332,6 +339,18 @@ func (m *Metrics) Delivery(sink, status string, d time.Duration) {
 		m.failed.add(func(f *Failures) { f.Deliveries++ })
 	}
 	m.deliveryDuration.WithLabelValues(sink).Observe(d.Seconds())
+}
+
+// TaskRun counts an attempt of a task watch that ended with status and,
+// when it executed, its execution time d (0 when nothing ran).
+func (m *Metrics) TaskRun(source, task, status string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.taskRuns.WithLabelValues(source, task, status).Inc()
+	if d > 0 {
+		m.taskDuration.WithLabelValues(source, task).Observe(d.Seconds())
+	}
 }
 
 // Alert counts an alert the watchdog raised, by kind.

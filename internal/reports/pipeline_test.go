@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/syncer"
+	"github.com/lookout-dev/lookout/internal/tasks"
 )
 
 // world is a database filled by the real pipeline — syncer, evaluator
@@ -240,6 +242,47 @@ func (w *world) populate() {
 	               ('archive', 'sha256:h3', '', NULL, now() - interval '30 minutes', false, NULL, 'h3', now(), 'rejected',
 	                'signature does not match the body')`)
 	w.exec(`UPDATE sync_runs SET repaired = 1 WHERE id = (SELECT max(id) FROM sync_runs WHERE source = 'archive')`)
+	w.taskRuns()
+}
+
+// taskRuns records what a task watch on the tasks source left: t-1
+// executed and completed, t-4 failed twice then for good.
+func (w *world) taskRuns() {
+	w.t.Helper()
+	now := timeNow()
+	for _, tr := range []struct {
+		record   string
+		ends     []string
+		exitCode int
+	}{{"t-1", []string{tasks.StatusCompleted}, 0}, {"t-4", []string{tasks.StatusReleased, tasks.StatusReleased, tasks.StatusFailed}, 3}} {
+		for i, status := range tr.ends {
+			c := tasks.Claim{Source: "tasks", Task: "execute", RecordID: tr.record, RecordVersion: 1, ContentVersion: "00ff",
+				IdempotencyKey: "tasks:" + tr.record + ":v00ff:execute", Title: tr.record, By: "lookout@syncer-1", At: now.Add(-time.Hour),
+				Lease: 30 * time.Minute, Executor: "command"}
+			r, err := tasks.ClaimTask(w.ctx, w.pool, c)
+			if err != nil || r == nil {
+				w.t.Fatalf("claim %s: %v, %v", tr.record, r, err)
+			}
+			if _, err := tasks.Confirming(w.ctx, w.pool, r, now.Add(-time.Hour)); err != nil {
+				w.t.Fatal(err)
+			}
+			if ok, err := tasks.Start(w.ctx, w.pool, r, now.Add(-59*time.Minute), ""); err != nil || !ok {
+				w.t.Fatalf("start %s: %v, %v", tr.record, ok, err)
+			}
+			e := tasks.End{Status: status, At: now.Add(-58 * time.Minute), ExitCode: &tr.exitCode, Failures: i + 1}
+			switch status {
+			case tasks.StatusCompleted:
+				e.Result, e.Failures = []byte(`{"done": true}`), 0
+			case tasks.StatusReleased:
+				e.Error, e.RetryAt = "agent.sh exited with status 3: boom", new(now.Add(-time.Hour))
+			default:
+				e.Error = "agent.sh exited with status 3: boom (attempt 3 of 3: no attempts left)"
+			}
+			if _, err := tasks.EndAttempt(w.ctx, w.pool, r, e, tasks.StatusRunning); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+	}
 }
 
 // query runs sql and returns its rows as maps of column to value.

@@ -100,6 +100,10 @@ func TestReportViews(t *testing.T) {
 	        VALUES ('k1', 'tasks', 't-4', 'open', 'gone-sink', 'x', '{}', now() - interval '31 minutes')`)
 	w.exec(`INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, digest_due_at)
 	        VALUES ('k2', 'tasks', 't-4', 'open', 'log', 'x', '{}', 'held', now() - interval '3 hours')`)
+	w.exec(`INSERT INTO task_runs (source, task, record_id, record_version, content_version, idempotency_key, run_id, status,
+	                               claimed_by, claimed_at, claim_expires_at, executor)
+	        VALUES ('tasks', 'execute', 't-2', 1, '00aa', 'tasks:t-2:v00aa:execute', 'run-99.1', 'running',
+	                'lookout@syncer-dead', now() - interval '2 hours', now() - interval '1 minute', 'command')`)
 	w.exec(`UPDATE sources SET stuck_after_seconds = 3600 WHERE name = 'tasks'`)
 
 	stuck, err := w.query(`SELECT kind, record_id, owner, stuck_after_seconds, detail FROM report_stuck ORDER BY kind, record_id`)
@@ -121,6 +125,7 @@ func TestReportViews(t *testing.T) {
 		"notification_lease_expired t-3 deliverer-dead",
 		"run_too_long - syncer-dead",
 		"source_lease_expired - syncer-dead",
+		"task_claim_expired t-2 lookout@syncer-dead",
 		// the notification due 31 minutes ago is not stuck under a 1h threshold
 	}
 	if !slices.Equal(kinds, want) {

@@ -75,6 +75,11 @@ type Config struct {
 	// Metrics records runs, changes, rate-limit waits and upstream
 	// responses. Defaults to nil: nothing is recorded.
 	Metrics *metrics.Metrics
+	// AfterRun is called after every run of a source that succeeded or
+	// was not modified, once the records it mirrored are committed: the
+	// task runner's pass (docs/tasks.md). It must return at once. Defaults
+	// to nil: nothing is called.
+	AfterRun func(source string, runID int64)
 }
 
 // FromConfig returns the syncer settings of a loaded configuration

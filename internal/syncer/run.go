@@ -129,6 +129,9 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 			out.status, out.err = "failed", fmt.Errorf("%w: %w", ErrLeaseLost, out.err)
 		}
 	}
+	if after := s.conf.AfterRun; after != nil && (out.status == "succeeded" || out.status == "not_modified") {
+		defer after(c.name, c.runID)
+	}
 	if q, ok := s.quiet(r, src, out, rs); ok {
 		s.done.add(q)
 		return

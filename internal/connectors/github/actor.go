@@ -73,6 +73,31 @@ func (t *Task) check(src *config.Source) []error {
 	return errs
 }
 
+// StripTask removes from a record's fields what the task actions write:
+// the four status labels, the comment count (claim and error comments) and
+// the assignees (claim: assignee); see connectors.TaskContent.
+func (c *Connector) StripTask(fields map[string]any) {
+	t, err := c.taskOf()
+	if err != nil {
+		return
+	}
+	if labels, ok := fields["labels"].([]any); ok {
+		kept := []any{}
+		for _, l := range labels {
+			if s, _ := l.(string); !slices.ContainsFunc(t.states(), func(st string) bool { return strings.EqualFold(st, s) }) {
+				kept = append(kept, l)
+			}
+		}
+		fields["labels"] = kept
+	}
+	if extra, ok := fields["extra"].(map[string]any); ok {
+		delete(extra, "comments")
+		if t.Claim == ClaimAssignee {
+			delete(extra, "assignees")
+		}
+	}
+}
+
 // states are the status labels, which a status change replaces.
 func (t *Task) states() []string { return []string{t.Todo, t.InProgress, t.Complete, t.Failed} }
 

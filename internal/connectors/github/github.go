@@ -235,8 +235,9 @@ type Connector struct {
 }
 
 var (
-	_ connectors.Connector = (*Connector)(nil)
-	_ connectors.Actor     = (*Connector)(nil)
+	_ connectors.Connector   = (*Connector)(nil)
+	_ connectors.Actor       = (*Connector)(nil)
+	_ connectors.TaskContent = (*Connector)(nil)
 )
 
 // Fetch reads the issues updated since the stored cursor; see

@@ -93,6 +93,36 @@ func (c *Connector) Release(ctx context.Context, id string, cl connectors.Claim,
 	})
 }
 
+// StripTask removes from a record's fields what the task actions write:
+// the task properties under extra.properties (the status, the claim,
+// RetryCount, LastError, CompletedAt) and the properties Notion itself
+// moves on every edit (last_edited_time, last_edited_by); see
+// connectors.TaskContent.
+func (c *Connector) StripTask(fields map[string]any) {
+	extra, _ := fields["extra"].(map[string]any)
+	props, _ := extra["properties"].(map[string]any)
+	if props == nil {
+		return
+	}
+	if t := c.o.Task; t != nil {
+		for _, f := range taskFields(t) {
+			if f.kinds != nil {
+				delete(props, *f.value)
+			}
+		}
+	}
+	c.mu.Lock()
+	s := c.schema
+	c.mu.Unlock()
+	if s != nil {
+		for name, typ := range s.types {
+			if typ == "last_edited_time" || typ == "last_edited_by" {
+				delete(props, name)
+			}
+		}
+	}
+}
+
 // task returns the checked schema and the task block, or an error when
 // the source has no task block.
 func (c *Connector) task(ctx context.Context) (*schema, *Task, error) {

@@ -109,6 +109,7 @@ var (
 	_ connectors.Snapshotter = (*Connector)(nil)
 	_ connectors.Verifier    = (*Connector)(nil)
 	_ connectors.Actor       = (*Connector)(nil)
+	_ connectors.TaskContent = (*Connector)(nil)
 )
 
 // fieldRefRE finds property names in field expressions:

@@ -1,0 +1,18 @@
+//go:build unix
+
+package taskrunner
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// killGroup runs cmd in a process group of its own and makes the context's
+// end kill the whole group, so that an agent's children die with it (the
+// command sink does the same, internal/notify/command_unix.go).
+func killGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}

@@ -1,0 +1,135 @@
+package tasks
+
+// The named queries of the task_runs table. Nothing outside this package
+// writes it. Times come from the caller's clock ($now), like the syncer's
+// leases, so that tests can move time.
+
+// runColumns are the columns scanRun reads, in order.
+const runColumns = `id, source, task, record_id, record_version, content_version, idempotency_key, coalesce(title, ''),
+	attempt, run_id, sync_run_id, status, claimed_by, claimed_at, claim_expires_at, started_at, finished_at,
+	executions, failures, retry_at, executor, exit_code, result, coalesce(stderr_tail, ''), coalesce(last_error, ''),
+	coalesce(tool_action, ''), coalesce(tool_error, ''), reported_at, history`
+
+// queryLookup reads the runs of idempotency keys.
+const queryLookup = `SELECT ` + runColumns + ` FROM task_runs WHERE idempotency_key = ANY ($1::text[])`
+
+// queryClaimNew takes a task version that has no run: the UNIQUE
+// idempotency key makes a second claimer (another replica, a repeated
+// pass) insert nothing. run_id is 'run-<id>.<attempt>'.
+const queryClaimNew = `
+	INSERT INTO task_runs (id, source, task, record_id, record_version, content_version, idempotency_key, title,
+	                       attempt, run_id, sync_run_id, status, claimed_by, claimed_at, claim_expires_at, executor,
+	                       tool_action, created_at, updated_at)
+	SELECT n.id, $1, $2, $3, $4, $5, $6, $7, 1, 'run-' || n.id || '.1', $8, 'claimed', $9, $10::timestamptz,
+	       $10::timestamptz + $11::interval, $12, 'claim', $10, $10
+	FROM (SELECT nextval(pg_get_serial_sequence('task_runs', 'id')) AS id) n
+	ON CONFLICT (idempotency_key) DO NOTHING
+	RETURNING ` + runColumns
+
+// queryReclaim takes the next attempt of a task version whose last
+// attempt was released, lost or expired and whose retry time has come.
+// The row lock and the status check make a second claimer update nothing.
+// The finished attempt goes to history.
+const queryReclaim = `
+	UPDATE task_runs SET
+	    history = history || jsonb_build_array(jsonb_build_object(
+	        'attempt', attempt, 'run_id', run_id, 'status', status, 'claimed_by', claimed_by, 'claimed_at', claimed_at,
+	        'started_at', started_at, 'finished_at', finished_at, 'exit_code', exit_code, 'last_error', last_error)),
+	    attempt = attempt + 1, run_id = 'run-' || id || '.' || (attempt + 1), status = 'claimed',
+	    record_version = $2, title = $3, sync_run_id = $4, claimed_by = $5, claimed_at = $6::timestamptz,
+	    claim_expires_at = $6::timestamptz + $7::interval, started_at = NULL, finished_at = NULL, exit_code = NULL,
+	    result = NULL, stderr_tail = NULL, retry_at = NULL, tool_action = 'claim', tool_error = NULL, tool_due_at = NULL,
+	    report_token_hash = NULL, report = NULL, reported_at = NULL, updated_at = $6
+	WHERE idempotency_key = $1 AND status IN ('released', 'lost', 'expired') AND retry_at <= $6
+	RETURNING ` + runColumns
+
+// queryConfirming records that the visible claim was written.
+const queryConfirming = `
+	UPDATE task_runs SET status = 'confirming', tool_action = NULL, tool_error = NULL, updated_at = $3
+	WHERE id = $1 AND attempt = $2 AND status = 'claimed'`
+
+// queryStart moves a confirmed claim to running — the one statement that
+// lets an executor start — unless the claim expired meanwhile.
+const queryStart = `
+	UPDATE task_runs SET status = 'running', started_at = $3, executions = executions + 1, report_token_hash = $4,
+	                     updated_at = $3
+	WHERE id = $1 AND attempt = $2 AND status = 'confirming' AND claim_expires_at > $3
+	RETURNING executions`
+
+// queryEnd ends an attempt: from running (or from expired, for an
+// executor that finished after the recovery of its claim but before a
+// next attempt), or from claimed/confirming when it never ran. toolAction
+// is the write the tool still needs (” for none), due at $11.
+const queryEnd = `
+	UPDATE task_runs SET status = $3, finished_at = $4, exit_code = $5, result = $6::jsonb, stderr_tail = nullif($7, ''),
+	                     last_error = nullif($8, ''), failures = $9, retry_at = $10, tool_action = nullif($12, ''),
+	                     tool_error = NULL, tool_due_at = CASE WHEN $12 = '' THEN NULL ELSE $11::timestamptz END,
+	                     updated_at = $4
+	WHERE id = $1 AND attempt = $2 AND status = ANY ($13::text[])
+	RETURNING ` + runColumns
+
+// queryToolDone records that the tool shows the attempt's state.
+const queryToolDone = `
+	UPDATE task_runs SET tool_action = NULL, tool_error = NULL, tool_due_at = NULL
+	WHERE id = $1 AND attempt = $2 AND tool_action = $3`
+
+// queryToolFailed records a failed write to the tool and when to try again.
+const queryToolFailed = `
+	UPDATE task_runs SET tool_error = $4, tool_due_at = $5
+	WHERE id = $1 AND attempt = $2 AND tool_action = $3`
+
+// queryExpired locks up to $3 active claims of the given sources that
+// expired before $2.
+const queryExpired = `
+	SELECT ` + runColumns + ` FROM task_runs
+	WHERE status IN ('claimed', 'confirming', 'running') AND claim_expires_at < $2 AND source = ANY ($1::text[])
+	ORDER BY claim_expires_at
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED`
+
+// queryToolDue leases up to $3 due tool writes of the given sources to
+// this caller until $4 (by moving tool_due_at), so that replicas do not
+// write the same one at once.
+const queryToolDue = `
+	UPDATE task_runs SET tool_due_at = $4
+	WHERE id IN (
+	    SELECT id FROM task_runs
+	    WHERE tool_action IS NOT NULL AND tool_due_at <= $2 AND source = ANY ($1::text[])
+	      AND status NOT IN ('claimed', 'confirming', 'running')
+	    ORDER BY tool_due_at
+	    LIMIT $3
+	    FOR UPDATE SKIP LOCKED)
+	RETURNING ` + runColumns
+
+// queryReport stores an agent's report of a running attempt (a webhook
+// execution answered 202), given the attempt's token; the task runner
+// finishes the attempt from it (queryReported).
+const queryReport = `
+	UPDATE task_runs SET report = $3::jsonb, reported_at = $4, updated_at = $4
+	WHERE id = $1 AND report_token_hash = $2 AND status = 'running' AND report IS NULL`
+
+// queryReported locks up to $2 running attempts of the given sources that
+// have a report.
+const queryReported = `
+	SELECT ` + runColumns + `, report FROM task_runs
+	WHERE status = 'running' AND report IS NOT NULL AND source = ANY ($1::text[])
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED`
+
+// queryByID reads one run.
+const queryByID = `SELECT ` + runColumns + `, coalesce(report_token_hash, ''), report FROM task_runs WHERE id = $1`
+
+// queryList lists runs, newest first, of a source (and a record).
+const queryList = `
+	SELECT ` + runColumns + ` FROM task_runs
+	WHERE ($1 = '' OR source = $1) AND ($2 = '' OR record_id = $2)
+	ORDER BY updated_at DESC, id DESC
+	LIMIT $3`
+
+// queryCandidates reads the live records of a source: the task
+// candidates, whose eligibility the caller evaluates.
+const queryCandidates = `
+	SELECT record_id, version, coalesce(title, ''), coalesce(body, ''), coalesce(url, ''), coalesce(author, ''),
+	       coalesce(status, ''), labels, external_created_at, external_updated_at, extra
+	FROM records
+	WHERE source = $1 AND deleted_at IS NULL`

@@ -1,0 +1,88 @@
+DROP VIEW report_task_runs;
+
+CREATE OR REPLACE VIEW report_stuck AS
+SELECT * FROM (
+-- A source claim whose lease expired: its holder died or hangs. The next
+-- claim of an active source takes it over; a paused or disabled source
+-- keeps the stale lease (and a 'running' run) until resumed.
+SELECT 'source_lease_expired'::text                     AS kind,
+       s.name                                           AS source,
+       s.run_id                                         AS id,
+       NULL::text                                       AS record_id,
+       s.lease_owner                                    AS owner,
+       s.lease_expires_at                               AS since,
+       now() - s.lease_expires_at                       AS age,
+       s.stuck_after_seconds,
+       'lease of run ' || coalesce(s.run_id::text, '?') || ' held by ' || s.lease_owner || ' expired; source is ' || s.status
+                                                        AS detail
+FROM sources s
+WHERE s.lease_owner IS NOT NULL AND s.lease_expires_at < now()
+UNION ALL
+-- A run still 'running' after stuck_after_seconds.
+SELECT 'run_too_long', r.source, r.id, NULL, r.owner, r.started_at, now() - r.started_at,
+       coalesce(s.stuck_after_seconds, 1800),
+       'run ' || r.id || ' (' || r.reason || ') running since ' || to_char(r.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+       || ', ' || r.pages || ' page(s), ' || r.items_seen || ' item(s) so far'
+FROM sync_runs r
+LEFT JOIN sources s ON s.name = r.source
+WHERE r.status = 'running'
+  AND r.started_at < now() - make_interval(secs => coalesce(s.stuck_after_seconds, 1800))
+UNION ALL
+-- A claimed batch of changes whose evaluator stopped before committing.
+SELECT 'change_lease_expired', c.source, c.id, c.record_id, c.eval_owner, c.eval_lease_expires_at,
+       now() - c.eval_lease_expires_at, coalesce(s.stuck_after_seconds, 1800),
+       'claimed by ' || c.eval_owner || ' (attempt ' || c.eval_attempts || '), lease expired'
+FROM changes c
+LEFT JOIN sources s ON s.name = c.source
+WHERE c.eval_status = 'pending' AND c.eval_owner IS NOT NULL AND c.eval_lease_expires_at < now()
+UNION ALL
+-- A change not evaluated stuck_after_seconds after it was recorded: no
+-- evaluator runs, or it is held (model down, budget spent) or blocked
+-- behind an earlier change of its record.
+SELECT 'change_pending_too_long', c.source, c.id, c.record_id, c.eval_owner, c.created_at,
+       now() - c.created_at, coalesce(s.stuck_after_seconds, 1800),
+       c.kind || ' v' || c.version || ', ' || c.eval_attempts || ' attempt(s)'
+       || CASE WHEN c.eval_next_at > now()
+               THEN ', held until ' || to_char(c.eval_next_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ELSE '' END
+       || coalesce(': ' || c.eval_error, '')
+FROM changes c
+LEFT JOIN sources s ON s.name = c.source
+WHERE c.eval_status = 'pending'
+  AND c.created_at < now() - make_interval(secs => coalesce(s.stuck_after_seconds, 1800))
+UNION ALL
+-- A notification being sent whose deliverer stopped before recording.
+SELECT 'notification_lease_expired', n.source, n.id, n.record_id, n.lease_owner, n.lease_expires_at,
+       now() - n.lease_expires_at, coalesce(s.stuck_after_seconds, 1800),
+       'sink ' || n.sink || ', attempt ' || n.attempts || ' claimed by ' || n.lease_owner || ', lease expired'
+FROM notifications n
+LEFT JOIN sources s ON s.name = n.source
+WHERE n.status = 'pending' AND n.lease_owner IS NOT NULL AND n.lease_expires_at < now()
+UNION ALL
+-- A notification due for longer than stuck_after_seconds that no deliverer
+-- claimed: no evaluator daemon runs, or none knows its sink.
+SELECT 'notification_not_claimed', n.source, n.id, n.record_id, n.lease_owner, n.next_attempt_at,
+       now() - n.next_attempt_at, coalesce(s.stuck_after_seconds, 1800),
+       'sink ' || n.sink || ' (' || n.attempts || ' attempt(s)), due since '
+       || to_char(n.next_attempt_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+FROM notifications n
+LEFT JOIN sources s ON s.name = n.source
+WHERE n.status = 'pending' AND n.lease_owner IS NULL
+  AND n.next_attempt_at < now() - make_interval(secs => coalesce(s.stuck_after_seconds, 1800))
+UNION ALL
+-- A digest match whose period ended stuck_after_seconds ago and that no
+-- digester folded.
+SELECT 'digest_overdue', n.source, n.id, n.record_id, NULL, n.digest_due_at,
+       now() - n.digest_due_at, coalesce(s.stuck_after_seconds, 1800),
+       'held for a digest of watch ' || n.watch || ' to sink ' || n.sink || ', period ended '
+       || to_char(n.digest_due_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+FROM notifications n
+LEFT JOIN sources s ON s.name = n.source
+WHERE n.status = 'held'
+  AND n.digest_due_at < now() - make_interval(secs => coalesce(s.stuck_after_seconds, 1800))
+) stuck
+ORDER BY since, kind, id;
+
+
+COMMENT ON VIEW report_stuck IS 'expired leases, runs longer than stuck_after, changes and notifications waiting longer than it';
+
+DROP TABLE task_runs;
