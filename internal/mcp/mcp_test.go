@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"reflect"
@@ -467,5 +468,23 @@ func TestDocsDescribeEveryTool(t *testing.T) {
 			want, _ := json.MarshalIndent(served, "", "  ")
 			t.Errorf("docs/mcp.md: the input schema of %s is out of date; the server's is\n%s", tool.Name, want)
 		}
+	}
+}
+
+// Creates past the owner's limit (4 watches here) are tool errors that
+// say which limit and what to do; nothing more is created.
+func TestWatchLimit(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	cs := f.connect("alice", nil)
+	for i := range 4 {
+		call[control.CreatedWatch](t, cs, "create_watch", map[string]any{"source": "releases", "watch": map[string]any{"name": fmt.Sprintf("w%d", i), "when": "true"}})
+	}
+	msg := toolError(t, cs, "create_watch", map[string]any{"source": "releases", "watch": map[string]any{"name": "w4", "when": "true"}})
+	if msg != "limit exceeded: /watch: you have reached your limit of 4 watches: delete one you no longer need, or ask an operator to raise api.limits.watches" {
+		t.Errorf("past the limit: %s", msg)
+	}
+	if got := call[control.WatchPage](t, cs, "list_watches", map[string]any{}); len(got.Items) != 4 {
+		t.Errorf("watches after the refusal: %d", len(got.Items))
 	}
 }
