@@ -118,7 +118,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	svc, hub := newService(pool, cfg, keys, logger)
 	a := api.New(svc, logger)
 	m2 := mcp.New(svc, mcp.Config{}, logger)
-	adm, err := admin.New(svc, admin.Config{}, logger)
+	adm, err := admin.New(svc, admin.Config{Config: cfg}, logger)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,9 @@ func main() {
 	webhookRate := flag.Int("webhook-rate", 200, "deliveries per second of the webhook measurement (-1 skips it)")
 	webhookFor := flag.Duration("webhook-for", 10*time.Second, "duration of the webhook latency measurement")
 	webhookStores := flag.Int("webhook-stores", 5000, "deliveries of the webhook ingest throughput measurement")
+	adminSources := flag.Int("admin-sources", 100_000, "sources of the admin page measurement")
+	adminChanges := flag.Int("admin-changes", 1_000_000, "changes of the admin page measurement (-1 skips it)")
+	adminRuns := flag.Int("admin-runs", 20, "fetches of each admin page")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -56,7 +59,8 @@ func main() {
 	if _, err := bench.Run(ctx, bench.Options{DatabaseURL: url, Records: *records, PageSize: *page, Keep: *keep,
 		Rate: *rate, LatencyFor: *latencyFor, Backlog: *backlog, Deliveries: *deliveries, SyncerBin: *syncerBin, RSSRecords: *rssRecords,
 		Creates: *creates, Clients: *clients,
-		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores}); err != nil {
+		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores,
+		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns}); err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)

@@ -38,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/audit"
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )
@@ -70,6 +71,10 @@ var staticFS embed.FS
 type Config struct {
 	// SessionTTL is how long a sign-in lasts. Defaults to 12h.
 	SessionTTL time.Duration
+	// Config names the configured watches (their when and ask) in the
+	// decision trails of the record page; nil shows the recorded
+	// decisions only.
+	Config *config.Config
 }
 
 // Admin serves the admin page.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/admin"
+	"github.com/lookout-dev/lookout/internal/reports"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )
 
@@ -203,5 +204,102 @@ func TestSignInSessionAndCSRF(t *testing.T) {
 	c.jar.SetCookies(u, []*http.Cookie{{Name: "lookout_admin", Value: session.Value[:len(session.Value)-2] + "AA", Path: "/admin"}})
 	if resp, _ := c.do("GET", "/admin/", nil, nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("tampered cookie: %d", resp.StatusCode)
+	}
+}
+
+// activityFromHistory is report_activity_hourly computed from the history
+// itself (the view of migration 14): what the totals the triggers keep
+// must equal.
+const activityFromHistory = `
+WITH hours AS (
+    SELECT generate_series(date_trunc('hour', now(), 'UTC') - interval '23 hours', date_trunc('hour', now(), 'UTC'),
+                           interval '1 hour') AS hour
+),
+runs AS (
+    SELECT date_trunc('hour', r.started_at, 'UTC') AS hour,
+           count(*) AS runs,
+           count(*) FILTER (WHERE r.status IN ('failed', 'deferred', 'abandoned')) AS failed,
+           count(r.due_at) AS timed,
+           sum(greatest(extract(epoch FROM r.started_at - r.due_at), 0)) AS late_sum,
+           max(greatest(extract(epoch FROM r.started_at - r.due_at), 0)) AS late_max
+    FROM sync_runs r
+    WHERE r.started_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours'
+    GROUP BY 1
+),
+quiet AS (
+    SELECT h.hour, sum(h.runs) AS runs, sum(h.lateness_seconds_sum) AS late_sum, max(h.lateness_seconds_max) AS late_max
+    FROM sync_run_hours h
+    WHERE h.hour >= date_trunc('hour', now(), 'UTC') - interval '23 hours'
+    GROUP BY 1
+),
+ch AS (
+    SELECT date_trunc('hour', c.created_at, 'UTC') AS hour, count(*) AS n
+    FROM changes c WHERE c.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours' GROUP BY 1
+),
+ev AS (
+    SELECT date_trunc('hour', e.created_at, 'UTC') AS hour, count(*) AS n,
+           count(*) FILTER (WHERE e.decision = 'notify') AS notify
+    FROM evaluations e WHERE e.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours' GROUP BY 1
+),
+nt AS (
+    SELECT date_trunc('hour', n.created_at, 'UTC') AS hour, count(*) AS n
+    FROM notifications n WHERE n.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours' GROUP BY 1
+),
+mc AS (
+    SELECT date_trunc('hour', m.created_at, 'UTC') AS hour, count(*) AS n,
+           count(*) FILTER (WHERE m.outcome <> 'ok') AS failed
+    FROM model_calls m WHERE m.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours' GROUP BY 1
+)
+SELECT h.hour,
+       coalesce(runs.runs, 0) + coalesce(quiet.runs, 0)          AS runs,
+       coalesce(runs.failed, 0)                                   AS failed_runs,
+       coalesce(ch.n, 0)                                          AS changes,
+       coalesce(ev.n, 0)                                          AS evaluations,
+       coalesce(ev.notify, 0)                                     AS notify_decisions,
+       coalesce(nt.n, 0)                                          AS notifications,
+       coalesce(mc.n, 0)                                          AS model_calls,
+       coalesce(mc.failed, 0)                                     AS failed_model_calls,
+       round(((coalesce(runs.late_sum, 0) + coalesce(quiet.late_sum, 0))
+              / nullif(coalesce(runs.timed, 0) + coalesce(quiet.runs, 0), 0))::numeric, 3) AS avg_lateness_seconds,
+       round(greatest(runs.late_max, quiet.late_max)::numeric, 3) AS max_lateness_seconds
+FROM hours h
+LEFT JOIN runs ON runs.hour = h.hour
+LEFT JOIN quiet ON quiet.hour = h.hour
+LEFT JOIN ch ON ch.hour = h.hour
+LEFT JOIN ev ON ev.hour = h.hour
+LEFT JOIN nt ON nt.hour = h.hour
+LEFT JOIN mc ON mc.hour = h.hour
+ORDER BY h.hour`
+
+// TestActivityTotalsEqualTheHistory: the per-hour totals the overview reads
+// (activity_hour_totals, kept by statement triggers) equal what the history
+// says, after runs (recorded and quiet, inserted and updated), changes,
+// evaluations, notifications and model calls of the real pipeline.
+func TestActivityTotalsEqualTheHistory(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.populate()
+	for range 3 {
+		w.sync(true) // unchanged upstream: quiet runs, their hour row updated
+	}
+	if n := w.count(`SELECT coalesce(sum(runs), 0) FROM sync_run_hours`); n < 4 {
+		t.Fatalf("only %d quiet runs: the story made too few to check", n)
+	}
+	got := w.queryMap(`SELECT * FROM report_activity_hourly`)
+	want := w.queryMap(activityFromHistory)
+	if len(got) != 24 || len(want) != 24 {
+		t.Fatalf("%d and %d hours", len(got), len(want))
+	}
+	for i := range want {
+		for col, v := range want[i] {
+			if g := got[i][col]; reports.Cell(g) != reports.Cell(v) {
+				t.Errorf("hour %v %s: totals %s, history %s", want[i]["hour"], col, reports.Cell(g), reports.Cell(v))
+			}
+		}
+	}
+	for _, col := range []string{"runs", "failed_runs", "changes", "evaluations", "notify_decisions", "notifications", "model_calls"} {
+		if reports.Cell(want[23][col]) == "0" {
+			t.Errorf("the story made no %s this hour: nothing to compare", col)
+		}
 	}
 }

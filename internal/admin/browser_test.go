@@ -249,7 +249,24 @@ func TestAdminPagesInBrowser(t *testing.T) {
 			t.Errorf("record trail lacks %q", want)
 		}
 	}
+	// The trail is evaluator explain's, with the configured watch's condition.
+	explain := b.text("pre.explain")
+	for _, want := range []string{"change ", "watch closed", `filter   true: change.kind == "updated" && changed("status")`, "notify   #", "410 Gone"} {
+		if !strings.Contains(explain, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, explain)
+		}
+	}
 	b.shot("record", "")
+
+	// The owner filter: alice's source only.
+	w.exec(`UPDATE source_definitions SET owner = 'alice' WHERE name = 'inventory'`)
+	b.open(base+"/admin/sources?owner=alice", "Sources")
+	if n := b.rowCount(); n != 1 || !strings.Contains(b.text("main table"), "inventory") {
+		t.Errorf("sources of alice: %d rows", n)
+	}
+	if sel := evalJS[string](b, `document.querySelector('#owner').value`); sel != "alice" {
+		t.Errorf("owner filter shows %q", sel)
+	}
 
 	// The failures page lists the failed run, as the view does.
 	b.open(base+"/admin/failures?kind=sync_run", "Recent failures")

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"html/template"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/lookout-dev/lookout/internal/control"
@@ -19,7 +21,23 @@ import (
 )
 
 func newPage(c *caller, title, nav string) *page {
-	return &page{Title: title, Nav: nav, CSRF: c.csrf, Owner: c.p.Owner}
+	return &page{Title: title, Nav: nav, CSRF: c.csrf, User: c.p.Owner}
+}
+
+// ownerFilter offers the owner filter on p and returns the owner chosen
+// ("" for all).
+func (a *Admin) ownerFilter(ctx context.Context, r *http.Request, p *page) (string, error) {
+	rows, err := a.pool.Query(ctx, queryOwners)
+	if err != nil {
+		return "", fmt.Errorf("owners: %w", err)
+	}
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("owners: %w", err)
+	}
+	a.show(ctx, p, query{title: "The owners of definitions (the owner filter)", sql: queryOwners})
+	p.Owners, p.Owner, p.Path = owners, r.URL.Query().Get("owner"), r.URL.Path
+	return p.Owner, nil
 }
 
 // card is one number of the overview, with the rows behind it.
@@ -117,25 +135,17 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 	p := newPage(c, "Sources", "sources")
 	qs := r.URL.Query()
 	d := &sourcesData{Status: qs.Get("status"), State: qs.Get("state")}
-	states, err := a.rowsOf(ctx, p, query{title: "Sources by status and state", sql: querySourceStates}, 0, nil)
+	owner, err := a.ownerFilter(ctx, r, p)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	byStatus, byState := map[string]int64{}, map[string]int64{}
-	var total int64
-	for _, row := range states.Raw {
-		n, _ := row["sources"].(int64)
-		byStatus[row["status"].(string)] += n
-		byState[row["state"].(string)] += n
-		total += n
-	}
-	d.Filters = append(d.Filters, card{"all", num(total), "/admin/sources", cls(d.Status == "" && d.State == "")})
+	d.Filters = append(d.Filters, card{"all", "", "/admin/sources", cls(d.Status == "" && d.State == "")})
 	for _, st := range []string{"active", "paused", "disabled", "completed"} {
-		d.Filters = append(d.Filters, card{st, num(byStatus[st]), "/admin/sources?status=" + st, cls(d.Status == st)})
+		d.Filters = append(d.Filters, card{st, "", "/admin/sources?status=" + st, cls(d.Status == st)})
 	}
 	for _, st := range []string{"due", "running", "requested", "lease expired", "scheduled"} {
-		d.Filters = append(d.Filters, card{st, num(byState[st]), "/admin/sources?state=" + url.QueryEscape(st), cls(d.State == st)})
+		d.Filters = append(d.Filters, card{st, "", "/admin/sources?state=" + url.QueryEscape(st), cls(d.State == st)})
 	}
 	sql := querySources
 	args := []any{qs.Get("after")}
@@ -145,7 +155,11 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	if d.State != "" {
 		args = append(args, d.State)
-		sql += fmt.Sprintf(" AND state = $%d", len(args))
+		sql += fmt.Sprintf(" AND state = $%d", len(args)) + stateHint[d.State]
+	}
+	if owner != "" {
+		args = append(args, owner)
+		sql += fmt.Sprintf(" AND owner = $%d", len(args))
 	}
 	if qs.Get("failing") != "" {
 		sql += " AND failure_count > 0"
@@ -165,10 +179,27 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 		if d.State != "" {
 			v.Set("state", d.State)
 		}
+		if owner != "" {
+			v.Set("owner", owner)
+		}
 		d.Next = "/admin/sources?" + v.Encode()
 	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "sources", p)
+}
+
+// stateHint restates a state of report_sources in conditions an index
+// answers (the view's state is a CASE no index holds), so that a filter on
+// a rare state does not read every source: due and scheduled sources are
+// active ones by next_run_at (sources_due_idx), requested ones have
+// run_requested_at (sources_run_requested_idx), running ones and expired
+// leases have a lease (sources_lease_expires_idx).
+var stateHint = map[string]string{
+	"due":           " AND status = 'active' AND next_run_at <= now()",
+	"scheduled":     " AND status = 'active' AND next_run_at > now()",
+	"requested":     " AND run_requested_at IS NOT NULL",
+	"running":       " AND lease_owner IS NOT NULL AND lease_expires_at >= now()",
+	"lease expired": " AND lease_owner IS NOT NULL AND lease_expires_at < now()",
 }
 
 func cls(on bool) string {
@@ -368,6 +399,10 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 	p := newPage(c, "Dead letters", "dead")
 	qs := r.URL.Query()
 	d := &deadData{Sink: qs.Get("sink"), Source: qs.Get("source")}
+	if _, err := a.ownerFilter(ctx, r, p); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
 	counts, err := a.rowsOf(ctx, p, query{title: "Dead notifications per sink", sql: queryDeadCount}, 0, nil)
 	if err != nil {
 		a.failErr(w, r, err)
@@ -379,7 +414,7 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 		d.Total += n
 		d.Sinks = append(d.Sinks, card{sink, num(n), "/admin/dead?sink=" + url.QueryEscape(sink), cls(d.Sink == sink)})
 	}
-	sql, args := filtered(queryDead+" LIMIT 201", qs, []string{"sink", "source"})
+	sql, args := filtered(queryDead+" LIMIT 201", qs, []string{"sink", "source", "owner"})
 	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, 200, links); err != nil {
 		a.failErr(w, r, err)
 		return
@@ -418,12 +453,22 @@ func (a *Admin) models(w http.ResponseWriter, r *http.Request, c *caller) {
 	defer cancel()
 	p := newPage(c, "Models", "models")
 	d := &modelsData{}
-	var err error
-	if d.Expensive, err = a.rowsOf(ctx, p, query{title: "The most expensive model calls of the last 24 hours", sql: queryExpensive}, pageSize, links); err != nil {
+	owner, err := a.ownerFilter(ctx, r, p)
+	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	if d.Drift, err = a.rowsOf(ctx, p, query{title: "Model drift of the last 14 days", sql: queryDrift}, 0, links); err != nil {
+	expensive, drift, args := queryExpensive, queryDrift, []any{}
+	if owner != "" {
+		expensive = strings.Replace(expensive, "WHERE created_at", "WHERE owner = $1 AND created_at", 1)
+		drift += "\nWHERE owner = $1"
+		args = append(args, owner)
+	}
+	if d.Expensive, err = a.rowsOf(ctx, p, query{title: "The most expensive model calls of the last 24 hours", sql: expensive, args: args}, pageSize, links); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	if d.Drift, err = a.rowsOf(ctx, p, query{title: "Model drift of the last 14 days", sql: drift, args: args}, 0, links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
@@ -537,6 +582,14 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		}
 		d.Since = since.UTC().Format("2006-01-02 15:04") + " to " + until.UTC().Format("15:04") + " UTC"
 		args = []any{since, until, qs.Get("source")}
+	}
+	if spec.owned {
+		owner, err := a.ownerFilter(ctx, r, p)
+		if err != nil {
+			a.failErr(w, r, err)
+			return
+		}
+		args = append(args, owner)
 	}
 	t, err := a.rowsOf(ctx, p, query{title: spec.title, sql: spec.sql, args: args}, 200, links)
 	if err != nil {

@@ -14,18 +14,10 @@ const (
 
 	queryActivity = `SELECT * FROM report_activity_hourly`
 
-	// querySourceStates counts the sources of each status and state: the
-	// source list's filters.
-	querySourceStates = `
-		SELECT status, state, count(*) AS sources
-		FROM report_sources
-		GROUP BY status, state
-		ORDER BY status, state`
-
 	// querySources is a page of the source list, by name, after $1;
 	// filters are added before the ORDER BY.
 	querySources = `
-		SELECT name, status, state, schedule, lateness_seconds, failure_count, last_run_at, next_run_at,
+		SELECT name, owner, status, state, schedule, lateness_seconds, failure_count, last_run_at, next_run_at,
 		       lease_owner, lease_expires_at, run_id, last_error
 		FROM report_sources
 		WHERE name > $1`
@@ -96,6 +88,13 @@ const (
 
 	queryDrift = `SELECT * FROM report_model_drift_recent`
 
+	// queryOwners lists the owners of definitions (the owner filter).
+	queryOwners = `
+		SELECT owner FROM source_definitions WHERE owner <> ''
+		UNION
+		SELECT owner FROM watches WHERE owner <> ''
+		ORDER BY 1`
+
 	// queryTasksTable reports whether the task queue's table exists yet.
 	queryTasksTable = `SELECT to_regclass('task_runs') IS NOT NULL`
 )
@@ -107,6 +106,8 @@ var rowQueries = map[string]struct {
 	title, sql string
 	// untimed queries take only the source ($1): pending work has no hour.
 	untimed bool
+	// owned queries take an owner ($4, '' for all).
+	owned bool
 }{
 	"runs": {title: "Runs", sql: `
 		SELECT id AS run_id, source, reason, status, started_at, round(duration_ms) AS ms, started_at - due_at AS late,
@@ -131,22 +132,22 @@ var rowQueries = map[string]struct {
 	"evaluations": {title: "Evaluations", sql: `
 		SELECT change_id, source, record_id, watch, step, decision, reason, urgency, created_at
 		FROM evaluations
-		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
+		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3) AND ($4 = '' OR owner = $4)
 		ORDER BY created_at DESC
-		LIMIT 201`},
+		LIMIT 201`, owned: true},
 	"notifications": {title: "Notifications", sql: `
 		SELECT id, kind, status, source, watch, record_id, sink, change_id, attempts, created_at, delivered_at, last_error
 		FROM notifications
-		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
+		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3) AND ($4 = '' OR owner = $4)
 		ORDER BY created_at DESC
-		LIMIT 201`},
+		LIMIT 201`, owned: true},
 	"model_calls": {title: "Model calls", sql: `
 		SELECT id AS model_call_id, purpose, source, watch, record_id, change_id, model, outcome, round(latency_ms) AS ms,
 		       prompt_tokens, output_tokens, created_at
 		FROM model_calls
-		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
+		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3) AND ($4 = '' OR owner = $4)
 		ORDER BY created_at DESC
-		LIMIT 201`},
+		LIMIT 201`, owned: true},
 	"pending_changes": {title: "Pending changes", sql: `
 		SELECT id AS change_id, source, record_id, kind, version, created_at, eval_attempts, eval_next_at, eval_owner, eval_error
 		FROM changes

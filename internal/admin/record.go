@@ -1,8 +1,11 @@
 package admin
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
+
+	"github.com/lookout-dev/lookout/internal/evaluator"
 )
 
 // recordData is a record's page: the record, its changes newest first, and
@@ -12,6 +15,8 @@ type recordData struct {
 	Record     [][2]string
 	Changes    []changeTrail
 	More       bool
+	// Explain is what `evaluator explain SOURCE RECORD_ID` prints.
+	Explain string
 }
 
 type changeTrail struct {
@@ -79,6 +84,16 @@ func (a *Admin) record(w http.ResponseWriter, r *http.Request, c *caller) {
 			ct.Fields = append(ct.Fields, [2]string{col, chs.Rows[i][j].Text})
 		}
 		d.Changes = append(d.Changes, ct)
+	}
+	if len(ids) > 0 {
+		trails, err := evaluator.Explain(ctx, a.pool, a.conf.Config, evaluator.ExplainQuery{Source: source, RecordID: id, Limit: 20})
+		if err != nil {
+			a.failErr(w, r, err)
+			return
+		}
+		var buf bytes.Buffer
+		evaluator.WriteTrails(&buf, trails)
+		d.Explain = buf.String()
 	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "record", p)

@@ -22,15 +22,21 @@ import (
 // page is what every template gets.
 type page struct {
 	Title string
+	// User is who is signed in.
+	User string
 	// Nav names the navigation entry to highlight.
-	Nav   string
-	CSRF  string
-	Owner string
+	Nav  string
+	CSRF string
 	// Flash and Error are the outcome of the action that led here.
 	Flash, Error string
 	// Queries are the statements the page ran, shown under "SQL".
 	Queries []shown
-	Data    any
+	// Owners, when set, offer the owner filter; Owner is the one chosen.
+	Owners []string
+	Owner  string
+	// Path is the page's path (the owner filter's form action).
+	Path string
+	Data any
 }
 
 // shown is one statement a page ran, as it ran.
@@ -203,7 +209,12 @@ type linker func(col string, row map[string]any) string
 // (at most limit; More when there were more: q should ask for limit+1).
 func (a *Admin) rowsOf(ctx context.Context, p *page, q query, limit int, link linker) (*table, error) {
 	a.show(ctx, p, q)
-	rows, err := a.pool.Query(ctx, q.sql, q.args...)
+	tx, err := a.begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", q.title, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, q.sql, q.args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", q.title, err)
 	}
@@ -246,10 +257,31 @@ func (a *Admin) rowsOf(ctx context.Context, p *page, q query, limit int, link li
 	return t, nil
 }
 
+// begin starts the read-only transaction of a page's statement, without
+// JIT: the pages' statements read a few thousand rows at most, and the
+// planner, which cannot know how many rows "the last 24 hours" holds,
+// would otherwise spend seconds compiling them.
+func (a *Admin) begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := a.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return tx, nil
+}
+
 // one runs q and returns its single row by column.
 func (a *Admin) one(ctx context.Context, p *page, q query) (map[string]any, error) {
 	a.show(ctx, p, q)
-	rows, err := a.pool.Query(ctx, q.sql, q.args...)
+	tx, err := a.begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", q.title, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, q.sql, q.args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", q.title, err)
 	}

@@ -250,7 +250,7 @@ func (w *world) serve() {
 	}
 	store := definitions.NewStore(w.pool, &definitions.Validator{Global: &w.cfg.Global, Checks: []definitions.Check{evaluator.Build}})
 	svc := control.New(w.pool, store, nil, control.Config{}, w.log)
-	adm, err := admin.New(svc, admin.Config{}, w.log)
+	adm, err := admin.New(svc, admin.Config{Config: w.cfg}, w.log)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -64,6 +64,11 @@ type Options struct {
 	WebhookRate   int
 	WebhookFor    time.Duration
 	WebhookStores int
+	// AdminSources and AdminChanges size the dataset of the admin page
+	// measurement (sources, changes over 30 days); AdminRuns is how many
+	// times each page is fetched. Defaults to 100,000, 1,000,000 and 20;
+	// AdminChanges < 0 skips it.
+	AdminSources, AdminChanges, AdminRuns int
 	// Keep leaves the benchmark schemas in place for inspection.
 	Keep bool
 	Out  io.Writer
@@ -86,6 +91,7 @@ type Result struct {
 	RSS            *RSSResult
 	Creates        *CreatesResult
 	Webhooks       *WebhookResult
+	Admin          *AdminResult
 }
 
 // schema creates a fresh migrated schema and returns a pool on it.
@@ -127,6 +133,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.Backlog = cmp.Or(o.Backlog, 100_000)
 	o.Deliveries = cmp.Or(o.Deliveries, 5000)
 	o.RSSRecords = cmp.Or(o.RSSRecords, 1_000_000)
+	o.AdminSources = cmp.Or(o.AdminSources, 100_000)
+	o.AdminChanges = cmp.Or(o.AdminChanges, 1_000_000)
+	o.AdminRuns = cmp.Or(o.AdminRuns, 20)
 	o.Creates = cmp.Or(o.Creates, 10_000)
 	o.Clients = cmp.Or(o.Clients, 16)
 	o.WebhookRate = cmp.Or(o.WebhookRate, 200)
@@ -265,6 +274,21 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		fmt.Fprintf(out, "(6) syncer process mirroring %d records (`syncer once`, its own process)\n", o.RSSRecords)
 		fmt.Fprintf(out, "  peak RSS %.1f MB, %.1fs (%.0f records/s)\n", float64(res.RSS.PeakRSS)/1e6, sec(res.RSS.Duration), float64(o.RSSRecords)/sec(res.RSS.Duration))
+	}
+
+	// (9) the admin page on a large database
+	if o.AdminChanges > 0 {
+		pool, _, done, err := o.schema(ctx, admin, "admin")
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "(9) admin pages on %d sources and %d changes (30 days of history), %d fetches each, target p95 <= 200ms\n", o.AdminSources, o.AdminChanges, o.AdminRuns)
+		res.Admin, err = RunAdmin(ctx, pool, o.AdminSources, o.AdminChanges, o.AdminRuns, out)
+		done()
+		if err != nil {
+			return nil, err
+		}
+		WriteAdmin(out, res.Admin)
 	}
 	return res, nil
 }
