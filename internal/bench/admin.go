@@ -17,6 +17,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/admin"
 	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/retention"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )
 
@@ -89,6 +90,16 @@ func RunAdmin(ctx context.Context, pool *pgxpool.Pool, sources, changes, runs in
 		}
 	}
 	conn.Release()
+	// The pruner gives the weeks of the history their partitions (the rows
+	// came in the default partition), as a lookout that ran for weeks has
+	// them.
+	t := time.Now()
+	if _, err := retention.New(pool, retention.Config{BatchSize: 50_000, Interval: time.Hour}, slog.New(slog.DiscardHandler)).Prune(ctx); err != nil {
+		return nil, fmt.Errorf("make the partitions: %w", err)
+	}
+	if log != nil {
+		fmt.Fprintf(log, "    %6.1fs  partitions made by the pruner\n", time.Since(t).Seconds())
+	}
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE sources, sync_runs, sync_run_hours, records, changes, evaluations, notifications, model_calls`); err != nil {
 		return nil, fmt.Errorf("vacuum: %w", err)
 	}

@@ -51,10 +51,10 @@ SELECT 'src-' || (1 + i % $1::int), 'r-' || i, 'updated', 1, 'b' || i, '{}', 1, 
 FROM generate_series(1, 200) i;
 
 INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched, decision, reason, evaluator, created_at,
-                         confidence, model_call_id)
+                         confidence, model_call_id, change_created_at)
 SELECT c.id, c.source, c.record_id, 'w', c.new_hash, CASE WHEN c.id % 100 = 0 THEN 'model' ELSE 'filter' END, c.id % 20 = 0,
        CASE WHEN c.id % 20 = 0 THEN 'notify' ELSE 'skip' END, 'when', 'evaluator-1', c.created_at,
-       CASE WHEN c.id % 100 = 0 THEN 0.8 END, CASE WHEN c.id % 100 = 0 THEN c.id / 100 END
+       CASE WHEN c.id % 100 = 0 THEN 0.8 END, CASE WHEN c.id % 100 = 0 THEN c.id / 100 END, c.created_at
 FROM changes c WHERE c.eval_status = 'done';
 
 INSERT INTO model_calls (purpose, change_id, source, record_id, watch, content_hash, model, model_digest, prompt_version,
@@ -76,6 +76,7 @@ SELECT c.source || '/' || c.record_id || '/w/v' || c.id, c.source, c.record_id, 
 FROM changes c WHERE c.id % 20 = 0 AND c.eval_status = 'done';
 
 DO $$ DECLARE r record; BEGIN
-    FOR r IN SELECT indexdef FROM set_aside LOOP EXECUTE r.indexdef; END LOOP;
+    -- An index of a partitioned table reads "ON ONLY": build it on every partition.
+    FOR r IN SELECT indexdef FROM set_aside LOOP EXECUTE replace(r.indexdef, ' ON ONLY ', ' ON '); END LOOP;
 END $$;
 DROP TABLE set_aside;
