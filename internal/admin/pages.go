@@ -328,6 +328,7 @@ func (a *Admin) reportPage(which string) authedHandler {
 		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink"}},
 		"retry":    {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source"}},
 		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status"}},
+		"tasks":    {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"source", "status", "record_id"}},
 	}
 	s := specs[which]
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -599,20 +600,6 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 	d.Table = t
 	p.Data = d
 	a.render(w, r, http.StatusOK, "rows", p)
-}
-
-func (a *Admin) tasks(w http.ResponseWriter, r *http.Request, c *caller) {
-	ctx, cancel := pageContext(r)
-	defer cancel()
-	p := newPage(c, "Task runs", "tasks")
-	var exists bool
-	if err := a.pool.QueryRow(ctx, queryTasksTable).Scan(&exists); err != nil {
-		a.failErr(w, r, err)
-		return
-	}
-	a.show(ctx, p, query{title: "Does the task queue exist yet?", sql: queryTasksTable})
-	p.Data = exists
-	a.render(w, r, http.StatusOK, "tasks", p)
 }
 
 // toFloat reads a number of a report row.

@@ -95,8 +95,9 @@ const (
 		SELECT owner FROM watches WHERE owner <> ''
 		ORDER BY 1`
 
-	// queryTasksTable reports whether the task queue's table exists yet.
-	queryTasksTable = `SELECT to_regclass('task_runs') IS NOT NULL`
+	// queryTaskRuns is the task queue (migration 17), most recently
+	// changed first.
+	queryTaskRuns = `SELECT * FROM report_task_runs LIMIT 201`
 )
 
 // Rows behind an hour of the overview's charts (/admin/rows/{what}): each

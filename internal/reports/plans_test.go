@@ -423,6 +423,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			index: "notifications_dead_idx"},
 		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "FROM report_expensive_evaluations"), index: "model_calls_created_idx"},
 		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "report_model_drift_recent"), index: "evaluations_judged_created_idx"},
+		{name: "admin: task runs", sql: sqlFrom(t, adminQ, "SELECT * FROM report_task_runs LIMIT")},
 		{name: "admin: owners", sql: sqlFrom(t, adminQ, "SELECT owner FROM source_definitions")},
 		{name: "admin: a page of alice's sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND owner = $2\nORDER BY name\nLIMIT 51",
 			args: []any{"", "alice"}, allowSources: true},
