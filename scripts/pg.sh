@@ -12,6 +12,12 @@
 # stdout carries exactly one line (the URL, for start and url); everything
 # else goes to stderr or to the server log (DIR/log).
 #
+# Durability. Tests run with fsync, synchronous_commit and full_page_writes
+# off (a crash only loses a throwaway cluster). With LOOKOUT_PG_DURABLE=1,
+# start writes PostgreSQL's durable defaults instead (fsync,
+# synchronous_commit and full_page_writes on, wal_level replica), as a
+# production server runs: the benchmarks use it (scripts/bench.sh).
+#
 # Layout. The cluster lives in a "cluster root" CROOT:
 #   CROOT/data            PGDATA (owned by the user running the server)
 #   CROOT/.s.PGSQL.PORT   the only unix socket (unix_socket_directories=CROOT)
@@ -252,8 +258,21 @@ next_free_port() {
 }
 
 write_conf() {
-	local port="$1" sockdir
+	local port="$1" sockdir durability
 	sockdir="${CROOT//\'/\'\'}"
+	if [ "${LOOKOUT_PG_DURABLE:-0}" = 1 ]; then
+		durability="# LOOKOUT_PG_DURABLE=1: PostgreSQL's durable defaults.
+fsync = on
+synchronous_commit = on
+full_page_writes = on
+wal_level = replica"
+	else
+		durability="fsync = off
+synchronous_commit = off
+full_page_writes = off
+wal_level = minimal
+max_wal_senders = 0"
+	fi
 	as_pg sh -c 'cat > "$1"' sh "$PGDATA_DIR/lookout.conf" <<EOF
 # Written by scripts/pg.sh on every start; do not edit.
 listen_addresses = '127.0.0.1'
@@ -262,11 +281,7 @@ unix_socket_directories = '$sockdir'
 unix_socket_permissions = 0777
 max_connections = 200
 shared_buffers = 256MB
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-wal_level = minimal
-max_wal_senders = 0
+$durability
 checkpoint_timeout = 30min
 max_wal_size = 2GB
 log_min_messages = warning

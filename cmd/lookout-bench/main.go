@@ -34,6 +34,13 @@ func main() {
 	adminSources := flag.Int("admin-sources", 100_000, "sources of the admin page measurement")
 	adminChanges := flag.Int("admin-changes", 1_000_000, "changes of the admin page measurement (-1 skips it)")
 	adminRuns := flag.Int("admin-runs", 20, "fetches of each admin page")
+	sources := flag.Int("sources", 100_000, "sources of the schedule measurement (10) (-1 skips it)")
+	every := flag.Duration("every", time.Minute, "schedule of those sources")
+	window := flag.Duration("for", 2*time.Minute, "measured window of (10), in whole minutes of the syncer's summary lines")
+	warmup := flag.Duration("warmup", 0, "time between the end of the initial sync and the window of (10) (default: every)")
+	unchanged := flag.Int("unchanged-every", 10, "every n-th feed of (10) answers unchanged content instead of 304")
+	baseSyncer := flag.String("base-syncer", "", "syncer binary from before issue 11, measured in (10) too (e.g. /work/wt/base/bin/syncer)")
+	only := flag.String("only", "", "comma-separated measurements to run, e.g. 10 or 1,2,10 (default all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -60,7 +67,9 @@ func main() {
 		Rate: *rate, LatencyFor: *latencyFor, Backlog: *backlog, Deliveries: *deliveries, SyncerBin: *syncerBin, RSSRecords: *rssRecords,
 		Creates: *creates, Clients: *clients,
 		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores,
-		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns}); err != nil {
+		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns,
+		Only: *only, Schedule: bench.ScheduleOptions{Sources: *sources, Every: *every, For: *window, Warmup: *warmup,
+			UnchangedEvery: *unchanged, BaseBin: *baseSyncer}}); err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)

@@ -61,7 +61,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*daemon, erro
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
 	logger := env.Logger(cfg, "syncer")
-	pool, err := cli.Open(ctx, true)
+	pool, err := cli.OpenSized(ctx, true, syncer.PoolConns)
 	if err != nil {
 		return nil, err
 	}

@@ -69,9 +69,30 @@ type Options struct {
 	// times each page is fetched. Defaults to 100,000, 1,000,000 and 20;
 	// AdminChanges < 0 skips it.
 	AdminSources, AdminChanges, AdminRuns int
+	// Schedule shapes measurement (10): Sources (default 100,000; < 0
+	// skips it), Every (1m), For (2m), Warmup (every + 30s), UnchangedEvery
+	// (10), BaseBin (the syncer binary before issue 11, measured too when
+	// set). SyncerBin is the binary measured.
+	Schedule ScheduleOptions
+	// Only, when set, lists the measurements to run ("1,2,10"); (1) and
+	// (2) run together.
+	Only string
 	// Keep leaves the benchmark schemas in place for inspection.
 	Keep bool
 	Out  io.Writer
+}
+
+// runs reports whether measurement n is to be run.
+func (o *Options) runs(n int) bool {
+	if o.Only == "" {
+		return true
+	}
+	for _, f := range strings.Split(o.Only, ",") {
+		if strings.TrimSpace(f) == strconv.Itoa(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // Result holds the measured figures.
@@ -92,10 +113,17 @@ type Result struct {
 	Creates        *CreatesResult
 	Webhooks       *WebhookResult
 	Admin          *AdminResult
+	Schedule       []*ScheduleResult
 }
 
 // schema creates a fresh migrated schema and returns a pool on it.
 func (o *Options) schema(ctx context.Context, admin *pgxpool.Pool, name string) (*pgxpool.Pool, string, func(), error) {
+	return o.schemaWith(ctx, admin, name, true)
+}
+
+// schemaWith creates a fresh schema, migrated when migrate is set, and
+// returns a pool on it, its URL and a function that drops it.
+func (o *Options) schemaWith(ctx context.Context, admin *pgxpool.Pool, name string, migrate bool) (*pgxpool.Pool, string, func(), error) {
 	schema := fmt.Sprintf("bench_%s_%d", name, time.Now().UnixNano())
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+db.Quote(schema)); err != nil {
 		return nil, "", nil, fmt.Errorf("create schema: %w", err)
@@ -115,6 +143,9 @@ func (o *Options) schema(ctx context.Context, admin *pgxpool.Pool, name string) 
 	if err != nil {
 		drop()
 		return nil, "", nil, err
+	}
+	if !migrate {
+		return pool, url, func() { pool.Close(); drop() }, nil
 	}
 	if _, err := db.Migrate(ctx, pool); err != nil {
 		pool.Close()
@@ -141,6 +172,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.WebhookRate = cmp.Or(o.WebhookRate, 200)
 	o.WebhookFor = cmp.Or(o.WebhookFor, 10*time.Second)
 	o.WebhookStores = cmp.Or(o.WebhookStores, 5000)
+	so := &o.Schedule
+	so.Sources = cmp.Or(so.Sources, 100_000)
+	so.Every = cmp.Or(so.Every, time.Minute)
+	so.For = cmp.Or(so.For, 2*time.Minute)
+	so.Warmup = cmp.Or(so.Warmup, so.Every)
+	so.UnchangedEvery = cmp.Or(so.UnchangedEvery, 10)
+	so.SyncerBin = cmp.Or(so.SyncerBin, o.SyncerBin)
 	out := o.Out
 	if out == nil {
 		out = os.Stdout
@@ -153,26 +191,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Records: o.Records}
 	fmt.Fprintf(out, "lookout benchmark (%d cores); every measurement on a fresh schema\n\n", runtime.NumCPU())
 
-	// (1), (2): sync against COPY.
-	pool, _, done, err := o.schema(ctx, admin, "sync")
-	if err != nil {
-		return nil, err
-	}
-	err = runSync(ctx, pool, o, res)
-	done()
-	if err != nil {
-		return nil, err
-	}
 	sec := func(d time.Duration) float64 { return d.Seconds() }
-	fmt.Fprintf(out, "(1)(2) sync of %d records from a local HTTP API (pages of %d) against COPY of the same rows\n", o.Records, o.PageSize)
-	fmt.Fprintf(out, "  %-32s %10s %14s %10s\n", "measurement", "seconds", "records/s", "vs COPY")
-	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(1) initial sync", sec(res.Initial), res.InitialRate, res.InitialVsCopy)
-	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(2) unchanged re-sync", sec(res.Resync), res.ResyncRate, res.ResyncVsCopy)
-	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "    plain COPY of the same rows", sec(res.Copy), res.CopyRate, 1.0)
-	fmt.Fprintf(out, "  the re-sync wrote %d record/change rows (target 0)\n\n", res.ResyncRowsWritten)
+	// (1), (2): sync against COPY.
+	if o.runs(1) || o.runs(2) {
+		pool, _, done, err := o.schema(ctx, admin, "sync")
+		if err != nil {
+			return nil, err
+		}
+		err = runSync(ctx, pool, o, res)
+		done()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "(1)(2) sync of %d records from a local HTTP API (pages of %d) against COPY of the same rows\n", o.Records, o.PageSize)
+		fmt.Fprintf(out, "  %-32s %10s %14s %10s\n", "measurement", "seconds", "records/s", "vs COPY")
+		fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(1) initial sync", sec(res.Initial), res.InitialRate, res.InitialVsCopy)
+		fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(2) unchanged re-sync", sec(res.Resync), res.ResyncRate, res.ResyncVsCopy)
+		fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "    plain COPY of the same rows", sec(res.Copy), res.CopyRate, 1.0)
+		fmt.Fprintf(out, "  the re-sync wrote %d record/change rows (target 0)\n\n", res.ResyncRowsWritten)
+	}
 
 	// (3) latency
-	if o.Rate > 0 {
+	if o.Rate > 0 && o.runs(3) {
 		pool, _, done, err := o.schema(ctx, admin, "latency")
 		if err != nil {
 			return nil, err
@@ -188,7 +228,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	// (4) evaluator throughput on a backlog
-	if o.Backlog > 0 {
+	if o.Backlog > 0 && o.runs(4) {
 		pool, _, done, err := o.schema(ctx, admin, "backlog")
 		if err != nil {
 			return nil, err
@@ -204,7 +244,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	// (5) webhook deliveries
-	if o.Deliveries > 0 {
+	if o.Deliveries > 0 && o.runs(5) {
 		pool, _, done, err := o.schema(ctx, admin, "deliver")
 		if err != nil {
 			return nil, err
@@ -220,7 +260,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	// (7) watches created through the HTTP API
-	if o.Creates > 0 {
+	if o.Creates > 0 && o.runs(7) {
 		pool, _, done, err := o.schema(ctx, admin, "creates")
 		if err != nil {
 			return nil, err
@@ -236,7 +276,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	// (8) webhook ingest
-	if o.WebhookRate > 0 {
+	if o.WebhookRate > 0 && o.runs(8) {
 		pool, _, done, err := o.schema(ctx, admin, "webhooks")
 		if err != nil {
 			return nil, err
@@ -262,7 +302,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	// (6) syncer peak RSS
-	if o.SyncerBin != "" && o.RSSRecords > 0 {
+	if o.SyncerBin != "" && o.RSSRecords > 0 && o.runs(6) {
 		_, url, done, err := o.schema(ctx, admin, "rss")
 		if err != nil {
 			return nil, err
@@ -273,11 +313,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		fmt.Fprintf(out, "(6) syncer process mirroring %d records (`syncer once`, its own process)\n", o.RSSRecords)
-		fmt.Fprintf(out, "  peak RSS %.1f MB, %.1fs (%.0f records/s)\n", float64(res.RSS.PeakRSS)/1e6, sec(res.RSS.Duration), float64(o.RSSRecords)/sec(res.RSS.Duration))
+		fmt.Fprintf(out, "  peak RSS %.1f MB, %.1fs (%.0f records/s)\n\n", float64(res.RSS.PeakRSS)/1e6, sec(res.RSS.Duration), float64(o.RSSRecords)/sec(res.RSS.Duration))
+	}
+
+	// (10) one syncer keeping sources on schedule
+	if so.SyncerBin != "" && so.Sources > 0 && o.runs(10) {
+		res.Schedule, err = RunSchedule(ctx, &o, admin, *so, out)
+		if err != nil {
+			return nil, err
+		}
 	}
 
 	// (9) the admin page on a large database
-	if o.AdminChanges > 0 {
+	if o.AdminChanges > 0 && o.runs(9) {
 		pool, _, done, err := o.schema(ctx, admin, "admin")
 		if err != nil {
 			return nil, err

@@ -174,11 +174,17 @@ func (e *Env) Logger(cfg *config.Config, component string) *slog.Logger {
 // Open connects to DATABASE_URL and, when migrate is set, applies pending
 // migrations first (the daemons do this on start).
 func Open(ctx context.Context, migrate bool) (*pgxpool.Pool, error) {
+	return OpenSized(ctx, migrate, 0)
+}
+
+// OpenSized is Open with a pool of at least minConns connections (unless
+// DATABASE_URL sets pool_max_conns).
+func OpenSized(ctx context.Context, migrate bool, minConns int32) (*pgxpool.Pool, error) {
 	url, err := db.URLFromEnv()
 	if err != nil {
 		return nil, err
 	}
-	pool, err := db.Open(ctx, url)
+	pool, err := db.OpenSized(ctx, url, minConns)
 	if err != nil {
 		return nil, err
 	}

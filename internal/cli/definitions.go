@@ -23,9 +23,21 @@ func ApplyConfig(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, lo
 	}
 	if !diff.Empty() {
 		logger.Info("configuration directory applied to the definitions", "dir", cfg.Dir, "version", diff.Version,
-			"added", diff.Added, "changed", diff.Changed, "removed", diff.Removed)
+			"added", namesForLog(diff.Added), "changed", namesForLog(diff.Changed), "removed", namesForLog(diff.Removed))
 	}
 	return nil
+}
+
+// logNames is the most names a log line lists.
+const logNames = 20
+
+// namesForLog shortens a list of definitions for a log line: a directory
+// of a hundred thousand sources must not make a megabyte-long line.
+func namesForLog(names []string) any {
+	if len(names) <= logNames {
+		return names
+	}
+	return fmt.Sprintf("%v and %d more", names[:logNames], len(names)-logNames)
 }
 
 // Reloader returns the service that reloads the configuration directory

@@ -78,6 +78,24 @@ syncer:
 			t.Errorf("HostLimit(%s) = %+v, want %+v", host, got, want)
 		}
 	}
+	// Written defaults apply to loopback hosts too; the built-in default
+	// does not (one's own machine).
+	builtIn, err := Load(writeDir(t, "", fileSource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]RateLimit{
+		"127.0.0.1:9090":  {},
+		"localhost:80":    {},
+		"[::1]:8080":      {},
+		"example.org":     HostRateLimitDefault,
+		"10.0.0.7:8080":   HostRateLimitDefault,
+		"127.example.org": HostRateLimitDefault,
+	} {
+		if got := builtIn.Global.HostLimit(host); got != want {
+			t.Errorf("built-in default: HostLimit(%s) = %+v, want %+v", host, got, want)
+		}
+	}
 	if g.Syncer.Backoff.Max != 10*time.Second || g.Syncer.MaxWait != 5*time.Second || g.Syncer.RunTimeout != 10*time.Minute {
 		t.Errorf("syncer: %+v", g.Syncer)
 	}

@@ -16,6 +16,8 @@ const (
 	// StaleAfterFactor multiplies a source's longest interval into its
 	// default stale window.
 	StaleAfterFactor = 3
+	// LateAfterDefault is alerts.late_after when lookout.yaml does not set it.
+	LateAfterDefault = time.Minute
 )
 
 // Alerts configures the watchdog: one evaluator replica at a time checks,
@@ -38,6 +40,11 @@ type Alerts struct {
 	// before it is stale; a source's own stale_after wins. Defaults to
 	// three times each source's longest interval, and at least 5m.
 	StaleAfter time.Duration `yaml:"stale_after"`
+	// LateAfter raises an alert when the 99th percentile of how late the
+	// active sources run — each source's worst lateness of the last hour,
+	// or how long it is overdue now — passes it: the syncers do not keep
+	// up. A negative value turns the check off. Defaults to 1m.
+	LateAfter time.Duration `yaml:"late_after"`
 }
 
 // On reports whether the watchdog runs.
@@ -53,6 +60,7 @@ func (a *Alerts) applyDefaults(g *Global) []error {
 	if a.StaleAfter < 0 {
 		errs = append(errs, g.Errorf("alerts.stale_after", "must be positive"))
 	}
+	a.LateAfter = cmp.Or(a.LateAfter, LateAfterDefault)
 	set := len(a.Notify) > 0
 	if !set {
 		a.Notify = append([]string(nil), g.Defaults.Notify...)

@@ -86,6 +86,9 @@ type Global struct {
 	file     string
 	lines    map[string]int
 	redactor *redact.Redactor
+	// hostDefaultBuiltIn is set when defaults.host_rate_limit was not
+	// written: loopback hosts then have no shared budget (HostLimit).
+	hostDefaultBuiltIn bool
 }
 
 // Redactor hides the value of every ${ENV} reference expanded while
@@ -260,8 +263,10 @@ type Defaults struct {
 	// RateLimit is the per-source request budget. Defaults to 1/s, burst 1.
 	RateLimit RateLimit `yaml:"rate_limit"`
 	// HostRateLimit is the request budget of an upstream host that hosts
-	// does not list, shared by all sources and replicas calling it.
-	// Defaults to 2/s, burst 4.
+	// does not list, shared by all sources and replicas calling it (per
+	// credential when requests carry one). Defaults to 2/s, burst 4, and
+	// to no budget for loopback hosts (localhost, 127.0.0.0/8, ::1), which
+	// are one's own services.
 	HostRateLimit RateLimit `yaml:"host_rate_limit"`
 	// Timeout bounds one request. Defaults to 30s.
 	Timeout time.Duration `yaml:"timeout"`

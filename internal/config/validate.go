@@ -172,6 +172,7 @@ func (g *Global) applyDefaults() []error {
 		errs = append(errs, g.Errorf("defaults.rate_limit", "needs per_second > 0 and burst >= 1"))
 	}
 	if d.HostRateLimit.PerSecond == 0 {
+		g.hostDefaultBuiltIn = true
 		d.HostRateLimit.PerSecond = HostRateLimitDefault.PerSecond
 		d.HostRateLimit.Burst = cmp.Or(d.HostRateLimit.Burst, HostRateLimitDefault.Burst)
 	}
@@ -584,13 +585,17 @@ func (s *Source) exprErrors(key string, err error) []error {
 // a URL): the hosts entry for host:port, else for the host name without
 // the port, else the budget a linked connector declared for the host
 // (connectors.RegisterHostLimit: api.notion.com), else
-// defaults.host_rate_limit.
+// defaults.host_rate_limit — except for a loopback host when
+// defaults.host_rate_limit is not written: the zero RateLimit, no shared
+// budget.
 func (g *Global) HostLimit(host string) RateLimit {
 	host = strings.ToLower(host)
 	if rl := g.Hosts[host]; rl != nil {
 		return *rl
 	}
-	if name, _, err := net.SplitHostPort(host); err == nil {
+	name := host
+	if n, _, err := net.SplitHostPort(host); err == nil {
+		name = n
 		if rl := g.Hosts[name]; rl != nil {
 			return *rl
 		}
@@ -605,7 +610,21 @@ func (g *Global) HostLimit(host string) RateLimit {
 			}
 		}
 	}
+	if g.hostDefaultBuiltIn && IsLoopback(name) {
+		return RateLimit{} // one's own machine: nobody else's service to protect
+	}
 	return g.Defaults.HostRateLimit
+}
+
+// IsLoopback reports whether host (a name or an IP, without port) is this
+// machine: localhost (and *.localhost), 127.0.0.0/8 or ::1.
+func IsLoopback(host string) bool {
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // validateSink applies a sink's defaults and checks its keys against its type.

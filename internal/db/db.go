@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -38,9 +39,19 @@ func URLFromEnv() (string, error) {
 
 // Open connects a pool to databaseURL and checks that the server answers.
 func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	return OpenSized(ctx, databaseURL, 0)
+}
+
+// OpenSized is Open with a pool of at least minConns connections (pgx's
+// default is the larger of 4 and the number of CPUs), unless
+// databaseURL's pool_max_conns says otherwise.
+func OpenSized(ctx context.Context, databaseURL string, minConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(databaseURL, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, minConns)
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "lookout"

@@ -296,12 +296,19 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	}
 	now := time.Now()
 	lease := 5 * time.Minute
+	// The syncer composes some statements from parts.
+	claimCTE := sqlFrom(t, "internal/syncer/claim.go", "WITH req AS (")
+	quietRuns := sqlFrom(t, "internal/syncer/dispatch.go", "AS x(name, run_id, finished_at")
+	quietHours := sqlFrom(t, "internal/syncer/dispatch.go", ", hours AS (")
 	queries := []hotQuery{
-		{name: "syncer: claim due sources", who: "internal/syncer/claim.go claimSQL",
-			sql: sqlFrom(t, "internal/syncer/claim.go", "WITH req AS ("), args: []any{nil, 500, "syncer-x", now, lease, now},
+		{name: "syncer: lease due sources", who: "internal/syncer/claim.go claimSQL",
+			sql: claimCTE + sqlFrom(t, "internal/syncer/claim.go", "UPDATE sources s\nSET lease_owner = $3"), args: []any{nil, 500, "syncer-x", now, lease, now},
 			index: "sources_due_idx"},
-		{name: "syncer: claim due sources (restricted to this replica's sources)", who: "internal/syncer/claim.go claimSQL",
-			sql: sqlFrom(t, "internal/syncer/claim.go", "WITH req AS ("), args: []any{names, 500, "syncer-x", now, lease, now},
+		{name: "syncer: lock due sources in a claim batch", who: "internal/syncer/claim.go lockSQL",
+			sql: claimCTE + sqlFrom(t, "internal/syncer/claim.go", "SELECT picked.name, nextval"), args: []any{nil, 500, "syncer-x", now, lease, now},
+			index: "sources_due_idx"},
+		{name: "syncer: lease due sources (restricted to this replica's sources)", who: "internal/syncer/claim.go claimSQL",
+			sql: claimCTE + sqlFrom(t, "internal/syncer/claim.go", "UPDATE sources s\nSET lease_owner = $3"), args: []any{names, 500, "syncer-x", now, lease, now},
 			index: "sources_run_requested_idx"},
 		{name: "syncer: record taken-over runs as abandoned", who: "internal/syncer/claim.go abandonTaken",
 			sql:  sqlFrom(t, "internal/syncer/claim.go", "'lease expired while running; taken over by '"),
@@ -316,7 +323,12 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			sql:  sqlFrom(t, "internal/syncer/run.go", "WHERE r.status = 'running'"),
 			args: []any{int64(50001), "src-7", "syncer-1", "schedule", now, nil, now, "every 1m0s", "succeeded", now, 1.5, nil, 1, 0, 1, 1, 1, 0, 0, 0, 0}},
 		{name: "syncer: complete quiet runs", who: "internal/syncer/dispatch.go completeQuietSQL",
-			sql: sqlFrom(t, "internal/syncer/dispatch.go", "), done AS ("),
+			sql: quietRuns + sqlFrom(t, "internal/syncer/dispatch.go", "WHERE s.name = x.name AND s.lease_owner = $15") + quietHours,
+			args: []any{[]string{"src-7", "src-8"}, []int64{50001, 50002}, []time.Time{now, now}, []time.Time{now, now}, []float64{60, 60},
+				[]string{"every 1m0s", "every 1m0s"}, []*string{nil, nil}, []time.Time{now, now}, []int32{1, 1}, []int32{1, 0},
+				[]float64{0.1, 0.2}, []float64{3, 4}, []int32{0, 5}, []int32{0, 0}, "syncer-1"}},
+		{name: "syncer: complete quiet runs of a claim batch", who: "internal/syncer/dispatch.go completeLockedSQL",
+			sql: quietRuns + sqlFrom(t, "internal/syncer/dispatch.go", "WHERE s.name = x.name AND $15::text IS NOT NULL") + quietHours,
 			args: []any{[]string{"src-7", "src-8"}, []int64{50001, 50002}, []time.Time{now, now}, []time.Time{now, now}, []float64{60, 60},
 				[]string{"every 1m0s", "every 1m0s"}, []*string{nil, nil}, []time.Time{now, now}, []int32{1, 1}, []int32{1, 0},
 				[]float64{0.1, 0.2}, []float64{3, 4}, []int32{0, 5}, []int32{0, 0}, "syncer-1"}},

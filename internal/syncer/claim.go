@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,21 +42,21 @@ type claim struct {
 	prevOwnerEnd, requested *time.Time
 }
 
-// maxClaim is the most sources one claim statement leases.
+// maxClaim is the most sources one claim statement takes.
 const maxClaim = 500
 
-// claimSQL leases up to $2 active sources: first those an operator asked
+// claimCTE picks up to $2 active sources: first those an operator asked
 // to run (oldest request first), then those due at $6 (oldest first),
 // skipping rows another replica has locked and sources whose lease is
-// still held. Each arm walks its own partial index in order and stops at
-// the limit, so a claim costs the same with ten or a hundred thousand
-// sources due. The run id comes from sync_runs' sequence; the sync_runs
-// row itself is written only if the run turns out to be worth a row
-// (docs/acquisition.md#quiet-runs). $1 restricts the claim to the sources
-// this replica knows, when the table holds others (NULL: no restriction).
-const claimSQL = `
+// still held, and locks them. Each arm walks its own partial index in
+// order and stops at the limit, so a claim costs the same with ten or a
+// hundred thousand sources due. $1 restricts the claim to the sources this
+// replica knows, when the table holds others (NULL: no restriction). The
+// arms return the state of the locked row versions.
+const claimCTE = `
 WITH req AS (
-    SELECT name, lease_owner, lease_expires_at, run_id, run_requested_at, next_run_at
+    SELECT name, cursor, lease_owner, lease_expires_at, run_id, run_requested_at, next_run_at, interval_reason,
+           failure_count, interval_seconds, last_change_at, last_success_at, last_run_at, created_at
     FROM sources
     WHERE run_requested_at IS NOT NULL AND status = 'active'
       AND (lease_expires_at IS NULL OR lease_expires_at < $4)
@@ -63,7 +65,8 @@ WITH req AS (
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), due AS (
-    SELECT name, lease_owner, lease_expires_at, run_id, run_requested_at, next_run_at
+    SELECT name, cursor, lease_owner, lease_expires_at, run_id, run_requested_at, next_run_at, interval_reason,
+           failure_count, interval_seconds, last_change_at, last_success_at, last_run_at, created_at
     FROM sources
     WHERE status = 'active' AND next_run_at <= $6 AND run_requested_at IS NULL
       AND (lease_expires_at IS NULL OR lease_expires_at < $4)
@@ -75,84 +78,153 @@ WITH req AS (
     SELECT * FROM req
     UNION ALL
     (SELECT * FROM due LIMIT $2 - (SELECT count(*) FROM req))
-)
+)`
+
+// claimSQL leases the picked sources: their lease (owner, expiry, run id
+// from sync_runs' sequence) is written and committed at once, so a run
+// can go on as long as it renews it. The sync_runs row itself is written
+// only if the run turns out to be worth a row
+// (docs/acquisition.md#quiet-runs).
+const claimSQL = claimCTE + `
 UPDATE sources s
 SET lease_owner = $3, lease_expires_at = $4::timestamptz + $5::interval, run_requested_at = NULL,
     run_id = nextval('sync_runs_id_seq')
 FROM picked
 WHERE s.name = picked.name
-RETURNING s.name, s.run_id, s.cursor, coalesce(picked.lease_owner, ''), picked.run_id, picked.lease_expires_at,
-          picked.run_requested_at, picked.next_run_at, coalesce(s.interval_reason, ''), s.failure_count,
-          s.interval_seconds, s.last_change_at, s.last_success_at, s.last_run_at, s.created_at, s.lease_expires_at`
+RETURNING s.name, s.run_id, picked.cursor, coalesce(picked.lease_owner, ''), picked.run_id, picked.lease_expires_at,
+          picked.run_requested_at, picked.next_run_at, coalesce(picked.interval_reason, ''), picked.failure_count,
+          picked.interval_seconds, picked.last_change_at, picked.last_success_at, picked.last_run_at, picked.created_at,
+          s.lease_expires_at`
+
+// lockSQL only locks the picked sources, in a transaction that stays open
+// while their runs fetch (a claim batch): a run that ends quietly within
+// it is completed in it, and its source row is written once, by the
+// completion. $3 and $5 are unused; the lease expiry returned is NULL.
+const lockSQL = claimCTE + `
+SELECT picked.name, nextval('sync_runs_id_seq'), picked.cursor, coalesce(picked.lease_owner, ''), picked.run_id,
+       picked.lease_expires_at, picked.run_requested_at, picked.next_run_at, coalesce(picked.interval_reason, ''),
+       picked.failure_count, picked.interval_seconds, picked.last_change_at, picked.last_success_at, picked.last_run_at,
+       picked.created_at, NULL::timestamptz
+FROM picked
+WHERE $3::text IS NOT NULL AND $5::interval IS NOT NULL`
 
 // claim leases up to limit active sources that were due at asOf (or that
 // an operator asked to run). A source whose lease expired (its holder
 // died) is taken over: its run is recorded as abandoned and the new run's
 // reason is takeover.
-func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim, error) {
+//
+// With spread (the daemon), a scheduled source overdue by more than its
+// interval — it missed runs while no syncer ran — is not run now: its next
+// run is moved to a random point within its interval (at most an hour),
+// so that the sources an outage made due do not all hit their upstreams
+// at once. It returns the claims to run and how many it spread.
+func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time, spread bool) ([]claim, int, error) {
+	var claims []claim
+	var spreadN int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		claims, spreadN, err = s.claimIn(ctx, tx, limit, asOf, spread, false)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("claim due sources: %w", err)
+	}
+	s.claimed(claims, spreadN)
+	return claims, spreadN, nil
+}
+
+// claimIn picks and takes due sources in tx: leased (committed with tx)
+// or, with locked, only locked in tx (claimBatch). It gives back the
+// sources of other configurations, spreads overdue ones, and records the
+// runs it took over as abandoned.
+func (s *Syncer) claimIn(ctx context.Context, tx pgx.Tx, limit int, asOf time.Time, spread, locked bool) ([]claim, int, error) {
 	now := s.conf.Now()
 	var names any // NULL: every source in the table is one of ours
 	if s.restrict.Load() {
 		names = s.claimable()
 	}
-	var claims []claim
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		claims = claims[:0]
-		rows, err := tx.Query(ctx, claimSQL, names, limit, s.conf.Owner, now, s.conf.Lease, asOf)
-		if err != nil {
-			return err
-		}
-		var taken, unknown []claim
-		for rows.Next() {
-			var c claim
-			var prevRun *int64
-			var prevEnd, requested *time.Time
-			if err := rows.Scan(&c.name, &c.runID, &c.cursor, &c.prevOwner, &prevRun, &prevEnd, &requested, &c.dueAt,
-				&c.dueReason, &c.failures, &c.interval, &c.lastChange, &c.lastSuccess, &c.lastRun, &c.createdAt, &c.leaseEnd); err != nil {
-				return err
-			}
-			c.startedAt = now
-			c.reason = "schedule"
-			switch {
-			case c.prevOwner != "":
-				c.reason = "takeover"
-				if prevRun != nil {
-					c.prevRun = *prevRun
-				}
-				if prevEnd != nil {
-					c.prevEnd = *prevEnd
-					if prevEnd.After(c.dueAt) {
-						c.dueAt = *prevEnd // claimable only since the lease expired
-					}
-				}
-			case requested != nil:
-				c.reason = "manual"
-				if requested.Before(c.dueAt) {
-					c.dueAt = *requested
-				}
-			}
-			c.lateness = max(now.Sub(c.dueAt), 0)
-			if s.runnable(c.name) == nil {
-				// Registered by a replica with another configuration: not ours.
-				c.prevOwnerEnd, c.requested = prevEnd, requested
-				unknown = append(unknown, c)
-				continue
-			}
-			claims = append(claims, c)
-			if c.reason == "takeover" {
-				taken = append(taken, c)
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if err := s.handBack(ctx, tx, unknown); err != nil {
-			return err
-		}
-		return s.abandonTaken(ctx, tx, taken)
-	})
+	sql := claimSQL
+	if locked {
+		sql = lockSQL
+	}
+	rows, err := tx.Query(ctx, sql, names, limit, s.conf.Owner, now, s.conf.Lease, asOf)
 	if err != nil {
-		return nil, fmt.Errorf("claim due sources: %w", err)
+		return nil, 0, err
+	}
+	var claims, taken, unknown, overdue []claim
+	for rows.Next() {
+		var c claim
+		var prevRun *int64
+		var prevEnd, requested, leaseEnd *time.Time
+		if err := rows.Scan(&c.name, &c.runID, &c.cursor, &c.prevOwner, &prevRun, &prevEnd, &requested, &c.dueAt,
+			&c.dueReason, &c.failures, &c.interval, &c.lastChange, &c.lastSuccess, &c.lastRun, &c.createdAt, &leaseEnd); err != nil {
+			rows.Close()
+			return nil, 0, err
+		}
+		if leaseEnd != nil {
+			c.leaseEnd = *leaseEnd
+		}
+		c.startedAt = now
+		c.reason = "schedule"
+		if prevRun != nil {
+			c.prevRun = *prevRun
+		}
+		switch {
+		case c.prevOwner != "":
+			c.reason = "takeover"
+			if prevEnd != nil {
+				c.prevEnd = *prevEnd
+				if prevEnd.After(c.dueAt) {
+					c.dueAt = *prevEnd // claimable only since the lease expired
+				}
+			}
+		case requested != nil:
+			c.reason = "manual"
+			if requested.Before(c.dueAt) {
+				c.dueAt = *requested
+			}
+		}
+		c.lateness = max(now.Sub(c.dueAt), 0)
+		if s.runnable(c.name) == nil {
+			// Registered by a replica with another configuration: not ours.
+			c.prevOwnerEnd, c.requested = prevEnd, requested
+			unknown = append(unknown, c)
+			continue
+		}
+		if spread && s.missedRuns(c) {
+			overdue = append(overdue, c)
+			continue
+		}
+		claims = append(claims, c)
+		if c.reason == "takeover" {
+			taken = append(taken, c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if len(unknown) > 0 {
+		s.restrict.Store(true)
+		if !locked { // a lock is given back with the transaction
+			if err := s.handBack(ctx, tx, unknown); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	if err := s.spreadOverdue(ctx, tx, overdue, now, locked); err != nil {
+		return nil, 0, err
+	}
+	if err := s.abandonTaken(ctx, tx, taken); err != nil {
+		return nil, 0, err
+	}
+	return claims, len(overdue), nil
+}
+
+// claimed counts and logs claims once they are committed (leased) or
+// locked.
+func (s *Syncer) claimed(claims []claim, spreadN int) {
+	if spreadN > 0 {
+		s.stats.spread(spreadN)
 	}
 	for _, c := range claims {
 		s.conf.Metrics.PollStarted(c.name)
@@ -164,7 +236,64 @@ func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time) ([]claim,
 				"previous_run_id", c.prevRun)
 		}
 	}
-	return claims, nil
+}
+
+// spreadPrefix starts the interval_reason of a source whose run was
+// spread after an outage; such a source runs when it is due again, late
+// or not.
+const spreadPrefix = "spread after an outage: "
+
+// maxSpread bounds the window an overdue source's run is spread over.
+const maxSpread = time.Hour
+
+// spreadWindow is the interval an overdue source's next run is spread
+// over: its current interval (the time between cron slots for cron), at
+// most maxSpread; 0 when it has none.
+func (s *Syncer) spreadWindow(c claim) time.Duration {
+	var iv time.Duration
+	if c.interval != nil {
+		iv = time.Duration(*c.interval * float64(time.Second))
+	} else if src := s.source(c.name); src != nil {
+		iv = src.schedule.Initial()
+	}
+	return min(iv, maxSpread)
+}
+
+// missedRuns reports whether a scheduled claim is overdue by more than
+// its interval (it missed at least one run while no replica ran it) and
+// was not spread already.
+func (s *Syncer) missedRuns(c claim) bool {
+	w := s.spreadWindow(c)
+	return c.reason == "schedule" && w > 0 && c.lateness > w && !strings.HasPrefix(c.dueReason, spreadPrefix)
+}
+
+// spreadOverdue gives back the claims of sources that missed runs, each
+// due again at a random point within its interval.
+func (s *Syncer) spreadOverdue(ctx context.Context, tx pgx.Tx, overdue []claim, now time.Time, locked bool) error {
+	if len(overdue) == 0 {
+		return nil
+	}
+	n := len(overdue)
+	names, reasons := make([]string, n), make([]string, n)
+	at, runs := make([]time.Time, n), make([]*int64, n)
+	for i, c := range overdue {
+		w := s.spreadWindow(c)
+		names[i], at[i] = c.name, now.Add(rand.N(w))
+		if c.prevRun != 0 {
+			runs[i] = &c.prevRun
+		}
+		reasons[i] = fmt.Sprintf("%soverdue by %s, more than its interval %s: next run spread over the interval, at %s",
+			spreadPrefix, c.lateness.Round(time.Second), w, at[i].UTC().Format(time.RFC3339))
+	}
+	_, err := tx.Exec(ctx, `
+		UPDATE sources s SET lease_owner = NULL, lease_expires_at = NULL, run_id = x.run_id,
+		       next_run_at = x.at, interval_reason = x.reason
+		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[]) AS x(name, at, reason, run_id)
+		WHERE s.name = x.name AND (s.lease_owner = $5 OR $6)`, names, at, reasons, runs, s.conf.Owner, locked)
+	if err != nil {
+		return fmt.Errorf("spread sources that missed runs: %w", err)
+	}
+	return nil
 }
 
 // handBack undoes the claim of sources this replica does not know (the
@@ -174,7 +303,6 @@ func (s *Syncer) handBack(ctx context.Context, tx pgx.Tx, unknown []claim) error
 	if len(unknown) == 0 {
 		return nil
 	}
-	s.restrict.Store(true)
 	names, owners := make([]string, len(unknown)), make([]*string, len(unknown))
 	ends, requested := make([]*time.Time, len(unknown)), make([]*time.Time, len(unknown))
 	runs := make([]*int64, len(unknown))

@@ -43,6 +43,11 @@ func (s *Syncer) run(ctx context.Context) error {
 	summary := time.NewTicker(summaryEvery)
 	defer summary.Stop()
 	var lastExpired time.Time
+	// Catching up after downtime (this replica starting, or the database
+	// coming back): sources that missed runs are spread over their
+	// interval until a claim finds none. A replica that is merely behind
+	// (overloaded) runs its sources late rather than moving them again.
+	catchUp := true
 	for {
 		now := s.conf.Now()
 		if now.Sub(lastExpired) >= s.conf.PollInterval {
@@ -55,17 +60,51 @@ func (s *Syncer) run(ctx context.Context) error {
 		full := false
 		if free > 0 {
 			ask := min(free, maxClaim)
-			claims, err := s.claim(ctx, ask, now)
-			if err != nil && ctx.Err() == nil {
-				s.logger.Error("claim due sources", "error", err)
+			var claims []claim
+			var spread int
+			var batch *claimBatch
+			var err error
+			if s.openBatches.Load() < s.maxBatches {
+				// Lock the sources in a claim batch: quiet runs are then
+				// completed without a lease ever written.
+				batch, claims, spread, err = s.claimBatch(ctx, ask, now, catchUp)
+				if batch != nil {
+					s.openBatches.Add(1)
+				}
+			} else {
+				claims, spread, err = s.claim(ctx, ask, now, catchUp)
 			}
-			full = len(claims) == ask
-			for _, c := range claims {
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.logger.Error("claim due sources", "error", err)
+				catchUp = true
+			case err == nil && spread == 0:
+				catchUp = false
+			}
+			if spread > 0 {
+				s.logger.Info("spread sources that missed runs during an outage over their interval", "sources", spread)
+			}
+			full = len(claims)+spread == ask
+			runs := make([]*run, len(claims))
+			for i, c := range claims {
+				runs[i] = &run{claim: c}
+				if batch != nil {
+					batch.add(runs[i])
+				}
+			}
+			if batch != nil {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					batch.run(ctx)
+				}()
+			}
+			for _, r := range runs {
 				slots <- struct{}{}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					s.runClaim(ctx, c)
+					s.runClaim(ctx, r)
 					<-slots
 					select {
 					case freed <- struct{}{}:
@@ -147,7 +186,7 @@ func (s *Syncer) RunDue(ctx context.Context) (int, error) {
 	defer s.done.close()
 	total := 0
 	for {
-		claims, err := s.claim(ctx, min(s.conf.Concurrency, maxClaim), asOf)
+		claims, _, err := s.claim(ctx, min(s.conf.Concurrency, maxClaim), asOf, false)
 		if err != nil {
 			return total, err
 		}
@@ -156,7 +195,7 @@ func (s *Syncer) RunDue(ctx context.Context) (int, error) {
 		}
 		p := pool.New().WithMaxGoroutines(s.conf.Concurrency)
 		for _, c := range claims {
-			p.Go(func() { s.runClaim(ctx, c) })
+			p.Go(func() { s.runClaim(ctx, &run{claim: c}) })
 		}
 		p.Wait()
 		s.done.wait() // the next claim sees what these runs recorded
@@ -319,6 +358,19 @@ type quietRun struct {
 // sync_run_hours, in one statement. A run whose lease another replica
 // holds by now is not counted but recorded as abandoned.
 func (s *Syncer) completeQuiet(ctx context.Context, batch []quietRun) error {
+	return s.completeQuietIn(ctx, s.pool, batch, false)
+}
+
+// queryer is a pool or a transaction.
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// completeQuietIn records quiet runs in q: leased runs (their lease
+// checked and released), or, with locked, runs of a claim batch whose
+// rows q's transaction holds locked (no lease to check or release: only
+// the columns a run changes are written).
+func (s *Syncer) completeQuietIn(ctx context.Context, q queryer, batch []quietRun, locked bool) error {
 	n := len(batch)
 	names, runIDs := make([]string, n), make([]int64, n)
 	finished, next, started := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
@@ -341,8 +393,12 @@ func (s *Syncer) completeQuiet(ctx context.Context, batch []quietRun) error {
 			notModified[i] = 1
 		}
 	}
+	sql := completeQuietSQL
+	if locked {
+		sql = completeLockedSQL
+	}
 	done := make(map[string]bool, n)
-	rows, err := s.pool.Query(ctx, completeQuietSQL, names, runIDs, finished, next, intervals, reasons, cursors,
+	rows, err := q.Query(ctx, sql, names, runIDs, finished, next, intervals, reasons, cursors,
 		started, requests, notModified, lateness, durations, seen, waits, s.conf.Owner)
 	if err != nil {
 		return fmt.Errorf("record %d quiet runs: %w", n, err)
@@ -357,6 +413,12 @@ func (s *Syncer) completeQuiet(ctx context.Context, batch []quietRun) error {
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("record %d quiet runs: %w", n, err)
+	}
+	if locked {
+		if len(done) != n {
+			return fmt.Errorf("record %d quiet runs of a claim batch: %d source rows updated", n, len(done))
+		}
+		return nil // counted when the batch commits
 	}
 	var lost []quietRun
 	for _, q := range batch {
@@ -374,30 +436,44 @@ func (s *Syncer) completeQuiet(ctx context.Context, batch []quietRun) error {
 	return nil
 }
 
-// completeQuietSQL releases the leases of quiet runs (each only if its
-// lease is still the run's: the fencing check) and adds them to their
-// source's hour in sync_run_hours. It returns the sources released.
-const completeQuietSQL = `
+// quietRunsCTE is the batch of quiet runs, $1..$14.
+const quietRunsCTE = `
 WITH x AS (
     SELECT * FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::float8[], $6::text[], $7::jsonb[],
                          $8::timestamptz[], $9::int[], $10::int[], $11::float8[], $12::float8[], $13::int[], $14::int[])
         AS x(name, run_id, finished_at, next_run_at, interval_seconds, interval_reason, cursor,
              started_at, requests, not_modified, lateness, duration_ms, items_seen, rate_limit_waits)
-), done AS (
-    UPDATE sources s
-    SET lease_owner = NULL, lease_expires_at = NULL, last_run_at = x.finished_at, last_success_at = x.finished_at,
-        next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
-        cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
-    FROM x
-    WHERE s.name = x.name AND s.lease_owner = $15 AND s.run_id = x.run_id
-    RETURNING s.name
-), hours AS (
+)`
+
+// quietHoursCTE adds the runs whose source row was updated (done) to
+// their hour in sync_run_hours: an UPDATE of the hour's row, or, for the
+// first run of the hour, an INSERT (a plain UPDATE writes less than an
+// upsert, which also locks the row it updates).
+const quietHoursCTE = `
+, hours AS (
+    UPDATE sync_run_hours h SET
+        runs = h.runs + 1,
+        not_modified = h.not_modified + x.not_modified,
+        requests = h.requests + x.requests,
+        items_seen = h.items_seen + x.items_seen,
+        rate_limit_waits = h.rate_limit_waits + x.rate_limit_waits,
+        first_started_at = least(h.first_started_at, x.started_at),
+        last_started_at = greatest(h.last_started_at, x.started_at),
+        last_finished_at = greatest(h.last_finished_at, x.finished_at),
+        duration_ms_sum = h.duration_ms_sum + x.duration_ms,
+        lateness_seconds_sum = h.lateness_seconds_sum + x.lateness,
+        lateness_seconds_max = greatest(h.lateness_seconds_max, x.lateness)
+    FROM x JOIN done ON done.name = x.name
+    WHERE h.source = x.name AND h.hour = date_trunc('hour', x.started_at, 'UTC')
+    RETURNING h.source
+), new_hours AS (
     INSERT INTO sync_run_hours AS h (source, hour, runs, not_modified, requests, items_seen, rate_limit_waits,
                                      first_started_at, last_started_at, last_finished_at,
                                      duration_ms_sum, lateness_seconds_sum, lateness_seconds_max)
     SELECT x.name, date_trunc('hour', x.started_at, 'UTC'), 1, x.not_modified, x.requests, x.items_seen, x.rate_limit_waits,
            x.started_at, x.started_at, x.finished_at, x.duration_ms, x.lateness, x.lateness
     FROM x JOIN done ON done.name = x.name
+    WHERE x.name NOT IN (SELECT source FROM hours)
     ON CONFLICT (source, hour) DO UPDATE SET
         runs = h.runs + 1,
         not_modified = h.not_modified + excluded.not_modified,
@@ -412,6 +488,35 @@ WITH x AS (
         lateness_seconds_max = greatest(h.lateness_seconds_max, excluded.lateness_seconds_max)
 )
 SELECT name FROM done`
+
+// completeQuietSQL releases the leases of quiet runs (each only if its
+// lease is still the run's: the fencing check) and adds them to their
+// source's hour in sync_run_hours. It returns the sources released.
+const completeQuietSQL = quietRunsCTE + `
+, done AS (
+    UPDATE sources s
+    SET lease_owner = NULL, lease_expires_at = NULL, last_run_at = x.finished_at, last_success_at = x.finished_at,
+        next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
+        cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
+    FROM x
+    WHERE s.name = x.name AND s.lease_owner = $15 AND s.run_id = x.run_id
+    RETURNING s.name
+)` + quietHoursCTE
+
+// completeLockedSQL records quiet runs of a claim batch, whose source rows
+// the batch's transaction holds locked: it writes only what a run changes
+// (no lease was written), so the row's new version differs from the old
+// in three timestamps for most runs. $15 is unused.
+const completeLockedSQL = quietRunsCTE + `
+, done AS (
+    UPDATE sources s
+    SET last_run_at = x.finished_at, last_success_at = x.finished_at,
+        next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
+        cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
+    FROM x
+    WHERE s.name = x.name AND $15::text IS NOT NULL
+    RETURNING s.name
+)` + quietHoursCTE
 
 // recordLost records quiet runs whose lease was taken over before their
 // completion was written: abandoned, like any run that lost its lease.

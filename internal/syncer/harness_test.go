@@ -179,6 +179,21 @@ func (h *harness) syncer(cfg *config.Config, conf Config) *Syncer {
 	if conf.Owner != "test" {
 		pool = pgtest.PoolFor(h.t, h.url) // a replica has its own pool
 	}
+	return h.syncerOn(pool, cfg, conf)
+}
+
+// syncerOn builds a syncer on the harness's schema with pool.
+func (h *harness) syncerOn(pool *pgxpool.Pool, cfg *config.Config, conf Config) *Syncer {
+	h.t.Helper()
+	if conf.Owner == "" {
+		conf.Owner = "test"
+	}
+	if conf.Now == nil {
+		conf.Now = h.clock.Now
+	}
+	if conf.Transport == nil {
+		conf.Transport = h.tr
+	}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New(pool, overlay(FromConfig(cfg), conf), logger)
 	if err != nil {

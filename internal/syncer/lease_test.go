@@ -27,7 +27,7 @@ func TestLeaseTakeoverIsRecorded(t *testing.T) {
 	ctx := context.Background()
 
 	// Replica a claims the source and dies before running it.
-	claims, err := a.claim(ctx, 1, h.clock.Now())
+	claims, _, err := a.claim(ctx, 1, h.clock.Now(), false)
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("claim: %v %v", claims, err)
 	}

@@ -52,6 +52,15 @@ type run struct {
 	recorded atomic.Bool  // the sync_runs row exists
 	repaired atomic.Int64 // changes committed that repaired a missed webhook event
 
+	// batch is the claim batch that holds the run's source locked, until
+	// the run needs a lease (lease) or the batch ends; nil for a run
+	// claimed with a lease. Only the run's goroutines read it.
+	batch *claimBatch
+	// hb stops the lease's heartbeat once one runs (guarded by hbMu).
+	hbMu      sync.Mutex
+	hb        func()
+	hbStopped bool
+
 	mu           sync.Mutex
 	pending      changes.Stats // counters of batches that wrote nothing, not in the row yet
 	pendingPages int
@@ -83,11 +92,24 @@ func (r *run) withPending(st changes.Stats, pages int) (changes.Stats, int, func
 	}
 }
 
+// leased makes sure the run holds a lease: a run of a claim batch waits
+// for the batch to end (which leases it). After an error the run holds
+// nothing and must not write.
+func (r *run) leased(ctx context.Context) error {
+	b := r.batch
+	if b == nil {
+		return nil
+	}
+	err := b.lease(ctx)
+	r.batch = nil
+	return err
+}
+
 // runClaim runs one claimed source and records the outcome. Errors are
 // recorded in sync_runs and sources, and logged; they do not stop the loop.
-func (s *Syncer) runClaim(ctx context.Context, c claim) {
+func (s *Syncer) runClaim(ctx context.Context, r *run) {
+	c := r.claim
 	src := s.source(c.name)
-	r := &run{claim: c}
 	debug := s.logger.Enabled(ctx, slog.LevelDebug)
 	var logger *slog.Logger
 	logDetail := func() *slog.Logger {
@@ -109,9 +131,24 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, s.conf.RunTimeout, errRunTimeout)
 		defer cancelTimeout()
 	}
-	stopHeartbeat := s.heartbeat(runCtx, r, cancelRun, logDetail)
+	if b := r.batch; b == nil {
+		r.startHeartbeat(s.heartbeat(runCtx, r, cancelRun, logDetail))
+	} else {
+		// A run still fetching when its batch ends holds a lease from then.
+		fetched := make(chan struct{})
+		defer close(fetched)
+		go func() {
+			select {
+			case <-b.ended:
+				if b.err == nil {
+					r.startHeartbeat(s.heartbeat(runCtx, r, cancelRun, logDetail))
+				}
+			case <-fetched:
+			}
+		}()
+	}
 	out := s.fetch(withRunStats(runCtx, rs), r, src)
-	stopHeartbeat()
+	r.stopHeartbeat()
 	// An upstream may echo a configured secret in its error body: hide it
 	// before the error is stored or logged.
 	out.err, out.disable = s.conf.Redactor.Error(out.err), s.conf.Redactor.String(out.disable)
@@ -132,8 +169,19 @@ func (s *Syncer) runClaim(ctx context.Context, c claim) {
 	if after := s.conf.AfterRun; after != nil && (out.status == "succeeded" || out.status == "not_modified") {
 		defer after(c.name, c.runID)
 	}
+	// The outcome (next run, stop conditions) follows the source's
+	// definition as it is now: it may have changed while the run went on.
+	if cur := s.source(c.name); cur != nil {
+		src = cur
+	}
 	if q, ok := s.quiet(r, src, out, rs); ok {
-		s.done.add(q)
+		if b := r.batch; b == nil || !b.finishQuiet(q) {
+			if err := r.leased(ctx); err != nil {
+				s.quietFailed(q, err)
+				return
+			}
+			s.done.add(q)
+		}
 		return
 	}
 	s.recordFull(ctx, r, src, out, rs, logDetail())
@@ -229,6 +277,26 @@ func (s *Syncer) quiet(r *run, src *source, out outcome, rs *runStats) (quietRun
 		q.cursor = nullJSONBytes(out.result.Cursor)
 	}
 	return q, true
+}
+
+func (r *run) startHeartbeat(stop func()) {
+	r.hbMu.Lock()
+	defer r.hbMu.Unlock()
+	if r.hbStopped {
+		stop()
+		return
+	}
+	r.hb = stop
+}
+
+func (r *run) stopHeartbeat() {
+	r.hbMu.Lock()
+	stop := r.hb
+	r.hbStopped, r.hb = true, nil
+	r.hbMu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // heartbeat renews the run's lease every third of the lease while the run
@@ -403,7 +471,12 @@ func (s *Syncer) writeBatch(ctx context.Context, r *run, recs []normalize.Record
 	}
 	var written func(bool)
 	src := s.source(r.name)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	release, err := s.writing(ctx)
+	if err != nil {
+		return st, fmt.Errorf("write batch: %w", err)
+	}
+	defer release()
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if src.cfg.Webhook != nil {
 			// The source's events are written at the same time.
 			if err := changes.Lock(ctx, tx, r.name); err != nil {
@@ -417,6 +490,9 @@ func (s *Syncer) writeBatch(ctx context.Context, r *run, recs []normalize.Record
 		}
 		if st.Changed() == 0 && st.Repaired == 0 {
 			return nil // read only
+		}
+		if err := r.leased(ctx); err != nil {
+			return err
 		}
 		total, totalPages, done := r.withPending(st, pages)
 		written = done
@@ -502,6 +578,11 @@ func (s *Syncer) tombstone(ctx context.Context, r *run, src *source, seen map[st
 	if err := guardDeletes(src.cfg, len(missing), live); err != nil {
 		return total, err
 	}
+	if len(missing) > 0 {
+		if err := r.leased(ctx); err != nil {
+			return total, err
+		}
+	}
 	for i := 0; i < len(missing); i += s.conf.BatchSize {
 		ids := missing[i:min(i+s.conf.BatchSize, len(missing))]
 		var st changes.Stats
@@ -567,7 +648,15 @@ func (s *Syncer) finish(ctx context.Context, r *run, src *source, out outcome, r
 	sc := src.cfg
 	fin := finished{requests: max(out.result.Requests, int(rs.requests.Load())), waits: int(rs.waits.Load())}
 	lost := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	if err := r.leased(ctx); err != nil {
+		return fin, err
+	}
+	release, err := s.writing(ctx)
+	if err != nil {
+		return fin, err
+	}
+	defer release()
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var prevFailures int
 		var status string
 		var interval *float64

@@ -89,7 +89,7 @@ func TestReplicasNeverOverlapAtScale(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	global := "defaults: {rate_limit: {per_second: 100000, burst: 100}, host_rate_limit: {per_second: 1000000, burst: 100000}}\n"
+	global := "defaults: {rate_limit: {per_second: 100000, burst: 100}}\n" // a loopback host: no shared budget
 	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(global), 0o644); err != nil {
 		t.Fatal(err)
 	}

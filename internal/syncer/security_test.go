@@ -28,15 +28,22 @@ func setSecret(t *testing.T, name, value string) string {
 	return env
 }
 
-// writeSources writes lookout.yaml and sources/<name>.yaml and loads the
-// directory.
+// writeSources writes lookout.yaml (fastLimits, then global) and
+// sources/<name>.yaml and loads the directory.
 func writeSources(t *testing.T, global string, sources map[string]string) *config.Config {
+	t.Helper()
+	return writeDir(t, fastLimits+global, sources)
+}
+
+// writeDir writes lookout.yaml and sources/<name>.yaml as given and loads
+// the directory.
+func writeDir(t *testing.T, global string, sources map[string]string) *config.Config {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(fastLimits+global), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(global), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for name, body := range sources {

@@ -17,6 +17,7 @@ type tally struct {
 	changes   int
 	quiet     int
 	changed   int
+	spreadN   int
 	late      []time.Duration // a uniform sample of the window's lateness
 	lateSeen  int
 	lateMax   time.Duration
@@ -44,6 +45,12 @@ func (t *tally) claimedRun(late time.Duration) {
 	}
 }
 
+func (t *tally) spread(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.spreadN += n
+}
+
 // finished counts a run's outcome: its status, whether it was quiet (no
 // sync_runs row), and the changes it wrote.
 func (t *tally) finished(status string, quiet bool, changes int) {
@@ -68,6 +75,7 @@ type window struct {
 	ByStatus              map[string]int
 	Changes               int
 	Quiet, ChangedRuns    int
+	Spread                int
 	LateP50, LateP99, Max time.Duration
 }
 
@@ -76,13 +84,13 @@ func (t *tally) take(now time.Time) window {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	w := window{Since: t.since, Claimed: t.claimed, Finished: t.totalRuns, ByStatus: t.byStatus, Changes: t.changes, Max: t.lateMax,
-		Quiet: t.quiet, ChangedRuns: t.changed}
+		Quiet: t.quiet, ChangedRuns: t.changed, Spread: t.spreadN}
 	if n := len(t.late); n > 0 {
 		slices.Sort(t.late)
 		w.LateP50 = t.late[n/2]
 		w.LateP99 = t.late[min(n-1, n*99/100)]
 	}
-	t.since, t.claimed, t.byStatus, t.changes, t.quiet, t.changed = now, 0, map[string]int{}, 0, 0, 0
+	t.since, t.claimed, t.byStatus, t.changes, t.quiet, t.changed, t.spreadN = now, 0, map[string]int{}, 0, 0, 0, 0
 	t.late, t.lateSeen, t.lateMax, t.totalRuns = t.late[:0], 0, 0, 0
 	return w
 }
@@ -101,6 +109,6 @@ func (s *Syncer) summary(final bool) {
 	}
 	s.logger.Info(msg, "owner", s.conf.Owner, "window_s", int(now.Sub(w.Since).Round(time.Second).Seconds()), "runs", w.Finished, "claimed", w.Claimed,
 		"quiet", w.Quiet, "changed_runs", w.ChangedRuns,
-		"changes", w.Changes, "failed", w.ByStatus["failed"], "deferred", w.ByStatus["deferred"], "abandoned", w.ByStatus["abandoned"],
+		"changes", w.Changes, "spread", w.Spread, "failed", w.ByStatus["failed"], "deferred", w.ByStatus["deferred"], "abandoned", w.ByStatus["abandoned"],
 		"lateness_p50_ms", w.LateP50.Milliseconds(), "lateness_p99_ms", w.LateP99.Milliseconds(), "lateness_max_ms", w.Max.Milliseconds())
 }

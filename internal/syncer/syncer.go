@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"sync"
@@ -62,7 +63,24 @@ type Syncer struct {
 	// no longer defined): claims are then limited to names.
 	names    []string
 	restrict atomic.Bool
+
+	// writers bounds the runs writing at once (batches, outcomes), so
+	// that the claim and the completer always find a connection.
+	writers chan struct{}
+	// openBatches counts the claim batches open (each holds a
+	// connection), at most maxBatches.
+	openBatches atomic.Int32
+	maxBatches  int32
 }
+
+// PoolConns is the size of the connection pool the syncer daemon opens:
+// runs that write share all but reservedConns of it.
+const PoolConns = 16
+
+// reservedConns are the connections left to the claim and the
+// completer; claim batches take up to maxOpenBatches more, and always
+// leave one to the runs that write.
+const reservedConns = 2
 
 // source is a configured source, built once.
 type source struct {
@@ -144,6 +162,11 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 	ut.MaxIdleConns, ut.MaxIdleConnsPerHost = 1024, 128
 	s.untrusted = ut
 	s.done = newCompleter(s)
+	if pool != nil {
+		conns := pool.Config().MaxConns
+		s.maxBatches = min(max(conns-reservedConns-1, 0), maxOpenBatches)
+		s.writers = make(chan struct{}, max(1, int(conns-reservedConns-s.maxBatches)))
+	}
 	if pool != nil {
 		s.hosts = &hostBudget{pool: pool, limits: conf.HostLimit}
 	}
@@ -267,11 +290,22 @@ const definitionPaused = "paused in its definition"
 // source is due at once (a source created at runtime). A source paused in
 // its definition is registered paused, and active again when resumed.
 func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) error {
+	fresh := 0
+	if !firstNow { // sources created at runtime are due at once
+		var err error
+		if fresh, err = s.freshCount(ctx, srcs); err != nil {
+			return err
+		}
+	}
 	b := &pgx.Batch{}
 	now := s.conf.Now()
 	for _, src := range srcs {
 		sc := src.cfg
 		first := src.schedule.First(now)
+		if w := firstRunWindow(sc, fresh); w > 0 {
+			first.At = now.Add(rand.N(w))
+			first.Reason = fmt.Sprintf("registered with %d other new or changed sources: first run spread over %s", fresh-1, w)
+		}
 		insertAt := first.At
 		if firstNow {
 			insertAt = now
@@ -352,6 +386,58 @@ func silenceSeconds(sc *config.Source) any {
 		return nil
 	}
 	return max(int(*sc.Webhook.SilenceAlert/time.Second), 1)
+}
+
+// firstRunsPerSecond is the pace at which the first runs of sources
+// registered (or reconfigured) together are spread: at most about this
+// many per second, within each source's interval.
+const firstRunsPerSecond = 100
+
+// firstRunWindow is how far the first run of sc is spread when fresh
+// sources (new or with a changed configuration) are registered together:
+// over fresh/firstRunsPerSecond seconds, at most its interval, when more
+// than firstRunsPerSecond are fresh and that is longer than its jitter;
+// else 0 (its jitter applies). A hundred thousand
+// sources every minute registered at once start spread over the minute,
+// not in a herd within its jitter. Cron sources run at their slot.
+func firstRunWindow(sc *config.Source, fresh int) time.Duration {
+	if sc.Cron != "" || sc.Every <= 0 || fresh <= firstRunsPerSecond {
+		return 0
+	}
+	w := min(time.Duration(fresh)*time.Second/firstRunsPerSecond, sc.Every)
+	if sc.Jitter != nil && w <= *sc.Jitter {
+		return 0
+	}
+	return w
+}
+
+// freshCount counts the configured sources that are new or whose
+// configuration changed.
+func (s *Syncer) freshCount(ctx context.Context, srcs []*source) (int, error) {
+	names, hashes := make([]string, len(srcs)), make([]string, len(srcs))
+	for i, src := range srcs {
+		names[i], hashes[i] = src.cfg.Name, src.cfg.Hash
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, `
+		SELECT count(*) FROM unnest($1::text[], $2::text[]) AS c(name, hash)
+		WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE s.name = c.name AND s.config_hash = c.hash)`, names, hashes).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("register sources: count new ones: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Syncer) batchEnded() { s.openBatches.Add(-1) }
+
+// writing holds a writer slot until the returned function is called.
+func (s *Syncer) writing(ctx context.Context) (func(), error) {
+	select {
+	case s.writers <- struct{}{}:
+		return func() { <-s.writers }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // stuckAfterSeconds is stuck_after in whole seconds (at least 1), as

@@ -104,7 +104,8 @@ func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := t.waitSource(ctx, host, rs); err != nil {
 		return nil, err
 	}
-	if err := t.waitHost(ctx, host, rs); err != nil {
+	key := budgetKey{host: host, credential: credentialOf(host, req.Header, req.URL)}
+	if err := t.waitHost(ctx, key, rs); err != nil {
 		return nil, err
 	}
 
@@ -129,7 +130,7 @@ func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	t.metrics.UpstreamResponse(host, resp.StatusCode)
-	t.observe(ctx, host, resp, rs)
+	t.observe(ctx, key, resp, rs)
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
 }
@@ -157,15 +158,16 @@ func (t *politeTransport) waitSource(ctx context.Context, host string, rs *runSt
 	return nil
 }
 
-// waitHost waits for a token of host's shared budget, and for a standing
-// block of the host to end.
-func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStats) error {
+// waitHost waits for a token of the key's shared budget (its host's, or
+// its host and credential's), and for a standing block of it to end.
+func (t *politeTransport) waitHost(ctx context.Context, key budgetKey, rs *runStats) error {
+	host := key.host
 	if t.hosts == nil {
 		return nil
 	}
 	for {
 		now := t.now()
-		tk, err := t.hosts.take(ctx, host, now)
+		tk, err := t.hosts.take(ctx, key, now)
 		if err != nil {
 			return err
 		}
@@ -174,7 +176,7 @@ func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStat
 			d := tk.blockedUntil.Sub(now)
 			if limit, _ := t.waitLimit(ctx); d > limit {
 				return &connectors.RetryLaterError{RetryAt: tk.blockedUntil,
-					Reason: fmt.Sprintf("host %s is blocked: %s", host, tk.reason)}
+					Reason: fmt.Sprintf("host %s is blocked: %s", key, tk.reason)}
 			}
 			rs.waits.Add(1)
 			t.metrics.RateLimitWait(host, metrics.LimitBlocked)
@@ -184,11 +186,11 @@ func (t *politeTransport) waitHost(ctx context.Context, host string, rs *runStat
 			continue
 		}
 		if limit, why := t.waitLimit(ctx); tk.wait > limit {
-			if err := t.hosts.refund(context.WithoutCancel(ctx), host); err != nil {
+			if err := t.hosts.refund(context.WithoutCancel(ctx), key); err != nil {
 				t.logger.Warn("refund host token", "host", host, "error", err)
 			}
 			return &connectors.RetryLaterError{RetryAt: now.Add(tk.wait),
-				Reason: fmt.Sprintf("host %s budget needs a %s wait, more than %s", host, tk.wait.Round(time.Millisecond), why)}
+				Reason: fmt.Sprintf("host %s budget needs a %s wait, more than %s", key, tk.wait.Round(time.Millisecond), why)}
 		}
 		if tk.wait > 0 {
 			rs.waits.Add(1)
@@ -217,7 +219,8 @@ func (t *politeTransport) waitLimit(ctx context.Context) (time.Duration, string)
 
 // observe blocks the host when the response asks us to stay away, and
 // records error statuses.
-func (t *politeTransport) observe(ctx context.Context, host string, resp *http.Response, rs *runStats) {
+func (t *politeTransport) observe(ctx context.Context, key budgetKey, resp *http.Response, rs *runStats) {
+	host := key.host
 	if t.hosts == nil {
 		return
 	}
@@ -233,13 +236,13 @@ func (t *politeTransport) observe(ctx context.Context, host string, resp *http.R
 		rs.noteBlock(until)
 		t.metrics.HostBlocked(host)
 		reason := fmt.Sprintf("%s (%s)", resp.Status, why)
-		if err := t.hosts.block(ctx, host, until, code, reason, now); err != nil {
+		if err := t.hosts.block(ctx, key, until, code, reason, now); err != nil {
 			t.logger.Warn("record host block", "host", host, "error", err)
 			return
 		}
-		t.logger.Warn("host asked us to wait", "host", host, "status", code, "blocked_until", until.UTC().Format(time.RFC3339), "why", why)
+		t.logger.Warn("host asked us to wait", "host", host, "credential", key.credential, "status", code, "blocked_until", until.UTC().Format(time.RFC3339), "why", why)
 	case code >= 400:
-		if err := t.hosts.status(ctx, host, code, now); err != nil {
+		if err := t.hosts.status(ctx, key, code, now); err != nil {
 			t.logger.Warn("record host status", "host", host, "error", err)
 		}
 	}

@@ -52,6 +52,8 @@ const (
 	// than its webhook.silence_alert while its reconciliation polls
 	// still found changes (the deliveries are not arriving).
 	KindWebhookSilent = "webhook_silent"
+	// KindLate: the sources' p99 lateness passed alerts.late_after.
+	KindLate = "late"
 )
 
 // Source is the notifications.source of alerts that are about no source
@@ -86,6 +88,10 @@ type Config struct {
 	// (alerts.stale_after). Defaults to three times each source's longest
 	// interval, and at least 5m.
 	StaleAfter time.Duration
+	// LateAfter raises a late alert when the p99 lateness of the active
+	// sources passes it (alerts.late_after); <= 0 turns the check off.
+	// Defaults to 0 here; the config loader's default is 1m.
+	LateAfter time.Duration
 	// OnAlert, when set, is called after a check that wrote alert
 	// notifications, with their number (the delivery wake-up).
 	OnAlert func(notifications int)
@@ -101,7 +107,8 @@ type Config struct {
 // caller.
 func FromConfig(cfg *config.Config) Config {
 	a := &cfg.Global.Alerts
-	return Config{Sources: cfg.Sources, Enabled: a.On(), Notify: a.Notify, Interval: a.Interval, StaleAfter: a.StaleAfter}
+	return Config{Sources: cfg.Sources, Enabled: a.On(), Notify: a.Notify, Interval: a.Interval, StaleAfter: a.StaleAfter,
+		LateAfter: a.LateAfter}
 }
 
 // Watchdog checks for problems and raises alerts.
@@ -195,7 +202,7 @@ func (w *Watchdog) Check(ctx context.Context) (Result, error) {
 			return nil
 		}
 		var found []Alert
-		for _, check := range []func(context.Context, pgx.Tx) ([]Alert, error){w.stale, w.stuck, w.disabled, w.webhookSilent, w.deadLetters} {
+		for _, check := range []func(context.Context, pgx.Tx) ([]Alert, error){w.stale, w.stuck, w.disabled, w.webhookSilent, w.late, w.deadLetters} {
 			a, err := check(ctx, tx)
 			if err != nil {
 				return err
@@ -473,6 +480,56 @@ func (w *Watchdog) webhookSilent(ctx context.Context, tx pgx.Tx) ([]Alert, error
 		return nil, fmt.Errorf("look for silent webhook sources: %w", err)
 	}
 	return out, nil
+}
+
+// late raises an alert when the sources run late: the 99th percentile,
+// over the active sources, of each one's lateness — the worst start of
+// its quiet runs in the last hour (sync_run_hours) or how long it is
+// overdue now, whichever is more — passes LateAfter. One alert per hour
+// at most while it lasts (the dedupe key names the hour).
+func (w *Watchdog) late(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
+	if w.conf.LateAfter <= 0 {
+		return nil, nil
+	}
+	var p99, worst float64
+	var late, total int
+	var worstSource string
+	err := tx.QueryRow(ctx, `
+		WITH l AS (
+		    SELECT s.name,
+		           greatest(CASE WHEN (s.lease_owner IS NULL OR s.lease_expires_at < now())
+		                              AND least(s.next_run_at, s.run_requested_at) < now()
+		                         THEN extract(epoch FROM now() - least(s.next_run_at, s.run_requested_at))::float8 ELSE 0 END,
+		                    coalesce((SELECT max(h.lateness_seconds_max) FROM sync_run_hours h
+		                              WHERE h.source = s.name AND h.hour > now() - interval '2 hours'
+		                                AND h.last_started_at > now() - interval '1 hour'), 0)) AS late
+		    FROM sources s WHERE s.status = 'active'
+		)
+		SELECT coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY late), 0), count(*) FILTER (WHERE late > $1), count(*),
+		       coalesce(max(late), 0), coalesce((SELECT name FROM l ORDER BY late DESC, name LIMIT 1), '')
+		FROM l`, w.conf.LateAfter.Seconds()).Scan(&p99, &late, &total, &worst, &worstSource)
+	if err != nil {
+		return nil, fmt.Errorf("measure how late sources run: %w", err)
+	}
+	if p99 <= w.conf.LateAfter.Seconds() {
+		return nil, nil
+	}
+	now := w.conf.Now().UTC()
+	hour := now.Truncate(time.Hour)
+	p := time.Duration(p99 * float64(time.Second)).Round(time.Second)
+	body := fmt.Sprintf("The 99th percentile of how late the active sources run is %s, past alerts.late_after (%s): "+
+		"%d of %d sources ran, or are overdue, later than that; the latest is %s (%s).\n"+
+		"The syncers do not keep up: too few replicas, slots (syncer.concurrency) or CPU, a slow database, or no syncer running. "+
+		"See lookout_schedule_lateness_seconds, the syncers' summary lines, report_active_sources (overdue, lateness_max_1h) and docs/scaling.md.",
+		p, w.conf.LateAfter, late, total, worstSource, time.Duration(worst*float64(time.Second)).Round(time.Second))
+	return []Alert{{
+		Kind: KindLate, Source: Source, RecordID: "schedule", Watch: WatchPrefix + KindLate, Subject: "schedule",
+		DedupeKey: "alert/late/" + hour.Format("2006-01-02T15Z"),
+		Title:     fmt.Sprintf("[lookout] sources run late: p99 lateness %s (late_after %s)", p, w.conf.LateAfter),
+		Body:      body, Since: hour,
+		Details: map[string]any{"p99_seconds": p99, "late_after_seconds": w.conf.LateAfter.Seconds(), "late_sources": late,
+			"active_sources": total, "latest_source": worstSource, "latest_seconds": worst},
+	}}, nil
 }
 
 // maxExamples bounds the dead letters a dead-letter alert lists.

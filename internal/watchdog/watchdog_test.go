@@ -517,3 +517,50 @@ func TestWebhookSilenceAlerts(t *testing.T) {
 		t.Errorf("after an event: %v", got)
 	}
 }
+
+// TestLateSourcesAlert: the late alert looks at the 99th percentile of how
+// late the active sources run (the worst quiet-run start of the last
+// hour, or how long a source is overdue now): one source far behind among
+// a hundred is no alert; three are, once per hour.
+func TestLateSourcesAlert(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, testGlobal)
+	s.exec(`INSERT INTO sources (name, connector, config_hash, next_run_at, last_success_at)
+	        SELECT 's' || i, 'file', 'h', now() + interval '1 minute', now() FROM generate_series(1, 100) i`)
+	if res := s.check(); len(res.Raised) != 0 {
+		t.Fatalf("on time: raised %v", kinds(res))
+	}
+	s.exec(`UPDATE sources SET next_run_at = now() - interval '10 minutes' WHERE name = 's1'`)
+	if res := s.check(); len(res.Raised) != 0 {
+		t.Fatalf("one source of 100 late: raised %v", kinds(res))
+	}
+	// Two more ran five minutes late this hour.
+	s.exec(`INSERT INTO sync_run_hours (source, hour, runs, first_started_at, last_started_at, last_finished_at, lateness_seconds_sum, lateness_seconds_max)
+	        SELECT name, date_trunc('hour', now()), 1, now(), now(), now(), 300, 300 FROM sources WHERE name IN ('s2', 's3')`)
+	res := s.check()
+	if got := kinds(res); !slices.Equal(got, []string{"late:schedule"}) {
+		t.Fatalf("three sources of 100 late: raised %v, want the late alert", got)
+	}
+	if a := res.Raised[0]; !strings.Contains(a.Title, "sources run late: p99 lateness") || !strings.Contains(a.Body, "3 of 100 sources") {
+		t.Errorf("alert: %q\n%s", a.Title, a.Body)
+	}
+	if res := s.check(); len(res.Raised) != 0 {
+		t.Errorf("second check raised %v again", kinds(res))
+	}
+	if !strings.Contains(scrape(t, s.m), `lookout_alerts_total{kind="late"} 1`) {
+		t.Error("lookout_alerts_total{kind=late} is not 1")
+	}
+	// The reports say it too: overdue and lateness_max_1h per source, and
+	// a source overdue past its stuck_after is stuck.
+	if n := s.count(`SELECT count(*) FROM report_active_sources
+	                 WHERE (name = 's1' AND overdue > interval '9 minutes') OR (name = 's2' AND lateness_max_1h = 300)`); n != 2 {
+		t.Errorf("report_active_sources shows %d of the 2 late sources", n)
+	}
+	if n := s.count(`SELECT count(*) FROM report_stuck WHERE kind = 'source_overdue'`); n != 0 {
+		t.Errorf("%d overdue sources stuck before stuck_after", n)
+	}
+	s.exec(`UPDATE sources SET stuck_after_seconds = 300 WHERE name = 's1'`)
+	if n := s.count(`SELECT count(*) FROM report_stuck WHERE kind = 'source_overdue' AND source = 's1' AND detail LIKE 'due since %'`); n != 1 {
+		t.Errorf("report_stuck lists s1 %d times, want once as source_overdue", n)
+	}
+}

@@ -1,0 +1,109 @@
+package syncer
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/testsignal"
+)
+
+// TestClaimBatch: the daemon takes due sources in claim batches. A quiet
+// run completes in its batch without a lease ever being written (the
+// source's run_id stays the last leased run's); a run still going when
+// the batch's hold is over holds a lease from then (lease_owner, a new
+// run_id) and is completed by the completer; a run that writes records
+// leases its source before it writes and keeps its sync_runs row.
+func TestClaimBatch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	release := make(chan struct{})
+	var slowStarted atomic.Bool
+	var quietRuns atomic.Int64
+	var n atomic.Int64
+	cfg := loadConfig(t, fastLimits+"syncer: {poll_interval: 10ms}\n", map[string]string{
+		// At most three batches are ever open (one per source), fewer than
+		// maxOpenBatches: no claim falls back to a lease.
+		"quiet":   "every: 100ms\njitter: 0s\n",
+		"slow":    "every: 1h\njitter: 0s\n",
+		"changes": "every: 1h\njitter: 0s\n",
+	}, map[string]fetchFunc{
+		"quiet": func(context.Context, connectors.Env, json.RawMessage, connectors.EmitFunc) (connectors.Result, error) {
+			quietRuns.Add(1)
+			return connectors.Result{}, connectors.ErrNotModified
+		},
+		"slow": func(ctx context.Context, _ connectors.Env, _ json.RawMessage, _ connectors.EmitFunc) (connectors.Result, error) {
+			slowStarted.Store(true)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return connectors.Result{}, ctx.Err()
+			}
+			return connectors.Result{}, connectors.ErrNotModified
+		},
+		"changes": func(ctx context.Context, _ connectors.Env, _ json.RawMessage, emit connectors.EmitFunc) (connectors.Result, error) {
+			err := emit(ctx, connectors.Page{Items: []connectors.Item{{Value: map[string]any{"id": "a", "n": int(n.Add(1))}, Loc: "x"}}})
+			return connectors.Result{}, err
+		},
+	})
+	// A pool large enough for claim batches (a test pool has 4 connections).
+	pool, err := pgxpool.New(context.Background(), h.url+"&pool_max_conns=12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := h.syncerOn(pool, cfg, Config{Now: time.Now})
+	if s.maxBatches < 1 {
+		t.Fatalf("no claim batches with %d connections", pool.Config().MaxConns)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	type state struct {
+		owner string
+		runID *int64
+	}
+	read := func(name string) state {
+		var st state
+		if err := h.pool.QueryRow(context.Background(), `SELECT coalesce(lease_owner, ''), run_id FROM sources WHERE name = $1`, name).Scan(&st.owner, &st.runID); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	testsignal.Eventually(t, "the quiet source to run 5 times, the slow one to outlast its batch and hold a lease", func() bool {
+		return quietRuns.Load() >= 5 && slowStarted.Load() && read("slow").owner == "test"
+	})
+	if st := read("quiet"); st.runID != nil {
+		t.Errorf("quiet source: run_id %v, want none (its runs completed in their batches, never leased)", *st.runID)
+	}
+	var hours int
+	if err := h.pool.QueryRow(context.Background(), `SELECT coalesce(sum(runs), 0) FROM sync_run_hours WHERE source = 'quiet'`).Scan(&hours); err != nil || hours < 4 {
+		t.Errorf("sync_run_hours counts %d quiet runs (%v), want at least 4", hours, err)
+	}
+	if runs := h.runs("changes"); len(runs) != 1 || runs[0].Status != "succeeded" || runs[0].Created != 1 {
+		t.Errorf("the run that wrote records: %+v", runs)
+	}
+	close(release)
+	testsignal.Eventually(t, "the slow run to complete", func() bool { return read("slow").owner == "" })
+	if st := read("slow"); st.runID == nil {
+		t.Error("the slow run's lease left no run_id")
+	}
+	if runs := h.runs("slow"); len(runs) != 0 {
+		t.Errorf("the slow run (quiet, shorter than a third of the lease) wrote a sync_runs row: %+v", runs)
+	}
+}
