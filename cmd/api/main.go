@@ -2,7 +2,9 @@
 // (OpenAPI 3.1 at /openapi.json) through which assistants and their users
 // read their notifications and describe sources, with bearer tokens per
 // owner. It is stateless: run any number of replicas against one
-// database. It links no connector.
+// database. It links the connectors to validate the sources created
+// through it (control.NewValidator: their decoders and constructors,
+// never a fetch) and runs none of them.
 package main
 
 import (
@@ -30,7 +32,6 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/definitions"
-	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/ingest"
 	"github.com/lookout-dev/lookout/internal/mcp"
@@ -81,10 +82,9 @@ func serviceConfig(cfg *config.Config, keys *secrets.Ring) control.Config {
 // wakes its notification streams; the caller starts and stops the hub.
 func newService(pool *pgxpool.Pool, cfg *config.Config, keys *secrets.Ring, logger *slog.Logger) (*control.Service, *control.Hub) {
 	hub := control.NewHub(pool, logger)
-	// The one validation path: config.ParseSource and the evaluator's
-	// build of watches (the api links no connector: connector blocks are
-	// checked by ParseSource's shape and by the syncer).
-	store := definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global, Checks: []definitions.Check{evaluator.Build}})
+	// The one validation path: what `check` and the config loader run,
+	// the connectors' decoders and constructors included.
+	store := definitions.NewStore(pool, control.NewValidator(&cfg.Global))
 	return control.New(pool, store, hub, serviceConfig(cfg, keys), logger), hub
 }
 

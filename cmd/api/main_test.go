@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -121,5 +122,80 @@ func TestCheckAndSecretKey(t *testing.T) {
 	doc, _, code := run(t, "openapi")
 	if code != 0 || !strings.Contains(doc, "3.1.0") {
 		t.Errorf("openapi: %d", code)
+	}
+}
+
+// The api binary validates a source made through it with the code `syncer
+// check` runs on a file: the connector's decoder (an unknown key of its
+// block) and its constructor without I/O (an expression of the block that
+// does not compile), each a 422 problem naming the field; nothing is
+// created. Before, the api linked no connector and both were found only
+// by the syncer's first run.
+func TestConnectorBlocksValidated(t *testing.T) {
+	_, url := pgtest.Schema(t)
+	t.Setenv("DATABASE_URL", url)
+	d := clitest.StartDaemon(t, "../../examples/config", runDaemon)
+	d.WaitFor("readyz 200", func() bool {
+		code, _ := d.Get("/readyz")
+		return code == http.StatusOK
+	})
+	out, errOut, code := run(t, "token", "create", "--owner", "alice")
+	if code != 0 {
+		t.Fatalf("token create: %d %s", code, errOut)
+	}
+	secret := strings.TrimSpace(out)
+	post := func(body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+d.Addr+"/v1/sources", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("answer %s: %v", b, err)
+		}
+		return resp.StatusCode, v
+	}
+	// 93.184.216.34 is a public address: the egress check passes without DNS.
+	for _, tc := range []struct{ name, block, pointer, detail string }{
+		{"decoder", `{"url":"https://93.184.216.34/items.json","itms":"body.items"}`, "/http/itms", "http.itms: is not a known key"},
+		{"constructor", `{"url":"https://93.184.216.34/items.json","items":"body.items[["}`, "/http/items", "http.items: "},
+	} {
+		code, p := post(`{"name":"bad-` + tc.name + `","connector":"http","every":"1h","http":` + tc.block + `}`)
+		errs, _ := p["errors"].([]any)
+		found := false
+		for _, e := range errs {
+			m, _ := e.(map[string]any)
+			if m["pointer"] == tc.pointer && strings.HasPrefix(fmt.Sprint(m["detail"]), tc.detail) {
+				found = true
+			}
+		}
+		if code != http.StatusUnprocessableEntity || p["type"] == nil || !found {
+			t.Errorf("%s: %d, want 422 with an error at %s %q: %v", tc.name, code, tc.pointer, tc.detail, p)
+		}
+	}
+	if code, p := post(`{"name":"good","connector":"http","every":"1h","http":{"url":"https://93.184.216.34/items.json","items":"body.items"}}`); code != http.StatusCreated {
+		t.Errorf("a valid source: %d %v", code, p)
+	}
+	pool := pgtest.PoolFor(t, url)
+	var names []string
+	rows, err := pool.Query(context.Background(), `SELECT name FROM source_definitions WHERE owner = 'alice' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if fmt.Sprint(names) != "[good]" {
+		t.Errorf("alice's sources: %v, want [good]", names)
 	}
 }

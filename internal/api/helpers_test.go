@@ -37,7 +37,7 @@ func setup(t *testing.T) *fixture {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	logger := slog.New(slog.DiscardHandler)
-	store := definitions.NewStore(pool, &definitions.Validator{Global: &config.Global{Sinks: map[string]*config.Sink{"log": {Type: "log"}}}})
+	store := definitions.NewStore(pool, control.NewValidator(&config.Global{Sinks: map[string]*config.Sink{"log": {Type: "log"}}}))
 	hub := control.NewHub(pool, logger)
 	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)

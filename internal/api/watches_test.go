@@ -120,6 +120,14 @@ func TestCreateWatchBadInput(t *testing.T) {
 		{"bad cron", `{"new_source":{"name":"feed","connector":"rss","cron":"61 * * * *","rss":{"url":"https://feeds.example/a.xml"}},"watch":{"name":"x"}}`, 422, "/new_source/cron", "cron"},
 		{"file connector", `{"new_source":{"name":"f","connector":"file","file":{"paths":["/etc/passwd"]}},"watch":{"name":"x"}}`, 422, "/new_source/connector", "reads the server's files"},
 		{"metadata url", `{"new_source":{"name":"m","connector":"http","every":"1h","http":{"url":"http://db.internal/"}},"watch":{"name":"x"}}`, 422, "/new_source/http/url", "cloud metadata"},
+		// The connector's own block, checked by its decoder and built by its
+		// constructor (the one validation path): found at the create, not
+		// at the first run.
+		{"unknown key of the connector block", `{"new_source":{"name":"h","connector":"http","every":"1h","http":{"url":"https://feeds.example/a.json","itms":"body.items"}},"watch":{"name":"x"}}`, 422, "/new_source/http/itms", "http.itms: is not a known key (known: "},
+		{"connector block's wrong type", `{"new_source":{"name":"h","connector":"http","every":"1h","http":{"url":"https://feeds.example/a.json","max_pages":"many"}},"watch":{"name":"x"}}`, 422, "/new_source/http/max_pages", `http.max_pages: must be an integer, not "many"`},
+		{"connector block's expression does not compile", `{"new_source":{"name":"h","connector":"http","every":"1h","http":{"url":"https://feeds.example/a.json","items":"body.items[["}},"watch":{"name":"x"}}`, 422, "/new_source/http/items", "http.items: "},
+		{"connector block's missing key", `{"new_source":{"name":"r","connector":"rss","every":"1h","rss":{"headers":{"Accept":"application/rss+xml"}}},"watch":{"name":"x"}}`, 422, "/new_source/rss/url", "rss.url: is required"},
+		{"connector block's invalid value", `{"new_source":{"name":"g","connector":"github","every":"1h","github":{"repo":"just-a-name"}},"watch":{"name":"x"}}`, 422, "/new_source/github/repo", "github.repo: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Problem
@@ -230,6 +238,15 @@ func TestSourcesOverHTTP(t *testing.T) {
 	f.do(http.MethodGet, "/v1/sources", "alice", nil, &page)
 	if len(page.Items) != 2 {
 		t.Errorf("alice's sources: %+v", page.Items)
+	}
+	// update_source goes through the same validation, connector block included.
+	p := f.problem(http.MethodPut, "/v1/sources/alice-feed", "alice", body(`{"name":"alice-feed","connector":"http","every":"1h","http":{"url":"https://feeds.example/a.json","items":"body.items[["}}`), http.StatusUnprocessableEntity)
+	if len(p.Errors) == 0 || p.Errors[0].Pointer != "/http/items" || !strings.HasPrefix(p.Errors[0].Detail, "http.items: ") {
+		t.Errorf("update_source with a bad block: %+v", p)
+	}
+	f.do(http.MethodGet, "/v1/sources/alice-feed", "alice", nil, &s)
+	if s.Connector != "rss" {
+		t.Errorf("a refused update changed the source: %+v", s)
 	}
 	f.problem(http.MethodGet, "/v1/sources/alice-feed", "bob", nil, http.StatusNotFound)
 	f.problem(http.MethodPost, "/v1/sources/alice-feed/run", "bob", nil, http.StatusNotFound)

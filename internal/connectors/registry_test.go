@@ -100,9 +100,9 @@ func TestRegisteredConnectorOwnsItsBlock(t *testing.T) {
 		{"another connector's block", head + "widget: {endpoint: https://x.test}\ngizmo: {}\n",
 			`sources/w.yaml:4: gizmo block is set but the connector is "widget"`},
 		{"unknown top-level key", head + "widget: {endpoint: https://x.test}\nwidgt: {}\n",
-			"sources/w.yaml:4: widgt is not a known key (known: adaptive, connector, cron, every, fields, follow_redirects, gizmo, jitter, max_delete_fraction, name, rate_limit, stale_after, stop, stuck_after, tasks, timeout, timezone, volatile, watches, webhook, widget)"},
+			"sources/w.yaml:4: widgt is not a known key (known: adaptive, connector, cron, every, fields, follow_redirects, gizmo, jitter, max_delete_fraction, name, prober, rate_limit, stale_after, stop, stuck_after, tasks, timeout, timezone, volatile, watches, webhook, widget)"},
 		{"unknown connector", "name: w\nconnector: gadget\ngadget: {}\n",
-			`sources/w.yaml:2: connector "gadget" is not known (known: gizmo, widget)`},
+			`sources/w.yaml:2: connector "gadget" is not known (known: gizmo, prober, widget)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -110,7 +110,7 @@ func setup(t *testing.T) *fixture {
 	if _, err := definitions.Apply(ctx, pool, cfg); err != nil {
 		t.Fatal(err)
 	}
-	f.store = definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global, Checks: []definitions.Check{evaluator.Build}})
+	f.store = definitions.NewStore(pool, control.NewValidator(&cfg.Global))
 	hub := control.NewHub(pool, logger)
 	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)

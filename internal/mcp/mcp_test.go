@@ -377,6 +377,13 @@ func TestBadArguments(t *testing.T) {
 			`/watch/notify/0: notify[0]: names sink "pager", which lookout.yaml does not declare (declared: log)`},
 		{"create_watch", map[string]any{"new_source": map[string]any{"name": "feed", "connector": "rss", "cron": "61 * * * *", "rss": map[string]any{"url": "https://feeds.example/a.xml"}}, "watch": map[string]any{"name": "x"}},
 			"/new_source/cron: "},
+		// The connector's own block: its decoder, then its constructor.
+		{"create_watch", map[string]any{"new_source": map[string]any{"name": "feed", "connector": "http", "every": "1h", "http": map[string]any{"url": "https://feeds.example/a.json", "itms": "body.items"}}, "watch": map[string]any{"name": "x"}},
+			"/new_source/http/itms: http.itms: is not a known key (known: "},
+		{"create_watch", map[string]any{"new_source": map[string]any{"name": "feed", "connector": "http", "every": "1h", "http": map[string]any{"url": "https://feeds.example/a.json", "items": "body.items[["}}, "watch": map[string]any{"name": "x"}},
+			"/new_source/http/items: http.items: "},
+		{"create_watch", map[string]any{"new_source": map[string]any{"name": "feed", "connector": "rss", "every": "1h", "rss": map[string]any{"headers": map[string]any{"Accept": "application/rss+xml"}}}, "watch": map[string]any{"name": "x"}},
+			"/new_source/rss/url: rss.url: is required"},
 		{"update_watch", map[string]any{"source": "releases", "name": "x"},
 			`/watch: field "watch" is required here and missing`},
 		{"explain", map[string]any{"change_id": 0},
