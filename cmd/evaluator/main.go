@@ -32,8 +32,8 @@ func main() {
 	os.Exit(cli.Main("evaluator", "evaluate changes and deliver notifications", []cli.Command{
 		{Name: "run", Summary: "run the evaluator, delivery and alert daemon until SIGINT/SIGTERM [--listen ADDR: /metrics, /healthz, /readyz; default " + cli.EvaluatorListenDefault + "]", Run: runDaemon},
 		{Name: "once", Summary: "evaluate pending changes, check for alerts and deliver due notifications, then exit", Run: runOnce},
-		{Name: "explain", Summary: "print the decision trail of a change (--change ID) or of a record's changes (SOURCE RECORD_ID)", Run: runExplain},
-		{Name: "replay", Summary: "re-evaluate stored changes against the current watches and print how decisions would differ; delivers nothing", Run: runReplay},
+		{Name: "explain", Summary: "print the decision trail of a change (--change ID) or of a record's changes (SOURCE RECORD_ID), with the watches of the definitions (files and API)", Run: runExplain},
+		{Name: "replay", Summary: "re-evaluate stored changes against the current watches of the definitions (files and API) and print how decisions would differ; delivers nothing", Run: runReplay},
 		{Name: "retry-dead", Summary: "send dead notifications back to pending (--sink S --watch W --source S --id N)", Run: retryDead},
 		{Name: "deliveries", Summary: "list notifications and their delivery state (--status S --sink S --watch W --limit N)", Run: deliveries},
 		{Name: "prune", Summary: "delete history older than the retention windows now (--dry-run: count only)", Run: prune},
@@ -212,7 +212,12 @@ func runExplain(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	trails, err := evaluator.Explain(ctx, pool, cfg, q)
+	// The watches are the definitions' (files as applied, and the API's).
+	snap, err := definitions.Load(ctx, pool, &cfg.Global)
+	if err != nil {
+		return err
+	}
+	trails, err := evaluator.Explain(ctx, pool, snap.Config, q)
 	if err != nil {
 		return err
 	}
@@ -230,6 +235,7 @@ func runReplay(ctx context.Context, env *cli.Env) error {
 	noModel := fs.Bool("no-model", false, "do not call the model: use cached verdicts only (others show as unknown)")
 	maxCalls := fs.Int("max-calls", 100, "call the model at most `n` times (0: no limit)")
 	all := fs.Bool("all", false, "print every decision, not only those that would change")
+	files := fs.Bool("files", false, "replay the watches of the configuration files as they are now (an edit the daemons have not applied yet), not the definitions of the database")
 	if err := fs.Parse(env.Args); err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}
@@ -262,9 +268,24 @@ func runReplay(ctx context.Context, env *cli.Env) error {
 	defer pool.Close()
 	conf := evaluator.FromConfig(cfg)
 	conf.Owner = "replay"
+	if !*files {
+		conf.Sources = nil // from the definitions
+	}
 	ev, err := evaluator.New(pool, conf, logger)
 	if err != nil {
 		return fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+	}
+	if !*files {
+		// The current watches are the definitions' (the files as the
+		// daemons applied them, and those made through the API), as the
+		// evaluator runs them: paused ones left out.
+		snap, err := definitions.Load(ctx, pool, &cfg.Global)
+		if err != nil {
+			return err
+		}
+		if err := ev.Apply(ctx, snap.Delta()); err != nil {
+			return err
+		}
 	}
 	rep, err := ev.Replay(ctx, q)
 	if err != nil {

@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -203,7 +206,27 @@ func TestAPICreatesWatchThatNotifies(t *testing.T) {
 	if code := bob.call(http.MethodGet, fmt.Sprintf("/v1/changes/%d/explain", n.ChangeID), "", &p); code != http.StatusNotFound {
 		t.Errorf("bob explains alice's change: %d %+v", code, p)
 	}
-	// dry_run: a new watch backtested over the stored changes, saving nothing.
+	// The evaluator's explain and replay commands read the watches from
+	// the definitions, not from the files: alice's watch, made through
+	// the API, is configured there, with its when, and is replayed.
+	evaluatorCLI := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/evaluator"), append([]string{"--config", e.dir}, args...)...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+e.url)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("evaluator %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	out := evaluatorCLI("explain", "--change", fmt.Sprint(n.ChangeID))
+	if !strings.Contains(out, "\n  watch done\n") || !strings.Contains(out, `record.status == "done"`) || strings.Contains(out, "no longer configured") {
+		t.Errorf("evaluator explain of alice's change:\n%s", out)
+	}
+	out = evaluatorCLI("replay", "--source", "alice-tickets", "--since", "1h", "--all", "--no-model")
+	if !strings.Contains(out, "source alice-tickets: 2 change(s), 2 decision(s), 0 would change, 0 new") || !regexp.MustCompile(`(?m)^\d+\s+alice-tickets/1\s+done\s+notify \(filter\)\s+=\s+notify \(filter\)`).MatchString(out) {
+		t.Errorf("evaluator replay of alice's source:\n%s", out)
+	}
 	var dry struct {
 		Changes     int
 		WouldNotify int `json:"would_notify"`
@@ -213,6 +236,14 @@ func TestAPICreatesWatchThatNotifies(t *testing.T) {
 		}
 		Summary string
 	}
+	// dry_run of her saved watch replays it: the notify recorded then,
+	// and the one it would make now.
+	if code := alice.call(http.MethodPost, "/v1/dry_run", `{"source": "alice-tickets", "since": "1h",
+		"watch": {"name": "done", "when": "record.status == \"done\"", "notify": ["log"]}}`, &dry); code != 200 || dry.Changes != 2 || dry.WouldNotify != 1 ||
+		dry.Matches[0].RecordID != "1" || dry.Matches[0].Recorded != "notify" {
+		t.Errorf("dry_run of alice's saved watch: %d %+v", code, dry)
+	}
+	// dry_run: a new watch backtested over the stored changes, saving nothing.
 	if code := alice.call(http.MethodPost, "/v1/dry_run", `{"source": "alice-tickets", "since": "1h",
 		"watch": {"name": "opened", "when": "record.status == \"open\""}}`, &dry); code != 200 || dry.Changes != 2 || dry.WouldNotify != 1 ||
 		dry.Matches[0].RecordID != "1" || !strings.Contains(dry.Summary, "would have notified 1 time(s)") {

@@ -222,6 +222,37 @@ func TestBriefingIsDeliveredWithTheDigest(t *testing.T) {
 	}
 }
 
+// A summarized watch that is not in the files the evaluator started with
+// (made through the API, or added to a file later) is briefed: the
+// summarizer reads the watch from the composer, which follows the
+// definitions (evaluator.Apply calls SetWatch), not from the files.
+func TestBriefingOfAWatchFromTheDefinitions(t *testing.T) {
+	t.Parallel()
+	f := setupBriefing(t, "", 3, "log")
+	files := &config.Config{Dir: f.cfg.Dir, Global: f.cfg.Global} // no source in the files
+	s, err := SummarizerFrom(f.pool, files, "a", nil, testLogger(t))
+	if err != nil || s == nil {
+		t.Fatalf("SummarizerFrom with a pool = %v, %v; want a summarizer that follows the composer", s, err)
+	}
+	comp, err := NewComposer(f.cfg.Global.Sinks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := f.cfg.Sources[0]
+	if err := comp.SetWatch(src, 0, src.Watches[0]); err != nil {
+		t.Fatal(err)
+	}
+	f.ollama.Answers(ollamatest.Answer{Content: ollamatest.Briefing("One message needs an answer.", [2]string{"r1", "r1 waits for you."})})
+	g := NewDigester(f.pool, comp, DigesterConfig{PollInterval: time.Second, BatchSize: DigestBatchDefault, Summarizer: s}, testLogger(t))
+	f.runDue(g, 1)
+	if _, pd := f.summary("log"); pd.Briefing == nil || pd.Briefing.Headline != "One message needs an answer." || pd.SummaryMissing != "" {
+		t.Errorf("digest of a watch from the definitions: briefing %+v, summary_missing %q", pd.Briefing, pd.SummaryMissing)
+	}
+	if got := f.calls(); !slices.Equal(got, []string{"ok:1"}) {
+		t.Errorf("briefing model calls %v, want [ok:1]", got)
+	}
+}
+
 func TestBriefingCitingAnItemNotInTheDigestIsRejected(t *testing.T) {
 	t.Parallel()
 	t.Run("retry corrects it", func(t *testing.T) {

@@ -163,7 +163,7 @@ func (g *Digester) batch(ctx context.Context, briefs map[string]*preparedBrief) 
 			if err != nil {
 				return err
 			}
-			if sw := g.conf.Summarizer.watch(grp.source, grp.watch); sw != nil {
+			if sw := g.conf.Summarizer.watch(g.composer, grp.source, grp.watch); sw != nil {
 				p := briefs[grp.key()]
 				switch {
 				case p == nil:
@@ -217,7 +217,7 @@ func (g *Digester) batch(ctx context.Context, briefs map[string]*preparedBrief) 
 // a briefing another replica is writing is not kept (a later run asks
 // again).
 func (g *Digester) prepare(ctx context.Context, grp *digestGroup, briefs map[string]*preparedBrief) error {
-	sw := g.conf.Summarizer.watch(grp.source, grp.watch)
+	sw := g.conf.Summarizer.watch(g.composer, grp.source, grp.watch)
 	d, err := g.digestOf(grp)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -18,26 +19,37 @@ import (
 // Summarizer has the model write the briefings of summarized digests
 // (digest.summarize): the digester asks it for each summary of such a
 // watch, through the model path (semantic.Briefer: cache, claim, budget,
-// model_calls).
+// model_calls). The watch's settings are those the digester's Composer
+// holds now: the composer follows the definitions (files and the API), so
+// a summarized watch made or changed at runtime is briefed too.
 type Summarizer struct {
 	briefer *semantic.Briefer
+	model   semantic.Config
+	logger  *slog.Logger
+
+	mu sync.Mutex
+	// watches caches the question of each watch, by watch key, for the
+	// *config.Watch it was built from.
 	watches map[string]*summaryWatch
 }
 
 type summaryWatch struct {
 	q      *semantic.BriefQuestion
 	budget config.Budget
+	from   *config.Watch
 }
 
-// SummarizerFrom builds the briefing questions of cfg's digest watches
+// SummarizerFrom checks the briefing questions of cfg's digest watches
 // with a summarize block; a bad model option is an error naming file, line
 // and key. With a pool it also builds the model client of lookout.yaml's
 // ollama block and the briefer, whose claims and model_calls rows name
-// owner (hostname:pid when empty); without one it only checks (the check
-// command). It returns nil when no digest is summarized.
+// owner (hostname:pid when empty), and returns a summarizer even when no
+// watch of cfg is summarized (the definitions may bring one at any time);
+// without a pool it only checks (the check command) and returns nil when
+// no digest is summarized.
 func SummarizerFrom(pool *pgxpool.Pool, cfg *config.Config, owner string, m *metrics.Metrics, logger *slog.Logger) (*Summarizer, error) {
 	mc := semantic.FromConfig(cfg.Global.Ollama)
-	s := &Summarizer{watches: map[string]*summaryWatch{}}
+	s := &Summarizer{watches: map[string]*summaryWatch{}, model: mc, logger: logger.With("component", "digester")}
 	var errs []error
 	for _, src := range cfg.Sources {
 		for i, w := range src.Watches {
@@ -49,20 +61,16 @@ func SummarizerFrom(pool *pgxpool.Pool, cfg *config.Config, owner string, m *met
 				errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].digest.summarize.model.options", i), "%v", err))
 				continue
 			}
-			sw := &summaryWatch{q: q}
-			if w.Budget != nil {
-				sw.budget = *w.Budget
-			}
-			s.watches[watchKey(src.Name, w.Name)] = sw
+			s.watches[watchKey(src.Name, w.Name)] = newSummaryWatch(q, w)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if len(s.watches) == 0 {
-		return nil, nil
-	}
 	if pool == nil {
+		if len(s.watches) == 0 {
+			return nil, nil
+		}
 		return s, nil
 	}
 	client, err := semantic.NewClient(mc, logger)
@@ -86,13 +94,40 @@ func (s *Summarizer) Briefer() *semantic.Briefer {
 	return s.briefer
 }
 
-// watch returns the summarize settings of source's watch, nil when its
-// digest is not summarized.
-func (s *Summarizer) watch(source, watch string) *summaryWatch {
+func newSummaryWatch(q *semantic.BriefQuestion, w *config.Watch) *summaryWatch {
+	sw := &summaryWatch{q: q, from: w}
+	if w.Budget != nil {
+		sw.budget = *w.Budget
+	}
+	return sw
+}
+
+// watch returns the summarize settings of source's watch as c holds it
+// now, nil when its digest is not summarized (or the watch is gone).
+func (s *Summarizer) watch(c *Composer, source, watch string) *summaryWatch {
 	if s == nil || s.briefer == nil {
 		return nil
 	}
-	return s.watches[watchKey(source, watch)]
+	wt := c.watch(source, watch)
+	if wt == nil || wt.cfg == nil || wt.cfg.Digest == nil || wt.cfg.Digest.Summarize == nil {
+		return nil
+	}
+	w, key := wt.cfg, watchKey(source, watch)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sw := s.watches[key]; sw != nil && sw.from == w {
+		return sw
+	}
+	q, err := semantic.NewBriefQuestion(s.model, w.Digest.Summarize)
+	if err != nil {
+		// The validation path refuses such a definition; one that slips
+		// through goes out without a briefing.
+		s.logger.Error("digest briefing question refused", "source", source, "watch", watch, "error", err)
+		return nil
+	}
+	sw := newSummaryWatch(q, w)
+	s.watches[key] = sw
+	return sw
 }
 
 // briefItems picks the items shown to the model: the most urgent first,

@@ -1,0 +1,52 @@
+package definitions
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/config"
+)
+
+// Snapshot is every definition of the database at one config version,
+// parsed the way the daemons parse them: the truth a one-shot command
+// (evaluator replay and explain) reads instead of the configuration
+// files, so that it sees the watches made through the API too.
+type Snapshot struct {
+	// Version is the config version read.
+	Version int64
+	// Config holds g and every source that parses, with its watches
+	// (Config.Source finds one by name); paused ones included.
+	Config *config.Config
+	// Sources are the sources with their rows (owner, managed_by, paused),
+	// index-aligned with Config.Sources.
+	Sources []*SourceDef
+	// Invalid are definitions that do not parse with g (an unset ${ENV},
+	// a sink this lookout.yaml does not declare): left out, as a daemon
+	// leaves them out.
+	Invalid []error
+}
+
+// Load reads a Snapshot of the definitions in one repeatable-read
+// transaction, parsed with the defaults and sinks of g (the Follower's
+// first load, handed back instead of applied).
+func Load(ctx context.Context, pool *pgxpool.Pool, g *config.Global) (*Snapshot, error) {
+	f := NewFollower(pool, g, func(context.Context, *Delta) error { return nil })
+	d, err := f.since(ctx, 0, true)
+	if err != nil {
+		return nil, fmt.Errorf("load the definitions: %w", err)
+	}
+	s := &Snapshot{Version: d.To, Config: &config.Config{Global: *g}, Sources: d.Sources, Invalid: d.Invalid}
+	for _, def := range d.Sources {
+		s.Config.Sources = append(s.Config.Sources, def.Config)
+	}
+	return s, nil
+}
+
+// Delta returns the snapshot as the full delta a Follower's first load
+// hands a consumer (evaluator.Apply), paused watches and all: the
+// consumer leaves out what it does not run.
+func (s *Snapshot) Delta() *Delta {
+	return &Delta{To: s.Version, Full: true, Sources: s.Sources, Invalid: s.Invalid}
+}
