@@ -495,3 +495,38 @@ func TestWatchLimit(t *testing.T) {
 		t.Errorf("watches after the refusal: %d", len(got.Items))
 	}
 }
+
+// The other limits per owner are tool errors too, each at the argument to
+// change: model_calls_per_day (through the watch's budget) and sources.
+func TestModelCallAndSourceLimits(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.svc.SetLimits(control.Limits{Watches: 10, Sources: 1, ModelCallsPerDay: 50})
+	cs := f.connect("alice", nil)
+	msg := toolError(t, cs, "create_watch", map[string]any{"source": "releases",
+		"watch": map[string]any{"name": "judge", "ask": "Is this release important?", "budget": map[string]any{"calls_per_day": 80}}})
+	if want := "limit exceeded: /watch/budget/calls_per_day: asks for 80 model calls per day but only 50 remain of your limit of 50 (your other watches' budgets take 0): ask for 50 or fewer"; msg != want {
+		t.Errorf("past model_calls_per_day:\n got: %s\nwant: %s", msg, want)
+	}
+	w := call[control.CreatedWatch](t, cs, "create_watch", map[string]any{"source": "releases", "watch": map[string]any{"name": "judge", "ask": "Is this release important?"}})
+	if !strings.Contains(string(w.Watch.Definition), `"calls_per_day":50`) {
+		t.Errorf("an ask without a budget gets what remains: %s", w.Watch.Definition)
+	}
+	msg = toolError(t, cs, "create_watch", map[string]any{"source": "releases", "watch": map[string]any{"name": "judge2", "ask": "Is it late?"}})
+	if !strings.HasPrefix(msg, "limit exceeded: /watch/ask: your watches with an ask already have budgets of 50 model calls per day, your limit of 50: ") {
+		t.Errorf("nothing left of model_calls_per_day: %s", msg)
+	}
+	newSource := func(name string) map[string]any {
+		return map[string]any{"new_source": map[string]any{"name": name, "connector": "rss", "every": "1h", "rss": map[string]any{"url": "https://feeds.example/" + name + ".xml"}},
+			"watch": map[string]any{"name": "all"}}
+	}
+	call[control.CreatedWatch](t, cs, "create_watch", newSource("first"))
+	msg = toolError(t, cs, "create_watch", newSource("second"))
+	if !strings.HasPrefix(msg, "limit exceeded: /new_source: you have reached your limit of 1 sources") {
+		t.Errorf("past the sources limit: %s", msg)
+	}
+	var n int
+	if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM watches WHERE owner = 'alice'`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("alice's watches after the refusals: %d (%v), want 2", n, err)
+	}
+}
