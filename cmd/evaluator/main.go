@@ -80,7 +80,9 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 		pool.Close()
 		return nil, err
 	}
-	p := &parts{cfg: cfg, pool: pool, logger: logger, prn: retention.New(pool, retention.FromConfig(cfg.Global.Retention), logger)}
+	rconf := retention.FromConfig(cfg.Global.Retention)
+	rconf.Metrics = m
+	p := &parts{cfg: cfg, pool: pool, logger: logger, prn: retention.New(pool, rconf, logger)}
 	dconf := notify.DelivererConfigFrom(&cfg.Global)
 	dconf.Metrics = m
 	p.del = notify.NewDeliverer(pool, sinks, dconf, logger)

@@ -120,3 +120,26 @@ func List(ctx context.Context, q Querier, f Filter) ([]Entry, error) {
 	}
 	return out, nil
 }
+
+// Prune deletes at most limit entries recorded before before and returns
+// how many. internal/retention calls it until a batch is short.
+func Prune(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, queryPrune, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune audit entries recorded before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// CountPrunable counts the entries Prune would delete (a dry run).
+func CountPrunable(ctx context.Context, q Querier, before time.Time) (int64, error) {
+	rows, err := q.Query(ctx, queryCountPrunable, before)
+	var n int64
+	if err == nil {
+		n, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[int64])
+	}
+	if err != nil {
+		return 0, fmt.Errorf("count audit entries recorded before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return n, nil
+}

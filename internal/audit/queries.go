@@ -1,7 +1,7 @@
 package audit
 
 // The named queries of the audit_log table. Nothing outside this package
-// writes it (retention's age-based pruning aside).
+// writes it; internal/retention prunes it by age through Prune.
 
 const queryInsert = `
 	INSERT INTO audit_log (actor, token_id, via, action, kind, target, owner, before, after, request_id)
@@ -13,3 +13,16 @@ const queryList = `
 	WHERE ($1 = '' OR owner = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR target = $3)
 	  AND ($4 = 0 OR id < $4)
 	ORDER BY id DESC LIMIT $5`
+
+// queryPrune deletes up to $2 entries recorded before $1. It reads
+// audit_log_at_idx.
+const queryPrune = `
+	DELETE FROM audit_log WHERE id = ANY (ARRAY(
+	    SELECT id FROM audit_log
+	    WHERE at < $1
+	    ORDER BY at
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED))`
+
+// queryCountPrunable counts what queryPrune deletes.
+const queryCountPrunable = `SELECT count(*) FROM audit_log WHERE at < $1`

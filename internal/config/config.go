@@ -311,6 +311,49 @@ type Retention struct {
 	// stay). At least 24h, since budgets count the current day's calls.
 	// Defaults to 2160h (90 days).
 	ModelCalls time.Duration `yaml:"model_calls"`
+	// TaskRuns: task runs that finished longer ago than this and are over
+	// for good (completed, failed, or released, lost or expired with no
+	// retry due, the tool showing their state) are pruned, with their
+	// idempotency keys; an attempt in progress, a run waiting for its
+	// retry or a tool write still due never are. Defaults to 2160h (90
+	// days).
+	TaskRuns time.Duration `yaml:"task_runs"`
+	// InboundEvents: webhook deliveries received longer ago than this and
+	// processed are pruned (their delivery ids with them); an event not yet
+	// processed never is. At least 24h, so that a provider's redelivery
+	// still finds its delivery id. Defaults to 720h (30 days).
+	InboundEvents time.Duration `yaml:"inbound_events"`
+	// IdempotencyKeys: Idempotency-Key answers older than this are pruned.
+	// At least 24h, the window in which a retry gets the first answer.
+	// Defaults to 24h.
+	IdempotencyKeys time.Duration `yaml:"idempotency_keys"`
+	// DefinitionDeletions: the records of deleted sources and watches
+	// older than this are pruned (a daemon that was behind them loads the
+	// definitions whole). Defaults to 720h (30 days).
+	DefinitionDeletions time.Duration `yaml:"definition_deletions"`
+	// AuditLog: audit entries older than this are pruned. Defaults to
+	// 8760h (365 days).
+	AuditLog time.Duration `yaml:"audit_log"`
+	// ModelBudgets: the model budgets' days that ended longer ago than
+	// this are pruned; the current UTC day never is. Defaults to 2160h (90
+	// days).
+	ModelBudgets time.Duration `yaml:"model_budgets"`
+	// Briefings: cached digest briefings last written or used longer ago
+	// than this are pruned; one being written never is. Defaults to 2160h
+	// (90 days).
+	Briefings time.Duration `yaml:"briefings"`
+	// Verdicts: cached model verdicts made and last used longer ago than
+	// this are pruned (the same question is then asked again). Defaults to
+	// 2160h (90 days).
+	Verdicts time.Duration `yaml:"verdicts"`
+	// SyncRunHours: the quiet runs' hourly rollups of hours that ended
+	// longer ago than this are pruned. At least 24h; the current hour is
+	// never pruned. Defaults to 720h (30 days).
+	SyncRunHours time.Duration `yaml:"sync_run_hours"`
+	// ActivityHourTotals: the admin page's hourly totals of hours that
+	// ended longer ago than this are pruned. At least 48h (the overview
+	// reads the last 24 hours). Defaults to 2160h (90 days).
+	ActivityHourTotals time.Duration `yaml:"activity_hour_totals"`
 	// BatchSize is the most rows one DELETE removes; each batch is its own
 	// short transaction. Defaults to 5000.
 	BatchSize int `yaml:"batch_size"`
@@ -321,7 +364,30 @@ type Retention struct {
 
 // Enabled reports whether any window is set.
 func (r Retention) Enabled() bool {
-	return r.Changes > 0 || r.SyncRuns > 0 || r.Evaluations > 0 || r.Notifications > 0 || r.ModelCalls > 0
+	for _, w := range r.Windows() {
+		if w.Window > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// RetentionWindow is one table's retention window.
+type RetentionWindow struct {
+	// Key is the table and the key under retention: (sync_runs, ...).
+	Key    string
+	Window time.Duration
+}
+
+// Windows lists every window, in the order of the keys in
+// docs/config.md#retention.
+func (r Retention) Windows() []RetentionWindow {
+	return []RetentionWindow{{"changes", r.Changes}, {"sync_runs", r.SyncRuns}, {"evaluations", r.Evaluations},
+		{"notifications", r.Notifications}, {"model_calls", r.ModelCalls}, {"task_runs", r.TaskRuns},
+		{"inbound_events", r.InboundEvents}, {"idempotency_keys", r.IdempotencyKeys},
+		{"definition_deletions", r.DefinitionDeletions}, {"audit_log", r.AuditLog}, {"model_budgets", r.ModelBudgets},
+		{"briefings", r.Briefings}, {"verdicts", r.Verdicts}, {"sync_run_hours", r.SyncRunHours},
+		{"activity_hour_totals", r.ActivityHourTotals}}
 }
 
 // Syncer tunes the syncer.

@@ -56,13 +56,23 @@ const (
 	RetentionIntervalDefault = time.Hour
 	// The retention windows applied when lookout.yaml does not name the
 	// table (0 written out keeps a table's rows forever).
-	RetentionChangesDefault       = 720 * time.Hour  // 30 days
-	RetentionEvaluationsDefault   = 720 * time.Hour  // 30 days
-	RetentionSyncRunsDefault      = 720 * time.Hour  // 30 days
-	RetentionNotificationsDefault = 2160 * time.Hour // 90 days
-	RetentionModelCallsDefault    = 2160 * time.Hour // 90 days
-	EvaluatorWorkersDefault       = 2
-	MaxDeleteFractionDefault      = 0.5
+	RetentionChangesDefault             = 720 * time.Hour  // 30 days
+	RetentionEvaluationsDefault         = 720 * time.Hour  // 30 days
+	RetentionSyncRunsDefault            = 720 * time.Hour  // 30 days
+	RetentionNotificationsDefault       = 2160 * time.Hour // 90 days
+	RetentionModelCallsDefault          = 2160 * time.Hour // 90 days
+	RetentionTaskRunsDefault            = 2160 * time.Hour // 90 days
+	RetentionInboundEventsDefault       = 720 * time.Hour  // 30 days
+	RetentionIdempotencyKeysDefault     = 24 * time.Hour   // idempotency.TTLDefault
+	RetentionDefinitionDeletionsDefault = 720 * time.Hour  // 30 days
+	RetentionAuditLogDefault            = 8760 * time.Hour // 365 days
+	RetentionModelBudgetsDefault        = 2160 * time.Hour // 90 days
+	RetentionBriefingsDefault           = 2160 * time.Hour // 90 days
+	RetentionVerdictsDefault            = 2160 * time.Hour // 90 days
+	RetentionSyncRunHoursDefault        = 720 * time.Hour  // 30 days
+	RetentionActivityHourTotalsDefault  = 2160 * time.Hour // 90 days
+	EvaluatorWorkersDefault             = 2
+	MaxDeleteFractionDefault            = 0.5
 	// MinGuardedDeletes is the fewest deletions the deletion guard
 	// (max_delete_fraction) ever refuses: a run that deletes one or two
 	// records of a small source is not a mass deletion.
@@ -830,7 +840,17 @@ func (r *Retention) applyDefaults(g *Global) []error {
 	}{{"changes", &r.Changes, RetentionChangesDefault}, {"sync_runs", &r.SyncRuns, RetentionSyncRunsDefault},
 		{"evaluations", &r.Evaluations, RetentionEvaluationsDefault},
 		{"notifications", &r.Notifications, RetentionNotificationsDefault},
-		{"model_calls", &r.ModelCalls, RetentionModelCallsDefault}} {
+		{"model_calls", &r.ModelCalls, RetentionModelCallsDefault},
+		{"task_runs", &r.TaskRuns, RetentionTaskRunsDefault},
+		{"inbound_events", &r.InboundEvents, RetentionInboundEventsDefault},
+		{"idempotency_keys", &r.IdempotencyKeys, RetentionIdempotencyKeysDefault},
+		{"definition_deletions", &r.DefinitionDeletions, RetentionDefinitionDeletionsDefault},
+		{"audit_log", &r.AuditLog, RetentionAuditLogDefault},
+		{"model_budgets", &r.ModelBudgets, RetentionModelBudgetsDefault},
+		{"briefings", &r.Briefings, RetentionBriefingsDefault},
+		{"verdicts", &r.Verdicts, RetentionVerdictsDefault},
+		{"sync_run_hours", &r.SyncRunHours, RetentionSyncRunHoursDefault},
+		{"activity_hour_totals", &r.ActivityHourTotals, RetentionActivityHourTotalsDefault}} {
 		if _, set := g.lines["retention."+w.key]; !set {
 			*w.d = w.def
 		}
@@ -840,6 +860,20 @@ func (r *Retention) applyDefaults(g *Global) []error {
 	}
 	if r.ModelCalls > 0 && r.ModelCalls < 24*time.Hour {
 		errs = append(errs, g.Errorf("retention.model_calls", "(%s) must be at least 24h: watch budgets count the current day's calls", r.ModelCalls))
+	}
+	for _, m := range []struct {
+		key       string
+		d, min    time.Duration
+		minS, why string
+	}{
+		{"inbound_events", r.InboundEvents, 24 * time.Hour, "24h", "a provider's redelivery must still find its delivery id"},
+		{"idempotency_keys", r.IdempotencyKeys, RetentionIdempotencyKeysDefault, "24h", "a retry within 24h gets the first answer"},
+		{"sync_run_hours", r.SyncRunHours, 24 * time.Hour, "24h", "runs still roll up into the hours of the last day"},
+		{"activity_hour_totals", r.ActivityHourTotals, 48 * time.Hour, "48h", "the admin overview reads the last 24 hours"},
+	} {
+		if m.d > 0 && m.d < m.min {
+			errs = append(errs, g.Errorf("retention."+m.key, "(%s) must be at least %s: %s", m.d, m.minS, m.why))
+		}
 	}
 	r.BatchSize = cmp.Or(r.BatchSize, RetentionBatchDefault)
 	if r.BatchSize < 1 || r.BatchSize > 100000 {

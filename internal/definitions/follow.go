@@ -128,11 +128,18 @@ func (f *Follower) since(ctx context.Context, from int64, full bool) (*Delta, er
 	var watches []Watch
 	var parents []Source
 	err := pgx.BeginTxFunc(ctx, f.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, queryVersion).Scan(&d.To); err != nil {
+		var pruned int64
+		if err := tx.QueryRow(ctx, queryFollowVersion).Scan(&d.To, &pruned); err != nil {
 			return fmt.Errorf("read config version: %w", err)
 		}
 		if d.To == from && !full {
 			return nil
+		}
+		if !full && from < pruned {
+			// Deletions after from were pruned (retention): the delta
+			// could miss one, so load everything.
+			full, from = true, 0
+			d.Full, d.From = true, 0
 		}
 		var err error
 		if sources, err = collect[Source](tx.Query(ctx, querySourcesSince, from))(scanSource); err != nil {

@@ -15,6 +15,11 @@ const (
 
 	queryVersion = `SELECT version FROM config_version`
 
+	// queryFollowVersion is the version a follower catches up to, and the
+	// highest version of a deletion pruned: a follower behind it loads
+	// everything.
+	queryFollowVersion = `SELECT version, deletions_pruned_through FROM config_version`
+
 	// queryApplyLock serializes the loads of the configuration directory
 	// by every replica of every daemon (a transaction-scoped advisory lock
 	// named after the schema).
@@ -106,3 +111,25 @@ const (
 // queryGetSources reads the sources named in $1 (the sources of changed
 // watches, in a follower's snapshot).
 const queryGetSources = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE name = ANY($1)`
+
+// queryPruneDeletions deletes up to $2 deletions recorded before $1 and
+// notes the highest version it deleted in config_version (a follower that
+// applied an older version then loads the definitions whole). It reads
+// definition_deletions_deleted_idx.
+const queryPruneDeletions = `
+	WITH gone AS (
+	    DELETE FROM definition_deletions WHERE ctid = ANY (ARRAY(
+	        SELECT ctid FROM definition_deletions
+	        WHERE deleted_at < $1
+	        ORDER BY deleted_at
+	        LIMIT $2
+	        FOR UPDATE SKIP LOCKED))
+	    RETURNING version
+	), mark AS (
+	    UPDATE config_version SET deletions_pruned_through = greatest(deletions_pruned_through, (SELECT max(version) FROM gone))
+	    WHERE EXISTS (SELECT 1 FROM gone)
+	)
+	SELECT count(*) FROM gone`
+
+// queryCountDeletions counts what queryPruneDeletions deletes.
+const queryCountDeletions = `SELECT count(*) FROM definition_deletions WHERE deleted_at < $1`

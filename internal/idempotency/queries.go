@@ -15,4 +15,15 @@ const queryRead = `
 const querySave = `
 	UPDATE idempotency_keys SET status = $3, response = $4, sealed = $5 WHERE owner = $1 AND key = $2`
 
-const queryPrune = `DELETE FROM idempotency_keys WHERE created_at < now() - $1::interval`
+// queryPrune deletes up to $2 keys made before $1. It reads
+// idempotency_keys_created_idx.
+const queryPrune = `
+	DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
+	    SELECT ctid FROM idempotency_keys
+	    WHERE created_at < $1
+	    ORDER BY created_at
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED))`
+
+// queryCountExpired counts what queryPrune deletes.
+const queryCountExpired = `SELECT count(*) FROM idempotency_keys WHERE created_at < $1`

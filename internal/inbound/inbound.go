@@ -213,3 +213,26 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// Prune deletes at most limit processed events received before before and
+// returns how many; an event not yet processed (pending, claimed, waiting
+// for a retry) is never deleted. With its row goes its delivery id: a
+// provider redelivering it later would have it stored again, so the
+// window must outlast the providers' redeliveries. internal/retention
+// calls it until a batch is short.
+func Prune(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, queryPrune, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune inbound events received before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// CountPrunable counts the events Prune would delete (a dry run).
+func CountPrunable(ctx context.Context, q Querier, before time.Time) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, queryCountPrunable, before).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count inbound events received before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return n, nil
+}

@@ -71,3 +71,17 @@ const (
 
 	countPending = `SELECT count(*) FROM inbound_events WHERE processed_at IS NULL AND ($1 = '' OR source = $1)`
 )
+
+// queryPrune deletes up to $2 processed events received before $1 (an
+// event not yet processed is never deleted). It reads
+// inbound_events_processed_idx.
+const queryPrune = `
+	DELETE FROM inbound_events WHERE id = ANY (ARRAY(
+	    SELECT id FROM inbound_events
+	    WHERE processed_at IS NOT NULL AND received_at < $1
+	    ORDER BY received_at
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED))`
+
+// queryCountPrunable counts what queryPrune deletes.
+const queryCountPrunable = `SELECT count(*) FROM inbound_events WHERE processed_at IS NOT NULL AND received_at < $1`

@@ -7,7 +7,7 @@
 // services, tools and tests that do not care pass nil.
 //
 // Labels are kept to a low, bounded cardinality: source, watch, sink,
-// status, host, model, step, decision, kind and component — configuration
+// status, host, model, step, decision, kind, component and table — configuration
 // names and fixed vocabularies, never record, change, run or notification
 // ids.
 package metrics
@@ -77,6 +77,7 @@ type Metrics struct {
 	configLastReload  prometheus.Gauge
 	configVersion     prometheus.Gauge
 	hooks             webhooks
+	pruned            pruned
 }
 
 // New returns a set of instruments on a fresh registry that also carries
@@ -137,6 +138,7 @@ func New() *Metrics {
 		"Alerts the watchdog raised (one per problem, whatever the number of sinks), by kind: stale, stuck, dead_letters, disabled, webhook_silent.", "kind")
 	m.initConfig(counter)
 	m.initWebhooks(counter)
+	m.initPruned(counter)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -12,6 +12,17 @@
 // version), which suppresses every later notification of the record and
 // stays in notification_keys.
 //
+// The other tables that grow with time — task_runs, inbound_events,
+// idempotency_keys, definition_deletions, audit_log, model_budgets,
+// briefings, verdicts, sync_run_hours and activity_hour_totals — are not
+// partitioned: their old rows are deleted in batches, each its own
+// statement, by the named prune query of the table's owner package
+// (tasks.Prune, inbound.Prune, ...; rows.go), which leaves what is
+// pending or live in the table (an unprocessed event, a task attempt in
+// progress, a key in its window, the current hour's rollup) and reads an
+// index. The two rollups, which have no owner package, have their prune
+// queries in queries.go.
+//
 // The evaluator daemon runs a Pruner on a timer; any number of replicas may
 // do so, since a session advisory lock (one per schema) lets one replica
 // prune at a time and the others skip that round.
@@ -29,6 +40,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -46,24 +58,55 @@ type Config struct {
 	Evaluations   time.Duration
 	Notifications time.Duration
 	ModelCalls    time.Duration
+	// TaskRuns, InboundEvents, IdempotencyKeys, DefinitionDeletions,
+	// AuditLog, ModelBudgets, Briefings, Verdicts, SyncRunHours and
+	// ActivityHourTotals are the windows of the tables that are not
+	// partitioned (retention.task_runs, ...), pruned by rows through each
+	// table's owner (rows.go); 0 keeps the table's rows forever. TaskRuns,
+	// ModelBudgets, Briefings, Verdicts and ActivityHourTotals default to
+	// 2160h (90 days), InboundEvents, DefinitionDeletions and SyncRunHours
+	// to 720h (30 days), IdempotencyKeys to 24h and AuditLog to 8760h (365
+	// days).
+	TaskRuns            time.Duration
+	InboundEvents       time.Duration
+	IdempotencyKeys     time.Duration
+	DefinitionDeletions time.Duration
+	AuditLog            time.Duration
+	ModelBudgets        time.Duration
+	Briefings           time.Duration
+	Verdicts            time.Duration
+	SyncRunHours        time.Duration
+	ActivityHourTotals  time.Duration
 	// BatchSize is the most rows one DELETE removes (retention.batch_size).
 	// Defaults to 5000.
 	BatchSize int
 	// Interval is the time between two rounds of Start's loop
 	// (retention.interval). Defaults to 1h.
 	Interval time.Duration
+	// Metrics counts the rows and partitions pruned per table; nil records
+	// nothing. Defaults to nil.
+	Metrics *metrics.Metrics
 }
 
 // FromConfig returns the pruner settings of lookout.yaml's retention
 // block, with the defaults the config loader applied.
 func FromConfig(r config.Retention) Config {
 	return Config{Changes: r.Changes, SyncRuns: r.SyncRuns, Evaluations: r.Evaluations,
-		Notifications: r.Notifications, ModelCalls: r.ModelCalls, BatchSize: r.BatchSize, Interval: r.Interval}
+		Notifications: r.Notifications, ModelCalls: r.ModelCalls,
+		TaskRuns: r.TaskRuns, InboundEvents: r.InboundEvents, IdempotencyKeys: r.IdempotencyKeys,
+		DefinitionDeletions: r.DefinitionDeletions, AuditLog: r.AuditLog, ModelBudgets: r.ModelBudgets,
+		Briefings: r.Briefings, Verdicts: r.Verdicts, SyncRunHours: r.SyncRunHours, ActivityHourTotals: r.ActivityHourTotals,
+		BatchSize: r.BatchSize, Interval: r.Interval}
 }
 
 // Enabled reports whether any window is set.
 func (c Config) Enabled() bool {
 	for _, t := range tables {
+		if t.window(c) > 0 {
+			return true
+		}
+	}
+	for _, t := range rowTables {
 		if t.window(c) > 0 {
 			return true
 		}
@@ -301,13 +344,32 @@ func (p *Pruner) Prune(ctx context.Context) (Result, error) {
 		if err != nil {
 			return res, fmt.Errorf("prune %s older than %s: %w", t.name, w, err)
 		}
-		if tr.Rows > 0 || len(tr.Dropped) > 0 {
-			p.logger.Info("pruned", "table", t.name, "partitions_dropped", len(tr.Dropped), "rows", tr.Rows,
-				"batches", tr.Batches, "partitions_kept", len(tr.Kept),
-				"cutoff", tr.Cutoff.UTC().Format(time.RFC3339), "duration_ms", time.Since(start).Milliseconds())
+		p.report(tr, start)
+	}
+	for _, t := range rowTables {
+		w := t.window(p.conf)
+		if w <= 0 {
+			continue
 		}
+		start := time.Now()
+		tr, err := p.pruneByOwner(ctx, conn.Conn(), t, w, false)
+		res.Tables = append(res.Tables, tr)
+		if err != nil {
+			return res, fmt.Errorf("prune %s older than %s: %w", t.name, w, err)
+		}
+		p.report(tr, start)
 	}
 	return res, nil
+}
+
+// report logs and counts what a prune did to one table.
+func (p *Pruner) report(tr TableResult, start time.Time) {
+	p.conf.Metrics.Pruned(tr.Table, tr.Rows, len(tr.Dropped))
+	if tr.Rows > 0 || len(tr.Dropped) > 0 {
+		p.logger.Info("pruned", "table", tr.Table, "partitions_dropped", len(tr.Dropped), "rows", tr.Rows,
+			"batches", tr.Batches, "partitions_kept", len(tr.Kept),
+			"cutoff", tr.Cutoff.UTC().Format(time.RFC3339), "duration_ms", time.Since(start).Milliseconds())
+	}
 }
 
 // DryRun counts, without changing anything, the partitions a prune would
@@ -325,6 +387,17 @@ func (p *Pruner) DryRun(ctx context.Context) (Result, error) {
 			continue
 		}
 		tr, err := p.pruneTable(ctx, conn.Conn(), t, w, true)
+		res.Tables = append(res.Tables, tr)
+		if err != nil {
+			return res, fmt.Errorf("count %s older than %s: %w", t.name, w, err)
+		}
+	}
+	for _, t := range rowTables {
+		w := t.window(p.conf)
+		if w <= 0 {
+			continue
+		}
+		tr, err := p.pruneByOwner(ctx, conn.Conn(), t, w, true)
 		res.Tables = append(res.Tables, tr)
 		if err != nil {
 			return res, fmt.Errorf("count %s older than %s: %w", t.name, w, err)

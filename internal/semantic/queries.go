@@ -42,3 +42,53 @@ const queryBriefCall = `
 	                         outcome, error, attempt, evaluator)
 	VALUES ('briefing', $1, '', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 	RETURNING id`
+
+// The prune queries of the tables this package owns (model_budgets,
+// verdicts, briefings), run by internal/retention: each deletes one batch
+// of at most $2 rows older than $1 and never what is in use; each count
+// query is its dry run. A batch locks its rows (SKIP LOCKED: a row another
+// transaction holds is left for the next prune) and deletes them by ctid,
+// a TID scan of the rows it read through the index.
+
+// queryPruneBudgets deletes the model budgets of days before $1's UTC day,
+// never the current UTC day (the budgets count it).
+const queryPruneBudgets = `
+	DELETE FROM model_budgets WHERE ctid = ANY (ARRAY(
+	    SELECT ctid FROM model_budgets
+	    WHERE day < ($1::timestamptz AT TIME ZONE 'UTC')::date AND day < (now() AT TIME ZONE 'UTC')::date
+	    ORDER BY day
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED))`
+
+// queryCountBudgets counts what queryPruneBudgets deletes.
+const queryCountBudgets = `
+	SELECT count(*) FROM model_budgets
+	WHERE day < ($1::timestamptz AT TIME ZONE 'UTC')::date AND day < (now() AT TIME ZONE 'UTC')::date`
+
+// queryPruneVerdicts deletes cached verdicts made before $1 and not hit
+// since.
+const queryPruneVerdicts = `
+	DELETE FROM verdicts WHERE ctid = ANY (ARRAY(
+	    SELECT ctid FROM verdicts
+	    WHERE created_at < $1 AND (last_hit_at IS NULL OR last_hit_at < $1)
+	    ORDER BY created_at
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED))`
+
+// queryCountVerdicts counts what queryPruneVerdicts deletes.
+const queryCountVerdicts = `
+	SELECT count(*) FROM verdicts WHERE created_at < $1 AND (last_hit_at IS NULL OR last_hit_at < $1)`
+
+// queryPruneBriefings deletes finished briefings (ok, failed) last used
+// (written or hit) before $1; a briefing being written is never deleted.
+const queryPruneBriefings = `
+	DELETE FROM briefings WHERE ctid = ANY (ARRAY(
+	    SELECT ctid FROM briefings
+	    WHERE state <> 'writing' AND coalesce(last_hit_at, updated_at) < $1
+	    ORDER BY coalesce(last_hit_at, updated_at)
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED))`
+
+// queryCountBriefings counts what queryPruneBriefings deletes.
+const queryCountBriefings = `
+	SELECT count(*) FROM briefings WHERE state <> 'writing' AND coalesce(last_hit_at, updated_at) < $1`

@@ -133,3 +133,23 @@ const queryCandidates = `
 	       coalesce(status, ''), labels, external_created_at, external_updated_at, extra
 	FROM records
 	WHERE source = $1 AND deleted_at IS NULL`
+
+// queryPrune deletes up to $2 runs that finished before $1, will not be
+// tried again (completed, failed, or released, lost or expired with no
+// retry time) and whose state the tool already shows: never an attempt in
+// progress, a run waiting for its retry or a tool write still due. It
+// reads task_runs_finished_idx, whose predicate is the same.
+const queryPrune = `
+	DELETE FROM task_runs WHERE id = ANY (ARRAY(
+	    SELECT id FROM task_runs
+	    WHERE finished_at < $1 AND tool_action IS NULL
+	      AND (status IN ('completed', 'failed') OR (status IN ('released', 'lost', 'expired') AND retry_at IS NULL))
+	    ORDER BY finished_at
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED))`
+
+// queryCountPrunable counts what queryPrune deletes.
+const queryCountPrunable = `
+	SELECT count(*) FROM task_runs
+	WHERE finished_at < $1 AND tool_action IS NULL
+	  AND (status IN ('completed', 'failed') OR (status IN ('released', 'lost', 'expired') AND retry_at IS NULL))`

@@ -487,3 +487,27 @@ func clipText(s string, n int) string {
 	}
 	return s
 }
+
+// Prune deletes at most limit runs that finished before before and are
+// over for good — completed, failed, or released, lost or expired without
+// a retry time, the tool showing their state — and returns how many.
+// Attempts in progress, runs waiting for a retry and runs with a tool
+// write due are never deleted. internal/retention calls it until a batch
+// is short. A pruned run's idempotency key goes with it: the same task
+// version, eligible again, would be claimed as a new run.
+func Prune(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, queryPrune, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune task runs finished before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// CountPrunable counts the runs Prune would delete (a dry run).
+func CountPrunable(ctx context.Context, q Querier, before time.Time) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, queryCountPrunable, before).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count task runs finished before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return n, nil
+}
