@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -362,5 +363,65 @@ func TestStoreRefusesTaskCommands(t *testing.T) {
 	if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Pointer != "/tasks/0/command" ||
 		!strings.Contains(ve.Problems[0].Message, "only a source file of the configuration directory may do") {
 		t.Errorf("create with a task command: %v", err)
+	}
+}
+
+// A follower behind a deletion that retention pruned cannot learn of it
+// from definition_deletions: it loads the definitions whole instead. A
+// follower that had applied the deletion goes on by deltas.
+func TestFollowerLoadsWholeAfterPrunedDeletions(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	apply(t, pool, dir)
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	follower := func() (*definitions.Follower, *[]*definitions.Delta) {
+		var got []*definitions.Delta
+		f := definitions.NewFollower(pool, &cfg.Global, func(_ context.Context, d *definitions.Delta) error {
+			got = append(got, d)
+			return nil
+		})
+		if _, err := f.CatchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return f, &got
+	}
+	behind, behindGot := follower()
+	if err := os.Remove(filepath.Join(dir, "sources/blog.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, pool, dir) // version 2: blog deleted
+	current, currentGot := follower()
+
+	if n, err := definitions.CountDeletions(ctx, pool, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("CountDeletions = %d, %v; want 1", n, err)
+	}
+	n, err := definitions.PruneDeletions(ctx, pool, time.Now().Add(time.Hour), 10)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneDeletions = %d, %v; want 1", n, err)
+	}
+	if n, err := definitions.PruneDeletions(ctx, pool, time.Now().Add(time.Hour), 10); err != nil || n != 0 {
+		t.Fatalf("PruneDeletions again = %d, %v; want 0", n, err)
+	}
+
+	if _, err := behind.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := (*behindGot)[len(*behindGot)-1]
+	if !d.Full || len(d.Sources) != 1 || d.Sources[0].Row.Name != "acme" || d.To != 2 || behind.Version() != 2 {
+		t.Errorf("the follower behind the pruned deletion got %+v, want a full load of acme alone at version 2", d)
+	}
+
+	conntest.WriteFile(t, filepath.Join(dir, "sources/acme.yaml"), strings.Replace(acme, "every: 5m", "every: 1m", 1))
+	apply(t, pool, dir) // version 3
+	if _, err := current.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d = (*currentGot)[len(*currentGot)-1]
+	if d.Full || len(d.Sources) != 1 || d.From != 2 || d.To != 3 {
+		t.Errorf("the follower that had applied the deletion got %+v, want a delta from 2 to 3", d)
 	}
 }
