@@ -14,12 +14,18 @@ func TestRetentionAndStuckAfterDefaults(t *testing.T) {
 	}
 	// Retention is on when lookout.yaml says nothing.
 	want := Retention{Changes: 720 * time.Hour, SyncRuns: 720 * time.Hour, Evaluations: 720 * time.Hour,
-		Notifications: 2160 * time.Hour, ModelCalls: 2160 * time.Hour, BatchSize: 5000, Interval: time.Hour}
+		Notifications: 2160 * time.Hour, ModelCalls: 2160 * time.Hour,
+		TaskRuns: 2160 * time.Hour, InboundEvents: 720 * time.Hour, IdempotencyKeys: 24 * time.Hour,
+		DefinitionDeletions: 720 * time.Hour, AuditLog: 8760 * time.Hour, ModelBudgets: 2160 * time.Hour,
+		Briefings: 2160 * time.Hour, Verdicts: 2160 * time.Hour, SyncRunHours: 720 * time.Hour,
+		ActivityHourTotals: 2160 * time.Hour, BatchSize: 5000, Interval: time.Hour}
 	if r := cfg.Global.Retention; r != want || !r.Enabled() {
 		t.Errorf("retention defaults: %+v, want %+v", r, want)
 	}
 	// 0s written out keeps a table forever; the others keep their defaults.
-	cfg, err = Load(writeDir(t, "retention: {changes: 0s, sync_runs: 0s, evaluations: 0s, notifications: 0s, model_calls: 0s}\n", fileSource))
+	cfg, err = Load(writeDir(t, "retention: {changes: 0s, sync_runs: 0s, evaluations: 0s, notifications: 0s, model_calls: 0s,\n"+
+		"  task_runs: 0s, inbound_events: 0s, idempotency_keys: 0s, definition_deletions: 0s, audit_log: 0s,\n"+
+		"  model_budgets: 0s, briefings: 0s, verdicts: 0s, sync_run_hours: 0s, activity_hour_totals: 0s}\n", fileSource))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +62,16 @@ retention:
   evaluations: 720h
   notifications: 720h
   model_calls: 48h
+  task_runs: 720h
+  inbound_events: 72h
+  idempotency_keys: 48h
+  definition_deletions: 168h
+  audit_log: 17520h
+  model_budgets: 720h
+  briefings: 336h
+  verdicts: 4320h
+  sync_run_hours: 2160h
+  activity_hour_totals: 168h
   batch_size: 1000
   interval: 10m
 `
@@ -65,7 +81,11 @@ retention:
 		t.Fatal(err)
 	}
 	want := Retention{Changes: 720 * time.Hour, SyncRuns: 2160 * time.Hour, Evaluations: 720 * time.Hour,
-		Notifications: 720 * time.Hour, ModelCalls: 48 * time.Hour, BatchSize: 1000, Interval: 10 * time.Minute}
+		Notifications: 720 * time.Hour, ModelCalls: 48 * time.Hour,
+		TaskRuns: 720 * time.Hour, InboundEvents: 72 * time.Hour, IdempotencyKeys: 48 * time.Hour,
+		DefinitionDeletions: 168 * time.Hour, AuditLog: 17520 * time.Hour, ModelBudgets: 720 * time.Hour,
+		Briefings: 336 * time.Hour, Verdicts: 4320 * time.Hour, SyncRunHours: 2160 * time.Hour,
+		ActivityHourTotals: 168 * time.Hour, BatchSize: 1000, Interval: 10 * time.Minute}
 	if r := cfg.Global.Retention; r != want || !r.Enabled() {
 		t.Errorf("retention = %+v, want %+v", r, want)
 	}
@@ -91,6 +111,16 @@ func TestRetentionValidation(t *testing.T) {
 			"lookout.yaml:1: retention.changes must not be negative (0 keeps rows forever)"},
 		{"model_calls", "retention:\n  model_calls: 1h\n", fileSource,
 			"lookout.yaml:2: retention.model_calls (1h0m0s) must be at least 24h: watch budgets count the current day's calls"},
+		{"negative task_runs", "retention:\n  task_runs: -1h\n", fileSource,
+			"lookout.yaml:2: retention.task_runs must not be negative (0 keeps rows forever)"},
+		{"inbound_events", "retention:\n  inbound_events: 1h\n", fileSource,
+			"lookout.yaml:2: retention.inbound_events (1h0m0s) must be at least 24h: a provider's redelivery must still find its delivery id"},
+		{"idempotency_keys", "retention:\n  idempotency_keys: 23h\n", fileSource,
+			"lookout.yaml:2: retention.idempotency_keys (23h0m0s) must be at least 24h: a retry within 24h gets the first answer"},
+		{"sync_run_hours", "retention:\n  sync_run_hours: 2h\n", fileSource,
+			"lookout.yaml:2: retention.sync_run_hours (2h0m0s) must be at least 24h: runs still roll up into the hours of the last day"},
+		{"activity_hour_totals", "retention:\n  activity_hour_totals: 24h\n", fileSource,
+			"lookout.yaml:2: retention.activity_hour_totals (24h0m0s) must be at least 48h: the admin overview reads the last 24 hours"},
 		{"batch_size", "retention: {batch_size: 200000}\n", fileSource,
 			"lookout.yaml:1: retention.batch_size must be between 1 and 100000"},
 		{"interval", "retention: {interval: 10ms}\n", fileSource,
