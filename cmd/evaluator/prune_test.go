@@ -49,22 +49,30 @@ func TestPruneCommand(t *testing.T) {
 		return n
 	}
 
-	off := "retention: {changes: 0s, evaluations: 0s, notifications: 0s, sync_runs: 0s, model_calls: 0s}\n"
+	off := "retention: {changes: 0s, evaluations: 0s, notifications: 0s, sync_runs: 0s, model_calls: 0s, task_runs: 0s,\n" +
+		"  inbound_events: 0s, idempotency_keys: 0s, definition_deletions: 0s, audit_log: 0s, model_budgets: 0s,\n" +
+		"  briefings: 0s, verdicts: 0s, sync_run_hours: 0s, activity_hour_totals: 0s}\n"
 	if out := run(dir("log: {level: error}\n" + off)); !strings.Contains(out, "retention is off") {
 		t.Errorf("without retention: %q", out)
 	}
 	weekly := dir("log: {level: error}\nretention: {changes: 168h}\n")
-	changesLine := func(out string) []string {
+	line := func(out, table string) []string {
 		for _, l := range strings.Split(out, "\n") {
-			if f := strings.Fields(l); len(f) > 0 && f[0] == "changes" {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == table {
 				return f
 			}
 		}
 		return nil
 	}
+	changesLine := func(out string) []string { return line(out, "changes") }
 	out := run(weekly, "--dry-run")
-	if !strings.Contains(out, "WOULD DELETE") || !strings.Contains(out, "changes        168h0m0s") || count() != 3 {
+	if f := changesLine(out); !strings.Contains(out, "WOULD DELETE") || len(f) < 2 || f[1] != "168h0m0s" || count() != 3 {
 		t.Errorf("dry run:\n%s(%d changes left)", out, count())
+	}
+	// The tables pruned by rows through their owners are listed with
+	// their default windows.
+	if f := line(out, "audit_log"); len(f) != 7 || f[1] != "8760h0m0s" || f[5] != "0" {
+		t.Errorf("dry run's audit_log line: %v, want the 8760h default and nothing to delete", f)
 	}
 	// Before the first prune the old rows are in the default partition.
 	if f := changesLine(out); len(f) != 7 || f[3] != "0" || f[5] != "1" {
