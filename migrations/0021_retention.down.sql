@@ -1,5 +1,6 @@
 ALTER TABLE config_version DROP COLUMN deletions_pruned_through;
 DROP INDEX audit_log_at_idx;
+DROP INDEX task_runs_updated_idx;
 DROP INDEX task_runs_finished_idx;
 DROP INDEX definition_deletions_deleted_idx;
 DROP INDEX inbound_events_processed_idx;

@@ -29,6 +29,11 @@ CREATE INDEX task_runs_finished_idx ON task_runs (finished_at)
     WHERE tool_action IS NULL
       AND (status IN ('completed', 'failed') OR (status IN ('released', 'lost', 'expired') AND retry_at IS NULL));
 
+-- report_task_runs' order (updated_at DESC, id DESC), which the admin
+-- page's task runs list reads a page of: without it a page sorts the
+-- whole table.
+CREATE INDEX task_runs_updated_idx ON task_runs (updated_at DESC, id DESC);
+
 -- audit_log: by time.
 CREATE INDEX audit_log_at_idx ON audit_log (at);
 

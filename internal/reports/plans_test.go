@@ -167,15 +167,64 @@ DROP TABLE set_aside;
 SET default_statistics_target = 30;
 `
 
+// grown fills the tables that are not partitioned but grow with time, as
+// weeks of use leave them (each pruned by rows through its owner,
+// docs/config.md#retention), with a little pending work among the old
+// rows: 20,000 task runs over 111 days (running ones, ones waiting for a
+// retry), 20,000 webhook events (some unprocessed), 20,000 idempotency
+// keys over two days, 20,000 definition deletions, 20,000 audit entries
+// over 400 days, 20,000 budget days, 5,000 briefings over 111 days (some
+// being written), the verdicts spread over 100 days, 24,000 quiet-run hours over 50 days
+// and 20,000 hourly totals over 166 days.
+const grown = `
+INSERT INTO task_runs (source, task, record_id, record_version, content_version, idempotency_key, run_id, status,
+                       claimed_by, claimed_at, claim_expires_at, finished_at, retry_at, executor, created_at, updated_at)
+SELECT 'src-' || (1 + i % 50), 't', 'r-' || i, 1, 'v1', 'k-' || i, 'run-' || i || '.1',
+       CASE WHEN i % 1000 = 0 THEN 'running' WHEN i % 1000 = 1 THEN 'released' WHEN i % 100 = 0 THEN 'failed' ELSE 'completed' END,
+       'syncer-1', t, t + interval '30 minutes', CASE WHEN i % 1000 <> 0 THEN t + interval '1 minute' END,
+       CASE WHEN i % 1000 = 1 THEN t + interval '1 hour' END, 'command', t, t
+FROM (SELECT i, now() - (20000 - i) * interval '8 minutes' AS t FROM generate_series(1, 20000) i) g;
+INSERT INTO inbound_events (source, delivery_id, signature_valid, payload, payload_hash, received_at, processed_at, outcome)
+SELECT 'src-' || (1 + i % 50), 'd-' || i, true, '{}', 'h', t, CASE WHEN i % 1000 <> 0 THEN t + interval '1 second' END,
+       CASE WHEN i % 1000 <> 0 THEN 'created' END
+FROM (SELECT i, now() - (20000 - i) * interval '4 minutes' AS t FROM generate_series(1, 20000) i) g;
+INSERT INTO idempotency_keys (owner, key, operation, request_hash, status, response, created_at)
+SELECT 'alice', 'key-' || i, 'create_source', 'h', 201, '{}', now() - (20000 - i) * interval '8 seconds'
+FROM generate_series(1, 20000) i;
+INSERT INTO definition_deletions (version, source, managed_by, deleted_at)
+SELECT i, 'src-gone-' || i, 'api', now() - (20000 - i) * interval '4 minutes' FROM generate_series(1, 20000) i;
+INSERT INTO audit_log (at, actor, via, action, kind, target, owner)
+SELECT now() - (20000 - i) * interval '30 minutes', 'alice', 'api', 'update', 'watch', 'src-' || (i % 50), 'alice'
+FROM generate_series(1, 20000) i;
+INSERT INTO model_budgets (source, watch, day, calls)
+SELECT 'src-' || (1 + i % 50), 'w', (now() AT TIME ZONE 'UTC')::date - i / 50, 3 FROM generate_series(0, 19999) i;
+INSERT INTO briefings (prompt_version, model_digest, input_hash, source, watch, model, state, owner, lease_expires_at,
+                       created_at, updated_at, last_hit_at)
+SELECT 'pv-1', 'sha256:aaa', 'b-' || i, 'src-1', 'digest', 'llama3.2', CASE WHEN i % 1000 = 0 THEN 'writing' ELSE 'ok' END,
+       CASE WHEN i % 1000 = 0 THEN 'evaluator-1' END, CASE WHEN i % 1000 = 0 THEN now() + interval '1 minute' END,
+       t, t, CASE WHEN i % 10 = 0 THEN now() - interval '1 hour' END
+FROM (SELECT i, now() - (5000 - i) * interval '32 minutes' AS t FROM generate_series(1, 5000) i) g;
+UPDATE verdicts SET created_at = now() - (abs(hashtext(input_hash)) % (100 * 86400)) * interval '1 second';
+INSERT INTO sync_run_hours (source, hour, runs, first_started_at, last_started_at, last_finished_at)
+SELECT 'src-' || (1 + i % 20), h, 12, h, h + interval '55 minutes', h + interval '56 minutes'
+FROM (SELECT i, date_trunc('hour', now(), 'UTC') - (i / 20) * interval '1 hour' AS h FROM generate_series(0, 23999) i) g;
+INSERT INTO activity_hour_totals (hour, backend, runs)
+SELECT date_trunc('hour', now(), 'UTC') - (i / 5) * interval '1 hour', -1 - i % 5, 5 FROM generate_series(0, 19999) i
+ON CONFLICT DO NOTHING;
+`
+
 // analyze is run after the pruner gave the history's weeks their
 // partitions.
-const analyze = `ANALYZE sources, sync_runs, records, changes, evaluations, notifications, model_calls, verdicts, notification_keys`
+const analyze = `ANALYZE sources, sync_runs, records, changes, evaluations, notifications, model_calls, verdicts, notification_keys,
+	task_runs, inbound_events, idempotency_keys, definition_deletions, audit_log, model_budgets, briefings, sync_run_hours,
+	activity_hour_totals`
 
 // bigTables are the tables that grow with history: no hot query may read
 // one of them whole. sources grows with configuration only; the claim
 // must not scan it either, but reports may (see allowSources).
 var bigTables = []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls", "records", "verdicts",
-	"notification_keys"}
+	"notification_keys", "task_runs", "inbound_events", "idempotency_keys", "definition_deletions", "audit_log",
+	"model_budgets", "briefings", "sync_run_hours", "activity_hour_totals"}
 
 // partitionOf matches the partitions of the history tables (migration 16).
 var partitionOf = regexp.MustCompile(`^(.*)_(p[0-9]{8}|default)$`)
@@ -277,6 +326,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	start := time.Now()
 	if _, err := pool.Exec(ctx, history); err != nil {
 		t.Fatalf("fill: %v", err)
+	}
+	if _, err := pool.Exec(ctx, grown); err != nil {
+		t.Fatalf("fill the tables pruned by rows: %v", err)
 	}
 	// The pruner gives the weeks of the history their partitions (the
 	// rows came in the default partition), as a lookout that ran for
@@ -390,6 +442,37 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		queries = append(queries, hotQuery{name: fmt.Sprintf("retention: %s %s", st.Name, st.Table),
 			who: "internal/retention/pruner.go", sql: st.SQL, args: st.Args, allowSources: true, allowAll: st.Name == "count",
 			allowCurrent: true, allowRel: retention.PartitionName(st.Table, old)})
+	}
+	// The prune queries of the tables pruned by rows through their owners
+	// (internal/retention/rows.go), with their cutoffs at the default
+	// windows.
+	days := func(n int) time.Time { return now.Add(-time.Duration(n) * 24 * time.Hour) }
+	for _, q := range []hotQuery{
+		{name: "task_runs", who: "internal/tasks/queries.go queryPrune", sql: sqlFrom(t, "internal/tasks/queries.go", "DELETE FROM task_runs"),
+			args: []any{days(90), 5000}, index: "task_runs_finished_idx"},
+		{name: "inbound_events", who: "internal/inbound/queries.go queryPrune", sql: sqlFrom(t, "internal/inbound/queries.go", "DELETE FROM inbound_events"),
+			args: []any{days(30), 5000}, index: "inbound_events_processed_idx"},
+		{name: "idempotency_keys", who: "internal/idempotency/queries.go queryPrune", sql: sqlFrom(t, "internal/idempotency/queries.go", "DELETE FROM idempotency_keys"),
+			args: []any{days(1), 5000}, index: "idempotency_keys_created_idx"},
+		{name: "definition_deletions", who: "internal/definitions/queries.go queryPruneDeletions",
+			sql: sqlFrom(t, "internal/definitions/queries.go", "DELETE FROM definition_deletions"), args: []any{days(30), 5000},
+			index: "definition_deletions_deleted_idx"},
+		{name: "audit_log", who: "internal/audit/queries.go queryPrune", sql: sqlFrom(t, "internal/audit/queries.go", "DELETE FROM audit_log"),
+			args: []any{days(365), 5000}, index: "audit_log_at_idx"},
+		{name: "model_budgets", who: "internal/semantic/queries.go queryPruneBudgets", sql: sqlFrom(t, "internal/semantic/queries.go", "DELETE FROM model_budgets"),
+			args: []any{days(90), 5000}, index: "model_budgets_day_idx"},
+		{name: "briefings", who: "internal/semantic/queries.go queryPruneBriefings", sql: sqlFrom(t, "internal/semantic/queries.go", "DELETE FROM briefings WHERE ctid"),
+			args: []any{days(90), 5000}, index: "briefings_unused_idx"},
+		{name: "verdicts", who: "internal/semantic/queries.go queryPruneVerdicts", sql: sqlFrom(t, "internal/semantic/queries.go", "DELETE FROM verdicts"),
+			args: []any{days(90), 5000}, index: "verdicts_created_idx"},
+		{name: "sync_run_hours", who: "internal/retention/queries.go pruneRunHours", sql: sqlFrom(t, "internal/retention/queries.go", "DELETE FROM sync_run_hours"),
+			args: []any{days(30), 5000}, index: "sync_run_hours_hour_idx"},
+		{name: "activity_hour_totals", who: "internal/retention/queries.go pruneActivityHours",
+			sql: sqlFrom(t, "internal/retention/queries.go", "DELETE FROM activity_hour_totals"), args: []any{days(90), 5000},
+			index: "activity_hour_totals_pkey"},
+	} {
+		q.name = "retention: " + q.name + " by owner"
+		queries = append(queries, q)
 	}
 	for _, v := range []string{"report_stuck", "report_overview", "report_recent_failures", "report_high_retry",
 		"report_active_sources", "report_disabled_sources", "report_dead_letters"} {
