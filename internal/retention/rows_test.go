@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/idempotency"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/pgtest"
 )
 
 // rowCase is one table pruned by rows through its owner: the rows a test
@@ -388,5 +390,38 @@ func TestFromConfigCarriesEveryWindow(t *testing.T) {
 	}
 	if len(seen) != 15 || len(windows) != 15 {
 		t.Errorf("%d distinct windows, %d tables; want 15 of each", len(seen), len(windows))
+	}
+}
+
+// Migration 21 (the prune indexes, config_version.deletions_pruned_through)
+// goes down and up again on a schema holding rows.
+func TestMigration21DownAndUp(t *testing.T) {
+	t.Parallel()
+	const indexes, before = 21, 20
+	_, url := pgtest.Schema(t)
+	pool := pgtest.PoolFor(t, url)
+	ctx := context.Background()
+	f := &fixture{t: t, pool: pool}
+	f.exec(`INSERT INTO audit_log (actor, via, action, kind, target, owner) VALUES ('alice', 'api', 'create', 'source', 's', 'alice')`)
+	if v, err := db.MigrateTo(ctx, pool, before); err != nil || v != before {
+		t.Fatalf("migrate down to %d: %d, %v", before, v, err)
+	}
+	if f.exists("task_runs_finished_idx") || f.exists("audit_log_at_idx") {
+		t.Errorf("after the down migration the prune indexes are still there")
+	}
+	if v, err := db.MigrateTo(ctx, pool, indexes); err != nil || v != indexes {
+		t.Fatalf("migrate up to %d: %d, %v", indexes, v, err)
+	}
+	for _, idx := range []string{"model_budgets_day_idx", "briefings_unused_idx", "verdicts_created_idx", "inbound_events_processed_idx",
+		"definition_deletions_deleted_idx", "task_runs_finished_idx", "task_runs_updated_idx", "audit_log_at_idx"} {
+		if !f.exists(idx) {
+			t.Errorf("after the up migration %s is missing", idx)
+		}
+	}
+	if got := f.id(`SELECT deletions_pruned_through FROM config_version`); got != 0 {
+		t.Errorf("deletions_pruned_through = %d, want 0", got)
+	}
+	if got := f.labels(`SELECT target FROM audit_log`); !slices.Equal(got, []string{"s"}) {
+		t.Errorf("audit_log after down and up: %v", got)
 	}
 }
