@@ -425,3 +425,44 @@ func TestMigration21DownAndUp(t *testing.T) {
 		t.Errorf("audit_log after down and up: %v", got)
 	}
 }
+
+// A batch skips the rows another transaction holds (FOR UPDATE SKIP
+// LOCKED): the prune neither waits for it nor deletes the row under it; a
+// later prune takes it. With the batch size equal to the rows to delete,
+// the prune takes one more statement to see that nothing is left.
+func TestPruneByRowsSkipsLockedRowsAndBatchBoundary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.exec(`INSERT INTO idempotency_keys (owner, key, operation, request_hash, status, response, created_at)
+	        SELECT 'alice', 'old-' || i, 'create_source', 'h', 201, '{}', now() - interval '2 days' FROM generate_series(1, 4) i`)
+	tx, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM idempotency_keys WHERE key = 'old-1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	conf := Config{IdempotencyKeys: 24 * time.Hour, BatchSize: 3}
+	res := prune(t, f, conf)
+	if tr := tableResult(t, res, "idempotency_keys"); tr.Rows != 3 || tr.Batches != 2 {
+		t.Errorf("with old-1 locked: deleted %d rows in %d batches, want 3 in 2", tr.Rows, tr.Batches)
+	}
+	if got := f.labels(`SELECT key FROM idempotency_keys`); !slices.Equal(got, []string{"old-1"}) {
+		t.Errorf("left %v, want the locked old-1", got)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(`INSERT INTO idempotency_keys (owner, key, operation, request_hash, status, response, created_at)
+	        VALUES ('alice', 'old-5', 'create_source', 'h', 201, '{}', now() - interval '2 days'),
+	               ('alice', 'old-6', 'create_source', 'h', 201, '{}', now() - interval '2 days')`)
+	res = prune(t, f, conf)
+	if tr := tableResult(t, res, "idempotency_keys"); tr.Rows != 3 || tr.Batches != 2 {
+		t.Errorf("three old keys, batches of 3: deleted %d rows in %d batches, want 3 in 2 (the second finds none)", tr.Rows, tr.Batches)
+	}
+	if got := f.labels(`SELECT key FROM idempotency_keys`); len(got) != 0 {
+		t.Errorf("left %v, want none", got)
+	}
+}
