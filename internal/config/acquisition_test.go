@@ -60,6 +60,7 @@ syncer:
   backoff: {min: 1s, max: 10s}
   max_wait: 5s
   run_timeout: 10m
+  rollup_every: 2m
 `
 	src := fileSource + "cron: '0 9 * * 1-5'\ntimezone: Europe/Paris\nstop: {max_failures: 0, after: 2030-01-01T00:00:00Z, when: 'run.seen > 0'}\n"
 	cfg, err := Load(writeDir(t, global, src))
@@ -96,8 +97,17 @@ syncer:
 			t.Errorf("built-in default: HostLimit(%s) = %+v, want %+v", host, got, want)
 		}
 	}
-	if g.Syncer.Backoff.Max != 10*time.Second || g.Syncer.MaxWait != 5*time.Second || g.Syncer.RunTimeout != 10*time.Minute {
+	if g.Syncer.Backoff.Max != 10*time.Second || g.Syncer.MaxWait != 5*time.Second || g.Syncer.RunTimeout != 10*time.Minute || g.Syncer.RollupEvery != 2*time.Minute {
 		t.Errorf("syncer: %+v", g.Syncer)
+	}
+	if builtIn.Global.Syncer.RollupEvery != RollupEveryDefault {
+		t.Errorf("syncer.rollup_every defaults to %s, want %s", builtIn.Global.Syncer.RollupEvery, RollupEveryDefault)
+	}
+	for _, bad := range []string{"500ms", "2h", "-1m"} {
+		_, err := Load(writeDir(t, "syncer: {rollup_every: "+bad+"}\n", fileSource))
+		if err == nil || !strings.Contains(err.Error(), "lookout.yaml:1") || !strings.Contains(err.Error(), "syncer.rollup_every") {
+			t.Errorf("rollup_every %s: %v, want an error naming lookout.yaml:1 and syncer.rollup_every", bad, err)
+		}
 	}
 	s := cfg.Sources[0]
 	if *s.Stop.MaxFailures != 0 || s.Stop.When != "run.seen > 0" || !s.Stop.After.Equal(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) {

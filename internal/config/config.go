@@ -416,6 +416,13 @@ type Syncer struct {
 	// RunTimeout bounds one run of a source; a run still going then is
 	// cancelled and counts as a failure. Defaults to 1h.
 	RunTimeout time.Duration `yaml:"run_timeout"`
+	// RollupEvery is how often a replica adds the quiet runs it counted in
+	// memory to sync_run_hours (and when it stops). Longer writes less
+	// (one row version per source and flush instead of per run); a
+	// replica killed without stopping loses the counts of at most that
+	// long (not the runs, whose source rows are committed). Between 1s
+	// and 1h; defaults to 5m.
+	RollupEvery time.Duration `yaml:"rollup_every"`
 }
 
 // Evaluator tunes the evaluator.

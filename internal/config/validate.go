@@ -51,6 +51,7 @@ const (
 	BackoffMaxDefault        = time.Hour
 	MaxWaitDefault           = 30 * time.Second
 	RunTimeoutDefault        = time.Hour
+	RollupEveryDefault       = 5 * time.Minute
 	StuckAfterDefault        = 30 * time.Minute
 	RetentionBatchDefault    = 5000
 	RetentionIntervalDefault = time.Hour
@@ -253,6 +254,10 @@ func (g *Global) applyDefaults() []error {
 	if g.Syncer.RunTimeout < 0 {
 		errs = append(errs, g.Errorf("syncer.run_timeout", "must not be negative"))
 	}
+	if g.Syncer.RollupEvery < 0 || (g.Syncer.RollupEvery > 0 && g.Syncer.RollupEvery < time.Second) || g.Syncer.RollupEvery > time.Hour {
+		errs = append(errs, g.Errorf("syncer.rollup_every", "must be between 1s and 1h (how long quiet-run counts wait in memory before sync_run_hours)"))
+	}
+	g.Syncer.RollupEvery = cmp.Or(g.Syncer.RollupEvery, RollupEveryDefault)
 	g.Evaluator.Lease = cmp.Or(g.Evaluator.Lease, EvaluatorLeaseDefault)
 	g.Evaluator.BatchSize = cmp.Or(g.Evaluator.BatchSize, BatchSizeDefault)
 	g.Evaluator.Workers = cmp.Or(g.Evaluator.Workers, EvaluatorWorkersDefault)

@@ -351,7 +351,6 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	// The syncer composes some statements from parts.
 	claimCTE := sqlFrom(t, "internal/syncer/claim.go", "WITH req AS (")
 	quietRuns := sqlFrom(t, "internal/syncer/dispatch.go", "AS x(name, run_id, finished_at")
-	quietHours := sqlFrom(t, "internal/syncer/dispatch.go", ", hours AS (")
 	queries := []hotQuery{
 		{name: "syncer: lease due sources", who: "internal/syncer/claim.go claimSQL",
 			sql: claimCTE + sqlFrom(t, "internal/syncer/claim.go", "UPDATE sources s\nSET lease_owner = $3"), args: []any{nil, 500, "syncer-x", now, lease, now},
@@ -375,15 +374,18 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			sql:  sqlFrom(t, "internal/syncer/run.go", "WHERE r.status = 'running'"),
 			args: []any{int64(50001), "src-7", "syncer-1", "schedule", now, nil, now, "every 1m0s", "succeeded", now, 1.5, nil, 1, 0, 1, 1, 1, 0, 0, 0, 0}},
 		{name: "syncer: complete quiet runs", who: "internal/syncer/dispatch.go completeQuietSQL",
-			sql: quietRuns + sqlFrom(t, "internal/syncer/dispatch.go", "WHERE s.name = x.name AND s.lease_owner = $15") + quietHours,
+			sql: quietRuns + sqlFrom(t, "internal/syncer/dispatch.go", "WHERE s.name = x.name AND s.lease_owner = $8"),
 			args: []any{[]string{"src-7", "src-8"}, []int64{50001, 50002}, []time.Time{now, now}, []time.Time{now, now}, []float64{60, 60},
-				[]string{"every 1m0s", "every 1m0s"}, []*string{nil, nil}, []time.Time{now, now}, []int32{1, 1}, []int32{1, 0},
-				[]float64{0.1, 0.2}, []float64{3, 4}, []int32{0, 5}, []int32{0, 0}, "syncer-1"}},
+				[]string{"every 1m0s", "every 1m0s"}, []*string{nil, nil}, "syncer-1"}},
 		{name: "syncer: complete quiet runs of a claim batch", who: "internal/syncer/dispatch.go completeLockedSQL",
-			sql: quietRuns + sqlFrom(t, "internal/syncer/dispatch.go", "WHERE s.name = x.name AND $15::text IS NOT NULL") + quietHours,
+			sql: quietRuns + sqlFrom(t, "internal/syncer/dispatch.go", "WHERE s.name = x.name AND $8::text IS NOT NULL"),
 			args: []any{[]string{"src-7", "src-8"}, []int64{50001, 50002}, []time.Time{now, now}, []time.Time{now, now}, []float64{60, 60},
-				[]string{"every 1m0s", "every 1m0s"}, []*string{nil, nil}, []time.Time{now, now}, []int32{1, 1}, []int32{1, 0},
-				[]float64{0.1, 0.2}, []float64{3, 4}, []int32{0, 5}, []int32{0, 0}, "syncer-1"}},
+				[]string{"every 1m0s", "every 1m0s"}, []*string{nil, nil}, "syncer-1"}},
+		{name: "syncer: add counted quiet runs to their hours", who: "internal/syncer/rollup.go flushHoursSQL",
+			sql: sqlFrom(t, "internal/syncer/rollup.go", "), updated AS ("),
+			args: []any{[]string{"src-7", "src-8"}, []time.Time{now.Truncate(time.Hour), now.Truncate(time.Hour)}, []int32{5, 5}, []int32{4, 5},
+				[]int32{5, 5}, []int64{0, 10}, []int32{0, 0}, []time.Time{now, now}, []time.Time{now, now}, []time.Time{now, now},
+				[]float64{10, 12}, []float64{0.5, 0.2}, []float64{0.3, 0.1}}},
 		{name: "syncer: stored hashes of a page", who: "internal/changes/writer.go Apply",
 			sql: sqlFrom(t, "internal/changes/writer.go", "deleted_at IS NOT NULL"), args: []any{"src-2", []string{"r-1", "r-5001", "r-10001"}}},
 		{name: "syncer: live records of a snapshot source", who: "internal/changes/delete.go Missing",

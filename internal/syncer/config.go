@@ -52,6 +52,11 @@ type Config struct {
 	// RunTimeout bounds one run of a source (syncer.run_timeout).
 	// Defaults to 1h.
 	RunTimeout time.Duration
+	// RollupEvery is how often a replica adds the quiet runs it counted
+	// to sync_run_hours (syncer.rollup_every); it also does when it stops
+	// and when RunDue ends. The loader's default is 5m; New takes zero as
+	// one second.
+	RollupEvery time.Duration
 	// Now is the clock of schedules, leases and host budgets. Defaults to
 	// time.Now.
 	Now func() time.Time
@@ -104,5 +109,6 @@ func FromConfig(cfg *config.Config) Config {
 		Backoff:         schedule.Backoff{Min: g.Syncer.Backoff.Min, Max: g.Syncer.Backoff.Max},
 		MaxWait:         g.Syncer.MaxWait,
 		RunTimeout:      g.Syncer.RunTimeout,
+		RollupEvery:     g.Syncer.RollupEvery,
 	}
 }

@@ -35,9 +35,20 @@ func (s *Syncer) run(ctx context.Context) error {
 	slots := make(chan struct{}, s.conf.Concurrency)
 	freed := make(chan struct{}, 1)
 	var wg sync.WaitGroup
+	rollupCtx, stopRollup := context.WithCancel(ctx)
+	rollupDone := make(chan struct{})
+	go func() {
+		defer close(rollupDone)
+		s.rollupLoop(rollupCtx)
+	}()
 	defer func() {
 		wg.Wait()      // Stop waits for the runs in progress
 		s.done.close() // and for their completions
+		stopRollup()
+		<-rollupDone
+		if err := s.finalFlush(ctx); err != nil {
+			s.logger.Error("count quiet runs at stop", "error", err)
+		}
 		s.summary(true)
 	}()
 	summary := time.NewTicker(summaryEvery)
@@ -177,14 +188,18 @@ func (s *Syncer) nextDue(ctx context.Context, now time.Time) (time.Time, bool, e
 // fall due while it works are left for the next call, so that RunDue ends
 // even when a source's interval is shorter than its run. It returns how
 // many runs it made, once their outcomes are recorded.
-func (s *Syncer) RunDue(ctx context.Context) (int, error) {
+func (s *Syncer) RunDue(ctx context.Context) (total int, err error) {
 	asOf := s.conf.Now()
 	if err := s.completeExpired(ctx, asOf); err != nil {
 		return 0, err
 	}
 	s.done.start(ctx)
-	defer s.done.close()
-	total := 0
+	defer func() {
+		s.done.close()
+		if ferr := s.finalFlush(ctx); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}()
 	for {
 		claims, _, err := s.claim(ctx, min(s.conf.Concurrency, maxClaim), asOf, false)
 		if err != nil {
@@ -215,9 +230,9 @@ const quietBatchMax = 1000
 
 // completer writes the completions of quiet runs in batches: one UPDATE of
 // sources for many runs, each row checked against the run's lease
-// (fencing), and the runs added to their hour in sync_run_hours in the
-// same statement. A quiet run hands its completion over and frees its slot
-// without waiting for the database.
+// (fencing); the runs are then counted in the rollup, which adds them to
+// sync_run_hours every RollupEvery. A quiet run hands its completion over
+// and frees its slot without waiting for the database.
 type completer struct {
 	s *Syncer
 
@@ -354,9 +369,9 @@ type quietRun struct {
 	notModified bool
 }
 
-// completeQuiet releases the leases of quiet runs and counts them in
-// sync_run_hours, in one statement. A run whose lease another replica
-// holds by now is not counted but recorded as abandoned.
+// completeQuiet releases the leases of quiet runs in one statement and
+// counts them in the rollup. A run whose lease another replica holds by
+// now is not counted but recorded as abandoned.
 func (s *Syncer) completeQuiet(ctx context.Context, batch []quietRun) error {
 	return s.completeQuietIn(ctx, s.pool, batch, false)
 }
@@ -373,24 +388,15 @@ type queryer interface {
 func (s *Syncer) completeQuietIn(ctx context.Context, q queryer, batch []quietRun, locked bool) error {
 	n := len(batch)
 	names, runIDs := make([]string, n), make([]int64, n)
-	finished, next, started := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-	intervals, lateness, durations := make([]float64, n), make([]float64, n), make([]float64, n)
-	reasons, cursors := make([]string, n), make([]*string, n)
-	requests, waits, seen := make([]int32, n), make([]int32, n), make([]int32, n)
-	notModified := make([]int32, n)
+	finished, next := make([]time.Time, n), make([]time.Time, n)
+	intervals, reasons, cursors := make([]float64, n), make([]string, n), make([]*string, n)
 	for i, q := range batch {
 		names[i], runIDs[i] = q.c.name, q.c.runID
-		finished[i], next[i], started[i] = q.finishedAt, q.next, q.c.startedAt
+		finished[i], next[i] = q.finishedAt, q.next
 		intervals[i], reasons[i] = q.interval, q.reason
 		if q.cursor != nil {
 			cur := string(q.cursor)
 			cursors[i] = &cur
-		}
-		lateness[i] = q.c.lateness.Seconds()
-		durations[i] = float64(q.finishedAt.Sub(q.c.startedAt).Microseconds()) / 1000
-		requests[i], waits[i], seen[i] = int32(q.requests), int32(q.waits), int32(q.seen)
-		if q.notModified {
-			notModified[i] = 1
 		}
 	}
 	sql := completeQuietSQL
@@ -398,8 +404,7 @@ func (s *Syncer) completeQuietIn(ctx context.Context, q queryer, batch []quietRu
 		sql = completeLockedSQL
 	}
 	done := make(map[string]bool, n)
-	rows, err := q.Query(ctx, sql, names, runIDs, finished, next, intervals, reasons, cursors,
-		started, requests, notModified, lateness, durations, seen, waits, s.conf.Owner)
+	rows, err := q.Query(ctx, sql, names, runIDs, finished, next, intervals, reasons, cursors, s.conf.Owner)
 	if err != nil {
 		return fmt.Errorf("record %d quiet runs: %w", n, err)
 	}
@@ -436,87 +441,37 @@ func (s *Syncer) completeQuietIn(ctx context.Context, q queryer, batch []quietRu
 	return nil
 }
 
-// quietRunsCTE is the batch of quiet runs, $1..$14.
+// quietRunsCTE is the batch of quiet runs, $1..$7.
 const quietRunsCTE = `
 WITH x AS (
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::float8[], $6::text[], $7::jsonb[],
-                         $8::timestamptz[], $9::int[], $10::int[], $11::float8[], $12::float8[], $13::int[], $14::int[])
-        AS x(name, run_id, finished_at, next_run_at, interval_seconds, interval_reason, cursor,
-             started_at, requests, not_modified, lateness, duration_ms, items_seen, rate_limit_waits)
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::float8[], $6::text[], $7::jsonb[])
+        AS x(name, run_id, finished_at, next_run_at, interval_seconds, interval_reason, cursor)
 )`
 
-// quietHoursCTE adds the runs whose source row was updated (done) to
-// their hour in sync_run_hours: an UPDATE of the hour's row, or, for the
-// first run of the hour, an INSERT (a plain UPDATE writes less than an
-// upsert, which also locks the row it updates).
-const quietHoursCTE = `
-, hours AS (
-    UPDATE sync_run_hours h SET
-        runs = h.runs + 1,
-        not_modified = h.not_modified + x.not_modified,
-        requests = h.requests + x.requests,
-        items_seen = h.items_seen + x.items_seen,
-        rate_limit_waits = h.rate_limit_waits + x.rate_limit_waits,
-        first_started_at = least(h.first_started_at, x.started_at),
-        last_started_at = greatest(h.last_started_at, x.started_at),
-        last_finished_at = greatest(h.last_finished_at, x.finished_at),
-        duration_ms_sum = h.duration_ms_sum + x.duration_ms,
-        lateness_seconds_sum = h.lateness_seconds_sum + x.lateness,
-        lateness_seconds_max = greatest(h.lateness_seconds_max, x.lateness)
-    FROM x JOIN done ON done.name = x.name
-    WHERE h.source = x.name AND h.hour = date_trunc('hour', x.started_at, 'UTC')
-    RETURNING h.source
-), new_hours AS (
-    INSERT INTO sync_run_hours AS h (source, hour, runs, not_modified, requests, items_seen, rate_limit_waits,
-                                     first_started_at, last_started_at, last_finished_at,
-                                     duration_ms_sum, lateness_seconds_sum, lateness_seconds_max)
-    SELECT x.name, date_trunc('hour', x.started_at, 'UTC'), 1, x.not_modified, x.requests, x.items_seen, x.rate_limit_waits,
-           x.started_at, x.started_at, x.finished_at, x.duration_ms, x.lateness, x.lateness
-    FROM x JOIN done ON done.name = x.name
-    WHERE x.name NOT IN (SELECT source FROM hours)
-    ON CONFLICT (source, hour) DO UPDATE SET
-        runs = h.runs + 1,
-        not_modified = h.not_modified + excluded.not_modified,
-        requests = h.requests + excluded.requests,
-        items_seen = h.items_seen + excluded.items_seen,
-        rate_limit_waits = h.rate_limit_waits + excluded.rate_limit_waits,
-        first_started_at = least(h.first_started_at, excluded.first_started_at),
-        last_started_at = greatest(h.last_started_at, excluded.last_started_at),
-        last_finished_at = greatest(h.last_finished_at, excluded.last_finished_at),
-        duration_ms_sum = h.duration_ms_sum + excluded.duration_ms_sum,
-        lateness_seconds_sum = h.lateness_seconds_sum + excluded.lateness_seconds_sum,
-        lateness_seconds_max = greatest(h.lateness_seconds_max, excluded.lateness_seconds_max)
-)
-SELECT name FROM done`
-
 // completeQuietSQL releases the leases of quiet runs (each only if its
-// lease is still the run's: the fencing check) and adds them to their
-// source's hour in sync_run_hours. It returns the sources released.
+// lease is still the run's: the fencing check). It returns the sources
+// released; their runs are then counted in the rollup (rollup.go).
 const completeQuietSQL = quietRunsCTE + `
-, done AS (
-    UPDATE sources s
-    SET lease_owner = NULL, lease_expires_at = NULL, last_run_at = x.finished_at, last_success_at = x.finished_at,
-        next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
-        cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
-    FROM x
-    WHERE s.name = x.name AND s.lease_owner = $15 AND s.run_id = x.run_id
-    RETURNING s.name
-)` + quietHoursCTE
+UPDATE sources s
+SET lease_owner = NULL, lease_expires_at = NULL, last_run_at = x.finished_at, last_success_at = x.finished_at,
+    next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
+    cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
+FROM x
+WHERE s.name = x.name AND s.lease_owner = $8 AND s.run_id = x.run_id
+RETURNING s.name`
 
 // completeLockedSQL records quiet runs of a claim batch, whose source rows
 // the batch's transaction holds locked: it writes only what a run changes
 // (no lease was written), so the row's new version differs from the old
-// in three timestamps for most runs. $15 is unused.
+// in three timestamps for most runs. $8 is unused.
 const completeLockedSQL = quietRunsCTE + `
-, done AS (
-    UPDATE sources s
-    SET last_run_at = x.finished_at, last_success_at = x.finished_at,
-        next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
-        cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
-    FROM x
-    WHERE s.name = x.name AND $15::text IS NOT NULL
-    RETURNING s.name
-)` + quietHoursCTE
+UPDATE sources s
+SET last_run_at = x.finished_at, last_success_at = x.finished_at,
+    next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
+    cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
+FROM x
+WHERE s.name = x.name AND $8::text IS NOT NULL
+RETURNING s.name`
 
 // recordLost records quiet runs whose lease was taken over before their
 // completion was written: abandoned, like any run that lost its lease.
@@ -538,8 +493,10 @@ func (s *Syncer) recordLost(ctx context.Context, lost []quietRun) error {
 	return nil
 }
 
-// quietDone counts a recorded quiet run.
+// quietDone counts a quiet run whose completion committed: in the rollup
+// (sync_run_hours), the metrics and the summary line.
 func (s *Syncer) quietDone(q quietRun) {
+	s.hours.add(q)
 	d := q.finishedAt.Sub(q.c.startedAt)
 	s.conf.Metrics.PollFinished(q.c.name, q.status, d)
 	s.stats.finished(q.status, true, 0)

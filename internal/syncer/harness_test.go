@@ -194,6 +194,9 @@ func (h *harness) syncerOn(pool *pgxpool.Pool, cfg *config.Config, conf Config) 
 	if conf.Transport == nil {
 		conf.Transport = h.tr
 	}
+	if conf.RollupEvery == 0 {
+		conf.RollupEvery = 20 * time.Millisecond // tests read sync_run_hours while syncers run
+	}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New(pool, overlay(FromConfig(cfg), conf), logger)
 	if err != nil {
@@ -432,5 +435,6 @@ func overlay(base, o Config) Config {
 	base.Backoff.Max = cmp.Or(o.Backoff.Max, base.Backoff.Max)
 	base.MaxWait = cmp.Or(o.MaxWait, base.MaxWait)
 	base.RunTimeout = cmp.Or(o.RunTimeout, base.RunTimeout)
+	base.RollupEvery = cmp.Or(o.RollupEvery, base.RollupEvery)
 	return base
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // TestQuietRunsRollUp: a scheduled run that changes nothing writes no
@@ -130,5 +131,91 @@ func TestLatenessIsMeasured(t *testing.T) {
 	var late float64
 	if err := h.pool.QueryRow(context.Background(), `SELECT lateness_seconds_max FROM sync_run_hours WHERE source = 's'`).Scan(&late); err != nil || late != 2.5 {
 		t.Errorf("sync_run_hours lateness %g (%v), want 2.5", late, err)
+	}
+}
+
+// TestQuietRunCountsWaitForTheFlush: a replica counts its quiet runs in
+// memory and adds them to sync_run_hours every rollup_every, not once per
+// run: with an hour between flushes, many quiet runs leave sync_run_hours
+// empty while the replica runs (their source row is committed each time),
+// and Stop writes them all, as one row of the source's hour.
+func TestQuietRunCountsWaitForTheFlush(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	var fetches atomic.Int32
+	cfg := loadConfig(t, fastLimits, map[string]string{"s": "every: 20ms\njitter: 0s\n"},
+		map[string]fetchFunc{"s": func(context.Context, connectors.Env, json.RawMessage, connectors.EmitFunc) (connectors.Result, error) {
+			fetches.Add(1)
+			return connectors.Result{Requests: 1}, connectors.ErrNotModified
+		}})
+	s := h.syncer(cfg, Config{Now: time.Now, RollupEvery: time.Hour})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = s.Stop()
+		}
+	})
+	count := func(sql string) int {
+		t.Helper()
+		var n int
+		if err := h.pool.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	first := h.source("s").NextRunAt
+	testsignal.EventuallyWithin(t, 60*time.Second, "five quiet runs committed", func() bool {
+		return fetches.Load() >= 5 && h.source("s").NextRunAt.After(first)
+	})
+	if n := count(`SELECT count(*) FROM sync_run_hours`); n != 0 {
+		t.Errorf("sync_run_hours has %d rows while the replica runs with rollup_every 1h, want 0 (counted in memory)", n)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	runs, rows := count(`SELECT coalesce(sum(runs), 0)::int FROM sync_run_hours WHERE source = 's'`), count(`SELECT count(*)::int FROM sync_run_hours`)
+	if want := int(fetches.Load()); runs != want || rows < 1 || rows > 2 {
+		t.Errorf("after Stop: sync_run_hours counts %d runs in %d rows; want %d runs (every fetch was a quiet run) in one row per hour", runs, rows, want)
+	}
+	if n := count(`SELECT count(*) FROM sync_runs`); n != 0 {
+		t.Errorf("%d sync_runs rows, want 0", n)
+	}
+}
+
+// TestRollupRestoreMerges: counts a failed flush gives back are merged
+// with the runs counted meanwhile, so the next flush writes both.
+func TestRollupRestoreMerges(t *testing.T) {
+	t.Parallel()
+	var r rollup
+	t0 := time.Date(2026, 11, 30, 10, 15, 0, 0, time.UTC)
+	run := func(at time.Time, notModified bool, late time.Duration) quietRun {
+		return quietRun{c: claim{name: "s", startedAt: at, lateness: late}, finishedAt: at.Add(10 * time.Millisecond),
+			requests: 1, seen: 2, notModified: notModified}
+	}
+	r.add(run(t0, true, time.Second))
+	r.add(run(t0.Add(time.Minute), false, 3*time.Second))
+	failed := r.take()
+	r.add(run(t0.Add(2*time.Minute), true, 0))
+	r.add(run(t0.Add(50*time.Minute), true, 0)) // the next hour
+	r.restore(failed)
+	m := r.take()
+	hour := t0.Truncate(time.Hour)
+	c := m[hourKey{"s", hour}]
+	if len(m) != 2 || c == nil {
+		t.Fatalf("rollup rows %v, want the hours of 10:00 and 11:00", m)
+	}
+	if c.runs != 3 || c.notModified != 2 || c.requests != 3 || c.items != 6 || c.latenessM != 3 || c.latenessSum != 4 ||
+		!c.first.Equal(t0) || !c.last.Equal(t0.Add(2*time.Minute)) || !c.lastFinished.Equal(t0.Add(2*time.Minute+10*time.Millisecond)) {
+		t.Errorf("10:00: %+v", *c)
+	}
+	if n := m[hourKey{"s", hour.Add(time.Hour)}]; n == nil || n.runs != 1 {
+		t.Errorf("11:00: %+v", n)
+	}
+	if r.take() != nil {
+		t.Error("take left counts behind")
 	}
 }

@@ -46,6 +46,7 @@ type Syncer struct {
 	hosts  *hostBudget
 	loop   service.Loop
 	done   *completer // writes quiet runs' completions in batches
+	hours  rollup     // counts quiet runs for sync_run_hours
 	stats  *tally     // for the summary line
 	wake   chan struct{}
 	// untrusted is the transport of sources created through the API
@@ -142,6 +143,9 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 	}
 	if conf.Now == nil {
 		conf.Now = time.Now
+	}
+	if conf.RollupEvery <= 0 {
+		conf.RollupEvery = time.Second
 	}
 	if conf.Egress == nil {
 		conf.Egress = &egress.Policy{}
