@@ -36,7 +36,7 @@ func main() {
 	adminRuns := flag.Int("admin-runs", 20, "fetches of each admin page")
 	sources := flag.Int("sources", 100_000, "sources of the schedule measurement (10) (-1 skips it)")
 	every := flag.Duration("every", time.Minute, "schedule of those sources")
-	window := flag.Duration("for", 2*time.Minute, "measured window of (10), in whole minutes of the syncer's summary lines")
+	window := flag.Duration("for", 5*time.Minute, "measured window of (10), in whole minutes of the syncer's summary lines (default: one syncer.rollup_every, so that it holds one flush of the quiet-run counts)")
 	warmup := flag.Duration("warmup", 0, "time between the end of the initial sync and the window of (10) (default: every)")
 	unchanged := flag.Int("unchanged-every", 10, "every n-th feed of (10) answers unchanged content instead of 304")
 	baseSyncer := flag.String("base-syncer", "", "syncer binary from before issue 11, measured in (10) too (e.g. /work/wt/base/bin/syncer)")

@@ -70,7 +70,7 @@ type Options struct {
 	// AdminChanges < 0 skips it.
 	AdminSources, AdminChanges, AdminRuns int
 	// Schedule shapes measurement (10): Sources (default 100,000; < 0
-	// skips it), Every (1m), For (2m), Warmup (every + 30s), UnchangedEvery
+	// skips it), Every (1m), For (5m, one syncer.rollup_every), Warmup (every + 30s), UnchangedEvery
 	// (10), BaseBin (the syncer binary before issue 11, measured too when
 	// set). SyncerBin is the binary measured.
 	Schedule ScheduleOptions
@@ -175,7 +175,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	so := &o.Schedule
 	so.Sources = cmp.Or(so.Sources, 100_000)
 	so.Every = cmp.Or(so.Every, time.Minute)
-	so.For = cmp.Or(so.For, 2*time.Minute)
+	so.For = cmp.Or(so.For, 5*time.Minute) // one syncer.rollup_every: the window holds one flush of the quiet-run counts
 	so.Warmup = cmp.Or(so.Warmup, so.Every)
 	so.UnchangedEvery = cmp.Or(so.UnchangedEvery, 10)
 	so.SyncerBin = cmp.Or(so.SyncerBin, o.SyncerBin)

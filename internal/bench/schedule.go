@@ -135,7 +135,7 @@ func writeFeedConfig(dir, base string, n int, every time.Duration) error {
 type ScheduleOptions struct {
 	Sources        int           // default 100,000
 	Every          time.Duration // default 1m
-	For            time.Duration // measured window, whole minutes of summary lines; default 2m
+	For            time.Duration // measured window, whole minutes of summary lines; default 5m (one flush of the quiet-run counts)
 	Warmup         time.Duration // after every source ran once, before the window; default every
 	UnchangedEvery int           // every n-th feed answers content, not 304; default 10
 	SyncerBin      string
