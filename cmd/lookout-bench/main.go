@@ -40,6 +40,10 @@ func main() {
 	warmup := flag.Duration("warmup", 0, "time between the end of the initial sync and the window of (10) (default: every)")
 	unchanged := flag.Int("unchanged-every", 10, "every n-th feed of (10) answers unchanged content instead of 304")
 	baseSyncer := flag.String("base-syncer", "", "syncer binary from before issue 11, measured in (10) too (e.g. /work/wt/base/bin/syncer)")
+	firstRuns := flag.Int("first-runs", 200, "sources created through the HTTP API while a syncer runs, measurement (11) (-1 skips it)")
+	firstRunGap := flag.Duration("first-run-gap", 50*time.Millisecond, "time between the creates of (11)")
+	manyWatches := flag.Int("many-watches", 100_000, "watches loaded for the latency measurement (12) (-1 skips it)")
+	manySources := flag.Int("many-sources", 1000, "sources those watches are spread over")
 	only := flag.String("only", "", "comma-separated measurements to run, e.g. 10 or 1,2,10 (default all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 	flag.Parse()
@@ -65,7 +69,8 @@ func main() {
 	defer stop()
 	if _, err := bench.Run(ctx, bench.Options{DatabaseURL: url, Records: *records, PageSize: *page, Keep: *keep,
 		Rate: *rate, LatencyFor: *latencyFor, Backlog: *backlog, Deliveries: *deliveries, SyncerBin: *syncerBin, RSSRecords: *rssRecords,
-		Creates: *creates, Clients: *clients,
+		Creates: *creates, Clients: *clients, FirstRuns: *firstRuns, FirstRunGap: *firstRunGap,
+		ManyWatches: *manyWatches, ManySources: *manySources,
 		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores,
 		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns,
 		Only: *only, Schedule: bench.ScheduleOptions{Sources: *sources, Every: *every, For: *window, Warmup: *warmup,

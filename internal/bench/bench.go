@@ -74,6 +74,15 @@ type Options struct {
 	// (10), BaseBin (the syncer binary before issue 11, measured too when
 	// set). SyncerBin is the binary measured.
 	Schedule ScheduleOptions
+	// FirstRuns and FirstRunGap shape measurement (11): sources (each
+	// with a watch) created through the HTTP API, one every gap, while a
+	// syncer runs. Defaults to 200 and 50ms; FirstRuns < 0 skips it.
+	FirstRuns   int
+	FirstRunGap time.Duration
+	// ManyWatches and ManySources shape measurement (12): watches loaded
+	// over that many sources beside source gen's, at Rate changes/s for
+	// LatencyFor. Defaults to 100,000 and 1,000; ManyWatches < 0 skips it.
+	ManyWatches, ManySources int
 	// Only, when set, lists the measurements to run ("1,2,10"); (1) and
 	// (2) run together.
 	Only string
@@ -114,6 +123,8 @@ type Result struct {
 	Webhooks       *WebhookResult
 	Admin          *AdminResult
 	Schedule       []*ScheduleResult
+	FirstRun       *FirstRunResult
+	ManyWatches    *ManyWatchesResult
 }
 
 // schema creates a fresh migrated schema and returns a pool on it.
@@ -172,6 +183,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.WebhookRate = cmp.Or(o.WebhookRate, 200)
 	o.WebhookFor = cmp.Or(o.WebhookFor, 10*time.Second)
 	o.WebhookStores = cmp.Or(o.WebhookStores, 5000)
+	o.FirstRuns = cmp.Or(o.FirstRuns, 200)
+	o.FirstRunGap = cmp.Or(o.FirstRunGap, 50*time.Millisecond)
+	o.ManyWatches = cmp.Or(o.ManyWatches, 100_000)
+	o.ManySources = cmp.Or(o.ManySources, 1000)
 	so := &o.Schedule
 	so.Sources = cmp.Or(so.Sources, 100_000)
 	so.Every = cmp.Or(so.Every, time.Minute)
@@ -273,6 +288,41 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		c := res.Creates
 		fmt.Fprintf(out, "(7) %d watches created through the HTTP API (create_watch) by %d concurrent clients, one owner each\n", c.Watches, c.Clients)
 		fmt.Fprintf(out, "  %.2fs, %.0f creates/s; per call %s\n\n", sec(c.Took), float64(c.Watches)/sec(c.Took), c.Latency)
+	}
+
+	// (11) create-to-first-run latency
+	if o.FirstRuns > 0 && o.runs(11) {
+		pool, _, done, err := o.schema(ctx, admin, "firstrun")
+		if err != nil {
+			return nil, err
+		}
+		res.FirstRun, err = RunFirstRun(ctx, pool, o.FirstRuns, o.FirstRunGap)
+		done()
+		if err != nil {
+			return nil, fmt.Errorf("first runs: %w", err)
+		}
+		f := res.FirstRun
+		fmt.Fprintf(out, "(11) create-to-first-run: %d sources created through the HTTP API (create_watch with new_source), one every %s, while a syncer runs (poll_interval %s: woken by the definitions NOTIFY), target p99 <= 1s\n", f.Sources, o.FirstRunGap, f.PollInterval)
+		fmt.Fprintf(out, "  call -> first claim   %s\n", f.Latency)
+		fmt.Fprintf(out, "  the create call       %s\n\n", f.Create)
+	}
+
+	// (12) commit-to-decision with many watches loaded
+	if o.Rate > 0 && o.ManyWatches > 0 && o.runs(12) {
+		pool, _, done, err := o.schema(ctx, admin, "manywatches")
+		if err != nil {
+			return nil, err
+		}
+		res.ManyWatches, err = RunManyWatches(ctx, pool, o.Rate, o.LatencyFor, o.ManyWatches, o.ManySources)
+		done()
+		if err != nil {
+			return nil, fmt.Errorf("many watches: %w", err)
+		}
+		m := res.ManyWatches
+		fmt.Fprintf(out, "(12) commit-to-decision latency, steady %d changes/s for %s on source gen (its 2 watches of (3)), the evaluator following the definitions, target p99 <= 2x the baseline\n", m.Rate, o.LatencyFor)
+		fmt.Fprintf(out, "  baseline: gen's 2 watches only        %s\n", m.Baseline)
+		fmt.Fprintf(out, "  %d more watches on %d sources   %s  (p99 %.2fx the baseline)\n", m.Watches, m.Sources, m.Loaded, float64(m.Loaded.P99)/float64(max(m.Baseline.P99, time.Microsecond)))
+		fmt.Fprintf(out, "  created through the definitions store in %.1fs; loaded by the evaluator in %.1fs; Go heap in use %.0f MB\n\n", sec(m.Load), sec(m.Apply), m.HeapMB)
 	}
 
 	// (8) webhook ingest
