@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,7 +18,8 @@ import (
 // ManyWatchesResult is measurement (12): the evaluator's commit-to-decision
 // latency with many watches loaded, beside the same measurement with only
 // the measured source's watches (measurement (3)'s notify path), in the
-// same run and schema.
+// same run and schema, alternated (few, many, few, many) so that a change
+// of the machine's load during the run falls on both.
 type ManyWatchesResult struct {
 	Rate             int
 	Watches, Sources int
@@ -26,18 +28,30 @@ type ManyWatchesResult struct {
 	Load, Apply time.Duration
 	// HeapMB is the Go heap in use after the evaluator loaded them.
 	HeapMB float64
-	// Baseline: only source gen's two watches loaded; Loaded: the same
-	// two plus Watches others, over Sources other sources.
+	// Phases are the four measurements in the order they ran.
+	Phases []ManyWatchesPhase
+	// Baseline pools the phases with only source gen's two watches
+	// loaded; Loaded those with the same two plus Watches others over
+	// Sources other sources.
 	Baseline, Loaded Latency
+}
+
+// ManyWatchesPhase is one measurement of (12).
+type ManyWatchesPhase struct {
+	// Watches is how many watches the evaluator had loaded.
+	Watches int
+	Latency Latency
 }
 
 // RunManyWatches measures commit-to-decision latency at rate changes/s
 // for dur on source gen (measurement (3)'s two deterministic watches),
-// first with only those watches in the definitions, then with watches
-// more created through the definitions store (definitions.Store.
-// CreateSource, as the API's create_source does, a source with its
-// watches per call) spread over sources other sources; each time the
-// evaluator follows the definitions as `evaluator run` does (Load, Apply).
+// first with only those watches in the definitions; then it creates
+// watches more through the definitions store (definitions.Store.
+// CreateSource, as the API's create_source does: a source with its
+// watches per call) spread over sources other sources, and measures with
+// all of them loaded, with gen's only, and with all again. Each time a
+// new evaluator follows the definitions as `evaluator run` does (Load,
+// Apply; for gen's only, the snapshot's source gen).
 func RunManyWatches(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Duration, watches, sources int) (*ManyWatchesResult, error) {
 	cfg, cleanup, err := evalConfig()
 	if err != nil {
@@ -50,26 +64,36 @@ func RunManyWatches(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.
 	if _, err := definitions.Apply(ctx, pool, cfg); err != nil {
 		return nil, err
 	}
-	measure := func(owner string, firstID int) (Latency, int, error) {
+	var few, many []time.Duration
+	next := 0
+	measure := func(all bool) error {
 		econf := evaluator.FromConfig(cfg)
-		econf.Sources, econf.Owner = nil, owner
+		econf.Sources, econf.Owner = nil, fmt.Sprintf("bench-many-%d", len(res.Phases))
 		econf.CatchUpInterval = time.Hour
 		ev, err := evaluator.New(pool, econf, logger)
 		if err != nil {
-			return Latency{}, 0, err
+			return err
 		}
 		start := time.Now()
 		snap, err := definitions.Load(ctx, pool, &cfg.Global)
 		if err != nil {
-			return Latency{}, 0, err
+			return err
 		}
 		if len(snap.Invalid) > 0 {
-			return Latency{}, 0, fmt.Errorf("%d definitions do not parse, e.g. %w", len(snap.Invalid), snap.Invalid[0])
+			return fmt.Errorf("%d definitions do not parse, e.g. %w", len(snap.Invalid), snap.Invalid[0])
 		}
-		if err := ev.Apply(ctx, snap.Delta()); err != nil {
-			return Latency{}, 0, err
+		d := snap.Delta()
+		if !all {
+			d.Sources = slices.DeleteFunc(slices.Clone(d.Sources), func(def *definitions.SourceDef) bool { return def.Row.Name != "gen" })
 		}
-		if owner == "bench-many" {
+		loaded := 0
+		for _, def := range d.Sources {
+			loaded += len(def.Config.Watches)
+		}
+		if err := ev.Apply(ctx, d); err != nil {
+			return err
+		}
+		if all && res.Apply == 0 {
 			res.Apply = time.Since(start)
 			runtime.GC()
 			var ms runtime.MemStats
@@ -85,11 +109,21 @@ func RunManyWatches(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.
 			}
 			return func() { _ = ev.Stop() }
 		}
-		return measureLatency(ctx, pool, ev, run, rate, perTx, dur, firstID)
+		lat, id, err := measureSamples(ctx, pool, ev, run, rate, perTx, dur, next)
+		if err != nil {
+			return fmt.Errorf("latency with %d watches loaded: %w", loaded, err)
+		}
+		next = id
+		if all {
+			many = append(many, lat...)
+		} else {
+			few = append(few, lat...)
+		}
+		res.Phases = append(res.Phases, ManyWatchesPhase{Watches: loaded, Latency: percentiles(lat)})
+		return nil
 	}
-	var next int
-	if res.Baseline, next, err = measure("bench-few", 0); err != nil {
-		return nil, fmt.Errorf("latency with gen's watches only: %w", err)
+	if err := measure(false); err != nil {
+		return nil, err
 	}
 
 	store := definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global, Checks: []definitions.Check{evaluator.Build}})
@@ -114,8 +148,11 @@ func RunManyWatches(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.
 		}
 	}
 	res.Load = time.Since(start)
-	if res.Loaded, _, err = measure("bench-many", next); err != nil {
-		return nil, fmt.Errorf("latency with %d watches loaded: %w", watches, err)
+	for _, all := range []bool{true, false, true} {
+		if err := measure(all); err != nil {
+			return nil, err
+		}
 	}
+	res.Baseline, res.Loaded = percentiles(few), percentiles(many)
 	return res, nil
 }

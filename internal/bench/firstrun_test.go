@@ -31,7 +31,13 @@ func TestRunManyWatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Baseline.N == 0 || res.Loaded.N == 0 || res.Watches != 300 || res.HeapMB <= 0 {
-		t.Errorf("result %+v", res)
+	if res.Baseline.N == 0 || res.Loaded.N == 0 || res.Watches != 300 || res.HeapMB <= 0 || len(res.Phases) != 4 {
+		t.Fatalf("result %+v", res)
+	}
+	// Alternated: gen's 2 watches, then 300 more, and again.
+	for i, want := range []int{2, 302, 2, 302} {
+		if got := res.Phases[i].Watches; got != want {
+			t.Errorf("phase %d had %d watches loaded, want %d", i+1, got, want)
+		}
 	}
 }

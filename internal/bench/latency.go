@@ -100,6 +100,16 @@ func writeChanges(ctx context.Context, pool *pgxpool.Pool, h *normalize.Hasher, 
 // perTx changes, while ev runs (started by run), and returns the
 // distribution of evaluation time minus commit time.
 func measureLatency(ctx context.Context, pool *pgxpool.Pool, ev *evaluator.Evaluator, run func(context.Context) (stop func()), rate, perTx int, dur time.Duration, firstID int) (Latency, int, error) {
+	lat, id, err := measureSamples(ctx, pool, ev, run, rate, perTx, dur, firstID)
+	if err != nil {
+		return Latency{}, id, err
+	}
+	return percentiles(lat), id, nil
+}
+
+// measureSamples is measureLatency's measurement: every change's
+// commit-to-decision time.
+func measureSamples(ctx context.Context, pool *pgxpool.Pool, ev *evaluator.Evaluator, run func(context.Context) (stop func()), rate, perTx int, dur time.Duration, firstID int) ([]time.Duration, int, error) {
 	h, _ := normalize.NewHasher(nil)
 	stop := run(ctx)
 	commits := map[string]time.Time{}
@@ -115,7 +125,7 @@ func measureLatency(ctx context.Context, pool *pgxpool.Pool, ev *evaluator.Evalu
 		if err != nil {
 			tick.Stop()
 			stop()
-			return Latency{}, id, err
+			return nil, id, err
 		}
 		for _, r := range recs {
 			commits[r.ID] = at
@@ -128,21 +138,21 @@ func measureLatency(ctx context.Context, pool *pgxpool.Pool, ev *evaluator.Evalu
 		var pending int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM changes WHERE eval_status = 'pending'`).Scan(&pending); err != nil {
 			stop()
-			return Latency{}, id, err
+			return nil, id, err
 		}
 		if pending == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return Latency{}, id, fmt.Errorf("%d changes still pending 30s after the load stopped", pending)
+			return nil, id, fmt.Errorf("%d changes still pending 30s after the load stopped", pending)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
 	rows, err := pool.Query(ctx, `SELECT record_id, min(created_at) FROM evaluations WHERE record_id = ANY($1) GROUP BY record_id`, keys(commits))
 	if err != nil {
-		return Latency{}, id, err
+		return nil, id, err
 	}
 	defer rows.Close()
 	var lat []time.Duration
@@ -150,7 +160,7 @@ func measureLatency(ctx context.Context, pool *pgxpool.Pool, ev *evaluator.Evalu
 		var rid string
 		var at time.Time
 		if err := rows.Scan(&rid, &at); err != nil {
-			return Latency{}, id, err
+			return nil, id, err
 		}
 		d := at.Sub(commits[rid])
 		if d < 0 {
@@ -159,12 +169,12 @@ func measureLatency(ctx context.Context, pool *pgxpool.Pool, ev *evaluator.Evalu
 		lat = append(lat, d)
 	}
 	if err := rows.Err(); err != nil {
-		return Latency{}, id, err
+		return nil, id, err
 	}
 	if len(lat) != len(commits) {
-		return Latency{}, id, fmt.Errorf("%d of %d changes evaluated", len(lat), len(commits))
+		return nil, id, fmt.Errorf("%d of %d changes evaluated", len(lat), len(commits))
 	}
-	return percentiles(lat), id, nil
+	return lat, id, nil
 }
 
 func keys(m map[string]time.Time) []string {
