@@ -34,6 +34,7 @@ func main() {
 	adminSources := flag.Int("admin-sources", 100_000, "sources of the admin page measurement")
 	adminChanges := flag.Int("admin-changes", 1_000_000, "changes of the admin page measurement (-1 skips it)")
 	adminRuns := flag.Int("admin-runs", 20, "fetches of each admin page")
+	adminSchema := flag.String("admin-schema", "", "time (9) on this schema, filled by an earlier run with --keep (no fill)")
 	sources := flag.Int("sources", 100_000, "sources of the schedule measurement (10) (-1 skips it)")
 	every := flag.Duration("every", time.Minute, "schedule of those sources")
 	window := flag.Duration("for", 5*time.Minute, "measured window of (10), in whole minutes of the syncer's summary lines (default: one syncer.rollup_every, so that it holds one flush of the quiet-run counts)")
@@ -72,7 +73,7 @@ func main() {
 		Creates: *creates, Clients: *clients, FirstRuns: *firstRuns, FirstRunGap: *firstRunGap,
 		ManyWatches: *manyWatches, ManySources: *manySources,
 		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores,
-		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns,
+		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns, AdminSchema: *adminSchema,
 		Only: *only, Schedule: bench.ScheduleOptions{Sources: *sources, Every: *every, For: *window, Warmup: *warmup,
 			UnchangedEvery: *unchanged, BaseBin: *baseSyncer}}); err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)

@@ -209,6 +209,29 @@ func TestAdminPagesInBrowser(t *testing.T) {
 			t.Errorf("chart %s, current hour: %q, SQL %s", col, tip, want)
 		}
 	}
+	// Every number of the overview links to the rows behind it: each
+	// card's link renders with no error, and where the number counts rows
+	// of one list, that list shows as many.
+	cards := evalJS[[][2]string](b, `[...document.querySelectorAll('a.card')].map(c => [c.querySelector('.l').textContent, c.getAttribute('href')])`)
+	if len(cards) != 11 {
+		t.Errorf("%d cards on the overview, want 11", len(cards))
+	}
+	exact := map[string]string{"active sources": "active_sources", "not active": "inactive_sources",
+		"failed runs (24h)": "failed_runs_24h", "pending changes": "pending_changes", "dead letters": "dead_notifications", "stuck": "stuck"}
+	for _, c := range cards {
+		if c[1] == "" {
+			t.Errorf("card %q links nowhere", c[0])
+			continue
+		}
+		b.open(base+c[1], "")
+		if col, ok := exact[c[0]]; ok {
+			if got, want := b.rowCount(), ov[col].(int64); int64(got) != want {
+				t.Errorf("card %q: %s lists %d rows, the card says %d", c[0], c[1], got, want)
+			}
+		}
+	}
+	b.open(base+"/admin/", "Overview")
+
 	// A bar leads to its rows: this hour's changes.
 	href := evalJS[string](b, `[...document.querySelectorAll('svg.chart')[2].querySelectorAll('a')].pop().getAttribute('href')`)
 	b.open(base+href, "Changes")
@@ -233,6 +256,15 @@ func TestAdminPagesInBrowser(t *testing.T) {
 		{"/admin/disabled", "Disabled sources"},
 		{"/admin/tasks", "Task runs"},
 		{"/admin/rows/pending_notifications", "Pending and held notifications"},
+		{"/admin/rows/pending_changes", "Pending changes"},
+		{"/admin/rows/runs", "Runs"},
+		{"/admin/rows/quiet", "Quiet runs"},
+		{"/admin/rows/evaluations", "Evaluations"},
+		{"/admin/rows/notifications", "Notifications"},
+		{"/admin/rows/model_calls", "Model calls"},
+		{"/admin/stuck?kind=change_pending_too_long", "Stuck work"},
+		{"/admin/dead?sink=hook", "Dead letters"},
+		{"/admin/disabled?status=paused", "Disabled sources"},
 	} {
 		b.open(base+p.path, p.h1)
 		// The SQL is one click away.

@@ -462,7 +462,7 @@ func (a *Admin) models(w http.ResponseWriter, r *http.Request, c *caller) {
 	expensive, drift, args := queryExpensive, queryDrift, []any{}
 	if owner != "" {
 		expensive = strings.Replace(expensive, "WHERE created_at", "WHERE owner = $1 AND created_at", 1)
-		drift += "\nWHERE owner = $1"
+		drift = queryDriftOwner
 		args = append(args, owner)
 	}
 	if d.Expensive, err = a.rowsOf(ctx, p, query{title: "The most expensive model calls of the last 24 hours", sql: expensive, args: args}, pageSize, links); err != nil {

@@ -1,7 +1,7 @@
 package admin
 
 // The statements of the admin pages. Numbers come from the report_* views
-// (migrations 3, 4, 5 and 14), so the page and a SQL user read the same
+// (migrations 3, 4, 5, 14, 18 and 21), so the page and a SQL user read the same
 // definitions; the lists of rows behind them read the tables through the
 // indexes docs/performance.md names. internal/reports' plan test runs
 // EXPLAIN on every one of them (TestHotQueriesUseIndexes).
@@ -86,7 +86,22 @@ const (
 		WHERE created_at > now() - interval '24 hours'
 		LIMIT 51`
 
-	queryDrift = `SELECT * FROM report_model_drift_recent`
+	// queryDrift is the fleet's model drift per day, model digest and
+	// prompt version (migration 21).
+	queryDrift = `SELECT * FROM report_model_drift_daily`
+
+	// queryDriftOwner is one owner's model drift: report_model_drift_recent's
+	// rows of the owner ($1) summed over sources and watches (the average
+	// confidence weighted by evaluations).
+	queryDriftOwner = `
+		SELECT day, model, model_digest, prompt_version, sum(evaluations)::bigint AS evaluations, sum(judged)::bigint AS judged,
+		       sum(cache_hits)::bigint AS cache_hits, sum(notify)::bigint AS notify, sum(skip)::bigint AS skip,
+		       round(sum(notify)::numeric / sum(evaluations), 3) AS notify_rate,
+		       round(sum(avg_confidence * evaluations) / nullif(sum(evaluations) FILTER (WHERE avg_confidence IS NOT NULL), 0), 3) AS avg_confidence
+		FROM report_model_drift_recent
+		WHERE owner = $1
+		GROUP BY 1, 2, 3, 4
+		ORDER BY 1, 2, 3, 4`
 
 	// queryOwners lists the owners of definitions (the owner filter).
 	queryOwners = `

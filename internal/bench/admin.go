@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,8 +28,12 @@ import (
 type AdminResult struct {
 	Sources, Changes int
 	Rows             map[string]int64 // table → rows
-	Fill             time.Duration
+	Fill             time.Duration    // 0 when a kept schema was timed
 	Pages            []PageTiming
+	// Load is the machine's 1-minute load average while the pages were
+	// timed (/proc/loadavg after each page): lowest and highest seen; 0 where
+	// there is no /proc.
+	LoadMin, LoadMax float64
 }
 
 // PageTiming is one page's response times over the runs.
@@ -36,81 +42,106 @@ type PageTiming struct {
 	P50, P95, Max time.Duration
 }
 
+// AdminOptions shape the admin page measurement.
+type AdminOptions struct {
+	// Sources and Changes size the dataset filled (Fill).
+	Sources, Changes int
+	// Runs is how many times each page is fetched after a warm-up.
+	Runs int
+	// Fill generates the dataset first; without it the pool's schema is
+	// one filled by an earlier run.
+	Fill bool
+}
+
 // adminFill generates a lookout that ran for 30 days with `sources`
-// sources and `changes` changes: 1% of the sources paused or disabled, one
+// sources and `changes` changes: half of the sources defined through the
+// API by 1,000 owners, 1% of the sources paused or disabled, one
 // recorded run per ten changes (1% failed), quiet runs of every source for
 // the last 25 hours (sync_run_hours), 0.1% of the sources overdue by
 // ten minutes, a record per five changes, an
 // evaluation per change, a notification per twenty (1% dead), a model call
-// per hundred, a small backlog. Secondary indexes are set aside during the
-// load and rebuilt from their own definitions.
+// per hundred, a small backlog. The weeks get their partitions before the
+// rows come, and secondary indexes are set aside during the load and
+// rebuilt from their own definitions.
 //
 //go:embed admin_fill.sql
 var adminFill string
 
-// adminPages are the pages measured.
+// AdminOwner is an owner of the generated dataset (100 sources with their
+// history), for the owner filters.
+const AdminOwner = "owner-8"
+
+// adminPages are the pages measured: every page of docs/admin.md, with
+// its filters, the owner filter and a second page of the long lists.
 var adminPages = []string{
 	"/admin/",
 	"/admin/sources",
-	"/admin/sources?state=due",
+	"/admin/sources?after=src-50000",
+	"/admin/sources?status=active",
 	"/admin/sources?status=paused",
+	"/admin/sources?status=disabled",
+	"/admin/sources?state=due",
+	"/admin/sources?state=running",
+	"/admin/sources?state=requested",
+	"/admin/sources?state=lease+expired",
+	"/admin/sources?state=scheduled",
+	"/admin/sources?failing=1",
+	"/admin/sources?owner=" + AdminOwner,
 	"/admin/sources/src-7",
+	"/admin/sources/src-7?after=r-50000",
 	"/admin/record?source=src-8&id=r-7",
 	"/admin/stuck",
+	"/admin/stuck?kind=source_overdue",
 	"/admin/failures",
+	"/admin/failures?kind=sync_run",
+	"/admin/failures?source=src-101",
 	"/admin/retry",
+	"/admin/retry?kind=source",
 	"/admin/dead",
+	"/admin/dead?sink=hook",
+	"/admin/dead?owner=" + AdminOwner,
 	"/admin/models",
+	"/admin/models?owner=" + AdminOwner,
 	"/admin/disabled",
+	"/admin/disabled?status=paused",
+	"/admin/tasks",
+	"/admin/rows/runs",
+	"/admin/rows/runs?source=src-7",
+	"/admin/rows/quiet",
 	"/admin/rows/changes",
+	"/admin/rows/changes?source=src-7",
+	"/admin/rows/evaluations",
+	"/admin/rows/evaluations?owner=" + AdminOwner,
+	"/admin/rows/notifications",
+	"/admin/rows/model_calls",
 	"/admin/rows/pending_changes",
+	"/admin/rows/pending_notifications",
 }
 
-// RunAdmin fills pool like a lookout with `sources` sources and `changes`
-// changes and times every admin page `runs` times (after one warm-up),
-// through HTTP with an admin token.
-func RunAdmin(ctx context.Context, pool *pgxpool.Pool, sources, changes, runs int, log io.Writer) (*AdminResult, error) {
-	res := &AdminResult{Sources: sources, Changes: changes, Rows: map[string]int64{}}
-	start := time.Now()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// One statement at a time (the fill has parameters), in one session
-	// (the temporary table).
-	for _, st := range splitSQL(adminFill) {
-		t := time.Now()
-		st = strings.NewReplacer("$1::int", strconv.Itoa(sources), "$2::int", strconv.Itoa(changes)).Replace(st)
-		if _, err := conn.Exec(ctx, st); err != nil {
-			conn.Release()
-			return nil, fmt.Errorf("fill: %w\n%s", err, st)
+// adminTables are the tables whose rows the measurement reports.
+var adminTables = []string{"sources", "source_definitions", "sync_runs", "sync_run_hours", "records", "changes", "evaluations",
+	"notifications", "model_calls"}
+
+// RunAdmin fills pool like a lookout with o.Sources sources and o.Changes
+// changes (unless the schema was filled already) and times every admin
+// page o.Runs times (after one warm-up), through HTTP with an admin token.
+func RunAdmin(ctx context.Context, pool *pgxpool.Pool, o AdminOptions, log io.Writer) (*AdminResult, error) {
+	res := &AdminResult{Sources: o.Sources, Changes: o.Changes, Rows: map[string]int64{}}
+	if o.Fill {
+		start := time.Now()
+		if err := fillAdmin(ctx, pool, o.Sources, o.Changes, log); err != nil {
+			return nil, err
 		}
-		if log != nil && time.Since(t) > 5*time.Second {
-			fmt.Fprintf(log, "    %6.1fs  %.70s\n", time.Since(t).Seconds(), firstLine(st))
-		}
+		res.Fill = time.Since(start)
 	}
-	conn.Release()
-	// The pruner gives the weeks of the history their partitions (the rows
-	// came in the default partition), as a lookout that ran for weeks has
-	// them.
-	t := time.Now()
-	if _, err := retention.New(pool, retention.Config{BatchSize: 50_000, Interval: time.Hour}, slog.New(slog.DiscardHandler)).Prune(ctx); err != nil {
-		return nil, fmt.Errorf("make the partitions: %w", err)
-	}
-	if log != nil {
-		fmt.Fprintf(log, "    %6.1fs  partitions made by the pruner\n", time.Since(t).Seconds())
-	}
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE sources, sync_runs, sync_run_hours, records, changes, evaluations, notifications, model_calls`); err != nil {
-		return nil, fmt.Errorf("vacuum: %w", err)
-	}
-	res.Fill = time.Since(start)
-	for _, t := range []string{"sources", "sync_runs", "sync_run_hours", "records", "changes", "evaluations", "notifications", "model_calls"} {
+	for _, t := range adminTables {
 		var n int64
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+t).Scan(&n); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("count %s: %w", t, err)
 		}
 		res.Rows[t] = n
 	}
+	res.Sources, res.Changes = int(res.Rows["sources"]), int(res.Rows["changes"])
 
 	svc := control.New(pool, nil, nil, control.Config{}, slog.New(slog.DiscardHandler))
 	logger := slog.New(slog.DiscardHandler)
@@ -143,12 +174,13 @@ func RunAdmin(ctx context.Context, pool *pgxpool.Pool, sources, changes, runs in
 		}
 		return d, nil
 	}
+	res.LoadMin = math.Inf(1)
 	for _, p := range adminPages {
 		if _, err := get(p); err != nil { // warm-up
 			return nil, err
 		}
-		ds := make([]time.Duration, 0, runs)
-		for range runs {
+		ds := make([]time.Duration, 0, o.Runs)
+		for range o.Runs {
 			d, err := get(p)
 			if err != nil {
 				return nil, err
@@ -157,8 +189,64 @@ func RunAdmin(ctx context.Context, pool *pgxpool.Pool, sources, changes, runs in
 		}
 		slices.Sort(ds)
 		res.Pages = append(res.Pages, PageTiming{Path: p, P50: ds[len(ds)/2], P95: ds[(len(ds)*95+99)/100-1], Max: ds[len(ds)-1]})
+		l := loadAverage()
+		res.LoadMin, res.LoadMax = min(res.LoadMin, l), max(res.LoadMax, l)
 	}
 	return res, nil
+}
+
+// fillAdmin generates the dataset (admin_fill.sql), has the partitions
+// checked by the pruner and the tables vacuumed and analyzed.
+func fillAdmin(ctx context.Context, pool *pgxpool.Pool, sources, changes int, log io.Writer) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("fill: %w", err)
+	}
+	// One statement at a time (the fill has parameters), in one session
+	// (the temporary table).
+	for _, st := range splitSQL(adminFill) {
+		t := time.Now()
+		st = strings.NewReplacer("$1::int", strconv.Itoa(sources), "$2::int", strconv.Itoa(changes)).Replace(st)
+		if _, err := conn.Exec(ctx, st); err != nil {
+			conn.Release()
+			return fmt.Errorf("fill: %w\n%s", err, st)
+		}
+		if log != nil && time.Since(t) > 5*time.Second {
+			fmt.Fprintf(log, "    %6.1fs  %.70s\n", time.Since(t).Seconds(), firstLine(st))
+		}
+	}
+	conn.Release()
+	// The weeks have their partitions already (the fill made them); the
+	// pruner makes the weeks ahead it wants and moves what the default
+	// partitions hold, which should be nothing.
+	t := time.Now()
+	pr, err := retention.New(pool, retention.Config{BatchSize: 50_000, Interval: time.Hour}, slog.New(slog.DiscardHandler)).Prune(ctx)
+	if err != nil {
+		return fmt.Errorf("make the partitions: %w", err)
+	}
+	if log != nil {
+		fmt.Fprintf(log, "    %6.1fs  the pruner made %d partitions\n", time.Since(t).Seconds(), len(pr.Made))
+	}
+	t = time.Now()
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+strings.Join(adminTables, ", ")); err != nil {
+		return fmt.Errorf("vacuum: %w", err)
+	}
+	if log != nil {
+		fmt.Fprintf(log, "    %6.1fs  VACUUM ANALYZE\n", time.Since(t).Seconds())
+	}
+	return nil
+}
+
+// loadAverage is the 1-minute load average of the machine, 0 where
+// /proc/loadavg cannot be read.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	l, _ := strconv.ParseFloat(f, 64)
+	return l
 }
 
 // splitSQL splits a script into statements: a line ending in ";" ends one,
@@ -195,11 +283,21 @@ func firstLine(s string) string {
 
 // WriteAdmin prints the admin measurement.
 func WriteAdmin(out io.Writer, r *AdminResult) {
-	fmt.Fprintf(out, "  dataset filled in %.0fs:", r.Fill.Seconds())
-	for _, t := range []string{"sources", "sync_runs", "sync_run_hours", "records", "changes", "evaluations", "notifications", "model_calls"} {
-		fmt.Fprintf(out, " %s %d,", t, r.Rows[t])
+	if r.Fill > 0 {
+		fmt.Fprintf(out, "  dataset filled in %.0fs:", r.Fill.Seconds())
+	} else {
+		fmt.Fprintf(out, "  dataset:")
+	}
+	for i, t := range adminTables {
+		fmt.Fprintf(out, " %s %d", t, r.Rows[t])
+		if i < len(adminTables)-1 {
+			fmt.Fprint(out, ",")
+		}
 	}
 	fmt.Fprintln(out)
+	if r.LoadMax > 0 {
+		fmt.Fprintf(out, "  load average (1 min) while timing: %.2f to %.2f\n", r.LoadMin, r.LoadMax)
+	}
 	fmt.Fprintf(out, "  %-40s %9s %9s %9s\n", "page", "p50 ms", "p95 ms", "max ms")
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	for _, p := range r.Pages {

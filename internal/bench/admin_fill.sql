@@ -11,6 +11,20 @@ DO $$ DECLARE r record; BEGIN
     FOR r IN SELECT indexname FROM set_aside LOOP EXECUTE format('DROP INDEX %I', r.indexname); END LOOP;
 END $$;
 
+-- Every week of the history gets its partition before the rows come
+-- (named the way internal/retention names them, migration 16), so that no
+-- row lands in the default partition and has to be moved by the pruner.
+DO $$ DECLARE t record; wk timestamptz; BEGIN
+    FOR t IN SELECT * FROM (VALUES ('changes'), ('evaluations'), ('notifications'), ('sync_runs'), ('model_calls')) v(tbl) LOOP
+        wk := date_trunc('week', (now() - interval '31 days') AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
+        WHILE wk <= now() LOOP
+            EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
+                           t.tbl || '_p' || to_char(wk AT TIME ZONE 'UTC', 'YYYYMMDD'), t.tbl, wk, wk + interval '1 week');
+            wk := wk + interval '1 week';
+        END LOOP;
+    END LOOP;
+END $$;
+
 INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, last_run_at,
                      last_success_at, status, status_reason, status_changed_at, failure_count, last_error)
 SELECT 'src-' || i, 'http', 'h', 'every 5m0s', 300, 'every 5m0s',
@@ -20,6 +34,14 @@ SELECT 'src-' || i, 'http', 'h', 'every 5m0s', 300, 'every 5m0s',
        CASE WHEN i % 200 = 0 THEN 'paused by operator' WHEN i % 201 = 0 THEN '401 Unauthorized' END,
        CASE WHEN i % 200 = 0 OR i % 201 = 0 THEN now() - interval '1 day' END,
        CASE WHEN i % 100 = 7 THEN 3 ELSE 0 END, CASE WHEN i % 100 = 7 THEN '503 Service Unavailable' END
+FROM generate_series(1, $1::int) i;
+
+-- Half of the sources were made through the API by 1,000 owners (owner-0
+-- to owner-998, even numbers: 100 sources each at 100,000 sources), the
+-- other half are shared ones from the configuration directory.
+INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
+SELECT 'src-' || i, CASE WHEN i % 2 = 0 THEN 'owner-' || (i % 1000) ELSE '' END,
+       CASE WHEN i % 2 = 0 THEN 'api' ELSE 'file:sources/src-' || i || '.yaml' END, 'http', '{}', 'h', 1
 FROM generate_series(1, $1::int) i;
 
 INSERT INTO sync_runs (source, owner, reason, status, started_at, finished_at, duration_ms, pages, items_seen, items_updated,
@@ -51,28 +73,31 @@ SELECT 'src-' || (1 + i % $1::int), 'r-' || i, 'updated', 1, 'b' || i, '{}', 1, 
 FROM generate_series(1, 200) i;
 
 INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched, decision, reason, evaluator, created_at,
-                         confidence, model_call_id, change_created_at)
+                         confidence, model_call_id, change_created_at, owner)
 SELECT c.id, c.source, c.record_id, 'w', c.new_hash, CASE WHEN c.id % 100 = 0 THEN 'model' ELSE 'filter' END, c.id % 20 = 0,
        CASE WHEN c.id % 20 = 0 THEN 'notify' ELSE 'skip' END, 'when', 'evaluator-1', c.created_at,
-       CASE WHEN c.id % 100 = 0 THEN 0.8 END, CASE WHEN c.id % 100 = 0 THEN c.id / 100 END, c.created_at
+       CASE WHEN c.id % 100 = 0 THEN 0.8 END, CASE WHEN c.id % 100 = 0 THEN c.id / 100 END, c.created_at,
+       CASE WHEN split_part(c.source, '-', 2)::int % 2 = 0 THEN 'owner-' || split_part(c.source, '-', 2)::int % 1000 ELSE '' END
 FROM changes c WHERE c.eval_status = 'done';
 
 INSERT INTO model_calls (purpose, change_id, source, record_id, watch, content_hash, model, model_digest, prompt_version,
-                         input_ref, input_hash, outcome, latency_ms, prompt_tokens, output_tokens, created_at)
+                         input_ref, input_hash, outcome, latency_ms, prompt_tokens, output_tokens, created_at, owner)
 SELECT 'evaluate', c.id, c.source, c.record_id, 'w', c.new_hash, 'llama3.2',
        CASE WHEN c.created_at > now() - interval '5 days' THEN 'sha256:bbb' ELSE 'sha256:aaa' END, 'pv-1',
-       'change:' || c.id, md5(c.id::text), CASE WHEN c.id % 5000 = 0 THEN 'timeout' ELSE 'ok' END, 300 + c.id % 1000, 400, 40, c.created_at
+       'change:' || c.id, md5(c.id::text), CASE WHEN c.id % 5000 = 0 THEN 'timeout' ELSE 'ok' END, 300 + c.id % 1000, 400, 40, c.created_at,
+       CASE WHEN split_part(c.source, '-', 2)::int % 2 = 0 THEN 'owner-' || split_part(c.source, '-', 2)::int % 1000 ELSE '' END
 FROM changes c WHERE c.id % 100 = 0 AND c.eval_status = 'done'
 ORDER BY c.id;
 
 INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, change_id, content_hash, title, payload, status,
-                           attempts, created_at, delivered_at, last_attempt_at, dead_at, last_error, next_attempt_at)
+                           attempts, created_at, delivered_at, last_attempt_at, dead_at, last_error, next_attempt_at, owner)
 SELECT c.source || '/' || c.record_id || '/w/v' || c.id, c.source, c.record_id, 'w', (ARRAY['log', 'hook', 'mail'])[1 + c.id % 3],
        c.id, c.new_hash, 't', '{}', CASE WHEN c.id % 2000 = 0 THEN 'dead' ELSE 'delivered' END,
        CASE WHEN c.id % 2000 = 0 THEN 8 ELSE 1 END, c.created_at,
        CASE WHEN c.id % 2000 <> 0 THEN c.created_at + interval '1 second' END, c.created_at + interval '1 second',
        CASE WHEN c.id % 2000 = 0 THEN c.created_at + interval '1 second' END,
-       CASE WHEN c.id % 2000 = 0 THEN 'gave up after 8 attempts' END, c.created_at
+       CASE WHEN c.id % 2000 = 0 THEN 'gave up after 8 attempts' END, c.created_at,
+       CASE WHEN split_part(c.source, '-', 2)::int % 2 = 0 THEN 'owner-' || split_part(c.source, '-', 2)::int % 1000 ELSE '' END
 FROM changes c WHERE c.id % 20 = 0 AND c.eval_status = 'done';
 
 DO $$ DECLARE r record; BEGIN

@@ -69,6 +69,10 @@ type Options struct {
 	// times each page is fetched. Defaults to 100,000, 1,000,000 and 20;
 	// AdminChanges < 0 skips it.
 	AdminSources, AdminChanges, AdminRuns int
+	// AdminSchema, when set, times (9) on that schema, filled by an
+	// earlier run kept with Keep (its name is printed): the fill is
+	// skipped and the schema migrated to the current version first.
+	AdminSchema string
 	// Schedule shapes measurement (10): Sources (default 100,000; < 0
 	// skips it), Every (1m), For (5m, one syncer.rollup_every), Warmup (every + 30s), UnchangedEvery
 	// (10), BaseBin (the syncer binary before issue 11, measured too when
@@ -144,12 +148,7 @@ func (o *Options) schemaWith(ctx context.Context, admin *pgxpool.Pool, name stri
 			admin.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+db.Quote(schema)+" CASCADE")
 		}
 	}
-	url := o.DatabaseURL
-	if strings.Contains(url, "?") {
-		url += "&search_path=" + schema
-	} else {
-		url += "?search_path=" + schema
-	}
+	url := o.schemaURL(schema)
 	pool, err := db.Open(ctx, url)
 	if err != nil {
 		drop()
@@ -164,6 +163,33 @@ func (o *Options) schemaWith(ctx context.Context, admin *pgxpool.Pool, name stri
 		return nil, "", nil, err
 	}
 	return pool, url, func() { pool.Close(); drop() }, nil
+}
+
+// schemaURL is the database URL with schema as the search path.
+func (o *Options) schemaURL(schema string) string {
+	if strings.Contains(o.DatabaseURL, "?") {
+		return o.DatabaseURL + "&search_path=" + schema
+	}
+	return o.DatabaseURL + "?search_path=" + schema
+}
+
+// keptSchema opens a schema an earlier run kept, migrated to the current
+// version.
+func (o *Options) keptSchema(ctx context.Context, schema string) (*pgxpool.Pool, error) {
+	pool, err := db.Open(ctx, o.schemaURL(schema))
+	if err != nil {
+		return nil, fmt.Errorf("open schema %s: %w", schema, err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&n); err != nil || n == 0 {
+		pool.Close()
+		return nil, fmt.Errorf("schema %q does not exist (an earlier run with --keep prints the name of the schema it kept): %v", schema, err)
+	}
+	if _, err := db.Migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrate schema %s: %w", schema, err)
+	}
+	return pool, nil
 }
 
 // Run performs every measurement and prints a report to o.Out.
@@ -379,12 +405,27 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	// (9) the admin page on a large database
 	if o.AdminChanges > 0 && o.runs(9) {
-		pool, _, done, err := o.schema(ctx, admin, "admin")
+		var pool *pgxpool.Pool
+		var url string
+		done := func() {}
+		fill := o.AdminSchema == ""
+		if fill {
+			pool, url, done, err = o.schema(ctx, admin, "admin")
+			fmt.Fprintf(out, "(9) admin pages on %d sources and %d changes (30 days of history), %d fetches each, target p95 <= 200ms\n", o.AdminSources, o.AdminChanges, o.AdminRuns)
+			if o.Keep {
+				fmt.Fprintf(out, "  kept: %s (time it again with --admin-schema %s)\n", url, url[strings.LastIndex(url, "=")+1:])
+			}
+		} else {
+			pool, err = o.keptSchema(ctx, o.AdminSchema)
+			if err == nil {
+				done = pool.Close
+			}
+			fmt.Fprintf(out, "(9) admin pages on the kept schema %s, %d fetches each, target p95 <= 200ms\n", o.AdminSchema, o.AdminRuns)
+		}
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(out, "(9) admin pages on %d sources and %d changes (30 days of history), %d fetches each, target p95 <= 200ms\n", o.AdminSources, o.AdminChanges, o.AdminRuns)
-		res.Admin, err = RunAdmin(ctx, pool, o.AdminSources, o.AdminChanges, o.AdminRuns, out)
+		res.Admin, err = RunAdmin(ctx, pool, AdminOptions{Sources: o.AdminSources, Changes: o.AdminChanges, Runs: o.AdminRuns, Fill: fill}, out)
 		done()
 		if err != nil {
 			return nil, err
