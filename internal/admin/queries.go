@@ -137,7 +137,7 @@ var rowQueries = map[string]struct {
 		       round((lateness_seconds_sum / runs)::numeric, 3) AS avg_late_s, round(lateness_seconds_max::numeric, 3) AS max_late_s
 		FROM sync_run_hours
 		WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR source = $3)
-		ORDER BY runs DESC, source
+		ORDER BY hour DESC, source
 		LIMIT 201`},
 	"changes": {title: "Changes", sql: `
 		SELECT id AS change_id, source, record_id, kind, version, changed_fields, created_at, run_id, eval_status

@@ -48,7 +48,7 @@ func sqlFrom(t *testing.T, file, marker string) string {
 }
 
 // history fills a schema like a lookout that ran for weeks: 5,000 sources,
-// 50,000 finished runs, 200,000 evaluated changes (one record with 10,000
+// 50,000 finished runs, ten hours of quiet runs of every source, 200,000 evaluated changes (one record with 10,000
 // of them), 200,000 evaluations, 50,000 finished notifications, 20,000
 // model calls — and pending work of every kind, among it a backlog of
 // 30,000 changes.
@@ -92,6 +92,13 @@ FROM sync_runs r WHERE r.status = 'running' AND s.name = r.source;
 UPDATE sources s SET run_id = m.id
 FROM (SELECT source, max(id) AS id FROM sync_runs GROUP BY source) m
 WHERE s.name = m.source AND s.run_id IS NULL;
+
+-- Quiet runs of every source for the last ten hours (src-1 to src-20:
+-- fifty days of them, below).
+INSERT INTO sync_run_hours (source, hour, runs, not_modified, requests, items_seen, first_started_at, last_started_at, last_finished_at)
+SELECT 'src-' || s, h, 12, 12, 12, 120, h, h + interval '55 minutes', h + interval '56 minutes'
+FROM generate_series(21, 5000) s,
+     generate_series(date_trunc('hour', now(), 'UTC') - interval '9 hours', date_trunc('hour', now(), 'UTC'), interval '1 hour') h;
 
 INSERT INTO records (source, record_id, content_hash, title)
 SELECT 'src-' || (1 + i % 5000), 'r-' || i, md5(i::text), 'record ' || i FROM generate_series(0, 19999) i;
@@ -519,7 +526,26 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "admin: dead letters", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + " LIMIT 201",
 			index: "notifications_dead_idx"},
 		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "FROM report_expensive_evaluations"), index: "model_calls_created_idx"},
-		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "report_model_drift_recent"), index: "evaluations_judged_created_idx"},
+		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_daily"), index: "evaluations_judged_created_idx"},
+		{name: "admin: an owner's model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_recent"), args: []any{"alice"},
+			index: "evaluations_judged_created_idx"},
+		{name: "admin: dead letters of a sink", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + "\nWHERE sink = $1\nLIMIT 201",
+			args: []any{"hook"}, index: "notifications_dead_idx"},
+		{name: "admin: recent failures of a source", sql: sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures") + "\nWHERE source = $1\nLIMIT 201",
+			args: []any{"src-6"}, allowSources: true},
+		{name: "admin: stuck work of a kind", sql: "SELECT * FROM report_stuck\nWHERE kind = $1\nLIMIT 201", args: []any{"source_overdue"},
+			allowSources: true},
+		{name: "admin: failing sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND failure_count > 0\nORDER BY name\nLIMIT 51",
+			args: []any{""}},
+		{name: "admin: requested sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND state = $2 AND run_requested_at IS NOT NULL\nORDER BY name\nLIMIT 51",
+			args: []any{"", "requested"}},
+		{name: "admin: running sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND state = $2 AND lease_owner IS NOT NULL AND lease_expires_at >= now()\nORDER BY name\nLIMIT 51",
+			args: []any{"", "running"}, index: "sources_lease_expires_idx"},
+		{name: "admin: rows of an hour: quiet runs", sql: sqlFrom(t, adminQ, "ORDER BY hour DESC, source"), args: []any{hour, hour.Add(time.Hour), ""},
+			index: "sync_run_hours_hour_source_idx"},
+		{name: "admin: rows of an hour: one source's runs", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), "src-6"}},
+		{name: "admin: rows of an hour: one source's changes", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"),
+			args: []any{hour, hour.Add(time.Hour), "src-6"}},
 		{name: "admin: task runs", sql: sqlFrom(t, adminQ, "SELECT * FROM report_task_runs LIMIT")},
 		{name: "admin: owners", sql: sqlFrom(t, adminQ, "SELECT owner FROM source_definitions")},
 		{name: "admin: a page of alice's sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND owner = $2\nORDER BY name\nLIMIT 51",
