@@ -32,7 +32,7 @@ func main() {
 	webhookFor := flag.Duration("webhook-for", 10*time.Second, "duration of the webhook latency measurement")
 	webhookStores := flag.Int("webhook-stores", 5000, "deliveries of the webhook ingest throughput measurement")
 	adminSources := flag.Int("admin-sources", 100_000, "sources of the admin page measurement")
-	adminChanges := flag.Int("admin-changes", 1_000_000, "changes of the admin page measurement (-1 skips it)")
+	adminChanges := flag.Int("admin-changes", 10_000_000, "changes of the admin page measurement (-1 skips it)")
 	adminRuns := flag.Int("admin-runs", 20, "fetches of each admin page")
 	adminSchema := flag.String("admin-schema", "", "time (9) on this schema, filled by an earlier run with --keep (no fill)")
 	sources := flag.Int("sources", 100_000, "sources of the schedule measurement (10) (-1 skips it)")

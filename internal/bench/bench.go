@@ -66,7 +66,7 @@ type Options struct {
 	WebhookStores int
 	// AdminSources and AdminChanges size the dataset of the admin page
 	// measurement (sources, changes over 30 days); AdminRuns is how many
-	// times each page is fetched. Defaults to 100,000, 1,000,000 and 20;
+	// times each page is fetched. Defaults to 100,000, 10,000,000 and 20;
 	// AdminChanges < 0 skips it.
 	AdminSources, AdminChanges, AdminRuns int
 	// AdminSchema, when set, times (9) on that schema, filled by an
@@ -202,7 +202,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.Deliveries = cmp.Or(o.Deliveries, 5000)
 	o.RSSRecords = cmp.Or(o.RSSRecords, 1_000_000)
 	o.AdminSources = cmp.Or(o.AdminSources, 100_000)
-	o.AdminChanges = cmp.Or(o.AdminChanges, 1_000_000)
+	o.AdminChanges = cmp.Or(o.AdminChanges, 10_000_000)
 	o.AdminRuns = cmp.Or(o.AdminRuns, 20)
 	o.Creates = cmp.Or(o.Creates, 10_000)
 	o.Clients = cmp.Or(o.Clients, 16)
