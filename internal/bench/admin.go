@@ -29,6 +29,9 @@ type AdminResult struct {
 	Sources, Changes int
 	Rows             map[string]int64 // table → rows
 	Fill             time.Duration    // 0 when a kept schema was timed
+	// PartitionsMade is how many partitions the pruner made after the
+	// fill: 0 when the fill gave every week its partition before loading.
+	PartitionsMade int
 	Pages            []PageTiming
 	// Load is the machine's 1-minute load average while the pages were
 	// timed (/proc/loadavg after each page): lowest and highest seen; 0 where
@@ -138,9 +141,11 @@ func RunAdmin(ctx context.Context, pool *pgxpool.Pool, o AdminOptions, log io.Wr
 	res := &AdminResult{Sources: o.Sources, Changes: o.Changes, Rows: map[string]int64{}}
 	if o.Fill {
 		start := time.Now()
-		if err := fillAdmin(ctx, pool, o.Sources, o.Changes, log); err != nil {
+		made, err := fillAdmin(ctx, pool, o.Sources, o.Changes, log)
+		if err != nil {
 			return nil, err
 		}
+		res.PartitionsMade = made
 		res.Fill = time.Since(start)
 	}
 	// The schedule as a syncer that keeps up leaves it, whenever the
@@ -215,11 +220,12 @@ func RunAdmin(ctx context.Context, pool *pgxpool.Pool, o AdminOptions, log io.Wr
 }
 
 // fillAdmin generates the dataset (admin_fill.sql), has the partitions
-// checked by the pruner and the tables vacuumed and analyzed.
-func fillAdmin(ctx context.Context, pool *pgxpool.Pool, sources, changes int, log io.Writer) error {
+// checked by the pruner and the tables vacuumed and analyzed; it returns
+// how many partitions the pruner made.
+func fillAdmin(ctx context.Context, pool *pgxpool.Pool, sources, changes int, log io.Writer) (int, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("fill: %w", err)
+		return 0, fmt.Errorf("fill: %w", err)
 	}
 	// One statement at a time (the fill has parameters), in one session
 	// (the temporary table).
@@ -228,7 +234,7 @@ func fillAdmin(ctx context.Context, pool *pgxpool.Pool, sources, changes int, lo
 		st = strings.NewReplacer("$1::int", strconv.Itoa(sources), "$2::int", strconv.Itoa(changes)).Replace(st)
 		if _, err := conn.Exec(ctx, st); err != nil {
 			conn.Release()
-			return fmt.Errorf("fill: %w\n%s", err, st)
+			return 0, fmt.Errorf("fill: %w\n%s", err, st)
 		}
 		if log != nil && time.Since(t) > 5*time.Second {
 			fmt.Fprintf(log, "    %6.1fs  %.70s\n", time.Since(t).Seconds(), firstLine(st))
@@ -241,19 +247,19 @@ func fillAdmin(ctx context.Context, pool *pgxpool.Pool, sources, changes int, lo
 	t := time.Now()
 	pr, err := retention.New(pool, retention.Config{BatchSize: 50_000, Interval: time.Hour}, slog.New(slog.DiscardHandler)).Prune(ctx)
 	if err != nil {
-		return fmt.Errorf("make the partitions: %w", err)
+		return 0, fmt.Errorf("make the partitions: %w", err)
 	}
 	if log != nil {
 		fmt.Fprintf(log, "    %6.1fs  the pruner made %d partitions\n", time.Since(t).Seconds(), len(pr.Made))
 	}
 	t = time.Now()
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+strings.Join(adminTables, ", ")); err != nil {
-		return fmt.Errorf("vacuum: %w", err)
+		return 0, fmt.Errorf("vacuum: %w", err)
 	}
 	if log != nil {
 		fmt.Fprintf(log, "    %6.1fs  VACUUM ANALYZE\n", time.Since(t).Seconds())
 	}
-	return nil
+	return len(pr.Made), nil
 }
 
 // loadAverage is the 1-minute load average of the machine, 0 where
