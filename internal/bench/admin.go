@@ -32,7 +32,7 @@ type AdminResult struct {
 	// PartitionsMade is how many partitions the pruner made after the
 	// fill: 0 when the fill gave every week its partition before loading.
 	PartitionsMade int
-	Pages            []PageTiming
+	Pages          []PageTiming
 	// Load is the machine's 1-minute load average while the pages were
 	// timed (/proc/loadavg after each page): lowest and highest seen; 0 where
 	// there is no /proc.
