@@ -384,8 +384,25 @@ func TestAdminPagesInBrowser(t *testing.T) {
 	}
 	b.noErrors("dead letters")
 
+	// The models page is report_model_drift_daily and the expensive calls
+	// of report_expensive_evaluations; the owner filter reads
+	// report_model_drift_recent.
 	b.open(base+"/admin/models", "Models")
+	drift := w.count(`SELECT count(*) FROM report_model_drift_daily`)
+	expensive := w.count(`SELECT count(*) FROM report_expensive_evaluations WHERE created_at > now() - interval '24 hours'`)
+	if drift == 0 || expensive == 0 {
+		t.Fatalf("the story made no model-judged decision: drift %d, expensive %d", drift, expensive)
+	}
+	tables := evalJS[[]int](b, `[...document.querySelectorAll('main table')].map(t => t.querySelectorAll('tbody tr').length)`)
+	if len(tables) != 2 || int64(tables[0]) != drift || int64(tables[1]) != min(expensive, 50) {
+		t.Errorf("models page tables %v, SQL drift %d, expensive %d", tables, drift, expensive)
+	}
+	if charts := evalJS[int](b, `document.querySelectorAll('svg.chart').length`); charts != 2 {
+		t.Errorf("%d drift charts, want 2", charts)
+	}
 	b.shot("models", "")
+	b.open(base+"/admin/models?owner=alice", "Models")
+	b.open(base+"/admin/rows/evaluations?owner=alice", "Evaluations")
 	b.open(base+"/admin/sources", "Sources")
 	b.shot("sources", "")
 }
