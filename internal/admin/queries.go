@@ -1,7 +1,7 @@
 package admin
 
 // The statements of the admin pages. Numbers come from the report_* views
-// (migrations 3, 4, 5, 14, 18 and 21), so the page and a SQL user read the same
+// (migrations 3, 4, 5, 14, 18 and 22), so the page and a SQL user read the same
 // definitions; the lists of rows behind them read the tables through the
 // indexes docs/performance.md names. internal/reports' plan test runs
 // EXPLAIN on every one of them (TestHotQueriesUseIndexes).
@@ -87,7 +87,7 @@ const (
 		LIMIT 51`
 
 	// queryDrift is the fleet's model drift per day, model digest and
-	// prompt version (migration 21).
+	// prompt version (migration 22).
 	queryDrift = `SELECT * FROM report_model_drift_daily`
 
 	// queryDriftOwner is one owner's model drift: report_model_drift_recent's

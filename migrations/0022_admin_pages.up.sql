@@ -1,4 +1,4 @@
--- lookout schema, version 21: the admin pages at 10 million changes.
+-- lookout schema, version 22: the admin pages at 10 million changes.
 --
 -- report_model_drift_recent joined each model-judged evaluation of the last
 -- 14 days to its model call by id alone. model_calls is partitioned by week
@@ -16,12 +16,10 @@
 -- keeps the rows per source, watch and owner).
 --
 -- The quiet runs of an hour (the admin page's rows behind the runs chart)
--- are listed by source from an index on (hour DESC, source), which also
--- serves every query the index on hour alone served: 100,000 sources make
--- 100,000 rows an hour, which the list sorted before. Neither column
--- changes when a quiet run is added to its hour, so those updates stay
--- HOT.
-DROP INDEX sync_run_hours_hour_idx;
+-- are listed by source from an index on (hour DESC, source): 100,000
+-- sources make 100,000 rows an hour, which the list sorted before. Neither
+-- column changes when a quiet run is added to its hour, so those updates
+-- stay HOT. (sync_run_hours_hour_idx stays: the pruner reads it.)
 CREATE INDEX sync_run_hours_hour_source_idx ON sync_run_hours (hour DESC, source);
 
 CREATE OR REPLACE VIEW report_model_drift_recent AS
