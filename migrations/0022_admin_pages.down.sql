@@ -1,6 +1,7 @@
 -- Back to version 21: report_model_drift_recent joins by id alone again.
 DROP VIEW report_model_drift_daily;
-DROP INDEX sync_run_hours_hour_source_idx;
+DROP INDEX sync_run_hours_hour_idx;
+CREATE INDEX sync_run_hours_hour_idx ON sync_run_hours (hour);
 
 CREATE OR REPLACE VIEW report_model_drift_recent AS
 SELECT date_trunc('day', e.created_at, 'UTC')            AS day,
