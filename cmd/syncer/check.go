@@ -1,7 +1,18 @@
 package main
 
 import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/lookout-dev/lookout/internal/cli"
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/syncer"
 	"github.com/lookout-dev/lookout/internal/taskrunner"
 )
@@ -11,10 +22,80 @@ import (
 // builds what the syncer runs — connectors, field mappings, schedules and
 // stop conditions — without touching the database. Watches, templates,
 // sinks and model options are the evaluator's side (`evaluator check`):
-// the syncer binary links none of that code.
+// the syncer binary links none of that code. It sends no request (the
+// daemons call it at start); checkCommand adds the upstream schemas.
 func check(cfg *config.Config) error {
 	if err := syncer.Build(cfg); err != nil {
 		return err
 	}
 	return taskrunner.Check(cfg)
+}
+
+// checkCommand is `syncer check [--offline]`: check, then, unless
+// --offline, verifyUpstream.
+func checkCommand() cli.Command {
+	c := cli.CheckCommand(check)
+	c.Summary = "check [--offline]: validate the configuration directory and, unless --offline, the upstream schemas it names (Notion databases); exit non-zero on any problem"
+	c.Run = func(ctx context.Context, env *cli.Env) error {
+		fs := flag.NewFlagSet("check", flag.ContinueOnError)
+		fs.SetOutput(env.Stderr)
+		offline := fs.Bool("offline", false, "send no request: do not read the upstream schemas (Notion databases)")
+		if err := fs.Parse(env.Args); err != nil {
+			return &cli.UsageError{Msg: err.Error()}
+		}
+		if fs.NArg() > 0 {
+			return &cli.UsageError{Msg: fmt.Sprintf("check takes no arguments, got %q", fs.Args())}
+		}
+		return cli.CheckCommand(func(cfg *config.Config) error {
+			if err := check(cfg); err != nil {
+				return err
+			}
+			return verifyUpstream(ctx, cfg, env.Stdout, *offline)
+		}).Run(ctx, env)
+	}
+	return c
+}
+
+// verifyUpstream reads what the sources' settings name upstream and
+// checks it (connectors.Verifier: a Notion database's properties, their
+// types and the status options), one source at a time, saying on out what
+// it checked. A property or option the upstream lacks (a configuration
+// error naming the file, line and key), a refused token or a database the
+// token cannot see fails the check; an upstream that cannot be reached now
+// (network, timeout, 429, 5xx) is said and skipped, since the first run
+// checks again and records the same errors. offline skips every read.
+func verifyUpstream(ctx context.Context, cfg *config.Config, out io.Writer, offline bool) error {
+	hc := &http.Client{Transport: cfg.Global.Egress.Policy().Transport()}
+	var errs []error
+	for _, sc := range cfg.Sources {
+		conn, err := connectors.New(sc, connectors.Env{Dir: cfg.Dir, HTTP: hc, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return err // check built it already
+		}
+		v, ok := conn.(connectors.Verifier)
+		if !ok {
+			continue
+		}
+		if offline {
+			fmt.Fprintf(out, "%s: %s schema not read (--offline)\n", sc.Path, sc.Connector)
+			continue
+		}
+		vctx, cancel := context.WithTimeout(ctx, cmp.Or(sc.Timeout, config.TimeoutDefault))
+		err = v.Verify(vctx)
+		cancel()
+		var ce *config.Error
+		switch {
+		case err == nil:
+			fmt.Fprintf(out, "%s: %s schema read: every property named exists\n", sc.Path, sc.Connector)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.As(err, &ce):
+			errs = append(errs, err)
+		case errors.Is(err, connectors.ErrUnauthorized), errors.Is(err, connectors.ErrNotFound):
+			errs = append(errs, fmt.Errorf("%s: source %s: %w", sc.Path, sc.Name, err))
+		default:
+			fmt.Fprintf(out, "%s: %s schema not checked, upstream unreachable (the first run checks it): %v\n", sc.Path, sc.Connector, err)
+		}
+	}
+	return errors.Join(errs...)
 }

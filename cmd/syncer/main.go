@@ -36,7 +36,7 @@ func main() {
 		{Name: "tasks", Summary: "tasks [SOURCE [RECORD_ID]] [--limit N]: the task runs, newest first: status, attempts, who claimed, how long, why it failed", Run: taskRuns},
 		cli.ReportCommand(),
 		cli.MigrateCommand(),
-		cli.CheckCommand(check),
+		checkCommand(),
 	}))
 }
 

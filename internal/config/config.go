@@ -597,13 +597,23 @@ type Source struct {
 	Hash string `yaml:"-"`
 
 	lines map[string]int
+	// noLines: the lines are not the file's (see ForgetLines).
+	noLines bool
 	// others are the blocks of other registered connectors the file sets.
 	others []string
 }
 
+// ForgetLines marks a source parsed from its stored definition (JSON,
+// not its file): its errors then name the file and the key without a
+// line, since the definition's lines are not the file's.
+func (s *Source) ForgetLines() { s.noLines = true }
+
 // Line returns the line of key path (e.g. "http.url") in the source file,
-// or of its nearest ancestor that is present, or 1.
+// or of its nearest ancestor that is present, or 1; 0 after ForgetLines.
 func (s *Source) Line(path string) int {
+	if s.noLines {
+		return 0
+	}
 	for p := path; p != ""; {
 		if l, ok := s.lines[p]; ok {
 			return l

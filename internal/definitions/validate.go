@@ -105,6 +105,7 @@ func (v *Validator) parseRow(s *Source, watches []Watch) (*config.Source, error)
 	src.Hash = s.Hash
 	if f := FileOf(s.ManagedBy); f != "" {
 		src.Path = f
+		src.ForgetLines() // the lines of the stored JSON are not the file's
 	}
 	return src, nil
 }

@@ -120,12 +120,9 @@ func newFromSettings(src *config.Source, n *Settings, env connectors.Env) (conne
 	o := Options{Database: n.Database, Token: n.Token, Version: n.Version, BaseURL: n.BaseURL, Lookback: *n.Lookback,
 		PageSize: n.PageSize, MaxPages: n.MaxPages, Snapshot: n.Snapshot, Status: n.Status, Task: n.Task,
 		Errorf: src.Errorf, Timeout: src.Timeout, Env: env}
-	if n.Status != "" {
-		key := "notion.status"
-		if n.Task != nil && n.Status == n.Task.Status {
-			key = "notion.task.status"
-		}
-		o.Refs = append(o.Refs, Ref{Key: key, Property: n.Status})
+	if n.Status != "" && (n.Task == nil || n.Status != n.Task.Status) {
+		// The task's status property is checked with the task block's.
+		o.Refs = append(o.Refs, Ref{Key: "notion.status", Property: n.Status})
 	}
 	if n.Task != nil {
 		for _, f := range taskFields(n.Task) {
@@ -445,7 +442,7 @@ func (c *Connector) check(s *schema) error {
 		}
 	}
 	if t := c.o.Task; t != nil && s.task["status"] != "" {
-		if _, ok := s.types[t.Status]; ok && len(errs) == 0 {
+		if _, ok := s.types[t.Status]; ok {
 			opts := s.options[t.Status]
 			for _, f := range taskFields(t)[1:5] {
 				if !slices.Contains(opts, *f.value) {
