@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 var builds sync.Map // package -> *build
@@ -72,6 +73,29 @@ func (d *DaemonTest) Signal(sig os.Signal) {
 	if err := d.proc.Signal(sig); err != nil {
 		d.t.Fatalf("signal %v: %v", sig, err)
 	}
+}
+
+// Pid returns the process id of a daemon started by StartBinary.
+func (d *DaemonTest) Pid() int {
+	d.t.Helper()
+	if d.proc == nil {
+		d.t.Fatalf("Pid: the daemon is not a process")
+	}
+	return d.proc.Pid
+}
+
+// Kill kills a daemon started by StartBinary with SIGKILL — a crash: it
+// cleans nothing up, its children live on — and waits until it exited.
+// The test's end then neither stops it nor checks its exit.
+func (d *DaemonTest) Kill() {
+	d.t.Helper()
+	d.Signal(syscall.SIGKILL)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		d.t.Fatalf("the daemon did not exit within 30s of SIGKILL")
+	}
+	d.cancel = nil
 }
 
 // Count returns how many times s occurs in the logs.

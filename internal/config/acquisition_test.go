@@ -61,6 +61,7 @@ syncer:
   max_wait: 5s
   run_timeout: 10m
   rollup_every: 2m
+  tasks_interval: 2s
 `
 	src := fileSource + "cron: '0 9 * * 1-5'\ntimezone: Europe/Paris\nstop: {max_failures: 0, after: 2030-01-01T00:00:00Z, when: 'run.seen > 0'}\n"
 	cfg, err := Load(writeDir(t, global, src))
@@ -109,6 +110,9 @@ syncer:
 			t.Errorf("rollup_every %s: %v, want an error naming lookout.yaml:1 and syncer.rollup_every", bad, err)
 		}
 	}
+	if g.Syncer.TasksInterval != 2*time.Second || g.Syncer.TasksGrace != TasksGraceDefault {
+		t.Errorf("syncer tasks_interval %s, tasks_grace %s", g.Syncer.TasksInterval, g.Syncer.TasksGrace)
+	}
 	s := cfg.Sources[0]
 	if *s.Stop.MaxFailures != 0 || s.Stop.When != "run.seen > 0" || !s.Stop.After.Equal(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("stop: %+v", s.Stop)
@@ -131,6 +135,10 @@ func TestAcquisitionValidation(t *testing.T) {
 			"lookout.yaml:1: defaults.max_failures must not be negative (0 never disables)"},
 		{"backoff", "syncer: {backoff: {min: 1h, max: 1m}}\n", fileSource,
 			"lookout.yaml:1: syncer.backoff needs 0 < min <= max"},
+		{"tasks_interval", "syncer: {tasks_interval: 100ms}\n", fileSource,
+			"lookout.yaml:1: syncer.tasks_interval must be at least 1s, not 100ms"},
+		{"tasks_grace", "syncer: {tasks_grace: -1s}\n", fileSource,
+			"lookout.yaml:1: syncer.tasks_grace must not be negative"},
 		{"cron", "", fileSource + "cron: '61 * * * *'\n",
 			`sources/s.yaml:4: cron "61 * * * *": end of range (61) above maximum (59): 61`},
 		{"cron tz inside", "", fileSource + "cron: 'CRON_TZ=Asia/Tokyo 0 9 * * *'\n",

@@ -423,6 +423,16 @@ type Syncer struct {
 	// long (not the runs, whose source rows are committed). Between 1s
 	// and 1h; defaults to 5m.
 	RollupEvery time.Duration `yaml:"rollup_every"`
+	// TasksInterval is how often the task runner's maintenance runs:
+	// expired task claims recovered, agents' reports finished, failed
+	// writes to the tool retried (docs/tasks.md#recovery). At least 1s.
+	// Defaults to 15s.
+	TasksInterval time.Duration `yaml:"tasks_interval"`
+	// TasksGrace is how long after a task claim expired its recovery
+	// waits (its holder may be writing its end), and how long a finished
+	// run's write to the tool is left to its own replica before any
+	// replica retries it. Defaults to 30s.
+	TasksGrace time.Duration `yaml:"tasks_grace"`
 }
 
 // Evaluator tunes the evaluator.

@@ -21,6 +21,13 @@ const (
 	TaskOnExpiryDefault    = "retry"
 )
 
+// Defaults of the task runner's maintenance (syncer.tasks_interval and
+// syncer.tasks_grace in lookout.yaml; docs/tasks.md#recovery).
+const (
+	TasksIntervalDefault = 15 * time.Second
+	TasksGraceDefault    = 30 * time.Second
+)
+
 // TaskOrderDefault is the order of eligible tasks when a task watch sets
 // none: oldest first.
 var TaskOrderDefault = []string{"created_at asc"}

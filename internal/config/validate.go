@@ -245,6 +245,14 @@ func (g *Global) applyDefaults() []error {
 	g.Syncer.Backoff.Max = cmp.Or(g.Syncer.Backoff.Max, max(BackoffMaxDefault, g.Syncer.Backoff.Min))
 	g.Syncer.MaxWait = cmp.Or(g.Syncer.MaxWait, MaxWaitDefault)
 	g.Syncer.RunTimeout = cmp.Or(g.Syncer.RunTimeout, RunTimeoutDefault)
+	if g.Syncer.TasksInterval != 0 && g.Syncer.TasksInterval < time.Second {
+		errs = append(errs, g.Errorf("syncer.tasks_interval", "must be at least 1s, not %s", g.Syncer.TasksInterval))
+	}
+	if g.Syncer.TasksGrace < 0 {
+		errs = append(errs, g.Errorf("syncer.tasks_grace", "must not be negative"))
+	}
+	g.Syncer.TasksInterval = cmp.Or(g.Syncer.TasksInterval, TasksIntervalDefault)
+	g.Syncer.TasksGrace = cmp.Or(g.Syncer.TasksGrace, TasksGraceDefault)
 	if g.Syncer.Backoff.Min < 0 || g.Syncer.Backoff.Max < g.Syncer.Backoff.Min {
 		errs = append(errs, g.Errorf("syncer.backoff", "needs 0 < min <= max"))
 	}

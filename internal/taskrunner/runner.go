@@ -79,10 +79,10 @@ type Hooks struct {
 }
 
 // FromConfig returns the task runner settings of a loaded configuration
-// directory: its secrets' redactor. Owner, Now, HTTP and Metrics are left
-// for the caller.
+// directory: syncer.tasks_interval and syncer.tasks_grace, its secrets'
+// redactor. Owner, Now, HTTP and Metrics are left for the caller.
 func FromConfig(cfg *config.Config) Config {
-	return Config{Redactor: cfg.Global.Redactor()}
+	return Config{Tick: cfg.Global.Syncer.TasksInterval, Grace: cfg.Global.Syncer.TasksGrace, Redactor: cfg.Global.Redactor()}
 }
 
 // Sources is what the runner needs of the syncer (*syncer.Syncer): the

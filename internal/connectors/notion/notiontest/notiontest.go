@@ -84,6 +84,9 @@ type Server struct {
 	fails    []failure
 	storm    *storm
 	requests []Request
+	// afterPatch are edits a person makes right after lookout's next
+	// PATCH of a page (EditAfterPatch), by page id.
+	afterPatch map[string]map[string]any
 }
 
 // storm fails every n-th request with statuses in turn.
@@ -199,6 +202,22 @@ func (s *Server) Edit(id string, props map[string]any) {
 		s.t.Fatalf("notiontest: Edit: %s", err.message)
 	}
 	p.edited, p.lastEditBy = s.minute(), HumanID
+}
+
+// EditAfterPatch makes a person edit page id with props right after the
+// next PATCH of the page was applied and answered, before any other
+// request is served: the card moved between lookout's claim and its
+// confirmation. The PATCH's answer shows the page as the PATCH left it.
+func (s *Server) EditAfterPatch(id string, props map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.page(id) == nil {
+		s.t.Fatalf("notiontest: EditAfterPatch: no page %s", id)
+	}
+	if s.afterPatch == nil {
+		s.afterPatch = map[string]map[string]any{}
+	}
+	s.afterPatch[normID(id)] = props
 }
 
 // Archive moves a page to the trash, as a person would.
@@ -404,7 +423,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && pagePath.MatchString(r.URL.Path):
 		out, err = s.getPage(pagePath.FindStringSubmatch(r.URL.Path)[1])
 	case r.Method == http.MethodPatch && pagePath.MatchString(r.URL.Path):
-		out, err = s.patchPage(pagePath.FindStringSubmatch(r.URL.Path)[1], body)
+		id := pagePath.FindStringSubmatch(r.URL.Path)[1]
+		out, err = s.patchPage(id, body)
+		if edit := s.afterPatch[normID(id)]; err == nil && edit != nil {
+			// Still under the lock: the person's edit lands before any
+			// other request is served, after this one's answer was made.
+			delete(s.afterPatch, normID(id))
+			p := s.page(id)
+			if e := s.apply(p, edit); e != nil {
+				s.t.Errorf("notiontest: EditAfterPatch: %s", e.message)
+			}
+			p.edited, p.lastEditBy = s.minute(), HumanID
+		}
 	default:
 		err = errorf(400, "invalid_request_url", "Invalid request URL.")
 	}

@@ -1,0 +1,379 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/clitest"
+	"github.com/lookout-dev/lookout/internal/connectors/notion/notiontest"
+	"github.com/lookout-dev/lookout/internal/taskrunner"
+	"github.com/lookout-dev/lookout/internal/testsignal"
+)
+
+// taskAgent is the executor of the task watch: a shell script that
+// appends the payload it reads on stdin to calls.jsonl and
+// $LOOKOUT_IDEMPOTENCY_KEY to keys, then answers {"done": true} — except
+// the first time it is given the task titled "fragile": then it writes
+// its pid and hangs (until it is killed).
+const taskAgent = `#!/bin/sh
+D=%q
+in=$(cat)
+printf '%%s\n' "$in" >> "$D/calls.jsonl"
+printf '%%s\n' "$LOOKOUT_IDEMPOTENCY_KEY" >> "$D/keys"
+case "$in" in
+*'"title":"fragile"'*)
+	if [ ! -e "$D/hung" ]; then
+		: > "$D/hung"
+		echo $$ > "$D/pid.tmp" && mv "$D/pid.tmp" "$D/pid"
+		exec sleep 120
+	fi ;;
+esac
+echo '{"done": true}'
+`
+
+// taskProps is the seed's task database, with one more status option a
+// person may move a card to.
+func taskProps() []notiontest.Property {
+	return []notiontest.Property{
+		{Name: "Name", Type: "title"},
+		{Name: "Status", Type: "status", Options: []string{"Todo", "InProgress", "Complete", "Failed", "Blocked"}},
+		{Name: "Priority", Type: "number"},
+		{Name: "ClaimedBy", Type: "rich_text"},
+		{Name: "ClaimedAt", Type: "date"},
+		{Name: "ClaimExpiresAt", Type: "date"},
+		{Name: "RunId", Type: "rich_text"},
+		{Name: "RetryCount", Type: "number"},
+		{Name: "LastError", Type: "rich_text"},
+		{Name: "CompletedAt", Type: "date"},
+	}
+}
+
+// logsOnFailure is a testsignal.TB that adds the daemons' logs to a
+// failure.
+type logsOnFailure struct {
+	t       *testing.T
+	daemons []*clitest.DaemonTest
+}
+
+func (l logsOnFailure) Helper() { l.t.Helper() }
+
+func (l logsOnFailure) Fatalf(format string, args ...any) {
+	l.t.Helper()
+	for i, d := range l.daemons {
+		l.t.Logf("daemon %d logs:\n%s", i, d.Logs())
+	}
+	l.t.Fatalf(format, args...)
+}
+
+// lines returns the lines of a file the agent appends to.
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+// The task queue with the real binaries, as deployed: three `syncer run`
+// processes (the task runner lives in the syncer deployment) and an
+// `evaluator run` against a fake Notion API served by the test, with a
+// task watch whose command appends its idempotency key to a file.
+//
+//   - take: 1 takes one task per run of the source, in priority order;
+//     each eligible task is executed exactly once and is Complete in the
+//     tool;
+//   - a card a person moves between the claim and its confirmation is not
+//     executed (the run is recorded lost) and stays where the person put it;
+//   - the syncer holding a claim is killed (SIGKILL) with its executor: the
+//     claim expires, another syncer releases it in the tool (Todo,
+//     RetryCount 1, LastError), and the task is retried exactly once, the
+//     same idempotency key reaching the executor;
+//   - the evaluator tells of each completion once.
+func TestTaskQueueWithRealBinaries(t *testing.T) {
+	t.Parallel()
+	// The binaries inherit the environment; the fake's token.
+	os.Setenv("LOOKOUT_TEST_NOTION_TOKEN", "secret_test")
+	e := newEnv(t)
+	ctx := context.Background()
+	fake := notiontest.New(t, taskProps()...)
+	agentDir := t.TempDir()
+	agent := filepath.Join(agentDir, "agent.sh")
+	if err := os.WriteFile(agent, []byte(fmt.Sprintf(taskAgent, agentDir)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.write("lookout.yaml", `sinks:
+  log: {type: log}
+defaults:
+  jitter: 0s
+  host_rate_limit: {per_second: 1000, burst: 1000}
+syncer:
+  lease: 3s
+  poll_interval: 100ms
+  tasks_interval: 1s
+  tasks_grace: 1s
+evaluator:
+  catch_up_interval: 1s
+`)
+	e.write("sources/tasks.yaml", fmt.Sprintf(`name: tasks
+connector: notion
+every: 1s
+rate_limit: {per_second: 1000, burst: 1000}
+notion:
+  database: %s
+  token: ${LOOKOUT_TEST_NOTION_TOKEN}
+  base_url: %s
+  task: {}
+fields:
+  extra:
+    priority: item.properties.Priority
+tasks:
+  - name: execute
+    when: record.status == "Todo"
+    order: [extra.priority desc, created_at asc]
+    take: 1
+    lease: 8s
+    timeout: 7s
+    backoff: {min: 1s, max: 1s}
+    command: [%s]
+watches:
+  - name: completed
+    when: changed("status") && record.status == "Complete"
+    notify: [log]
+`, strings.ReplaceAll(fake.DatabaseID, "-", ""), fake.URL, agent))
+
+	status := func(id string) any { return fake.Value(id, "Status") }
+	first := fake.AddPage(map[string]any{"Name": notiontest.Title("first"), "Status": notiontest.Status("Todo"), "Priority": notiontest.Number(3)})
+	moved := fake.AddPage(map[string]any{"Name": notiontest.Title("moved"), "Status": notiontest.Status("Todo"), "Priority": notiontest.Number(2)})
+	third := fake.AddPage(map[string]any{"Name": notiontest.Title("third"), "Status": notiontest.Status("Todo"), "Priority": notiontest.Number(1)})
+	// A person moves "moved" right after lookout's claim is written, before
+	// lookout reads it back.
+	fake.EditAfterPatch(moved, map[string]any{"Status": notiontest.Status("Blocked")})
+
+	sb := clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/syncer")
+	eb := clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/evaluator")
+	var syncers []*clitest.DaemonTest
+	for range 3 {
+		syncers = append(syncers, clitest.StartBinary(t, sb, e.dir, e.url))
+	}
+	ev := clitest.StartBinary(t, eb, e.dir, e.url)
+	tb := logsOnFailure{t: t, daemons: append(slices.Clone(syncers), ev)}
+
+	type taskRun struct {
+		title, key, status, claimedBy, lastError, history string
+		attempt, executions, failures                     int
+		syncRun                                           int64
+	}
+	runs := func() map[string]taskRun {
+		t.Helper()
+		rows, err := e.pool.Query(ctx, `SELECT title, idempotency_key, status, claimed_by, coalesce(last_error, ''), history::text,
+			attempt, executions, failures, sync_run_id FROM task_runs ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]taskRun{}
+		for rows.Next() {
+			var r taskRun
+			if err := rows.Scan(&r.title, &r.key, &r.status, &r.claimedBy, &r.lastError, &r.history, &r.attempt, &r.executions,
+				&r.failures, &r.syncRun); err != nil {
+				t.Fatal(err)
+			}
+			out[r.title] = r
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	// One task per run, in priority order; each executed once; the moved
+	// card is not executed.
+	testsignal.Eventually(tb, "first and third Complete in the tool, moved recorded lost", func() bool {
+		return status(first) == "Complete" && status(third) == "Complete" && runs()["moved"].status == "lost"
+	})
+	got := runs()
+	keys := lines(t, filepath.Join(agentDir, "keys"))
+	if want := []string{got["first"].key, got["third"].key}; !slices.Equal(keys, want) {
+		t.Errorf("keys the executor received = %q, want %q (first and third, once each)", keys, want)
+	}
+	for _, title := range []string{"first", "third"} {
+		if r := got[title]; r.status != "completed" || r.attempt != 1 || r.executions != 1 {
+			t.Errorf("%s: status %s, attempt %d, executions %d; want completed once", title, r.status, r.attempt, r.executions)
+		}
+	}
+	if r := got["moved"]; r.executions != 0 {
+		t.Errorf("moved: executed %d times after a person moved it", r.executions)
+	}
+	if s := status(moved); s != "Blocked" {
+		t.Errorf("moved: Status %v in the tool, want Blocked (where the person put it)", s)
+	}
+	if c := fake.Value(first, "CompletedAt"); c == nil {
+		t.Errorf("first: no CompletedAt in the tool")
+	}
+	var order []string
+	syncRuns := map[int64]bool{}
+	rows, err := e.pool.Query(ctx, `SELECT title, sync_run_id FROM task_runs ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var title string
+		var run int64
+		if err := rows.Scan(&title, &run); err != nil {
+			t.Fatal(err)
+		}
+		order, syncRuns[run] = append(order, title), true
+	}
+	rows.Close()
+	if want := []string{"first", "moved", "third"}; !slices.Equal(order, want) || len(syncRuns) != 3 {
+		t.Errorf("claims in order %v by %d runs of the source; want %v, one per run (take: 1)", order, len(syncRuns), want)
+	}
+
+	// The syncer holding a claim is killed, with its executor.
+	fragile := fake.AddPage(map[string]any{"Name": notiontest.Title("fragile"), "Status": notiontest.Status("Todo"), "Priority": notiontest.Number(5)})
+	pidFile := filepath.Join(agentDir, "pid")
+	testsignal.Eventually(tb, "the executor of fragile to start", func() bool {
+		_, err := os.Stat(pidFile)
+		return err == nil
+	})
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentPid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := runs()["fragile"].claimedBy
+	var killed *clitest.DaemonTest
+	for _, s := range syncers {
+		if strings.HasSuffix(holder, ":"+strconv.Itoa(s.Pid())) {
+			killed = s
+		}
+	}
+	if killed == nil {
+		t.Fatalf("no syncer process holds the claim of fragile (claimed by %s)", holder)
+	}
+	killed.Kill()
+	// Its executor, in a process group of its own, outlived it: a crashed
+	// host takes both.
+	if err := syscall.Kill(-agentPid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the executor's process group: %v", err)
+	}
+	if r := runs()["fragile"]; r.status != "running" {
+		t.Fatalf("fragile: %s after its syncer was killed, want running (nobody recorded its end)", r.status)
+	}
+
+	// The claim expires (lease 8s), another syncer recovers it, the task is
+	// retried once. The bound covers the lease, the grace and two runs.
+	testsignal.EventuallyWithin(tb, 60*time.Second, "fragile retried and Complete in the tool", func() bool {
+		return status(fragile) == "Complete"
+	})
+	r := runs()["fragile"]
+	if r.status != "completed" || r.attempt != 2 || r.executions != 2 || r.failures != 1 || r.claimedBy == holder {
+		t.Errorf("fragile: status %s, attempt %d, executions %d, failures %d, claimed by %s (the killed one: %s)",
+			r.status, r.attempt, r.executions, r.failures, r.claimedBy, holder)
+	}
+	var history []struct {
+		Status    string `json:"status"`
+		LastError string `json:"last_error"`
+	}
+	if err := json.Unmarshal([]byte(r.history), &history); err != nil || len(history) != 1 || history[0].Status != "expired" ||
+		!strings.Contains(history[0].LastError, "the claim expired at") {
+		t.Errorf("fragile's first attempt in history: %s (%v), want expired with the reason", r.history, err)
+	}
+	if rc := fake.Value(fragile, "RetryCount"); rc != float64(1) {
+		t.Errorf("fragile: RetryCount %v in the tool, want 1", rc)
+	}
+	// The tool showed the release: Todo, RetryCount 1, LastError.
+	released := false
+	for _, req := range fake.Requests() {
+		if req.Method != "PATCH" || !strings.HasSuffix(req.Path, strings.ReplaceAll(fragile, "-", "")) && !strings.HasSuffix(req.Path, fragile) {
+			continue
+		}
+		var body struct {
+			Properties struct {
+				Status struct {
+					Status struct{ Name string } `json:"status"`
+				}
+				RetryCount struct{ Number *float64 } `json:"RetryCount"`
+				LastError  struct {
+					RichText []struct{ Text struct{ Content string } } `json:"rich_text"`
+				} `json:"LastError"`
+			} `json:"properties"`
+		}
+		if json.Unmarshal(req.Body, &body) == nil && body.Properties.Status.Status.Name == "Todo" &&
+			body.Properties.RetryCount.Number != nil && *body.Properties.RetryCount.Number == 1 &&
+			len(body.Properties.LastError.RichText) > 0 && strings.Contains(body.Properties.LastError.RichText[0].Text.Content, "the claim expired at") {
+			released = true
+		}
+	}
+	if !released {
+		t.Errorf("no PATCH of fragile set Status Todo, RetryCount 1 and LastError with the expired claim")
+	}
+	var fragileCalls []taskrunner.Payload
+	for _, l := range lines(t, filepath.Join(agentDir, "calls.jsonl")) {
+		var p taskrunner.Payload
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Fatalf("payload %q: %v", l, err)
+		}
+		if p.Record["title"] == "fragile" {
+			fragileCalls = append(fragileCalls, p)
+		}
+	}
+	if len(fragileCalls) != 2 || fragileCalls[0].IdempotencyKey != r.key || fragileCalls[1].IdempotencyKey != r.key ||
+		fragileCalls[1].Attempt != 2 || fragileCalls[1].RetryCount != 1 {
+		t.Errorf("fragile's executions: %+v; want two with key %s, the second attempt 2 with retry_count 1", fragileCalls, r.key)
+	}
+	keys = lines(t, filepath.Join(agentDir, "keys"))
+	if want := []string{got["first"].key, got["third"].key, r.key, r.key}; !slices.Equal(keys, want) {
+		t.Errorf("keys the executor received = %q, want %q", keys, want)
+	}
+
+	// The evaluator told of each completion once.
+	ev.WaitFor("three completions notified", func() bool {
+		return e.count(`SELECT count(*) FROM notifications WHERE watch = 'completed'`) >= 3
+	})
+	var notified []string
+	rows, err = e.pool.Query(ctx, `SELECT record_id FROM notifications WHERE watch = 'completed' ORDER BY record_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		notified = append(notified, id)
+	}
+	rows.Close()
+	want := []string{first, third, fragile}
+	slices.Sort(want)
+	if !slices.Equal(notified, want) {
+		t.Errorf("completions notified for records %q, want %q (first, third, fragile once each)", notified, want)
+	}
+	if n := e.count(`SELECT count(*) FROM report_task_runs WHERE executed_more_than_once AND title <> 'fragile'`); n != 0 {
+		t.Errorf("report_task_runs: %d tasks other than fragile executed more than once", n)
+	}
+}
