@@ -2,6 +2,8 @@ package reports
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -45,6 +47,63 @@ func sqlFrom(t *testing.T, file, marker string) string {
 		t.Fatalf("%s: %d SQL strings contain %q, want 1: the hot query changed or moved; update its marker in plans_test.go", file, len(found), marker)
 	}
 	return found[0]
+}
+
+// sqlConst returns the value of the string constant name of a Go file of
+// the module: literals joined with + and the file's other string
+// constants (`SELECT ` + runColumns + ` FROM …`). A constant that moved or
+// was renamed fails the test, naming the file.
+func sqlConst(t *testing.T, file, name string) string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "../../"+file, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := map[string]ast.Expr{}
+	for _, d := range f.Decls {
+		if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
+			for _, sp := range g.Specs {
+				vs := sp.(*ast.ValueSpec)
+				for i, n := range vs.Names {
+					if i < len(vs.Values) {
+						consts[n.Name] = vs.Values[i]
+					}
+				}
+			}
+		}
+	}
+	var eval func(e ast.Expr) (string, bool)
+	eval = func(e ast.Expr) (string, bool) {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			if e.Kind == token.STRING {
+				s, err := strconv.Unquote(e.Value)
+				return s, err == nil
+			}
+		case *ast.ParenExpr:
+			return eval(e.X)
+		case *ast.Ident:
+			if c, ok := consts[e.Name]; ok {
+				return eval(c)
+			}
+		case *ast.BinaryExpr:
+			if e.Op == token.ADD {
+				x, ok1 := eval(e.X)
+				y, ok2 := eval(e.Y)
+				return x + y, ok1 && ok2
+			}
+		}
+		return "", false
+	}
+	c, ok := consts[name]
+	if !ok {
+		t.Fatalf("%s: no constant %s: the hot query changed or moved; update plans_test.go", file, name)
+	}
+	s, ok := eval(c)
+	if !ok {
+		t.Fatalf("%s: constant %s is not a string built from literals and constants", file, name)
+	}
+	return s
 }
 
 // history fills a schema like a lookout that ran for weeks: 5,000 sources,
@@ -219,6 +278,44 @@ SELECT date_trunc('hour', now(), 'UTC') - (i / 5) * interval '1 hour', -1 - i % 
 ON CONFLICT DO NOTHING;
 `
 
+// taskHistory fills task_runs (migration 17) like task watches on 50
+// sources that ran for ten weeks: 100,000 finished task runs, and the
+// pending work of the task runners — claims running, claims expired,
+// releases waiting for their retry, writes to the tool behind, an agent's
+// report.
+const taskHistory = `
+INSERT INTO task_runs (source, task, record_id, record_version, content_version, idempotency_key, title, attempt, run_id,
+                       sync_run_id, status, claimed_by, claimed_at, claim_expires_at, started_at, finished_at, executions,
+                       failures, executor, exit_code, last_error, created_at, updated_at)
+SELECT 'src-' || (1 + i % 50), 'execute', 'r-' || i, 1, md5(i::text), 'src-' || (1 + i % 50) || ':r-' || i || ':v' || md5(i::text) || ':execute',
+       'task ' || i, 1, 'run-' || i || '.1', i / 2, CASE WHEN i % 100 = 0 THEN 'failed' ELSE 'completed' END, 'lookout@host:1',
+       now() - (100000 - i) * interval '60 seconds', now() - (100000 - i) * interval '60 seconds' + interval '30 minutes',
+       now() - (100000 - i) * interval '60 seconds', now() - (100000 - i) * interval '60 seconds' + interval '20 seconds',
+       1, CASE WHEN i % 100 = 0 THEN 1 ELSE 0 END, 'command', CASE WHEN i % 100 = 0 THEN 3 ELSE 0 END,
+       CASE WHEN i % 100 = 0 THEN 'exited with status 3: boom' END,
+       now() - (100000 - i) * interval '60 seconds', now() - (100000 - i) * interval '60 seconds' + interval '20 seconds'
+FROM generate_series(1, 100000) i;
+INSERT INTO task_runs (source, task, record_id, record_version, content_version, idempotency_key, attempt, run_id, status,
+                       claimed_by, claimed_at, claim_expires_at, started_at, executions, failures, retry_at, executor,
+                       tool_action, tool_due_at, tool_error, report_token_hash, report, reported_at, updated_at)
+SELECT 'src-' || (1 + i % 50), 'execute', 'p-' || i, 1, 'c' || i, 'src-' || (1 + i % 50) || ':p-' || i || ':vc' || i || ':execute',
+       1 + i % 3, 'run-p' || i, CASE WHEN i <= 23 THEN 'running' WHEN i <= 38 THEN 'released' ELSE 'completed' END,
+       'lookout@host:2', now() - interval '5 minutes',
+       -- 20 claims running, 3 expired
+       CASE WHEN i <= 20 THEN now() + interval '25 minutes' ELSE now() - interval '2 minutes' END,
+       now() - interval '5 minutes', 1, i % 3,
+       -- releases: 10 waiting for their retry, 5 due
+       CASE WHEN i BETWEEN 24 AND 33 THEN now() + interval '5 minutes' WHEN i BETWEEN 34 AND 38 THEN now() - interval '1 minute' END,
+       'command',
+       -- 5 completions the tool does not show yet
+       CASE WHEN i > 38 THEN 'complete' END, CASE WHEN i > 38 THEN now() - interval '1 minute' END,
+       CASE WHEN i > 38 THEN '503 service_unavailable' END,
+       -- an agent's report of a running attempt
+       CASE WHEN i = 1 THEN 'hash' END, CASE WHEN i = 1 THEN '{"status": "completed"}'::jsonb END,
+       CASE WHEN i = 1 THEN now() END, now() - interval '5 minutes'
+FROM generate_series(1, 43) i;
+`
+
 // analyze is run after the pruner gave the history's weeks their
 // partitions.
 const analyze = `ANALYZE sources, sync_runs, records, changes, evaluations, notifications, model_calls, verdicts, notification_keys,
@@ -336,6 +433,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	if _, err := pool.Exec(ctx, grown); err != nil {
 		t.Fatalf("fill the tables pruned by rows: %v", err)
 	}
+	if _, err := pool.Exec(ctx, taskHistory); err != nil {
+		t.Fatalf("fill task_runs: %v", err)
+	}
 	// The pruner gives the weeks of the history their partitions (the
 	// rows came in the default partition), as a lookout that ran for
 	// weeks has them.
@@ -440,6 +540,61 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			sql:  sqlFrom(t, "internal/outbox/queries.go", "SELECT notification_id, dedupe_key, sink, false FROM k"),
 			args: []any{keys, sinks}, index: "notification_keys_pkey"},
 	)
+	// The task runner's statements (internal/tasks/queries.go): the pass,
+	// the steps of a task run, the maintenance of every replica; and
+	// syncer tasks.
+	const tasksQ = "internal/tasks/queries.go"
+	taskSources := make([]string, 50)
+	for i := range taskSources {
+		taskSources[i] = fmt.Sprintf("src-%d", i+1)
+	}
+	for _, q := range []hotQuery{
+		{name: "tasks: the pass's candidates (a source's live records)", sql: sqlConst(t, tasksQ, "queryCandidates"),
+			args: []any{"src-1"}, index: "records_pkey"},
+		{name: "tasks: the task runs of the pass's keys", sql: sqlConst(t, tasksQ, "queryLookup"),
+			args: []any{[]string{"src-2:r-1:v" + md5hex("1") + ":execute", "src-1:p-50:vc50:execute"}}, index: "task_runs_idempotency_key_key"},
+		{name: "tasks: claim a new task version", sql: sqlConst(t, tasksQ, "queryClaimNew"),
+			args: []any{"src-1", "execute", "r-new", 1, "00ff", "src-1:r-new:v00ff:execute", "t", int64(1), "lookout@x:1", now, lease, "command"}},
+		{name: "tasks: claim a released task's next attempt", sql: sqlConst(t, tasksQ, "queryReclaim"),
+			args: []any{"src-35:p-34:vc34:execute", 1, "t", int64(1), "lookout@x:1", now, lease}, index: "task_runs_idempotency_key_key"},
+		{name: "tasks: the claim written to the tool", sql: sqlConst(t, tasksQ, "queryConfirming"), args: []any{int64(120001), 1, now}},
+		{name: "tasks: start the executor", sql: sqlConst(t, tasksQ, "queryStart"), args: []any{int64(120001), 1, now, "h"}},
+		{name: "tasks: end an attempt", sql: sqlConst(t, tasksQ, "queryEnd"),
+			args: []any{int64(120001), 1, "completed", now, 0, "{}", "", "", 0, nil, now, "complete", []string{"running"}}},
+		{name: "tasks: the tool shows the attempt", sql: sqlConst(t, tasksQ, "queryToolDone"),
+			args: []any{int64(120039), 1, "complete"}},
+		{name: "tasks: maintenance: expired claims", sql: sqlConst(t, tasksQ, "queryExpired"),
+			args: []any{taskSources, now, 100}, index: "task_runs_active_idx"},
+		{name: "tasks: maintenance: writes to the tool due", sql: sqlConst(t, tasksQ, "queryToolDue"),
+			args: []any{taskSources, now, 100, now.Add(time.Minute)}, index: "task_runs_tool_due_idx"},
+		{name: "tasks: maintenance: agents' reports", sql: sqlConst(t, tasksQ, "queryReported"),
+			args: []any{taskSources, 100}, index: "task_runs_active_idx"},
+		{name: "tasks: an agent's report", sql: sqlConst(t, tasksQ, "queryReport"),
+			args: []any{int64(120001), "hash", "{}", now}},
+		{name: "syncer tasks: the newest task runs", sql: sqlConst(t, tasksQ, "queryList"),
+			args: []any{"", "", 20}, index: "task_runs_updated_idx"},
+		{name: "syncer tasks SOURCE", sql: sqlConst(t, tasksQ, "queryList"),
+			args: []any{"src-7", "", 20}, index: "task_runs_source_updated_idx"},
+		{name: "syncer tasks SOURCE RECORD", sql: sqlConst(t, tasksQ, "queryList"),
+			args: []any{"src-7", "r-56", 20}, index: "task_runs_record_idx"},
+	} {
+		q.who = tasksQ
+		queries = append(queries, q)
+	}
+	// The task runs page of the admin with its filters.
+	for _, f := range []struct {
+		col, value, index string
+	}{{"", "", "task_runs_updated_idx"}, {"source", "src-7", "task_runs_source_updated_idx"},
+		{"status", "failed", "task_runs_status_updated_idx"}, {"record_id", "r-56", ""}} {
+		base, _, _ := strings.Cut(sqlFrom(t, "internal/admin/queries.go", "SELECT * FROM report_task_runs LIMIT"), " LIMIT ")
+		q := hotQuery{name: "admin: task runs", who: "internal/admin/queries.go", sql: base + "\nLIMIT 201", index: f.index}
+		if f.col != "" {
+			q.name += " of a " + f.col
+			q.sql = base + "\nWHERE " + f.col + " = $1\nLIMIT 201"
+			q.args = []any{f.value}
+		}
+		queries = append(queries, q)
+	}
 	// The pruner's statements on a partition three weeks old (the default
 	// partition's are the same statements).
 	frontier, cutoff := int64(150000), now.Add(-7*24*time.Hour)
@@ -545,7 +700,6 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "admin: rows of an hour: one source's runs", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), "src-6"}},
 		{name: "admin: rows of an hour: one source's changes", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"),
 			args: []any{hour, hour.Add(time.Hour), "src-6"}},
-		{name: "admin: task runs", sql: sqlFrom(t, adminQ, "SELECT * FROM report_task_runs LIMIT")},
 		{name: "admin: owners", sql: sqlFrom(t, adminQ, "SELECT owner FROM source_definitions")},
 		{name: "admin: a page of alice's sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND owner = $2\nORDER BY name\nLIMIT 51",
 			args: []any{"", "alice"}, allowSources: true},
@@ -654,6 +808,12 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// md5hex is PostgreSQL's md5(s).
+func md5hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") }
