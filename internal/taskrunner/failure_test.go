@@ -1,11 +1,14 @@
 package taskrunner_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/connectors/notion/notiontest"
 	"github.com/lookout-dev/lookout/internal/taskrunner"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // A recoverable failure releases the task: back to Todo with RetryCount 1
@@ -98,6 +101,46 @@ func TestBadExecutors(t *testing.T) {
 				t.Errorf("RetryCount %v, want %v", rc, tt.retryCount)
 			}
 		})
+	}
+}
+
+// An executor that hangs past its timeout is killed with its whole
+// process group — a child it started too — and, with attempts left, the
+// task goes back to Todo with RetryCount 1 and a LastError that says so.
+func TestHangingExecutorIsKilledWithItsChildren(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, options{mode: modeHangTree,
+		task: "name: execute\n    when: record.status == \"Todo\"\n    lease: 30s\n    timeout: 500ms\n    max_attempts: 2\n    backoff: {min: 1h, max: 1h}\n"})
+	id := w.addTask("slow", 1)
+	rep := w.replica("syncer-1", nil, nil)
+	w.sync(rep)
+	r := w.run(id)
+	if r.Status != "released" || r.Failures != 1 || !strings.Contains(r.LastError, "did not finish within its time (") ||
+		!strings.Contains(r.LastError, "its process group was killed") {
+		t.Errorf("task run: status %s, failures %d, last error %q", r.Status, r.Failures, r.LastError)
+	}
+	if s, rc, le := w.status(id), w.fake.Value(id, "RetryCount"), w.fake.Value(id, "LastError"); s != "Todo" || rc != float64(1) ||
+		!strings.Contains(le.(string), "did not finish within its time") {
+		t.Errorf("page: Status %v, RetryCount %v, LastError %q; want Todo, 1, the timeout", s, rc, le)
+	}
+	raw, err := os.ReadFile(filepath.Join(w.agent.dir, "child"))
+	if err != nil {
+		t.Fatalf("the agent's child: %v", err)
+	}
+	child := strings.TrimSpace(string(raw))
+	// Dead: gone, or a zombie waiting for whoever adopted it.
+	testsignal.Eventually(t, "the agent's child "+child+" killed with its group", func() bool {
+		stat, err := os.ReadFile("/proc/" + child + "/stat")
+		if err != nil {
+			return true
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+	})
+	// Within its backoff the task is not taken again.
+	w.sync(rep)
+	if n := len(w.agent.calls(t)); n != 1 {
+		t.Errorf("the agent ran %d times, want 1 (the retry waits for its backoff)", n)
 	}
 }
 
