@@ -74,10 +74,11 @@ type Snapshotter interface {
 // Verifier is implemented by connectors whose settings name things only
 // the upstream knows (the properties of a Notion database). Verify reads
 // what it needs (one or two requests) and returns a configuration error
-// naming the source file, the key and what the upstream has instead. A
-// Fetch verifies on its first run anyway; Verify lets a config check do it
-// on request (syncer check --online), since the check is offline by
-// default. Errors other than configuration errors follow Connector's.
+// (*config.Error) naming the source file, the key and what the upstream
+// has instead. A Fetch verifies on its first run anyway; Verify lets
+// `syncer check` do it before (unless --offline). Errors other than
+// configuration errors follow Connector's (ErrUnauthorized, ErrNotFound,
+// *RetryLaterError, network errors).
 type Verifier interface {
 	Verify(ctx context.Context) error
 }
