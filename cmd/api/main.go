@@ -84,7 +84,9 @@ func newService(pool *pgxpool.Pool, cfg *config.Config, keys *secrets.Ring, logg
 	hub := control.NewHub(pool, logger)
 	// The one validation path: what `check` and the config loader run,
 	// the connectors' decoders and constructors included.
-	store := definitions.NewStore(pool, control.NewValidator(&cfg.Global))
+	v := control.NewValidator(&cfg.Global)
+	v.Keys = keys // seals and opens the credentials of API users' sources
+	store := definitions.NewStore(pool, v)
 	return control.New(pool, store, hub, serviceConfig(cfg, keys), logger), hub
 }
 
@@ -116,6 +118,17 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	m := metrics.New()
 	m.CollectDatabase(pool, 0, nil, 0) // lookout_database_up; the daemons export the work gauges
 	svc, hub := newService(pool, cfg, keys, logger)
+	if keys != nil {
+		// Credentials stored in clear (before they were sealed) or sealed
+		// with a key that is no longer first are sealed again now.
+		n, err := svc.Reseal(ctx)
+		if err != nil {
+			return fmt.Errorf("seal the stored credentials again: %w", err)
+		}
+		if n > 0 {
+			logger.Info("sealed stored credentials again with the first key of "+secrets.KeyEnv, "definitions", n, "key_id", keys.KeyID())
+		}
+	}
 	a := api.New(svc, logger)
 	m2 := mcp.New(svc, mcp.Config{}, logger)
 	adm, err := admin.New(svc, admin.Config{Config: cfg}, logger)
@@ -124,7 +137,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	}
 	mux := http.NewServeMux()
 	// Webhooks authenticate by their signature, outside /v1's tokens.
-	mux.Handle(ingest.Pattern, ingest.New(pool, ingest.Config{Metrics: m}, logger).Handler())
+	mux.Handle(ingest.Pattern, ingest.New(pool, ingest.Config{Metrics: m, Keys: keys}, logger).Handler())
 	mux.Handle("/mcp", m2.Handler())
 	mux.Handle("/admin", adm.Handler())
 	mux.Handle("/admin/", adm.Handler())

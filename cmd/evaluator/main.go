@@ -85,6 +85,10 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	p := &parts{cfg: cfg, pool: pool, logger: logger, prn: retention.New(pool, rconf, logger)}
 	dconf := notify.DelivererConfigFrom(&cfg.Global)
 	dconf.Metrics = m
+	if err := ownWebhooks(pool, &cfg.Global, sinks, &dconf); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	p.del = notify.NewDeliverer(pool, sinks, dconf, logger)
 	wconf := watchdog.FromConfig(cfg)
 	wconf.Metrics, wconf.OnAlert = m, func(int) { p.del.Wake() }
@@ -128,7 +132,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer p.pool.Close()
-	sinks := slices.Sorted(maps.Keys(p.cfg.Global.Sinks))
+	sinks := append(slices.Sorted(maps.Keys(p.cfg.Global.Sinks)), config.OwnWebhookSink)
 	m.CollectDatabase(p.pool, metrics.OutboxGauges, sinks, 0)
 	watcher := definitions.NewWatcher(p.pool, p.follower, definitions.WatcherConfig{CatchUpInterval: p.cfg.Global.Evaluator.CatchUpInterval}, p.logger)
 	reloader := env.Reloader(p.pool, check, m, p.logger)

@@ -26,8 +26,10 @@ func (a *API) definitionRoutes() {
 		Summary: "Create a watch, on an existing source or a new one",
 		Description: "Give `source` (a source you can see: a shared one or yours; see list_sources) or `new_source` (a source definition, " +
 			"created with the watch), and `watch`: `name`, `when` (an expression over record, previous, change; see describe_source), " +
-			"optionally `ask` (a question for the model), `notify` (sink names). The watch is used for every change committed after the call returns; " +
-			"a new source runs at once. Send an Idempotency-Key header so that a retry creates nothing twice.",
+			"optionally `ask` (a question for the model), `notify` (sink names), `webhook` ({\"url\": \"https://...\"}: your own webhook, " +
+			"which receives each notification signed the Standard Webhooks way; the answer's watch.webhook_secret is its signing secret, shown this once). " +
+			"The watch is used for every change committed after the call returns; " +
+			"a new source runs at once. Send an Idempotency-Key header so that a retry creates nothing twice (a retry gets the same secret).",
 		Security: bearer, Responses: create,
 	}, a.createWatch)
 
@@ -59,14 +61,22 @@ func (a *API) definitionRoutes() {
 	}, a.getWatch)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "update_watch", Method: http.MethodPut, Path: "/v1/watches/{source}/{watch}", Tags: []string{"watches"},
-		Summary:     "Replace a watch's definition",
-		Description: "The body is the whole watch (its name unchanged); it is validated like a new one.",
+		Summary: "Replace a watch's definition",
+		Description: "The body is the whole watch (its name unchanged); it is validated like a new one. A webhook keeps its signing secret " +
+			"(leave webhook.secret out, or send back [redacted]); a webhook added by the update gets one, in webhook_secret of the answer, shown this once.",
 		Security:    bearer, Responses: write,
 	}, a.updateWatch)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "delete_watch", Method: http.MethodDelete, Path: "/v1/watches/{source}/{watch}", Tags: []string{"watches"},
 		Summary: "Delete a watch", Security: bearer, Responses: write, DefaultStatus: http.StatusNoContent,
 	}, a.deleteWatch)
+	huma.Register(a.huma, huma.Operation{
+		OperationID: "rotate_webhook_secret", Method: http.MethodPost, Path: "/v1/watches/{source}/{watch}/webhook/rotate", Tags: []string{"watches"},
+		Summary: "Give a watch's own webhook a new signing secret",
+		Description: "The answer's webhook_secret is the new secret, shown this once; requests are signed with it from now on " +
+			"(notifications already being sent may still carry the old one's signature). 409 when the watch has no webhook of its own.",
+		Security: bearer, Responses: write,
+	}, a.rotateWebhookSecret)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "pause_watch", Method: http.MethodPost, Path: "/v1/watches/{source}/{watch}/pause", Tags: []string{"watches"},
 		Summary: "Pause a watch: changes are not judged by it until resumed", Security: bearer, Responses: write,
@@ -150,7 +160,7 @@ func (a *API) createWatch(ctx context.Context, in *CreateWatchInput) (*CreatedWa
 			return nil, err
 		}
 		b, err := json.Marshal(out)
-		return &control.Answer{Status: http.StatusCreated, Body: b}, err
+		return &control.Answer{Status: http.StatusCreated, Body: b, Secret: out.Watch.WebhookSecret != ""}, err
 	})
 	if err != nil {
 		return nil, a.fail(ctx, err)
@@ -296,6 +306,14 @@ func (a *API) deleteWatch(ctx context.Context, in *WatchPath) (*struct{}, error)
 		return nil, a.fail(ctx, err)
 	}
 	return &struct{}{}, nil
+}
+
+func (a *API) rotateWebhookSecret(ctx context.Context, in *WatchPath) (*WatchOutput, error) {
+	w, err := a.svc.RotateWebhookSecret(ctx, principal(ctx), in.Source, in.Watch)
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &WatchOutput{Body: w}, nil
 }
 
 func (a *API) pauseWatch(ctx context.Context, in *PauseWatchInput) (*WatchOutput, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/reload"
+	"github.com/lookout-dev/lookout/internal/secrets"
 )
 
 // ApplyConfig loads the configuration directory into the definitions
@@ -67,14 +68,22 @@ func (e *Env) Reloader(pool *pgxpool.Pool, check func(*config.Config) error, m *
 // Follow returns a follower of the definitions for apply, after loading
 // them once (a daemon's start): a daemon's services run with the
 // definitions of the database, not with the files.
+//
+// The sealed credentials of definitions made through the API are opened
+// with the key ring of LOOKOUT_SECRET_KEY; a malformed ring is an error,
+// a missing one leaves such definitions invalid to this daemon.
 func Follow(ctx context.Context, pool *pgxpool.Pool, g *config.Global, m *metrics.Metrics, apply func(context.Context, *definitions.Delta) error) (*definitions.Follower, error) {
+	keys, err := secrets.FromEnv()
+	if err != nil {
+		return nil, err
+	}
 	f := definitions.NewFollower(pool, g, func(ctx context.Context, d *definitions.Delta) error {
 		if err := apply(ctx, d); err != nil {
 			return err
 		}
 		m.ConfigVersion(d.To)
 		return nil
-	})
+	}).WithKeys(keys)
 	if _, err := f.CatchUp(ctx); err != nil {
 		return nil, fmt.Errorf("load the definitions: %w", err)
 	}

@@ -14,6 +14,7 @@ package config
 import (
 	"encoding/json"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,8 +95,10 @@ type Global struct {
 // Redactor hides the value of every ${ENV} reference expanded while
 // loading the configuration directory (lookout.yaml and every source
 // file), except values shorter than redact.MinLen bytes, in errors that
-// are stored and in logs. It is nil (redacting nothing) when nothing was
-// expanded.
+// are stored and in logs. Load makes it growable: the credentials of
+// sources created through the API are added when a daemon opens them
+// (definitions.Validator), so its logs and stored errors hide those too.
+// It is nil (redacting nothing) for a Global that Load did not make.
 func (g *Global) Redactor() *redact.Redactor { return g.redactor }
 
 // Line returns the line of key path (e.g. "sinks.ops.url") in lookout.yaml,
@@ -701,8 +704,15 @@ type Watch struct {
 	OnModelError string `yaml:"on_model_error"`
 	// Budget bounds model use per day.
 	Budget *Budget `yaml:"budget"`
-	// Notify lists sink names. Defaults to defaults.notify.
+	// Notify lists sink names. Defaults to defaults.notify, unless the
+	// watch has a webhook of its own (then to none).
 	Notify []string `yaml:"notify"`
+	// Webhook is the watch's own webhook, for watches created through the
+	// API: each notification is POSTed to its URL, signed the Standard
+	// Webhooks way with a secret lookout generated (the API returns it
+	// once and stores it sealed). Source files declare webhook sinks
+	// instead. Defaults to none.
+	Webhook *WatchWebhook `yaml:"webhook"`
 	// Dedupe is version (once per record version, the default), record
 	// (once per record ever) or a duration such as 1h (at most once per
 	// window per record).
@@ -715,6 +725,31 @@ type Watch struct {
 	// Title and Body are text/template templates overriding the sink's.
 	Title string `yaml:"title"`
 	Body  string `yaml:"body"`
+}
+
+// OwnWebhookSink is the sink name of the notifications sent to a watch's
+// own webhook (notifications.sink). It is not a valid name of a sink of
+// lookout.yaml, so it never collides with one.
+const OwnWebhookSink = "@webhook"
+
+// WatchWebhook is a watch's own webhook.
+type WatchWebhook struct {
+	// URL receives a POST of each notification's payload (http or https).
+	// Required.
+	URL string `yaml:"url"`
+	// Secret is the sealed signing secret ("${sealed:...}"), set by the
+	// API when it creates the webhook; the deliverer opens it with
+	// LOOKOUT_SECRET_KEY. Required.
+	Secret string `yaml:"secret"`
+}
+
+// Sinks are the sinks the watch's notifications go to: Notify, and
+// OwnWebhookSink when the watch has a webhook of its own.
+func (w *Watch) Sinks() []string {
+	if w.Webhook == nil {
+		return w.Notify
+	}
+	return append(slices.Clip(w.Notify), OwnWebhookSink)
 }
 
 // WatchModel overrides model settings for one watch.

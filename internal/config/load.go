@@ -117,6 +117,10 @@ func Load(dir string) (*Config, error) {
 			errs = append(errs, serrs...)
 			continue
 		}
+		if werrs := fileWebhooks(src); len(werrs) > 0 {
+			errs = append(errs, werrs...)
+			continue
+		}
 		if prev, dup := byName[src.Name]; dup {
 			errs = append(errs, src.Errorf("name", "%q is already used by %s", src.Name, prev))
 			continue
@@ -125,7 +129,7 @@ func Load(dir string) (*Config, error) {
 		cfg.Sources = append(cfg.Sources, src)
 	}
 	errs = append(errs, cfg.Global.validateRetention(cfg.Sources)...)
-	cfg.Global.redactor = redact.New(secrets...)
+	cfg.Global.redactor = redact.NewGrowable(secrets...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -350,4 +354,17 @@ func expandEnv(file string, node *yaml.Node, path string, secrets *[]string, err
 			return v
 		})
 	}
+}
+
+// fileWebhooks refuses watches with a webhook of their own in a source
+// file: that webhook's secret is generated and sealed by the API.
+func fileWebhooks(src *Source) []error {
+	var errs []error
+	for i, w := range src.Watches {
+		if w.Webhook != nil {
+			errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].webhook", i),
+				"is for watches created through the API (lookout generates and seals its secret); in a file, declare a webhook sink in lookout.yaml and name it in notify"))
+		}
+	}
+	return errs
 }

@@ -522,8 +522,19 @@ func (s *Source) validate(g *Global) []error {
 		w.When = cmp.Or(strings.TrimSpace(w.When), "true")
 		_, err := normalize.CompileWhen(w.When, s.Fields.Exprs())
 		errs = append(errs, s.exprErrors(key+".when", err)...)
-		if len(w.Notify) == 0 {
+		if len(w.Notify) == 0 && w.Webhook == nil {
 			w.Notify = g.Defaults.Notify
+		}
+		if h := w.Webhook; h != nil {
+			if u, err := url.Parse(h.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+				bad(key+".webhook.url", "must be an absolute http or https URL, like https://hooks.example.com/lookout")
+			}
+			if h.Secret == "" {
+				bad(key+".webhook.secret", "is missing: lookout sets it when the webhook is created through the API")
+			}
+			if w.Digest != nil {
+				bad(key+".webhook", "cannot be combined with digest: a digest goes to the sinks named in notify")
+			}
 		}
 		for j, n := range w.Notify {
 			if g.Sinks[n] == nil {

@@ -25,9 +25,12 @@ type WatchView struct {
 	ManagedBy    string          `json:"managed_by" doc:"api, or file:<path> for a watch declared in the operator's files (read-only here)."`
 	Paused       bool            `json:"paused"`
 	PausedReason string          `json:"paused_reason,omitempty"`
-	Definition   json.RawMessage `json:"definition" doc:"The watch as in a source file's watches: name, when, ask, notify, ..."`
+	Definition   json.RawMessage `json:"definition" doc:"The watch as in a source file's watches: name, when, ask, notify, webhook, ... A webhook's secret shows as [redacted]."`
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
+	// WebhookSecret is set only in the answer of the request that made
+	// the watch's webhook secret: shown once, stored sealed.
+	WebhookSecret string `json:"webhook_secret,omitempty" doc:"The signing secret of the watch's own webhook (whsec_..., Standard Webhooks), in the answer of the create, update or rotate that made it and never again: keep it to verify the webhook-signature of its requests."`
 }
 
 // SourceView is a source as the API shows it.
@@ -39,19 +42,19 @@ type SourceView struct {
 	Connector    string          `json:"connector"`
 	Paused       bool            `json:"paused"`
 	PausedReason string          `json:"paused_reason,omitempty"`
-	Definition   json.RawMessage `json:"definition" doc:"The source's keys as in a source file, without its watches."`
+	Definition   json.RawMessage `json:"definition" doc:"The source's keys as in a source file, without its watches. Credentials (tokens, secrets, Authorization and other credential headers) show as [redacted]; send [redacted] back in an update to keep the stored one."`
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
 }
 
 func watchView(w *definitions.Watch) WatchView {
 	return WatchView{Source: w.Source, Name: w.Name, Owner: w.Owner, ManagedBy: w.ManagedBy, Paused: w.Paused,
-		PausedReason: w.PausedReason, Definition: w.Definition, CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
+		PausedReason: w.PausedReason, Definition: definitions.RedactCredentials(w.Definition), CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
 }
 
 func sourceView(s *definitions.Source) SourceView {
 	return SourceView{Name: s.Name, Owner: s.Owner, Shared: s.Owner == "", ManagedBy: s.ManagedBy, Connector: s.Connector,
-		Paused: s.Paused, PausedReason: s.PausedReason, Definition: s.Definition, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		Paused: s.Paused, PausedReason: s.PausedReason, Definition: definitions.RedactCredentials(s.Definition), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }
 
 func actor(p Principal) definitions.Actor { return definitions.Actor{Owner: p.Owner, Admin: p.Admin} }
@@ -142,10 +145,17 @@ func (s *Service) CreateWatch(ctx context.Context, tx pgx.Tx, p Principal, req C
 	if err := checkWatchFields(req.Watch, "/watch"); err != nil {
 		return nil, err
 	}
+	if err := noEnvRefs(req.Watch, "/watch"); err != nil {
+		return nil, err
+	}
 	if err := s.checkLimit(ctx, tx, p, "watches", s.conf.Limits.Watches, 1, "/watch"); err != nil {
 		return nil, err
 	}
-	def, _, err := s.allotModelCalls(ctx, tx, p, req.Watch, "/watch", "", "", 0)
+	def, secret, err := s.prepareWebhook(ctx, source, req.Watch, nil, "/watch")
+	if err != nil {
+		return nil, err
+	}
+	def, _, err = s.allotModelCalls(ctx, tx, p, def, "/watch", "", "", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -157,12 +167,19 @@ func (s *Service) CreateWatch(ctx context.Context, tx pgx.Tx, p Principal, req C
 	if err := audit.Record(ctx, tx, entry(p, "create", "watch", w.Source+"/"+w.Name, w.Owner), nil, out.Watch); err != nil {
 		return nil, err
 	}
+	out.Watch.WebhookSecret = secret // shown once, never audited
 	return out, nil
 }
 
 // createSource checks and creates a source definition owned by p.
 func (s *Service) createSource(ctx context.Context, tx pgx.Tx, store *definitions.Store, p Principal, def json.RawMessage, prefix string) (*SourceView, error) {
 	if err := s.checkUntrusted(ctx, def, prefix); err != nil {
+		return nil, err
+	}
+	if err := noEnvRefs(def, prefix); err != nil {
+		return nil, err
+	}
+	if err := noWebhooksIn(def, prefix); err != nil {
 		return nil, err
 	}
 	if err := s.checkLimit(ctx, tx, p, "sources", s.conf.Limits.Sources, 1, prefix); err != nil {
@@ -297,13 +314,13 @@ func (s *Service) checkUntrusted(ctx context.Context, def json.RawMessage, prefi
 	}
 	conn, _ := m["connector"].(string)
 	switch conn {
-	case "http", "rss", "github":
+	case "http", "rss", "github", "notion":
 	case "file":
 		return &InvalidError{Errors: []FieldError{{Pointer: prefix + "/connector", Value: conn,
-			Detail: "the file connector reads the server's files; sources created through the API may use http, rss or github"}}}
+			Detail: "the file connector reads the server's files; sources created through the API may use http, rss, github or notion"}}}
 	default:
 		return &InvalidError{Errors: []FieldError{{Pointer: prefix + "/connector", Value: m["connector"],
-			Detail: "must be one of http, rss or github (sources created through the API)"}}}
+			Detail: "must be one of http, rss, github or notion (sources created through the API)"}}}
 	}
 	block, _ := m[conn].(map[string]any)
 	for key, v := range block {
@@ -382,6 +399,9 @@ func (s *Service) UpdateWatch(ctx context.Context, p Principal, source, name str
 	if err := checkWatchFields(def, ""); err != nil {
 		return nil, err
 	}
+	if err := noEnvRefs(def, ""); err != nil {
+		return nil, err
+	}
 	var out *WatchView
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		store := s.store.In(tx)
@@ -392,7 +412,11 @@ func (s *Service) UpdateWatch(ctx context.Context, p Principal, source, name str
 		if err := s.lockOwner(ctx, tx, p); err != nil {
 			return err
 		}
-		def, _, err := s.allotModelCalls(ctx, tx, p, def, "", source, name, 0)
+		def, secret, err := s.prepareWebhook(ctx, source, def, before.Definition, "")
+		if err != nil {
+			return err
+		}
+		def, _, err = s.allotModelCalls(ctx, tx, p, def, "", source, name, 0)
 		if err != nil {
 			return err
 		}
@@ -401,8 +425,12 @@ func (s *Service) UpdateWatch(ctx context.Context, p Principal, source, name str
 			return fromStore(err, "", "watch", source+"/"+name)
 		}
 		v := watchView(w)
+		if err := audit.Record(ctx, tx, entry(p, "update", "watch", source+"/"+name, w.Owner), watchView(before), v); err != nil {
+			return err
+		}
+		v.WebhookSecret = secret // shown once, never audited
 		out = &v
-		return audit.Record(ctx, tx, entry(p, "update", "watch", source+"/"+name, w.Owner), watchView(before), v)
+		return nil
 	})
 	return out, err
 }
@@ -489,6 +517,9 @@ func (s *Service) GetSource(ctx context.Context, p Principal, name string) (*Sou
 // UpdateSource replaces p's source's keys with def, audited.
 func (s *Service) UpdateSource(ctx context.Context, p Principal, name string, def json.RawMessage) (*SourceView, error) {
 	if err := s.checkUntrusted(ctx, def, ""); err != nil {
+		return nil, err
+	}
+	if err := noEnvRefs(def, ""); err != nil {
 		return nil, err
 	}
 	var out *SourceView

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/secrets"
 )
@@ -20,8 +21,9 @@ import (
 const WebhookSecretPrefix = "whsec_"
 
 // NewWebhookSecret returns a signing secret for a user's webhook (shown
-// once) and the same sealed for storage, bound to context (e.g.
-// "webhook:alice/repo/releases").
+// once) and the same sealed as a definition stores it
+// ("${sealed:...}"), bound to context (definitions.WebhookContext of the
+// watch).
 func NewWebhookSecret(keys *secrets.Ring, context string) (secret, sealed string, err error) {
 	if keys == nil {
 		return "", "", &InvalidError{Errors: []FieldError{{Pointer: "/webhook", Detail: "this lookout cannot store webhook secrets: the operator has not set " + secrets.KeyEnv + "; name one of the operator's sinks in notify instead"}}}
@@ -33,9 +35,9 @@ func NewWebhookSecret(keys *secrets.Ring, context string) (secret, sealed string
 	secret = WebhookSecretPrefix + base64.StdEncoding.EncodeToString(b[:])
 	sealed, err = keys.Seal([]byte(secret), context)
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("seal the webhook secret: %w", err)
 	}
-	return secret, sealed, nil
+	return secret, definitions.SealedRef(sealed), nil
 }
 
 // Resolver looks host names up (net.DefaultResolver in production).

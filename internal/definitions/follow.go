@@ -14,6 +14,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/secrets"
 	"github.com/lookout-dev/lookout/internal/service"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -83,6 +84,14 @@ type Follower struct {
 // again at the next CatchUp.
 func NewFollower(pool *pgxpool.Pool, g *config.Global, apply func(ctx context.Context, d *Delta) error) *Follower {
 	return &Follower{pool: pool, validator: &Validator{Global: g}, apply: apply}
+}
+
+// WithKeys makes f open the sealed credentials of definitions made
+// through the API with keys (LOOKOUT_SECRET_KEY); without them such a
+// definition is invalid to this daemon (Delta.Invalid). It returns f.
+func (f *Follower) WithKeys(keys *secrets.Ring) *Follower {
+	f.validator.Keys = keys
+	return f
 }
 
 // Version is the config version applied last (0 before the first load).

@@ -133,3 +133,11 @@ const queryPruneDeletions = `
 
 // queryCountDeletions counts what queryPruneDeletions deletes.
 const queryCountDeletions = `SELECT count(*) FROM definition_deletions WHERE deleted_at < $1`
+
+// Reseal's reads: the sources made through the API, and their watches
+// with a webhook of their own (locked with FOR UPDATE in Reseal's
+// transaction).
+const (
+	queryAPISources        = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE managed_by = 'api' ORDER BY name`
+	queryAPIWebhookWatches = `SELECT ` + watchColumns + ` FROM watches WHERE managed_by = 'api' AND definition ? 'webhook' ORDER BY source, name`
+)

@@ -105,6 +105,9 @@ func (s *Store) CreateSource(ctx context.Context, a Actor, data []byte) (*Source
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := s.seal(&row); err != nil {
+		return nil, nil, err
+	}
 	var out *Source
 	var outW []Watch
 	err = s.change(ctx, func(tx pgx.Tx, v int64) error {
@@ -146,7 +149,15 @@ func (s *Store) UpdateSource(ctx context.Context, a Actor, name string, data []b
 		if err != nil {
 			return err
 		}
-		src, err := s.validator.Source(data)
+		// A credential sent back as shown ([redacted]) keeps the stored one.
+		doc, err := toJSON(data)
+		if err != nil {
+			return &ValidationError{Problems: []Problem{{Message: err.Error()}}}
+		}
+		if doc, err = keepRedacted(doc, cur.Definition); err != nil {
+			return &ValidationError{Problems: []Problem{{Message: err.Error()}}}
+		}
+		src, err := s.validator.Source(doc)
 		if err != nil {
 			return err
 		}
@@ -163,6 +174,9 @@ func (s *Store) UpdateSource(ctx context.Context, a Actor, name string, data []b
 		if err != nil {
 			return err
 		}
+		if err := s.seal(&row); err != nil {
+			return err
+		}
 		if _, err := s.validateWithWatches(&row, watches); err != nil {
 			return err
 		}
@@ -170,6 +184,17 @@ func (s *Store) UpdateSource(ctx context.Context, a Actor, name string, data []b
 		return err
 	})
 	return out, err
+}
+
+// seal seals the credentials of a source row made through the API
+// (credentials.go) and hashes it again.
+func (s *Store) seal(row *Source) error {
+	def, err := sealCredentials(s.validator.Keys, row.Name, row.Definition)
+	if err != nil {
+		return err
+	}
+	row.Definition, row.Hash = def, hash(def)
+	return nil
 }
 
 // apiTaskCommands refuses task watches with a command executor in a

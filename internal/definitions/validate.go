@@ -1,6 +1,7 @@
 package definitions
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/redact"
+	"github.com/lookout-dev/lookout/internal/secrets"
 )
 
 // Check is a binary's side of the configuration check, as `check` runs
@@ -24,6 +27,10 @@ type Validator struct {
 	// Checks build what the binaries run from a source; a definition they
 	// refuse is invalid. Defaults to none (ParseSource only).
 	Checks []Check
+	// Keys open the sealed credentials of definitions made through the
+	// API (and seal new ones, in the Store). Defaults to nil: a
+	// definition with a sealed credential does not parse.
+	Keys *secrets.Ring
 }
 
 // Problem is one thing wrong with a definition.
@@ -69,9 +76,23 @@ func (v *Validator) parse(label string, data []byte) (*config.Source, error) {
 	if g == nil {
 		g = &config.Global{}
 	}
-	src, err := config.ParseSource(label, data, g)
+	plain, opened, err := v.open(data)
 	if err != nil {
-		return nil, err
+		return nil, &config.Error{File: label, Msg: err.Error()}
+	}
+	if len(opened) > 0 {
+		// Logs and stored errors of this process hide them from now on.
+		g.Redactor().Add(opened...)
+	}
+	src, err := config.ParseSource(label, plain, g)
+	if err != nil {
+		return nil, redactErr(err, opened)
+	}
+	if len(opened) > 0 {
+		// What is kept as the definition stays sealed.
+		if src.Definition, err = config.DefinitionJSON(data); err != nil {
+			return nil, err
+		}
 	}
 	var errs []error
 	for _, check := range v.Checks {
@@ -80,9 +101,45 @@ func (v *Validator) parse(label string, data []byte) (*config.Source, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, redactErr(errors.Join(errs...), opened)
 	}
 	return src, nil
+}
+
+// open opens the sealed credentials of a definition (JSON, as stored),
+// naming the source by the definition's name.
+func (v *Validator) open(data []byte) ([]byte, []string, error) {
+	if !bytes.Contains(data, []byte(sealedPrefix)) {
+		return data, nil, nil
+	}
+	var head struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, nil, fmt.Errorf("a definition with sealed credentials must be JSON: %w", err)
+	}
+	return OpenCredentials(v.Keys, head.Name, data)
+}
+
+// redactErr hides the opened credentials in err's text, keeping its
+// located errors (config.Error) for the JSON pointers.
+func redactErr(err error, opened []string) error {
+	if len(opened) == 0 || err == nil {
+		return err
+	}
+	r := redact.New(opened...)
+	var out []error
+	for _, leaf := range leaves(err) {
+		var ce *config.Error
+		if errors.As(leaf, &ce) {
+			c := *ce
+			c.Msg = r.String(c.Msg)
+			out = append(out, &c)
+			continue
+		}
+		out = append(out, r.Error(leaf))
+	}
+	return errors.Join(out...)
 }
 
 // parseRow parses a stored source with watches, naming it by its file or

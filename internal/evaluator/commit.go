@@ -193,7 +193,7 @@ func (e *Evaluator) enqueue(ctx context.Context, tx pgx.Tx, decs []decision, own
 		if !owned[d.change.ID] || d.verdict != "notify" {
 			continue
 		}
-		for _, sink := range d.watch.cfg.Notify {
+		for _, sink := range d.watch.cfg.Sinks() {
 			notes = append(notes, e.buildNote(i, d, sink, now))
 		}
 	}

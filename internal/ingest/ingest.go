@@ -10,7 +10,9 @@
 // Webhooks authenticate by signature, not by the API's bearer tokens: the
 // route is mounted outside /v1. The source's webhook block is read from
 // its definition (config.ParseWebhook: only that block, so the api needs
-// the webhook secrets' ${ENV} and no other) and cached for CacheTTL.
+// the webhook secrets' ${ENV} and no other; the secret of a source made
+// through the API is stored sealed and opened with Config.Keys) and
+// cached for CacheTTL.
 package ingest
 
 import (
@@ -35,6 +37,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/inbound"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/secrets"
 	"github.com/lookout-dev/lookout/internal/signature"
 )
 
@@ -60,6 +63,10 @@ type Config struct {
 	// Now is the clock of Standard Webhooks timestamps. Defaults to
 	// time.Now.
 	Now func() time.Time
+	// Keys open the sealed webhook secrets of sources made through the
+	// API (LOOKOUT_SECRET_KEY). Defaults to nil: such a source's
+	// deliveries are answered 503 (the secret cannot be read).
+	Keys *secrets.Ring
 }
 
 // Ingest serves POST /ingest/{source}.
@@ -110,7 +117,11 @@ func (in *Ingest) webhook(ctx context.Context, source string) (*config.Webhook, 
 	case err != nil:
 		return nil, err // not cached: the database may be back at the next delivery
 	default:
-		hook, perr := config.ParseWebhook(def.Label(), def.Definition)
+		doc, _, perr := definitions.OpenCredentials(in.conf.Keys, def.Name, def.Definition)
+		var hook *config.Webhook
+		if perr == nil {
+			hook, perr = config.ParseWebhook(def.Label(), doc)
+		}
 		c = cached{hook: hook, err: perr, at: now}
 	}
 	in.mu.Lock()

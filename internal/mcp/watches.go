@@ -34,10 +34,12 @@ func (s *Server) addWatchTools() {
 		Annotations: additive("Create a watch", false),
 		Description: `Creates a watch for the user: from now on every change of the source's records is checked against the watch's "when" expression (and its "ask" question, if any), and a match becomes a notification (read them with recent_notifications). The watch judges every change committed after this call returns; a new source runs at once.
 Use it when the user asks you to keep an eye on something. First call describe_source to learn the fields the expression may name, and dry_run to check what the watch would have matched.
-Give either source, the name of an existing source (a shared one declared by the operator, or one the user created), or new_source, a source definition to create with the watch (name, connector: http, rss or github, a schedule: every such as "15m" or cron with timezone, and the connector's block, e.g. {"name": "lookout-releases", "connector": "github", "every": "1h", "github": {"repo": "lookout-dev/lookout", "kind": "releases"}}).
+Give either source, the name of an existing source (a shared one declared by the operator, or one the user created), or new_source, a source definition to create with the watch (name, connector: http, rss, github or notion, a schedule: every such as "15m" or cron with timezone, and the connector's block, e.g. {"name": "lookout-releases", "connector": "github", "every": "1h", "github": {"repo": "lookout-dev/lookout", "kind": "releases"}}). A credential the source needs (github.token, notion.token, an Authorization header of http.headers) is given as is: it is stored encrypted, used only to fetch, and shown as "[redacted]" from then on; never write ${...} references.
+The watch's notifications go to the operator's sinks named in notify, or to the user's own webhook: "webhook": {"url": "https://..."} (a public http(s) URL). The answer's watch.webhook_secret is then the webhook's signing secret (whsec_..., Standard Webhooks: the requests carry webhook-id, webhook-timestamp and webhook-signature). It is shown only in this answer (and to a retry with the same idempotency_key): give it to the user to configure their receiver.
 Example: {"source": "github-lookout", "watch": {"name": "new-releases", "when": "change.kind == \"created\"", "notify": ["log"]}, "idempotency_key": "c0ffee-1"}.
+Example with a webhook: {"source": "github-lookout", "watch": {"name": "new-releases", "when": "change.kind == \"created\"", "webhook": {"url": "https://hooks.example.com/lookout"}}}.
 Pass an idempotency_key (any unique string) so that retrying after a timeout creates nothing twice: the same key with the same arguments returns the first answer.
-Errors: "invalid arguments" lines name the field to correct, e.g. "/watch/when: ... record.titel is not a field: record has author, body, ..." or "/watch/notify/0: names sink \"pager\", which lookout.yaml does not declare" or "/new_source/cron: ..."; nothing was created. "not found" means the source does not exist for the user; "conflict" that a watch of that name exists on the source; "limit exceeded" that the user has as many watches or sources as allowed (delete one first).`,
+Errors: "invalid arguments" lines name the field to correct, e.g. "/watch/when: ... record.titel is not a field: record has author, body, ..." or "/watch/notify/0: names sink \"pager\", which lookout.yaml does not declare" or "/new_source/cron: ..." or "/watch/webhook/url: ... resolves to 10.0.0.5, a private address ..." (lookout does not send to loopback or private addresses for users); nothing was created. "not found" means the source does not exist for the user; "conflict" that a watch of that name exists on the source; "limit exceeded" that the user has as many watches or sources as allowed (delete one first).`,
 	}, s.createWatch)
 
 	addTool(s, &mcpsdk.Tool{
@@ -79,8 +81,16 @@ Errors: "not found" means the user has no watch of that name on that source (lis
 		Annotations: destructive("Change a watch", true),
 		Description: `Replaces the definition of one of the user's watches (named by source and name) with watch, the whole watch as in create_watch; its name cannot change (to rename, create the new one and delete the old one). It applies to every change committed after the call returns.
 Example: {"source": "github-lookout", "name": "new-releases", "watch": {"name": "new-releases", "when": "change.kind == \"created\" && !(record.title contains \"rc\")"}}.
+A webhook keeps its signing secret: send the webhook as get_watch shows it (secret "[redacted]") or without secret. Adding a webhook to a watch that had none returns its new secret in webhook_secret, shown only in this answer.
 Errors: "invalid arguments" lines name the field, e.g. "/watch/when: ..."; nothing was changed. "not found": no such watch for the user. "conflict": the operator's files manage this watch (it is read-only here).`,
 	}, s.updateWatch)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "rotate_webhook_secret",
+		Annotations: destructive("Rotate a webhook's signing secret", false),
+		Description: `Gives the own webhook of one of the user's watches (named by source and name) a new signing secret and returns it in webhook_secret, shown only in this answer; requests are signed with it from now on and the old secret stops working. Use it when the user says the secret leaked or was lost. Example: {"source": "github-lookout", "name": "new-releases"}.
+Errors: "not found": no such watch for the user. "conflict": the watch has no webhook of its own (give it one with update_watch), or the operator's files manage it.`,
+	}, s.rotateWebhookSecret)
 
 	addTool(s, &mcpsdk.Tool{
 		Name:        "delete_watch",
@@ -115,7 +125,7 @@ Errors: "not found": the source does not exist for the user.`,
 // CreateWatchInput are create_watch's arguments.
 type CreateWatchInput struct {
 	Source         string     `json:"source,omitempty" jsonschema:"An existing source to watch, by name (a shared one or the user's). Give source or new_source, not both."`
-	NewSource      definition `json:"new_source,omitempty" jsonschema:"A source to create with the watch, as a source file declares it (docs/config.md): name, connector (http, rss or github), every or cron, rate_limit, the connector's block, fields. Without watches: the watch goes in watch."`
+	NewSource      definition `json:"new_source,omitempty" jsonschema:"A source to create with the watch, as a source file declares it (docs/config.md): name, connector (http, rss, github or notion), every or cron, rate_limit, the connector's block, fields. Without watches: the watch goes in watch."`
 	Watch          definition `json:"watch" jsonschema:"The watch to create. It must have a name and usually a when expression."`
 	IdempotencyKey string     `json:"idempotency_key,omitempty" jsonschema:"Any unique string (at most 255 characters): a retry with the same key and the same arguments returns the first answer and creates nothing."`
 }
@@ -135,7 +145,7 @@ func (s *Server) createWatch(ctx context.Context, p control.Principal, in Create
 			return nil, err
 		}
 		b, err := json.Marshal(out)
-		return &control.Answer{Status: 201, Body: b}, err
+		return &control.Answer{Status: 201, Body: b, Secret: out.Watch.WebhookSecret != ""}, err
 	})
 	if err != nil {
 		return nil, err
@@ -215,6 +225,10 @@ func (s *Server) pauseWatch(ctx context.Context, p control.Principal, in PauseWa
 
 func (s *Server) resumeWatch(ctx context.Context, p control.Principal, in WatchName) (*control.WatchView, error) {
 	return s.svc.PauseWatch(ctx, p, in.Source, in.Name, false, "")
+}
+
+func (s *Server) rotateWebhookSecret(ctx context.Context, p control.Principal, in WatchName) (*control.WatchView, error) {
+	return s.svc.RotateWebhookSecret(ctx, p, in.Source, in.Name)
 }
 
 // RunNowInput are run_now's arguments.

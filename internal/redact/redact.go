@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Mask replaces a secret value.
@@ -22,7 +24,16 @@ const Mask = "[REDACTED]"
 const MinLen = 4
 
 // Redactor replaces known secret values. A nil *Redactor redacts nothing.
+// It is safe for concurrent use; Add grows it while it is in use (the
+// credentials of sources created through the API are learnt when the
+// daemons open them).
 type Redactor struct {
+	mu    sync.Mutex // serializes Add
+	state atomic.Pointer[redactorState]
+}
+
+// redactorState is one immutable set of values and its replacer.
+type redactorState struct {
 	values   []string
 	replacer *strings.Replacer
 }
@@ -32,7 +43,48 @@ type Redactor struct {
 // string escapings are redacted, so that a secret is also hidden where an
 // error quotes a URL or a JSON body.
 func New(values ...string) *Redactor {
+	r := NewGrowable(values...)
+	if r.Len() == 0 {
+		return nil
+	}
+	return r
+}
+
+// NewGrowable is New, but it returns a redactor even when no value is
+// worth hiding yet, so that values found later can be added (Add) and
+// every holder of the pointer hides them from then on.
+func NewGrowable(values ...string) *Redactor {
+	r := &Redactor{}
+	r.state.Store(newState(nil, values))
+	return r
+}
+
+// Add hides values too (values shorter than MinLen are ignored, as with
+// New). It does nothing on a nil redactor.
+func (r *Redactor) Add(values ...string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.state.Load()
+	fresh := false
+	for _, v := range values {
+		if len(v) >= MinLen && !slices.Contains(cur.values, v) {
+			fresh = true
+			break
+		}
+	}
+	if fresh {
+		r.state.Store(newState(cur.values, values))
+	}
+}
+
+func newState(known, values []string) *redactorState {
 	set := map[string]bool{}
+	for _, v := range known {
+		set[v] = true
+	}
 	for _, v := range values {
 		if len(v) < MinLen {
 			continue
@@ -44,9 +96,6 @@ func New(values ...string) *Redactor {
 			set[string(b[1:len(b)-1])] = true
 		}
 	}
-	if len(set) == 0 {
-		return nil
-	}
 	all := make([]string, 0, len(set))
 	for v := range set {
 		all = append(all, v)
@@ -57,7 +106,7 @@ func New(values ...string) *Redactor {
 	for _, v := range all {
 		pairs = append(pairs, v, Mask)
 	}
-	return &Redactor{values: all, replacer: strings.NewReplacer(pairs...)}
+	return &redactorState{values: all, replacer: strings.NewReplacer(pairs...)}
 }
 
 // Len is how many distinct strings (values and their escapings) r hides.
@@ -65,7 +114,7 @@ func (r *Redactor) Len() int {
 	if r == nil {
 		return 0
 	}
-	return len(r.values)
+	return len(r.state.Load().values)
 }
 
 // String returns s with every secret value replaced by Mask. A message
@@ -76,24 +125,28 @@ func (r *Redactor) String(s string) string {
 	if r == nil || s == "" {
 		return s
 	}
+	st := r.state.Load()
+	if len(st.values) == 0 {
+		return s
+	}
 	var b strings.Builder
 	for rest := s; ; {
 		i := strings.Index(rest, ellipsis)
 		if i < 0 {
-			b.WriteString(r.cutTail(rest))
+			b.WriteString(st.cutTail(rest))
 			break
 		}
-		b.WriteString(r.cutTail(rest[:i]))
+		b.WriteString(st.cutTail(rest[:i]))
 		b.WriteString(ellipsis)
 		rest = rest[i+len(ellipsis):]
 	}
-	return r.replacer.Replace(b.String())
+	return st.replacer.Replace(b.String())
 }
 
 const ellipsis = "…"
 
 // cutTail masks a start of a value that s ends with.
-func (r *Redactor) cutTail(s string) string {
+func (r *redactorState) cutTail(s string) string {
 	best := 0
 	for _, v := range r.values {
 		for n := min(len(v)-1, len(s)); n >= MinLen && n > best; n-- {

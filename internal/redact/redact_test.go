@@ -66,3 +66,29 @@ func TestHandler(t *testing.T) {
 		t.Error("a nil redactor should not wrap")
 	}
 }
+
+func TestRedactorAdd(t *testing.T) {
+	t.Parallel()
+	r := NewGrowable()
+	if r == nil || r.Len() != 0 || r.String("ghp_secret-token") != "ghp_secret-token" {
+		t.Fatalf("an empty growable redactor: %v, Len %d", r, r.Len())
+	}
+	// A logger made before the value is known hides it once it is added.
+	var buf bytes.Buffer
+	logger := slog.New(NewHandler(slog.NewTextHandler(&buf, nil), r))
+	r.Add("ghp_secret-token", "ab")
+	logger.Info("fetch", "error", errors.New("401 for token ghp_secret-token"))
+	if strings.Contains(buf.String(), "ghp_secret-token") || !strings.Contains(buf.String(), Mask) {
+		t.Errorf("log after Add: %s", buf.String())
+	}
+	if got := r.String("ab ghp_secret-token"); got != "ab "+Mask {
+		t.Errorf("String = %q", got)
+	}
+	n := r.Len()
+	r.Add("ghp_secret-token")
+	if r.Len() != n {
+		t.Errorf("adding a known value again grew the set: %d -> %d", n, r.Len())
+	}
+	var none *Redactor
+	none.Add("ghp_secret-token") // no panic
+}
