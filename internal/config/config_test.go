@@ -125,7 +125,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown nested key", validGlobal, replace("  burst: 3", "  brust: 3"),
 			`sources/tasks.yaml:6: rate_limit.brust is not a known key (known: burst, per_second)`},
 		{"unknown key in a watch", validGlobal, replace("    notify: [log]", "    notfy: [log]"),
-			`sources/tasks.yaml:12: watches[0].notfy is not a known key (known: ask, body, budget, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, when)`},
+			`sources/tasks.yaml:12: watches[0].notfy is not a known key (known: ask, body, budget, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, webhook, when)`},
 		{"wrong type", validGlobal, replace("per_second: 2", "per_second: fast"),
 			`sources/tasks.yaml:5: rate_limit.per_second must be a number, not "fast"`},
 		{"wrong duration", validGlobal, replace("every: 30s", "every: often"),
@@ -238,7 +238,7 @@ watches:
 		`sources/tasks.yaml:9: file.paths must be a list, not "data/*.jsonl"`,
 		`sources/tasks.yaml:12: watches[0].when: unknown field record.stauts (did you mean record.status?)`,
 		`sources/tasks.yaml:13: watches[0].dedupe must be version, record or a positive duration such as 1h, not "sometimes"`,
-		`sources/tasks.yaml:14: watches[0].urgncy is not a known key (known: ask, body, budget, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, when)`,
+		`sources/tasks.yaml:14: watches[0].urgncy is not a known key (known: ask, body, budget, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, webhook, when)`,
 		`sources/tasks.yaml:15: watches[1].name "urgent" is used by another watch of this source`,
 		`sources/tasks.yaml:16: watches[1].notify[1] names sink "log" twice`,
 	}, "\n")

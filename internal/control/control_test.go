@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/idempotency"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/secrets"
@@ -171,11 +172,14 @@ func TestWebhookSecret(t *testing.T) {
 	}
 	k, _ := secrets.NewKey("k1")
 	keys, _ := secrets.Parse(k)
-	secret, sealed, err := NewWebhookSecret(keys, "webhook:alice/x")
-	if err != nil || !strings.HasPrefix(secret, "whsec_") || strings.Contains(sealed, secret) {
+	secret, sealed, err := NewWebhookSecret(keys, definitions.WebhookContext("alice-src", "x"))
+	if err != nil || !strings.HasPrefix(secret, "whsec_") || strings.Contains(sealed, secret) || !definitions.IsSealed(sealed) {
 		t.Fatalf("%q %q %v", secret, sealed, err)
 	}
-	if plain, err := keys.Open(sealed, "webhook:alice/x"); err != nil || string(plain) != secret {
+	if plain, err := definitions.OpenWebhookSecret(keys, "alice-src", "x", sealed); err != nil || plain != secret {
 		t.Errorf("open: %q %v", plain, err)
+	}
+	if _, err := definitions.OpenWebhookSecret(keys, "alice-src", "y", sealed); err == nil {
+		t.Error("a secret sealed for watch x opened for watch y")
 	}
 }

@@ -29,18 +29,19 @@ func TestToolsAndSchemas(t *testing.T) {
 	cs := f.connect("alice", nil)
 	ctx := context.Background()
 	want := map[string][]string{
-		"describe_source":      {"connector", "sample", "source"},
-		"recent_notifications": {"after_id", "cursor", "limit", "source", "watch"},
-		"create_watch":         {"idempotency_key", "new_source", "source", "watch"},
-		"list_watches":         {"cursor", "limit", "source"},
-		"get_watch":            {"name", "source"},
-		"update_watch":         {"name", "source", "watch"},
-		"delete_watch":         {"name", "source"},
-		"pause_watch":          {"name", "reason", "source"},
-		"resume_watch":         {"name", "source"},
-		"run_now":              {"source"},
-		"dry_run":              {"max_calls", "since", "source", "use_model", "watch"},
-		"explain":              {"change_id"},
+		"describe_source":       {"connector", "sample", "source"},
+		"recent_notifications":  {"after_id", "cursor", "limit", "source", "watch"},
+		"create_watch":          {"idempotency_key", "new_source", "source", "watch"},
+		"list_watches":          {"cursor", "limit", "source"},
+		"get_watch":             {"name", "source"},
+		"update_watch":          {"name", "source", "watch"},
+		"delete_watch":          {"name", "source"},
+		"pause_watch":           {"name", "reason", "source"},
+		"resume_watch":          {"name", "source"},
+		"rotate_webhook_secret": {"name", "source"},
+		"run_now":               {"source"},
+		"dry_run":               {"max_calls", "since", "source", "use_model", "watch"},
+		"explain":               {"change_id"},
 	}
 	readOnly := map[string]bool{"describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true}
 	var names []string
