@@ -49,9 +49,16 @@ func BuildBinary(t testing.TB, pkg string) string {
 // an error).
 func StartBinary(t testing.TB, bin, configDir, databaseURL string) *DaemonTest {
 	t.Helper()
+	return StartBinaryEnv(t, bin, configDir, databaseURL)
+}
+
+// StartBinaryEnv is StartBinary with extra environment variables
+// ("NAME=value"), e.g. LOOKOUT_SECRET_KEY.
+func StartBinaryEnv(t testing.TB, bin, configDir, databaseURL string, env ...string) *DaemonTest {
+	t.Helper()
 	d := &DaemonTest{t: t, done: make(chan error, 1), logs: &lockedBuffer{}}
 	cmd := exec.Command(bin, "--config", configDir, "--log-format", "json", "run", "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+databaseURL, "LOOKOUT_LISTEN=")
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+databaseURL, "LOOKOUT_LISTEN="), env...)
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
