@@ -456,8 +456,6 @@ func checkEnv(t *testing.T, where string, inv invocation, c container) map[strin
 			// Only the daemon reads its configuration and listens.
 		case name == "LOOKOUT_CONFIG" && inv.global["config"] != "":
 		case name == "LOOKOUT_LISTEN" && inv.flags["listen"] != "":
-		case name == "LOOKOUT_SECRET_KEY" && inv.bin != "api":
-			// Read through the api's packages only; see below.
 		default:
 			t.Errorf("%s: %s reads %s, which the container does not set", where, inv.bin, name)
 		}
