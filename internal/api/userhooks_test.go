@@ -392,6 +392,11 @@ func TestOwnWebhookSecretOnceAndDeliveredSigned(t *testing.T) {
 		t.Errorf("alice's notification: sink %q status %q (%v)", sink, status, err)
 	}
 
+	// A dry run of a watch with a webhook needs no secret and sends nothing.
+	if code, got, _ := s.raw(http.MethodPost, "/v1/dry_run", "alice", `{"source": "alice-tickets", "since": "1h",
+		"watch": {"name": "try", "when": "record.status == \"done\"", "webhook": {"url": "https://hooks.example.com/x"}}}`); code != http.StatusOK || !strings.Contains(got, `"would_notify":1`) {
+		t.Errorf("dry_run with a webhook: %d %s", code, got)
+	}
 	// Bob cannot rotate alice's secret (her watch does not exist for him).
 	if code, got, _ := s.raw(http.MethodPost, "/v1/watches/alice-tickets/done/webhook/rotate", "bob", ""); code != http.StatusNotFound {
 		t.Errorf("bob rotates alice's secret: %d %s", code, got)

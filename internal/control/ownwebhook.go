@@ -224,3 +224,21 @@ func (s *Service) Reseal(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// withoutWebhook returns a watch definition without its webhook (for a
+// dry run, which delivers nothing and needs no secret).
+func withoutWebhook(def json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(def, &m) != nil {
+		return def
+	}
+	if _, ok := m["webhook"]; !ok {
+		return def
+	}
+	delete(m, "webhook")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return def
+	}
+	return b
+}

@@ -73,6 +73,7 @@ func (s *Service) DryRun(ctx context.Context, p Principal, req DryRunRequest) (*
 	if err := checkWatchFields(req.Watch, "/watch"); err != nil {
 		return nil, err
 	}
+	req.Watch = withoutWebhook(req.Watch) // a dry run delivers nothing
 	src, err := s.store.GetSource(ctx, actor(p), req.Source)
 	if err != nil {
 		return nil, fromStore(err, "/source", "source", req.Source)

@@ -25,6 +25,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/mcp"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/secrets"
 	"github.com/lookout-dev/lookout/internal/syncer/syncertest"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )
@@ -71,6 +72,7 @@ type fixture struct {
 	upURL   string
 	tokens  map[string]string // owner -> secret
 	tokenID map[string]int64
+	keys    *secrets.Ring
 }
 
 const sourceYAML = `name: releases
@@ -110,7 +112,16 @@ func setup(t *testing.T) *fixture {
 	if _, err := definitions.Apply(ctx, pool, cfg); err != nil {
 		t.Fatal(err)
 	}
-	f.store = definitions.NewStore(pool, control.NewValidator(&cfg.Global))
+	key, err := secrets.NewKey("k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.keys, err = secrets.Parse(key); err != nil {
+		t.Fatal(err)
+	}
+	v := control.NewValidator(&cfg.Global)
+	v.Keys = f.keys
+	f.store = definitions.NewStore(pool, v)
 	hub := control.NewHub(pool, logger)
 	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -118,8 +129,8 @@ func setup(t *testing.T) *fixture {
 	t.Cleanup(func() { _ = hub.Stop() })
 	// The upstream is an httptest server on loopback: let sources created
 	// through the tools reach it (api.allow_private).
-	f.svc = control.New(pool, f.store, hub, control.Config{StreamPoll: time.Minute, AllowPrivate: true, Limits: control.Limits{Watches: 4}}, logger)
-	f.svc.SetResolver(resolver{"feeds.example": {netip.MustParseAddr("93.184.216.34")}})
+	f.svc = control.New(pool, f.store, hub, control.Config{StreamPoll: time.Minute, AllowPrivate: true, Limits: control.Limits{Watches: 4}, Keys: f.keys}, logger)
+	f.svc.SetResolver(resolver{"feeds.example": {netip.MustParseAddr("93.184.216.34")}, "hooks.example.com": {netip.MustParseAddr("93.184.216.34")}})
 	f.server = mcp.New(f.svc, mcp.Config{}, logger)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f.server.Handler())
