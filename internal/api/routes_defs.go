@@ -64,7 +64,7 @@ func (a *API) definitionRoutes() {
 		Summary: "Replace a watch's definition",
 		Description: "The body is the whole watch (its name unchanged); it is validated like a new one. A webhook keeps its signing secret " +
 			"(leave webhook.secret out, or send back [redacted]); a webhook added by the update gets one, in webhook_secret of the answer, shown this once.",
-		Security:    bearer, Responses: write,
+		Security: bearer, Responses: write,
 	}, a.updateWatch)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "delete_watch", Method: http.MethodDelete, Path: "/v1/watches/{source}/{watch}", Tags: []string{"watches"},
