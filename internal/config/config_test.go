@@ -246,3 +246,21 @@ watches:
 		t.Errorf("error:\n got: %v\nwant: %s", err, want)
 	}
 }
+
+// A watch's own webhook is for watches made through the API: a source
+// file that declares one is refused, naming the key.
+func TestFileWatchWebhookRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "name: a\nconnector: file\nevery: 1h\nfile: {paths: [x.jsonl]}\nwatches:\n  - name: w\n    webhook: {url: https://hooks.example.com/x, secret: whatever}\n"
+	if err := os.WriteFile(filepath.Join(dir, "sources", "a.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "sources/a.yaml:7: watches[0].webhook is for watches created through the API") {
+		t.Errorf("Load: %v", err)
+	}
+}
