@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
-	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
+	_ "github.com/lookout-dev/lookout/internal/connectors/all" // every connector, as the syncer links them
 	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/egress"
