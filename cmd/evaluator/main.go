@@ -219,7 +219,7 @@ func runExplain(ctx context.Context, env *cli.Env) error {
 	}
 	defer pool.Close()
 	// The watches are the definitions' (files as applied, and the API's).
-	snap, err := definitions.Load(ctx, pool, &cfg.Global)
+	snap, err := loadDefinitions(ctx, pool, &cfg.Global)
 	if err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func runReplay(ctx context.Context, env *cli.Env) error {
 		// The current watches are the definitions' (the files as the
 		// daemons applied them, and those made through the API), as the
 		// evaluator runs them: paused ones left out.
-		snap, err := definitions.Load(ctx, pool, &cfg.Global)
+		snap, err := loadDefinitions(ctx, pool, &cfg.Global)
 		if err != nil {
 			return err
 		}

@@ -46,3 +46,14 @@ func ownWebhooks(pool *pgxpool.Pool, g *config.Global, sinks map[string]notify.S
 	dconf.Sinks[config.OwnWebhookSink] = lane
 	return nil
 }
+
+// loadDefinitions reads a snapshot of the definitions (evaluator explain
+// and replay), opening API users' sealed credentials with
+// LOOKOUT_SECRET_KEY as the daemon does.
+func loadDefinitions(ctx context.Context, pool *pgxpool.Pool, g *config.Global) (*definitions.Snapshot, error) {
+	keys, err := secrets.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return definitions.LoadWithKeys(ctx, pool, g, keys)
+}

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
-	_ "github.com/lookout-dev/lookout/internal/connectors/all" // every connector, as the syncer links them
 	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/egress"
@@ -168,7 +167,9 @@ func setupSealed(t *testing.T, keys *secrets.Ring, allowPrivate bool) *sealed {
 	// Every component logs through the configuration's redactor, as the
 	// binaries do (cli.Logger).
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(lockedWriter{s.logM, s.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}), cfg.Global.Redactor()))
-	store := definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global, Checks: []definitions.Check{evaluator.Build}, Keys: keys})
+	v := control.NewValidator(&cfg.Global)
+	v.Keys = keys
+	store := definitions.NewStore(pool, v)
 	hub := control.NewHub(pool, logger)
 	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)

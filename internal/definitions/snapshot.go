@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/secrets"
 )
 
 // Snapshot is every definition of the database at one config version,
@@ -32,7 +33,14 @@ type Snapshot struct {
 // transaction, parsed with the defaults and sinks of g (the Follower's
 // first load, handed back instead of applied).
 func Load(ctx context.Context, pool *pgxpool.Pool, g *config.Global) (*Snapshot, error) {
-	f := NewFollower(pool, g, func(context.Context, *Delta) error { return nil })
+	return LoadWithKeys(ctx, pool, g, nil)
+}
+
+// LoadWithKeys is Load opening the sealed credentials of definitions made
+// through the API with keys (LOOKOUT_SECRET_KEY); without them such a
+// definition is in Invalid.
+func LoadWithKeys(ctx context.Context, pool *pgxpool.Pool, g *config.Global, keys *secrets.Ring) (*Snapshot, error) {
+	f := NewFollower(pool, g, func(context.Context, *Delta) error { return nil }).WithKeys(keys)
 	d, err := f.since(ctx, 0, true)
 	if err != nil {
 		return nil, fmt.Errorf("load the definitions: %w", err)
