@@ -368,6 +368,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		w := res.Webhooks
 		fmt.Fprintf(out, "(8) webhook ingest: signed deliveries POSTed to /ingest, stored, mirrored by the events processor, decided by the evaluator (one process)\n")
 		fmt.Fprintf(out, "  received -> decision, steady %d deliveries/s for %s: %s\n", w.Rate, o.WebhookFor, w.Latency)
+		fmt.Fprintf(out, "    POST -> stored             %s\n", w.Stages[0])
+		fmt.Fprintf(out, "    stored -> mirroring began  %s\n", w.Stages[1])
+		fmt.Fprintf(out, "    mirroring began -> decided %s\n", w.Stages[2])
 		if w.Stored > 0 {
 			fmt.Fprintf(out, "  one ingest, GOMAXPROCS 2 (load generator in-process): %d stored in %.2fs, %.0f deliveries/s\n",
 				w.Stored, sec(w.StoreTime), float64(w.Stored)/sec(w.StoreTime))

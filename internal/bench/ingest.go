@@ -35,6 +35,10 @@ type WebhookResult struct {
 	// evaluator in this process, at Rate deliveries/s.
 	Rate    int
 	Latency Latency
+	// Stages split Latency at the stored timestamps of each delivery:
+	// POST → stored (inbound_events.received_at), stored → the events
+	// processor's transaction began (processed_at), that → decision.
+	Stages [3]Latency
 	// Stored deliveries in StoreTime by one ingest with GOMAXPROCS 2
 	// (the load generator in the same process).
 	Stored    int
@@ -217,15 +221,19 @@ func RunWebhooks(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dur
 		time.Sleep(20 * time.Millisecond)
 	}
 	stop()
-	rows, err := pool.Query(ctx, `SELECT record_id, min(created_at) FROM evaluations WHERE source = 'hooks' GROUP BY record_id`)
+	rows, err := pool.Query(ctx, `
+		SELECT ev.record_id, ev.decided, ie.received_at, ie.processed_at
+		FROM (SELECT record_id, min(created_at) AS decided FROM evaluations WHERE source = 'hooks' GROUP BY record_id) ev
+		JOIN inbound_events ie ON ie.source = 'hooks' AND ie.object_id = ev.record_id AND ie.signature_valid`)
 	if err != nil {
 		return nil, err
 	}
 	var lat []time.Duration
+	var stages [3][]time.Duration
 	for rows.Next() {
 		var rid string
-		var at time.Time
-		if err := rows.Scan(&rid, &at); err != nil {
+		var at, received, processed time.Time
+		if err := rows.Scan(&rid, &at, &received, &processed); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -235,12 +243,21 @@ func RunWebhooks(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dur
 			return nil, fmt.Errorf("unexpected record %q", rid)
 		}
 		lat = append(lat, max(at.Sub(sent[i]), 0))
+		stages[0] = append(stages[0], max(received.Sub(sent[i]), 0))
+		stages[1] = append(stages[1], max(processed.Sub(received), 0))
+		stages[2] = append(stages[2], max(at.Sub(processed), 0))
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	if len(lat) != len(sent) {
+		return nil, fmt.Errorf("%d of %d deliveries found with their decision", len(lat), len(sent))
+	}
 	res.Latency = percentiles(lat)
+	for k := range stages {
+		res.Stages[k] = percentiles(stages[k])
+	}
 
 	// Stored per second by one ingest on 2 cores (nothing processes them).
 	if n > 0 {
