@@ -36,6 +36,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -157,9 +158,18 @@ func (e *Evaluator) run(ctx context.Context) error {
 		return true
 	})
 	defer stopRescue()
+	// Every worker waits for a wake-up on its own: a NOTIFY that arrives
+	// while one worker is busy with a batch (a slow model call, a large
+	// batch) is taken by an idle one at once, not when the busy batch ends.
+	workers := max(e.conf.Workers, 1)
+	kick := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { e.work(ctx, kick) })
+	}
+	defer wg.Wait()
 	timer := time.NewTimer(e.conf.CatchUpInterval)
 	defer timer.Stop()
-	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,22 +177,45 @@ func (e *Evaluator) run(ctx context.Context) error {
 		case <-e.listener.Wake():
 		case <-timer.C:
 		}
-		if _, err := e.Drain(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
+		for range workers {
+			select {
+			case kick <- struct{}{}:
+			default: // every worker has a wake-up pending already
 			}
-			wait := backoff.Next()
-			e.logger.Error("evaluate changes", "error", err, "retry_in", wait)
-			if !service.Sleep(ctx, wait) {
-				return nil
-			}
-			// Retry at once: the timer may be the wake-up that just failed,
-			// and a stopped timer would leave only NOTIFY to wake us.
-			resetTimer(timer, 0)
-			continue
 		}
-		backoff.Reset()
 		resetTimer(timer, e.conf.CatchUpInterval)
+	}
+}
+
+// work is one worker of run: on every wake-up it claims and evaluates
+// batches until none is left. A failed batch is retried with backoff
+// until one succeeds (the wake-up that failed may be the only one).
+func (e *Evaluator) work(ctx context.Context, kick <-chan struct{}) {
+	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		}
+		for {
+			claimed, _, err := e.batch(ctx, false)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				wait := backoff.Next()
+				e.logger.Error("evaluate changes", "error", err, "retry_in", wait)
+				if !service.Sleep(ctx, wait) {
+					return
+				}
+				continue
+			}
+			backoff.Reset()
+			if claimed == 0 {
+				break
+			}
+		}
 	}
 }
 
