@@ -8,8 +8,12 @@
 // LOCKED and a claim that expires, so any number of syncer replicas share
 // them and an event whose claimer died is taken again; Finish marks it
 // processed in the caller's transaction (the one that wrote its records
-// and changes), fenced by the claim. A NOTIFY on <schema>.inbound wakes
-// the syncer; it is a wake-up only: the table is the truth.
+// and changes), fenced by the claim. An event processed without an
+// upstream request needs no lease: Lock claims it by its row lock in the
+// transaction that mirrors it, and FinishLocked marks it there, so the
+// claim writes nothing and costs no commit of its own. A NOTIFY on
+// <schema>.inbound wakes the syncer; it is a wake-up only: the table is
+// the truth.
 package inbound
 
 import (
@@ -103,17 +107,71 @@ func Claim(ctx context.Context, q Querier, owner string, sources []string, limit
 	if err != nil {
 		return nil, fmt.Errorf("claim inbound events: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var e Event
-		var action, object *string
-		err := r.Scan(&e.ID, &e.Source, &e.DeliveryID, &e.Type, &action, &object, &e.ReceivedAt, &e.Payload, &e.PayloadHash, &e.Attempts)
-		e.Action, e.ObjectID, e.SignatureValid = deref(action), deref(object), true
-		return e, err
-	})
+	out, err := pgx.CollectRows(rows, scanClaimed)
 	if err != nil {
 		return nil, fmt.Errorf("claim inbound events: %w", err)
 	}
 	return out, nil
+}
+
+// Lock takes up to limit unprocessed events of sources (oldest first)
+// that nobody holds, in tx: the row locks (FOR UPDATE SKIP LOCKED) are
+// the claim, and it ends with tx. It writes nothing and counts no
+// attempt, so it is for events processed within tx (FinishLocked); a
+// processor that needs the events beyond tx (an upstream request to
+// make) claims them with a lease instead (Claim).
+func Lock(ctx context.Context, tx pgx.Tx, sources []string, limit int) ([]Event, error) {
+	rows, err := tx.Query(ctx, lockEvents, sources, limit)
+	if err != nil {
+		return nil, fmt.Errorf("lock inbound events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanClaimed)
+	if err != nil {
+		return nil, fmt.Errorf("lock inbound events: %w", err)
+	}
+	return out, nil
+}
+
+// FinishLocked marks the events of results processed with their outcome,
+// in tx, which locked them (Lock). It fails if any of them is no longer
+// pending.
+func FinishLocked(ctx context.Context, tx pgx.Tx, results []Result) error {
+	if len(results) == 0 {
+		return nil
+	}
+	ids, outcomes, details := resultColumns(results)
+	tag, err := tx.Exec(ctx, finishLockedEvents, ids, outcomes, details)
+	if err != nil {
+		return fmt.Errorf("mark inbound events processed: %w", err)
+	}
+	if n := int(tag.RowsAffected()); n != len(results) {
+		return fmt.Errorf("mark inbound events processed: %d of %d were still pending", n, len(results))
+	}
+	return nil
+}
+
+// scanClaimed reads the columns of claimEvents and lockEvents.
+func scanClaimed(r pgx.CollectableRow) (Event, error) {
+	var e Event
+	var action, object *string
+	err := r.Scan(&e.ID, &e.Source, &e.DeliveryID, &e.Type, &action, &object, &e.ReceivedAt, &e.Payload, &e.PayloadHash, &e.Attempts)
+	e.Action, e.ObjectID, e.SignatureValid = deref(action), deref(object), true
+	return e, err
+}
+
+// resultColumns turns results into the arrays of the finish queries.
+func resultColumns(results []Result) ([]int64, []string, []*string) {
+	ids := make([]int64, len(results))
+	outcomes := make([]string, len(results))
+	details := make([]*string, len(results))
+	for i, r := range results {
+		ids[i], outcomes[i] = r.ID, r.Outcome
+		if r.Detail != "" {
+			d := r.Detail
+			details[i] = &d
+		}
+	}
+	return ids, outcomes, details
 }
 
 // Result is how one claimed event ended.
@@ -135,16 +193,7 @@ func Finish(ctx context.Context, q Querier, owner string, results []Result) erro
 	if len(results) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(results))
-	outcomes := make([]string, len(results))
-	details := make([]*string, len(results))
-	for i, r := range results {
-		ids[i], outcomes[i] = r.ID, r.Outcome
-		if r.Detail != "" {
-			d := r.Detail
-			details[i] = &d
-		}
-	}
+	ids, outcomes, details := resultColumns(results)
 	tag, err := q.Exec(ctx, finishEvents, owner, ids, outcomes, details)
 	if err != nil {
 		return fmt.Errorf("mark inbound events processed: %w", err)

@@ -41,6 +41,26 @@ const (
 		WHERE e.id = c.id
 		RETURNING e.id, e.source, e.delivery_id, e.event_type, e.action, e.object_id, e.received_at, e.payload, e.payload_hash, e.attempts`
 
+	// lockEvents locks the oldest unprocessed events of the given sources
+	// that nobody holds (nor leases, nor waits to retry) in the caller's
+	// transaction: the row locks are the claim, until it ends.
+	lockEvents = `
+		SELECT id, source, delivery_id, event_type, action, object_id, received_at, payload, payload_hash, attempts
+		FROM inbound_events
+		WHERE processed_at IS NULL AND source = ANY ($1::text[])
+		  AND (claim_expires_at IS NULL OR claim_expires_at < now())
+		ORDER BY id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED`
+
+	// finishLockedEvents marks events processed that the caller's
+	// transaction locked (lockEvents).
+	finishLockedEvents = `
+		UPDATE inbound_events e SET processed_at = now(), outcome = r.outcome, detail = r.detail,
+		       claimed_by = NULL, claim_expires_at = NULL
+		FROM unnest($1::bigint[], $2::text[], $3::text[]) AS r(id, outcome, detail)
+		WHERE e.id = r.id AND e.processed_at IS NULL`
+
 	// finishEvents marks claimed events processed, fenced by the claim.
 	finishEvents = `
 		UPDATE inbound_events e SET processed_at = now(), outcome = r.outcome, detail = r.detail,

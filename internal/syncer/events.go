@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +64,13 @@ type Events struct {
 	logger   *slog.Logger
 	loop     service.Loop
 	listener *db.Listener
+
+	mu      sync.Mutex
+	splitOf struct { // the last split, and the names it was made of
+		first          *string
+		n              int
+		direct, leased []string
+	}
 }
 
 // Events returns the webhook events processor of s.
@@ -135,32 +144,145 @@ func (e *Events) run(ctx context.Context) error {
 // Drain processes the claimable events of the sources this replica runs
 // until none is left, and returns how many it finished (an event given
 // back for a retry is not finished).
+//
+// The events of a source whose connector maps no event itself (the
+// payload is the item: nothing to ask upstream) are claimed by their row
+// locks in the very transaction that writes their records and marks them
+// processed (inbound.Lock): no lease is written and no commit made before
+// the write. Events that may need an upstream request (a connector that
+// is a connectors.EventMapper, such as github's) are claimed with a lease
+// first, so that no transaction stays open across the request. When a
+// direct transaction fails, its events take the leased path, which counts
+// attempts and retries with backoff.
 func (e *Events) Drain(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		names := e.s.claimable()
-		if len(names) == 0 {
-			return total, nil
-		}
-		evs, err := inbound.Claim(ctx, e.s.pool, e.s.conf.Owner, names, e.conf.Batch, e.conf.Lease)
-		if err != nil {
-			return total, err
-		}
-		if len(evs) == 0 {
-			return total, nil
-		}
-		for start := 0; start < len(evs); {
-			end := start + 1
-			for end < len(evs) && evs[end].Source == evs[start].Source {
-				end++
+		direct, leased := e.split(e.s.claimable())
+		progressed := false
+		if len(direct) > 0 {
+			n, err := e.directBatch(ctx, direct)
+			total += n
+			switch {
+			case ctx.Err() != nil:
+				return total, ctx.Err()
+			case err != nil:
+				e.logger.Warn("mirror webhook events in one transaction; retrying them with a lease", "error", e.s.conf.Redactor.Error(err))
+				leased = append(append([]string(nil), leased...), direct...)
+			case n > 0:
+				progressed = true
 			}
-			total += e.processSource(ctx, evs[start:end])
-			start = end
+		}
+		if len(leased) > 0 {
+			evs, err := inbound.Claim(ctx, e.s.pool, e.s.conf.Owner, leased, e.conf.Batch, e.conf.Lease)
+			if err != nil {
+				return total, err
+			}
+			for start := 0; start < len(evs); {
+				end := start + 1
+				for end < len(evs) && evs[end].Source == evs[start].Source {
+					end++
+				}
+				total += e.processSource(ctx, evs[start:end])
+				start = end
+			}
+			progressed = progressed || len(evs) > 0
 		}
 		if ctx.Err() != nil {
 			return total, ctx.Err()
 		}
+		if !progressed {
+			return total, nil
+		}
 	}
+}
+
+// split divides the names of the sources to claim into those whose
+// events are mirrored in one transaction (their connector is no
+// connectors.EventMapper) and those claimed with a lease. The result is
+// kept while the syncer's list of names is the same slice.
+func (e *Events) split(names []string) (direct, leased []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(names) == e.splitOf.n && (len(names) == 0 || &names[0] == e.splitOf.first) {
+		return e.splitOf.direct, e.splitOf.leased
+	}
+	for _, n := range names {
+		src := e.s.runnable(n)
+		if src == nil {
+			continue
+		}
+		if _, maps := src.conn.(connectors.EventMapper); maps {
+			leased = append(leased, n)
+		} else {
+			direct = append(direct, n)
+		}
+	}
+	e.splitOf.n, e.splitOf.direct, e.splitOf.leased = len(names), direct, leased
+	e.splitOf.first = nil
+	if len(names) > 0 {
+		e.splitOf.first = &names[0]
+	}
+	return direct, leased
+}
+
+// directBatch mirrors up to a batch of events of the sources of names in
+// one transaction: it locks them (the claim), maps them, writes their
+// records per source (sources in name order, so that two replicas never
+// wait on each other's source locks) and marks them processed. It returns
+// how many events it finished.
+func (e *Events) directBatch(ctx context.Context, names []string) (int, error) {
+	type group struct {
+		name     string
+		logger   *slog.Logger
+		st       changes.Stats
+		finished []inbound.Result
+	}
+	var groups []*group
+	err := pgx.BeginFunc(ctx, e.s.pool, func(tx pgx.Tx) error {
+		groups = nil
+		evs, err := inbound.Lock(ctx, tx, names, e.conf.Batch)
+		if err != nil || len(evs) == 0 {
+			return err
+		}
+		bySource := map[string][]inbound.Event{}
+		for _, ev := range evs {
+			bySource[ev.Source] = append(bySource[ev.Source], ev)
+		}
+		order := make([]string, 0, len(bySource))
+		for n := range bySource {
+			order = append(order, n)
+		}
+		slices.Sort(order)
+		var all []inbound.Result
+		for _, name := range order {
+			src := e.s.runnable(name)
+			if src == nil {
+				continue // no longer this replica's: left pending, unlocked at the end
+			}
+			g := &group{name: name, logger: e.logger.With("source", name)}
+			items, results, retries := e.mapAll(withRunStats(ctx, &runStats{}), src, bySource[name])
+			if len(retries) > 0 {
+				return fmt.Errorf("map webhook events of %s: %w", name, retries[0].err)
+			}
+			outcomes, err := e.write(ctx, tx, src, items, &g.st)
+			if err != nil {
+				return err
+			}
+			g.finished = append(results, outcomes...)
+			all = append(all, g.finished...)
+			groups = append(groups, g)
+		}
+		return inbound.FinishLocked(ctx, tx, all)
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, g := range groups {
+		e.mirrored(g.logger, g.name, g.st, g.finished, 0)
+		n += len(g.finished)
+	}
+	return n, nil
 }
 
 // mapped is one record an event brings.
@@ -188,14 +310,84 @@ func (e *Events) processSource(ctx context.Context, evs []inbound.Event) int {
 		return 0
 	}
 	ctx = withRunStats(ctx, &runStats{})
+	items, results, retries := e.mapAll(ctx, src, evs)
 
+	var st changes.Stats
+	var finished []inbound.Result
+	err := pgx.BeginFunc(ctx, e.s.pool, func(tx pgx.Tx) error {
+		st = changes.Stats{}
+		outcomes, err := e.write(ctx, tx, src, items, &st)
+		if err != nil {
+			return err
+		}
+		finished = append(append(finished[:0], results...), outcomes...)
+		return inbound.Finish(ctx, tx, owner, finished)
+	})
+	if err != nil {
+		if errors.Is(err, inbound.ErrClaimLost) {
+			logger.Warn("claim of webhook events lost to another replica; its writes were rolled back")
+			return 0
+		}
+		ids := make([]int64, len(evs))
+		for i := range evs {
+			ids[i] = evs[i].ID
+		}
+		retries = []retry{{ids: ids, after: eventsBackoff.Delay(evs[0].Attempts), err: err}}
+		finished = nil
+	}
+	for _, r := range retries {
+		failed, rerr := inbound.Release(context.WithoutCancel(ctx), e.s.pool, owner, r.ids, r.after,
+			e.s.conf.Redactor.String(errText(r.err)), e.conf.MaxAttempts)
+		if rerr != nil {
+			logger.Warn("give back webhook events for a retry", "error", rerr)
+			continue
+		}
+		if ctx.Err() == nil {
+			logger.Warn("webhook event not mirrored; retrying later", "event_ids", r.ids, "retry_in", r.after.Round(time.Second),
+				"error", e.s.conf.Redactor.Error(r.err))
+		}
+		if len(failed) > 0 {
+			logger.Error("webhook events failed after every attempt; the reconciliation poll repairs what they carried",
+				"event_ids", failed, "error", e.s.conf.Redactor.Error(r.err))
+			e.s.conf.Metrics.WebhookProcessed(name, inbound.OutcomeFailed, len(failed))
+		}
+	}
+	e.mirrored(logger, name, st, finished, len(evs)-len(finished))
+	return len(finished)
+}
+
+// mirrored counts and logs the events of source name that a committed
+// transaction finished; retrying is how many of its claimed events were
+// given back.
+func (e *Events) mirrored(logger *slog.Logger, name string, st changes.Stats, finished []inbound.Result, retrying int) {
+	if len(finished) == 0 {
+		return
+	}
+	e.s.conf.Metrics.RecordsChanged(name, st.Created, st.Updated, st.Deleted)
+	byOutcome := map[string]int{}
+	for _, r := range finished {
+		byOutcome[r.Outcome]++
+	}
+	for o, n := range byOutcome {
+		e.s.conf.Metrics.WebhookProcessed(name, o, n)
+	}
+	logger.Debug("webhook events mirrored", "events", len(finished), "created", st.Created, "updated", st.Updated,
+		"unchanged", st.Unchanged, "deleted", st.Deleted, "retrying", retrying)
+}
+
+// retry is events to give back for a retry after a delay.
+type retry struct {
+	ids   []int64
+	after time.Duration
+	err   error
+}
+
+// mapAll maps claimed events of src: the records they bring, the events
+// finished without a record (ignored, or refused by the mapping:
+// failed) and the events to retry (an upstream error while fetching).
+func (e *Events) mapAll(ctx context.Context, src *source, evs []inbound.Event) ([]mapped, []inbound.Result, []retry) {
 	var results []inbound.Result
 	var items []mapped
-	type retry struct {
-		ids   []int64
-		after time.Duration
-		err   error
-	}
 	var retries []retry
 	for i := range evs {
 		ev := &evs[i]
@@ -239,61 +431,7 @@ func (e *Events) processSource(ctx context.Context, evs []inbound.Event) int {
 			results = append(results, inbound.Result{ID: ev.ID, Outcome: inbound.OutcomeFailed, Detail: e.s.conf.Redactor.String(errText(err))})
 		}
 	}
-
-	var st changes.Stats
-	var finished []inbound.Result
-	err := pgx.BeginFunc(ctx, e.s.pool, func(tx pgx.Tx) error {
-		st = changes.Stats{}
-		outcomes, err := e.write(ctx, tx, src, items, &st)
-		if err != nil {
-			return err
-		}
-		finished = append(append(finished[:0], results...), outcomes...)
-		return inbound.Finish(ctx, tx, owner, finished)
-	})
-	if err != nil {
-		if errors.Is(err, inbound.ErrClaimLost) {
-			logger.Warn("claim of webhook events lost to another replica; its writes were rolled back")
-			return 0
-		}
-		ids := make([]int64, len(evs))
-		for i := range evs {
-			ids[i] = evs[i].ID
-		}
-		retries = []retry{{ids: ids, after: eventsBackoff.Delay(evs[0].Attempts), err: err}}
-		finished = nil
-	}
-	for _, r := range retries {
-		failed, rerr := inbound.Release(context.WithoutCancel(ctx), e.s.pool, owner, r.ids, r.after,
-			e.s.conf.Redactor.String(errText(r.err)), e.conf.MaxAttempts)
-		if rerr != nil {
-			logger.Warn("give back webhook events for a retry", "error", rerr)
-			continue
-		}
-		if ctx.Err() == nil {
-			logger.Warn("webhook event not mirrored; retrying later", "event_ids", r.ids, "retry_in", r.after.Round(time.Second),
-				"error", e.s.conf.Redactor.Error(r.err))
-		}
-		if len(failed) > 0 {
-			logger.Error("webhook events failed after every attempt; the reconciliation poll repairs what they carried",
-				"event_ids", failed, "error", e.s.conf.Redactor.Error(r.err))
-			e.s.conf.Metrics.WebhookProcessed(name, inbound.OutcomeFailed, len(failed))
-		}
-	}
-	if len(finished) == 0 {
-		return 0
-	}
-	e.s.conf.Metrics.RecordsChanged(name, st.Created, st.Updated, st.Deleted)
-	byOutcome := map[string]int{}
-	for _, r := range finished {
-		byOutcome[r.Outcome]++
-	}
-	for o, n := range byOutcome {
-		e.s.conf.Metrics.WebhookProcessed(name, o, n)
-	}
-	logger.Debug("webhook events mirrored", "events", len(finished), "created", st.Created, "updated", st.Updated,
-		"unchanged", st.Unchanged, "deleted", st.Deleted, "retrying", len(evs)-len(finished))
-	return len(finished)
+	return items, results, retries
 }
 
 // dropEvent removes the records of event id from items.
