@@ -93,12 +93,19 @@ type Settings struct {
 	// Username logs in. Required.
 	Username string `yaml:"username"`
 	// Password logs in with AUTHENTICATE PLAIN (or LOGIN when the server
-	// offers no PLAIN), written as ${ENV}. Exactly one of password and
-	// oauth_token is required.
+	// offers no PLAIN), written as ${ENV}. Exactly one of password,
+	// oauth_token and oauth_token_file is required.
 	Password string `yaml:"password"`
 	// OAuthToken is an OAuth 2 access token sent with AUTHENTICATE
-	// XOAUTH2, written as ${ENV}.
+	// XOAUTH2, written as ${ENV}: expanded when the configuration is
+	// loaded, so a new token needs a restart. Defaults to none.
 	OAuthToken string `yaml:"oauth_token"`
+	// OAuthTokenFile is a file holding the OAuth 2 access token sent with
+	// AUTHENTICATE XOAUTH2, relative to the configuration directory. It
+	// is read again at every connection (every run, every reconnect), so
+	// a refresher that rewrites it (a sidecar, a cron job, a mounted
+	// Kubernetes Secret) takes effect at the next run. Defaults to none.
+	OAuthTokenFile string `yaml:"oauth_token_file"`
 	// Mailboxes are read in order. Defaults to [INBOX].
 	Mailboxes []string `yaml:"mailboxes"`
 	// BatchSize is the number of messages per page (one transaction).
@@ -156,10 +163,14 @@ func Decode(src *config.Source) (*Settings, error) {
 		bad("imap.username", "is required")
 	}
 	switch {
-	case s.Password == "" && s.OAuthToken == "":
-		bad("imap.password", "or imap.oauth_token is required")
+	case s.Password == "" && s.OAuthToken == "" && s.OAuthTokenFile == "":
+		bad("imap.password", "or imap.oauth_token or imap.oauth_token_file is required")
 	case s.Password != "" && s.OAuthToken != "":
 		bad("imap.oauth_token", "cannot be set together with imap.password")
+	case s.OAuthTokenFile != "" && s.Password != "":
+		bad("imap.oauth_token_file", "cannot be set together with imap.password")
+	case s.OAuthTokenFile != "" && s.OAuthToken != "":
+		bad("imap.oauth_token_file", "cannot be set together with imap.oauth_token")
 	}
 	if strings.ContainsAny(s.OAuthToken, " \r\n") {
 		bad("imap.oauth_token", "contains white space (is the ${ENV} reference right?)")
@@ -210,8 +221,11 @@ type Options struct {
 	// TLS is the TLS configuration; its ServerName defaults to Address's
 	// host. Defaults to the system's roots.
 	TLS *tls.Config
-	// Username, with Password or OAuthToken, logs in.
+	// Username, with Password, OAuthToken or OAuthTokenFile, logs in.
 	Username, Password, OAuthToken string
+	// OAuthTokenFile is a file holding the XOAUTH2 access token, read at
+	// every connection. Defaults to none.
+	OAuthTokenFile string
 	// Mailboxes are read in order. Defaults to [INBOX].
 	Mailboxes []string
 	// BatchSize is messages per page. Defaults to 50.
@@ -262,9 +276,13 @@ func newFromSettings(src *config.Source, s *Settings, env connectors.Env) (conne
 		}
 		tlsConf.RootCAs = pool
 	}
+	tokenFile := s.OAuthTokenFile
+	if tokenFile != "" && !filepath.IsAbs(tokenFile) {
+		tokenFile = filepath.Join(env.Dir, tokenFile)
+	}
 	return New(Options{
 		Address: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), Security: s.Security, AllowPlain: s.AllowPlain, TLS: tlsConf,
-		Username: s.Username, Password: s.Password, OAuthToken: s.OAuthToken, Mailboxes: s.Mailboxes,
+		Username: s.Username, Password: s.Password, OAuthToken: s.OAuthToken, OAuthTokenFile: tokenFile, Mailboxes: s.Mailboxes,
 		BatchSize: s.BatchSize, MaxMessages: s.MaxMessages, Since: s.Since, MarkSeen: s.MarkSeen, Idle: s.Idle,
 		Timeout: src.Timeout, Dial: env.Dial, Now: env.Now, Logger: env.Logger,
 	})
@@ -276,8 +294,14 @@ func New(o Options) (*Connector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("imap address %q: %w", o.Address, err)
 	}
-	if o.Username == "" || (o.Password == "") == (o.OAuthToken == "") {
-		return nil, errors.New("imap: a username and exactly one of password and oauth token are required")
+	creds := 0
+	for _, c := range []string{o.Password, o.OAuthToken, o.OAuthTokenFile} {
+		if c != "" {
+			creds++
+		}
+	}
+	if o.Username == "" || creds != 1 {
+		return nil, errors.New("imap: a username and exactly one of password, oauth token and oauth token file are required")
 	}
 	o.Security = cmp.Or(o.Security, SecurityTLS)
 	if len(o.Mailboxes) == 0 {
@@ -499,8 +523,12 @@ func loopback(a net.Addr) bool {
 func (c *Connector) login(client *imapclient.Client) error {
 	var err error
 	switch {
-	case c.o.OAuthToken != "":
-		err = client.Authenticate(&xoauth2{user: c.o.Username, token: c.o.OAuthToken})
+	case c.o.OAuthToken != "" || c.o.OAuthTokenFile != "":
+		token, terr := c.token()
+		if terr != nil {
+			return terr
+		}
+		err = client.Authenticate(&xoauth2{user: c.o.Username, token: token})
 	case client.Caps().Has(goimap.AuthCap(sasl.Plain)):
 		err = client.Authenticate(sasl.NewPlainClient("", c.o.Username, c.o.Password))
 	default:
@@ -514,9 +542,37 @@ func (c *Connector) login(client *imapclient.Client) error {
 		if ie.Code == goimap.ResponseCodeUnavailable {
 			return &connectors.RetryLaterError{RetryAt: c.o.Now().Add(time.Minute), Reason: "IMAP server unavailable: " + ie.Text}
 		}
+		if c.o.OAuthTokenFile != "" {
+			// Not ErrUnauthorized: that disables the source until its
+			// configuration changes, and the refresher only rewrites the
+			// file. The run fails and the next one reads the file again.
+			return fmt.Errorf("log in to %s as %s with the token of %s: %s (refused: expired? the file is read again at the next run)",
+				c.o.Address, c.o.Username, c.o.OAuthTokenFile, ie.Text)
+		}
 		return fmt.Errorf("log in to %s as %s: %s: %w", c.o.Address, c.o.Username, ie.Text, connectors.ErrUnauthorized)
 	}
 	return fmt.Errorf("log in to %s as %s: %w", c.o.Address, c.o.Username, err)
+}
+
+// token returns the XOAUTH2 access token: OAuthToken, or the content of
+// OAuthTokenFile read now, so that each connection uses the token the
+// operator's refresher wrote last.
+func (c *Connector) token() (string, error) {
+	if c.o.OAuthTokenFile == "" {
+		return c.o.OAuthToken, nil
+	}
+	b, err := os.ReadFile(c.o.OAuthTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("read the imap access token (oauth_token_file): %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	switch {
+	case token == "":
+		return "", fmt.Errorf("imap oauth_token_file %s is empty", c.o.OAuthTokenFile)
+	case strings.ContainsAny(token, " \t\r\n"):
+		return "", fmt.Errorf("imap oauth_token_file %s holds more than one token (white space inside)", c.o.OAuthTokenFile)
+	}
+	return token, nil
 }
 
 // xoauth2 is the XOAUTH2 SASL mechanism (Google, Microsoft): the initial

@@ -627,3 +627,68 @@ func TestMaxMessagesBoundsARun(t *testing.T) {
 		t.Fatalf("second run: %q, %v", got, r2.Err)
 	}
 }
+
+// An access token in oauth_token_file (relative to the configuration
+// directory) is read at every connection: after the operator's refresher
+// rewrote the file, the next run logs in with the new token, with no
+// restart and no new connector. A connector that kept the first token
+// would be refused once the server stopped accepting it.
+func TestOAuthTokenFileIsReadAtEachConnection(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, modePlain)
+	ts.appendMsg("INBOX", mail("o@x", "token one", "text"))
+	_, port, _ := strings.Cut(ts.addr, ":")
+	dir := conntest.WriteConfig(t, map[string]string{"sources/mail.yaml": fmt.Sprintf(`name: mail
+connector: imap
+imap:
+  host: 127.0.0.1
+  port: %s
+  security: plain
+  username: %s
+  oauth_token_file: secrets/imap-token
+`, port, testUser)})
+	tokenFile := filepath.Join(dir, "secrets", "imap-token")
+	if err := os.MkdirAll(filepath.Dir(tokenFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := connectors.New(cfg.Sources[0], connectors.Env{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := conntest.Fetch(t, conn, nil)
+	if first.Err != nil || len(first.Items()) != 1 {
+		t.Fatalf("first connection: %d items, err %v", len(first.Items()), first.Err)
+	}
+
+	// The token expires: the server takes only the refreshed one.
+	const refreshed = "ya29.refreshed-token"
+	ts.acceptToken(refreshed)
+	// Refused, but not ErrUnauthorized (which disables the source until
+	// its configuration changes): the next run reads the file again.
+	if r := conntest.Fetch(t, conn, first.Cursor(nil)); r.Err == nil || errors.Is(r.Err, connectors.ErrUnauthorized) ||
+		!strings.Contains(r.Err.Error(), "imap-token") {
+		t.Fatalf("with the expired token still in the file: err = %v, want a failed run naming the file, not ErrUnauthorized", r.Err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(refreshed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts.appendMsg("INBOX", mail("o2@x", "token two", "text"))
+	second := conntest.Fetch(t, conn, first.Cursor(nil))
+	if second.Err != nil || len(second.Items()) != 1 || second.Items()[0]["title"] != "token two" {
+		t.Fatalf("second connection after the refresh: items %v, err %v", second.Items(), second.Err)
+	}
+
+	if err := os.WriteFile(tokenFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := conntest.Fetch(t, conn, second.Cursor(first.Cursor(nil))); r.Err == nil || !strings.Contains(r.Err.Error(), "imap-token is empty") {
+		t.Errorf("an empty token file: err = %v, want one naming the file", r.Err)
+	}
+}

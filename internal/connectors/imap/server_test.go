@@ -34,7 +34,7 @@ type testServer struct {
 	user     *imapmemserver.User
 	addr     string
 	password string
-	token    string // the XOAUTH2 bearer token accepted
+	token    atomic.Pointer[string] // the XOAUTH2 bearer token accepted
 	// dropAfter, when >= 0, is how many messages the server sends in
 	// FETCH responses over all connections before it closes the
 	// connection in the middle of the FETCH that would exceed it.
@@ -63,7 +63,8 @@ const (
 
 func newTestServer(t testing.TB, mode serverMode, mailboxes ...string) *testServer {
 	t.Helper()
-	ts := &testServer{t: t, user: imapmemserver.NewUser(testUser, testPassword), password: testPassword, token: testToken, idling: make(chan struct{}, 8)}
+	ts := &testServer{t: t, user: imapmemserver.NewUser(testUser, testPassword), password: testPassword, idling: make(chan struct{}, 8)}
+	ts.acceptToken(testToken)
 	ts.dropAfter.Store(-1)
 	for _, m := range append([]string{"INBOX"}, mailboxes...) {
 		if err := ts.user.Create(m, nil); err != nil {
@@ -131,6 +132,10 @@ func (s *session) Authenticate(mech string) (sasl.Server, error) {
 	return nil, &goimap.Error{Type: goimap.StatusResponseTypeNo, Text: "unsupported mechanism"}
 }
 
+// acceptToken makes token the only XOAUTH2 token the server accepts (the
+// previous one expired).
+func (ts *testServer) acceptToken(token string) { ts.token.Store(&token) }
+
 // xoauth2Server checks "user=U\x01auth=Bearer T\x01\x01"; a bad token
 // gets the JSON challenge real servers send, then NO.
 type xoauth2Server struct {
@@ -151,7 +156,7 @@ func (x *xoauth2Server) Next(resp []byte) ([]byte, bool, error) {
 			token = v
 		}
 	}
-	if token != x.s.ts.token {
+	if token != *x.s.ts.token.Load() {
 		x.failed = true
 		return []byte(`{"status":"401","schemes":"bearer","scope":"https://mail.google.com/"}`), false, nil
 	}
