@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -296,4 +297,62 @@ func equalInts(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// Two changes of one record committed in one batch (the claim never makes
+// such a batch: a record's later change waits for the earlier one; this
+// test builds one by hand) under a dedupe: record watch: the first
+// notifies, the second is its duplicate, in one statement without a
+// conflict error ("ON CONFLICT DO UPDATE command cannot affect row a
+// second time" was the reported failure).
+func TestCommitTwoChangesOfOneRecordInOneBatch(t *testing.T) {
+	t.Parallel()
+	pool, e := commitSetup(t, "", `
+  - {name: rec, notify: [log], dedupe: record}
+  - {name: ver, notify: [log]}
+`)
+	ctx := context.Background()
+	apply(t, pool, normalize.Record{ID: "T1", Title: "first", Status: "open"})
+	apply(t, pool, normalize.Record{ID: "T1", Title: "second", Status: "open"})
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	claimed, err := scanChanges(tx.Query(ctx, `
+		SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, coalesce(ch.new_hash, ''), ch.changed_fields,
+		       ch.record, ch.previous, ch.eval_attempts + 1, ch.created_at
+		FROM changes ch WHERE record_id = 'T1' ORDER BY id FOR UPDATE`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 2 {
+		t.Fatalf("%d changes of T1, want 2", len(claimed))
+	}
+	if err := fillSnapshots(ctx, tx, claimed); err != nil {
+		t.Fatal(err)
+	}
+	decided, err := e.decidedWatches(ctx, tx, claimed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decs := e.evaluate(claimed, decided)
+	completed, created, err := e.commitClaim(ctx, tx, claimed, claimed, nil, decs, "")
+	if err != nil {
+		t.Fatalf("commit of two changes of one record: %v", err)
+	}
+	if completed != 2 || created != 3 {
+		t.Errorf("completed %d changes, created %d notifications; want 2 and 3 (rec once, ver twice)", completed, created)
+	}
+	got := map[string]string{}
+	for _, d := range decs {
+		got[d.watch.cfg.Name+"/v"+strconv.Itoa(d.change.Version)] = d.verdict
+	}
+	want := map[string]string{"rec/v1": "notify", "rec/v2": "duplicate", "ver/v1": "notify", "ver/v2": "notify"}
+	if !equalMaps(got, want) {
+		t.Errorf("decisions %v, want %v", got, want)
+	}
+	if n := notes(t, pool); n["rec"] != (noteCount{1, 1}) || n["ver"] != (noteCount{2, 0}) {
+		t.Errorf("notifications %v, want rec 1 row with 1 duplicate, ver 2 rows", n)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -172,16 +173,23 @@ func enqueue(ctx context.Context, q Querier, notes []Notification, count bool) (
 		return nil, fmt.Errorf("insert %d notification(s): %w", n, err)
 	}
 	if count && len(got) < n {
+		// The duplicates: keys stored before (the insert returned no row
+		// for them) and repeats of a key within notes (the insert took its
+		// first occurrence); each is counted on the row its key names.
 		var dupKeys, dupSinks []string
+		inserted := maps.Clone(got)
+		repeated := make(map[keySink]bool, n)
 		for i := range notes {
 			ks := keySink{notes[i].DedupeKey, notes[i].Sink}
-			if _, ok := got[ks]; !ok {
+			if _, ok := inserted[ks]; !ok || repeated[ks] {
 				dupKeys, dupSinks = append(dupKeys, ks.key), append(dupSinks, ks.sink)
 			}
+			repeated[ks] = true
 		}
 		if err := scan(q.Query(ctx, enqueueDuplicates, dupKeys, dupSinks)); err != nil {
 			return nil, fmt.Errorf("count %d duplicate notification(s): %w", len(dupKeys), err)
 		}
+		maps.Copy(got, inserted) // a key inserted here stays inserted
 	}
 	out := make([]Enqueued, n)
 	seen := make(map[keySink]bool, n)

@@ -120,6 +120,22 @@ func TestEnqueueSuppressesDuplicates(t *testing.T) {
 	}
 }
 
+// A key repeated within one Enqueue is one row, and the repeat a
+// suppressed duplicate counted on it, as it would be in a later Enqueue.
+func TestEnqueueCountsARepeatWithinOneCall(t *testing.T) {
+	ctx, pool := setup(t)
+	res := enqueue(t, ctx, pool, note("k1", "a"), note("k2", "a"), note("k1", "a"))
+	if !res[0].Inserted || !res[1].Inserted || res[2].Inserted || res[2].ID != res[0].ID {
+		t.Fatalf("Enqueue = %+v; want k1 and k2 inserted, the repeat of k1 on k1's row", res)
+	}
+	if c := dupsOf(t, ctx, pool, res[0].ID); c.dups != 1 || c.lastDup == nil {
+		t.Errorf("k1: duplicates_suppressed %d, last_duplicate_at %v; want 1 and set", c.dups, c.lastDup)
+	}
+	if c := dupsOf(t, ctx, pool, res[1].ID); c.dups != 0 {
+		t.Errorf("k2: duplicates_suppressed %d; want 0", c.dups)
+	}
+}
+
 // notifications is partitioned by week; the dedupe rule is not: the same
 // key a week later (another partition) is one row and a suppressed
 // duplicate on it, and so are two transactions racing with one key.
