@@ -75,10 +75,20 @@ const lockKey = 0x6368616e // "chan"
 // see a record as new. Call it first in the transaction, before any read
 // of the source's records.
 func Lock(ctx context.Context, tx pgx.Tx, source string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || '.' || $2))`, lockKey, source); err != nil {
+	if _, err := tx.Exec(ctx, lockSQL, lockKey, source); err != nil {
 		return fmt.Errorf("lock the records of %s: %w", source, err)
 	}
 	return nil
+}
+
+const lockSQL = `SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || '.' || $2))`
+
+// QueueLock queues Lock of source's records in b, for a writer that sends
+// it with its first read of the source's records in one round trip: b is
+// sent in the writer's transaction, the lock first, and the caller reads
+// the lock's result first (pgx.BatchResults.Exec).
+func QueueLock(b *pgx.Batch, source string) {
+	b.Queue(lockSQL, lockKey, source)
 }
 
 // Apply mirrors recs (hashed, with distinct ids) of source into records and

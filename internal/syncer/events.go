@@ -491,9 +491,6 @@ func (e *Events) write(ctx context.Context, tx pgx.Tx, src *source, items []mapp
 		return nil, nil
 	}
 	name := src.cfg.Name
-	if err := changes.Lock(ctx, tx, name); err != nil {
-		return nil, err
-	}
 	ids := make([]string, 0, len(items))
 	winner := map[string]int{}
 	for i, m := range items {
@@ -505,8 +502,18 @@ func (e *Events) write(ctx context.Context, tx pgx.Tx, src *source, items []mapp
 			winner[m.rec.ID] = i
 		}
 	}
-	rows, err := tx.Query(ctx, `SELECT record_id, content_hash, external_updated_at, deleted_at IS NOT NULL
+	// The source's write lock and the read of its records, in one round
+	// trip.
+	b := &pgx.Batch{}
+	changes.QueueLock(b, name)
+	b.Queue(`SELECT record_id, content_hash, external_updated_at, deleted_at IS NOT NULL
 		FROM records WHERE source = $1 AND record_id = ANY ($2::text[])`, name, ids)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("lock the records of %s: %w", name, err)
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("read the stored records of %s: %w", name, err)
 	}
@@ -522,6 +529,9 @@ func (e *Events) write(ctx context.Context, tx pgx.Tx, src *source, items []mapp
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the stored records of %s: %w", name, err)
+	}
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("read the stored records of %s: %w", name, err)
 	}
 
