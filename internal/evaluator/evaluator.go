@@ -472,10 +472,17 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 
 // claimSQL locks up to $1 claimable changes: pending, due, not leased to a
 // live evaluator, and the earliest pending change of their record (changes
-// of one record are evaluated in order).
+// of one record are evaluated in order). A created change that left its
+// snapshot to its record (migration 11) gets it from the record in the
+// same statement, as changes_with_record does: no second round trip, and
+// consistent with the lock (a writer that moves the record on
+// materializes the snapshot into the change row first, which the lock
+// either waits out, re-reading the row, or skips).
 const claimSQL = `
 	SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, coalesce(ch.new_hash, ''), ch.changed_fields,
-	       ch.record, ch.previous, ch.eval_attempts + 1, ch.created_at
+	       coalesce(ch.record, (SELECT record_snapshot(r) FROM records r
+	                            WHERE r.source = ch.source AND r.record_id = ch.record_id AND r.version = ch.version)),
+	       ch.previous, ch.eval_attempts + 1, ch.created_at
 	FROM changes ch
 	WHERE ch.eval_status = 'pending' AND ch.eval_next_at <= now()
 	  AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
@@ -543,7 +550,8 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 }
 
 // fillSnapshots gives the changes scanChanges left without a snapshot the
-// one their record holds (changes_with_record, migration 11). Read in one
+// one their record holds (changes_with_record, migration 11). The claim
+// reads them already; this covers a query that did not. Read in one
 // statement, the change and its record are consistent: the writer
 // materializes the snapshot into the change in the transaction that moves
 // the record on, and cannot do so while q holds the change's row lock.

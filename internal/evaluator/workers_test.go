@@ -1,6 +1,8 @@
 package evaluator
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/ollama/ollama/api"
 
+	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -61,4 +64,40 @@ func TestIdleWorkerTakesANotifyWhileAnotherIsBusy(t *testing.T) {
 	testsignal.Eventually(t, "the slow batch to finish", func() bool {
 		return h.change(h.lastChange("tasks", "S-1")).Status == "done"
 	})
+}
+
+// The claim itself reads the snapshot a created change left to its record
+// (one round trip, no fillSnapshots query), and the snapshot a change
+// stores when its record moved on.
+func TestClaimReadsCreatedSnapshotsFromTheRecord(t *testing.T) {
+	t.Parallel()
+	pool, _ := commitSetup(t, "", "  - {name: any, notify: [log]}\n")
+	ctx := context.Background()
+	apply(t, pool, normalize.Record{ID: "C1", Title: "created", Status: "open"})
+	apply(t, pool, normalize.Record{ID: "U1", Title: "first", Status: "open"})
+	apply(t, pool, normalize.Record{ID: "U1", Title: "second", Status: "open"})
+	var stored int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM changes WHERE record IS NULL`).Scan(&stored); err != nil || stored != 1 {
+		t.Fatalf("%d changes without a snapshot of their own (%v), want 1 (C1's)", stored, err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	claimed, err := scanChanges(tx.Query(ctx, claimSQL, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range claimed {
+		if c.Record == nil {
+			t.Errorf("change %d of %s: claimed without its snapshot", c.ID, c.RecordID)
+			continue
+		}
+		got[c.RecordID] = fmt.Sprint(c.Record["title"])
+	}
+	if got["C1"] != "created" || got["U1"] != "first" {
+		t.Errorf("claimed snapshots %v, want C1 created and U1's first version (its later change waits)", got)
+	}
 }
