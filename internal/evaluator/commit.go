@@ -76,7 +76,8 @@ func (e *Evaluator) commit(ctx context.Context, claimed []*change, decs []decisi
 // evaluator whose lease expired, so only the decisions of changes this
 // evaluator still owns are enqueued and recorded.
 func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, decs []decision, owner string) (int, int, error) {
-	owned, completed, err := e.settle(ctx, tx, claimed, decs, owner)
+	woke := notifies(decs)
+	owned, completed, err := e.settle(ctx, tx, claimed, decs, owner, woke)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -84,7 +85,7 @@ func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, 
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := e.recordEvaluations(ctx, tx, claimed, decs, owned, created > 0); err != nil {
+	if err := e.recordEvaluations(ctx, tx, claimed, decs, owned, created > 0 && !woke); err != nil {
 		return 0, 0, err
 	}
 	return completed, created, nil
@@ -94,7 +95,11 @@ func (e *Evaluator) commitIn(ctx context.Context, tx pgx.Tx, claimed []*change, 
 // held decision's retry time, and returns the changes this evaluator still
 // owned (the others' leases expired: another evaluator has them) and how
 // many were completed. Completed changes get their evaluation lag.
-func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, decs []decision, owner string) (map[int64]bool, int, error) {
+//
+// With wake, the deliverers' wake-up is queued in the same round trip (it
+// is sent at commit): the caller passes it when decisions are about to
+// notify, and does not queue it again.
+func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, decs []decision, owner string, wake bool) (map[int64]bool, int, error) {
 	var ownerArg any
 	attempt := 1
 	if owner != "" {
@@ -137,8 +142,12 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 			WHERE changes.id = u.id AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
 			RETURNING changes.id, NULL::float8`, heldIDs, heldUntil, heldReason, ownerArg, attempt)
 	}
+	updates := b.Len()
+	if wake {
+		outbox.QueueWake(b)
+	}
 	br := tx.SendBatch(ctx, b)
-	for range b.Len() {
+	for range updates {
 		rows, err := br.Query()
 		if err != nil {
 			br.Close()
@@ -163,6 +172,12 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 			return nil, 0, fmt.Errorf("settle changes: %w", err)
 		}
 	}
+	if wake {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, 0, fmt.Errorf("wake the deliverers: %w", err)
+		}
+	}
 	if err := br.Close(); err != nil {
 		return nil, 0, fmt.Errorf("settle changes: %w", err)
 	}
@@ -178,6 +193,18 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 		e.conf.Metrics.ClaimsExpired(metrics.ComponentEvaluator, len(claimed)-len(owned))
 	}
 	return owned, completed, nil
+}
+
+// notifies reports whether any of decs is a notify decision: its
+// transaction will most likely create a notification (a spurious wake-up,
+// when all turn out duplicates, costs a deliverer an empty claim).
+func notifies(decs []decision) bool {
+	for i := range decs {
+		if decs[i].verdict == "notify" {
+			return true
+		}
+	}
+	return false
 }
 
 // enqueue writes the notifications of the owned changes' notify decisions,

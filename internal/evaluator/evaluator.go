@@ -432,9 +432,11 @@ func (e *Evaluator) queueBound(b *pgx.Batch) {
 func (e *Evaluator) commitClaim(ctx context.Context, tx pgx.Tx, claimed, settled, leased []*change, decs []decision, owner string) (int, int, error) {
 	owned := map[int64]bool{}
 	completed := 0
+	woke := false
 	if len(settled) > 0 {
+		woke = notifies(decs)
 		var err error
-		if owned, completed, err = e.settle(ctx, tx, settled, decs, ""); err != nil {
+		if owned, completed, err = e.settle(ctx, tx, settled, decs, "", woke); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -450,7 +452,7 @@ func (e *Evaluator) commitClaim(ctx context.Context, tx pgx.Tx, claimed, settled
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := e.recordEvaluations(ctx, tx, claimed, decs, owned, created > 0); err != nil {
+	if err := e.recordEvaluations(ctx, tx, claimed, decs, owned, created > 0 && !woke); err != nil {
 		return 0, 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {

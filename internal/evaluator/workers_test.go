@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/ollama/ollama/api"
 
+	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -99,5 +102,35 @@ func TestClaimReadsCreatedSnapshotsFromTheRecord(t *testing.T) {
 	}
 	if got["C1"] != "created" || got["U1"] != "first" {
 		t.Errorf("claimed snapshots %v, want C1 created and U1's first version (its later change waits)", got)
+	}
+}
+
+// A batch that notifies wakes the deliverers (<schema>.outbox) when it
+// commits; the wake-up now rides with the settle statement.
+func TestCommitThatNotifiesWakesTheDeliverers(t *testing.T) {
+	t.Parallel()
+	pool, e := commitSetup(t, "", "  - {name: any, notify: [log]}\n")
+	ctx := context.Background()
+	schema, err := db.CurrentSchema(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{outbox.Channel(schema)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, pool, normalize.Record{ID: "N1", Title: "new", Status: "open"})
+	drain(t, e)
+	wctx, cancel := context.WithTimeout(ctx, testsignal.Timeout)
+	defer cancel()
+	if _, err := conn.Conn().WaitForNotification(wctx); err != nil {
+		t.Fatalf("no wake-up of the deliverers after a batch that notified: %v", err)
+	}
+	if n := notes(t, pool); n["any"].rows != 1 {
+		t.Errorf("notifications %v, want one of watch any", n)
 	}
 }
