@@ -127,6 +127,7 @@ func TestCreateWatchBadInput(t *testing.T) {
 		{"connector block's wrong type", `{"new_source":{"name":"h","connector":"http","every":"1h","http":{"url":"https://feeds.example/a.json","max_pages":"many"}},"watch":{"name":"x"}}`, 422, "/new_source/http/max_pages", `http.max_pages: must be an integer, not "many"`},
 		{"connector block's expression does not compile", `{"new_source":{"name":"h","connector":"http","every":"1h","http":{"url":"https://feeds.example/a.json","items":"body.items[["}},"watch":{"name":"x"}}`, 422, "/new_source/http/items", "http.items: "},
 		{"connector block's missing key", `{"new_source":{"name":"r","connector":"rss","every":"1h","rss":{"headers":{"Accept":"application/rss+xml"}}},"watch":{"name":"x"}}`, 422, "/new_source/rss/url", "rss.url: is required"},
+		{"digest briefing's model option", `{"source":"gh","watch":{"name":"x","notify":["log"],"digest":{"cron":"0 8 * * *","summarize":{"ask":"What needs me today?","model":{"options":{"temprature":0}}}}}}`, 422, "/watch/digest/summarize/model/options", `model option "temprature" is not an Ollama option`},
 		{"connector block's invalid value", `{"new_source":{"name":"g","connector":"github","every":"1h","github":{"repo":"just-a-name"}},"watch":{"name":"x"}}`, 422, "/new_source/github/repo", "github.repo: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
