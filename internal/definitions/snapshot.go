@@ -58,3 +58,9 @@ func LoadWithKeys(ctx context.Context, pool *pgxpool.Pool, g *config.Global, key
 func (s *Snapshot) Delta() *Delta {
 	return &Delta{To: s.Version, Full: true, Sources: s.Sources, Invalid: s.Invalid}
 }
+
+// WatchesOf reads the watch definitions of source, by name: every
+// owner's, paused ones included. A source without a definition has none.
+func WatchesOf(ctx context.Context, pool *pgxpool.Pool, source string) ([]Watch, error) {
+	return watchesOf(ctx, pool, source)
+}

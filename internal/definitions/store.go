@@ -562,7 +562,12 @@ func getWatch(ctx context.Context, q queryRower, source, name string, lock bool)
 	return w, err
 }
 
-func watchesOf(ctx context.Context, tx pgx.Tx, source string) ([]Watch, error) {
+// querier runs a query: a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func watchesOf(ctx context.Context, tx querier, source string) ([]Watch, error) {
 	rows, err := tx.Query(ctx, queryWatchesOf, source)
 	if err != nil {
 		return nil, fmt.Errorf("read watches of %s: %w", source, err)

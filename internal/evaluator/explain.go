@@ -3,6 +3,8 @@ package evaluator
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/definitions"
 )
 
 // ExplainQuery selects the changes to explain: one change by id, or the
@@ -99,8 +102,11 @@ type TrailNote struct {
 	ChangeID             *int64
 }
 
-// Explain reads the decision trails of the changes q selects. cfg names
-// the configured watches (may be nil: then only recorded decisions show).
+// Explain reads the decision trails of the changes q selects. The watches
+// of a change's source are read from the definitions (the files as
+// applied and the watches made through the API); cfg names them only for
+// a source the database holds no definition of (may be nil: then only
+// recorded decisions show).
 func Explain(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, q ExplainQuery) ([]Trail, error) {
 	var rows pgx.Rows
 	var err error
@@ -156,7 +162,29 @@ func explainChange(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, 
 		}
 		return &t.Watches[i]
 	}
-	if cfg != nil {
+	// The watches of the source are those of the definitions (the files
+	// as applied, and those made through the API); cfg's only for a
+	// source the database has no definition of.
+	switch def, err := definitions.Lookup(ctx, pool, c.Source); {
+	case err == nil:
+		ws, err := definitions.WatchesOf(ctx, pool, def.Name)
+		if err != nil {
+			return t, fmt.Errorf("explain change %d: %w", c.ID, err)
+		}
+		for _, row := range ws {
+			var wd struct {
+				When string `json:"when"`
+				Ask  string `json:"ask"`
+			}
+			if err := json.Unmarshal(row.Definition, &wd); err != nil {
+				return t, fmt.Errorf("explain change %d: watch %s of source %s: %w", c.ID, row.Name, row.Source, err)
+			}
+			w := add(row.Name)
+			w.Configured, w.When, w.Ask = true, strings.TrimSpace(wd.When), wd.Ask
+		}
+	case !errors.Is(err, definitions.ErrNotFound):
+		return t, fmt.Errorf("explain change %d: %w", c.ID, err)
+	case cfg != nil:
 		if src := cfg.Source(c.Source); src != nil {
 			for _, wc := range src.Watches {
 				w := add(wc.Name)

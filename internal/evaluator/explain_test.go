@@ -12,6 +12,7 @@ import (
 
 	"github.com/ollama/ollama/api"
 
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 )
 
@@ -249,5 +250,42 @@ func TestReplayOfANewWatchSeparatesFilterAndModel(t *testing.T) {
 	}
 	if strings.Contains(text, "tasks/T-3") {
 		t.Errorf("a new watch's filter skip is listed without --all:\n%s", text)
+	}
+}
+
+// The trail lists the watches of the definitions, not only those of the
+// files it was given: a watch made through the API on a file's source is
+// configured, with its when (the admin's record page and the CLI pass
+// the files' configuration).
+func TestExplainShowsTheWatchesOfTheDefinitions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": tasksSource})
+	if _, err := definitions.Apply(h.ctx, h.pool, h.cfg); err != nil {
+		t.Fatal(err)
+	}
+	store := definitions.NewStore(h.pool, &definitions.Validator{Global: &h.cfg.Global})
+	if _, err := store.CreateWatch(h.ctx, definitions.Actor{Owner: "alice"}, "tasks", []byte(`{"name": "alices", "when": "record.status == \"done\""}`)); err != nil {
+		t.Fatal(err)
+	}
+	h.sync("tasks", rec("T-9", "Printer", "open"))
+	h.drain()
+	trails, err := Explain(h.ctx, h.pool, h.cfg, ExplainQuery{ChangeID: h.lastChange("tasks", "T-9")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range trails[0].Watches {
+		names = append(names, w.Watch)
+		if w.Watch == "alices" && (!w.Configured || w.When != `record.status == "done"` || w.Evaluation != nil) {
+			t.Errorf("alice's watch: %+v", w)
+		}
+	}
+	if strings.Join(names, ",") != "alices,closed,urgent" {
+		t.Errorf("watches in the trail: %v, want the definitions' alices, closed, urgent", names)
+	}
+	var out bytes.Buffer
+	WriteTrails(&out, trails)
+	if !strings.Contains(out.String(), "  watch alices\n             no decision (the watch did not exist when the change was evaluated)\n") {
+		t.Errorf("explain output:\n%s", out.String())
 	}
 }
