@@ -38,7 +38,7 @@ func main() {
 	sources := flag.Int("sources", 100_000, "sources of the schedule measurement (10) (-1 skips it)")
 	every := flag.Duration("every", time.Minute, "schedule of those sources")
 	window := flag.Duration("for", 5*time.Minute, "measured window of (10), in whole minutes of the syncer's summary lines (default: one syncer.rollup_every, so that it holds one flush of the quiet-run counts)")
-	warmup := flag.Duration("warmup", 0, "time between the end of the initial sync and the window of (10) (default: every)")
+	warmup := flag.Duration("warmup", 0, "time between the end of the initial sync and the window of (10) (default: the longer of every and syncer.rollup_every, so that the window starts after the first write of the quiet-run counts)")
 	unchanged := flag.Int("unchanged-every", 10, "every n-th feed of (10) answers unchanged content instead of 304")
 	baseSyncer := flag.String("base-syncer", "", "syncer binary from before issue 11, measured in (10) too (e.g. /work/wt/base/bin/syncer)")
 	firstRuns := flag.Int("first-runs", 200, "sources created through the HTTP API while a syncer runs, measurement (11) (-1 skips it)")

@@ -136,7 +136,7 @@ type ScheduleOptions struct {
 	Sources        int           // default 100,000
 	Every          time.Duration // default 1m
 	For            time.Duration // measured window, whole minutes of summary lines; default 5m (one flush of the quiet-run counts)
-	Warmup         time.Duration // after every source ran once, before the window; default every
+	Warmup         time.Duration // after every source ran once, before the window; default the longer of every and syncer.rollup_every
 	UnchangedEvery int           // every n-th feed answers content, not 304; default 10
 	SyncerBin      string
 	BaseBin        string // the syncer before issue 11, measured the same way; optional
