@@ -425,6 +425,9 @@ func (s *Syncer) completeQuietIn(ctx context.Context, q queryer, batch []quietRu
 		}
 		return nil // counted when the batch commits
 	}
+	if len(done) > 0 {
+		s.Wake() // a run requested while these held their leases can start now
+	}
 	var lost []quietRun
 	for _, q := range batch {
 		if !done[q.c.name] {

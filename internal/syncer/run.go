@@ -207,6 +207,10 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 	}
 	s.conf.Metrics.PollFinished(c.name, out.status, s.conf.Now().Sub(c.startedAt))
 	s.stats.finished(out.status, false, out.stats.Changed())
+	// A run requested (run-now) while this one held the source's lease was
+	// skipped by the claims meanwhile: look for it now rather than at the
+	// next poll or due time.
+	s.Wake()
 	attrs := []any{"status", out.status, "reason", c.reason, claimAttr, "cursor_before", json.RawMessage(c.cursor), "cursor_after", fin.cursorAfter,
 		"seen", out.stats.Seen, "created", out.stats.Created,
 		"updated", out.stats.Updated, "unchanged", out.stats.Unchanged, "deleted", out.stats.Deleted,
