@@ -1,4 +1,4 @@
--- lookout schema, version 23: quiet-run counts are written once per
+-- lookout schema, version 24: quiet-run counts are written once per
 -- syncer.rollup_every (docs/acquisition.md#quiet-runs), which updates every
 -- row of the current hour at once. Leave room on each page for a new
 -- version of every row, so that each update stays on its page (HOT: no new
