@@ -29,18 +29,16 @@ func TestKilledExecutorClaimExpiresAndIsRetried(t *testing.T) {
 	w.mirror(a)
 	go a.runner.Once(context.Background())
 	pidFile := filepath.Join(w.agent.dir, "pid")
-	testsignal.Eventually(t, "the first execution to start", func() bool {
-		_, err := os.Stat(pidFile)
+	// The agent writes its pid (the file exists, empty, before it does).
+	var pid int
+	testsignal.Eventually(t, "the first execution to start and write its pid", func() bool {
+		raw, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(raw)))
 		return err == nil
 	})
-	raw, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	proxy.Cut()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
