@@ -75,7 +75,9 @@ func TestReportViews(t *testing.T) {
 		t.Errorf("overview: %v", o)
 	}
 	retry, err := w.query(`SELECT kind, sink, attempts FROM report_high_retry`)
-	if err != nil || len(retry) != 1 || retry[0]["sink"] != "flaky" || retry[0]["attempts"].(int32) != 1 {
+	// One failed attempt, or more: on a slow machine the retry falls due
+	// before the story's next delivery pass.
+	if err != nil || len(retry) != 1 || retry[0]["sink"] != "flaky" || retry[0]["attempts"].(int32) < 1 {
 		t.Errorf("high retry: %v, %v; want the flaky sink's notification", retry, err)
 	}
 	disabled, err := w.query(`SELECT name, status, status_reason, resume_with FROM report_disabled_sources`)
