@@ -42,40 +42,51 @@ type rollup struct {
 	m  map[hourKey]*hourCount
 }
 
+// merge adds o's counts to c's.
+func (c *hourCount) merge(o *hourCount) {
+	c.runs += o.runs
+	c.notModified += o.notModified
+	c.requests += o.requests
+	c.waits += o.waits
+	c.items += o.items
+	if o.first.Before(c.first) {
+		c.first = o.first
+	}
+	if o.last.After(c.last) {
+		c.last = o.last
+	}
+	if o.lastFinished.After(c.lastFinished) {
+		c.lastFinished = o.lastFinished
+	}
+	c.durationMs += o.durationMs
+	c.latenessSum += o.latenessSum
+	c.latenessM = max(c.latenessM, o.latenessM)
+}
+
 // add counts one quiet run whose completion committed.
 func (r *rollup) add(q quietRun) {
-	k := hourKey{source: q.c.name, hour: q.c.startedAt.UTC().Truncate(time.Hour)}
 	late := q.c.lateness.Seconds()
-	d := float64(q.finishedAt.Sub(q.c.startedAt).Microseconds()) / 1000
+	one := &hourCount{runs: 1, requests: int32(q.requests), waits: int32(q.waits), items: int64(q.seen),
+		first: q.c.startedAt, last: q.c.startedAt, lastFinished: q.finishedAt,
+		durationMs: float64(q.finishedAt.Sub(q.c.startedAt).Microseconds()) / 1000, latenessSum: late, latenessM: late}
+	if q.notModified {
+		one.notModified = 1
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.putLocked(hourKey{source: q.c.name, hour: q.c.startedAt.UTC().Truncate(time.Hour)}, one)
+}
+
+// putLocked adds c to the counts of k; r.mu is held.
+func (r *rollup) putLocked(k hourKey, c *hourCount) {
 	if r.m == nil {
 		r.m = map[hourKey]*hourCount{}
 	}
-	c := r.m[k]
-	if c == nil {
-		c = &hourCount{first: q.c.startedAt, last: q.c.startedAt, lastFinished: q.finishedAt, latenessM: late}
+	if o := r.m[k]; o != nil {
+		o.merge(c)
+	} else {
 		r.m[k] = c
 	}
-	c.runs++
-	if q.notModified {
-		c.notModified++
-	}
-	c.requests += int32(q.requests)
-	c.waits += int32(q.waits)
-	c.items += int64(q.seen)
-	if q.c.startedAt.Before(c.first) {
-		c.first = q.c.startedAt
-	}
-	if q.c.startedAt.After(c.last) {
-		c.last = q.c.startedAt
-	}
-	if q.finishedAt.After(c.lastFinished) {
-		c.lastFinished = q.finishedAt
-	}
-	c.durationMs += d
-	c.latenessSum += late
-	c.latenessM = max(c.latenessM, late)
 }
 
 // take empties the rollup and returns what it held.
@@ -92,32 +103,8 @@ func (r *rollup) take() map[hourKey]*hourCount {
 func (r *rollup) restore(m map[hourKey]*hourCount) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = make(map[hourKey]*hourCount, len(m))
-	}
 	for k, c := range m {
-		o := r.m[k]
-		if o == nil {
-			r.m[k] = c
-			continue
-		}
-		o.runs += c.runs
-		o.notModified += c.notModified
-		o.requests += c.requests
-		o.waits += c.waits
-		o.items += c.items
-		if c.first.Before(o.first) {
-			o.first = c.first
-		}
-		if c.last.After(o.last) {
-			o.last = c.last
-		}
-		if c.lastFinished.After(o.lastFinished) {
-			o.lastFinished = c.lastFinished
-		}
-		o.durationMs += c.durationMs
-		o.latenessSum += c.latenessSum
-		o.latenessM = max(o.latenessM, c.latenessM)
+		r.putLocked(k, c)
 	}
 }
 
