@@ -138,7 +138,10 @@ func TestThreeReplicasNeverOverlap(t *testing.T) {
 	cfg := loadConfig(t, fastLimits, sources, fetch)
 	var replicas []*Syncer
 	for _, owner := range []string{"replica-a", "replica-b", "replica-c"} {
-		s := h.syncer(cfg, Config{Owner: owner, Now: time.Now, Lease: 2 * time.Second, PollInterval: 5 * time.Millisecond, Concurrency: 3})
+		// The lease is far longer than any run: an overlap can then only
+		// come from the claim, not from a run stalled past its lease on a
+		// busy machine (a lost lease is TestLeaseTakeoverIsRecorded's).
+		s := h.syncer(cfg, Config{Owner: owner, Now: time.Now, Lease: time.Minute, PollInterval: 5 * time.Millisecond, Concurrency: 3})
 		if err := s.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
