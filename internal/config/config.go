@@ -538,7 +538,9 @@ type Source struct {
 	Connector string `yaml:"connector"`
 	// Every is the polling interval. Defaults to defaults.every.
 	Every time.Duration `yaml:"every"`
-	// Jitter is a random delay in [0, jitter) added to every run. Defaults to defaults.jitter.
+	// Jitter spreads the runs: an every source's run is moved by a random
+	// amount within ±jitter/2 around its slot (every apart on average), a
+	// cron slot is delayed by up to jitter. Defaults to defaults.jitter.
 	Jitter *time.Duration `yaml:"jitter"`
 	// Cron is a cron expression used instead of every.
 	Cron string `yaml:"cron"`

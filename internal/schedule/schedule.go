@@ -225,11 +225,24 @@ type Run struct {
 	// MinInterval is a lower bound the upstream asked for (feed ttl,
 	// X-Poll-Interval), or 0.
 	MinInterval time.Duration
+	// Due is when the run was due (the source's next_run_at when it was
+	// claimed), or zero when unknown. Next counts the interval from it
+	// while the run ended within one interval of it, so that a source
+	// every 1m runs sixty times an hour however late each run started.
+	Due time.Time
 }
 
 // Next schedules the run after a successful (or not-modified) run that
-// ended at now. It counts from now, so a source that was overdue runs once
-// and is not made to catch up on the slots it missed.
+// ended at now.
+//
+// An interval schedule keeps its cadence: the next run is due one
+// interval after this one was due (r.Due), moved by a random amount
+// within ±jitter/2, so that runs are every apart on average and the
+// sources do not fire together. It counts from now instead when the run
+// ended more than an interval after it was due (an overdue source runs
+// once and is not made to catch up on the slots it missed), when the due
+// time is unknown, and when the upstream asked for a minimum interval
+// (which is counted from the request, with no jitter below it).
 func (s *Schedule) Next(now time.Time, r Run) Decision {
 	if s.cron != nil {
 		d := s.cronNext(now, "")
@@ -244,6 +257,7 @@ func (s *Schedule) Next(now time.Time, r Run) Decision {
 	if a := s.spec.Adaptive; a != nil {
 		interval, reason = s.adapt(*a, r)
 	}
+	floored := false
 	if r.MinInterval > interval {
 		floor := r.MinInterval
 		if a := s.spec.Adaptive; a != nil && floor > a.Max {
@@ -251,10 +265,20 @@ func (s *Schedule) Next(now time.Time, r Run) Decision {
 		}
 		if floor > interval {
 			reason = fmt.Sprintf("upstream asked for at least %s (%s)", r.MinInterval, reason)
-			interval = floor
+			interval, floored = floor, true
 		}
 	}
-	return Decision{At: now.Add(interval + s.jitter()), Interval: interval, Reason: reason}
+	j := s.jitter()
+	if floored || r.Due.IsZero() || !r.Due.Add(interval).After(now) {
+		return Decision{At: now.Add(interval + j), Interval: interval, Reason: reason}
+	}
+	// Centred on the slot: the jitter spreads the runs without making the
+	// average interval longer than every.
+	at := r.Due.Add(interval + j - s.spec.Jitter/2)
+	if at.Before(now) {
+		at = now
+	}
+	return Decision{At: at, Interval: interval, Reason: reason}
 }
 
 // adapt moves the interval: halved after a run that saw changes, and while

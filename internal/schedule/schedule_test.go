@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,51 @@ func TestEveryCountsFromNow(t *testing.T) {
 	d = s.Next(now, Run{MinInterval: time.Hour})
 	if d.Interval != time.Hour || !strings.Contains(d.Reason, "upstream asked for at least 1h0m0s") {
 		t.Errorf("min interval: %+v", d)
+	}
+}
+
+func TestEveryKeepsItsCadence(t *testing.T) {
+	t.Parallel()
+	// A source every 1m with the default jitter (6s) whose runs start up
+	// to 2s late and take up to 1s: counted from each run's due time, it
+	// runs 60 times an hour, not once every 1m + lateness + run + jitter/2.
+	s := MustNew(Spec{Every: time.Minute, Jitter: 6 * time.Second})
+	rng := rand.New(rand.NewPCG(1, 2))
+	due := t0
+	const runs = 6000
+	for i := range runs {
+		end := due.Add(time.Duration(rng.Int64N(int64(2*time.Second))) + time.Duration(rng.Int64N(int64(time.Second))))
+		next := s.Next(end, Run{Due: due}).At
+		if next.Before(end) {
+			t.Fatalf("run %d: next %s before the run ended (%s)", i, next, end)
+		}
+		if d := next.Sub(due); d < time.Minute-3*time.Second || d > time.Minute+3*time.Second {
+			t.Fatalf("run %d: %s after the last due time, want 1m ± 3s", i, d)
+		}
+		due = next
+	}
+	// 6,000 intervals of 1m ± 3s uniform: the mean is within a few
+	// hundredths of a second of 1m (its standard error is about 0.02s).
+	if mean := due.Sub(t0) / runs; mean < time.Minute-200*time.Millisecond || mean > time.Minute+200*time.Millisecond {
+		t.Errorf("mean interval %s, want 1m", mean)
+	}
+
+	// A run that ended more than an interval after it was due counts from
+	// its end: a source overdue after downtime runs once, not to catch up.
+	n := MustNew(Spec{Every: time.Minute, Jitter: 6 * time.Second}).WithJitter(noJitter)
+	end := t0.Add(3 * time.Minute)
+	if got := n.Next(end, Run{Due: t0}).At; !got.Equal(end.Add(time.Minute)) {
+		t.Errorf("overdue: next %s, want end+1m %s", got, end.Add(time.Minute))
+	}
+	// Slightly late: the next slot is one interval after the due time,
+	// centred (no jitter drawn here: -jitter/2).
+	end = t0.Add(10 * time.Second)
+	if got, want := n.Next(end, Run{Due: t0}).At, t0.Add(time.Minute-3*time.Second); !got.Equal(want) {
+		t.Errorf("late run: next %s, want %s", got, want)
+	}
+	// An upstream's minimum interval counts from the request, never less.
+	if got := n.Next(end, Run{Due: t0, MinInterval: 2 * time.Minute}).At; !got.Equal(end.Add(2 * time.Minute)) {
+		t.Errorf("min interval: next %s, want end+2m", got)
 	}
 }
 

@@ -262,7 +262,7 @@ func (s *Syncer) quiet(r *run, src *source, out outcome, rs *runStats) (quietRun
 	if c.lastChange != nil {
 		since = *c.lastChange
 	}
-	next := src.schedule.Next(now, schedule.Run{Interval: cur, Quiet: now.Sub(since), MinInterval: out.result.MinInterval})
+	next := src.schedule.Next(now, schedule.Run{Interval: cur, Quiet: now.Sub(since), MinInterval: out.result.MinInterval, Due: c.dueAt})
 	sc := src.cfg
 	if sc.Stop != nil && sc.Stop.After != nil && !next.At.Before(*sc.Stop.After) {
 		return quietRun{}, false // completes the source
@@ -696,7 +696,7 @@ func (s *Syncer) finish(ctx context.Context, r *run, src *source, out outcome, r
 		if succeeded {
 			lastSuccess = &now
 		}
-		run := schedule.Run{Interval: cur, Changes: out.stats.Changed(), Quiet: now.Sub(since), MinInterval: out.result.MinInterval}
+		run := schedule.Run{Interval: cur, Changes: out.stats.Changed(), Quiet: now.Sub(since), MinInterval: out.result.MinInterval, Due: c.dueAt}
 
 		// Failures and the next run.
 		fin.failures = 0
