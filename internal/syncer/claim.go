@@ -113,11 +113,11 @@ WHERE $3::text IS NOT NULL AND $5::interval IS NOT NULL`
 // died) is taken over: its run is recorded as abandoned and the new run's
 // reason is takeover.
 //
-// With spread (the daemon), a scheduled source overdue by more than its
-// interval — it missed runs while no syncer ran — is not run now: its next
-// run is moved to a random point within its interval (at most an hour),
-// so that the sources an outage made due do not all hit their upstreams
-// at once. It returns the claims to run and how many it spread.
+// With spread (the daemon catching up after downtime), a scheduled source
+// that fell due during the outage (overdue by more than spreadAfter) is
+// not run now: its next run is moved to a random point within as long as
+// it has been overdue, at most its interval (at most an hour), so that the
+// sources an outage made due do not all hit their upstreams at once. It returns the claims to run and how many it spread.
 func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time, spread bool) ([]claim, int, error) {
 	var claims []claim
 	var spreadN int
@@ -246,10 +246,17 @@ const spreadPrefix = "spread after an outage: "
 // maxSpread bounds the window an overdue source's run is spread over.
 const maxSpread = time.Hour
 
-// spreadWindow is the interval an overdue source's next run is spread
-// over: its current interval (the time between cron slots for cron), at
-// most maxSpread; 0 when it has none.
-func (s *Syncer) spreadWindow(c claim) time.Duration {
+// spreadAfter is how late a scheduled source must be, when a replica
+// catches up after downtime, for its run to be spread instead of run at
+// once: the sources that fell due in the last spreadAfter of an outage (a
+// rolling restart's few seconds) are a burst no larger than that many
+// seconds of the usual demand.
+const spreadAfter = 30 * time.Second
+
+// spreadInterval is the interval of c's source for spreading: its current
+// interval (the time between cron slots for cron), at most maxSpread; 0
+// when it has none.
+func (s *Syncer) spreadInterval(c claim) time.Duration {
 	var iv time.Duration
 	if c.interval != nil {
 		iv = time.Duration(*c.interval * float64(time.Second))
@@ -259,12 +266,21 @@ func (s *Syncer) spreadWindow(c claim) time.Duration {
 	return min(iv, maxSpread)
 }
 
-// missedRuns reports whether a scheduled claim is overdue by more than
-// its interval (it missed at least one run while no replica ran it) and
-// was not spread already.
+// spreadWindow is the window an overdue source's next run is spread over:
+// as long as it has been overdue, at most its interval. A source that
+// missed runs spreads over its interval; one that fell due twenty minutes
+// before the end of an outage spreads over those twenty minutes, so that
+// no source is made later than the outage made it.
+func (s *Syncer) spreadWindow(c claim) time.Duration {
+	return min(s.spreadInterval(c), c.lateness)
+}
+
+// missedRuns reports whether a scheduled claim fell due during an outage
+// — it is overdue by more than spreadAfter (or than its interval, if
+// shorter) — and was not spread already.
 func (s *Syncer) missedRuns(c claim) bool {
-	w := s.spreadWindow(c)
-	return c.reason == "schedule" && w > 0 && c.lateness > w && !strings.HasPrefix(c.dueReason, spreadPrefix)
+	iv := s.spreadInterval(c)
+	return c.reason == "schedule" && iv > 0 && c.lateness > min(spreadAfter, iv) && !strings.HasPrefix(c.dueReason, spreadPrefix)
 }
 
 // spreadOverdue gives back the claims of sources that missed runs, each
@@ -282,8 +298,8 @@ func (s *Syncer) spreadOverdue(ctx context.Context, tx pgx.Tx, overdue []claim, 
 		if c.prevRun != 0 {
 			runs[i] = &c.prevRun
 		}
-		reasons[i] = fmt.Sprintf("%soverdue by %s, more than its interval %s: next run spread over the interval, at %s",
-			spreadPrefix, c.lateness.Round(time.Second), w, at[i].UTC().Format(time.RFC3339))
+		reasons[i] = fmt.Sprintf("%soverdue by %s (interval %s): next run spread over %s, at %s",
+			spreadPrefix, c.lateness.Round(time.Second), s.spreadInterval(c), w.Round(time.Second), at[i].UTC().Format(time.RFC3339))
 	}
 	_, err := tx.Exec(ctx, `
 		UPDATE sources s SET lease_owner = NULL, lease_expires_at = NULL, run_id = x.run_id,
