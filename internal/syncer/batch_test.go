@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,5 +106,73 @@ func TestClaimBatch(t *testing.T) {
 	}
 	if runs := h.runs("slow"); len(runs) != 0 {
 		t.Errorf("the slow run (quiet, shorter than a third of the lease) wrote a sync_runs row: %+v", runs)
+	}
+}
+
+// TestFailedClaimBatchStopsItsRuns: when a claim batch cannot be
+// committed (its connection was killed), the runs still fetching hold
+// neither the row lock nor a lease: another replica may claim their
+// sources, so they stop at once instead of fetching on beside it.
+func TestFailedClaimBatchStopsItsRuns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	started, stopped := make(chan struct{}), make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	cfg := loadConfig(t, fastLimits+"syncer: {poll_interval: 10ms}\n", map[string]string{
+		"slow": "every: 1h\njitter: 0s\n",
+	}, map[string]fetchFunc{
+		"slow": func(ctx context.Context, _ connectors.Env, _ json.RawMessage, _ connectors.EmitFunc) (connectors.Result, error) {
+			select {
+			case <-started:
+				<-release // a later run: not this test's
+				return connectors.Result{}, connectors.ErrNotModified
+			default:
+			}
+			close(started)
+			select {
+			case <-ctx.Done():
+				close(stopped)
+				return connectors.Result{}, ctx.Err()
+			case <-release:
+				return connectors.Result{}, connectors.ErrNotModified
+			}
+		},
+	})
+	app := "batchfail" + strings.ReplaceAll(t.Name(), "/", "")
+	pool, err := pgxpool.New(context.Background(), h.url+"&pool_max_conns=12&application_name="+app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := h.syncerOn(pool, cfg, Config{Now: time.Now})
+	if s.maxBatches < 1 {
+		t.Fatalf("no claim batches with %d connections", pool.Config().MaxConns)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	<-started
+	// The run fetches inside its claim batch, whose transaction is open
+	// and idle: kill its connection, so that the batch cannot commit.
+	var killed int
+	testsignal.Eventually(t, "the claim batch's connection to be killed", func() bool {
+		err := h.pool.QueryRow(context.Background(), `
+			SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE application_name = $1 AND state = 'idle in transaction'`, app).Scan(&killed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return killed > 0
+	})
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute):
+		t.Fatal("the run went on fetching after its claim batch failed")
 	}
 }

@@ -142,6 +142,10 @@ func (s *Syncer) runClaim(ctx context.Context, r *run) {
 			case <-b.ended:
 				if b.err == nil {
 					r.startHeartbeat(s.heartbeat(runCtx, r, cancelRun, logDetail))
+				} else {
+					// The source is neither locked nor leased any more:
+					// another replica may claim it, so stop fetching.
+					cancelRun(b.err)
 				}
 			case <-fetched:
 			}
@@ -164,6 +168,8 @@ func (s *Syncer) runClaim(ctx context.Context, r *run) {
 			out.status, out.err = "failed", fmt.Errorf("%w (%s): %w", errRunTimeout, s.conf.RunTimeout, out.err)
 		case errors.Is(cause, ErrLeaseLost):
 			out.status, out.err = "failed", fmt.Errorf("%w: %w", ErrLeaseLost, out.err)
+		case errors.Is(cause, errBatchFailed):
+			out.status, out.err = "failed", fmt.Errorf("%w: %w", cause, out.err)
 		}
 	}
 	if after := s.conf.AfterRun; after != nil && (out.status == "succeeded" || out.status == "not_modified") {
