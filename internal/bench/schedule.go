@@ -143,10 +143,10 @@ type ScheduleOptions struct {
 }
 
 // demand is the runs per second the schedule asks for: every source once
-// per every plus its mean jitter (the default jitter is 10% of every, so
-// 5% on average).
+// per every (the jitter is centred on each run's slot, so the runs are
+// every apart on average).
 func (so ScheduleOptions) demand() float64 {
-	return float64(so.Sources) / (so.Every + so.Every/20).Seconds()
+	return float64(so.Sources) / so.Every.Seconds()
 }
 
 // RunSchedule measures (10) with the syncer binary, then the same with the

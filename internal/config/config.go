@@ -67,8 +67,9 @@ type Global struct {
 	Delivery Delivery `yaml:"delivery"`
 	// Retention prunes old history in batches: evaluated changes, finished
 	// sync runs, evaluations, finished notifications and model calls older
-	// than their window. Pending work is never pruned. Defaults to keeping
-	// everything.
+	// than their window. Pending work is never pruned. On by default, with
+	// a window per table (30 days of changes, runs and evaluations, 90 of
+	// notifications and model calls; docs/config.md#retention).
 	Retention Retention `yaml:"retention"`
 	// Egress is the policy on the addresses connectors and webhook and
 	// Slack sinks may connect to, checked on the IP dialed after DNS.
