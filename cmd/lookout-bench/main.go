@@ -40,6 +40,7 @@ func main() {
 	window := flag.Duration("for", 5*time.Minute, "measured window of (10), in whole minutes of the syncer's summary lines (default: one syncer.rollup_every, so that it holds one flush of the quiet-run counts)")
 	warmup := flag.Duration("warmup", 0, "time between the end of the initial sync and the window of (10) (default: the longer of every and syncer.rollup_every, so that the window starts after the first write of the quiet-run counts)")
 	unchanged := flag.Int("unchanged-every", 10, "every n-th feed of (10) answers unchanged content instead of 304")
+	replicas := flag.Int("replicas", 1, "syncer processes sharing the sources of (10); the upstream counts two runs of one source at once")
 	baseSyncer := flag.String("base-syncer", "", "syncer binary from before issue 11, measured in (10) too (e.g. /work/wt/base/bin/syncer)")
 	firstRuns := flag.Int("first-runs", 200, "sources created through the HTTP API while a syncer runs, measurement (11) (-1 skips it)")
 	firstRunGap := flag.Duration("first-run-gap", 50*time.Millisecond, "time between the creates of (11)")
@@ -74,7 +75,7 @@ func main() {
 		ManyWatches: *manyWatches, ManySources: *manySources,
 		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores,
 		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns, AdminSchema: *adminSchema,
-		Only: *only, Schedule: bench.ScheduleOptions{Sources: *sources, Every: *every, For: *window, Warmup: *warmup,
+		Only: *only, Schedule: bench.ScheduleOptions{Replicas: *replicas, Sources: *sources, Every: *every, For: *window, Warmup: *warmup,
 			UnchangedEvery: *unchanged, BaseBin: *baseSyncer}}); err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)
 		pprof.StopCPUProfile()

@@ -43,7 +43,12 @@ type ScheduleResult struct {
 	WAL         int64         // bytes of WAL written in the window
 	TableGrowth int64         // growth of the schema's tables and indexes in the window
 	LogBytes    int64         // bytes the syncer logged in the window
-	Note        string
+	Replicas    int           // syncer processes sharing the sources
+	// Overlaps counts requests the upstream received for a feed while
+	// another request for the same feed was in flight: two runs of one
+	// source at once, which the leases and claims must never allow.
+	Overlaps int64
+	Note     string
 }
 
 // PerRun divides a total by the runs of the window.
@@ -78,9 +83,11 @@ type feeds struct {
 	unchangedEvery int
 	requests       atomic.Int64
 	body, empty    []byte
+	inflight       []atomic.Int32 // requests in flight per feed
+	overlaps       atomic.Int64   // requests that found another in flight for their feed
 }
 
-func newFeeds(unchangedEvery int) *feeds {
+func newFeeds(unchangedEvery, n int) *feeds {
 	var b strings.Builder
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>bench</title><link>http://example.org/</link><description>bench</description>`)
 	for i := range 3 {
@@ -88,16 +95,20 @@ func newFeeds(unchangedEvery int) *feeds {
 	}
 	b.WriteString(`</channel></rss>`)
 	empty := `<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>bench</title><link>http://example.org/</link><description>bench</description></channel></rss>`
-	return &feeds{unchangedEvery: unchangedEvery, body: []byte(b.String()), empty: []byte(empty)}
+	return &feeds{unchangedEvery: unchangedEvery, body: []byte(b.String()), empty: []byte(empty), inflight: make([]atomic.Int32, n+1)}
 }
 
 func (f *feeds) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
 	n, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/feed/"))
-	if err != nil {
+	if err != nil || n < 0 || n >= len(f.inflight) {
 		http.NotFound(w, r)
 		return
 	}
+	if f.inflight[n].Add(1) > 1 {
+		f.overlaps.Add(1)
+	}
+	defer f.inflight[n].Add(-1)
 	w.Header().Set("Content-Type", "application/rss+xml")
 	if f.unchangedEvery <= 0 || n%f.unchangedEvery != 0 {
 		etag := `"` + strconv.Itoa(n) + `-v1"`
@@ -140,6 +151,9 @@ type ScheduleOptions struct {
 	UnchangedEvery int           // every n-th feed answers content, not 304; default 10
 	SyncerBin      string
 	BaseBin        string // the syncer before issue 11, measured the same way; optional
+	// Replicas is how many `syncer run` processes share the sources
+	// (default 1); the upstream counts overlapping runs of one source.
+	Replicas int
 }
 
 // demand is the runs per second the schedule asks for: every source once
@@ -157,7 +171,11 @@ func RunSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so Schedu
 		so.Sources, so.Every, so.UnchangedEvery)
 	fmt.Fprintf(out, scheduleHeader, "", "runs/s", "of demand", "lateness p50/p99", "syncer ms", "DB ms", "WAL B", "table B", "log B")
 	fmt.Fprintf(out, scheduleHeader, "", "", "", "", "per run", "per run", "per run", "per run", "per run")
-	r, err := runSyncerSchedule(ctx, o, admin, so, so.SyncerBin, "syncer (this build)", false)
+	label := "syncer (this build)"
+	if so.Replicas > 1 {
+		label = fmt.Sprintf("%d syncers (this build)", so.Replicas)
+	}
+	r, err := runSyncerSchedule(ctx, o, admin, so, so.SyncerBin, label, false)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +200,9 @@ func RunSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so Schedu
 		if r.Note != "" {
 			fmt.Fprintf(out, "  %s: %s\n", r.Label, r.Note)
 		}
+		if r.Replicas > 0 {
+			fmt.Fprintf(out, "  %s: %d overlapping runs of one source (two requests for one feed in flight at once) in %d runs\n", r.Label, r.Overlaps, r.Runs)
+		}
 	}
 	fmt.Fprintln(out)
 	return results, nil
@@ -196,12 +217,14 @@ type snapshot struct {
 	wal       int64
 	size      int64
 	logBytes  int64
+	overlaps  int64
 }
 
-func (o *Options) snap(ctx context.Context, pool *pgxpool.Pool, up *feeds, pid int, logPath string) (snapshot, error) {
-	s := snapshot{at: time.Now(), requests: up.requests.Load()}
-	if pid > 0 {
-		s.syncerCPU, _ = procCPU(pid)
+func (o *Options) snap(ctx context.Context, pool *pgxpool.Pool, up *feeds, pids []int, logPaths []string) (snapshot, error) {
+	s := snapshot{at: time.Now(), requests: up.requests.Load(), overlaps: up.overlaps.Load()}
+	for _, pid := range pids {
+		cpu, _ := procCPU(pid)
+		s.syncerCPU += cpu
 	}
 	var err error
 	if s.dbCPU, err = dbCPU(ctx, pool); err != nil {
@@ -214,9 +237,9 @@ func (o *Options) snap(ctx context.Context, pool *pgxpool.Pool, up *feeds, pid i
 	if err != nil {
 		return s, fmt.Errorf("read WAL position and table sizes: %w", err)
 	}
-	if logPath != "" {
-		if fi, err := os.Stat(logPath); err == nil {
-			s.logBytes = fi.Size()
+	for _, p := range logPaths {
+		if fi, err := os.Stat(p); err == nil {
+			s.logBytes += fi.Size()
 		}
 	}
 	return s, nil
@@ -234,6 +257,7 @@ func (r *ScheduleResult) fill(a, b snapshot) {
 	r.WAL = b.wal - a.wal
 	r.TableGrowth = b.size - a.size
 	r.LogBytes = b.logBytes - a.logBytes
+	r.Overlaps = b.overlaps - a.overlaps
 }
 
 // runSyncerSchedule runs one syncer binary over the sources on a fresh
@@ -241,7 +265,7 @@ func (r *ScheduleResult) fill(a, b snapshot) {
 // old is the binary before this measurement existed: it has no summary
 // line, so its window is timed and its lateness read from sync_runs.
 func runSyncerSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so ScheduleOptions, bin, label string, old bool) (*ScheduleResult, error) {
-	up := newFeeds(so.UnchangedEvery)
+	up := newFeeds(so.UnchangedEvery, so.Sources)
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	dir, err := os.MkdirTemp("", "lookout-bench-sched-")
@@ -264,29 +288,52 @@ func runSyncerSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so 
 			return nil, fmt.Errorf("%s migrate: %w\n%s", bin, err, b)
 		}
 	}
-	logPath := filepath.Join(dir, "syncer.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
+	// One process per replica (old: one), each logging to its own file.
+	replicas := 1
+	if !old {
+		replicas = max(so.Replicas, 1)
 	}
-	defer logf.Close()
-	cmd := exec.CommandContext(ctx, bin, "--config", dir, "run", "--listen", "off")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() error {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			return err
-		case <-time.After(2 * time.Minute):
-			_ = cmd.Process.Kill()
-			return fmt.Errorf("%s did not stop within 2 minutes of SIGTERM", bin)
+	var (
+		logPaths []string
+		pids     []int
+		cmds     []*exec.Cmd
+	)
+	exited := make(chan error, replicas)
+	for i := range replicas {
+		logPath := filepath.Join(dir, fmt.Sprintf("syncer-%d.log", i))
+		logf, err := os.Create(logPath)
+		if err != nil {
+			return nil, err
 		}
+		defer logf.Close()
+		cmd := exec.CommandContext(ctx, bin, "--config", dir, "run", "--listen", "off")
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", bin, err)
+		}
+		go func() { exited <- cmd.Wait() }()
+		logPaths, pids, cmds = append(logPaths, logPath), append(pids, cmd.Process.Pid), append(cmds, cmd)
+	}
+	logPath := logPaths[0]
+	stop := func() error {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		}
+		var errs []error
+		timeout := time.After(2 * time.Minute)
+		for range cmds {
+			select {
+			case err := <-exited:
+				errs = append(errs, err)
+			case <-timeout:
+				for _, cmd := range cmds {
+					_ = cmd.Process.Kill()
+				}
+				return fmt.Errorf("%s did not stop within 2 minutes of SIGTERM", bin)
+			}
+		}
+		return errors.Join(errs...)
 	}
 	stopped := false
 	defer func() {
@@ -316,7 +363,7 @@ func runSyncerSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so 
 			return fail(errors.New("did not register its sources within 10 minutes"))
 		}
 	}
-	res := &ScheduleResult{Label: label, Sources: so.Sources, Demand: so.demand()}
+	res := &ScheduleResult{Label: label, Sources: so.Sources, Demand: so.demand(), Replicas: replicas}
 	// Warm-up: every source's first run mirrors its feed (records and
 	// changes: the initial sync); then the runs are the measured ones.
 	registered := time.Now()
@@ -349,13 +396,13 @@ func runSyncerSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so 
 	var a, b snapshot
 	var lines []summaryLine
 	if old {
-		if a, err = o.snap(ctx, pool, up, cmd.Process.Pid, logPath); err != nil {
+		if a, err = o.snap(ctx, pool, up, pids, logPaths); err != nil {
 			return fail(err)
 		}
 		if !sleepCtx(ctx, so.For) {
 			return nil, ctx.Err()
 		}
-		if b, err = o.snap(ctx, pool, up, cmd.Process.Pid, logPath); err != nil {
+		if b, err = o.snap(ctx, pool, up, pids, logPaths); err != nil {
 			return fail(err)
 		}
 		if err := pool.QueryRow(ctx, `
@@ -373,18 +420,29 @@ func runSyncerSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so 
 		if !waitSummaries(ctx, logPath, seen+1, exited) {
 			return fail(errors.New("no summary line"))
 		}
-		if a, err = o.snap(ctx, pool, up, cmd.Process.Pid, logPath); err != nil {
+		// The other replicas' minutes are their own: their lines written
+		// within the window count.
+		from := make([]int, replicas)
+		for i, p := range logPaths[1:] {
+			from[i+1] = countSummaries(p)
+		}
+		if a, err = o.snap(ctx, pool, up, pids, logPaths); err != nil {
 			return fail(err)
 		}
 		minutes := max(int((so.For+time.Minute-1)/time.Minute), 1)
 		if !waitSummaries(ctx, logPath, seen+1+minutes, exited) {
 			return fail(errors.New("summary lines stopped"))
 		}
-		if b, err = o.snap(ctx, pool, up, cmd.Process.Pid, logPath); err != nil {
+		if b, err = o.snap(ctx, pool, up, pids, logPaths); err != nil {
 			return fail(err)
 		}
 		all := summaries(logPath)
 		lines = all[seen+1 : seen+1+minutes]
+		for i, p := range logPaths[1:] {
+			if more := summaries(p); len(more) > from[i+1] {
+				lines = append(lines, more[from[i+1]:]...)
+			}
+		}
 		res.LateP50, res.LateP99, res.LateMax = latenessOf(lines)
 	}
 	res.fill(a, b)
@@ -503,7 +561,7 @@ func runBaseline(ctx context.Context, o *Options, admin *pgxpool.Pool, so Schedu
 	up := &feeds{}
 	const workers, batch = 4, 100
 	dur := min(so.For, 30*time.Second)
-	a, err := o.snap(ctx, pool, up, os.Getpid(), "")
+	a, err := o.snap(ctx, pool, up, []int{os.Getpid()}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -550,7 +608,7 @@ func runBaseline(ctx context.Context, o *Options, admin *pgxpool.Pool, so Schedu
 	if loopErr != nil {
 		return nil, fmt.Errorf("baseline loop: %w", loopErr)
 	}
-	b, err := o.snap(context.WithoutCancel(ctx), pool, up, os.Getpid(), "")
+	b, err := o.snap(context.WithoutCancel(ctx), pool, up, []int{os.Getpid()}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -206,3 +206,39 @@ func TestThreeReplicasNeverOverlap(t *testing.T) {
 		t.Errorf("%d succeeded runs recorded for %d fetches", succeeded, total)
 	}
 }
+
+// TestReplicasRegisterTogether: replicas that start at the same time (a
+// Deployment's pods) register the same sources at once; both succeed. The
+// upserts ran in each replica's map order and deadlocked.
+func TestReplicasRegisterTogether(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	sources, fetch := map[string]string{}, map[string]fetchFunc{}
+	for i := range 2000 {
+		name := fmt.Sprintf("s%04d", i)
+		sources[name] = "every: 1h\n"
+		fetch[name] = items(func() []map[string]any { return nil })
+	}
+	cfg := loadConfig(t, "", sources, fetch)
+	for round := range 3 {
+		a, b := h.syncer(cfg, Config{Owner: "replica-a"}), h.syncer(cfg, Config{Owner: "replica-b"})
+		start := make(chan struct{})
+		errs := make(chan error, 2)
+		for _, s := range []*Syncer{a, b} {
+			go func() {
+				<-start
+				errs <- s.Register(context.Background())
+			}()
+		}
+		close(start)
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: register: %v", round, err)
+			}
+		}
+	}
+	var n int
+	if err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM sources`).Scan(&n); err != nil || n != 2000 {
+		t.Fatalf("%d sources registered (%v), want 2000", n, err)
+	}
+}

@@ -18,6 +18,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -301,6 +303,10 @@ func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) er
 			return err
 		}
 	}
+	// Upserted in name order: replicas registering the same sources at
+	// once (a Deployment's pods starting together) lock the rows in the
+	// same order, so that one waits for the other instead of deadlocking.
+	srcs = slices.SortedFunc(slices.Values(srcs), func(a, b *source) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
 	b := &pgx.Batch{}
 	now := s.conf.Now()
 	for _, src := range srcs {
