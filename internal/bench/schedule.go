@@ -167,8 +167,12 @@ func (so ScheduleOptions) demand() float64 {
 // binary before the change (when given), then the baseline loop.
 func RunSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so ScheduleOptions, out io.Writer) ([]*ScheduleResult, error) {
 	var results []*ScheduleResult
-	fmt.Fprintf(out, "(10) %d sources every %s (rss against a local upstream: 304, or unchanged content for every %dth), one `syncer run`, default config\n",
-		so.Sources, so.Every, so.UnchangedEvery)
+	procs := "one `syncer run`"
+	if so.Replicas > 1 {
+		procs = fmt.Sprintf("%d `syncer run` replicas", so.Replicas)
+	}
+	fmt.Fprintf(out, "(10) %d sources every %s (rss against a local upstream: 304, or unchanged content for every %dth), %s, default config\n",
+		so.Sources, so.Every, so.UnchangedEvery, procs)
 	fmt.Fprintf(out, scheduleHeader, "", "runs/s", "of demand", "lateness p50/p99", "syncer ms", "DB ms", "WAL B", "table B", "log B")
 	fmt.Fprintf(out, scheduleHeader, "", "", "", "", "per run", "per run", "per run", "per run", "per run")
 	label := "syncer (this build)"
