@@ -117,6 +117,7 @@ func (a *Admin) Handler() http.Handler {
 	mux.Handle("POST /admin/sources/{name}/{action}", a.authed(a.sourceAction))
 	mux.Handle("GET /admin/record", a.authed(a.record))
 	mux.Handle("GET /admin/rows/{what}", a.authed(a.rows))
+	mux.Handle("GET /admin/rows/drift", a.authed(a.driftRows))
 	mux.Handle("GET /admin/stuck", a.authed(a.reportPage("stuck")))
 	mux.Handle("GET /admin/failures", a.authed(a.reportPage("failures")))
 	mux.Handle("GET /admin/retry", a.authed(a.reportPage("retry")))

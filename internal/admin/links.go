@@ -3,6 +3,7 @@ package admin
 import (
 	"fmt"
 	"net/url"
+	"time"
 )
 
 // links is the linker of report rows: a source's name leads to the
@@ -78,4 +79,32 @@ func withSource(source string) linker {
 		}
 		return links(col, m)
 	}
+}
+
+// driftLinks links each count of the drift table (a row per day, model,
+// model digest and prompt version) to the evaluations it counts, of owner
+// when the page is filtered by one; the table's other columns link like
+// links does.
+func driftLinks(owner string) linker {
+	return func(col string, row map[string]any) string {
+		if _, ok := driftCounts[col]; !ok {
+			return links(col, row)
+		}
+		day, ok := row["day"].(time.Time)
+		if !ok {
+			return ""
+		}
+		return driftLink(col, day, fmt.Sprint(row["model"]), fmt.Sprint(row["model_digest"]), fmt.Sprint(row["prompt_version"]), owner)
+	}
+}
+
+// driftLink is the address of the evaluations behind one count of the
+// drift table.
+func driftLink(count string, day time.Time, model, digest, prompt, owner string) string {
+	v := url.Values{"count": {count}, "day": {day.UTC().Format(time.DateOnly)}, "model": {model},
+		"digest": {digest}, "prompt": {prompt}}
+	if owner != "" {
+		v.Set("owner", owner)
+	}
+	return "/admin/rows/drift?" + v.Encode()
 }

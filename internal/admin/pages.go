@@ -469,7 +469,7 @@ func (a *Admin) models(w http.ResponseWriter, r *http.Request, c *caller) {
 		a.failErr(w, r, err)
 		return
 	}
-	if d.Drift, err = a.rowsOf(ctx, p, query{title: "Model drift of the last 14 days", sql: drift, args: args}, 0, links); err != nil {
+	if d.Drift, err = a.rowsOf(ctx, p, query{title: "Model drift of the last 14 days", sql: drift, args: args}, 0, driftLinks(owner)); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
@@ -551,8 +551,11 @@ func shortDigest(d string) string {
 
 type rowsData struct {
 	What, Title string
-	Since       string
-	Table       *table
+	// Hint says which rows these are (an hour, a cell of the drift table).
+	Hint  string
+	Table *table
+	// Next is the next page, when there is one.
+	Next string
 }
 
 // rows lists the rows behind a number: one hour of a table (since=), or
@@ -581,7 +584,7 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		if u, err := time.Parse(time.RFC3339, qs.Get("until")); err == nil && u.After(since) {
 			until = u
 		}
-		d.Since = since.UTC().Format("2006-01-02 15:04") + " to " + until.UTC().Format("15:04") + " UTC"
+		d.Hint = since.UTC().Format("2006-01-02 15:04") + " to " + until.UTC().Format("15:04") + " UTC"
 		args = []any{since, until, qs.Get("source")}
 	}
 	if spec.owned {
@@ -598,6 +601,73 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	d.Table = t
+	p.Data = d
+	a.render(w, r, http.StatusOK, "rows", p)
+}
+
+// driftCountTitles name the counts of the drift table on their rows page.
+var driftCountTitles = map[string]string{
+	"evaluations": "model-judged evaluations",
+	"judged":      "evaluations the model judged (step model)",
+	"cache_hits":  "evaluations answered from the verdict cache (step cache)",
+	"notify":      "notify decisions (notify or duplicate)",
+	"skip":        "skip decisions",
+}
+
+// driftRows lists the evaluations behind one count of the models page's
+// drift table (count=, day=, model=, digest=, prompt=, owner=), newest
+// first, a page of 200 at a time (after=, the cursor of the next page).
+func (a *Admin) driftRows(w http.ResponseWriter, r *http.Request, c *caller) {
+	ctx, cancel := pageContext(r)
+	defer cancel()
+	qs := r.URL.Query()
+	count := qs.Get("count")
+	cond, ok := driftCounts[count]
+	if !ok {
+		a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("count=%q is not a count of the drift table (evaluations, judged, cache_hits, notify, skip).", count))
+		return
+	}
+	day, err := time.Parse(time.DateOnly, qs.Get("day"))
+	if err != nil {
+		a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("day=%q is not a day (YYYY-MM-DD, UTC).", qs.Get("day")))
+		return
+	}
+	// The first page ends before the next day; the next ones before the
+	// last row shown.
+	beforeAt, beforeID := day.Add(24*time.Hour), int64(0)
+	if after := qs.Get("after"); after != "" {
+		at, id, _ := strings.Cut(after, ",")
+		t, err1 := time.Parse(time.RFC3339Nano, at)
+		n, err2 := strconv.ParseInt(id, 10, 64)
+		if err1 != nil || err2 != nil {
+			a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("after=%q is not a cursor of this list (a time, a comma, an evaluation id).", after))
+			return
+		}
+		beforeAt, beforeID = t, n
+	}
+	model, digest, prompt, owner := qs.Get("model"), qs.Get("digest"), qs.Get("prompt"), qs.Get("owner")
+	p := newPage(c, "Evaluations behind the model drift", "models")
+	d := &rowsData{What: "drift", Title: p.Title,
+		Hint: fmt.Sprintf("The %s of %s (UTC) by %s, digest %s, prompt version %s", driftCountTitles[count],
+			day.Format(time.DateOnly), model, shortDigest(digest), prompt)}
+	if owner != "" {
+		d.Hint += ", of " + owner
+	}
+	d.Hint += ": the rows the models page counts, newest first."
+	q := query{title: "The evaluations counted in the cell", sql: queryDriftRows + cond + driftRowsOrder,
+		args: []any{day, model, digest, prompt, owner, beforeAt, beforeID}}
+	if d.Table, err = a.rowsOf(ctx, p, q, 200, links); err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	if d.Table.More {
+		last := d.Table.Raw[len(d.Table.Raw)-1]
+		at, _ := last["created_at"].(time.Time)
+		id, _ := last["evaluation_id"].(int64)
+		v := qs
+		v.Set("after", at.UTC().Format(time.RFC3339Nano)+","+strconv.FormatInt(id, 10))
+		d.Next = "/admin/rows/drift?" + v.Encode()
+	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "rows", p)
 }

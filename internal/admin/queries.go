@@ -103,6 +103,34 @@ const (
 		GROUP BY 1, 2, 3, 4
 		ORDER BY 1, 2, 3, 4`
 
+	// queryDriftRows lists the evaluations behind a count of the drift
+	// table (/admin/rows/drift): the rows report_model_drift_daily and
+	// report_model_drift_recent count, with their conditions as the views
+	// write them — the model-judged steps of the last 14 days, the UTC day
+	// ($1), each joined to its model call by id — narrowed to a model ($2),
+	// model digest ($3) and prompt version ($4), and to an owner ($5, ''
+	// for all). The day is restated as a range for the evaluations'
+	// index (evaluations_judged_created_idx); the model call is probed
+	// per evaluation by its primary key (OFFSET 0 keeps the planner from
+	// reading every model call into a hash). A page ends before the
+	// cursor ($6, $7: created_at and id of the last row shown); the
+	// count's own condition (driftCounts) comes before the ORDER BY
+	// (driftRowsOrder).
+	queryDriftRows = `
+		SELECT e.id AS evaluation_id, e.change_id, e.source, e.record_id, e.watch, e.step, e.decision, e.reason,
+		       e.urgency, e.confidence, e.model_call_id, e.owner, e.created_at
+		FROM evaluations e
+		JOIN LATERAL (SELECT mc.model, mc.model_digest, mc.prompt_version FROM model_calls mc WHERE mc.id = e.model_call_id OFFSET 0) mc ON true
+		WHERE e.step IN ('model', 'cache') AND e.created_at >= date_trunc('day', now(), 'UTC') - interval '13 days'
+		  AND date_trunc('day', e.created_at, 'UTC') = $1 AND e.created_at >= $1 AND e.created_at < $1 + interval '24 hours'
+		  AND mc.model = $2 AND mc.model_digest = $3 AND mc.prompt_version = $4
+		  AND ($5 = '' OR e.owner = $5)
+		  AND e.created_at <= $6 AND (e.created_at, e.id) < ($6, $7)`
+
+	driftRowsOrder = `
+		ORDER BY e.created_at DESC, e.id DESC
+		LIMIT 201`
+
 	// queryOwners lists the owners of definitions (the owner filter).
 	queryOwners = `
 		SELECT owner FROM source_definitions WHERE owner <> ''
@@ -114,6 +142,17 @@ const (
 	// changed first.
 	queryTaskRuns = `SELECT * FROM report_task_runs LIMIT 201`
 )
+
+// driftCounts are the counts of the drift table, each with the condition
+// that picks its evaluations among queryDriftRows' (the FILTER of the
+// views' column of that name; evaluations counts them all).
+var driftCounts = map[string]string{
+	"evaluations": "",
+	"judged":      "\n\t\t  AND e.step = 'model'",
+	"cache_hits":  "\n\t\t  AND e.step = 'cache'",
+	"notify":      "\n\t\t  AND e.decision IN ('notify', 'duplicate')",
+	"skip":        "\n\t\t  AND e.decision = 'skip'",
+}
 
 // Rows behind an hour of the overview's charts (/admin/rows/{what}): each
 // reads its table by time through an index, newest first; $1 and $2 bound
