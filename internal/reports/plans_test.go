@@ -646,6 +646,11 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	// arguments its pages pass.
 	const adminQ = "internal/admin/queries.go"
 	hour := now.Add(-time.Hour).Truncate(time.Hour)
+	// The evaluations behind a count of the drift table: the notify count
+	// of today's cell.
+	today := now.UTC().Truncate(24 * time.Hour)
+	driftRows := sqlConst(t, adminQ, "queryDriftRows") + sqlFrom(t, adminQ, "AND e.decision IN ('notify', 'duplicate')") +
+		sqlConst(t, adminQ, "driftRowsOrder")
 	for _, q := range []hotQuery{
 		{name: "admin: overview charts", sql: sqlFrom(t, adminQ, "SELECT * FROM report_activity_hourly"), allowSources: true,
 			index: "activity_hour_totals_pkey"},
@@ -683,6 +688,10 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_daily"), index: "evaluations_judged_created_idx"},
 		{name: "admin: an owner's model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_recent"), args: []any{"alice"},
 			index: "evaluations_judged_created_idx"},
+		{name: "admin: the notify decisions behind a drift number", sql: driftRows, args: []any{today, "llama3.2", "sha256:aaa", "pv-1", "",
+			today.Add(24 * time.Hour), int64(0)}, index: "evaluations_judged_created_idx"},
+		{name: "admin: alice's notify decisions behind a drift number, second page", sql: driftRows, args: []any{today, "llama3.2", "sha256:aaa",
+			"pv-1", "alice", today.Add(time.Hour), int64(123)}, index: "evaluations_judged_created_idx"},
 		{name: "admin: dead letters of a sink", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + "\nWHERE sink = $1\nLIMIT 201",
 			args: []any{"hook"}, index: "notifications_dead_idx"},
 		{name: "admin: recent failures of a source", sql: sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures") + "\nWHERE source = $1\nLIMIT 201",
