@@ -8,10 +8,12 @@ import (
 	"image/color/palette"
 	"image/draw"
 	"image/png"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -401,7 +403,70 @@ func TestAdminPagesInBrowser(t *testing.T) {
 		t.Errorf("%d drift charts, want 2", charts)
 	}
 	b.shot("models", "")
+
+	// Every count of the drift table links to the evaluations it counts:
+	// a click on the first row's number lists as many rows, the ones SQL
+	// counts in that cell, with the SQL one click away.
+	cell := func(col string) string {
+		return fmt.Sprintf(`(() => { const t = document.querySelector('main table');
+			const i = [...t.querySelectorAll('thead th')].findIndex(th => th.textContent === %q);
+			return t.querySelector('tbody tr').children[i].querySelector('a'); })()`, col)
+	}
+	clickDrift := func(col string) (int64, url.Values) {
+		t.Helper()
+		n, err := strconv.ParseInt(strings.ReplaceAll(evalJS[string](b, cell(col)+".textContent"), ",", ""), 10, 64)
+		if err != nil {
+			t.Fatalf("the drift table's %s: %v", col, err)
+		}
+		href := evalJS[string](b, cell(col)+".getAttribute('href')")
+		b.run("click the drift table's "+col, chromedp.Click(chromedp.JSPath(cell(col))),
+			chromedp.WaitVisible(chromedp.JSPath(`[...document.querySelectorAll('main h1')].filter(h => h.textContent.startsWith('Evaluations behind'))`)))
+		b.noErrors(href)
+		if n := evalJS[int](b, `[...document.querySelectorAll('details.sql pre')].filter(p => p.textContent.includes('FROM evaluations e')).length`); n != 1 {
+			t.Errorf("%s: the SQL of the page is not shown", href)
+		}
+		u, err := url.Parse(href)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, u.Query()
+	}
+	// judged lists what report_model_drift_daily counts in a cell, as the
+	// view joins and filters, newest first.
+	judged := func(q url.Values, decisions []string) []string {
+		var ids []string
+		for _, r := range w.queryMap(`
+			SELECT e.id::text AS id FROM evaluations e JOIN model_calls mc ON mc.id = e.model_call_id
+			WHERE e.step IN ('model', 'cache') AND date_trunc('day', e.created_at, 'UTC') = $1::date::timestamp AT TIME ZONE 'UTC'
+			  AND mc.model = $2 AND mc.model_digest = $3 AND mc.prompt_version = $4 AND ($5 = '' OR e.owner = $5)
+			  AND e.decision = ANY ($6)
+			ORDER BY e.created_at DESC, e.id DESC`, q.Get("day"), q.Get("model"), q.Get("digest"), q.Get("prompt"), q.Get("owner"), decisions) {
+			ids = append(ids, r["id"].(string))
+		}
+		return ids
+	}
+	listed := func() []string {
+		return evalJS[[]string](b, `[...document.querySelectorAll('main table tbody tr')].map(r => r.children[0].textContent)`)
+	}
+	all := []string{"notify", "duplicate", "skip", "hold", "error"}
+	n, q := clickDrift("evaluations")
+	if got, want := listed(), judged(q, all); int64(len(got)) != n || !slices.Equal(got, want) || n == 0 {
+		t.Errorf("the drift table's evaluations (%d, %v) list %v, SQL %v", n, q, got, want)
+	}
+	b.open(base+"/admin/models", "Models")
+	n, q = clickDrift("skip")
+	if got, want := listed(), judged(q, []string{"skip"}); int64(len(got)) != n || !slices.Equal(got, want) || n == 0 {
+		t.Errorf("the drift table's skip decisions (%d, %v) list %v, SQL %v", n, q, got, want)
+	}
+	// The owner filter carries over: alice's evaluations only (the
+	// tickets' first record's decisions made hers).
+	w.exec(`UPDATE evaluations SET owner = 'alice' WHERE step IN ('model', 'cache') AND source = 'tickets' AND record_id = '1'`)
 	b.open(base+"/admin/models?owner=alice", "Models")
+	n, q = clickDrift("evaluations")
+	alices := w.count(`SELECT count(*) FROM evaluations WHERE owner = 'alice' AND step IN ('model', 'cache')`)
+	if got, want := listed(), judged(q, all); q.Get("owner") != "alice" || n != alices || int64(len(got)) != n || !slices.Equal(got, want) {
+		t.Errorf("alice's drift evaluations (%d of %d, %v) list %v, SQL %v", n, alices, q, got, want)
+	}
 	b.open(base+"/admin/rows/evaluations?owner=alice", "Evaluations")
 	b.open(base+"/admin/sources", "Sources")
 	b.shot("sources", "")
