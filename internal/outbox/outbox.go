@@ -267,6 +267,53 @@ func Claim(ctx context.Context, q Querier, sink, owner string, limit int, lease 
 	return out, nil
 }
 
+// ClaimFair is Claim for a sink that many users share (the lane of
+// watches' own webhooks): it never leases a row that would give one owner
+// (notifications.owner, the user of the watch) more than perOwner rows in
+// flight. An owner's window is its first perOwner due rows in due order,
+// the leased ones among them; only rows of the window may be claimed, so
+// an owner whose window is all leased gets nothing until an outcome of
+// one is recorded (Record), whatever its backlog. Leases, expiry, fencing
+// and SKIP LOCKED are Claim's: any number of replicas may claim at once,
+// and the cap holds across them (a row another claim holds is skipped,
+// not replaced by the owner's next one). The rows come back turn by turn
+// — every owner's oldest before anyone's second — then in due order, the
+// order to send them in. The cost of a claim grows with the number of
+// owners that have pending rows in sink, not with their backlogs
+// (notifications_owner_due_idx).
+func ClaimFair(ctx context.Context, q Querier, sink, owner string, limit int, lease time.Duration, perOwner int) ([]Claimed, error) {
+	if perOwner < 1 {
+		return nil, fmt.Errorf("claim notifications of sink %s: %d rows per owner; want at least 1", sink, perOwner)
+	}
+	rows, err := q.Query(ctx, queryClaimFair, sink, limit, owner, lease, perOwner)
+	if err != nil {
+		return nil, fmt.Errorf("claim notifications of sink %s fairly: %w", sink, err)
+	}
+	type turned struct {
+		c    Claimed
+		turn int64
+		due  time.Time
+	}
+	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (turned, error) {
+		var t turned
+		c := &t.c
+		err := row.Scan(&c.ID, &c.DedupeKey, &c.Sink, &c.Source, &c.RecordID, &c.Watch, &c.Kind, &c.Title, &c.Body,
+			&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.TakenOver, &t.turn, &t.due)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim notifications of sink %s fairly: %w", sink, err)
+	}
+	slices.SortFunc(got, func(a, b turned) int {
+		return cmp.Or(cmp.Compare(a.turn, b.turn), a.due.Compare(b.due), cmp.Compare(a.c.ID, b.c.ID))
+	})
+	out := make([]Claimed, len(got))
+	for i := range got {
+		out[i] = got[i].c
+	}
+	return out, nil
+}
+
 // Outcome kinds of an attempt (Outcome.Kind).
 const (
 	// Delivered: the sink accepted the row.

@@ -373,6 +373,131 @@ func TestClaimRespectsDueTimeLeasesAndLocks(t *testing.T) {
 	}
 }
 
+func TestClaimFairCapsEachOwnersRowsInFlight(t *testing.T) {
+	ctx, pool := setup(t)
+	var notes []outbox.Notification
+	add := func(owner, key, sink string) {
+		n := note(key, sink)
+		n.Owner = owner
+		notes = append(notes, n)
+	}
+	for i := range 6 {
+		add("alice", fmt.Sprintf("a%d", i), "@webhook")
+	}
+	add("bob", "b0", "@webhook")
+	add("carol", "c0", "@webhook")
+	add("carol", "c1", "@webhook")
+	add("dave", "d0", "@webhook")
+	add("dave", "d1", "@webhook")
+	add("alice", "other-sink", "hook")
+	ids := enqueue(t, ctx, pool, notes...)
+	id := map[string]int64{}
+	for i, n := range notes {
+		id[n.DedupeKey] = ids[i].ID
+	}
+	// c0 is in flight at another replica; d0's lease expired (its
+	// replica died); d1 is due later.
+	for _, q := range []string{
+		`UPDATE notifications SET lease_owner = 'other', lease_expires_at = now() + interval '1 hour', attempts = 1 WHERE dedupe_key = 'c0'`,
+		`UPDATE notifications SET lease_owner = 'dead', lease_expires_at = now() - interval '1 second', attempts = 1 WHERE dedupe_key = 'd0'`,
+		`UPDATE notifications SET next_attempt_at = now() + interval '1 hour' WHERE dedupe_key = 'd1'`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func(cs []outbox.Claimed) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.DedupeKey)
+		}
+		return out
+	}
+	claim := func(limit int) []string {
+		t.Helper()
+		got, err := outbox.ClaimFair(ctx, pool, "@webhook", "me", limit, time.Minute, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys(got)
+	}
+
+	// Turn 1: each owner's oldest claimable row (carol's oldest is in
+	// flight), in due order, up to the limit; turn 2: alice's second and
+	// carol's second (c0 in flight leaves her one more). alice's a2..a5
+	// wait for her window; d1 is not due.
+	first, err := outbox.ClaimFair(ctx, pool, "@webhook", "me", 3, time.Minute, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := outbox.ClaimFair(ctx, pool, "@webhook", "me", 100, time.Minute, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(keys(first)) != "[a0 b0 d0]" || fmt.Sprint(keys(second)) != "[a1 c1]" {
+		t.Fatalf("ClaimFair(limit 3), then ClaimFair(limit 100) = %v, %v; want [a0 b0 d0], [a1 c1]", keys(first), keys(second))
+	}
+	got := append(first, second...)
+	for _, c := range got {
+		if c.Sink != "@webhook" || (c.DedupeKey == "d0") != c.TakenOver || (c.DedupeKey == "d0") != (c.Attempts == 2) {
+			t.Errorf("claimed %s: sink %s, taken over %v, attempt %d; want @webhook, only d0 taken over on its attempt 2",
+				c.DedupeKey, c.Sink, c.TakenOver, c.Attempts)
+		}
+	}
+	if got := claim(100); len(got) != 0 {
+		t.Fatalf("ClaimFair with every window in flight = %v; want nothing", got)
+	}
+
+	// An outcome recorded frees a place in alice's window: her next row.
+	if err := outbox.Record(ctx, pool, "me", []outbox.Outcome{{ID: id["a0"], Kind: outbox.Delivered, At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(100); fmt.Sprint(got) != "[a2]" {
+		t.Fatalf("ClaimFair after a0 was delivered = %v; want [a2]", got)
+	}
+
+	// A row of the window that another claim holds locked is skipped, not
+	// replaced by the owner's next one: the cap holds across replicas.
+	if err := outbox.Record(ctx, pool, "me", []outbox.Outcome{
+		{ID: id["a1"], Kind: outbox.Delivered, At: time.Now()}, {ID: id["a2"], Kind: outbox.Delivered, At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT id FROM notifications WHERE dedupe_key = 'a3' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(100); fmt.Sprint(got) != "[a4]" {
+		t.Fatalf("ClaimFair with a3 locked elsewhere = %v; want [a4] (a5 is past alice's window)", got)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(100); fmt.Sprint(got) != "[a3]" {
+		t.Fatalf("ClaimFair after the lock ended = %v; want [a3]", got)
+	}
+
+	// A retry due later leaves the window: alice's last row comes in.
+	if err := outbox.Record(ctx, pool, "me", []outbox.Outcome{
+		{ID: id["a3"], Kind: outbox.Retry, At: time.Now(), Next: time.Now().Add(time.Hour), Err: "503"},
+		{ID: id["a4"], Kind: outbox.Delivered, At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(100); fmt.Sprint(got) != "[a5]" {
+		t.Fatalf("ClaimFair after a3 was put off = %v; want [a5]", got)
+	}
+	if _, err := outbox.ClaimFair(ctx, pool, "@webhook", "me", 10, time.Minute, 0); err == nil {
+		t.Error("ClaimFair with 0 rows per owner: no error")
+	}
+	// The other sink was never touched.
+	if got, err := outbox.Claim(ctx, pool, "hook", "me", 10, time.Minute); err != nil || len(got) != 1 || got[0].Attempts != 1 {
+		t.Errorf("Claim(hook) = %+v, %v; want its one row on attempt 1", got, err)
+	}
+}
+
 func TestRecordOutcomes(t *testing.T) {
 	ctx, pool := setup(t)
 	var notes []outbox.Notification

@@ -86,6 +86,49 @@ const queryClaim = `
 	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
 	          n.reason, n.payload, n.attempts, due.expired`
 
+// queryClaimFair is queryClaim for a sink shared by many owners (the
+// users of the watches): $5 is the most rows of one owner in flight. Each
+// owner's window is its first $5 due rows in due order, leased ones
+// included, and only a row of its window may be claimed, so an owner with
+// $5 rows leased gets nothing more until one is recorded. The owners are
+// walked one index descent each (a loose scan of
+// notifications_owner_due_idx), each window read in due order and
+// stopped at $5, so the cost grows with the owners that have pending rows,
+// never with one owner's backlog. The claimable rows are taken turn by
+// turn — every owner's first before anyone's second — then in due order,
+// up to $2, and locked as queryClaim does (the conditions on n are checked
+// again on a row another claim changed meanwhile); the window is chosen
+// before the lock, so a row another claim holds is skipped, never
+// replaced by the next one of its owner.
+const queryClaimFair = `
+	WITH RECURSIVE owners AS (
+	    (SELECT owner FROM notifications WHERE sink = $1 AND status = 'pending' ORDER BY owner LIMIT 1)
+	    UNION ALL
+	    SELECT (SELECT n.owner FROM notifications n
+	            WHERE n.sink = $1 AND n.status = 'pending' AND n.owner > o.owner ORDER BY n.owner LIMIT 1)
+	    FROM owners o WHERE o.owner IS NOT NULL
+	), windows AS (
+	    SELECT w.id, w.created_at, w.owner, w.next_attempt_at,
+	           row_number() OVER (PARTITION BY w.owner ORDER BY w.next_attempt_at, w.id) AS turn
+	    FROM owners o CROSS JOIN LATERAL (
+	        SELECT n.id, n.created_at, n.owner, n.next_attempt_at FROM notifications n
+	        WHERE n.sink = $1 AND n.owner = o.owner AND n.status = 'pending' AND n.next_attempt_at <= now()
+	        ORDER BY n.next_attempt_at, n.id
+	        LIMIT $5) w
+	), due AS (
+	    SELECT n.id, n.created_at, n.lease_owner IS NOT NULL AS expired, w.turn, w.next_attempt_at
+	    FROM windows w JOIN notifications n ON n.id = w.id AND n.created_at = w.created_at
+	    WHERE n.sink = $1 AND n.status = 'pending' AND n.next_attempt_at <= now()
+	      AND (n.lease_expires_at IS NULL OR n.lease_expires_at < now())
+	    ORDER BY w.turn, w.next_attempt_at, w.id
+	    LIMIT $2
+	    FOR UPDATE OF n SKIP LOCKED
+	)
+	UPDATE notifications n SET lease_owner = $3, lease_expires_at = now() + $4::interval, attempts = attempts + 1
+	FROM due WHERE n.id = due.id AND n.created_at = due.created_at
+	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
+	          n.reason, n.payload, n.attempts, due.expired, due.turn, due.next_attempt_at`
+
 // queryRecord writes attempt outcomes of rows still leased to owner $1.
 const queryRecord = `
 	UPDATE notifications n SET

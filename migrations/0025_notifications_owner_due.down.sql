@@ -1,0 +1,1 @@
+DROP INDEX notifications_owner_due_idx;
