@@ -85,6 +85,19 @@ type lane struct {
 	sink Sink
 	cfg  *config.Sink
 	wake chan struct{}
+	// perOwner, when not 0, makes the lane fair across the users it
+	// serves (a sharedSink): at most perOwner rows of one owner in flight
+	// (outbox.ClaimFair).
+	perOwner int
+}
+
+// sharedSink is a sink many users share, whose lane is fair across them:
+// the lane claims at most perOwner() rows of one owner (the user of the
+// watch) at a time, so one user's slow or hanging receiver holds at most
+// that many of the lane's workers and never a whole claim batch.
+type sharedSink interface {
+	Sink
+	perOwner() int
 }
 
 // DelivererConfigFrom returns the deliverer settings of lookout.yaml's
@@ -114,7 +127,11 @@ func NewDeliverer(p *pgxpool.Pool, sinks map[string]Sink, conf DelivererConfig, 
 		if sc == nil {
 			continue
 		}
-		d.lanes = append(d.lanes, &lane{name: name, sink: sinks[name], cfg: sc, wake: make(chan struct{}, 1)})
+		l := &lane{name: name, sink: sinks[name], cfg: sc, wake: make(chan struct{}, 1)}
+		if s, ok := l.sink.(sharedSink); ok {
+			l.perOwner = max(s.perOwner(), 1)
+		}
+		d.lanes = append(d.lanes, l)
 		conf.Metrics.InitSink(name)
 	}
 	return d
@@ -203,6 +220,13 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 // runs until ctx ends. Outcomes of deliveries that finished are recorded
 // before it returns.
 //
+// A fair lane (perOwner) claims no more rows than it has workers, so that
+// a user whose rows come due finds a worker at the next claim rather than
+// behind a long batch, and claims again whenever outcomes are recorded:
+// that is what moves an owner's window on. An empty claim does not end a
+// drain while rows it claimed are unrecorded, since their owners may have
+// more rows due.
+//
 // Sending stops while outcomes cannot be recorded: a row sent then would
 // be sent again after its lease. Each send takes one of 2 × concurrency
 // slots that only the recording of its outcome gives back (twice, so that
@@ -216,6 +240,10 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 	logger := d.logger.With("sink", l.name)
 	concurrency := max(l.cfg.Concurrency, 1)
 	rec := newRecorder(ctx, d, logger, 2*concurrency)
+	var recorded <-chan struct{} // nil (never ready) unless the lane is fair
+	if l.perOwner > 0 {
+		recorded = rec.recorded
+	}
 	work := make(chan *claimedRow)
 	var workers sync.WaitGroup
 	for range concurrency {
@@ -241,6 +269,7 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 		})
 	}
 	attempted := 0
+	progress := 0 // attempted when a drain last found nothing due (fair lanes)
 	var err error
 	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 claim:
@@ -256,7 +285,7 @@ claim:
 			}
 			continue
 		}
-		batch, cerr := d.claim(ctx, l.name)
+		batch, cerr := d.claim(ctx, l)
 		if cerr != nil {
 			if ctx.Err() != nil {
 				break
@@ -275,14 +304,32 @@ claim:
 		backoff.Reset()
 		if len(batch) == 0 {
 			if drain {
-				break
+				if recorded == nil {
+					break
+				}
+				// Wait for what was claimed to be recorded, then claim
+				// again if anything was sent since the last time here
+				// (rows given back unsent would only come back unsent).
+				for rec.held.Load() > 0 && ctx.Err() == nil && !rec.failing.Load() {
+					select {
+					case <-ctx.Done():
+					case <-recorded:
+					}
+				}
+				if attempted == progress {
+					break
+				}
+				progress = attempted
+				continue
 			}
 			select {
 			case <-ctx.Done():
 			case <-l.wake:
+			case <-recorded:
 			}
 			continue
 		}
+		rec.held.Add(int64(len(batch)))
 		for i, c := range batch {
 			if ctx.Err() != nil || rec.failing.Load() {
 				for _, r := range batch[i:] {
@@ -330,9 +377,16 @@ type claimedRow struct {
 	leaseEnd time.Time
 }
 
-func (d *Deliverer) claim(ctx context.Context, sink string) ([]*claimedRow, error) {
+func (d *Deliverer) claim(ctx context.Context, l *lane) ([]*claimedRow, error) {
 	start := time.Now()
-	rows, err := outbox.Claim(ctx, d.pool, sink, d.conf.Owner, d.conf.BatchSize, d.conf.Lease)
+	var rows []outbox.Claimed
+	var err error
+	if l.perOwner > 0 {
+		limit := min(d.conf.BatchSize, max(l.cfg.Concurrency, 1))
+		rows, err = outbox.ClaimFair(ctx, d.pool, l.name, d.conf.Owner, limit, d.conf.Lease, l.perOwner)
+	} else {
+		rows, err = outbox.Claim(ctx, d.pool, l.name, d.conf.Owner, d.conf.BatchSize, d.conf.Lease)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -456,11 +510,17 @@ type recorder struct {
 	failing atomic.Bool
 	// recovered receives a token when writes succeed again.
 	recovered chan struct{}
+	// held counts the rows the lane claimed whose outcome is not written
+	// yet (the lane adds a batch's rows, the recorder takes them off).
+	held atomic.Int64
+	// recorded receives a token after every write of outcomes, failed or
+	// not, and when outcomes are given up.
+	recorded chan struct{}
 }
 
 func newRecorder(ctx context.Context, d *Deliverer, logger *slog.Logger, slots int) *recorder {
 	r := &recorder{d: d, logger: logger, ctx: ctx, in: make(chan outcome, 512), done: make(chan error, 1),
-		slots: make(chan struct{}, slots), recovered: make(chan struct{}, 1)}
+		slots: make(chan struct{}, slots), recovered: make(chan struct{}, 1), recorded: make(chan struct{}, 1)}
 	go r.run()
 	return r
 }
@@ -522,6 +582,7 @@ func (r *recorder) run() {
 		err := r.d.record(batch)
 		if err == nil {
 			r.releaseSent(batch)
+			r.written(len(batch))
 			pending = pending[len(batch):]
 			lastErr = nil
 			backoff.Reset()
@@ -540,9 +601,11 @@ func (r *recorder) run() {
 			failedAt = time.Now()
 			r.logger.Error("record delivery outcomes; sending stops until the database answers again", "error", err, "rows", len(pending))
 		}
+		r.written(0) // a fair lane waiting for outcomes sees failing
 		if !stopAt.IsZero() && time.Since(stopAt) > recordGiveUp {
 			r.logger.Error("record delivery outcomes: gave up; those rows are sent again after their lease", "error", err, "rows", len(pending))
 			r.releaseSent(pending)
+			r.written(len(pending))
 			pending = nil
 			if in == nil {
 				break
@@ -567,6 +630,16 @@ func (r *recorder) run() {
 		t.Stop()
 	}
 	r.done <- lastErr
+}
+
+// written takes n written (or abandoned) outcomes off held and tells the
+// lane (n is 0 after a failed write).
+func (r *recorder) written(n int) {
+	r.held.Add(-int64(n))
+	select {
+	case r.recorded <- struct{}{}:
+	default:
+	}
 }
 
 // releaseSent gives back the send slots of the sent outcomes in outs.

@@ -47,7 +47,20 @@ type OwnWebhookSink struct {
 	client *http.Client
 }
 
-var _ Sink = (*OwnWebhookSink)(nil)
+var _ sharedSink = (*OwnWebhookSink)(nil)
+
+// OwnWebhookPerOwner is the most notifications of one owner (the API user
+// whose watches they are) that the own-webhook lane has in flight at once,
+// across every evaluator replica: claimed and not yet recorded, whether
+// being sent or waiting for a worker. The lane's workers are shared by
+// every user, taken turn by turn — each owner's oldest due notification
+// before anyone's second — so a user whose receiver hangs until the
+// timeout, or answers slowly, holds at most this many of them while the
+// others deliver; that user's backlog waits for its own turns.
+const OwnWebhookPerOwner = 2
+
+// perOwner makes the own-webhook lane fair across users (sharedSink).
+func (s *OwnWebhookSink) perOwner() int { return OwnWebhookPerOwner }
 
 // NewOwnWebhookSink returns the sink of watches' own webhooks.
 func NewOwnWebhookSink(o OwnWebhookOptions) *OwnWebhookSink {
@@ -61,7 +74,8 @@ func NewOwnWebhookSink(o OwnWebhookOptions) *OwnWebhookSink {
 
 // OwnWebhookSinkConfig is the delivery settings of the own-webhook lane:
 // the defaults of a webhook sink (timeout 10s, 8 attempts) and
-// concurrency 8, shared by every user's webhook.
+// concurrency 8, shared by every user's webhook, at most
+// OwnWebhookPerOwner of them on one user's notifications.
 func OwnWebhookSinkConfig() *config.Sink {
 	return &config.Sink{Type: "webhook", Timeout: 10 * time.Second, MaxAttempts: 8, Concurrency: 8}
 }
