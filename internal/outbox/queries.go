@@ -71,7 +71,10 @@ const querySuppressRecent = `
 	RETURNING id`
 
 // queryClaim leases up to $2 due rows of sink $1 to owner $3 for $4 and
-// counts the attempt.
+// counts the attempt. The UPDATE finds the rows by the arrays of their ids
+// and times as well as by the join: with a backlog the planner expects a
+// hundred rows from due, and would otherwise read every partition whole to
+// hash-join them.
 const queryClaim = `
 	WITH due AS (
 	    SELECT id, created_at, lease_owner IS NOT NULL AS expired FROM notifications
@@ -82,7 +85,9 @@ const queryClaim = `
 	    FOR UPDATE SKIP LOCKED
 	)
 	UPDATE notifications n SET lease_owner = $3, lease_expires_at = now() + $4::interval, attempts = attempts + 1
-	FROM due WHERE n.id = due.id AND n.created_at = due.created_at
+	FROM due
+	WHERE n.id = due.id AND n.created_at = due.created_at
+	  AND n.id = ANY(ARRAY(SELECT id FROM due)) AND n.created_at = ANY(ARRAY(SELECT created_at FROM due))
 	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
 	          n.reason, n.payload, n.attempts, due.expired`
 
@@ -95,11 +100,13 @@ const queryClaim = `
 // notifications_owner_due_idx), each window read in due order and
 // stopped at $5, so the cost grows with the owners that have pending rows,
 // never with one owner's backlog. The claimable rows are taken turn by
-// turn — every owner's first before anyone's second — then in due order,
-// up to $2, and locked as queryClaim does (the conditions on n are checked
-// again on a row another claim changed meanwhile); the window is chosen
-// before the lock, so a row another claim holds is skipped, never
-// replaced by the next one of its owner.
+// turn — every owner's first before anyone's second — then in due order:
+// twice $2 of them are picked, then locked in that order up to $2 as
+// queryClaim does (the conditions on n are checked again on a row another
+// claim changed meanwhile). The window is chosen before the lock, so a
+// row another claim holds is skipped, never replaced by the next one of
+// its owner. Rows are found by the arrays of their ids and times, as in
+// queryClaim, so that no estimate makes the plan read partitions whole.
 const queryClaimFair = `
 	WITH RECURSIVE owners AS (
 	    (SELECT owner FROM notifications WHERE sink = $1 AND status = 'pending' ORDER BY owner LIMIT 1)
@@ -108,24 +115,33 @@ const queryClaimFair = `
 	            WHERE n.sink = $1 AND n.status = 'pending' AND n.owner > o.owner ORDER BY n.owner LIMIT 1)
 	    FROM owners o WHERE o.owner IS NOT NULL
 	), windows AS (
-	    SELECT w.id, w.created_at, w.owner, w.next_attempt_at,
+	    SELECT w.id, w.created_at, w.next_attempt_at, w.free,
 	           row_number() OVER (PARTITION BY w.owner ORDER BY w.next_attempt_at, w.id) AS turn
 	    FROM owners o CROSS JOIN LATERAL (
-	        SELECT n.id, n.created_at, n.owner, n.next_attempt_at FROM notifications n
+	        SELECT n.id, n.created_at, n.owner, n.next_attempt_at,
+	               n.lease_expires_at IS NULL OR n.lease_expires_at < now() AS free
+	        FROM notifications n
 	        WHERE n.sink = $1 AND n.owner = o.owner AND n.status = 'pending' AND n.next_attempt_at <= now()
 	        ORDER BY n.next_attempt_at, n.id
 	        LIMIT $5) w
+	), picked AS (
+	    SELECT id, created_at, turn, next_attempt_at FROM windows WHERE free
+	    ORDER BY turn, next_attempt_at, id
+	    LIMIT 2 * $2
 	), due AS (
-	    SELECT n.id, n.created_at, n.lease_owner IS NOT NULL AS expired, w.turn, w.next_attempt_at
-	    FROM windows w JOIN notifications n ON n.id = w.id AND n.created_at = w.created_at
-	    WHERE n.sink = $1 AND n.status = 'pending' AND n.next_attempt_at <= now()
+	    SELECT n.id, n.created_at, n.lease_owner IS NOT NULL AS expired, p.turn, p.next_attempt_at
+	    FROM notifications n JOIN picked p ON n.id = p.id AND n.created_at = p.created_at
+	    WHERE n.id = ANY(ARRAY(SELECT id FROM picked)) AND n.created_at = ANY(ARRAY(SELECT created_at FROM picked))
+	      AND n.sink = $1 AND n.status = 'pending' AND n.next_attempt_at <= now()
 	      AND (n.lease_expires_at IS NULL OR n.lease_expires_at < now())
-	    ORDER BY w.turn, w.next_attempt_at, w.id
+	    ORDER BY p.turn, p.next_attempt_at, p.id
 	    LIMIT $2
 	    FOR UPDATE OF n SKIP LOCKED
 	)
 	UPDATE notifications n SET lease_owner = $3, lease_expires_at = now() + $4::interval, attempts = attempts + 1
-	FROM due WHERE n.id = due.id AND n.created_at = due.created_at
+	FROM due
+	WHERE n.id = due.id AND n.created_at = due.created_at
+	  AND n.id = ANY(ARRAY(SELECT id FROM due)) AND n.created_at = ANY(ARRAY(SELECT created_at FROM due))
 	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
 	          n.reason, n.payload, n.attempts, due.expired, due.turn, due.next_attempt_at`
 

@@ -200,6 +200,16 @@ SELECT 'pending/' || i, 'src-' || (1 + i % 50), 'r-' || i, 'w', (ARRAY['log', 'h
        CASE WHEN i % 3 > 0 THEN '503' END, CASE WHEN i % 3 > 0 THEN now() - interval '1 minute' END,
        CASE WHEN i > 30 THEN now() + (i - 36) * interval '1 hour' END
 FROM generate_series(1, 40) i;
+-- The lane of watches' own webhooks: one user's backlog of 20,000 behind
+-- a hanging receiver (two of them in flight), one due row of each of 200
+-- other users.
+INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, owner, attempts,
+                           next_attempt_at, lease_owner, lease_expires_at)
+SELECT 'own/' || i, 'src-1', 'r-' || i, 'w', '@webhook', 't', '{}', 'pending',
+       CASE WHEN i <= 20000 THEN 'hanging' ELSE 'user-' || i END, CASE WHEN i <= 2 THEN 1 ELSE 0 END,
+       now() - interval '1 hour' + i * interval '10 milliseconds',
+       CASE WHEN i <= 2 THEN 'evaluator-1' END, CASE WHEN i <= 2 THEN now() + interval '1 minute' END
+FROM generate_series(1, 20200) i;
 
 INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched, decision, reason, evaluator,
                          created_at, notification_id, change_created_at)
@@ -520,6 +530,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "deliverer: claim a sink's due notifications", who: "internal/outbox/queries.go queryClaim",
 			sql: sqlFrom(t, "internal/outbox/queries.go", "WITH due AS ("), args: []any{"hook", 100, "deliverer-x", lease},
 			index: "notifications_due_idx"},
+		{name: "deliverer: claim the own-webhook lane's due notifications, fair across owners", who: "internal/outbox/queries.go queryClaimFair",
+			sql: sqlConst(t, "internal/outbox/queries.go", "queryClaimFair"), args: []any{"@webhook", 8, "deliverer-x", lease, 2},
+			index: "notifications_owner_due_idx"},
 		{name: "deliverer: record outcomes", who: "internal/outbox/queries.go queryRecord",
 			sql:  sqlFrom(t, "internal/outbox/queries.go", "WHEN u.kind = 'unclaim' THEN 'pending'"),
 			args: []any{"deliverer-x", []int64{1, 2}, []string{"delivered", "pending"}, []*string{nil, nil}, []*time.Time{nil, nil}, []*time.Time{&now, &now}}},
