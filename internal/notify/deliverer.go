@@ -69,6 +69,10 @@ const maxRetryAfter = 24 * time.Hour
 // sink's max_attempts or a permanent failure. A replica that dies between
 // sending and recording leaves the row leased; when the lease expires
 // another replica sends it again with the same dedupe key.
+//
+// A lane that many users share (watches' own webhooks) is fair across
+// them: it claims with outbox.ClaimFair, at most OwnWebhookPerOwner rows
+// of one owner in flight, every owner's oldest first.
 type Deliverer struct {
 	pool     *pgxpool.Pool
 	lanes    []*lane
