@@ -289,6 +289,7 @@ claim:
 			}
 			continue
 		}
+		sentBefore := rec.sent.Load()
 		batch, cerr := d.claim(ctx, l)
 		if cerr != nil {
 			if ctx.Err() != nil {
@@ -326,10 +327,20 @@ claim:
 				progress = attempted
 				continue
 			}
-			select {
-			case <-ctx.Done():
-			case <-l.wake:
-			case <-recorded:
+			// Outcomes of sent rows move their owners' windows on: claim
+			// again. Rows given back unsent do not (they would only come
+			// back unsent, until a wake-up).
+		idle:
+			for {
+				select {
+				case <-ctx.Done():
+				case <-l.wake:
+				case <-recorded:
+					if rec.sent.Load() == sentBefore && !rec.failing.Load() {
+						continue idle
+					}
+				}
+				break
 			}
 			continue
 		}
@@ -517,6 +528,8 @@ type recorder struct {
 	// held counts the rows the lane claimed whose outcome is not written
 	// yet (the lane adds a batch's rows, the recorder takes them off).
 	held atomic.Int64
+	// sent counts the outcomes of sent rows written (or given up).
+	sent atomic.Int64
 	// recorded receives a token after every write of outcomes, failed or
 	// not, and when outcomes are given up.
 	recorded chan struct{}
@@ -651,6 +664,7 @@ func (r *recorder) releaseSent(outs []outcome) {
 	for _, o := range outs {
 		if o.sent {
 			r.release()
+			r.sent.Add(1)
 		}
 	}
 }
