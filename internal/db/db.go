@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -57,6 +58,9 @@ func OpenSized(ctx context.Context, databaseURL string, minConns int32) (*pgxpoo
 		cfg.ConnConfig.RuntimeParams["application_name"] = "lookout"
 	}
 	keepAlive(cfg.ConnConfig)
+	if t := installedTracer(); t != nil && cfg.ConnConfig.Tracer == nil {
+		cfg.ConnConfig.Tracer = t
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", redact(databaseURL), err)
@@ -66,6 +70,29 @@ func OpenSized(ctx context.Context, databaseURL string, minConns int32) (*pgxpoo
 		return nil, fmt.Errorf("connect to %s: %w", redact(databaseURL), err)
 	}
 	return pool, nil
+}
+
+// tracer is what SetTracer installed.
+var tracer struct {
+	sync.Mutex
+	t pgx.QueryTracer
+}
+
+// SetTracer installs t on the connections of every pool opened afterwards
+// (nil removes it). t is a pgx QueryTracer and may also be a BatchTracer
+// and a CopyFromTracer. It is for tests: internal/pgtest sets it to record
+// the SQL lookout sends when LOOKOUT_RECORD_SQL is set (docs/development.md,
+// "Cutting a release"); the binaries never call it.
+func SetTracer(t pgx.QueryTracer) {
+	tracer.Lock()
+	defer tracer.Unlock()
+	tracer.t = t
+}
+
+func installedTracer() pgx.QueryTracer {
+	tracer.Lock()
+	defer tracer.Unlock()
+	return tracer.t
 }
 
 // Keepalive settings of every connection: a peer that stopped answering

@@ -36,6 +36,14 @@ var unsafe = regexp.MustCompile(`[^a-z0-9_]+`)
 // dropped when the test ends.
 func Schema(t testing.TB) (schema, url string) {
 	t.Helper()
+	return SchemaAt(t, 0)
+}
+
+// SchemaAt is Schema migrated to version instead of the latest (0 is the
+// latest): the schema an older release's binaries ran on, to migrate up
+// from in a test.
+func SchemaAt(t testing.TB, version uint) (schema, url string) {
+	t.Helper()
 	base := URL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -79,7 +87,12 @@ func Schema(t testing.TB) (schema, url string) {
 		t.Fatalf("pgtest: %v", err)
 	}
 	defer pool.Close()
-	if _, err := db.Migrate(ctx, pool); err != nil {
+	if version == 0 {
+		_, err = db.Migrate(ctx, pool)
+	} else {
+		_, err = db.MigrateTo(ctx, pool, version)
+	}
+	if err != nil {
 		t.Fatalf("pgtest: migrate %s: %v", schema, err)
 	}
 	return schema, url

@@ -1,0 +1,397 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/migrations"
+)
+
+// TestPreviousReleaseRunsOnLatestSchema is the rule of rolling upgrades
+// (docs/deploy.md, "Schema compatibility"): the binaries of the last
+// release keep working on the schema the migrations after it make. A
+// fresh schema is migrated to the release's version, where every SQL
+// statement its binaries send (testdata/release-<name>.sql, recorded from
+// the test suite) is prepared and planned, then up to the latest, where
+// each is prepared and planned again: none may fail (a dropped or renamed
+// column or table, an ON CONFLICT target with no unique index left), its
+// parameters and result columns keep their types, and no table the
+// release knew gains a NOT NULL column without a default (its INSERTs and
+// COPYs would fail).
+func TestPreviousReleaseRunsOnLatestSchema(t *testing.T) {
+	t.Parallel()
+	rel := migrations.Releases[len(migrations.Releases)-1]
+	file, stmts := releaseStatements(t, rel)
+	problems := checkUpgrade(t, file, rel.Schema, stmts, "")
+	for _, p := range problems {
+		t.Error(p)
+	}
+	t.Logf("%d statements of %s (schema %d) checked on the latest schema", len(stmts), rel.Name, rel.Schema)
+}
+
+// TestReleases checks the list of releases: names unique, schemas in
+// order and embedded, the last release's statements recorded.
+func TestReleases(t *testing.T) {
+	latest, err := db.LatestVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(migrations.Releases) == 0 {
+		t.Fatal("migrations.Releases is empty")
+	}
+	seen := map[string]bool{}
+	var prev uint
+	for i, r := range migrations.Releases {
+		if !regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(r.Name) {
+			t.Errorf("Releases[%d]: name %q is not a vMAJOR.MINOR.PATCH tag", i, r.Name)
+		}
+		if seen[r.Name] {
+			t.Errorf("Releases[%d]: %s is listed twice", i, r.Name)
+		}
+		seen[r.Name] = true
+		if r.Schema < prev || r.Schema > latest || r.Schema == 0 {
+			t.Errorf("Releases[%d]: %s has schema %d; want %d..%d (after the previous release, at most the latest migration)", i, r.Name, r.Schema, prev, latest)
+		}
+		prev = r.Schema
+	}
+	last := migrations.Releases[len(migrations.Releases)-1]
+	if _, err := os.Stat(releaseFile(last)); err != nil {
+		t.Errorf("the last release's statements are missing (`make record-sql RELEASE=%s` on its commit): %v", last.Name, err)
+	}
+}
+
+// TestCompatibilityCheckFails proves the check fails on a migration that
+// breaks the last release: each sub-test applies one more "migration" to
+// a scratch schema after the latest, and the check must name the
+// statement it breaks and PostgreSQL's error.
+func TestCompatibilityCheckFails(t *testing.T) {
+	t.Parallel()
+	rel := migrations.Releases[len(migrations.Releases)-1]
+	file, stmts := releaseStatements(t, rel)
+
+	// find returns the first recorded statement matching re: the one the
+	// breaking migration must be blamed for.
+	find := func(t *testing.T, re string) pgtest.Statement {
+		t.Helper()
+		i := slices.IndexFunc(stmts, func(s pgtest.Statement) bool { return regexp.MustCompile(re).MatchString(s.SQL) })
+		if i < 0 {
+			t.Fatalf("%s has no statement matching %s", file, re)
+		}
+		return stmts[i]
+	}
+	// blamed asserts that a problem names stmt (its line and its text)
+	// and carries want (PostgreSQL's error, or what changed).
+	blamed := func(t *testing.T, problems []string, stmt pgtest.Statement, want string) {
+		t.Helper()
+		loc := fmt.Sprintf("%s:%d:", file, stmt.Line)
+		for _, p := range problems {
+			if strings.HasPrefix(p, loc) && strings.Contains(p, stmt.SQL) && strings.Contains(p, want) {
+				return
+			}
+		}
+		t.Errorf("no problem names %s (%.60q…) with %q; problems:\n%s", loc, stmt.SQL, want, strings.Join(problems, "\n"))
+	}
+
+	t.Run("dropped column", func(t *testing.T) {
+		t.Parallel()
+		stmt := find(t, `(?s)^UPDATE notifications SET duplicates_suppressed`)
+		problems := checkUpgrade(t, file, rel.Schema, stmts,
+			`ALTER TABLE notifications DROP COLUMN duplicates_suppressed CASCADE`)
+		blamed(t, problems, stmt, `column "duplicates_suppressed" does not exist (SQLSTATE 42703)`)
+	})
+	t.Run("renamed table", func(t *testing.T) {
+		t.Parallel()
+		stmt := find(t, `^COPY "changes" `)
+		problems := checkUpgrade(t, file, rel.Schema, stmts, `ALTER TABLE changes RENAME TO change_log`)
+		blamed(t, problems, stmt, `relation "changes" does not exist (SQLSTATE 42P01)`)
+	})
+	t.Run("unique index of an ON CONFLICT dropped", func(t *testing.T) {
+		t.Parallel()
+		stmt := find(t, `(?s)INSERT INTO notification_keys .*ON CONFLICT \(dedupe_key, sink\)`)
+		problems := checkUpgrade(t, file, rel.Schema, stmts,
+			`ALTER TABLE notification_keys DROP CONSTRAINT notification_keys_pkey`)
+		blamed(t, problems, stmt, `there is no unique or exclusion constraint matching the ON CONFLICT specification (SQLSTATE 42P10)`)
+	})
+	t.Run("column type changed", func(t *testing.T) {
+		t.Parallel()
+		stmt := find(t, `(?s)^SELECT .*\bduplicates_suppressed\b.*FROM notifications`)
+		problems := checkUpgrade(t, file, rel.Schema, stmts, `
+			DROP VIEW report_duplicates_suppressed;
+			ALTER TABLE notifications ALTER COLUMN duplicates_suppressed TYPE text`)
+		blamed(t, problems, stmt, `column duplicates_suppressed: integer → text`)
+	})
+	t.Run("NOT NULL column without a default", func(t *testing.T) {
+		t.Parallel()
+		stmt := find(t, `^COPY "evaluations" `)
+		problems := checkUpgrade(t, file, rel.Schema, stmts, `
+			ALTER TABLE evaluations ADD COLUMN tenant text NOT NULL DEFAULT 'x';
+			ALTER TABLE evaluations ALTER COLUMN tenant DROP DEFAULT`)
+		blamed(t, problems, stmt, `evaluations.tenant is NOT NULL without a default`)
+	})
+	// Migration 16 partitioned the history tables; the outbox's enqueue
+	// of the commit before it (59b6dff^, internal/outbox/queries.go)
+	// inserted into notifications ON CONFLICT (dedupe_key, sink), which a
+	// partitioned notifications cannot have. Had 15 been a release, the
+	// check would have refused 16.
+	t.Run("migration 16 against its previous binary", func(t *testing.T) {
+		t.Parallel()
+		before16 := []pgtest.Statement{{Line: 1, From: []string{"internal/outbox.(*Outbox).Enqueue"}, SQL: strings.Join([]string{
+			`INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, change_id, content_hash,`,
+			`title, body, urgency, reason, payload, status, digest_due_at, digest_count, owner)`,
+			`SELECT u.key, u.sink, u.source, u.record_id, u.watch, u.kind, u.change_id, NULLIF(u.hash, ''),`,
+			`u.title, u.body, u.urgency, u.reason, u.payload::jsonb, u.status, u.due, u.count, u.owner`,
+			`FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],`,
+			`$9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int[],`,
+			`$17::text[])`,
+			`WITH ORDINALITY AS u(key, sink, source, record_id, watch, kind, change_id, hash, title, body, urgency, reason,`,
+			`payload, status, due, count, owner, ord)`,
+			`ORDER BY u.ord`,
+			`ON CONFLICT (dedupe_key, sink) DO NOTHING`,
+			`RETURNING id, dedupe_key, sink, true`,
+		}, "\n")}}
+		problems := checkUpgradeTo(t, "outbox@59b6dff^", 15, 16, before16, "")
+		blamed(t, problems, before16[0], `there is no unique or exclusion constraint matching the ON CONFLICT specification`)
+	})
+}
+
+// releaseFile is where rel's statements are recorded.
+func releaseFile(rel migrations.Release) string {
+	return filepath.Join("testdata", "release-"+rel.Name+".sql")
+}
+
+func releaseStatements(t *testing.T, rel migrations.Release) (string, []pgtest.Statement) {
+	t.Helper()
+	file := releaseFile(rel)
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatalf("the statements of release %s: %v (record them with `make record-sql RELEASE=%s` on its commit)", rel.Name, err, rel.Name)
+	}
+	defer f.Close()
+	stmts, err := pgtest.ParseStatements(f, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.ToSlash(filepath.Join("migrations", file)), stmts
+}
+
+// checkUpgrade is checkUpgradeTo the latest schema.
+func checkUpgrade(t *testing.T, file string, from uint, stmts []pgtest.Statement, extra string) []string {
+	t.Helper()
+	return checkUpgradeTo(t, file, from, 0, stmts, extra)
+}
+
+// checkUpgradeTo migrates a scratch schema to version from, prepares and
+// plans stmts there (the release's own schema: a failure is a bad
+// recording), migrates it to version to (0: the latest), runs extra (a
+// migration to come, for the tests of the check), and returns what broke,
+// each problem starting with file:line of the statement.
+func checkUpgradeTo(t *testing.T, file string, from, to uint, stmts []pgtest.Statement, extra string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, url := pgtest.SchemaAt(t, from)
+	pool := pgtest.PoolFor(t, url)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// EXPLAIN EXECUTE plans a prepared statement as it is (parameters
+	// stay parameters): planning is where an ON CONFLICT finds its unique
+	// index, which Parse does not check.
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+
+	var problems []string
+	old := make([]*pgconn.StatementDescription, len(stmts))
+	for i, s := range stmts {
+		sd, err := describe(ctx, conn.Conn(), fmt.Sprintf("release_%d", i), s.SQL)
+		if err != nil {
+			problems = append(problems, problem(file, s, fmt.Sprintf("does not run on its own release's schema %d, so the recording is wrong", from), err))
+		}
+		old[i] = sd
+	}
+	before, err := readColumns(ctx, conn.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if to == 0 {
+		_, err = db.Migrate(ctx, pool)
+	} else {
+		_, err = db.MigrateTo(ctx, pool, to)
+	}
+	if err != nil {
+		t.Fatalf("migrate from %d: %v", from, err)
+	}
+	if extra != "" {
+		if _, err := conn.Exec(ctx, extra); err != nil {
+			t.Fatalf("the extra migration: %v", err)
+		}
+	}
+	version, _, _, err := db.MigrationStatus(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `DEALLOCATE ALL`); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, s := range stmts {
+		sd, err := describe(ctx, conn.Conn(), fmt.Sprintf("latest_%d", i), s.SQL)
+		if err != nil {
+			problems = append(problems, problem(file, s, fmt.Sprintf("no longer runs on schema %d", version), err))
+			continue
+		}
+		if old[i] == nil {
+			continue
+		}
+		for _, d := range typeChanges(ctx, conn.Conn(), old[i], sd) {
+			problems = append(problems, problem(file, s, fmt.Sprintf("changed on schema %d", version), errors.New(d)))
+		}
+	}
+
+	after, err := readColumns(ctx, conn.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, c := range after {
+		was, existed := before[key]
+		_, tableExisted := before[column{table: key.table}]
+		if !tableExisted || !c.notNull || c.hasDefault || (existed && was.notNull) {
+			continue
+		}
+		what := "a new column"
+		if existed {
+			what = "made NOT NULL"
+		}
+		// Blame every statement of the release that writes the table.
+		writes := regexp.MustCompile(`(?i)\b(INSERT\s+INTO|COPY)\s+"?` + regexp.QuoteMeta(key.table) + `"?[\s(]`)
+		blamedOne := false
+		for _, s := range stmts {
+			if writes.MatchString(s.SQL) {
+				blamedOne = true
+				problems = append(problems, problem(file, s, fmt.Sprintf("fails on schema %d", version),
+					fmt.Errorf("%s.%s is NOT NULL without a default (%s since schema %d): this release's rows have no value for it", key.table, key.column, what, from)))
+			}
+		}
+		if !blamedOne {
+			problems = append(problems, fmt.Sprintf("%s: %s.%s is NOT NULL without a default (%s since schema %d): the release's binaries write no row of %s here, but give it a default all the same", file, key.table, key.column, what, from, key.table))
+		}
+	}
+	return problems
+}
+
+// problem formats one finding: the statement's place, who sent it, what
+// happened and the statement.
+func problem(file string, s pgtest.Statement, what string, err error) string {
+	return fmt.Sprintf("%s:%d: %s (sent by %s): %v\n\t%s", file, s.Line, what, strings.Join(s.From, ", "), err,
+		strings.ReplaceAll(s.SQL, "\n", "\n\t"))
+}
+
+// copyStatement parses a COPY as pgtest.CopyStatement writes it.
+var copyStatement = regexp.MustCompile(`^COPY ("[^"]+") \((.*)\) FROM STDIN$`)
+
+// describe prepares sql as name (Parse and Describe, nothing executed) and
+// plans it with EXPLAIN EXECUTE. A COPY FROM is checked as the INSERT of
+// the same columns: the table exists, takes rows, and has those columns.
+func describe(ctx context.Context, conn *pgx.Conn, name, sql string) (*pgconn.StatementDescription, error) {
+	if m := copyStatement.FindStringSubmatch(sql); m != nil {
+		n := len(strings.Split(m[2], ", "))
+		params := make([]string, n)
+		for i := range params {
+			params[i] = fmt.Sprintf("$%d", i+1)
+		}
+		sql = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", m[1], m[2], strings.Join(params, ", "))
+	}
+	sd, err := conn.PgConn().Prepare(ctx, name, sql, nil)
+	if err != nil {
+		return nil, err
+	}
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(sd.ParamOIDs)), ", ")
+	explain := "EXPLAIN EXECUTE " + pgx.Identifier{name}.Sanitize()
+	if nulls != "" {
+		explain += "(" + nulls + ")"
+	}
+	if _, err := conn.Exec(ctx, explain); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	return sd, nil
+}
+
+// typeChanges lists how the latest schema changed what a statement takes
+// and returns: a parameter's type, a result column's name or type, or a
+// result column gone. Columns added at the end (a view's new column) are
+// fine.
+func typeChanges(ctx context.Context, conn *pgx.Conn, old, cur *pgconn.StatementDescription) []string {
+	typ := func(oid uint32) string {
+		var s string
+		if err := conn.QueryRow(ctx, `SELECT format_type($1, NULL)`, oid).Scan(&s); err != nil {
+			return fmt.Sprintf("type %d", oid)
+		}
+		return s
+	}
+	var out []string
+	for i, o := range old.ParamOIDs {
+		if i < len(cur.ParamOIDs) && cur.ParamOIDs[i] != o {
+			out = append(out, fmt.Sprintf("parameter $%d: %s → %s", i+1, typ(o), typ(cur.ParamOIDs[i])))
+		}
+	}
+	for i, f := range old.Fields {
+		switch {
+		case i >= len(cur.Fields):
+			out = append(out, fmt.Sprintf("result column %s is gone", f.Name))
+		case cur.Fields[i].Name != f.Name:
+			out = append(out, fmt.Sprintf("result column %d: %s → %s", i+1, f.Name, cur.Fields[i].Name))
+		case cur.Fields[i].DataTypeOID != f.DataTypeOID:
+			out = append(out, fmt.Sprintf("column %s: %s → %s", f.Name, typ(f.DataTypeOID), typ(cur.Fields[i].DataTypeOID)))
+		}
+	}
+	return out
+}
+
+// column names a column of a table of the current schema; a zero column
+// stands for the table itself.
+type column struct{ table, column string }
+
+type columnInfo struct{ notNull, hasDefault bool }
+
+// readColumns reads the columns of the current schema's tables
+// (partitions left out: they have their parent's).
+func readColumns(ctx context.Context, conn *pgx.Conn) (map[column]columnInfo, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT c.relname, a.attname, a.attnotnull,
+		       a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> ''
+		FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+		  AND NOT c.relispartition AND a.attnum > 0 AND NOT a.attisdropped`)
+	if err != nil {
+		return nil, fmt.Errorf("read the columns: %w", err)
+	}
+	out := map[column]columnInfo{}
+	var table, name string
+	var info columnInfo
+	_, err = pgx.ForEachRow(rows, []any{&table, &name, &info.notNull, &info.hasDefault}, func() error {
+		out[column{table, name}] = info
+		out[column{table: table}] = columnInfo{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the columns: %w", err)
+	}
+	return out, nil
+}
