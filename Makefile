@@ -9,7 +9,7 @@ TESTFLAGS ?=
 # Extra arguments for `make run` / `make bench`
 ARGS ?=
 
-.PHONY: help build test run bench pg-start pg-stop fmt vet tidy
+.PHONY: help build test run bench record-sql pg-start pg-stop fmt vet tidy
 
 help: ## Show this help
 	@echo 'Usage: make <target>'
@@ -27,6 +27,10 @@ run: ## Run lookout locally (scripts/run.sh); ARGS='...'
 
 bench: ## Run the benchmarks (scripts/bench.sh); ARGS='...'
 	bash scripts/bench.sh $(ARGS)
+
+record-sql: ## Record the SQL the binaries send for a release: make record-sql RELEASE=v0.2.0 (docs/development.md)
+	@test -n "$(RELEASE)" || { echo 'usage: make record-sql RELEASE=vX.Y.Z' >&2; exit 2; }
+	bash scripts/record-sql.sh $(RELEASE) $(TESTFLAGS)
 
 pg-start: ## Start the dev PostgreSQL cluster in .data/pg and print its URL
 	@bash scripts/pg.sh start

@@ -79,14 +79,15 @@ var tracer struct {
 }
 
 // SetTracer installs t on the connections of every pool opened afterwards
-// (nil removes it). t is a pgx QueryTracer and may also be a BatchTracer
+// (nil removes it) and returns the tracer it replaces. t is a pgx QueryTracer and may also be a BatchTracer
 // and a CopyFromTracer. It is for tests: internal/pgtest sets it to record
 // the SQL lookout sends when LOOKOUT_RECORD_SQL is set (docs/development.md,
 // "Cutting a release"); the binaries never call it.
-func SetTracer(t pgx.QueryTracer) {
+func SetTracer(t pgx.QueryTracer) (previous pgx.QueryTracer) {
 	tracer.Lock()
 	defer tracer.Unlock()
-	tracer.t = t
+	previous, tracer.t = tracer.t, t
+	return previous
 }
 
 func installedTracer() pgx.QueryTracer {
