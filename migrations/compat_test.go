@@ -31,15 +31,122 @@ import (
 // parameters and result columns keep their types, and no table the
 // release knew gains a NOT NULL column without a default (its INSERTs and
 // COPYs would fail).
+//
+// The sub-tests prove that the check fails: each applies one more,
+// breaking, migration on the same schema in a transaction it rolls back,
+// and the check must name the statement it breaks and why.
 func TestPreviousReleaseRunsOnLatestSchema(t *testing.T) {
 	t.Parallel()
 	rel := migrations.Releases[len(migrations.Releases)-1]
 	file, stmts := releaseStatements(t, rel)
-	problems := checkUpgrade(t, file, rel.Schema, stmts, "")
-	for _, p := range problems {
+	up := upgrade(t, file, rel.Schema, 0, stmts)
+	for _, p := range up.check(t, "", nil) {
 		t.Error(p)
 	}
-	t.Logf("%d statements of %s (schema %d) checked on the latest schema", len(stmts), rel.Name, rel.Schema)
+	t.Logf("%d statements of %s (schema %d) checked on schema %d", len(stmts), rel.Name, rel.Schema, up.version)
+
+	// find returns the first recorded statement matching re: the one the
+	// breaking migration must be blamed for.
+	find := func(t *testing.T, re string) pgtest.Statement {
+		t.Helper()
+		i := slices.IndexFunc(stmts, func(s pgtest.Statement) bool { return regexp.MustCompile(re).MatchString(s.SQL) })
+		if i < 0 {
+			t.Fatalf("%s has no statement matching %s", file, re)
+		}
+		return stmts[i]
+	}
+	for _, c := range []struct {
+		name, stmt, table, migration, want string
+	}{{
+		name:      "drops a column",
+		stmt:      `(?s)^UPDATE notifications SET duplicates_suppressed`,
+		table:     "notifications",
+		migration: `ALTER TABLE notifications DROP COLUMN duplicates_suppressed CASCADE`,
+		want:      `column "duplicates_suppressed" does not exist (SQLSTATE 42703)`,
+	}, {
+		name:      "renames a table",
+		stmt:      `^COPY "changes" `,
+		table:     "changes",
+		migration: `ALTER TABLE changes RENAME TO change_log`,
+		want:      `relation "changes" does not exist (SQLSTATE 42P01)`,
+	}, {
+		name:      "drops the unique index of an ON CONFLICT",
+		stmt:      `(?s)INSERT INTO notification_keys .*ON CONFLICT \(dedupe_key, sink\)`,
+		table:     "notification_keys",
+		migration: `ALTER TABLE notification_keys DROP CONSTRAINT notification_keys_pkey`,
+		want:      `there is no unique or exclusion constraint matching the ON CONFLICT specification (SQLSTATE 42P10)`,
+	}, {
+		name:      "changes a column's type",
+		stmt:      `^SELECT record_id, title, body, url, author, `,
+		table:     "records",
+		migration: `ALTER TABLE records ALTER COLUMN author TYPE bytea USING author::bytea`,
+		want:      `column author: text → bytea`,
+	}, {
+		name:  "adds a NOT NULL column without a default",
+		stmt:  `^COPY "evaluations" `,
+		table: "evaluations",
+		migration: `ALTER TABLE evaluations ADD COLUMN tenant text NOT NULL DEFAULT 'x';
+			ALTER TABLE evaluations ALTER COLUMN tenant DROP DEFAULT`,
+		want: `evaluations.tenant is NOT NULL without a default (a new column since schema`,
+	}} {
+		t.Run("fails when a migration "+c.name, func(t *testing.T) {
+			stmt := find(t, c.stmt)
+			// The statements that name the table: enough to find the
+			// one, and quicker than all of them.
+			names := regexp.MustCompile(`\b` + c.table + `\b`)
+			problems := up.check(t, c.migration, func(s pgtest.Statement) bool { return names.MatchString(s.SQL) })
+			blamed(t, file, problems, stmt, c.want)
+		})
+	}
+}
+
+// Migration 16 partitioned the history tables; the outbox's enqueue of
+// the commit before it (59b6dff^, internal/outbox/queries.go) inserted
+// into notifications ON CONFLICT (dedupe_key, sink), which a partitioned
+// notifications cannot have, and 16 gave evaluations a NOT NULL
+// change_created_at that the evaluator before it did not write. Had 15
+// been a release, the check would have refused 16.
+func TestCompatibilityCheckRefusesMigration16(t *testing.T) {
+	t.Parallel()
+	const file = "outbox@59b6dff^"
+	before16 := []pgtest.Statement{{Line: 1, From: []string{"internal/outbox.(*Outbox).Enqueue"}, SQL: strings.Join([]string{
+		`INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, change_id, content_hash,`,
+		`title, body, urgency, reason, payload, status, digest_due_at, digest_count, owner)`,
+		`SELECT u.key, u.sink, u.source, u.record_id, u.watch, u.kind, u.change_id, NULLIF(u.hash, ''),`,
+		`u.title, u.body, u.urgency, u.reason, u.payload::jsonb, u.status, u.due, u.count, u.owner`,
+		`FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],`,
+		`$9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int[],`,
+		`$17::text[])`,
+		`WITH ORDINALITY AS u(key, sink, source, record_id, watch, kind, change_id, hash, title, body, urgency, reason,`,
+		`payload, status, due, count, owner, ord)`,
+		`ORDER BY u.ord`,
+		`ON CONFLICT (dedupe_key, sink) DO NOTHING`,
+		`RETURNING id, dedupe_key, sink, true`,
+	}, "\n")}}
+	up := upgrade(t, file, 15, 16, before16)
+	if up.version != 16 {
+		t.Fatalf("migrated to %d, want 16", up.version)
+	}
+	problems := up.check(t, "", nil)
+	blamed(t, file, problems, before16[0], `there is no unique or exclusion constraint matching the ON CONFLICT specification`)
+	if !slices.ContainsFunc(problems, func(p string) bool {
+		return strings.Contains(p, "evaluations.change_created_at is NOT NULL without a default (a new column since schema 15)")
+	}) {
+		t.Errorf("no problem names evaluations.change_created_at; problems:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// blamed asserts that a problem names stmt (file:line and its text) and
+// carries want (PostgreSQL's error, or what changed).
+func blamed(t *testing.T, file string, problems []string, stmt pgtest.Statement, want string) {
+	t.Helper()
+	loc := fmt.Sprintf("%s:%d:", file, stmt.Line)
+	for _, p := range problems {
+		if strings.HasPrefix(p, loc) && strings.Contains(p, indent(stmt.SQL)) && strings.Contains(p, want) {
+			return
+		}
+	}
+	t.Errorf("no problem names %s (%.60q…) with %q; problems:\n%s", loc, stmt.SQL, want, strings.Join(problems, "\n"))
 }
 
 // TestReleases checks the list of releases: names unique, schemas in
@@ -73,105 +180,6 @@ func TestReleases(t *testing.T) {
 	}
 }
 
-// TestCompatibilityCheckFails proves the check fails on a migration that
-// breaks the last release: each sub-test applies one more "migration" to
-// a scratch schema after the latest, and the check must name the
-// statement it breaks and PostgreSQL's error.
-func TestCompatibilityCheckFails(t *testing.T) {
-	t.Parallel()
-	rel := migrations.Releases[len(migrations.Releases)-1]
-	file, stmts := releaseStatements(t, rel)
-
-	// find returns the first recorded statement matching re: the one the
-	// breaking migration must be blamed for.
-	find := func(t *testing.T, re string) pgtest.Statement {
-		t.Helper()
-		i := slices.IndexFunc(stmts, func(s pgtest.Statement) bool { return regexp.MustCompile(re).MatchString(s.SQL) })
-		if i < 0 {
-			t.Fatalf("%s has no statement matching %s", file, re)
-		}
-		return stmts[i]
-	}
-	// blamed asserts that a problem names stmt (its line and its text)
-	// and carries want (PostgreSQL's error, or what changed).
-	blamed := func(t *testing.T, file string, problems []string, stmt pgtest.Statement, want string) {
-		t.Helper()
-		loc := fmt.Sprintf("%s:%d:", file, stmt.Line)
-		for _, p := range problems {
-			if strings.HasPrefix(p, loc) && strings.Contains(p, indent(stmt.SQL)) && strings.Contains(p, want) {
-				return
-			}
-		}
-		t.Errorf("no problem names %s (%.60q…) with %q; problems:\n%s", loc, stmt.SQL, want, strings.Join(problems, "\n"))
-	}
-
-	t.Run("dropped column", func(t *testing.T) {
-		t.Parallel()
-		stmt := find(t, `(?s)^UPDATE notifications SET duplicates_suppressed`)
-		problems := checkUpgrade(t, file, rel.Schema, stmts,
-			`ALTER TABLE notifications DROP COLUMN duplicates_suppressed CASCADE`)
-		blamed(t, file, problems, stmt, `column "duplicates_suppressed" does not exist (SQLSTATE 42703)`)
-	})
-	t.Run("renamed table", func(t *testing.T) {
-		t.Parallel()
-		stmt := find(t, `^COPY "changes" `)
-		problems := checkUpgrade(t, file, rel.Schema, stmts, `ALTER TABLE changes RENAME TO change_log`)
-		blamed(t, file, problems, stmt, `relation "changes" does not exist (SQLSTATE 42P01)`)
-	})
-	t.Run("unique index of an ON CONFLICT dropped", func(t *testing.T) {
-		t.Parallel()
-		stmt := find(t, `(?s)INSERT INTO notification_keys .*ON CONFLICT \(dedupe_key, sink\)`)
-		problems := checkUpgrade(t, file, rel.Schema, stmts,
-			`ALTER TABLE notification_keys DROP CONSTRAINT notification_keys_pkey`)
-		blamed(t, file, problems, stmt, `there is no unique or exclusion constraint matching the ON CONFLICT specification (SQLSTATE 42P10)`)
-	})
-	t.Run("column type changed", func(t *testing.T) {
-		t.Parallel()
-		stmt := find(t, `^SELECT record_id, title, body, url, author, `)
-		problems := checkUpgrade(t, file, rel.Schema, stmts, `ALTER TABLE records ALTER COLUMN author TYPE bytea USING author::bytea`)
-		blamed(t, file, problems, stmt, `column author: text → bytea`)
-	})
-	t.Run("NOT NULL column without a default", func(t *testing.T) {
-		t.Parallel()
-		stmt := find(t, `^COPY "evaluations" `)
-		problems := checkUpgrade(t, file, rel.Schema, stmts, `
-			ALTER TABLE evaluations ADD COLUMN tenant text NOT NULL DEFAULT 'x';
-			ALTER TABLE evaluations ALTER COLUMN tenant DROP DEFAULT`)
-		blamed(t, file, problems, stmt, `evaluations.tenant is NOT NULL without a default`)
-	})
-	// Migration 16 partitioned the history tables; the outbox's enqueue
-	// of the commit before it (59b6dff^, internal/outbox/queries.go)
-	// inserted into notifications ON CONFLICT (dedupe_key, sink), which a
-	// partitioned notifications cannot have. Had 15 been a release, the
-	// check would have refused 16.
-	t.Run("migration 16 against its previous binary", func(t *testing.T) {
-		t.Parallel()
-		before16 := []pgtest.Statement{{Line: 1, From: []string{"internal/outbox.(*Outbox).Enqueue"}, SQL: strings.Join([]string{
-			`INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, kind, change_id, content_hash,`,
-			`title, body, urgency, reason, payload, status, digest_due_at, digest_count, owner)`,
-			`SELECT u.key, u.sink, u.source, u.record_id, u.watch, u.kind, u.change_id, NULLIF(u.hash, ''),`,
-			`u.title, u.body, u.urgency, u.reason, u.payload::jsonb, u.status, u.due, u.count, u.owner`,
-			`FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],`,
-			`$9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::timestamptz[], $16::int[],`,
-			`$17::text[])`,
-			`WITH ORDINALITY AS u(key, sink, source, record_id, watch, kind, change_id, hash, title, body, urgency, reason,`,
-			`payload, status, due, count, owner, ord)`,
-			`ORDER BY u.ord`,
-			`ON CONFLICT (dedupe_key, sink) DO NOTHING`,
-			`RETURNING id, dedupe_key, sink, true`,
-		}, "\n")}}
-		problems := checkUpgradeTo(t, "outbox@59b6dff^", 15, 16, before16, "")
-		blamed(t, "outbox@59b6dff^", problems, before16[0], `there is no unique or exclusion constraint matching the ON CONFLICT specification`)
-		// 16 also gave evaluations a NOT NULL change_created_at that the
-		// evaluator of 15 did not write.
-		if !slices.ContainsFunc(problems, func(p string) bool {
-			return strings.Contains(p, "evaluations.change_created_at is NOT NULL without a default (a new column since schema 15)")
-		}) {
-			t.Errorf("no problem names evaluations.change_created_at; problems:\n%s", strings.Join(problems, "\n"))
-		}
-	})
-}
-
 // releaseFile is where rel's statements are recorded.
 func releaseFile(rel migrations.Release) string {
 	return filepath.Join("testdata", "release-"+rel.Name+".sql")
@@ -192,92 +200,127 @@ func releaseStatements(t *testing.T, rel migrations.Release) (string, []pgtest.S
 	return filepath.ToSlash(filepath.Join("migrations", file)), stmts
 }
 
-// checkUpgrade is checkUpgradeTo the latest schema.
-func checkUpgrade(t *testing.T, file string, from uint, stmts []pgtest.Statement, extra string) []string {
-	t.Helper()
-	return checkUpgradeTo(t, file, from, 0, stmts, extra)
+// upgraded is a scratch schema migrated from a release's version to a
+// later one, with what the release's statements were on the release's
+// schema.
+type upgraded struct {
+	file    string
+	stmts   []pgtest.Statement
+	conn    *pgx.Conn
+	from    uint
+	version uint // the schema's version after the upgrade
+
+	old      []*pgconn.StatementDescription // per statement, at from
+	before   map[column]columnInfo          // the columns at from
+	problems []string                       // statements that failed at from
+	names    int                            // prepared statements so far
 }
 
-// checkUpgradeTo migrates a scratch schema to version from, prepares and
-// plans stmts there (the release's own schema: a failure is a bad
-// recording), migrates it to version to (0: the latest), runs extra (a
-// migration to come, for the tests of the check), and returns what broke,
-// each problem starting with file:line of the statement.
-func checkUpgradeTo(t *testing.T, file string, from, to uint, stmts []pgtest.Statement, extra string) []string {
+// upgrade migrates a scratch schema to version from, prepares and plans
+// stmts there (the release's own schema: a failure is a bad recording,
+// reported by check), and migrates it to version to (0: the latest).
+func upgrade(t *testing.T, file string, from, to uint, stmts []pgtest.Statement) *upgraded {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, url := pgtest.SchemaAt(t, from)
 	pool := pgtest.PoolFor(t, url)
-	conn, err := pool.Acquire(ctx)
+	pc, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
+	t.Cleanup(pc.Release)
+	up := &upgraded{file: file, stmts: stmts, conn: pc.Conn(), from: from, old: make([]*pgconn.StatementDescription, len(stmts))}
 	// EXPLAIN EXECUTE plans a prepared statement as it is (parameters
 	// stay parameters): planning is where an ON CONFLICT finds its unique
 	// index, which Parse does not check.
-	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+	if _, err := up.conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
 	}
-
-	var problems []string
-	old := make([]*pgconn.StatementDescription, len(stmts))
 	for i, s := range stmts {
-		sd, err := describe(ctx, conn.Conn(), fmt.Sprintf("release_%d", i), s.SQL)
+		sd, err := up.describe(ctx, s.SQL)
 		if err != nil {
-			problems = append(problems, problem(file, s, fmt.Sprintf("does not run on its own release's schema %d, so the recording is wrong", from), err))
+			up.problems = append(up.problems, problem(file, s, fmt.Sprintf("does not run on its own release's schema %d, so the recording is wrong", from), err))
 		}
-		old[i] = sd
+		up.old[i] = sd
 	}
-	before, err := readColumns(ctx, conn.Conn())
-	if err != nil {
+	if up.before, err = readColumns(ctx, up.conn); err != nil {
 		t.Fatal(err)
 	}
-
 	if to == 0 {
-		_, err = db.Migrate(ctx, pool)
+		up.version, err = db.Migrate(ctx, pool)
 	} else {
-		_, err = db.MigrateTo(ctx, pool, to)
+		up.version, err = db.MigrateTo(ctx, pool, to)
 	}
 	if err != nil {
 		t.Fatalf("migrate from %d: %v", from, err)
 	}
-	if extra != "" {
-		if _, err := conn.Exec(ctx, extra); err != nil {
-			t.Fatalf("the extra migration: %v", err)
-		}
+	return up
+}
+
+// check prepares and plans the statements that keep (nil: all) on the
+// upgraded schema, after extra (a migration to come, run in a transaction
+// rolled back after; for the tests of the check), and returns what broke,
+// each problem starting with file:line of the statement.
+func (up *upgraded) check(t *testing.T, extra string, keep func(pgtest.Statement) bool) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	problems := slices.Clone(up.problems)
+	if up.version == up.from && extra == "" {
+		return problems // the same schema: nothing to check again
 	}
-	v, _, _, err := db.MigrationStatus(ctx, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	version := fmt.Sprint(v)
+	version := fmt.Sprint(up.version)
+	begin := func() {}
 	if extra != "" {
 		version += " and the extra migration"
+		// A failed statement aborts the transaction: begin again.
+		begin = func() {
+			t.Helper()
+			if _, err := up.conn.Exec(ctx, "BEGIN"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := up.conn.Exec(ctx, extra); err != nil {
+				t.Fatalf("the extra migration: %v", err)
+			}
+		}
+		begin()
+		defer func() {
+			if _, err := up.conn.Exec(ctx, "ROLLBACK"); err != nil {
+				t.Error(err)
+			}
+		}()
 	}
-
-	for i, s := range stmts {
-		sd, err := describe(ctx, conn.Conn(), fmt.Sprintf("latest_%d", i), s.SQL)
+	for i, s := range up.stmts {
+		if keep != nil && !keep(s) {
+			continue
+		}
+		sd, err := up.describe(ctx, s.SQL)
 		if err != nil {
-			problems = append(problems, problem(file, s, "no longer runs on schema "+version, err))
+			problems = append(problems, problem(up.file, s, "no longer runs on schema "+version, err))
+			if extra != "" {
+				if _, err := up.conn.Exec(ctx, "ROLLBACK"); err != nil {
+					t.Fatal(err)
+				}
+				begin()
+			}
 			continue
 		}
-		if old[i] == nil {
+		if up.old[i] == nil {
 			continue
 		}
-		for _, d := range typeChanges(ctx, conn.Conn(), old[i], sd) {
-			problems = append(problems, problem(file, s, "changed on schema "+version, errors.New(d)))
+		for _, d := range typeChanges(ctx, up.conn, up.old[i], sd) {
+			problems = append(problems, problem(up.file, s, "changed on schema "+version, errors.New(d)))
 		}
 	}
 
-	after, err := readColumns(ctx, conn.Conn())
+	after, err := readColumns(ctx, up.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for key, c := range after {
-		was, existed := before[key]
-		_, tableExisted := before[column{table: key.table}]
+		was, existed := up.before[key]
+		_, tableExisted := up.before[column{table: key.table}]
 		if !tableExisted || !c.notNull || c.hasDefault || (existed && was.notNull) {
 			continue
 		}
@@ -285,21 +328,50 @@ func checkUpgradeTo(t *testing.T, file string, from, to uint, stmts []pgtest.Sta
 		if existed {
 			what = "made NOT NULL"
 		}
+		why := fmt.Errorf("%s.%s is NOT NULL without a default (%s since schema %d): this release's rows have no value for it", key.table, key.column, what, up.from)
 		// Blame every statement of the release that writes the table.
 		writes := regexp.MustCompile(`(?i)\b(INSERT\s+INTO|COPY)\s+"?` + regexp.QuoteMeta(key.table) + `"?[\s(]`)
 		blamedOne := false
-		for _, s := range stmts {
+		for _, s := range up.stmts {
 			if writes.MatchString(s.SQL) {
 				blamedOne = true
-				problems = append(problems, problem(file, s, "fails on schema "+version,
-					fmt.Errorf("%s.%s is NOT NULL without a default (%s since schema %d): this release's rows have no value for it", key.table, key.column, what, from)))
+				problems = append(problems, problem(up.file, s, "fails on schema "+version, why))
 			}
 		}
 		if !blamedOne {
-			problems = append(problems, fmt.Sprintf("%s: %s.%s is NOT NULL without a default (%s since schema %d): the release's binaries write no row of %s here, but give it a default all the same", file, key.table, key.column, what, from, key.table))
+			problems = append(problems, fmt.Sprintf("%s: %v; the release's binaries write no row of %s here, but give it a default all the same", up.file, why, key.table))
 		}
 	}
 	return problems
+}
+
+// describe prepares sql under a new name (Parse and Describe, nothing
+// executed) and plans it with EXPLAIN EXECUTE. A COPY FROM is checked as
+// the INSERT of the same columns: the table exists, takes rows, and has
+// those columns.
+func (up *upgraded) describe(ctx context.Context, sql string) (*pgconn.StatementDescription, error) {
+	up.names++
+	name := fmt.Sprintf("compat_%d", up.names)
+	if m := copyStatement.FindStringSubmatch(sql); m != nil {
+		n := len(strings.Split(m[2], ", "))
+		params := make([]string, n)
+		for i := range params {
+			params[i] = fmt.Sprintf("$%d", i+1)
+		}
+		sql = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", m[1], m[2], strings.Join(params, ", "))
+	}
+	sd, err := up.conn.PgConn().Prepare(ctx, name, sql, nil)
+	if err != nil {
+		return nil, err
+	}
+	explain := "EXPLAIN EXECUTE " + name
+	if n := len(sd.ParamOIDs); n > 0 {
+		explain += "(" + strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ") + ")"
+	}
+	if _, err := up.conn.Exec(ctx, explain); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	return sd, nil
 }
 
 // problem formats one finding: the statement's place, who sent it, what
@@ -313,33 +385,6 @@ func indent(sql string) string { return "\t" + strings.ReplaceAll(sql, "\n", "\n
 
 // copyStatement parses a COPY as pgtest.CopyStatement writes it.
 var copyStatement = regexp.MustCompile(`^COPY ("[^"]+") \((.*)\) FROM STDIN$`)
-
-// describe prepares sql as name (Parse and Describe, nothing executed) and
-// plans it with EXPLAIN EXECUTE. A COPY FROM is checked as the INSERT of
-// the same columns: the table exists, takes rows, and has those columns.
-func describe(ctx context.Context, conn *pgx.Conn, name, sql string) (*pgconn.StatementDescription, error) {
-	if m := copyStatement.FindStringSubmatch(sql); m != nil {
-		n := len(strings.Split(m[2], ", "))
-		params := make([]string, n)
-		for i := range params {
-			params[i] = fmt.Sprintf("$%d", i+1)
-		}
-		sql = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", m[1], m[2], strings.Join(params, ", "))
-	}
-	sd, err := conn.PgConn().Prepare(ctx, name, sql, nil)
-	if err != nil {
-		return nil, err
-	}
-	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(sd.ParamOIDs)), ", ")
-	explain := "EXPLAIN EXECUTE " + pgx.Identifier{name}.Sanitize()
-	if nulls != "" {
-		explain += "(" + nulls + ")"
-	}
-	if _, err := conn.Exec(ctx, explain); err != nil {
-		return nil, fmt.Errorf("plan: %w", err)
-	}
-	return sd, nil
-}
 
 // typeChanges lists how the latest schema changed what a statement takes
 // and returns: a parameter's type, a result column's name or type, or a

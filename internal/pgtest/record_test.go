@@ -98,6 +98,7 @@ func TestNormalize(t *testing.T) {
 		{`SELECT min(id) FROM "changes_p20261130"`, `SELECT min(id) FROM "changes"`, ""},
 		{`DELETE FROM t_testfoo_bar_0123abcd.records`, `DELETE FROM t_testfoo_bar_0123abcd.records`, "names a per-test schema"},
 		{`COPY "records" ("a") FROM STDIN`, `COPY "records" ("a") FROM STDIN`, ""},
+		{"/* not recorded: made from the catalog */ WITH moved AS (DELETE FROM x_default RETURNING a) INSERT INTO x (a) SELECT a FROM moved", "/* not recorded: made from the catalog */ WITH moved AS (DELETE FROM x_default RETURNING a) INSERT INTO x (a) SELECT a FROM moved", "made from the catalog"},
 		{"CREATE TABLE x (a int)", "", ""},
 		{"SET LOCAL lock_timeout = '1s'", "", ""},
 		{"LISTEN \"s.changes\"", "", ""},

@@ -76,7 +76,8 @@ the week) written as their parent table, which has the same columns.
 Not recorded: the SQL tests send themselves (fixtures, assertions);
 golang-migrate's own statements (its schema_migrations table); DDL, SET,
 LISTEN/NOTIFY and transaction control; the binaries the tests start as
-subprocesses (their SQL is the in-process runs' SQL).
+subprocesses (their SQL is the in-process runs' SQL); statements marked
+/* not recorded: <why> */ (made from the schema they run on), listed below.
 
 migrations' TestPreviousReleaseRunsOnLatestSchema prepares and plans
 every statement on the latest schema (docs/deploy.md, "Schema
