@@ -223,7 +223,9 @@ func upgrade(t *testing.T, file string, from, to uint, stmts []pgtest.Statement)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	start := time.Now()
 	_, url := pgtest.SchemaAt(t, from)
+	t.Logf("schema at version %d made in %v", from, time.Since(start).Round(time.Millisecond))
 	pool := pgtest.PoolFor(t, url)
 	pc, err := pool.Acquire(ctx)
 	if err != nil {
@@ -237,6 +239,7 @@ func upgrade(t *testing.T, file string, from, to uint, stmts []pgtest.Statement)
 	if _, err := up.conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
 	}
+	start = time.Now()
 	for i, s := range stmts {
 		sd, err := up.describe(ctx, s.SQL)
 		if err != nil {
@@ -247,6 +250,7 @@ func upgrade(t *testing.T, file string, from, to uint, stmts []pgtest.Statement)
 	if up.before, err = readColumns(ctx, up.conn); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%d statements prepared and planned on it in %v", len(stmts), time.Since(start).Round(time.Millisecond))
 	if to == 0 {
 		up.version, err = db.Migrate(ctx, pool)
 	} else {
