@@ -128,8 +128,10 @@ END $$;
 
 INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, last_run_at,
                      status, status_reason, status_changed_at)
+-- Due from an hour on: filling the other tables takes minutes on a busy
+-- machine, and sources falling due meanwhile would change the claim's plan.
 SELECT 'src-' || i, 'http', 'h', 'every 5m0s', 300, 'every 5m0s',
-       now() + interval '1 minute' + (i % 300) * interval '1 second', now() - interval '4 minutes',
+       now() + interval '1 hour' + (i % 300) * interval '1 second', now() - interval '4 minutes',
        CASE WHEN i % 50 = 0 THEN 'paused' ELSE 'active' END,
        CASE WHEN i % 50 = 0 THEN 'paused by operator' END,
        CASE WHEN i % 50 = 0 THEN now() - interval '1 day' END
