@@ -44,6 +44,7 @@ type ScheduleResult struct {
 	TableGrowth int64         // growth of the schema's tables and indexes in the window
 	LogBytes    int64         // bytes the syncer logged in the window
 	Replicas    int           // syncer processes sharing the sources
+	PeakRSS     int64         // the largest peak RSS (VmHWM) of a syncer process, bytes
 	// Overlaps counts requests the upstream received for a feed while
 	// another request for the same feed was in flight: two runs of one
 	// source at once, which the leases and claims must never allow.
@@ -203,6 +204,10 @@ func RunSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so Schedu
 	for _, r := range results {
 		if r.Note != "" {
 			fmt.Fprintf(out, "  %s: %s\n", r.Label, r.Note)
+		}
+		if r.PeakRSS > 0 {
+			fmt.Fprintf(out, "  %s: peak RSS %.0f MB per process (%.1f KB per source)\n", r.Label, float64(r.PeakRSS)/(1<<20),
+				float64(r.PeakRSS)/1024*float64(max(r.Replicas, 1))/float64(r.Sources))
 		}
 		if r.Replicas > 0 {
 			fmt.Fprintf(out, "  %s: %d overlapping runs of one source (two requests for one feed in flight at once) in %d runs\n", r.Label, r.Overlaps, r.Runs)
@@ -450,6 +455,11 @@ func runSyncerSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so 
 		res.LateP50, res.LateP99, res.LateMax = latenessOf(lines)
 	}
 	res.fill(a, b)
+	for _, pid := range pids {
+		if hwm, ok := vmHWM(pid); ok {
+			res.PeakRSS = max(res.PeakRSS, hwm)
+		}
+	}
 	stopped = true
 	if err := stop(); err != nil {
 		var ee *exec.ExitError
