@@ -91,6 +91,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	}
 	p.del = notify.NewDeliverer(pool, sinks, dconf, logger)
 	wconf := watchdog.FromConfig(cfg)
+	wconf.Sources = nil // from the definitions, as the evaluator's watches
 	wconf.Metrics, wconf.OnAlert = m, func(int) { p.del.Wake() }
 	p.dog = watchdog.New(pool, wconf, logger)
 	econf := evaluator.FromConfig(cfg)
@@ -106,7 +107,15 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
-	if p.follower, err = cli.Follow(ctx, pool, &cfg.Global, m, p.eval.Apply); err != nil {
+	// The evaluator's watches and the watchdog's stale check follow the
+	// same definitions (files and API), reloads included.
+	follow := func(ctx context.Context, d *definitions.Delta) error {
+		if err := p.eval.Apply(ctx, d); err != nil {
+			return err
+		}
+		return p.dog.Apply(ctx, d)
+	}
+	if p.follower, err = cli.Follow(ctx, pool, &cfg.Global, m, follow); err != nil {
 		pool.Close()
 		return nil, err
 	}

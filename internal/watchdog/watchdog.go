@@ -6,6 +6,12 @@
 // became dead letters — the quiet
 // failures of background work that nobody notices until it matters.
 //
+// The stale check covers the live set of sources of the definitions: the
+// evaluator hands the watchdog every change of the definitions it follows
+// (Apply), so a source created through the API, or added to the
+// configuration directory and reloaded, is checked from the next check on,
+// and a removed one is not checked any more.
+//
 // The watchdog runs in the evaluator daemon. Every alerts.interval one
 // replica at a time (a transaction-scoped advisory lock, per schema) looks
 // for problems and writes each as a notifications row of kind 'alert' for
@@ -27,15 +33,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/outbox"
@@ -72,8 +81,9 @@ const lockKey = 0x6c6f6f6b // "look"
 // defaults below are the ones the config loader applies to lookout.yaml's
 // alerts block, and FromConfig carries its values over.
 type Config struct {
-	// Sources are the sources checked for staleness (sources/*.yaml).
-	// Defaults to none.
+	// Sources are the sources checked for staleness until the first Apply
+	// of a full load of the definitions replaces them (a daemon that
+	// follows the definitions leaves it empty). Defaults to none.
 	Sources []*config.Source
 	// Enabled turns the checks on (alerts.enabled). Defaults to true when
 	// Notify names a sink.
@@ -117,14 +127,83 @@ type Watchdog struct {
 	conf   Config
 	logger *slog.Logger
 	loop   service.Loop
+
+	// mu guards sources (written by Apply, read by Check) and cron.
+	mu sync.Mutex
+	// sources are the sources the stale check covers, by name.
+	sources map[string]watched
+	// cron caches the default stale windows of cron schedules.
+	cron map[cronSpec]cronWindow
 }
+
+// watched is a source the stale check covers.
+type watched struct {
+	cfg *config.Source
+	// owner and managedBy are its definition's ("" for Config.Sources).
+	owner, managedBy string
+	// defined is when its definition was created: the start of its stale
+	// window while no syncer has registered it in the sources table. Zero
+	// for Config.Sources, which are checked once registered only.
+	defined time.Time
+}
+
+// cronSpec is a cron schedule in its time zone.
+type cronSpec struct{ cron, timezone string }
+
+// cronWindow is the default stale window of a cron schedule, computed at.
+type cronWindow struct {
+	window time.Duration
+	at     time.Time
+}
+
+// cronWindowTTL is how long a cron schedule's stale window is reused
+// before it is computed again from the clock (the gaps between its next
+// ticks change only with the calendar: weekends, months, DST).
+const cronWindowTTL = time.Hour
 
 // New returns a watchdog for the sources and alert settings of conf.
 func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) *Watchdog {
 	if conf.Now == nil {
 		conf.Now = time.Now
 	}
-	return &Watchdog{pool: pool, conf: conf, logger: logger.With("component", "watchdog")}
+	w := &Watchdog{pool: pool, conf: conf, logger: logger.With("component", "watchdog"),
+		sources: make(map[string]watched, len(conf.Sources)), cron: map[cronSpec]cronWindow{}}
+	for _, s := range conf.Sources {
+		w.sources[s.Name] = watched{cfg: s}
+	}
+	return w
+}
+
+// Apply makes the stale check cover the sources of the definitions as of
+// d: a full load replaces the sources it covered, a delta adds or
+// replaces the sources it carries and drops the removed ones. Paused
+// definitions are not covered. A definition that did not parse
+// (d.Invalid) keeps what the watchdog had for it. It has the signature of
+// a definitions.Follower's consumer and never fails.
+func (w *Watchdog) Apply(_ context.Context, d *definitions.Delta) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d.Full {
+		w.sources = make(map[string]watched, len(d.Sources))
+	}
+	for _, name := range d.RemovedSources {
+		delete(w.sources, name)
+	}
+	for _, def := range d.Sources {
+		if def.Row.Paused || def.Config == nil {
+			delete(w.sources, def.Row.Name)
+			continue
+		}
+		w.sources[def.Row.Name] = watched{cfg: def.Config, owner: def.Row.Owner, managedBy: def.Row.ManagedBy, defined: def.Row.CreatedAt}
+	}
+	return nil
+}
+
+// Covered returns the names of the sources the stale check covers, sorted.
+func (w *Watchdog) Covered() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.sources))
 }
 
 // Start checks now and then every interval in the background, until Stop.
@@ -253,42 +332,63 @@ func ago(d time.Duration) string {
 	}
 }
 
-// stale finds active configured sources without a successful run within
-// their stale window. The window starts at the last success, or at the
-// registration or the last status change (a resume) when later.
+// stale finds the active sources of the definitions without a successful
+// run within their stale window: one query, the covered sources' names and
+// windows as arrays. The window starts at the last success, or at the
+// registration or the last status change (a resume) when later; for a
+// definition no syncer registered in the sources table, at its creation.
 func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
-	now := w.conf.Now()
-	names := make([]string, 0, len(w.conf.Sources))
-	secs := make([]float64, 0, len(w.conf.Sources))
-	alerts := config.Alerts{StaleAfter: w.conf.StaleAfter}
-	for _, s := range w.conf.Sources {
-		names = append(names, s.Name)
-		secs = append(secs, alerts.StaleAfterFor(s, now).Seconds())
+	names, secs, defined := w.covered(w.conf.Now())
+	if len(names) == 0 {
+		return nil, nil
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT s.name, s.last_success_at, s.last_run_at, s.failure_count, coalesce(s.last_error, ''), s.next_run_at,
-		       greatest(s.last_success_at, s.status_changed_at, s.created_at) AS since, c.secs,
-		       extract(epoch FROM now() - greatest(s.last_success_at, s.status_changed_at, s.created_at))::float8
-		FROM sources s JOIN unnest($1::text[], $2::float8[]) AS c(name, secs) ON c.name = s.name
-		WHERE s.status = 'active'
-		  AND greatest(s.last_success_at, s.status_changed_at, s.created_at) < now() - make_interval(secs => c.secs)
-		ORDER BY s.name`, names, secs)
+		SELECT c.name, s.name IS NOT NULL, s.last_success_at, s.last_run_at, coalesce(s.failure_count, 0), coalesce(s.last_error, ''), s.next_run_at,
+		       coalesce(greatest(s.last_success_at, s.status_changed_at, s.created_at), c.defined) AS since, c.secs,
+		       extract(epoch FROM now() - coalesce(greatest(s.last_success_at, s.status_changed_at, s.created_at), c.defined))::float8
+		FROM unnest($1::text[], $2::float8[], $3::timestamptz[]) AS c(name, secs, defined)
+		LEFT JOIN sources s ON s.name = c.name
+		WHERE coalesce(s.status, 'active') = 'active'
+		  AND coalesce(greatest(s.last_success_at, s.status_changed_at, s.created_at), c.defined) < now() - make_interval(secs => c.secs)
+		ORDER BY c.name`, names, secs, defined)
 	if err != nil {
 		return nil, fmt.Errorf("look for stale sources: %w", err)
 	}
 	var out []Alert
 	for rows.Next() {
 		var name, lastErr string
-		var lastSuccess, lastRun *time.Time
+		var registered bool
+		var lastSuccess, lastRun, next *time.Time
 		var failures int
-		var next, since time.Time
+		var since time.Time
 		var window, age float64
-		if err := rows.Scan(&name, &lastSuccess, &lastRun, &failures, &lastErr, &next, &since, &window, &age); err != nil {
+		if err := rows.Scan(&name, &registered, &lastSuccess, &lastRun, &failures, &lastErr, &next, &since, &window, &age); err != nil {
 			return nil, fmt.Errorf("look for stale sources: %w", err)
 		}
 		win := time.Duration(window * float64(time.Second))
-		details := map[string]any{"stale_after_seconds": window, "failure_count": failures, "next_run_at": next.UTC()}
+		details := map[string]any{"stale_after_seconds": window, "failure_count": failures}
+		if next != nil {
+			details["next_run_at"] = next.UTC()
+		}
+		src := w.definition(name)
+		if src.owner != "" {
+			details["source_owner"] = src.owner
+		}
+		if src.managedBy != "" {
+			details["managed_by"] = src.managedBy
+		}
 		var b strings.Builder
+		if !registered {
+			fmt.Fprintf(&b, "Defined at %s (managed by %s), but no syncer has registered it in the sources table: "+
+				"is a syncer running against this database, and does it accept this definition (see its log)?", since.UTC().Format(time.RFC3339), src.managedBy)
+			out = append(out, Alert{
+				Kind: KindStale, Source: name, RecordID: name, Watch: WatchPrefix + KindStale, Subject: name,
+				DedupeKey: "alert/stale/" + name + "/" + stamp(since),
+				Title:     fmt.Sprintf("[lookout] source %s is stale: never run in the %s since it was defined (stale_after %s)", name, ago(time.Duration(age*float64(time.Second))), win),
+				Body:      b.String(), Since: since, Details: details,
+			})
+			continue
+		}
 		if lastSuccess != nil {
 			details["last_success_at"] = lastSuccess.UTC()
 			fmt.Fprintf(&b, "Last successful run: %s.\n", lastSuccess.UTC().Format(time.RFC3339))
@@ -305,6 +405,9 @@ func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 			details["last_error"] = lastErr
 			fmt.Fprintf(&b, "Last error: %s\n", lastErr)
 		}
+		if src.owner != "" {
+			fmt.Fprintf(&b, "Source of %s (managed by %s).\n", src.owner, src.managedBy)
+		}
 		fmt.Fprintf(&b, "Next run due: %s. See `syncer status`.", next.UTC().Format(time.RFC3339))
 		out = append(out, Alert{
 			Kind: KindStale, Source: name, RecordID: name, Watch: WatchPrefix + KindStale, Subject: name,
@@ -317,6 +420,56 @@ func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 		return nil, fmt.Errorf("look for stale sources: %w", err)
 	}
 	return out, nil
+}
+
+// covered returns the covered sources' names, stale windows (seconds) and
+// definition times (nil when not from a definition), index-aligned.
+func (w *Watchdog) covered(now time.Time) ([]string, []float64, []*time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	alerts := config.Alerts{StaleAfter: w.conf.StaleAfter}
+	names := make([]string, 0, len(w.sources))
+	secs := make([]float64, 0, len(w.sources))
+	defined := make([]*time.Time, 0, len(w.sources))
+	cron := make(map[cronSpec]cronWindow, len(w.cron))
+	for name, s := range w.sources {
+		names = append(names, name)
+		secs = append(secs, w.window(&alerts, s.cfg, now, cron).Seconds())
+		if s.defined.IsZero() {
+			defined = append(defined, nil)
+		} else {
+			defined = append(defined, &s.defined)
+		}
+	}
+	w.cron = cron // the schedules still in use
+	return names, secs, defined
+}
+
+// definition returns what the watchdog knows of a covered source.
+func (w *Watchdog) definition(name string) watched {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sources[name]
+}
+
+// window is alerts.StaleAfterFor(s, now), with the default window of a
+// cron schedule computed at most once per cronWindowTTL (it walks the
+// schedule's next 64 ticks: about 0.1 ms). fresh receives the windows
+// used.
+func (w *Watchdog) window(alerts *config.Alerts, s *config.Source, now time.Time, fresh map[cronSpec]cronWindow) time.Duration {
+	if s.Cron == "" || s.StaleAfter > 0 || alerts.StaleAfter > 0 {
+		return alerts.StaleAfterFor(s, now)
+	}
+	key := cronSpec{s.Cron, s.Timezone}
+	if c, ok := fresh[key]; ok {
+		return c.window
+	}
+	c, ok := w.cron[key]
+	if !ok || now.Before(c.at) || now.Sub(c.at) >= cronWindowTTL {
+		c = cronWindow{window: alerts.StaleAfterFor(s, now), at: now}
+	}
+	fresh[key] = c
+	return c.window
 }
 
 // stuck finds running runs whose source lease is gone (expired, released,

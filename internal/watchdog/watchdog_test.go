@@ -45,6 +45,7 @@ alerts:
 
 type setup struct {
 	t    *testing.T
+	dir  string
 	pool *pgxpool.Pool
 	cfg  *config.Config
 	dog  *Watchdog
@@ -70,7 +71,7 @@ func newSetup(t *testing.T, global string, sources ...string) *setup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &setup{t: t, pool: pgtest.Pool(t), cfg: cfg, m: metrics.New()}
+	s := &setup{t: t, dir: dir, pool: pgtest.Pool(t), cfg: cfg, m: metrics.New()}
 	conf := FromConfig(cfg)
 	conf.Metrics = s.m
 	s.dog = New(s.pool, conf, slog.New(slog.DiscardHandler))
