@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/pgtest"
 )
 
 // followSetup is a watchdog that follows the definitions, as the
@@ -223,35 +225,92 @@ func TestStaleDefinitionNeverRegistered(t *testing.T) {
 	if res := f.check(); len(res.Raised) != 0 {
 		t.Errorf("second check raised %v", kinds(res))
 	}
+	// A syncer registers it and runs it: not stale, and once seen
+	// registered it is not asked about again.
+	f.addSource("orphan", `last_success_at = now()`)
+	if res := f.check(); len(res.Raised) != 0 {
+		t.Errorf("the registered source raised %v", kinds(res))
+	}
+	if _, probe, _, _ := f.dog.cov.plan(time.Now()); len(probe) != 0 {
+		t.Errorf("still probing %v for a row in sources", probe)
+	}
 }
 
 // The default stale window of a cron source is the one StaleAfterFor
-// computes, reused within the hour and computed again after it.
+// computes, reused within the hour and computed again after it; the
+// shortest window of the covered sources follows the definitions.
 func TestCronWindowIsReused(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC) // a Friday
-	dog := New(nil, Config{Now: func() time.Time { return now }}, slog.New(slog.DiscardHandler))
 	weekdays := &config.Source{Name: "w", Cron: "0 9 * * 1-5", Timezone: "UTC"}
-	alerts := config.Alerts{}
-	want := alerts.StaleAfterFor(weekdays, now)
+	want := (&config.Alerts{}).StaleAfterFor(weekdays, now)
 	if want != 3*72*time.Hour {
 		t.Fatalf("StaleAfterFor = %s, want 3 x the weekend (216h)", want)
 	}
-	fresh := map[cronSpec]cronWindow{}
-	if got := dog.window(&alerts, weekdays, now, fresh); got != want {
-		t.Errorf("window = %s, want %s", got, want)
+	var c coverage
+	c.init([]*config.Source{weekdays}, 0)
+	if shortest, _, _, ok := c.plan(now); !ok || shortest != want {
+		t.Errorf("shortest = %s (%v), want %s", shortest, ok, want)
 	}
-	dog.cron = fresh
-	// A stale cached value is recomputed after cronWindowTTL, kept before.
-	dog.cron[cronSpec{weekdays.Cron, weekdays.Timezone}] = cronWindow{window: time.Minute, at: now}
-	if got := dog.window(&alerts, weekdays, now.Add(30*time.Minute), map[cronSpec]cronWindow{}); got != time.Minute {
-		t.Errorf("within the hour: %s, want the cached 1m0s", got)
+	if _, win, ok := c.lookup("w", now); !ok || win != want {
+		t.Errorf("window = %s (%v), want %s", win, ok, want)
 	}
-	if got := dog.window(&alerts, weekdays, now.Add(cronWindowTTL), map[cronSpec]cronWindow{}); got != want {
-		t.Errorf("after the hour: %s, want %s", got, want)
+	// A cached value is kept within the hour, computed again after it.
+	c.cron[cronSpec{weekdays.Cron, weekdays.Timezone}] = cronWindow{window: time.Minute, at: now}
+	if _, win, _ := c.lookup("w", now.Add(30*time.Minute)); win != time.Minute {
+		t.Errorf("within the hour: %s, want the cached 1m0s", win)
+	}
+	if _, win, _ := c.lookup("w", now.Add(cronWindowTTL)); win != want {
+		t.Errorf("after the hour: %s, want %s", win, want)
+	}
+	// A source with a shorter window lowers the shortest at the next plan.
+	c.apply(&definitions.Delta{Sources: []*definitions.SourceDef{{Row: definitions.Source{Name: "m"}, Config: &config.Source{Name: "m", Every: time.Minute}}}})
+	if shortest, _, _, _ := c.plan(now.Add(cronWindowTTL)); shortest != config.StaleAfterFloor {
+		t.Errorf("shortest = %s after adding an every-1m source, want %s", shortest, config.StaleAfterFloor)
 	}
 	// alerts.stale_after wins over the schedule.
-	if got := dog.window(&config.Alerts{StaleAfter: 2 * time.Hour}, weekdays, now, map[cronSpec]cronWindow{}); got != 2*time.Hour {
-		t.Errorf("with alerts.stale_after: %s", got)
+	c.init([]*config.Source{weekdays}, 2*time.Hour)
+	if _, win, _ := c.lookup("w", now); win != 2*time.Hour {
+		t.Errorf("with alerts.stale_after: %s", win)
+	}
+}
+
+// BenchmarkStaleCheck100k: one check (every query of the watchdog; the
+// stale one with 100,000 covered sources passed as arrays) over 100,000
+// active sources, 1% of them stale. The first check raises their alerts;
+// the measured ones find the dedupe keys and write nothing.
+func BenchmarkStaleCheck100k(b *testing.B) {
+	const n = 100_000
+	pool := pgtest.Pool(b)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO sources (name, connector, config_hash, created_at, next_run_at, last_success_at)
+		SELECT 's' || i, 'file', 'h', now() - interval '1 day', now() + interval '1 minute',
+		       CASE WHEN i % 100 = 0 THEN now() - interval '3 hours' ELSE now() END
+		FROM generate_series(1, $1) i`, n); err != nil {
+		b.Fatal(err)
+	}
+	d := &definitions.Delta{Full: true}
+	for i := range n {
+		name := "s" + strconv.Itoa(i+1)
+		src := &config.Source{Name: name, Every: time.Minute}
+		if i%10 == 0 {
+			src.Every, src.Cron, src.Timezone = 0, "0 9 * * 1-5", "Europe/Paris"
+		}
+		d.Sources = append(d.Sources, &definitions.SourceDef{Row: definitions.Source{Name: name, Owner: "o", ManagedBy: "api"}, Config: src})
+	}
+	dog := New(pool, Config{Enabled: true, Notify: []string{"log"}, Interval: time.Minute}, slog.New(slog.DiscardHandler))
+	if err := dog.Apply(ctx, d); err != nil {
+		b.Fatal(err)
+	}
+	res, err := dog.Check(ctx)
+	if err != nil || len(res.Raised) != n/100 {
+		b.Fatalf("first check raised %d alerts (%v), want %d", len(res.Raised), err, n/100)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := dog.Check(ctx)
+		if err != nil || len(res.Raised) != 0 {
+			b.Fatalf("check raised %d (%v)", len(res.Raised), err)
+		}
 	}
 }

@@ -33,11 +33,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -128,49 +126,17 @@ type Watchdog struct {
 	logger *slog.Logger
 	loop   service.Loop
 
-	// mu guards sources (written by Apply, read by Check) and cron.
-	mu sync.Mutex
-	// sources are the sources the stale check covers, by name.
-	sources map[string]watched
-	// cron caches the default stale windows of cron schedules.
-	cron map[cronSpec]cronWindow
+	// cov is the set of sources the stale check covers.
+	cov coverage
 }
-
-// watched is a source the stale check covers.
-type watched struct {
-	cfg *config.Source
-	// owner and managedBy are its definition's ("" for Config.Sources).
-	owner, managedBy string
-	// defined is when its definition was created: the start of its stale
-	// window while no syncer has registered it in the sources table. Zero
-	// for Config.Sources, which are checked once registered only.
-	defined time.Time
-}
-
-// cronSpec is a cron schedule in its time zone.
-type cronSpec struct{ cron, timezone string }
-
-// cronWindow is the default stale window of a cron schedule, computed at.
-type cronWindow struct {
-	window time.Duration
-	at     time.Time
-}
-
-// cronWindowTTL is how long a cron schedule's stale window is reused
-// before it is computed again from the clock (the gaps between its next
-// ticks change only with the calendar: weekends, months, DST).
-const cronWindowTTL = time.Hour
 
 // New returns a watchdog for the sources and alert settings of conf.
 func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) *Watchdog {
 	if conf.Now == nil {
 		conf.Now = time.Now
 	}
-	w := &Watchdog{pool: pool, conf: conf, logger: logger.With("component", "watchdog"),
-		sources: make(map[string]watched, len(conf.Sources)), cron: map[cronSpec]cronWindow{}}
-	for _, s := range conf.Sources {
-		w.sources[s.Name] = watched{cfg: s}
-	}
+	w := &Watchdog{pool: pool, conf: conf, logger: logger.With("component", "watchdog")}
+	w.cov.init(conf.Sources, conf.StaleAfter)
 	return w
 }
 
@@ -181,30 +147,12 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) *Watchdog {
 // (d.Invalid) keeps what the watchdog had for it. It has the signature of
 // a definitions.Follower's consumer and never fails.
 func (w *Watchdog) Apply(_ context.Context, d *definitions.Delta) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if d.Full {
-		w.sources = make(map[string]watched, len(d.Sources))
-	}
-	for _, name := range d.RemovedSources {
-		delete(w.sources, name)
-	}
-	for _, def := range d.Sources {
-		if def.Row.Paused || def.Config == nil {
-			delete(w.sources, def.Row.Name)
-			continue
-		}
-		w.sources[def.Row.Name] = watched{cfg: def.Config, owner: def.Row.Owner, managedBy: def.Row.ManagedBy, defined: def.Row.CreatedAt}
-	}
+	w.cov.apply(d)
 	return nil
 }
 
 // Covered returns the names of the sources the stale check covers, sorted.
-func (w *Watchdog) Covered() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Sorted(maps.Keys(w.sources))
-}
+func (w *Watchdog) Covered() []string { return w.cov.names() }
 
 // Start checks now and then every interval in the background, until Stop.
 // With alerts.enabled false it does nothing.
@@ -332,45 +280,63 @@ func ago(d time.Duration) string {
 	}
 }
 
-// stale finds the active sources of the definitions without a successful
-// run within their stale window: one query, the covered sources' names and
-// windows as arrays. The window starts at the last success, or at the
-// registration or the last status change (a resume) when later; for a
-// definition no syncer registered in the sources table, at its creation.
+// stale finds the covered sources without a successful run within their
+// stale window, in one query that returns the candidates only: the
+// active sources past the shortest window of the covered ones (the exact
+// window of each and whether it is covered are then looked up in Go),
+// and the covered definitions that no syncer has registered in the
+// sources table, of those past their window whose registration was not
+// seen yet (none, once every definition was seen registered). The window
+// starts at the last success, or at the registration or the last status
+// change (a resume) when later; for a definition not registered, at its
+// creation.
 func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
-	names, secs, defined := w.covered(w.conf.Now())
-	if len(names) == 0 {
+	now := w.conf.Now()
+	shortest, probe, probeDefined, ok := w.cov.plan(now)
+	if !ok {
 		return nil, nil
 	}
 	rows, err := tx.Query(ctx, `
-		SELECT c.name, s.name IS NOT NULL, s.last_success_at, s.last_run_at, coalesce(s.failure_count, 0), coalesce(s.last_error, ''), s.next_run_at,
-		       coalesce(greatest(s.last_success_at, s.status_changed_at, s.created_at), c.defined) AS since, c.secs,
-		       extract(epoch FROM now() - coalesce(greatest(s.last_success_at, s.status_changed_at, s.created_at), c.defined))::float8
-		FROM unnest($1::text[], $2::float8[], $3::timestamptz[]) AS c(name, secs, defined)
-		LEFT JOIN sources s ON s.name = c.name
-		WHERE coalesce(s.status, 'active') = 'active'
-		  AND coalesce(greatest(s.last_success_at, s.status_changed_at, s.created_at), c.defined) < now() - make_interval(secs => c.secs)
-		ORDER BY c.name`, names, secs, defined)
+		SELECT s.name, true, s.last_success_at, s.last_run_at, s.failure_count, coalesce(s.last_error, ''), s.next_run_at,
+		       greatest(s.last_success_at, s.status_changed_at, s.created_at),
+		       extract(epoch FROM now() - greatest(s.last_success_at, s.status_changed_at, s.created_at))::float8
+		FROM sources s
+		WHERE s.status = 'active' AND greatest(s.last_success_at, s.status_changed_at, s.created_at) < now() - make_interval(secs => $1)
+		UNION ALL
+		SELECT c.name, false, NULL, NULL, 0, '', NULL, c.defined, extract(epoch FROM now() - c.defined)::float8
+		FROM unnest($2::text[], $3::timestamptz[]) AS c(name, defined)
+		WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE s.name = c.name)
+		ORDER BY 1`, shortest.Seconds(), probe, probeDefined)
 	if err != nil {
 		return nil, fmt.Errorf("look for stale sources: %w", err)
 	}
+	unregistered := map[string]bool{}
+	var registered []string
 	var out []Alert
 	for rows.Next() {
 		var name, lastErr string
-		var registered bool
+		var isRegistered bool
 		var lastSuccess, lastRun, next *time.Time
 		var failures int
 		var since time.Time
-		var window, age float64
-		if err := rows.Scan(&name, &registered, &lastSuccess, &lastRun, &failures, &lastErr, &next, &since, &window, &age); err != nil {
+		var age float64
+		if err := rows.Scan(&name, &isRegistered, &lastSuccess, &lastRun, &failures, &lastErr, &next, &since, &age); err != nil {
 			return nil, fmt.Errorf("look for stale sources: %w", err)
 		}
-		win := time.Duration(window * float64(time.Second))
+		if isRegistered {
+			registered = append(registered, name)
+		} else {
+			unregistered[name] = true
+		}
+		src, win, covered := w.cov.lookup(name, now)
+		if !covered || age*float64(time.Second) <= float64(win) {
+			continue
+		}
+		window := win.Seconds()
 		details := map[string]any{"stale_after_seconds": window, "failure_count": failures}
 		if next != nil {
 			details["next_run_at"] = next.UTC()
 		}
-		src := w.definition(name)
 		if src.owner != "" {
 			details["source_owner"] = src.owner
 		}
@@ -378,7 +344,7 @@ func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 			details["managed_by"] = src.managedBy
 		}
 		var b strings.Builder
-		if !registered {
+		if !isRegistered {
 			fmt.Fprintf(&b, "Defined at %s (managed by %s), but no syncer has registered it in the sources table: "+
 				"is a syncer running against this database, and does it accept this definition (see its log)?", since.UTC().Format(time.RFC3339), src.managedBy)
 			out = append(out, Alert{
@@ -419,57 +385,14 @@ func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("look for stale sources: %w", err)
 	}
-	return out, nil
-}
-
-// covered returns the covered sources' names, stale windows (seconds) and
-// definition times (nil when not from a definition), index-aligned.
-func (w *Watchdog) covered(now time.Time) ([]string, []float64, []*time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	alerts := config.Alerts{StaleAfter: w.conf.StaleAfter}
-	names := make([]string, 0, len(w.sources))
-	secs := make([]float64, 0, len(w.sources))
-	defined := make([]*time.Time, 0, len(w.sources))
-	cron := make(map[cronSpec]cronWindow, len(w.cron))
-	for name, s := range w.sources {
-		names = append(names, name)
-		secs = append(secs, w.window(&alerts, s.cfg, now, cron).Seconds())
-		if s.defined.IsZero() {
-			defined = append(defined, nil)
-		} else {
-			defined = append(defined, &s.defined)
+	// The probed definitions that are not unregistered are registered.
+	for _, name := range probe {
+		if !unregistered[name] {
+			registered = append(registered, name)
 		}
 	}
-	w.cron = cron // the schedules still in use
-	return names, secs, defined
-}
-
-// definition returns what the watchdog knows of a covered source.
-func (w *Watchdog) definition(name string) watched {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sources[name]
-}
-
-// window is alerts.StaleAfterFor(s, now), with the default window of a
-// cron schedule computed at most once per cronWindowTTL (it walks the
-// schedule's next 64 ticks: about 0.1 ms). fresh receives the windows
-// used.
-func (w *Watchdog) window(alerts *config.Alerts, s *config.Source, now time.Time, fresh map[cronSpec]cronWindow) time.Duration {
-	if s.Cron == "" || s.StaleAfter > 0 || alerts.StaleAfter > 0 {
-		return alerts.StaleAfterFor(s, now)
-	}
-	key := cronSpec{s.Cron, s.Timezone}
-	if c, ok := fresh[key]; ok {
-		return c.window
-	}
-	c, ok := w.cron[key]
-	if !ok || now.Before(c.at) || now.Sub(c.at) >= cronWindowTTL {
-		c = cronWindow{window: alerts.StaleAfterFor(s, now), at: now}
-	}
-	fresh[key] = c
-	return c.window
+	w.cov.seen(registered)
+	return out, nil
 }
 
 // stuck finds running runs whose source lease is gone (expired, released,
