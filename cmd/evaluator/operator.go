@@ -18,6 +18,7 @@ func filterFlags(fs *flag.FlagSet, f *outbox.Filter) {
 	fs.StringVar(&f.Sink, "sink", "", "only notifications of this `sink`")
 	fs.StringVar(&f.Source, "source", "", "only notifications of this `source`")
 	fs.StringVar(&f.Watch, "watch", "", "only notifications of this `watch`")
+	fs.StringVar(&f.Owner, "owner", "", "only notifications of the watches of this `owner`")
 }
 
 // retryDead sends dead notifications back to pending.

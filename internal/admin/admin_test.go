@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -300,6 +301,81 @@ func TestActivityTotalsEqualTheHistory(t *testing.T) {
 	for _, col := range []string{"runs", "failed_runs", "changes", "evaluations", "notify_decisions", "notifications", "model_calls"} {
 		if reports.Cell(want[23][col]) == "0" {
 			t.Errorf("the story made no %s this hour: nothing to compare", col)
+		}
+	}
+}
+
+// hiddenFields returns the hidden fields of the first form of page whose
+// opening tag contains marker: what the browser posts when it is sent.
+func hiddenFields(t *testing.T, page, marker string) url.Values {
+	t.Helper()
+	for _, m := range regexp.MustCompile(`(?s)<form [^>]*>.*?</form>`).FindAllString(page, -1) {
+		if !strings.Contains(m, marker) {
+			continue
+		}
+		v := url.Values{}
+		for _, f := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`).FindAllStringSubmatch(m, -1) {
+			v.Add(f[1], html.UnescapeString(f[2]))
+		}
+		return v
+	}
+	t.Fatalf("no form with %q in the page:\n%.3000s", marker, page)
+	return nil
+}
+
+// TestDeadLettersOfAnOwner: with ?owner= the dead letters page counts that
+// owner's dead letters only (the "all" chip and each sink's), its chips
+// keep the owner, and its "Retry all" posts the owner and sends back to
+// pending that owner's dead letters only — another owner's stay dead.
+func TestDeadLettersOfAnOwner(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.populate()
+	// A second dead letter: ticket 3 closed (the hook refuses it too).
+	w.mu.Lock()
+	w.tickets[2]["status"] = "closed"
+	w.mu.Unlock()
+	w.sync(true)
+	w.evaluate()
+	// The watches' owners as the evaluator writes them on the rows
+	// (file watches are the operator's: the test gives them two users).
+	w.exec(`UPDATE notifications SET owner = CASE record_id WHEN '2' THEN 'alice' ELSE 'bob' END`)
+	if n := w.count(`SELECT count(*) FROM notifications WHERE status = 'dead' AND sink = 'hook' AND owner = 'alice'`); n != 1 {
+		t.Fatalf("alice has %d dead letters of the hook, want 1", n)
+	}
+	if n := w.count(`SELECT count(*) FROM notifications WHERE status = 'dead' AND sink = 'hook' AND owner = 'bob'`); n != 1 {
+		t.Fatalf("bob has %d dead letters of the hook, want 1", n)
+	}
+	w.serve()
+	c := newClient(w)
+	c.login(w.adminTok)
+
+	resp, page := c.do("GET", "/admin/dead?owner=alice", nil, nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("dead letters of alice: %d %.500s", resp.StatusCode, page)
+	}
+	if !strings.Contains(page, `href="/admin/dead?owner=alice">all <b>1</b>`) {
+		t.Errorf("the all chip does not count alice's one dead letter with her filter kept:\n%.3000s", page)
+	}
+	if !strings.Contains(page, `href="/admin/dead?owner=alice&amp;sink=hook">hook <b>1</b>`) {
+		t.Errorf("the hook chip does not count alice's one dead letter with her filter kept:\n%.3000s", page)
+	}
+	// Nobody's page counts nothing.
+	if _, page := c.do("GET", "/admin/dead?owner=nobody", nil, nil); !strings.Contains(page, "No dead notifications.") || strings.Contains(page, "hook <b>") {
+		t.Errorf("the page of an owner without dead letters shows counts:\n%.3000s", page)
+	}
+
+	form := hiddenFields(t, page, `class="actions"`)
+	if form.Get("owner") != "alice" || form.Get("all") != "yes" {
+		t.Errorf("Retry all posts %v: not alice's", form)
+	}
+	resp, _ = c.do("POST", "/admin/dead/retry", form, nil)
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/admin/dead?owner=alice&done=sent+1+dead") {
+		t.Errorf("retry all of alice: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for owner, want := range map[string]string{"alice": "pending", "bob": "dead"} {
+		if st := w.queryMap(`SELECT status FROM notifications WHERE sink = 'hook' AND owner = $1`, owner)[0]["status"]; st != want {
+			t.Errorf("after alice's retry all, %s's dead letter is %v, want %s", owner, st, want)
 		}
 	}
 }

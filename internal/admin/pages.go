@@ -356,9 +356,13 @@ type reportData struct {
 }
 
 // filtered adds equality filters on the given columns (from the query
-// string) to a SELECT from a report view, before its LIMIT.
+// string) to a SELECT from a report view, before its GROUP BY or LIMIT.
 func filtered(sql string, qs url.Values, cols []string) (string, []any) {
-	base, limit, hasLimit := strings.Cut(sql, " LIMIT ")
+	tail := " LIMIT "
+	if strings.Contains(sql, " GROUP BY ") {
+		tail = " GROUP BY "
+	}
+	base, rest, hasTail := strings.Cut(sql, tail)
 	var conds []string
 	var args []any
 	for _, col := range cols {
@@ -370,8 +374,8 @@ func filtered(sql string, qs url.Values, cols []string) (string, []any) {
 	if len(conds) > 0 {
 		base += "\nWHERE " + strings.Join(conds, " AND ")
 	}
-	if hasLimit {
-		base += "\nLIMIT " + limit
+	if hasTail {
+		base += "\n" + strings.TrimSpace(tail) + " " + rest
 	}
 	return base, args
 }
@@ -387,12 +391,19 @@ func activeFilters(qs url.Values, cols []string) [][2]string {
 }
 
 type deadData struct {
-	Sinks  []card
-	Total  int64
-	Sink   string
-	Source string
-	Table  *table
+	Sinks []card
+	Total int64
+	// AllHref is the "all" chip: every sink, the other filters kept.
+	AllHref             string
+	Sink, Source, Owner string
+	// Back is this page with its filters: where the forms come back to.
+	Back  string
+	Table *table
 }
+
+// deadFilters are the filters of the dead letters page: its table and
+// its "Retry all" take all three; its counts per sink the other two.
+var deadFilters = []string{"sink", "source", "owner"}
 
 func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 	ctx, cancel := pageContext(r)
@@ -400,22 +411,47 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 	p := newPage(c, "Dead letters", "dead")
 	qs := r.URL.Query()
 	d := &deadData{Sink: qs.Get("sink"), Source: qs.Get("source")}
-	if _, err := a.ownerFilter(ctx, r, p); err != nil {
-		a.failErr(w, r, err)
-		return
-	}
-	counts, err := a.rowsOf(ctx, p, query{title: "Dead notifications per sink", sql: queryDeadCount}, 0, nil)
+	owner, err := a.ownerFilter(ctx, r, p)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
+	d.Owner = owner
+	// The chips count the dead letters of the source and owner shown, so
+	// that each chip's number is the rows its link lists.
+	others := url.Values{}
+	for _, k := range []string{"source", "owner"} {
+		if v := qs.Get(k); v != "" {
+			others.Set(k, v)
+		}
+	}
+	sql, args := filtered(queryDeadCount, others, deadFilters)
+	counts, err := a.rowsOf(ctx, p, query{title: "Dead notifications per sink", sql: sql, args: args}, 0, nil)
+	if err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	deadLink := func(sink string) string {
+		v := url.Values{}
+		for k, vs := range others {
+			v[k] = vs
+		}
+		if sink != "" {
+			v.Set("sink", sink)
+		}
+		if len(v) == 0 {
+			return "/admin/dead"
+		}
+		return "/admin/dead?" + v.Encode()
+	}
+	d.AllHref, d.Back = deadLink(""), deadLink(d.Sink)
 	for _, row := range counts.Raw {
 		n, _ := row["dead"].(int64)
 		sink := row["sink"].(string)
 		d.Total += n
-		d.Sinks = append(d.Sinks, card{sink, num(n), "/admin/dead?sink=" + url.QueryEscape(sink), cls(d.Sink == sink)})
+		d.Sinks = append(d.Sinks, card{sink, num(n), deadLink(sink), cls(d.Sink == sink)})
 	}
-	sql, args := filtered(queryDead+" LIMIT 201", qs, []string{"sink", "source", "owner"})
+	sql, args = filtered(queryDead+" LIMIT 201", qs, deadFilters)
 	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, 200, links); err != nil {
 		a.failErr(w, r, err)
 		return
@@ -424,8 +460,11 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 	a.render(w, r, http.StatusOK, "dead", p)
 }
 
+// retryDead retries one dead notification (id) or all those of the sink,
+// source and owner posted (all=yes): the filters of the page the form is
+// on, so that "Retry all" retries the rows the page lists.
 func (a *Admin) retryDead(w http.ResponseWriter, r *http.Request, c *caller) {
-	f := outbox.Filter{Sink: r.PostFormValue("sink"), Source: r.PostFormValue("source")}
+	f := outbox.Filter{Sink: r.PostFormValue("sink"), Source: r.PostFormValue("source"), Owner: r.PostFormValue("owner")}
 	scope := "every dead notification"
 	if id := r.PostFormValue("id"); id != "" {
 		n, err := strconv.ParseInt(id, 10, 64)
@@ -436,8 +475,19 @@ func (a *Admin) retryDead(w http.ResponseWriter, r *http.Request, c *caller) {
 		f.ID = n
 		scope = "notification " + id
 	} else if r.PostFormValue("all") != "yes" {
-		a.fail(w, r, http.StatusBadRequest, "Retry needs a notification id, or all=yes to retry every dead notification (of the sink and source given).")
+		a.fail(w, r, http.StatusBadRequest, "Retry needs a notification id, or all=yes to retry every dead notification (of the sink, source and owner given).")
 		return
+	}
+	if f.ID == 0 {
+		var of []string
+		for _, kv := range [][2]string{{"sink", f.Sink}, {"source", f.Source}, {"owner", f.Owner}} {
+			if kv[1] != "" {
+				of = append(of, kv[0]+" "+kv[1])
+			}
+		}
+		if len(of) > 0 {
+			scope += " of " + strings.Join(of, ", ")
+		}
 	}
 	n, err := a.svc.RetryDead(r.Context(), c.p, f)
 	a.afterAction(w, r, fmt.Sprintf("sent %d dead notification(s) back to pending (%s)", n, scope), err)

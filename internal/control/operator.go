@@ -127,7 +127,7 @@ func (s *Service) RetryDead(ctx context.Context, p Principal, f outbox.Filter) (
 		if n, err = outbox.RetryDead(ctx, tx, f); err != nil {
 			return err
 		}
-		after := map[string]any{"retried": n, "sink": f.Sink, "source": f.Source, "watch": f.Watch}
+		after := map[string]any{"retried": n, "sink": f.Sink, "source": f.Source, "watch": f.Watch, "owner": f.Owner}
 		return audit.Record(ctx, tx, entry(p, "retry_dead", "notification", target, ""), nil, after)
 	})
 	if err != nil {

@@ -376,6 +376,9 @@ type Filter struct {
 	Sink   string
 	Source string
 	Watch  string
+	// Owner is the user of the watch that notified (the rows' owner
+	// column); empty matches every owner, the operator's watches included.
+	Owner  string
 	Status string
 	// Limit bounds a listing. Defaults to 50.
 	Limit int
@@ -400,6 +403,9 @@ func (f Filter) where(args []any) (string, []any) {
 	}
 	if f.Watch != "" {
 		add("watch", f.Watch)
+	}
+	if f.Owner != "" {
+		add("owner", f.Owner)
 	}
 	if f.Status != "" {
 		add("status", f.Status)

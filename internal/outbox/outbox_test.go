@@ -673,6 +673,32 @@ func TestRetryDead(t *testing.T) {
 	}
 }
 
+// TestRetryDeadOfOneOwner: a retry filtered by owner sends back only that
+// owner's dead rows; the other owner's and the operator's stay dead.
+func TestRetryDeadOfOneOwner(t *testing.T) {
+	ctx, pool := setup(t)
+	alice, bob, ops := note("k0", "a"), note("k1", "a"), note("k2", "a")
+	alice.Owner, bob.Owner = "alice", "bob"
+	res := enqueue(t, ctx, pool, alice, bob, ops)
+	if _, err := pool.Exec(ctx, `UPDATE notifications SET status = 'dead', dead_at = now(), attempts = 5`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := outbox.RetryDead(ctx, pool, outbox.Filter{Sink: "a", Owner: "alice"}); err != nil || n != 1 {
+		t.Fatalf("RetryDead(owner alice) = %d, %v; want 1", n, err)
+	}
+	want := map[int64]string{res[0].ID: "pending", res[1].ID: "dead", res[2].ID: "dead"}
+	for id, st := range want {
+		var got string
+		if err := pool.QueryRow(ctx, `SELECT status FROM notifications WHERE id = $1`, id).Scan(&got); err != nil || got != st {
+			t.Errorf("notification %d: %q, %v; want %s", id, got, err, st)
+		}
+	}
+	rows, err := outbox.List(ctx, pool, outbox.Filter{Owner: "bob"})
+	if err != nil || len(rows) != 1 || rows[0].ID != res[1].ID {
+		t.Errorf("List(owner bob) = %+v, %v; want bob's row only", rows, err)
+	}
+}
+
 func TestList(t *testing.T) {
 	ctx, pool := setup(t)
 	res := enqueue(t, ctx, pool, note("k0", "a"), note("k1", "a"), note("k2", "b"))
