@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -376,6 +377,106 @@ func TestDeadLettersOfAnOwner(t *testing.T) {
 	for owner, want := range map[string]string{"alice": "pending", "bob": "dead"} {
 		if st := w.queryMap(`SELECT status FROM notifications WHERE sink = 'hook' AND owner = $1`, owner)[0]["status"]; st != want {
 			t.Errorf("after alice's retry all, %s's dead letter is %v, want %s", owner, st, want)
+		}
+	}
+}
+
+// TestEveryActionNeedsTheCSRFToken: every POST of a signed-in session —
+// pause, resume, run now, retry one dead letter, retry all, sign out — is
+// refused with 403 without the page's CSRF token or with a forged one,
+// and changes nothing in the database (sources, notifications, the audit
+// log) nor ends the session; with the token it is done.
+func TestEveryActionNeedsTheCSRFToken(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.populate()
+	// A second dead letter: ticket 3 closed (the hook refuses it too), so
+	// that retry all has one left after retry one.
+	w.mu.Lock()
+	w.tickets[2]["status"] = "closed"
+	w.mu.Unlock()
+	w.sync(true)
+	w.evaluate()
+	dead := w.queryMap(`SELECT id FROM notifications WHERE status = 'dead' ORDER BY id`)
+	if len(dead) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(dead))
+	}
+	w.serve()
+	c := newClient(w)
+	if resp, _ := c.login(w.adminTok); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d", resp.StatusCode)
+	}
+	_, page := c.do("GET", "/admin/sources/tickets", nil, nil)
+	csrf := csrfOf(t, page)
+
+	// state is what an action may change: the sources' operational state,
+	// the notifications' delivery state, the audit log.
+	state := func() string {
+		return fmt.Sprint(
+			w.queryMap(`SELECT name, status, status_reason, next_run_at, run_requested_at, failure_count FROM sources ORDER BY name`),
+			w.queryMap(`SELECT id, status, attempts, manual_retries, next_attempt_at FROM notifications ORDER BY id`),
+			w.count(`SELECT count(*) FROM audit_log`))
+	}
+	signedIn := func() bool {
+		resp, _ := c.do("GET", "/admin/", nil, nil)
+		return resp.StatusCode == http.StatusOK
+	}
+	for _, a := range []struct {
+		name, path string
+		form       url.Values
+		// done says whether the action took effect.
+		done func() bool
+	}{
+		{"pause", "/admin/sources/tickets/pause", url.Values{"reason": {"maintenance"}}, func() bool {
+			return w.queryMap(`SELECT status FROM sources WHERE name = 'tickets'`)[0]["status"] == "paused"
+		}},
+		{"resume", "/admin/sources/tickets/resume", url.Values{}, func() bool {
+			return w.queryMap(`SELECT status FROM sources WHERE name = 'tickets'`)[0]["status"] == "active"
+		}},
+		{"run now", "/admin/sources/tickets/run", url.Values{}, func() bool {
+			return w.count(`SELECT count(*) FROM sources WHERE name = 'tickets' AND run_requested_at IS NOT NULL`) == 1
+		}},
+		{"retry one dead letter", "/admin/dead/retry", url.Values{"id": {fmt.Sprint(dead[0]["id"])}}, func() bool {
+			return w.count(`SELECT count(*) FROM notifications WHERE id = $1 AND status = 'pending'`, dead[0]["id"]) == 1
+		}},
+		{"retry all", "/admin/dead/retry", url.Values{"all": {"yes"}}, func() bool {
+			return w.count(`SELECT count(*) FROM notifications WHERE status = 'dead'`) == 0
+		}},
+		{"sign out", "/admin/logout", url.Values{}, func() bool { return !signedIn() }},
+	} {
+		for _, bad := range []string{"", "forged"} {
+			before := state()
+			form := url.Values{"back": {"/admin/"}}
+			for k, v := range a.form {
+				form[k] = v
+			}
+			if bad != "" {
+				form.Set("csrf", bad)
+			}
+			resp, body := c.do("POST", a.path, form, nil)
+			if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "CSRF token") {
+				t.Errorf("%s with csrf %q: %d %.300s", a.name, bad, resp.StatusCode, body)
+			}
+			if after := state(); after != before {
+				t.Errorf("%s with csrf %q changed the database:\nbefore %s\nafter  %s", a.name, bad, before, after)
+			}
+			if a.done() {
+				t.Errorf("%s with csrf %q took effect", a.name, bad)
+			}
+			if !signedIn() {
+				t.Fatalf("%s with csrf %q ended the session", a.name, bad)
+			}
+		}
+		form := url.Values{"csrf": {csrf}, "back": {"/admin/"}}
+		for k, v := range a.form {
+			form[k] = v
+		}
+		resp, _ := c.do("POST", a.path, form, nil)
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("%s with the token: %d", a.name, resp.StatusCode)
+		}
+		if !a.done() {
+			t.Errorf("%s with the token was not done (answer %d %s)", a.name, resp.StatusCode, resp.Header.Get("Location"))
 		}
 	}
 }

@@ -341,19 +341,39 @@ func TestAdminPagesInBrowser(t *testing.T) {
 	})
 	b.noErrors("actions")
 
-	// Without the CSRF token the browser's POST is refused and changes nothing.
-	b.open(base+"/admin/sources/inventory", "Source inventory")
-	b.run("pause without csrf", chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('input[name=csrf]').forEach(i => i.value = '')`)(ctx, t)
-		return err
-	}), chromedp.Click(chromedp.ID("pause")), chromedp.WaitVisible(chromedp.CSS("p.error")))
-	if msg := b.text("p.error"); !strings.Contains(msg, "CSRF token") {
-		t.Errorf("pause without csrf: %q", msg)
+	// Without the CSRF token every action the browser posts (pause,
+	// resume, run now, retry one, retry all, sign out) is refused and
+	// changes nothing: not the sources, the notifications, the audit log,
+	// nor the session.
+	state := func() string {
+		return fmt.Sprint(
+			w.queryMap(`SELECT name, status, status_reason, next_run_at, run_requested_at, failure_count FROM sources ORDER BY name`),
+			w.queryMap(`SELECT id, status, attempts, manual_retries, next_attempt_at FROM notifications ORDER BY id`),
+			w.count(`SELECT count(*) FROM audit_log`))
 	}
-	b.errors() // the 403 is logged as a failed load
-	if st := w.queryMap(`SELECT status FROM sources WHERE name = 'inventory'`)[0]; st["status"] != "active" {
-		t.Fatalf("a POST without the CSRF token paused the source")
+	for _, a := range []struct{ page, h1, button string }{
+		{"/admin/sources/inventory", "Source inventory", "#pause"},
+		{"/admin/sources/inventory", "Source inventory", "#resume"},
+		{"/admin/sources/inventory", "Source inventory", "#run"},
+		{"/admin/dead", "Dead letters", "button.retry-one"},
+		{"/admin/dead", "Dead letters", "#retry-all"},
+		{"/admin/dead", "Dead letters", "form.logout button"},
+	} {
+		before := state()
+		b.open(base+a.page, a.h1)
+		b.run(a.button+" without csrf", chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('input[name=csrf]').forEach(i => i.value = '')`)(ctx, t)
+			return err
+		}), chromedp.Click(chromedp.CSS(a.button)), chromedp.WaitVisible(chromedp.CSS("p.error")))
+		if msg := b.text("p.error"); !strings.Contains(msg, "CSRF token") {
+			t.Errorf("%s %s without csrf: %q", a.page, a.button, msg)
+		}
+		b.errors() // the 403 is logged as a failed load
+		if after := state(); after != before {
+			t.Fatalf("%s %s without the CSRF token changed the database:\nbefore %s\nafter  %s", a.page, a.button, before, after)
+		}
 	}
+	b.open(base+"/admin/", "Overview") // still signed in
 
 	// Dead letters: the page lists what the view holds; retry one, then all.
 	dead := w.count(`SELECT count(*) FROM report_dead_letters`)
@@ -470,6 +490,13 @@ func TestAdminPagesInBrowser(t *testing.T) {
 	b.open(base+"/admin/rows/evaluations?owner=alice", "Evaluations")
 	b.open(base+"/admin/sources", "Sources")
 	b.shot("sources", "")
+
+	// Sign out, with the token: the session ends.
+	// (The sign-in form's token field, not a heading, which the page
+	// signed out of has too: navigating before the sign-out lands would
+	// abort it.)
+	b.run("sign out", chromedp.Click(chromedp.CSS("form.logout button")), chromedp.WaitVisible(chromedp.ID("token")))
+	b.open(base+"/admin/", "Sign in")
 }
 
 // shot writes a screenshot of the current page (or of url) into
