@@ -47,6 +47,7 @@ type daemon struct {
 	follower *definitions.Follower
 	pool     *pgxpool.Pool
 	logger   *slog.Logger
+	gauges   metrics.Gauges // the database gauges of /metrics (metrics.per_source)
 }
 
 // setup checks the configuration directory, applies it to the
@@ -92,7 +93,11 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*daemon, erro
 		pool.Close()
 		return nil, err
 	}
-	return &daemon{syncer: s, tasks: runner, follower: f, pool: pool, logger: logger}, nil
+	gauges := metrics.SourceGauges
+	if cfg.Global.Metrics.PerSource {
+		gauges |= metrics.PerSourceGauges
+	}
+	return &daemon{syncer: s, tasks: runner, follower: f, pool: pool, logger: logger, gauges: gauges}, nil
 }
 
 func runDaemon(ctx context.Context, env *cli.Env) error {
@@ -106,7 +111,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer d.pool.Close()
-	m.CollectDatabase(d.pool, metrics.SourceGauges, nil, 0)
+	m.CollectDatabase(d.pool, d.gauges, nil, 0)
 	watcher := definitions.NewWatcher(d.pool, d.follower, definitions.WatcherConfig{OnWake: d.syncer.Wake}, d.logger)
 	reloader := env.Reloader(d.pool, check, m, d.logger)
 	events := d.syncer.Events(syncer.EventsConfig{})

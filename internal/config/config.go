@@ -77,6 +77,9 @@ type Global struct {
 	Egress Egress `yaml:"egress"`
 	// Log selects the log format and level.
 	Log Log `yaml:"log"`
+	// Metrics selects what the Prometheus /metrics endpoints export beyond
+	// their bounded series (docs/observability.md#metrics).
+	Metrics Metrics `yaml:"metrics"`
 	// Alerts configures the watchdog of the evaluator daemon: alerts about
 	// stale sources, stuck runs, dead letters and disabled sources, sent
 	// through sinks like notifications. See docs/observability.md.
@@ -513,6 +516,18 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, err
 	}
 	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// Metrics configures the Prometheus instruments of the daemons.
+type Metrics struct {
+	// PerSource adds two gauges per active source to the syncer's
+	// /metrics, read from the sources table at every scrape:
+	// lookout_source_last_success_timestamp_seconds{source} and
+	// lookout_source_consecutive_failures{source} (200,000 series at
+	// 100,000 sources, on every syncer replica). Read at start: a reload
+	// does not change it. Defaults to false: no series carries a source
+	// name, and their number does not grow with the sources.
+	PerSource bool `yaml:"per_source"`
 }
 
 // Log selects the log output.

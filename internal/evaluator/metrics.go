@@ -14,12 +14,12 @@ func (e *Evaluator) observe(claimed []*change, decs []decision) {
 		if !d.written {
 			continue // fenced: another evaluator decides this change
 		}
-		m.Decision(d.change.Source, d.watch.cfg.Name, d.step, d.verdict)
-		m.DuplicatesSuppressed(d.change.Source, d.watch.cfg.Name, d.suppressed)
+		m.Decision(d.step, d.verdict)
+		m.DuplicatesSuppressed(d.suppressed)
 	}
 	for _, c := range claimed {
 		if c.lag > 0 {
-			m.DecisionLag(c.Source, c.lag)
+			m.DecisionLag(c.lag)
 		}
 	}
 }

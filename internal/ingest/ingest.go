@@ -143,8 +143,8 @@ type answer struct {
 func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	source := r.PathValue("source")
-	outcome, label := metrics.DeliveryError, source
-	defer func() { in.conf.Metrics.WebhookDelivery(label, outcome, time.Since(start)) }()
+	outcome := metrics.DeliveryError
+	defer func() { in.conf.Metrics.WebhookDelivery(outcome, time.Since(start)) }()
 
 	hook, err := in.webhook(r.Context(), source)
 	switch {
@@ -159,7 +159,7 @@ func (in *Ingest) serve(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusServiceUnavailable, "internal", "Service Unavailable", "the source's webhook is not configured in this deployment; the operator is told in the api's log")
 		return
 	case hook == nil:
-		outcome, label = metrics.DeliveryUnknownSource, ""
+		outcome = metrics.DeliveryUnknownSource
 		problem(w, http.StatusNotFound, "not-found", "Not Found", fmt.Sprintf("no source %q receives webhooks here", source))
 		return
 	}

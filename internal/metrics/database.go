@@ -17,8 +17,10 @@ type Gauges int
 
 const (
 	// SourceGauges: lookout_sources{status}, lookout_sources_due,
-	// lookout_sync_runs_running, lookout_source_last_success_timestamp_seconds{source}
-	// and lookout_expired_leases{component="syncer"}.
+	// lookout_sync_runs_running, lookout_sources_failing{connector},
+	// lookout_longest_without_success_seconds{connector} and
+	// lookout_expired_leases{component="syncer"}: a number of series
+	// that does not grow with the sources.
 	SourceGauges Gauges = 1 << iota
 	// OutboxGauges: lookout_pending_changes,
 	// lookout_oldest_pending_change_age_seconds,
@@ -26,6 +28,12 @@ const (
 	// lookout_dead_notifications{sink} and
 	// lookout_expired_leases{component="evaluator"|"delivery"}.
 	OutboxGauges
+	// PerSourceGauges (opt-in: metrics.per_source in lookout.yaml):
+	// lookout_source_last_success_timestamp_seconds{source} and
+	// lookout_source_consecutive_failures{source} of every active source,
+	// two series per source (200,000 at 100,000 sources) read from the
+	// sources table at every scrape.
+	PerSourceGauges
 )
 
 // DBTimeoutDefault bounds the queries of one scrape.
@@ -57,8 +65,14 @@ var (
 		"Active sources that are due (or asked to run) and not leased: the syncers' backlog.", nil, nil)
 	descRunsRunning = prometheus.NewDesc("lookout_sync_runs_running",
 		"sync_runs rows with status running.", nil, nil)
+	descFailing = prometheus.NewDesc("lookout_sources_failing",
+		"Active sources whose last run failed (sources.failure_count > 0), by connector.", []string{"connector"}, nil)
+	descWithoutSuccess = prometheus.NewDesc("lookout_longest_without_success_seconds",
+		"The longest time an active source of the connector has gone without a successful run: now minus the latest of its last success, its registration and its last status change (the watchdog's stale measure).", []string{"connector"}, nil)
 	descLastSuccess = prometheus.NewDesc("lookout_source_last_success_timestamp_seconds",
-		"Unix time of the source's last successful run (sources.last_success_at).", []string{"source"}, nil)
+		"Unix time of the active source's last successful run (sources.last_success_at); only with metrics.per_source.", []string{"source"}, nil)
+	descConsecutive = prometheus.NewDesc("lookout_source_consecutive_failures",
+		"Consecutive failed runs of the active source (sources.failure_count); only with metrics.per_source.", []string{"source"}, nil)
 	descExpired = prometheus.NewDesc("lookout_expired_leases",
 		"Leases past their expiry and not yet taken over: syncer (sources), evaluator (changes), delivery (notifications).", []string{"component"}, nil)
 	descPendingChanges = prometheus.NewDesc("lookout_pending_changes",
@@ -85,8 +99,12 @@ var _ prometheus.Collector = (*dbCollector)(nil)
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descUp
 	if c.gauges&SourceGauges != 0 {
-		for _, d := range []*prometheus.Desc{descSources, descSourcesDue, descRunsRunning, descLastSuccess} {
+		for _, d := range []*prometheus.Desc{descSources, descSourcesDue, descRunsRunning, descFailing, descWithoutSuccess} {
 			ch <- d
+		}
+		if c.gauges&PerSourceGauges != 0 {
+			ch <- descLastSuccess
+			ch <- descConsecutive
 		}
 	}
 	if c.gauges&OutboxGauges != 0 {
@@ -124,19 +142,25 @@ func (c *dbCollector) read(ctx context.Context) ([]sample, error) {
 	b := &pgx.Batch{}
 	if c.gauges&SourceGauges != 0 {
 		statuses := map[string]float64{"active": 0, "paused": 0, "disabled": 0, "completed": 0}
+		failing, without := map[string]float64{}, map[string]float64{}
 		var due, expired float64
 		b.Queue(`
-			SELECT status, count(*)::float8,
+			SELECT status, connector, count(*)::float8,
 			       count(*) FILTER (WHERE status = 'active' AND (next_run_at <= now() OR run_requested_at IS NOT NULL)
 			                          AND (lease_expires_at IS NULL OR lease_expires_at < now()))::float8,
-			       count(*) FILTER (WHERE lease_owner IS NOT NULL AND lease_expires_at < now())::float8
-			FROM sources GROUP BY status`).Query(func(rows pgx.Rows) error {
-			var st string
-			var n, d, e float64
-			_, err := pgx.ForEachRow(rows, []any{&st, &n, &d, &e}, func() error {
-				statuses[st] = n
+			       count(*) FILTER (WHERE lease_owner IS NOT NULL AND lease_expires_at < now())::float8,
+			       count(*) FILTER (WHERE status = 'active' AND failure_count > 0)::float8,
+			       coalesce(extract(epoch FROM now() - min(greatest(last_success_at, status_changed_at, created_at))
+			                                          FILTER (WHERE status = 'active')), 0)::float8
+			FROM sources GROUP BY status, connector`).Query(func(rows pgx.Rows) error {
+			var st, conn string
+			var n, d, e, f, w float64
+			_, err := pgx.ForEachRow(rows, []any{&st, &conn, &n, &d, &e, &f, &w}, func() error {
+				statuses[st] += n
 				due += d
 				expired += e
+				failing[conn] += f
+				without[conn] = max(without[conn], w)
 				return nil
 			})
 			if err != nil {
@@ -144,6 +168,9 @@ func (c *dbCollector) read(ctx context.Context) ([]sample, error) {
 			}
 			for st, n := range statuses {
 				out = append(out, sample{descSources, n, []string{st}})
+			}
+			for conn, f := range failing {
+				out = append(out, sample{descFailing, f, []string{conn}}, sample{descWithoutSuccess, max(without[conn], 0), []string{conn}})
 			}
 			out = append(out, sample{descSourcesDue, due, nil}, sample{descExpired, expired, []string{ComponentSyncer}})
 			return nil
@@ -156,11 +183,17 @@ func (c *dbCollector) read(ctx context.Context) ([]sample, error) {
 			out = append(out, sample{descRunsRunning, n, nil})
 			return nil
 		})
-		b.Queue(`SELECT name, extract(epoch FROM last_success_at)::float8 FROM sources WHERE last_success_at IS NOT NULL`).Query(func(rows pgx.Rows) error {
+	}
+	if c.gauges&SourceGauges != 0 && c.gauges&PerSourceGauges != 0 {
+		b.Queue(`SELECT name, extract(epoch FROM last_success_at)::float8, failure_count::float8 FROM sources WHERE status = 'active'`).Query(func(rows pgx.Rows) error {
 			var name string
-			var at float64
-			_, err := pgx.ForEachRow(rows, []any{&name, &at}, func() error {
-				out = append(out, sample{descLastSuccess, at, []string{name}})
+			var at *float64
+			var failures float64
+			_, err := pgx.ForEachRow(rows, []any{&name, &at, &failures}, func() error {
+				if at != nil {
+					out = append(out, sample{descLastSuccess, *at, []string{name}})
+				}
+				out = append(out, sample{descConsecutive, failures, []string{name}})
 				return nil
 			})
 			return err

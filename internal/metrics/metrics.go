@@ -6,10 +6,19 @@
 // their Config structs. A nil *Metrics is valid and records nothing, so
 // services, tools and tests that do not care pass nil.
 //
-// Labels are kept to a low, bounded cardinality: source, watch, sink,
-// status, host, model, step, decision, kind, component and table — configuration
-// names and fixed vocabularies, never record, change, run or notification
-// ids.
+// Labels are kept to a low, bounded cardinality: connector, sink, status,
+// host, model, step, decision, kind, outcome, component and table —
+// fixed vocabularies and names of the operator's configuration, never
+// record, change, run or notification ids, and never a source or watch
+// name: with many small sources (100,000 on one syncer) a series per
+// source multiplied by a histogram's buckets made scrapes of hundreds of
+// megabytes. What a source did is in SQL (sync_runs, sync_run_hours and
+// the report_* views); the only series per source are the two opt-in
+// database gauges of PerSourceGauges.
+//
+// The run instruments are labelled by the source's connector, which the
+// syncer gives with InitSource; a source never initialized counts under
+// connector "unknown".
 package metrics
 
 import (
@@ -17,6 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,14 +73,14 @@ type Metrics struct {
 	hostBlocks        *prometheus.CounterVec
 	decisions         *prometheus.CounterVec
 	failed            failures
-	duplicates        *prometheus.CounterVec
-	decisionLag       *prometheus.HistogramVec
+	duplicates        prometheus.Counter
+	decisionLag       prometheus.Histogram
 	modelCalls        *prometheus.CounterVec
 	modelTokens       *prometheus.CounterVec
 	modelLatency      *prometheus.HistogramVec
 	deliveries        *prometheus.CounterVec
 	taskRuns          *prometheus.CounterVec
-	taskDuration      *prometheus.HistogramVec
+	taskDuration      prometheus.Histogram
 	deliveryDuration  *prometheus.HistogramVec
 	alerts            *prometheus.CounterVec
 	configReloads     *prometheus.CounterVec
@@ -78,12 +88,15 @@ type Metrics struct {
 	configVersion     prometheus.Gauge
 	hooks             webhooks
 	pruned            pruned
+
+	connMu     sync.RWMutex
+	connectors map[string]string // source name -> connector (InitSource)
 }
 
 // New returns a set of instruments on a fresh registry that also carries
 // the Go runtime and process collectors.
 func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), connectors: map[string]string{}}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 		m.reg.MustRegister(v)
@@ -95,17 +108,17 @@ func New() *Metrics {
 		return v
 	}
 	m.pollsStarted = counter("lookout_polls_started_total",
-		"Runs of a source started (claimed by this replica).", "source")
+		"Runs of sources started (claimed by this replica), by the sources' connector.", "connector")
 	m.pollsFinished = counter("lookout_polls_finished_total",
-		"Runs of a source finished, by outcome: succeeded, not_modified, failed, deferred, abandoned (lease lost).", "source", "status")
+		"Runs of sources finished, by connector and outcome: succeeded, not_modified, failed, deferred, abandoned (lease lost).", "connector", "status")
 	m.runDuration = histogram("lookout_run_duration_seconds",
-		"Duration of a source's runs, claim to recorded outcome.", runBuckets, "source")
+		"Duration of runs, claim to recorded outcome, by the sources' connector.", runBuckets, "connector")
 	m.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lookout_schedule_lateness_seconds",
 		Help:    "How late runs started: the claim minus the time the source was due (next_run_at, a run-now request, or the expiry of a taken-over lease).",
 		Buckets: lateBuckets})
 	m.reg.MustRegister(m.lateness)
 	m.recordsChanged = counter("lookout_records_changed_total",
-		"Changes written to the change log, by kind: created, updated, deleted.", "source", "kind")
+		"Changes written to the change log, by the sources' connector and kind: created, updated, deleted.", "connector", "kind")
 	m.claimsExpired = counter("lookout_claims_expired_total",
 		"Leases that expired before their holder finished: syncer (source taken over), evaluator (changes lost before commit), delivery (notification taken over).", "component")
 	m.rateLimitWaits = counter("lookout_rate_limit_waits_total",
@@ -115,11 +128,13 @@ func New() *Metrics {
 	m.hostBlocks = counter("lookout_host_blocks_total",
 		"Times a host asked us to stop sending (429/503 with Retry-After, X-RateLimit-Remaining: 0).", "host")
 	m.decisions = counter("lookout_decisions_total",
-		"Decisions of (change, watch) pairs, by the step that decided and the decision.", "source", "watch", "step", "decision")
-	m.duplicates = counter("lookout_duplicates_suppressed_total",
-		"Notifications not written because their dedupe key (or dedupe window) had already notified.", "source", "watch")
-	m.decisionLag = histogram("lookout_change_decision_lag_seconds",
-		"Time from a change's commit (changes.created_at) to its evaluation (changes.evaluated_at), both database clock.", lagBuckets, "source")
+		"Decisions of (change, watch) pairs, by the step that decided and the decision.", "step", "decision")
+	m.duplicates = prometheus.NewCounter(prometheus.CounterOpts{Name: "lookout_duplicates_suppressed_total",
+		Help: "Notifications not written because their dedupe key (or dedupe window) had already notified."})
+	m.decisionLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lookout_change_decision_lag_seconds",
+		Help:    "Time from a change's commit (changes.created_at) to its evaluation (changes.evaluated_at), both database clock.",
+		Buckets: lagBuckets})
+	m.reg.MustRegister(m.duplicates, m.decisionLag)
 	m.modelCalls = counter("lookout_model_calls_total",
 		"Requests to the model server, by outcome: ok, malformed, error, timeout.", "model", "outcome")
 	m.modelTokens = counter("lookout_model_tokens_total",
@@ -127,9 +142,10 @@ func New() *Metrics {
 	m.modelLatency = histogram("lookout_model_latency_seconds",
 		"Latency of requests to the model server.", modelBuckets, "model")
 	m.taskRuns = counter("lookout_task_runs_total",
-		"Attempts of task watches that ended, by status: completed, failed, released (retried later), lost (the visible claim did not stick), expired.", "source", "task", "status")
-	m.taskDuration = histogram("lookout_task_run_duration_seconds",
-		"Duration of task executions, executor start to its answer.", runBuckets, "source", "task")
+		"Attempts of task watches that ended, by status: completed, failed, released (retried later), lost (the visible claim did not stick), expired.", "status")
+	m.taskDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lookout_task_run_duration_seconds",
+		Help: "Duration of task executions, executor start to its answer.", Buckets: runBuckets})
+	m.reg.MustRegister(m.taskDuration)
 	m.deliveries = counter("lookout_notifications_delivered_total",
 		"Delivery attempts, by outcome: delivered, retry, dead.", "sink", "status")
 	m.deliveryDuration = histogram("lookout_delivery_duration_seconds",
@@ -171,19 +187,39 @@ func (p slogPrinter) Println(v ...any) {
 	}
 }
 
-// InitSource makes the source's run series exist (at zero) before its
-// first run, so that rate() and absent() work from the first scrape.
-func (m *Metrics) InitSource(source string) {
+// ConnectorUnknown is the connector label of runs of a source that
+// InitSource never named.
+const ConnectorUnknown = "unknown"
+
+// InitSource tells the instruments the connector of source (its runs
+// count under that connector) and makes the connector's run series exist
+// (at zero) before its first run, so that rate() and absent() work from
+// the first scrape. Calling it again with another connector moves the
+// source's later runs there.
+func (m *Metrics) InitSource(source, connector string) {
 	if m == nil {
 		return
 	}
-	m.pollsStarted.WithLabelValues(source)
+	m.connMu.Lock()
+	m.connectors[source] = connector
+	m.connMu.Unlock()
+	m.pollsStarted.WithLabelValues(connector)
 	for _, st := range []string{"succeeded", "failed"} {
-		m.pollsFinished.WithLabelValues(source, st)
+		m.pollsFinished.WithLabelValues(connector, st)
 	}
 	for _, k := range []string{"created", "updated", "deleted"} {
-		m.recordsChanged.WithLabelValues(source, k)
+		m.recordsChanged.WithLabelValues(connector, k)
 	}
+}
+
+// connector is the connector label of source's runs.
+func (m *Metrics) connector(source string) string {
+	m.connMu.RLock()
+	defer m.connMu.RUnlock()
+	if c, ok := m.connectors[source]; ok {
+		return c
+	}
+	return ConnectorUnknown
 }
 
 // InitSink makes the sink's delivery series exist (at zero).
@@ -201,19 +237,22 @@ func (m *Metrics) PollStarted(source string) {
 	if m == nil {
 		return
 	}
-	m.pollsStarted.WithLabelValues(source).Inc()
+	m.pollsStarted.WithLabelValues(m.connector(source)).Inc()
 }
 
-// PollFinished counts a run's outcome and observes its duration.
+// PollFinished counts a run's outcome and observes its duration, under
+// the source's connector; a failed run is also remembered by source for
+// Failures.
 func (m *Metrics) PollFinished(source, status string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.pollsFinished.WithLabelValues(source, status).Inc()
+	conn := m.connector(source)
+	m.pollsFinished.WithLabelValues(conn, status).Inc()
 	if status == "failed" {
 		m.failed.add(func(f *Failures) { f.Runs[source]++ })
 	}
-	m.runDuration.WithLabelValues(source).Observe(d.Seconds())
+	m.runDuration.WithLabelValues(conn).Observe(d.Seconds())
 }
 
 // ScheduleLateness observes how late a run started (its claim minus the
@@ -225,14 +264,16 @@ func (m *Metrics) ScheduleLateness(d time.Duration) {
 	m.lateness.Observe(max(d, 0).Seconds())
 }
 
-// RecordsChanged counts the changes a run wrote.
+// RecordsChanged counts the changes a run (or webhook events) of source
+// wrote, under the source's connector.
 func (m *Metrics) RecordsChanged(source string, created, updated, deleted int) {
-	if m == nil {
+	if m == nil || created+updated+deleted == 0 {
 		return
 	}
+	conn := m.connector(source)
 	for kind, n := range map[string]int{"created": created, "updated": updated, "deleted": deleted} {
 		if n > 0 {
-			m.recordsChanged.WithLabelValues(source, kind).Add(float64(n))
+			m.recordsChanged.WithLabelValues(conn, kind).Add(float64(n))
 		}
 	}
 }
@@ -285,31 +326,33 @@ func (m *Metrics) HostBlocked(host string) {
 	m.hostBlocks.WithLabelValues(host).Inc()
 }
 
-// Decision counts one (change, watch) decision.
-func (m *Metrics) Decision(source, watch, step, decision string) {
+// Decision counts one (change, watch) decision by the step that decided
+// and the decision (which source and watch: the evaluations table).
+func (m *Metrics) Decision(step, decision string) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(source, watch, step, decision).Inc()
+	m.decisions.WithLabelValues(step, decision).Inc()
 	if decision == "error" || decision == "hold" {
 		m.failed.add(func(f *Failures) { f.Evaluations++ })
 	}
 }
 
-// DuplicatesSuppressed counts n notifications suppressed as duplicates.
-func (m *Metrics) DuplicatesSuppressed(source, watch string, n int) {
+// DuplicatesSuppressed counts n notifications suppressed as duplicates
+// (per source and watch: report_duplicates_suppressed).
+func (m *Metrics) DuplicatesSuppressed(n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	m.duplicates.WithLabelValues(source, watch).Add(float64(n))
+	m.duplicates.Add(float64(n))
 }
 
 // DecisionLag observes the time from a change's commit to its evaluation.
-func (m *Metrics) DecisionLag(source string, lag time.Duration) {
+func (m *Metrics) DecisionLag(lag time.Duration) {
 	if m == nil {
 		return
 	}
-	m.decisionLag.WithLabelValues(source).Observe(max(lag, 0).Seconds())
+	m.decisionLag.Observe(max(lag, 0).Seconds())
 }
 
 // ModelCall counts one request to the model server: its outcome, tokens
@@ -344,14 +387,15 @@ func (m *Metrics) Delivery(sink, status string, d time.Duration) {
 }
 
 // TaskRun counts an attempt of a task watch that ended with status and,
-// when it executed, its execution time d (0 when nothing ran).
-func (m *Metrics) TaskRun(source, task, status string, d time.Duration) {
+// when it executed, its execution time d (0 when nothing ran); which
+// source and task: report_task_runs.
+func (m *Metrics) TaskRun(status string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.taskRuns.WithLabelValues(source, task, status).Inc()
+	m.taskRuns.WithLabelValues(status).Inc()
 	if d > 0 {
-		m.taskDuration.WithLabelValues(source, task).Observe(d.Seconds())
+		m.taskDuration.Observe(d.Seconds())
 	}
 }
 

@@ -53,7 +53,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	t.Parallel()
 	var m *Metrics
 	// None of these may panic.
-	m.InitSource("s")
+	m.InitSource("s", "file")
 	m.InitSink("k")
 	m.PollStarted("s")
 	m.PollFinished("s", "succeeded", time.Second)
@@ -62,9 +62,13 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.RateLimitWait("h", LimitHost)
 	m.UpstreamResponse("h", 200)
 	m.HostBlocked("h")
-	m.Decision("s", "w", "filter", "notify")
-	m.DuplicatesSuppressed("s", "w", 1)
-	m.DecisionLag("s", time.Second)
+	m.Decision("filter", "notify")
+	m.DuplicatesSuppressed(1)
+	m.DecisionLag(time.Second)
+	m.TaskRun("completed", time.Second)
+	m.WebhookDelivery(DeliveryStored, time.Second)
+	m.WebhookProcessed("created", 1)
+	m.WebhookRepaired(1)
 	m.ModelCall("m", "ok", 1, 1, time.Second)
 	m.Delivery("k", "delivered", time.Second)
 	m.Alert("stale")
@@ -81,10 +85,17 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 func TestInstruments(t *testing.T) {
 	t.Parallel()
 	m := New()
-	m.InitSource("tasks")
+	m.InitSource("tasks", "file")
 	m.PollStarted("tasks")
 	m.PollFinished("tasks", "succeeded", 1500*time.Millisecond)
 	m.RecordsChanged("tasks", 3, 0, 1)
+	m.InitSource("notes", "file")
+	m.PollStarted("notes")
+	m.PollFinished("notes", "failed", 500*time.Millisecond)
+	m.PollStarted("stranger") // never initialized
+	m.Decision("filter", "notify")
+	m.DuplicatesSuppressed(2)
+	m.DecisionLag(3 * time.Second)
 	m.UpstreamResponse("api.example.com", 200)
 	m.UpstreamResponse("api.example.com", 429)
 	m.UpstreamResponse("api.example.com", 503)
@@ -94,13 +105,19 @@ func TestInstruments(t *testing.T) {
 	m.ClaimsExpired(ComponentDelivery, 0)
 	body := scrape(t, m)
 	wantLines(t, body,
-		`lookout_polls_started_total{source="tasks"} 1`,
-		`lookout_polls_finished_total{source="tasks",status="succeeded"} 1`,
-		`lookout_polls_finished_total{source="tasks",status="failed"} 0`,
-		`lookout_run_duration_seconds_sum{source="tasks"} 1.5`,
-		`lookout_records_changed_total{kind="created",source="tasks"} 3`,
-		`lookout_records_changed_total{kind="updated",source="tasks"} 0`,
-		`lookout_records_changed_total{kind="deleted",source="tasks"} 1`,
+		// Two sources of one connector count in the connector's series.
+		`lookout_polls_started_total{connector="file"} 2`,
+		`lookout_polls_started_total{connector="unknown"} 1`,
+		`lookout_polls_finished_total{connector="file",status="succeeded"} 1`,
+		`lookout_polls_finished_total{connector="file",status="failed"} 1`,
+		`lookout_run_duration_seconds_sum{connector="file"} 2`,
+		`lookout_run_duration_seconds_count{connector="file"} 2`,
+		`lookout_records_changed_total{connector="file",kind="created"} 3`,
+		`lookout_records_changed_total{connector="file",kind="updated"} 0`,
+		`lookout_records_changed_total{connector="file",kind="deleted"} 1`,
+		`lookout_decisions_total{decision="notify",step="filter"} 1`,
+		`lookout_duplicates_suppressed_total 2`,
+		`lookout_change_decision_lag_seconds_sum 3`,
 		`lookout_upstream_responses_total{code_class="2xx",host="api.example.com"} 1`,
 		`lookout_upstream_responses_total{code_class="429",host="api.example.com"} 1`,
 		`lookout_upstream_responses_total{code_class="5xx",host="api.example.com"} 1`,
@@ -111,13 +128,19 @@ func TestInstruments(t *testing.T) {
 		`lookout_model_latency_seconds_count{model="llama3.2"} 1`,
 		`lookout_claims_expired_total{component="delivery"} 2`,
 	)
+	if strings.Contains(body, `source="`) {
+		t.Errorf("a series carries a source label")
+	}
+	if f := m.Failures(); f.Runs["notes"] != 1 || len(f.Runs) != 1 {
+		t.Errorf("Failures().Runs = %v, want notes: 1", f.Runs)
+	}
 	if !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_") {
 		t.Errorf("scrape lacks the Go runtime and process collectors")
 	}
 	// Two registries do not share series: tests (and processes) in parallel
 	// never see each other's counts.
 	other := New()
-	if n := testutil.ToFloat64(other.pollsStarted.WithLabelValues("tasks")); n != 0 {
+	if n := testutil.ToFloat64(other.pollsStarted.WithLabelValues("file")); n != 0 {
 		t.Errorf("a fresh Metrics sees %v runs", n)
 	}
 }
@@ -127,18 +150,22 @@ func TestMetricsLint(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	m := New()
-	m.CollectDatabase(pool, SourceGauges|OutboxGauges, []string{"log"}, 0)
-	m.InitSource("tasks")
+	m.CollectDatabase(pool, SourceGauges|OutboxGauges|PerSourceGauges, []string{"log"}, 0)
+	m.InitSource("tasks", "file")
 	m.InitSink("log")
 	m.PollFinished("tasks", "succeeded", time.Second)
-	m.DecisionLag("tasks", time.Second)
+	m.DecisionLag(time.Second)
 	m.ModelCall("llama3.2", "ok", 1, 1, time.Second)
 	m.Delivery("log", "delivered", time.Second)
 	m.RateLimitWait("h", LimitHost)
 	m.UpstreamResponse("h", 200)
 	m.HostBlocked("h")
-	m.Decision("tasks", "w", "filter", "notify")
-	m.DuplicatesSuppressed("tasks", "w", 1)
+	m.Decision("filter", "notify")
+	m.DuplicatesSuppressed(1)
+	m.TaskRun("completed", time.Second)
+	m.WebhookDelivery(DeliveryStored, time.Second)
+	m.WebhookProcessed("created", 1)
+	m.WebhookRepaired(1)
 	m.ClaimsExpired(ComponentSyncer, 1)
 	m.Alert("stale")
 	problems, err := testutil.GatherAndLint(m.Registry())
@@ -171,6 +198,11 @@ func TestDatabaseGauges(t *testing.T) {
 		    ('later', 'file', 'h', now() + interval '1 hour', NULL),
 		    ('leased', 'file', 'h', now() - interval '1 minute', NULL)`,
 		`INSERT INTO sources (name, connector, config_hash, status) VALUES ('off', 'file', 'h', 'paused')`,
+		`INSERT INTO sources (name, connector, config_hash, next_run_at, created_at, last_success_at, failure_count) VALUES
+		    ('feed', 'rss', 'h', now() + interval '1 hour', now() - interval '3 hours', now() - interval '2 hours', 4),
+		    ('fine', 'rss', 'h', now() + interval '1 hour', now() - interval '3 hours', now() - interval '1 minute', 0)`,
+		`INSERT INTO sources (name, connector, config_hash, status, created_at, failure_count) VALUES
+		    ('broken', 'rss', 'h', 'disabled', now() - interval '30 days', 9)`,
 		`UPDATE sources SET lease_owner = 'gone', lease_expires_at = now() - interval '1 second' WHERE name = 'due'`,
 		`UPDATE sources SET lease_owner = 'alive', lease_expires_at = now() + interval '1 hour' WHERE name = 'leased'`,
 		`INSERT INTO sync_runs (source, owner) VALUES ('leased', 'alive')`,
@@ -194,9 +226,12 @@ func TestDatabaseGauges(t *testing.T) {
 	body := scrape(t, m)
 	wantLines(t, body,
 		`lookout_database_up 1`,
-		`lookout_sources{status="active"} 3`,
+		`lookout_sources{status="active"} 5`,
 		`lookout_sources{status="paused"} 1`,
-		`lookout_sources{status="disabled"} 0`,
+		`lookout_sources{status="disabled"} 1`,
+		// Active sources only: the disabled one's failures are not counted.
+		`lookout_sources_failing{connector="rss"} 1`,
+		`lookout_sources_failing{connector="file"} 0`,
 		`lookout_sources_due 1`,
 		`lookout_sync_runs_running 1`,
 		`lookout_expired_leases{component="syncer"} 1`,
@@ -209,11 +244,36 @@ func TestDatabaseGauges(t *testing.T) {
 		`lookout_dead_notifications{sink="hook"} 1`,
 		`lookout_held_notifications{sink="log"} 0`,
 	)
-	if got, want := value(t, body, `lookout_source_last_success_timestamp_seconds{source="due"}`), float64(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Unix()); got != want {
-		t.Errorf("last success = %v, want %v", got, want)
+	// feed's last success is 2 h old; the disabled source's 30 days do
+	// not count.
+	if age := value(t, body, `lookout_longest_without_success_seconds{connector="rss"}`); age < 7199 || age > 7800 {
+		t.Errorf("rss longest without success = %v, want about 7200", age)
+	}
+	if age := value(t, body, `lookout_longest_without_success_seconds{connector="file"}`); age < 0 || age > 600 {
+		t.Errorf("file longest without success = %v, want about 0 (registered now)", age)
+	}
+	if strings.Contains(body, "lookout_source_") {
+		t.Errorf("per-source gauges served without PerSourceGauges")
 	}
 	if age := value(t, body, "lookout_oldest_pending_change_age_seconds"); age < 89 || age > 600 {
 		t.Errorf("oldest pending change age = %v, want about 90s", age)
+	}
+
+	per := New()
+	per.CollectDatabase(pool, SourceGauges|PerSourceGauges, nil, 0)
+	body = scrape(t, per)
+	wantLines(t, body,
+		`lookout_source_consecutive_failures{source="feed"} 4`,
+		`lookout_source_consecutive_failures{source="fine"} 0`,
+		`lookout_source_consecutive_failures{source="later"} 0`,
+	)
+	if got, want := value(t, body, `lookout_source_last_success_timestamp_seconds{source="due"}`), float64(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Unix()); got != want {
+		t.Errorf("last success = %v, want %v", got, want)
+	}
+	for _, s := range []string{`{source="broken"}`, `{source="off"}`, `lookout_source_last_success_timestamp_seconds{source="later"}`} {
+		if strings.Contains(body, s) {
+			t.Errorf("the scrape has %s: only active sources have per-source gauges, and a last success only when there is one", s)
+		}
 	}
 }
 

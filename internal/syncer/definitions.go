@@ -42,7 +42,7 @@ func (s *Syncer) Apply(ctx context.Context, d *definitions.Delta) error {
 	}
 	for _, src := range built {
 		s.sources[src.cfg.Name] = src
-		s.conf.Metrics.InitSource(src.cfg.Name)
+		s.conf.Metrics.InitSource(src.cfg.Name, src.cfg.Connector)
 	}
 	for _, name := range d.RemovedSources {
 		if src := s.sources[name]; src != nil && !containsSource(d, name) {

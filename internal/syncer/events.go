@@ -349,7 +349,7 @@ func (e *Events) processSource(ctx context.Context, evs []inbound.Event) int {
 		if len(failed) > 0 {
 			logger.Error("webhook events failed after every attempt; the reconciliation poll repairs what they carried",
 				"event_ids", failed, "error", e.s.conf.Redactor.Error(r.err))
-			e.s.conf.Metrics.WebhookProcessed(name, inbound.OutcomeFailed, len(failed))
+			e.s.conf.Metrics.WebhookProcessed(inbound.OutcomeFailed, len(failed))
 		}
 	}
 	e.mirrored(logger, name, st, finished, len(evs)-len(finished))
@@ -369,7 +369,7 @@ func (e *Events) mirrored(logger *slog.Logger, name string, st changes.Stats, fi
 		byOutcome[r.Outcome]++
 	}
 	for o, n := range byOutcome {
-		e.s.conf.Metrics.WebhookProcessed(name, o, n)
+		e.s.conf.Metrics.WebhookProcessed(o, n)
 	}
 	logger.Debug("webhook events mirrored", "events", len(finished), "created", st.Created, "updated", st.Updated,
 		"unchanged", st.Unchanged, "deleted", st.Deleted, "retrying", retrying)

@@ -200,7 +200,7 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 	fin, err := s.finish(context.WithoutCancel(ctx), r, src, out, rs)
 	s.conf.Metrics.RecordsChanged(c.name, out.stats.Created, out.stats.Updated, out.stats.Deleted)
 	repaired := int(r.repaired.Load())
-	s.conf.Metrics.WebhookRepaired(c.name, repaired)
+	s.conf.Metrics.WebhookRepaired(repaired)
 	if err != nil {
 		status := "failed"
 		if errors.Is(err, ErrLeaseLost) {

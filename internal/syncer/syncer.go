@@ -185,7 +185,7 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 		}
 		s.sources[sc.Name] = src
 		s.names = append(s.names, sc.Name)
-		conf.Metrics.InitSource(sc.Name)
+		conf.Metrics.InitSource(sc.Name, sc.Connector)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -75,7 +75,7 @@ func (r *Runner) finishReported(ctx context.Context) error {
 	}
 	for _, d := range done {
 		var took = r.conf.Now().Sub(*d.run.StartedAt)
-		r.conf.Metrics.TaskRun(d.run.Source, d.run.Task, d.run.Status, took)
+		r.conf.Metrics.TaskRun(d.run.Status, took)
 		r.logger.Info("task reported", "source", d.run.Source, "task", d.run.Task, "record_id", d.run.RecordID,
 			"task_run_id", d.run.ID, "run_id", d.run.RunID, "status", d.run.Status, "error", d.run.LastError)
 		r.writeTool(ctx, d.w, d.run, r.conf.Now().Add(terminalPatience), r.runLogger(d.run))
@@ -148,7 +148,7 @@ func (r *Runner) recoverExpired(ctx context.Context) error {
 			}
 			if got != nil {
 				n++
-				r.conf.Metrics.TaskRun(run.Source, run.Task, e.Status, 0)
+				r.conf.Metrics.TaskRun(e.Status, 0)
 				r.runLogger(run).Warn("task claim expired", "status", e.Status, "error", e.Error, "retry_count", e.Failures)
 			}
 		}

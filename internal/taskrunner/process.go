@@ -96,7 +96,7 @@ func (r *Runner) process(ctx context.Context, src *source, w *watch, run *tasks.
 	took := r.conf.Now().Sub(started)
 	if out.pending {
 		log.Info("task accepted; waiting for the agent's report", "claim_expires_at", run.ClaimExpiresAt.UTC())
-		r.conf.Metrics.TaskRun(run.Source, run.Task, "accepted", took)
+		r.conf.Metrics.TaskRun("accepted", took)
 		return
 	}
 	if ctx.Err() != nil && out.err != "" {
@@ -149,7 +149,7 @@ func (r *Runner) end(ctx context.Context, w *watch, run *tasks.Run, e tasks.End,
 		log.Warn("the task run moved on before its end was recorded (its claim expired and was recovered)", "status", e.Status)
 		return
 	}
-	r.conf.Metrics.TaskRun(run.Source, run.Task, e.Status, took)
+	r.conf.Metrics.TaskRun(e.Status, took)
 	attrs := []any{"status", e.Status, "duration_ms", took.Milliseconds(), "retry_count", e.Failures}
 	if e.ExitCode != nil {
 		attrs = append(attrs, "exit_code", *e.ExitCode)
