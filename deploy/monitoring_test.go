@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -8,13 +9,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	dto "github.com/prometheus/client_model/go"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 )
+
+// perSourceGroup is the group of rules over the per-source gauges of
+// metrics.per_source: without it they have no series and never fire.
+const perSourceGroup = "lookout-per-source"
 
 type ruleGroup struct {
 	Name  string `yaml:"name"`
@@ -30,19 +37,63 @@ type rule struct {
 }
 
 // served is what a process's /metrics serves: the families gathered from
-// a registry with every database gauge, a source and a sink, with their
-// labels.
+// a registry with every database gauge (the opt-in per-source ones
+// included), a source and a sink, and one call of every instrument, with
+// their labels.
 type served struct {
 	names  map[string]bool
 	labels map[string]map[string]bool
+	// optIn are the families served only with metrics.per_source.
+	optIn map[string]bool
 }
 
 func gather(t *testing.T) served {
 	t.Helper()
+	pool := pgtest.Pool(t)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO sources (name, connector, config_hash, last_success_at) VALUES ('s', 'file', 'h', now())`); err != nil {
+		t.Fatal(err)
+	}
+	s := gatherFrom(t, pool, metrics.SourceGauges|metrics.OutboxGauges|metrics.PerSourceGauges)
+	bounded := gatherFrom(t, pool, metrics.SourceGauges|metrics.OutboxGauges)
+	s.optIn = map[string]bool{}
+	for n := range s.names {
+		if !bounded.names[n] {
+			s.optIn[n] = true
+		}
+	}
+	if len(s.optIn) == 0 {
+		t.Fatal("metrics.PerSourceGauges adds no family")
+	}
+	return s
+}
+
+func gatherFrom(t *testing.T, pool *pgxpool.Pool, g metrics.Gauges) served {
+	t.Helper()
 	m := metrics.New()
-	m.CollectDatabase(pgtest.Pool(t), metrics.SourceGauges|metrics.OutboxGauges, []string{"log"}, 0)
-	m.InitSource("s")
+	m.CollectDatabase(pool, g, []string{"log"}, 0)
+	m.InitSource("s", "file")
 	m.InitSink("log")
+	// Every instrument once, so that its labels are known.
+	m.PollStarted("s")
+	m.PollFinished("s", "failed", time.Second)
+	m.ScheduleLateness(time.Second)
+	m.RecordsChanged("s", 1, 1, 1)
+	m.ClaimsExpired(metrics.ComponentSyncer, 1)
+	m.RateLimitWait("h", metrics.LimitHost)
+	m.UpstreamResponse("h", 429)
+	m.HostBlocked("h")
+	m.Decision("filter", "notify")
+	m.DuplicatesSuppressed(1)
+	m.DecisionLag(time.Second)
+	m.ModelCall("llama3.2", "ok", 1, 1, time.Second)
+	m.Delivery("log", "dead", time.Second)
+	m.TaskRun("completed", time.Second)
+	m.Alert("stale")
+	m.WebhookDelivery(metrics.DeliveryStored, time.Second)
+	m.WebhookProcessed("created", 1)
+	m.WebhookRepaired(1)
+	m.ConfigReload("applied", time.Now())
+	m.Pruned("changes", 1, 1)
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -72,15 +123,45 @@ func gather(t *testing.T) served {
 var (
 	metricTokenRE = regexp.MustCompile(`\b((?:lookout|go|process)_[a-z0-9_]+)(\{[^}]*\})?`)
 	matcherRE     = regexp.MustCompile(`([a-z_]+)\s*(?:=~|!~|!=|=)`)
+	groupingRE    = regexp.MustCompile(`\b(?:by|without)\s*\(([^)]*)\)`)
+	labelValuesRE = regexp.MustCompile(`label_values\(\s*([a-z_:]+)(?:\{[^}]*\})?\s*,\s*([a-z_]+)\s*\)`)
 )
+
+// targetLabels are the labels Prometheus adds to every series it scrapes.
+var targetLabels = map[string]bool{"job": true, "instance": true, "pod": true, "service": true, "namespace": true}
 
 // checkExpr checks that every metric a PromQL expression names is one the
 // code exports (lookout_* from internal/metrics; go_* and process_* from
-// the collectors every process registers), and that its label matchers
-// name labels the metric has.
-func checkExpr(t *testing.T, where, expr string, exported map[string]bool, s served) []string {
+// the collectors every process registers), that its label matchers name
+// labels the metric has, and that every label it groups by (by, without)
+// or lists (Grafana's label_values) is a label of one of the metrics it
+// names: `sum by (source)` over series without a source label would draw
+// one line, or never fire. Unless optIn, it names no metric served only
+// with metrics.per_source (a default deployment would not have it).
+func checkExpr(t *testing.T, where, expr string, exported map[string]bool, s served, optIn bool) []string {
 	t.Helper()
 	var used []string
+	defer func() {
+		for _, n := range used {
+			if s.optIn[n] && !optIn {
+				t.Errorf("%s: %s is served only with metrics.per_source: true (put the rule in the lookout-per-source group)", where, n)
+			}
+		}
+		for _, lv := range labelValuesRE.FindAllStringSubmatch(expr, -1) {
+			if labels := s.labels[lv[1]]; !labels[lv[2]] {
+				t.Errorf("%s: label_values of %s by %q, a label it does not have (it has %v)", where, lv[1], lv[2], keys(labels))
+			}
+		}
+		for _, g := range groupingRE.FindAllStringSubmatch(expr, -1) {
+			for l := range strings.SplitSeq(g[1], ",") {
+				l = strings.TrimSpace(l)
+				if l == "" || targetLabels[l] || slices.ContainsFunc(used, func(n string) bool { return s.labels[n][l] }) {
+					continue
+				}
+				t.Errorf("%s: groups by %q, which none of %v has", where, l, used)
+			}
+		}
+	}()
 	for _, m := range metricTokenRE.FindAllStringSubmatch(expr, -1) {
 		name := m[1]
 		used = append(used, name)
@@ -100,7 +181,7 @@ func checkExpr(t *testing.T, where, expr string, exported map[string]bool, s ser
 		}
 		if labels, ok := s.labels[name]; ok && len(labels) > 0 && m[2] != "" {
 			for _, lm := range matcherRE.FindAllStringSubmatch(m[2], -1) {
-				if l := lm[1]; !labels[l] && l != "job" && l != "instance" && l != "pod" && l != "service" {
+				if l := lm[1]; !labels[l] && !targetLabels[l] {
 					t.Errorf("%s: %s has no label %q (it has %v)", where, name, l, keys(labels))
 				}
 			}
@@ -160,11 +241,11 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("panel %q has no query", panel.Title)
 		}
 		for _, tg := range panel.Targets {
-			used = append(used, checkExpr(t, fmt.Sprintf("panel %q", panel.Title), tg.Expr, exported, s)...)
+			used = append(used, checkExpr(t, fmt.Sprintf("panel %q", panel.Title), tg.Expr, exported, s, false)...)
 		}
 	}
 	for _, v := range d.Templating.List {
-		used = append(used, checkExpr(t, "variable "+v.Name, v.Definition, exported, s)...)
+		used = append(used, checkExpr(t, "variable "+v.Name, v.Definition, exported, s, false)...)
 	}
 	// runs, lateness, failures, changes, decisions, model calls and
 	// latency, deliveries, dead letters, alerts
@@ -204,7 +285,7 @@ func TestAlertRules(t *testing.T) {
 				t.Errorf("%s appears twice", where)
 			}
 			names[r.Alert] = true
-			if len(checkExpr(t, where, r.Expr, exported, s)) == 0 && !strings.Contains(r.Expr, `up{job="lookout"}`) {
+			if len(checkExpr(t, where, r.Expr, exported, s, g.Name == perSourceGroup)) == 0 && !strings.Contains(r.Expr, `up{job="lookout"}`) {
 				t.Errorf("%s: its expression names no lookout metric", where)
 			}
 			if k := r.Labels["watchdog_kind"]; k != "" {

@@ -93,14 +93,15 @@ func TestMetricsAfterPipeline(t *testing.T) {
 	runDue()
 	before := scrape(t, m)
 	wantSeries(t, before, map[string]float64{
-		`lookout_pending_changes`:                                         20,
-		`lookout_polls_started_total{source="tasks"}`:                     1,
-		`lookout_polls_finished_total{source="tasks",status="succeeded"}`: 1,
-		`lookout_records_changed_total{kind="created",source="tasks"}`:    20,
-		`lookout_run_duration_seconds_count{source="tasks"}`:              1,
-		`lookout_sources{status="active"}`:                                1,
-		`lookout_sync_runs_running`:                                       0,
-		`lookout_database_up`:                                             1,
+		`lookout_pending_changes`:                                           20,
+		`lookout_polls_started_total{connector="file"}`:                     1,
+		`lookout_polls_finished_total{connector="file",status="succeeded"}`: 1,
+		`lookout_records_changed_total{connector="file",kind="created"}`:    20,
+		`lookout_run_duration_seconds_count{connector="file"}`:              1,
+		`lookout_sources_failing{connector="file"}`:                         0,
+		`lookout_sources{status="active"}`:                                  1,
+		`lookout_sync_runs_running`:                                         0,
+		`lookout_database_up`:                                               1,
 	})
 
 	econf := evaluator.FromConfig(e.config())
@@ -145,27 +146,27 @@ func TestMetricsAfterPipeline(t *testing.T) {
 
 	body := scrape(t, m)
 	wantSeries(t, body, map[string]float64{
-		`lookout_polls_started_total{source="tasks"}`:                                            2,
-		`lookout_polls_finished_total{source="tasks",status="succeeded"}`:                        2,
-		`lookout_polls_finished_total{source="tasks",status="failed"}`:                           0,
-		`lookout_records_changed_total{kind="created",source="tasks"}`:                           20,
-		`lookout_records_changed_total{kind="updated",source="tasks"}`:                           1,
-		`lookout_decisions_total{decision="notify",source="tasks",step="filter",watch="urgent"}`: 4,
-		`lookout_decisions_total{decision="skip",source="tasks",step="filter",watch="urgent"}`:   17,
-		`lookout_decisions_total{decision="notify",source="tasks",step="filter",watch="closed"}`: 1,
-		`lookout_decisions_total{decision="notify",source="tasks",step="filter",watch="any"}`:    20,
-		`lookout_decisions_total{decision="duplicate",source="tasks",step="dedupe",watch="any"}`: 1,
-		`lookout_duplicates_suppressed_total{source="tasks",watch="any"}`:                        1,
-		`lookout_duplicates_suppressed_total{source="tasks",watch="urgent"}`:                     -1,
-		`lookout_change_decision_lag_seconds_count{source="tasks"}`:                              21,
-		`lookout_notifications_delivered_total{sink="log",status="delivered"}`:                   25,
-		`lookout_notifications_delivered_total{sink="rec",status="delivered"}`:                   1,
-		`lookout_notifications_delivered_total{sink="log",status="dead"}`:                        0,
-		`lookout_pending_notifications{sink="log"}`:                                              0,
-		`lookout_dead_notifications{sink="rec"}`:                                                 0,
-		`lookout_claims_expired_total{component="syncer"}`:                                       -1, // no takeover happened
+		`lookout_polls_started_total{connector="file"}`:                     2,
+		`lookout_polls_finished_total{connector="file",status="succeeded"}`: 2,
+		`lookout_polls_finished_total{connector="file",status="failed"}`:    0,
+		`lookout_records_changed_total{connector="file",kind="created"}`:    20,
+		`lookout_records_changed_total{connector="file",kind="updated"}`:    1,
+		// 21 changes × 3 watches, by step and decision: urgent notifies 4
+		// and skips 17; closed skips the 20 created and notifies the
+		// edit; any notifies the 20 created, its edit is a duplicate.
+		`lookout_decisions_total{decision="notify",step="filter"}`:             4 + 1 + 20,
+		`lookout_decisions_total{decision="skip",step="filter"}`:               17 + 20,
+		`lookout_decisions_total{decision="duplicate",step="dedupe"}`:          1,
+		`lookout_duplicates_suppressed_total`:                                  1,
+		`lookout_change_decision_lag_seconds_count`:                            21,
+		`lookout_notifications_delivered_total{sink="log",status="delivered"}`: 25,
+		`lookout_notifications_delivered_total{sink="rec",status="delivered"}`: 1,
+		`lookout_notifications_delivered_total{sink="log",status="dead"}`:      0,
+		`lookout_pending_notifications{sink="log"}`:                            0,
+		`lookout_dead_notifications{sink="rec"}`:                               0,
+		`lookout_claims_expired_total{component="syncer"}`:                     -1, // no takeover happened
 	})
-	if lag := series(body, `lookout_change_decision_lag_seconds_sum{source="tasks"}`); lag <= 0 || lag > 21*60 {
+	if lag := series(body, `lookout_change_decision_lag_seconds_sum`); lag <= 0 || lag > 21*60 {
 		t.Errorf("lag sum = %v s, want small and positive", lag)
 	}
 }
@@ -210,13 +211,13 @@ func TestMetricsOfUpstreamThrottling(t *testing.T) {
 	}
 	host := strings.TrimPrefix(srv.URL, "http://")
 	wantSeries(t, scrape(t, m), map[string]float64{
-		`lookout_polls_finished_total{source="api",status="deferred"}`:           1,
+		`lookout_polls_finished_total{connector="http",status="deferred"}`:       1,
 		`lookout_upstream_responses_total{code_class="429",host="` + host + `"}`: 1,
 		`lookout_host_blocks_total{host="` + host + `"}`:                         1,
-		`lookout_polls_finished_total{source="api",status="succeeded"}`:          0,
+		`lookout_polls_finished_total{connector="http",status="succeeded"}`:      0,
 		`lookout_upstream_responses_total{code_class="2xx",host="` + host + `"}`: -1,
 		`lookout_rate_limit_waits_total{host="` + host + `",limit="blocked"}`:    -1,
-		`lookout_records_changed_total{kind="created",source="api"}`:             0,
+		`lookout_records_changed_total{connector="http",kind="created"}`:         0,
 	})
 
 	// The host recovers and its block is lifted: the next run succeeds.
@@ -230,9 +231,9 @@ func TestMetricsOfUpstreamThrottling(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSeries(t, scrape(t, m), map[string]float64{
-		`lookout_polls_finished_total{source="api",status="succeeded"}`:          1,
+		`lookout_polls_finished_total{connector="http",status="succeeded"}`:      1,
 		`lookout_upstream_responses_total{code_class="2xx",host="` + host + `"}`: 1,
-		`lookout_records_changed_total{kind="created",source="api"}`:             1,
+		`lookout_records_changed_total{connector="http",kind="created"}`:         1,
 	})
 }
 
@@ -425,10 +426,10 @@ func TestMetricsOfRateLimitWaits(t *testing.T) {
 	}
 	host := strings.TrimPrefix(srv.URL, "http://")
 	wantSeries(t, scrape(t, m), map[string]float64{
-		`lookout_polls_finished_total{source="api",status="succeeded"}`:          1,
+		`lookout_polls_finished_total{connector="http",status="succeeded"}`:      1,
 		`lookout_upstream_responses_total{code_class="2xx",host="` + host + `"}`: 3,
 		`lookout_rate_limit_waits_total{host="` + host + `",limit="source"}`:     2,
 		`lookout_rate_limit_waits_total{host="` + host + `",limit="host"}`:       -1,
-		`lookout_records_changed_total{kind="created",source="api"}`:             20,
+		`lookout_records_changed_total{connector="http",kind="created"}`:         20,
 	})
 }

@@ -40,14 +40,16 @@ func TestMetricsOfDecisionsAndModelCalls(t *testing.T) {
 		`lookout_model_tokens_total{kind="prompt",model="llama3.2"} 100`,
 		`lookout_model_tokens_total{kind="output",model="llama3.2"} 40`,
 		`lookout_model_latency_seconds_count{model="llama3.2"} 2`,
-		`lookout_decisions_total{decision="notify",source="tasks",step="model",watch="urgent"} 1`,
-		`lookout_decisions_total{decision="skip",source="tasks",step="model",watch="urgent"} 1`,
+		// By step and decision, whatever the source and watch (those are
+		// in the evaluations table).
+		`lookout_decisions_total{decision="notify",step="model"} 1`,
+		`lookout_decisions_total{decision="skip",step="model"} 1`,
 		// The cached verdict says notify, but v1 of T-1 already notified.
-		`lookout_decisions_total{decision="duplicate",source="tasks",step="dedupe",watch="urgent"} 1`,
-		`lookout_duplicates_suppressed_total{source="tasks",watch="urgent"} 1`,
-		`lookout_decisions_total{decision="skip",source="tasks",step="filter",watch="urgent"} 1`,
-		`lookout_decisions_total{decision="notify",source="tasks",step="filter",watch="closed"} 1`,
-		`lookout_change_decision_lag_seconds_count{source="tasks"} 4`,
+		`lookout_decisions_total{decision="duplicate",step="dedupe"} 1`,
+		`lookout_duplicates_suppressed_total 1`,
+		`lookout_decisions_total{decision="skip",step="filter"} 1`,
+		`lookout_decisions_total{decision="notify",step="filter"} 1`,
+		`lookout_change_decision_lag_seconds_count 4`,
 	} {
 		if !strings.Contains(body, "\n"+want+"\n") {
 			t.Errorf("metrics lack %s\n%s", want, body)

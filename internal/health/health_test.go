@@ -156,6 +156,7 @@ func TestReadyzSchemaAheadIsAWarning(t *testing.T) {
 func TestServerServesAndStops(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
+	m.InitSource("tasks", "file")
 	m.PollStarted("tasks")
 	s := New("127.0.0.1:0", m.Handler(nil), nil, slog.New(slog.DiscardHandler))
 	if err := s.Stop(); err != nil {
@@ -170,7 +171,7 @@ func TestServerServesAndStops(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `lookout_polls_started_total{source="tasks"} 1`) {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `lookout_polls_started_total{connector="file"} 1`) {
 		t.Errorf("metrics = %d:\n%.2000s", resp.StatusCode, body)
 	}
 
