@@ -47,7 +47,8 @@ func TestMetricsOfDecisionsAndModelCalls(t *testing.T) {
 		// The cached verdict says notify, but v1 of T-1 already notified.
 		`lookout_decisions_total{decision="duplicate",step="dedupe"} 1`,
 		`lookout_duplicates_suppressed_total 1`,
-		`lookout_decisions_total{decision="skip",step="filter"} 1`,
+		// urgent's filter skips T-3 (done); closed's skips T-1, T-2, T-1.
+		`lookout_decisions_total{decision="skip",step="filter"} 4`,
 		`lookout_decisions_total{decision="notify",step="filter"} 1`,
 		`lookout_change_decision_lag_seconds_count 4`,
 	} {
