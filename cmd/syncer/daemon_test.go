@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,16 +33,52 @@ func TestRunServesMetricsAndHealth(t *testing.T) {
 	}
 	d.WaitFor("a succeeded run in /metrics", func() bool {
 		_, m := d.Get("/metrics")
-		return clitest.Value(m, `lookout_polls_finished_total{source="tasks",status="succeeded"}`) >= 1
+		return clitest.Value(m, `lookout_polls_finished_total{connector="file",status="succeeded"}`) >= 1
 	})
 	_, m := d.Get("/metrics")
-	for _, want := range []string{`lookout_sources{status="active"} 1`, `lookout_database_up 1`, `lookout_records_changed_total{kind="created",source="tasks"} 3`} {
+	for _, want := range []string{`lookout_sources{status="active"} 1`, `lookout_database_up 1`, `lookout_records_changed_total{connector="file",kind="created"} 3`,
+		`lookout_sources_failing{connector="file"} 0`} {
 		if !clitest.Has(m, want) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	// Without metrics.per_source, no series names a source.
+	if strings.Contains(m, `source="`) {
+		t.Errorf("a series carries a source label:\n%s", m)
+	}
 	d.Stop()
 	if !strings.Contains(d.Logs(), `"msg":"run finished"`) {
 		t.Errorf("no run finished in the logs:\n%s", d.Logs())
+	}
+}
+
+// With metrics.per_source: true in lookout.yaml, the syncer also serves
+// the two gauges of every active source.
+func TestRunServesPerSourceGaugesWhenAsked(t *testing.T) {
+	_, url := pgtest.Schema(t)
+	t.Setenv("DATABASE_URL", url)
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "config"), os.DirFS("../../examples/config")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(dir, "data"), os.DirFS("../../examples/data")); err != nil {
+		t.Fatal(err)
+	}
+	global := filepath.Join(dir, "config", "lookout.yaml")
+	b, err := os.ReadFile(global)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(global, append(b, "\nmetrics:\n  per_source: true\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := clitest.StartDaemon(t, filepath.Join(dir, "config"), runDaemon)
+	d.WaitFor("a last success of tasks in /metrics", func() bool {
+		_, m := d.Get("/metrics")
+		return clitest.Value(m, `lookout_source_last_success_timestamp_seconds{source="tasks"}`) > 0
+	})
+	_, m := d.Get("/metrics")
+	if !clitest.Has(m, `lookout_source_consecutive_failures{source="tasks"} 0`) {
+		t.Errorf("metrics lack the consecutive failures of tasks:\n%s", m)
 	}
 }
