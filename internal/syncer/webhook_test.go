@@ -271,7 +271,7 @@ func TestWebhookReconciliationRepairs(t *testing.T) {
 	if last != 1 || runs[len(runs)-1].Updated != 1 {
 		t.Errorf("reconciliation run: repaired %d, updated %d; want 1 and 1 (issue 3 only)", last, runs[len(runs)-1].Updated)
 	}
-	if got := w.counter("lookout_webhook_repaired_total", "source", "gh"); got != 1 {
+	if got := w.counter("lookout_webhook_repaired_total"); got != 1 {
 		t.Errorf("lookout_webhook_repaired_total = %v, want 1", got)
 	}
 	var received, rep int64
