@@ -105,42 +105,48 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 	if owner != "" {
 		ownerArg, attempt = owner, 0
 	}
-	held := map[int64]*decision{} // change -> its earliest-retried held decision
+	heldBy := map[int64]*decision{} // change -> its earliest-retried held decision
 	for i := range decs {
 		d := &decs[i]
 		if d.verdict == "hold" {
-			if h := held[d.change.ID]; h == nil || d.retryAt.Before(h.retryAt) {
-				held[d.change.ID] = d
+			if h := heldBy[d.change.ID]; h == nil || d.retryAt.Before(h.retryAt) {
+				heldBy[d.change.ID] = d
 			}
 		}
 	}
-	var doneIDs, heldIDs []int64
+	var done, held []*change
 	var heldUntil []time.Time
 	var heldReason []string
 	for _, c := range claimed {
-		if h := held[c.ID]; h != nil {
-			heldIDs, heldUntil = append(heldIDs, c.ID), append(heldUntil, h.retryAt)
+		if h := heldBy[c.ID]; h != nil {
+			held, heldUntil = append(held, c), append(heldUntil, h.retryAt)
 			heldReason = append(heldReason, h.watch.cfg.Name+": "+h.reason)
 			continue
 		}
-		doneIDs = append(doneIDs, c.ID)
+		done = append(done, c)
 	}
 	owned := make(map[int64]bool, len(claimed))
 	lags := make(map[int64]float64, len(claimed))
 	b := &pgx.Batch{}
-	b.Queue(`
-		UPDATE changes SET eval_status = 'done', evaluated_at = clock_timestamp(), eval_owner = NULL,
-		       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
-		WHERE id = ANY($1) AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
-		RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`, doneIDs, ownerArg, attempt)
-	if len(heldIDs) > 0 {
+	if len(done) > 0 {
+		k := keysOf(done)
+		b.Queue(`
+			UPDATE changes SET eval_status = 'done', evaluated_at = clock_timestamp(), eval_owner = NULL,
+			       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
+			WHERE id = ANY($1) AND source = ANY($4) AND created_at >= $5
+			  AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
+			RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`, k.ids, ownerArg, attempt, k.sources, k.since)
+	}
+	if len(held) > 0 {
 		// Held: still pending, lease released, due again at retryAt.
+		k := keysOf(held)
 		b.Queue(`
 			UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
 			       eval_error = u.reason, eval_attempts = eval_attempts + $5
 			FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
-			WHERE changes.id = u.id AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
-			RETURNING changes.id, NULL::float8`, heldIDs, heldUntil, heldReason, ownerArg, attempt)
+			WHERE changes.id = u.id AND changes.source = ANY($6) AND changes.created_at >= $7
+			  AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
+			RETURNING changes.id, NULL::float8`, k.ids, heldUntil, heldReason, ownerArg, attempt, k.sources, k.since)
 	}
 	updates := b.Len()
 	if wake {

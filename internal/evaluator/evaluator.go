@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -501,17 +502,60 @@ const claimSQL = `
 var rescueSQL = strings.Replace(claimSQL, "WHERE ch.eval_status = 'pending' AND",
 	"WHERE ch.eval_status = 'pending' AND ch.eval_owner IS NOT NULL AND", 1)
 
+// changeKeys is the key of a set of claimed changes that every statement
+// reading or writing them by id carries (docs/scaling.md#which-hot-path-queries-carry-the-source-key):
+// their ids, their sources and the earliest of their created_at.
+//
+// The sources are the distribution column of a Citus cluster: a statement
+// that names them goes to the shards that hold them, not to every shard.
+// On one PostgreSQL they are a filter on rows already found by id.
+//
+// created_at is the partition key of changes (change_created_at that of
+// evaluations): "created_at >= since" lets PostgreSQL skip every weekly
+// partition before the batch's oldest change, at plan time with the
+// values and at executor startup under a generic plan (a cached prepared
+// statement), where the ids alone probe every partition's index. It is a
+// lower bound only, on purpose: with both bounds a generic plan estimates
+// the range at 0.5% of a partition and may read it through the
+// created_at index, every change of the range (a syncer transaction's
+// changes share one created_at), instead of probing the ids; one
+// inequality is estimated at a third, and the ids' index keeps the scan.
+// The partitions after since are the current week's and the empty weeks
+// ahead.
+type changeKeys struct {
+	ids     []int64
+	sources []string
+	since   time.Time
+}
+
+// keysOf returns the key of cs: ids in the order of cs, the distinct
+// sources sorted, and the earliest created_at (the zero time, which
+// prunes nothing, when a change has none).
+func keysOf(cs []*change) changeKeys {
+	k := changeKeys{ids: make([]int64, len(cs))}
+	seen := make(map[string]bool, len(cs))
+	for i, c := range cs {
+		k.ids[i] = c.ID
+		if !seen[c.Source] {
+			seen[c.Source] = true
+			k.sources = append(k.sources, c.Source)
+		}
+		if i == 0 || c.CreatedAt.Before(k.since) {
+			k.since = c.CreatedAt
+		}
+	}
+	slices.Sort(k.sources)
+	return k
+}
+
 // lease turns the transaction's locks on claimed into a lease held by
 // owner, from the transaction's commit on.
 func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change, owner string) error {
-	ids := make([]int64, len(claimed))
-	for i, c := range claimed {
-		ids[i] = c.ID
-	}
+	k := keysOf(claimed)
 	if _, err := tx.Exec(ctx, `
 		UPDATE changes SET eval_owner = $2, eval_lease_expires_at = now() + $3::interval,
 		       eval_attempts = eval_attempts + 1
-		WHERE id = ANY($1)`, ids, owner, e.conf.Lease); err != nil {
+		WHERE id = ANY($1) AND source = ANY($4) AND created_at >= $5`, k.ids, owner, e.conf.Lease, k.sources, k.since); err != nil {
 		return fmt.Errorf("lease changes: %w", err)
 	}
 	return nil
@@ -558,18 +602,21 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 // materializes the snapshot into the change in the transaction that moves
 // the record on, and cannot do so while q holds the change's row lock.
 func fillSnapshots(ctx context.Context, q changes.Querier, claimed []*change) error {
-	var ids []int64
+	var missing []*change
 	byID := map[int64]*change{}
 	for _, c := range claimed {
 		if c.Record == nil {
-			ids = append(ids, c.ID)
+			missing = append(missing, c)
 			byID[c.ID] = c
 		}
 	}
-	if len(ids) == 0 {
+	if len(missing) == 0 {
 		return nil
 	}
-	rows, err := q.Query(ctx, `SELECT id, record FROM changes_with_record WHERE id = ANY($1)`, ids)
+	k := keysOf(missing)
+	rows, err := q.Query(ctx, `
+		SELECT id, record FROM changes_with_record
+		WHERE id = ANY($1) AND source = ANY($2) AND created_at >= $3`, k.ids, k.sources, k.since)
 	if err != nil {
 		return fmt.Errorf("read record snapshots: %w", err)
 	}

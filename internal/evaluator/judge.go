@@ -18,18 +18,21 @@ import (
 // It reads through tx, the claim's transaction, so that a batch never
 // waits for a second connection while holding one.
 func (e *Evaluator) decidedWatches(ctx context.Context, tx pgx.Tx, claimed []*change) (map[int64]map[string]bool, error) {
-	var ids []int64
+	var again []*change
 	for _, c := range claimed {
 		if c.Attempts > 1 {
-			ids = append(ids, c.ID)
+			again = append(again, c)
 		}
 	}
 	out := map[int64]map[string]bool{}
-	if len(ids) == 0 {
+	if len(again) == 0 {
 		return out, nil
 	}
+	k := keysOf(again)
 	rows, err := tx.Query(ctx, `
-		SELECT change_id, watch FROM evaluations WHERE change_id = ANY($1) AND decision <> 'hold'`, ids)
+		SELECT change_id, watch FROM evaluations
+		WHERE change_id = ANY($1) AND source = ANY($2) AND change_created_at >= $3 AND decision <> 'hold'`,
+		k.ids, k.sources, k.since)
 	if err != nil {
 		return nil, fmt.Errorf("read earlier decisions: %w", err)
 	}
@@ -160,14 +163,12 @@ func (e *Evaluator) holdBackoff(attempts int) time.Duration {
 // lease until stop is called, so that a long model step does not let
 // another evaluator take them over.
 func (e *Evaluator) keepLease(ctx context.Context, claimed []*change, owner string) (stop func()) {
-	ids := make([]int64, len(claimed))
-	for i, c := range claimed {
-		ids[i] = c.ID
-	}
+	k := keysOf(claimed)
 	return service.Every(ctx, max(e.conf.Lease/3, 10*time.Millisecond), func(ctx context.Context) bool {
 		if _, err := e.pool.Exec(ctx, `
 			UPDATE changes SET eval_lease_expires_at = now() + $3::interval
-			WHERE id = ANY($1) AND eval_owner = $2 AND eval_status = 'pending'`, ids, owner, e.conf.Lease); err != nil && ctx.Err() == nil {
+			WHERE id = ANY($1) AND source = ANY($4) AND created_at >= $5 AND eval_owner = $2 AND eval_status = 'pending'`,
+			k.ids, owner, e.conf.Lease, k.sources, k.since); err != nil && ctx.Err() == nil {
 			e.logger.Warn("extend change leases", "error", err)
 		}
 		return true

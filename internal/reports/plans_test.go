@@ -361,7 +361,10 @@ type plan struct {
 	Operation    string  `json:"Operation"`
 	Total        float64 `json:"Total Cost"`
 	Rows         float64 `json:"Plan Rows"`
-	Plans        []plan  `json:"Plans"`
+	// Removed is the number of partitions pruned when the executor
+	// started (a generic plan's parameters).
+	Removed int    `json:"Subplans Removed"`
+	Plans   []plan `json:"Plans"`
 }
 
 // walk calls fn on every node, depth first.
@@ -386,6 +389,9 @@ func (p plan) describe() string {
 	}
 	if p.RelationName != "" {
 		s += " on " + p.RelationName
+	}
+	if p.Removed > 0 {
+		s += fmt.Sprintf(" (%d partitions pruned at executor start)", p.Removed)
 	}
 	return s
 }
@@ -414,6 +420,12 @@ type hotQuery struct {
 	// index, when set, must appear in the plan: the index the query was
 	// given.
 	index string
+	// since, when set, is the earliest partition key (created_at) of the
+	// rows the statement reaches by id, which it carries: its plan reads
+	// no partition of a week before since's, whether planned with the
+	// values or as a generic plan (a prepared statement's cached plan,
+	// pruned when the executor starts), which is checked too.
+	since time.Time
 }
 
 func explain(ctx context.Context, pool *pgxpool.Pool, q hotQuery) (plan, error) {
@@ -421,6 +433,62 @@ func explain(ctx context.Context, pool *pgxpool.Pool, q hotQuery) (plan, error) 
 	if err := pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+q.sql, q.args...).Scan(&raw); err != nil {
 		return plan{}, err
 	}
+	return decodePlan(raw)
+}
+
+// explainGeneric is the generic plan of q, the one PostgreSQL caches for
+// a prepared statement (pgx prepares every statement) once it is not
+// costlier than the plans made with the values: q prepared, then
+// EXPLAIN EXECUTE with q's arguments as literals under plan_cache_mode
+// force_generic_plan. EXPLAIN starts the executor, so the partitions
+// pruned at its start are gone from the plan ("Subplans Removed").
+func explainGeneric(ctx context.Context, pool *pgxpool.Pool, q hotQuery) (plan, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return plan{}, err
+	}
+	defer conn.Release()
+	sd, err := conn.Conn().Prepare(ctx, "hot_generic", q.sql)
+	if err != nil {
+		return plan{}, err
+	}
+	defer conn.Conn().Deallocate(ctx, "hot_generic")
+	lits := make([]string, len(q.args))
+	for i, oid := range sd.ParamOIDs {
+		var typ, lit string
+		if err := conn.QueryRow(ctx, "SELECT format_type($1, NULL)", oid).Scan(&typ); err != nil {
+			return plan{}, err
+		}
+		if err := conn.QueryRow(ctx, "SELECT quote_nullable($1::"+typ+")", q.args[i]).Scan(&lit); err != nil {
+			return plan{}, fmt.Errorf("argument %d: %w", i+1, err)
+		}
+		lits[i] = lit + "::" + typ
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		return plan{}, err
+	}
+	defer conn.Exec(ctx, "RESET plan_cache_mode")
+	var raw []byte
+	if err := conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE hot_generic("+strings.Join(lits, ", ")+")").Scan(&raw); err != nil {
+		return plan{}, err
+	}
+	return decodePlan(raw)
+}
+
+// earlierPartitions returns the partitions p reads of a week before
+// since's.
+func earlierPartitions(p plan, since time.Time) []string {
+	var out []string
+	p.walk(0, func(n plan, _ int) {
+		m := partitionOf.FindStringSubmatch(n.RelationName)
+		if m != nil && m[2] != "default" && n.RelationName < retention.PartitionName(m[1], retention.WeekOf(since)) {
+			out = append(out, n.RelationName)
+		}
+	})
+	return out
+}
+
+func decodePlan(raw []byte) (plan, error) {
 	var out []struct {
 		Plan plan `json:"Plan"`
 	}
@@ -466,6 +534,16 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	}
 	now := time.Now()
 	lease := 5 * time.Minute
+	// A claimed batch of the evaluator (two changes of the backlog), with
+	// its source key: the statements on it by id carry its sources and
+	// its earliest created_at (internal/evaluator changeKeys).
+	batch := []int64{200001, 200002}
+	var batchSources []string
+	var batchSince time.Time
+	if err := pool.QueryRow(ctx, `SELECT array_agg(DISTINCT source ORDER BY source), min(created_at) FROM changes WHERE id = ANY($1)`,
+		batch).Scan(&batchSources, &batchSince); err != nil {
+		t.Fatal(err)
+	}
 	// The syncer composes some statements from parts.
 	claimCTE := sqlFrom(t, "internal/syncer/claim.go", "WITH req AS (")
 	quietRuns := sqlFrom(t, "internal/syncer/dispatch.go", "AS x(name, run_id, finished_at")
@@ -512,17 +590,27 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			sql: sqlFrom(t, "internal/changes/snapshot.go", "record_snapshot(r) AS snapshot"), args: []any{"src-2", []string{"hot", "r-1", "r-5001"}},
 			index: "changes_record_idx"},
 		{name: "evaluator: snapshots the claimed changes left to their records", who: "internal/evaluator/evaluator.go fillSnapshots",
-			sql: sqlFrom(t, "internal/evaluator/evaluator.go", "FROM changes_with_record WHERE id = ANY($1)"), args: []any{[]int64{200001, 200002}},
-			index: "records_pkey"},
+			sql:  sqlFrom(t, "internal/evaluator/evaluator.go", "FROM changes_with_record\n\t\tWHERE id = ANY($1) AND source = ANY($2)"),
+			args: []any{batch, batchSources, batchSince}, index: "records_pkey", since: batchSince},
 		{name: "evaluator: claim pending changes", who: "internal/evaluator/evaluator.go claimSQL",
 			sql: sqlFrom(t, "internal/evaluator/evaluator.go", "FOR UPDATE OF ch SKIP LOCKED"), args: []any{500},
 			index: "changes_pending_record_idx"},
 		{name: "evaluator: lease a batch that needs the model", who: "internal/evaluator/evaluator.go lease",
-			sql: sqlFrom(t, "internal/evaluator/evaluator.go", "eval_attempts = eval_attempts + 1\n\t\tWHERE id = ANY($1)"), args: []any{[]int64{200001, 200002}, "evaluator-x", lease}},
-		{name: "evaluator: settle the batch", who: "internal/evaluator/commit.go commitIn",
-			sql: sqlFrom(t, "internal/evaluator/commit.go", "SET eval_status = 'done', evaluated_at = clock_timestamp()"), args: []any{[]int64{200001, 200002}, "evaluator-x", 0}},
+			sql:  sqlFrom(t, "internal/evaluator/evaluator.go", "eval_attempts = eval_attempts + 1\n\t\tWHERE id = ANY($1)"),
+			args: []any{batch, "evaluator-x", lease, batchSources, batchSince}, index: "changes_pkey", since: batchSince},
+		{name: "evaluator: extend the lease while the model works", who: "internal/evaluator/judge.go keepLease",
+			sql:  sqlFrom(t, "internal/evaluator/judge.go", "SET eval_lease_expires_at = now() + $3::interval"),
+			args: []any{batch, "evaluator-x", lease, batchSources, batchSince}, index: "changes_pending_idx|changes_pkey", since: batchSince},
+		{name: "evaluator: settle the batch", who: "internal/evaluator/commit.go settle",
+			sql:  sqlFrom(t, "internal/evaluator/commit.go", "SET eval_status = 'done', evaluated_at = clock_timestamp()"),
+			args: []any{batch, "evaluator-x", 0, batchSources, batchSince}, index: "changes_pending_idx|changes_pkey", since: batchSince},
+		{name: "evaluator: hold changes whose model step failed", who: "internal/evaluator/commit.go settle",
+			sql:   sqlFrom(t, "internal/evaluator/commit.go", "FROM unnest($1::bigint[], $2::timestamptz[], $3::text[])"),
+			args:  []any{batch, []time.Time{now, now}, []string{"w: model down", "w: model down"}, "evaluator-x", 0, batchSources, batchSince},
+			index: "changes_pending_idx|changes_pkey", since: batchSince},
 		{name: "evaluator: watches already decided", who: "internal/evaluator/judge.go decidedWatches",
-			sql: sqlFrom(t, "internal/evaluator/judge.go", "FROM evaluations WHERE change_id = ANY($1)"), args: []any{[]int64{200001, 200002}}},
+			sql:  sqlFrom(t, "internal/evaluator/judge.go", "FROM evaluations\n\t\tWHERE change_id = ANY($1)"),
+			args: []any{batch, batchSources, batchSince}, index: "evaluations_change_id_watch_key", since: batchSince},
 		{name: "evaluator: dedupe window", who: "internal/outbox/queries.go querySuppressRecent",
 			sql: sqlFrom(t, "internal/outbox/queries.go", "created_at > now() - $5::interval"), args: []any{"src-1", "hot", "w", "log", time.Hour}},
 		{name: "evaluator: reserve a call of a model budget", who: "internal/semantic/budget.go reserveSQL",
@@ -799,12 +887,10 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 
 	current := "_" + retention.PartitionName("", retention.WeekOf(now))[1:]
 	var doc strings.Builder
-	for _, q := range queries {
-		p, err := explain(ctx, pool, q)
-		if err != nil {
-			t.Errorf("%s: explain: %v\n%s", q.name, err, q.sql)
-			continue
-		}
+	// check fails q when plan p (of kind "" or "generic plan") reads a
+	// large table whole, misses the index q was given, or reads a week
+	// before q.since; it writes p to doc.
+	check := func(q hotQuery, kind string, p plan) {
 		var lines []string
 		var bad []string
 		usesIndex := false
@@ -822,13 +908,39 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			}
 		})
 		tree := strings.Join(lines, "\n")
+		name := q.name
+		if kind != "" {
+			name += ", " + kind + ","
+		}
 		if len(bad) > 0 {
-			t.Errorf("%s (%s) reads %v whole:\n%s", q.name, q.who, bad, tree)
+			t.Errorf("%s (%s) reads %v whole:\n%s", name, q.who, bad, tree)
 		}
 		if q.index != "" && !usesIndex {
-			t.Errorf("%s (%s) does not use %s:\n%s", q.name, q.who, q.index, tree)
+			t.Errorf("%s (%s) does not use %s:\n%s", name, q.who, q.index, tree)
 		}
-		fmt.Fprintf(&doc, "%s (%s), cost %.0f:\n%s\n\n", q.name, q.who, p.Total, indent(tree))
+		if !q.since.IsZero() {
+			if early := earlierPartitions(p, q.since); len(early) > 0 {
+				t.Errorf("%s (%s) reads %v, weeks before its rows' %s:\n%s", name, q.who, early, q.since.UTC().Format(time.DateOnly), tree)
+			}
+		}
+		fmt.Fprintf(&doc, "%s (%s), cost %.0f:\n%s\n\n", name, q.who, p.Total, indent(tree))
+	}
+	for _, q := range queries {
+		p, err := explain(ctx, pool, q)
+		if err != nil {
+			t.Errorf("%s: explain: %v\n%s", q.name, err, q.sql)
+			continue
+		}
+		check(q, "", p)
+		if q.since.IsZero() {
+			continue
+		}
+		g, err := explainGeneric(ctx, pool, q)
+		if err != nil {
+			t.Errorf("%s: explain the generic plan: %v\n%s", q.name, err, q.sql)
+			continue
+		}
+		check(q, "generic plan", g)
 	}
 	if testing.Verbose() {
 		t.Log("\n" + doc.String())
