@@ -3,9 +3,11 @@ package evaluator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -354,5 +356,77 @@ func TestCommitTwoChangesOfOneRecordInOneBatch(t *testing.T) {
 	}
 	if n := notes(t, pool); n["rec"] != (noteCount{1, 1}) || n["ver"] != (noteCount{2, 0}) {
 		t.Errorf("notifications %v, want rec 1 row with 1 duplicate, ver 2 rows", n)
+	}
+}
+
+// A batch whose changes were created weeks apart (a change that waited,
+// held, while newer ones came) is settled whole: the statements on the
+// batch carry its earliest created_at as the lower bound of the partition
+// key, not any one change's.
+func TestBatchAcrossWeeksIsSettledWhole(t *testing.T) {
+	t.Parallel()
+	pool, e := commitSetup(t, "", `
+  - {name: all, when: 'true', notify: [log]}
+`)
+	ctx := context.Background()
+	apply(t, pool, normalize.Record{ID: "NEW-1", Title: "new", Status: "open"})
+	apply(t, pool, normalize.Record{ID: "OLD-1", Title: "old", Status: "open"}, normalize.Record{ID: "OLD-2", Title: "old", Status: "open"})
+	// OLD-1's change was created three weeks ago and comes back for a
+	// second attempt (its earlier decisions are read); moving created_at
+	// moves the row to that week's partition.
+	if _, err := pool.Exec(ctx, `
+		UPDATE changes SET created_at = created_at - interval '21 days',
+		       eval_attempts = CASE WHEN record_id = 'OLD-1' THEN 1 ELSE 0 END
+		WHERE record_id IN ('OLD-1', 'OLD-2')`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.Batch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Errorf("one batch completed %d changes, want 3", n)
+	}
+	rows, err := pool.Query(ctx, `
+		SELECT c.record_id, c.eval_status, c.created_at < now() - interval '20 days', count(ev.id)
+		FROM changes c LEFT JOIN evaluations ev ON ev.change_id = c.id AND ev.change_created_at = c.created_at
+		GROUP BY 1, 2, 3 ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var rec, status string
+		var old bool
+		var evs int
+		if err := rows.Scan(&rec, &status, &old, &evs); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %s old=%t evaluations=%d", rec, status, old, evs))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"NEW-1 done old=false evaluations=1", "OLD-1 done old=true evaluations=1", "OLD-2 done old=true evaluations=1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("after one batch:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// keysOf gives the batch's ids in order, its sources once each, sorted,
+// and its earliest created_at wherever that change is in the batch.
+func TestKeysOf(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	k := keysOf([]*change{
+		{ID: 7, Source: "b", CreatedAt: at},
+		{ID: 3, Source: "a", CreatedAt: at.Add(-21 * 24 * time.Hour)},
+		{ID: 9, Source: "b", CreatedAt: at.Add(time.Hour)},
+	})
+	if !slices.Equal(k.ids, []int64{7, 3, 9}) || !slices.Equal(k.sources, []string{"a", "b"}) || !k.since.Equal(at.Add(-21*24*time.Hour)) {
+		t.Errorf("keysOf = %+v", k)
+	}
+	if k := keysOf(nil); len(k.ids) != 0 || len(k.sources) != 0 || !k.since.IsZero() {
+		t.Errorf("keysOf(nil) = %+v", k)
 	}
 }
