@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/testsignal"
@@ -240,5 +242,65 @@ func TestReplicasRegisterTogether(t *testing.T) {
 	var n int
 	if err := h.pool.QueryRow(context.Background(), `SELECT count(*) FROM sources`).Scan(&n); err != nil || n != 2000 {
 		t.Fatalf("%d sources registered (%v), want 2000", n, err)
+	}
+}
+
+// TestRegisterWritesOnlyWhatChanged: a replica that starts with the
+// configuration the table already has writes no source row (it would
+// lock every row while the other replicas run them); a changed source is
+// written, the others are left alone.
+func TestRegisterWritesOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	sources, fetch := map[string]string{}, map[string]fetchFunc{}
+	for i := range 50 {
+		name := fmt.Sprintf("s%02d", i)
+		sources[name] = "every: 1h\n"
+		fetch[name] = items(func() []map[string]any { return nil })
+	}
+	cfg := loadConfig(t, "", sources, fetch)
+	h.syncer(cfg, Config{Owner: "replica-a"}) // registers
+	xmin := func() map[string]string {
+		rows, err := h.pool.Query(context.Background(), `SELECT name, xmin::text FROM sources`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{ k, v string }, error) {
+			var kv struct{ k, v string }
+			return kv, r.Scan(&kv.k, &kv.v)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, kv := range m {
+			out[kv.k] = kv.v
+		}
+		return out
+	}
+	before := xmin()
+	if err := h.syncer(cfg, Config{Owner: "replica-b"}).Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := xmin()
+	for name, x := range before {
+		if after[name] != x {
+			t.Errorf("%s was written again by a replica with the same configuration", name)
+		}
+	}
+	// One source's schedule changes: it alone is written.
+	sources["s07"] = "every: 2h\n"
+	cfg2 := loadConfig(t, "", sources, fetch)
+	if err := h.syncer(cfg2, Config{Owner: "replica-c"}).Register(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	changed := xmin()
+	for name, x := range after {
+		if wrote := changed[name] != x; wrote != (name == "s07") {
+			t.Errorf("%s written: %v, want %v", name, wrote, name == "s07")
+		}
+	}
+	if r := h.source("s07"); r.Interval != 7200 {
+		t.Errorf("s07 interval %v s after its schedule changed, want 7200", r.Interval)
 	}
 }

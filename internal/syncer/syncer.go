@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/time/rate"
 
@@ -295,18 +296,130 @@ const definitionPaused = "paused in its definition"
 // register upserts srcs into the sources table. With firstNow, a new
 // source is due at once (a source created at runtime). A source paused in
 // its definition is registered paused, and active again when resumed.
+//
+// Only the sources whose row is missing or differs are written: a replica
+// that starts (or reloads) with the configuration the table already has
+// writes nothing, instead of rewriting and locking every row while other
+// replicas run them. The writes go in name order, in transactions of
+// registerChunk sources, each retried on a deadlock: a replica's
+// registration and another's runs lock rows in different orders.
 func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) error {
+	stored, err := s.storedSources(ctx, srcs)
+	if err != nil {
+		return err
+	}
 	fresh := 0
 	if !firstNow { // sources created at runtime are due at once
-		var err error
-		if fresh, err = s.freshCount(ctx, srcs); err != nil {
+		for _, src := range srcs {
+			if st, ok := stored[src.cfg.Name]; !ok || st.hash != src.cfg.Hash {
+				fresh++
+			}
+		}
+	}
+	srcs = slices.SortedFunc(slices.Values(srcs), func(a, b *source) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
+	srcs = slices.DeleteFunc(srcs, func(src *source) bool {
+		st, ok := stored[src.cfg.Name]
+		return ok && st.matches(src)
+	})
+	for start := 0; start < len(srcs); start += registerChunk {
+		chunk := srcs[start:min(start+registerChunk, len(srcs))]
+		err := retryDeadlocks(ctx, func() error { return s.pool.SendBatch(ctx, s.registerBatch(chunk, fresh, firstNow)).Close() })
+		if err != nil {
+			return fmt.Errorf("register sources: %w", err)
+		}
+	}
+	var others bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sources WHERE status = 'active' AND NOT (name = ANY ($1::text[])))`,
+		s.claimable()).Scan(&others); err != nil {
+		return fmt.Errorf("register sources: look for sources of other configurations: %w", err)
+	}
+	s.restrict.Store(others)
+	return nil
+}
+
+// registerChunk is how many sources one registration transaction writes.
+const registerChunk = 1000
+
+// retryDeadlocks runs f again, up to four more times, when PostgreSQL
+// ended it as a deadlock's victim (f must be idempotent).
+func retryDeadlocks(ctx context.Context, f func() error) error {
+	backoff := service.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
+	for attempt := 1; ; attempt++ {
+		err := f()
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == 5 || !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return err
+		}
+		if !service.Sleep(ctx, backoff.Next()) {
 			return err
 		}
 	}
-	// Upserted in name order: replicas registering the same sources at
-	// once (a Deployment's pods starting together) lock the rows in the
-	// same order, so that one waits for the other instead of deadlocking.
-	srcs = slices.SortedFunc(slices.Values(srcs), func(a, b *source) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
+}
+
+// storedSource is the registered state of a source, as register writes it.
+type storedSource struct {
+	hash, connector, schedule string
+	webhook, statusReason     *string
+	silence                   *int
+	stuckAfter                int
+	status                    string
+}
+
+// matches reports whether registering src would change nothing.
+func (st storedSource) matches(src *source) bool {
+	sc := src.cfg
+	pausedByDefinition := st.status == "paused" && st.statusReason != nil && *st.statusReason == definitionPaused
+	web, _ := webhookProvider(sc).(string)
+	sil, _ := silenceSeconds(sc).(int)
+	return st.hash == sc.Hash && st.connector == sc.Connector && st.schedule == src.schedule.String() &&
+		derefString(st.webhook) == web && derefInt(st.silence) == sil && st.stuckAfter == stuckAfterSeconds(sc.StuckAfter) &&
+		pausedByDefinition == src.paused
+}
+
+func derefString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func derefInt(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// storedSources reads the registered state of srcs' rows.
+func (s *Syncer) storedSources(ctx context.Context, srcs []*source) (map[string]storedSource, error) {
+	names := make([]string, len(srcs))
+	for i, src := range srcs {
+		names[i] = src.cfg.Name
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT name, config_hash, connector, schedule, webhook, silence_alert_seconds, stuck_after_seconds, status, status_reason
+		FROM sources WHERE name = ANY ($1::text[])`, names)
+	if err != nil {
+		return nil, fmt.Errorf("register sources: read the registered ones: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]storedSource, len(srcs))
+	for rows.Next() {
+		var name string
+		var st storedSource
+		if err := rows.Scan(&name, &st.hash, &st.connector, &st.schedule, &st.webhook, &st.silence, &st.stuckAfter, &st.status, &st.statusReason); err != nil {
+			return nil, fmt.Errorf("register sources: read the registered ones: %w", err)
+		}
+		out[name] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("register sources: read the registered ones: %w", err)
+	}
+	return out, nil
+}
+
+// registerBatch is the upserts of srcs, one implicit transaction.
+func (s *Syncer) registerBatch(srcs []*source, fresh int, firstNow bool) *pgx.Batch {
 	b := &pgx.Batch{}
 	now := s.conf.Now()
 	for _, src := range srcs {
@@ -360,16 +473,7 @@ func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) er
 			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, insertAt, now,
 			stuckAfterSeconds(sc.StuckAfter), src.paused, first.At, definitionPaused, webhookProvider(sc), silenceSeconds(sc))
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("register sources: %w", err)
-	}
-	var others bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sources WHERE status = 'active' AND NOT (name = ANY ($1::text[])))`,
-		s.claimable()).Scan(&others); err != nil {
-		return fmt.Errorf("register sources: look for sources of other configurations: %w", err)
-	}
-	s.restrict.Store(others)
-	return nil
+	return b
 }
 
 // Wake makes the polling loop look for due sources now (after a change
@@ -419,23 +523,6 @@ func firstRunWindow(sc *config.Source, fresh int) time.Duration {
 		return 0
 	}
 	return w
-}
-
-// freshCount counts the configured sources that are new or whose
-// configuration changed.
-func (s *Syncer) freshCount(ctx context.Context, srcs []*source) (int, error) {
-	names, hashes := make([]string, len(srcs)), make([]string, len(srcs))
-	for i, src := range srcs {
-		names[i], hashes[i] = src.cfg.Name, src.cfg.Hash
-	}
-	var n int
-	err := s.pool.QueryRow(ctx, `
-		SELECT count(*) FROM unnest($1::text[], $2::text[]) AS c(name, hash)
-		WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE s.name = c.name AND s.config_hash = c.hash)`, names, hashes).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("register sources: count new ones: %w", err)
-	}
-	return n, nil
 }
 
 func (s *Syncer) batchEnded() { s.openBatches.Add(-1) }
