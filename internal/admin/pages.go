@@ -74,13 +74,13 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
 	d := &overviewData{Cards: []card{
 		{"active sources", num(o["active_sources"]), "/admin/sources?status=active", ""},
 		{"not active", num(o["inactive_sources"]), "/admin/disabled", ""},
-		{"due now", num(o["sources_due"]), "/admin/sources?state=due", ""},
+		{"due now", num(o["sources_due"]), "/admin/sources?due=now", ""},
 		{"runs in progress", num(o["runs_in_progress"]), "/admin/sources?state=running", ""},
 		{"failed runs (24h)", num(o["failed_runs_24h"]), "/admin/failures?kind=sync_run", hot("failed_runs_24h")},
 		{"pending changes", num(o["pending_changes"]), "/admin/rows/pending_changes", ""},
 		{"oldest pending change", ago(o["oldest_pending_change_at"]), "/admin/rows/pending_changes", ""},
-		{"pending notifications", num(o["pending_notifications"]), "/admin/rows/pending_notifications", ""},
-		{"held for digests", num(o["held_notifications"]), "/admin/rows/pending_notifications", ""},
+		{"pending notifications", num(o["pending_notifications"]), "/admin/rows/pending_notifications?status=pending", ""},
+		{"held for digests", num(o["held_notifications"]), "/admin/rows/pending_notifications?status=held", ""},
 		{"dead letters", num(o["dead_notifications"]), "/admin/dead", hot("dead_notifications")},
 		{"stuck", num(o["stuck"]), "/admin/stuck", hot("stuck")},
 	}}
@@ -89,26 +89,30 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
 		a.failErr(w, r, err)
 		return
 	}
+	// Each bar links to the rows it counts (report_activity_hourly's
+	// conditions): runs and lateness are the recorded runs and the quiet
+	// runs of the hour, failed runs the failed, deferred and abandoned
+	// ones, notify decisions the evaluations that decided notify.
 	type spec struct {
-		title, col, what, class, unit string
+		title, col, what, filter, class, unit string
 	}
 	for _, s := range []spec{
-		{"Runs per hour", "runs", "runs", "c0", ""},
-		{"Failed runs per hour", "failed_runs", "runs", "c5", ""},
-		{"Changes per hour", "changes", "changes", "c1", ""},
-		{"Evaluations per hour", "evaluations", "evaluations", "c2", ""},
-		{"Notify decisions per hour", "notify_decisions", "evaluations", "c2", ""},
-		{"Notifications per hour", "notifications", "notifications", "c3", ""},
-		{"Model calls per hour", "model_calls", "model_calls", "c4", ""},
-		{"Schedule lateness: average per hour", "avg_lateness_seconds", "runs", "c5", "s"},
-		{"Schedule lateness: worst per hour", "max_lateness_seconds", "runs", "c5", "s"},
+		{"Runs per hour", "runs", "runs", "&quiet=1", "c0", ""},
+		{"Failed runs per hour", "failed_runs", "runs", "&status=failed,deferred,abandoned", "c5", ""},
+		{"Changes per hour", "changes", "changes", "", "c1", ""},
+		{"Evaluations per hour", "evaluations", "evaluations", "", "c2", ""},
+		{"Notify decisions per hour", "notify_decisions", "evaluations", "&decision=notify", "c2", ""},
+		{"Notifications per hour", "notifications", "notifications", "", "c3", ""},
+		{"Model calls per hour", "model_calls", "model_calls", "", "c4", ""},
+		{"Schedule lateness: average per hour", "avg_lateness_seconds", "runs", "&quiet=1", "c5", "s"},
+		{"Schedule lateness: worst per hour", "max_lateness_seconds", "runs", "&quiet=1", "c5", "s"},
 	} {
 		bars := make([]bar, len(act.Raw))
 		for i, row := range act.Raw {
 			h, _ := row["hour"].(time.Time)
 			v := toFloat(row[s.col])
 			bars[i] = bar{Label: h.UTC().Format("15:04"), Value: v,
-				Href: hourLink(s.what, h),
+				Href: hourLink(s.what, h) + s.filter,
 				Tip:  fmt.Sprintf("%s UTC: %s%s %s (click for the rows)", h.UTC().Format("Jan 2 15:04"), trimFloat(v), s.unit, strings.ToLower(s.title))}
 		}
 		d.Charts = append(d.Charts, chart{s.title, barChart(s.title, s.class, s.unit, bars)})
@@ -164,8 +168,11 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 	if qs.Get("failing") != "" {
 		sql += " AND failure_count > 0"
 	}
+	if qs.Get("due") != "" {
+		sql += dueNow
+	}
 	sql += fmt.Sprintf("\nORDER BY name\nLIMIT %d", pageSize+1)
-	d.Table, err = a.rowsOf(ctx, p, query{title: "A page of sources, by name", sql: sql, args: args}, pageSize, links)
+	d.Table, err = a.rowsOf(ctx, p, query{title: "A page of sources, by name", sql: sql, args: args}, pageSize, sourceLinks)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -182,11 +189,23 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 		if owner != "" {
 			v.Set("owner", owner)
 		}
+		for _, f := range []string{"failing", "due"} {
+			if qs.Get(f) != "" {
+				v.Set(f, qs.Get(f))
+			}
+		}
 		d.Next = "/admin/sources?" + v.Encode()
 	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "sources", p)
 }
+
+// dueNow is the condition of the overview's "due now" (report_overview's
+// sources_due): active sources past their next run or asked to run, whose
+// lease, if any, expired — the states due, requested and lease expired of
+// active sources.
+const dueNow = " AND status = 'active' AND (next_run_at <= now() OR run_requested_at IS NOT NULL)" +
+	" AND (lease_expires_at IS NULL OR lease_expires_at < now())"
 
 // stateHint restates a state of report_sources in conditions an index
 // answers (the view's state is a CASE no index holds), so that a filter on
@@ -209,11 +228,30 @@ func cls(on bool) string {
 	return ""
 }
 
+// field is a named value of a page's row (a source, a record, a change),
+// with the link to the rows behind it.
+type field struct {
+	Name string
+	cellv
+}
+
+// fields returns the first row of t as fields.
+func fields(t *table) []field {
+	if len(t.Rows) == 0 {
+		return nil
+	}
+	out := make([]field, len(t.Columns))
+	for i, col := range t.Columns {
+		out[i] = field{col, t.Rows[0][i]}
+	}
+	return out
+}
+
 // sourceData is one source's page.
 type sourceData struct {
 	Name    string
 	Source  map[string]any
-	Fields  [][2]string
+	Fields  []field
 	Runs    *table
 	Quiet   *table
 	Records *table
@@ -226,7 +264,7 @@ func (a *Admin) source(w http.ResponseWriter, r *http.Request, c *caller) {
 	name := r.PathValue("name")
 	p := newPage(c, "Source "+name, "sources")
 	d := &sourceData{Name: name}
-	t, err := a.rowsOf(ctx, p, query{title: "The source", sql: querySource, args: []any{name}}, 0, nil)
+	t, err := a.rowsOf(ctx, p, query{title: "The source", sql: querySource, args: []any{name}}, 0, links)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -236,14 +274,12 @@ func (a *Admin) source(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	d.Source = t.Raw[0]
-	for i, col := range t.Columns {
-		d.Fields = append(d.Fields, [2]string{col, t.Rows[0][i].Text})
-	}
+	d.Fields = fields(t)
 	if d.Runs, err = a.rowsOf(ctx, p, query{title: "Its recorded runs, newest first", sql: querySourceRuns, args: []any{name}}, 25, withSource(name)); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	if d.Quiet, err = a.rowsOf(ctx, p, query{title: "Its quiet runs per hour", sql: querySourceQuiet, args: []any{name}}, 24, nil); err != nil {
+	if d.Quiet, err = a.rowsOf(ctx, p, query{title: "Its quiet runs per hour", sql: querySourceQuiet, args: []any{name}}, 24, withSource(name)); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
@@ -328,7 +364,7 @@ func (a *Admin) reportPage(which string) authedHandler {
 		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink"}},
 		"retry":    {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source"}},
 		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status"}},
-		"tasks":    {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"source", "status", "record_id"}},
+		"tasks":    {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id"}},
 	}
 	s := specs[which]
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -367,7 +403,17 @@ func filtered(sql string, qs url.Values, cols []string) (string, []any) {
 	var args []any
 	for _, col := range cols {
 		if v := qs.Get(col); v != "" {
-			args = append(args, v)
+			if col == "id" {
+				// An id is a number: anything else picks no row.
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					conds = append(conds, "false")
+					continue
+				}
+				args = append(args, n)
+			} else {
+				args = append(args, v)
+			}
 			conds = append(conds, fmt.Sprintf("%s = $%d", col, len(args)))
 		}
 	}
@@ -601,15 +647,26 @@ func shortDigest(d string) string {
 
 type rowsData struct {
 	What, Title string
-	// Hint says which rows these are (an hour, a cell of the drift table).
+	// Hint says which rows these are (the window, the filters, a cell of
+	// the drift table).
 	Hint  string
 	Table *table
 	// Next is the next page, when there is one.
 	Next string
+	// Quiet is the quiet runs of the same hours, beside the recorded runs
+	// (quiet=1): a chart of runs counts both.
+	Quiet *table
 }
 
-// rows lists the rows behind a number: one hour of a table (since=), or
-// the pending work.
+// The window of a list picked by a key filter: all time.
+var (
+	allSince = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	allUntil = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
+// rows lists the rows behind a number: a window of a table (since=,
+// until=; the current hour by default), or the pending work, narrowed by
+// source= and the list's filters.
 func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 	ctx, cancel := pageContext(r)
 	defer cancel()
@@ -622,20 +679,19 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 	qs := r.URL.Query()
 	p := newPage(c, spec.title, "overview")
 	d := &rowsData{What: what, Title: spec.title}
+	source := qs.Get("source")
+	conds, fargs, keyed, err := spec.conditions(qs)
+	if err != nil {
+		a.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
 	var args []any
 	if spec.untimed {
-		args = []any{qs.Get("source")}
+		args = []any{source}
 	} else {
-		since, err := time.Parse(time.RFC3339, qs.Get("since"))
-		if err != nil {
-			since = a.now().UTC().Truncate(time.Hour)
-		}
-		until := since.Add(time.Hour)
-		if u, err := time.Parse(time.RFC3339, qs.Get("until")); err == nil && u.After(since) {
-			until = u
-		}
-		d.Hint = since.UTC().Format("2006-01-02 15:04") + " to " + until.UTC().Format("15:04") + " UTC"
-		args = []any{since, until, qs.Get("source")}
+		since, until, hint := a.window(qs, keyed)
+		d.Hint = hint
+		args = []any{since, until, source}
 	}
 	if spec.owned {
 		owner, err := a.ownerFilter(ctx, r, p)
@@ -645,12 +701,25 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		}
 		args = append(args, owner)
 	}
-	t, err := a.rowsOf(ctx, p, query{title: spec.title, sql: spec.sql, args: args}, 200, links)
-	if err != nil {
+	sql := spec.sql
+	for i, cond := range conds {
+		sql = strings.Replace(sql, "\n\t\tORDER BY", "\n\t\t  AND "+fmt.Sprintf(cond, fmt.Sprintf("$%d", len(args)+1+i))+"\n\t\tORDER BY", 1)
+	}
+	args = append(args, fargs...)
+	if d.Table, err = a.rowsOf(ctx, p, query{title: spec.title, sql: sql, args: args}, 200, links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	d.Table = t
+	if what == "runs" && qs.Get("quiet") != "" && len(conds) == 0 {
+		q := rowQueries["quiet"]
+		if d.Quiet, err = a.rowsOf(ctx, p, query{title: q.title, sql: q.sql, args: args[:3]}, 200, links); err != nil {
+			a.failErr(w, r, err)
+			return
+		}
+	}
+	if what == "runs" && qs.Get("id") != "" && len(d.Table.Rows) == 0 {
+		d.Hint = "Run " + qs.Get("id") + " is not recorded: a run that succeeded and changed nothing is counted only in its source's quiet runs of the hour."
+	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "rows", p)
 }
@@ -720,6 +789,66 @@ func (a *Admin) driftRows(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "rows", p)
+}
+
+// conditions returns the conditions of the filters given in qs (in the
+// order of their names, each with %s for its placeholder), their
+// arguments, and whether a key filter picks the rows.
+func (q rowQuery) conditions(qs url.Values) (conds []string, args []any, keyed bool, err error) {
+	names := make([]string, 0, len(q.filters))
+	for name := range q.filters {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		f, v := q.filters[name], qs.Get(name)
+		if v == "" {
+			continue
+		}
+		if f.needsSource && qs.Get("source") == "" {
+			return nil, nil, false, fmt.Errorf("%s= needs source=", name)
+		}
+		keyed = keyed || f.key
+		switch {
+		case f.flag:
+			conds = append(conds, strings.ReplaceAll(f.cond, "%", "%%"))
+			continue
+		case f.list:
+			args = append(args, strings.Split(v, ","))
+		case f.number:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return nil, nil, false, fmt.Errorf("%s=%q is not a number", name, v)
+			}
+			args = append(args, n)
+		default:
+			args = append(args, v)
+		}
+		conds = append(conds, f.cond)
+	}
+	return conds, args, keyed, nil
+}
+
+// window reads the window of a timed list: since= (a time, or "all"),
+// until= (a time, or "now"); by default the current hour, or all time for
+// a list picked by a key filter.
+func (a *Admin) window(qs url.Values, keyed bool) (since, until time.Time, hint string) {
+	s, u := qs.Get("since"), qs.Get("until")
+	if s == "all" || (s == "" && keyed) {
+		return allSince, allUntil, "All time"
+	}
+	since, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		since = a.now().UTC().Truncate(time.Hour)
+	}
+	until = since.Add(time.Hour)
+	if t, err := time.Parse(time.RFC3339, u); err == nil && t.After(since) {
+		until = t
+	}
+	if u == "now" {
+		return since, allUntil, "Since " + since.UTC().Format("2006-01-02 15:04:05") + " UTC"
+	}
+	return since, until, since.UTC().Format("2006-01-02 15:04") + " to " + until.UTC().Format("15:04") + " UTC"
 }
 
 // toFloat reads a number of a report row.

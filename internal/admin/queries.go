@@ -17,8 +17,8 @@ const (
 	// querySources is a page of the source list, by name, after $1;
 	// filters are added before the ORDER BY.
 	querySources = `
-		SELECT name, owner, status, state, schedule, lateness_seconds, failure_count, last_run_at, next_run_at,
-		       lease_owner, lease_expires_at, run_id, last_error
+		SELECT name, owner, managed_by, definition_paused, status, state, schedule, lateness_seconds, failure_count,
+		       last_run_at, next_run_at, lease_owner, lease_expires_at, run_id, last_error
 		FROM report_sources
 		WHERE name > $1`
 
@@ -156,23 +156,26 @@ var driftCounts = map[string]string{
 	"skip":        "\n\t\t  AND e.decision = 'skip'",
 }
 
-// Rows behind an hour of the overview's charts (/admin/rows/{what}): each
-// reads its table by time through an index, newest first; $1 and $2 bound
-// the hour. A source ($3, ” for all) narrows them.
-var rowQueries = map[string]struct {
-	title, sql string
-	// untimed queries take only the source ($1): pending work has no hour.
-	untimed bool
-	// owned queries take an owner ($4, '' for all).
-	owned bool
-}{
+// Rows behind a number (/admin/rows/{what}): each reads its table by time
+// through an index, newest first; $1 and $2 bound the window (an hour of
+// a chart, or all time for a list picked by a key filter). A source ($3,
+// '' for all) narrows them.
+var rowQueries = map[string]rowQuery{
 	"runs": {title: "Runs", sql: `
 		SELECT id AS run_id, source, reason, status, started_at, round(duration_ms) AS ms, started_at - due_at AS late,
 		       items_seen, items_created + items_updated + items_deleted AS changed, error
 		FROM sync_runs
 		WHERE started_at >= $1 AND started_at < $2 AND ($3 = '' OR source = $3)
 		ORDER BY started_at DESC
-		LIMIT 201`},
+		LIMIT 201`, filters: map[string]rowFilter{
+		"status": {cond: "status = ANY(%s)", list: true},
+		"id":     {cond: "id = %s", number: true, key: true},
+		// The failed runs a source's failure_count counts: those since its
+		// last success (a resume or a changed definition also resets the
+		// count; the runs before it still show).
+		"since_success": {cond: "status = 'failed' AND started_at >= coalesce((SELECT s.last_success_at FROM sources s WHERE s.name = $3), '-infinity')",
+			flag: true, key: true, needsSource: true},
+	}},
 	"quiet": {title: "Quiet runs", sql: `
 		SELECT source, hour, runs, not_modified, items_seen, last_started_at,
 		       round((lateness_seconds_sum / runs)::numeric, 3) AS avg_late_s, round(lateness_seconds_max::numeric, 3) AS max_late_s
@@ -185,19 +188,29 @@ var rowQueries = map[string]struct {
 		FROM changes
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
 		ORDER BY created_at DESC
-		LIMIT 201`},
+		LIMIT 201`, filters: map[string]rowFilter{
+		// A run's changes (changes_run_brin).
+		"run_id": {cond: "run_id = %s", number: true, key: true},
+		"kind":   {cond: "kind = ANY(%s)", list: true},
+	}},
 	"evaluations": {title: "Evaluations", sql: `
 		SELECT change_id, source, record_id, watch, step, decision, reason, urgency, created_at
 		FROM evaluations
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3) AND ($4 = '' OR owner = $4)
 		ORDER BY created_at DESC
-		LIMIT 201`, owned: true},
+		LIMIT 201`, owned: true, filters: map[string]rowFilter{
+		"decision": {cond: "decision = ANY(%s)", list: true},
+	}},
 	"notifications": {title: "Notifications", sql: `
 		SELECT id, kind, status, source, watch, record_id, sink, change_id, attempts, created_at, delivered_at, last_error
 		FROM notifications
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3) AND ($4 = '' OR owner = $4)
 		ORDER BY created_at DESC
-		LIMIT 201`, owned: true},
+		LIMIT 201`, owned: true, filters: map[string]rowFilter{
+		// One notification: the row its attempts and duplicates are
+		// counted on.
+		"id": {cond: "id = %s", number: true, key: true},
+	}},
 	"model_calls": {title: "Model calls", sql: `
 		SELECT id AS model_call_id, purpose, source, watch, record_id, change_id, model, outcome, round(latency_ms) AS ms,
 		       prompt_tokens, output_tokens, created_at
@@ -216,7 +229,35 @@ var rowQueries = map[string]struct {
 		FROM notifications
 		WHERE (status = 'pending' OR status = 'held') AND ($1 = '' OR source = $1)
 		ORDER BY id
-		LIMIT 201`, untimed: true},
+		LIMIT 201`, untimed: true, filters: map[string]rowFilter{
+		"status": {cond: "status = ANY(%s)", list: true},
+	}},
+}
+
+// rowQuery is a list of rows behind a number.
+type rowQuery struct {
+	title, sql string
+	// untimed queries take only the source ($1): pending work has no hour.
+	untimed bool
+	// owned queries take an owner ($4, '' for all).
+	owned bool
+	// filters narrow the list by query parameter: their conditions come
+	// before the ORDER BY, in the order of the parameters' names.
+	filters map[string]rowFilter
+}
+
+// rowFilter is a condition of a list of rows, given by a query parameter.
+type rowFilter struct {
+	// cond is the condition; %s stands for the parameter's placeholder.
+	cond string
+	// list takes a comma-separated list of values; number an integer;
+	// flag no value at all (the parameter only turns cond on).
+	list, number, flag bool
+	// key filters pick rows by identity: given one without since=, the
+	// list spans all time instead of the current hour.
+	key bool
+	// needsSource filters are meaningless without source=.
+	needsSource bool
 }
 
 // The decision trail of a record's changes (the record page): what each

@@ -12,7 +12,7 @@ import (
 // under each change the decision trail of every watch.
 type recordData struct {
 	Source, ID string
-	Record     [][2]string
+	Record     []field
 	Changes    []changeTrail
 	More       bool
 	// Explain is what `evaluator explain SOURCE RECORD_ID` prints.
@@ -21,7 +21,7 @@ type recordData struct {
 
 type changeTrail struct {
 	ID            int64
-	Fields        [][2]string
+	Fields        []field
 	Evaluations   *table
 	ModelCalls    *table
 	Notifications *table
@@ -37,17 +37,13 @@ func (a *Admin) record(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	p := newPage(c, "Record "+source+"/"+id, "sources")
 	d := &recordData{Source: source, ID: id}
-	rec, err := a.rowsOf(ctx, p, query{title: "The record as mirrored now", sql: queryRecord, args: []any{source, id}}, 0, nil)
+	rec, err := a.rowsOf(ctx, p, query{title: "The record as mirrored now", sql: queryRecord, args: []any{source, id}}, 0, links)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	if len(rec.Rows) == 1 {
-		for i, col := range rec.Columns {
-			d.Record = append(d.Record, [2]string{col, rec.Rows[0][i].Text})
-		}
-	}
-	chs, err := a.rowsOf(ctx, p, query{title: "Its changes, newest first", sql: queryRecordChanges, args: []any{source, id}}, 20, nil)
+	d.Record = fields(rec)
+	chs, err := a.rowsOf(ctx, p, query{title: "Its changes, newest first", sql: queryRecordChanges, args: []any{source, id}}, 20, withRecord(source, id))
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -61,7 +57,7 @@ func (a *Admin) record(w http.ResponseWriter, r *http.Request, c *caller) {
 	for _, row := range chs.Raw {
 		ids = append(ids, row["change_id"].(int64))
 	}
-	link := withSource(source)
+	link := withRecord(source, id)
 	evals, err := a.rowsOf(ctx, p, query{title: "What each watch decided", sql: queryTrailEvaluations, args: []any{ids}}, 0, link)
 	if err != nil {
 		a.failErr(w, r, err)
@@ -81,7 +77,7 @@ func (a *Admin) record(w http.ResponseWriter, r *http.Request, c *caller) {
 		cid := row["change_id"].(int64)
 		ct := changeTrail{ID: cid, Evaluations: pick(evals, cid), ModelCalls: pick(calls, cid), Notifications: pick(notes, cid)}
 		for j, col := range chs.Columns {
-			ct.Fields = append(ct.Fields, [2]string{col, chs.Rows[i][j].Text})
+			ct.Fields = append(ct.Fields, field{col, chs.Rows[i][j]})
 		}
 		d.Changes = append(d.Changes, ct)
 	}
