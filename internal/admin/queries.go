@@ -159,7 +159,7 @@ var driftCounts = map[string]string{
 // Rows behind a number (/admin/rows/{what}): each reads its table by time
 // through an index, newest first; $1 and $2 bound the window (an hour of
 // a chart, or all time for a list picked by a key filter). A source ($3,
-// '' for all) narrows them.
+// ” for all) narrows them.
 var rowQueries = map[string]rowQuery{
 	"runs": {title: "Runs", sql: `
 		SELECT id AS run_id, source, reason, status, started_at, round(duration_ms) AS ms, started_at - due_at AS late,
