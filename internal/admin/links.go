@@ -117,9 +117,10 @@ func recordLink(source, record, frag string) string {
 	return l
 }
 
-// runLink is a run's row (all time: a run id picks it).
+// runLink is a run's row (all time: a run id picks it). A task run's
+// run_id is text, the executor's: no sync run.
 func runLink(source string, id any) string {
-	if id == nil {
+	if _, ok := id.(int64); !ok {
 		return ""
 	}
 	v := url.Values{"id": {fmt.Sprint(id)}}

@@ -680,12 +680,12 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 	p := newPage(c, spec.title, "overview")
 	d := &rowsData{What: what, Title: spec.title}
 	source := qs.Get("source")
-	conds, fargs, keyed, err := spec.conditions(qs)
+	var args []any
+	conds, fargs, keyed, err := spec.conditions(qs, spec.params()+1)
 	if err != nil {
 		a.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	var args []any
 	if spec.untimed {
 		args = []any{source}
 	} else {
@@ -702,8 +702,8 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		args = append(args, owner)
 	}
 	sql := spec.sql
-	for i, cond := range conds {
-		sql = strings.Replace(sql, "\n\t\tORDER BY", "\n\t\t  AND "+fmt.Sprintf(cond, fmt.Sprintf("$%d", len(args)+1+i))+"\n\t\tORDER BY", 1)
+	for _, cond := range conds {
+		sql = strings.Replace(sql, "\n\t\tORDER BY", "\n\t\t  AND "+cond+"\n\t\tORDER BY", 1)
 	}
 	args = append(args, fargs...)
 	if d.Table, err = a.rowsOf(ctx, p, query{title: spec.title, sql: sql, args: args}, 200, links); err != nil {
@@ -791,10 +791,23 @@ func (a *Admin) driftRows(w http.ResponseWriter, r *http.Request, c *caller) {
 	a.render(w, r, http.StatusOK, "rows", p)
 }
 
+// params is how many parameters the list's statement takes before its
+// filters' ones.
+func (q rowQuery) params() int {
+	n := 3 // since, until, source
+	if q.untimed {
+		n = 1
+	}
+	if q.owned {
+		n++
+	}
+	return n
+}
+
 // conditions returns the conditions of the filters given in qs (in the
-// order of their names, each with %s for its placeholder), their
+// order of their names, their placeholders numbered from next), their
 // arguments, and whether a key filter picks the rows.
-func (q rowQuery) conditions(qs url.Values) (conds []string, args []any, keyed bool, err error) {
+func (q rowQuery) conditions(qs url.Values, next int) (conds []string, args []any, keyed bool, err error) {
 	names := make([]string, 0, len(q.filters))
 	for name := range q.filters {
 		names = append(names, name)
@@ -811,7 +824,7 @@ func (q rowQuery) conditions(qs url.Values) (conds []string, args []any, keyed b
 		keyed = keyed || f.key
 		switch {
 		case f.flag:
-			conds = append(conds, strings.ReplaceAll(f.cond, "%", "%%"))
+			conds = append(conds, f.cond)
 			continue
 		case f.list:
 			args = append(args, strings.Split(v, ","))
@@ -824,7 +837,8 @@ func (q rowQuery) conditions(qs url.Values) (conds []string, args []any, keyed b
 		default:
 			args = append(args, v)
 		}
-		conds = append(conds, f.cond)
+		conds = append(conds, fmt.Sprintf(f.cond, fmt.Sprintf("$%d", next)))
+		next++
 	}
 	return conds, args, keyed, nil
 }
