@@ -691,6 +691,20 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 	} else {
 		since, until, hint := a.window(qs, keyed)
 		d.Hint = hint
+		if qs.Get("since_success") != "" {
+			last, err := a.rowsOf(ctx, p, query{title: "When the source last succeeded", sql: querySourceLastSuccess, args: []any{source}}, 0, nil)
+			if err != nil {
+				a.failErr(w, r, err)
+				return
+			}
+			d.Hint = "The failed runs of " + source + " since it last succeeded (what its failure_count counts)"
+			if len(last.Raw) == 1 {
+				if t, ok := last.Raw[0]["last_success_at"].(time.Time); ok {
+					since = t
+					d.Hint += ", " + t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+				}
+			}
+		}
 		args = []any{since, until, source}
 	}
 	if spec.owned {

@@ -24,6 +24,10 @@ const (
 
 	querySource = `SELECT * FROM report_sources WHERE name = $1`
 
+	// querySourceLastSuccess is when a source last succeeded: the start
+	// of the failed runs its failure_count counts.
+	querySourceLastSuccess = `SELECT last_success_at FROM sources WHERE name = $1`
+
 	// querySourceRuns is a source's recorded runs, newest first
 	// (sync_runs_source_started_idx).
 	querySourceRuns = `
@@ -171,10 +175,10 @@ var rowQueries = map[string]rowQuery{
 		"status": {cond: "status = ANY(%s)", list: true},
 		"id":     {cond: "id = %s", number: true, key: true},
 		// The failed runs a source's failure_count counts: those since its
-		// last success (a resume or a changed definition also resets the
-		// count; the runs before it still show).
-		"since_success": {cond: "status = 'failed' AND started_at >= coalesce((SELECT s.last_success_at FROM sources s WHERE s.name = $3), '-infinity')",
-			flag: true, key: true, needsSource: true},
+		// last success (querySourceLastSuccess, the window's start; a resume
+		// or a changed definition also resets the count, and the runs
+		// before it still show).
+		"since_success": {cond: "status = 'failed'", flag: true, key: true, needsSource: true},
 	}},
 	"quiet": {title: "Quiet runs", sql: `
 		SELECT source, hour, runs, not_modified, items_seen, last_started_at,

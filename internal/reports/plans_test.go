@@ -498,6 +498,21 @@ func decodePlan(raw []byte) (plan, error) {
 	return out[0].Plan, nil
 }
 
+// The window the admin's lists picked by a key filter span (all time).
+var (
+	allSince = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	allUntil = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
+// withConds adds conditions to an admin list's statement before its ORDER
+// BY, as the admin's rows page does with its filters.
+func withConds(sql string, conds ...string) string {
+	for _, c := range conds {
+		sql = strings.Replace(sql, "\n\t\tORDER BY", "\n\t\t  AND "+c+"\n\t\tORDER BY", 1)
+	}
+	return sql
+}
+
 // TestHotQueriesUseIndexes fills the tables with weeks of history and a
 // little pending work, and checks that no query the daemons run in their
 // loops, and no report over pending work, reads a large table whole. Set
@@ -831,6 +846,31 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			args: []any{hour, hour.Add(time.Hour), "", ""}, index: "model_calls_created_idx"},
 		{name: "admin: pending changes", sql: sqlFrom(t, adminQ, "eval_next_at, eval_owner, eval_error"), args: []any{""}, index: "changes_pending_idx"},
 		{name: "admin: pending and held notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"), args: []any{""}},
+		// The filters of the lists behind numbers (rowQueries' filters,
+		// their conditions before the ORDER BY; a key filter's list spans
+		// all time).
+		{name: "admin: sources due now", sql: sqlFrom(t, adminQ, "WHERE name > $1") + sqlFrom(t, "internal/admin/pages.go", " AND status = 'active' AND (next_run_at <= now()") +
+			sqlFrom(t, "internal/admin/pages.go", " AND (lease_expires_at IS NULL OR lease_expires_at < now())") + "\nORDER BY name\nLIMIT 51",
+			args: []any{""}},
+		{name: "admin: failed runs of an hour", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = ANY($4)"),
+			args: []any{hour, hour.Add(time.Hour), "", []string{"failed", "deferred", "abandoned"}}},
+		{name: "admin: a run", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "id = $4"),
+			args: []any{allSince, allUntil, "src-6", int64(5000)}, index: "sync_runs_source_started_idx"},
+		{name: "admin: when a source last succeeded", sql: sqlFrom(t, adminQ, "SELECT last_success_at FROM sources"), args: []any{"src-6"},
+			index: "sources_pkey"},
+		{name: "admin: a source's failed runs (it never succeeded)", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = 'failed'"),
+			args: []any{allSince, allUntil, "src-6"}, index: "sync_runs_source_started_idx"},
+		{name: "admin: a source's failed runs since its last success", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = 'failed'"),
+			args: []any{now.Add(-24 * time.Hour), allUntil, "src-6"}},
+		{name: "admin: a run's changes of a kind", sql: withConds(sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"), "kind = ANY($4)", "run_id = $5"),
+			args: []any{allSince, allUntil, "src-6", []string{"created"}, int64(5000)}},
+		{name: "admin: notify decisions of an hour", sql: withConds(sqlFrom(t, adminQ, "decision, reason, urgency, created_at\n\t\tFROM evaluations"), "decision = ANY($5)"),
+			args: []any{hour, hour.Add(time.Hour), "", "", []string{"notify"}}, index: "evaluations_created_idx"},
+		{name: "admin: a notification", sql: withConds(sqlFrom(t, adminQ, "change_id, attempts, created_at, delivered_at, last_error"), "id = $5"),
+			args: []any{allSince, allUntil, "", "", int64(300)}, index: "notifications_pkey"},
+		{name: "admin: pending notifications", sql: withConds(sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"), "status = ANY($2)"),
+			args: []any{"", []string{"pending"}}},
+		{name: "admin: a task run", sql: "SELECT * FROM report_task_runs\nWHERE id = $1\nLIMIT 201", args: []any{int64(120001)}, index: "task_runs_pkey"},
 	} {
 		q.who = adminQ
 		q.allowCurrent = true // a report page
