@@ -309,6 +309,26 @@ func TestAdminPagesInBrowser(t *testing.T) {
 		t.Errorf("failures shown %d, SQL %d", failures, want)
 	}
 
+	// The source list leads to a source's page: a click on its name.
+	b.open(base+"/admin/sources", "Sources")
+	b.run("click a source's name in the list", chromedp.Click(chromedp.CSS(`main table tbody td a[href="/admin/sources/inventory"]`)),
+		chromedp.WaitVisible(chromedp.ID("pause")))
+	if h1 := b.text("main h1"); h1 != "Source inventory" {
+		t.Fatalf("the name in the list led to %q", h1)
+	}
+	b.noErrors("source page from the list")
+	// Its runs table leads to a run's row: a click on its id.
+	runID := evalJS[string](b, `document.querySelector('#runs + p + div table tbody td a').textContent`)
+	b.run("click a run id", chromedp.Click(chromedp.CSS(`#runs + p + div table tbody td a`)),
+		chromedp.WaitVisible(chromedp.ID("rows")))
+	if h1 := b.text("main h1"); h1 != "Runs" {
+		t.Errorf("a run id led to %q", h1)
+	}
+	if n, id := b.rowCount(), evalJS[string](b, `document.querySelector('main table tbody td').textContent`); n != 1 || id != runID {
+		t.Errorf("run %s's link lists %d rows, the first %s", runID, n, id)
+	}
+	b.noErrors("a run's row")
+
 	// Pause, resume and run now from the source's page.
 	b.open(base+"/admin/sources/inventory", "Source inventory")
 	b.shot("source", "")

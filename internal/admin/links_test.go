@@ -70,15 +70,22 @@ func TestEveryNumberLinks(t *testing.T) {
 	for range 2 {
 		w.sync(true) // unchanged upstream: quiet runs
 	}
-	// A failed run after the last success: tickets fails once more (its
-	// failure_count is 1; its failed run before the success is not counted).
-	w.mu.Lock()
-	w.failNext = true
-	w.mu.Unlock()
+	// Tickets fails (a 500), succeeds, fails again: its failure_count is
+	// 1, the failed run before its last success is not counted. The 503
+	// of the story blocked the host for a minute: unblocked first.
+	w.exec(`UPDATE host_limits SET blocked_until = NULL`)
+	fail := func() {
+		w.mu.Lock()
+		w.failNext, w.failCode = true, http.StatusInternalServerError
+		w.mu.Unlock()
+		w.sync(true)
+	}
+	fail()
 	w.sync(true)
+	fail()
 	if n, all := w.count(`SELECT failure_count FROM sources WHERE name = 'tickets'`),
 		w.count(`SELECT count(*) FROM sync_runs WHERE source = 'tickets' AND status = 'failed'`); n != 1 || all != 2 {
-		t.Fatalf("tickets: failure_count %d and %d failed runs, want 1 and 2 (one before its last success)", n, all)
+		t.Fatalf("tickets: failure_count %d and %d failed runs, want 1 and 2 (one before its last success): %v", n, all, w.queryMap(`SELECT id, status, error, started_at FROM sync_runs WHERE source = 'tickets' ORDER BY id`))
 	}
 	// A task run that ran twice and failed once.
 	w.exec(`INSERT INTO task_runs (source, task, record_id, record_version, content_version, idempotency_key, run_id, sync_run_id,
@@ -86,6 +93,12 @@ func TestEveryNumberLinks(t *testing.T) {
 	        VALUES ('tickets', 'execute', '1', 1, '00aa', 'tickets:1:v00aa:execute', 'run-7.2',
 	                (SELECT max(id) FROM sync_runs WHERE source = 'tickets'), 'completed', 2, 2, 1, 0,
 	                'lookout@syncer-1', now(), now() + interval '1 minute', 'command')`)
+	// A notification held for a digest and one waiting for its next
+	// attempt: the overview counts them apart.
+	w.exec(`INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, digest_due_at)
+	        VALUES ('held-1', 'tickets', '1', 'urgent', 'log', 'x', '{}', 'held', now() + interval '1 hour')`)
+	w.exec(`INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, next_attempt_at)
+	        VALUES ('pending-1', 'tickets', '3', 'urgent', 'log', 'x', '{}', now() + interval '1 hour')`)
 	// A source asked to run: due now (the overview's count) but not in
 	// state due.
 	w.exec(`UPDATE sources SET run_requested_at = now(), next_run_at = now() + interval '1 hour' WHERE name = 'inventory'`)

@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,6 +46,9 @@ type world struct {
 	mu       sync.Mutex
 	tickets  []map[string]any
 	failNext bool
+	// failCode is the status of the answer failNext asks for (503, which
+	// defers the run, when 0; a 500 fails it).
+	failCode int
 	upstream *httptest.Server
 
 	srv       *httptest.Server
@@ -127,7 +131,7 @@ func (w *world) serveUpstream(rw http.ResponseWriter, r *http.Request) {
 	defer w.mu.Unlock()
 	if w.failNext && r.URL.Path == "/api/tickets" {
 		w.failNext = false
-		http.Error(rw, `{"error": "upstream maintenance"}`, http.StatusServiceUnavailable)
+		http.Error(rw, `{"error": "upstream maintenance"}`, cmp.Or(w.failCode, http.StatusServiceUnavailable))
 		return
 	}
 	rw.Header().Set("Content-Type", "application/json")
