@@ -101,6 +101,7 @@ var adminPages = []string{
 	"/admin/sources?state=lease+expired",
 	"/admin/sources?state=scheduled",
 	"/admin/sources?failing=1",
+	"/admin/sources?due=now",
 	"/admin/sources?owner=" + AdminOwner,
 	"/admin/sources/src-7",
 	"/admin/sources/src-7?after=r-50000",
@@ -120,6 +121,7 @@ var adminPages = []string{
 	"/admin/disabled",
 	"/admin/disabled?status=paused",
 	"/admin/tasks",
+	"/admin/tasks?id=1",
 	"/admin/rows/runs?since={hour}",
 	"/admin/rows/runs?since={hour}&source=src-7",
 	"/admin/rows/quiet?since={hour}",
@@ -131,6 +133,15 @@ var adminPages = []string{
 	"/admin/rows/model_calls?since={hour}",
 	"/admin/rows/pending_changes",
 	"/admin/rows/pending_notifications",
+	// The lists behind the numbers of the overview and of the tables.
+	"/admin/rows/runs?since={hour}&quiet=1",
+	"/admin/rows/runs?since={hour}&status=failed,deferred,abandoned",
+	"/admin/rows/runs?source=src-7&since_success=1",
+	"/admin/rows/runs?source=src-7&id=1",
+	"/admin/rows/changes?source=src-7&run_id=1&kind=created",
+	"/admin/rows/evaluations?since={hour}&decision=notify",
+	"/admin/rows/notifications?id=1",
+	"/admin/rows/pending_notifications?status=pending",
 }
 
 // adminTables are the tables whose rows the measurement reports.
