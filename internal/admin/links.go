@@ -82,7 +82,7 @@ func links(col string, row map[string]any) string {
 			return notificationLink(id)
 		}
 		return notificationLink(row["id"])
-	case "id", "change_id", "model_call_id", "notification_id":
+	case "id", "change_id", "model_call_id", "notification_id", "evaluation_id":
 		if col == "id" {
 			switch kind {
 			case "sync_run", "run_too_long", "source_lease_expired", "source_overdue":
