@@ -49,7 +49,7 @@ SELECT 100000 + n, 'tickets', 'h-' || n, 'urgent', step, true, decision, call, '
 FROM e`
 
 var (
-	evaluationRow = regexp.MustCompile(`<tr><td class="n">([0-9]+)</td>`)
+	evaluationRow = regexp.MustCompile(`<tr><td class="n">(?:<a href="[^"]*">)?([0-9]+)(?:</a>)?</td>`)
 	nextPage      = regexp.MustCompile(`<a class="next" href="([^"]+)">`)
 )
 
