@@ -849,8 +849,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		// The filters of the lists behind numbers (rowQueries' filters,
 		// their conditions before the ORDER BY; a key filter's list spans
 		// all time).
-		{name: "admin: sources due now", sql: sqlFrom(t, adminQ, "WHERE name > $1") + sqlFrom(t, "internal/admin/pages.go", " AND name IN (SELECT name FROM sources WHERE status = 'active' AND next_run_at <= now()") +
-			sqlFrom(t, "internal/admin/pages.go", " UNION SELECT name FROM sources WHERE status = 'active' AND run_requested_at IS NOT NULL)") +
+		{name: "admin: sources due now", sql: sqlFrom(t, adminQ, "WHERE name > $1") + sqlFrom(t, "internal/admin/pages.go", " AND name = ANY(ARRAY(SELECT name FROM sources WHERE status = 'active' AND next_run_at <= now()") +
+			sqlFrom(t, "internal/admin/pages.go", " UNION SELECT name FROM sources WHERE status = 'active' AND run_requested_at IS NOT NULL))") +
 			sqlFrom(t, "internal/admin/pages.go", " AND (lease_expires_at IS NULL OR lease_expires_at < now())") + "\nORDER BY name\nLIMIT 51",
 			args: []any{""}, index: "sources_due_idx"},
 		{name: "admin: failed runs of an hour", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = ANY($4)"),
