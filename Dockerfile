@@ -2,7 +2,7 @@
 #
 # One image with the three binaries (syncer, evaluator, api) at
 # /usr/local/bin; a deployment picks its binary with `command`. Why one image
-# and this base: docs/deploy.md. deploy/deploy_test.go builds the binaries
+# and this base: docs/deploy.md. deploy/binaries_test.go builds the binaries
 # with the same `go build` line as below and checks that they are static.
 #
 #   docker build -t lookout:dev .
