@@ -522,43 +522,29 @@ var rescueSQL = strings.Replace(claimSQL, "WHERE ch.eval_status = 'pending' AND"
 // inequality is estimated at a third, and the ids' index keeps the scan.
 // The partitions after since are the current week's and the empty weeks
 // ahead.
-//
-// The records' ids go with the sources: "source = ANY" alone is an index
-// condition of changes_pending_record_idx (source, record_id, id), which
-// a plan made with the values on stale statistics (a new source's first
-// backlog) may take to walk every pending change of the source; with
-// "record_id = ANY" that index is probed per record, and the planner
-// knows it costs what the ids' index does.
 type changeKeys struct {
 	ids     []int64
 	sources []string
-	records []string
 	since   time.Time
 }
 
 // keysOf returns the key of cs: ids in the order of cs, the distinct
-// sources and record ids sorted, and the earliest created_at (the zero
-// time, which prunes nothing, when a change has none).
+// sources sorted, and the earliest created_at (the zero time, which
+// prunes nothing, when a change has none).
 func keysOf(cs []*change) changeKeys {
 	k := changeKeys{ids: make([]int64, len(cs))}
 	seen := make(map[string]bool, len(cs))
-	seenRecord := make(map[string]bool, len(cs))
 	for i, c := range cs {
 		k.ids[i] = c.ID
 		if !seen[c.Source] {
 			seen[c.Source] = true
 			k.sources = append(k.sources, c.Source)
 		}
-		if !seenRecord[c.RecordID] {
-			seenRecord[c.RecordID] = true
-			k.records = append(k.records, c.RecordID)
-		}
 		if i == 0 || c.CreatedAt.Before(k.since) {
 			k.since = c.CreatedAt
 		}
 	}
 	slices.Sort(k.sources)
-	slices.Sort(k.records)
 	return k
 }
 
@@ -569,8 +555,7 @@ func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change, own
 	if _, err := tx.Exec(ctx, `
 		UPDATE changes SET eval_owner = $2, eval_lease_expires_at = now() + $3::interval,
 		       eval_attempts = eval_attempts + 1
-		WHERE id = ANY($1) AND source = ANY($4) AND record_id = ANY($6) AND created_at >= $5`,
-		k.ids, owner, e.conf.Lease, k.sources, k.since, k.records); err != nil {
+		WHERE id = ANY($1) AND source = ANY($4) AND created_at >= $5`, k.ids, owner, e.conf.Lease, k.sources, k.since); err != nil {
 		return fmt.Errorf("lease changes: %w", err)
 	}
 	return nil
@@ -631,7 +616,7 @@ func fillSnapshots(ctx context.Context, q changes.Querier, claimed []*change) er
 	k := keysOf(missing)
 	rows, err := q.Query(ctx, `
 		SELECT id, record FROM changes_with_record
-		WHERE id = ANY($1) AND source = ANY($2) AND record_id = ANY($4) AND created_at >= $3`, k.ids, k.sources, k.since, k.records)
+		WHERE id = ANY($1) AND source = ANY($2) AND created_at >= $3`, k.ids, k.sources, k.since)
 	if err != nil {
 		return fmt.Errorf("read record snapshots: %w", err)
 	}

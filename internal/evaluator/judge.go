@@ -31,9 +31,8 @@ func (e *Evaluator) decidedWatches(ctx context.Context, tx pgx.Tx, claimed []*ch
 	k := keysOf(again)
 	rows, err := tx.Query(ctx, `
 		SELECT change_id, watch FROM evaluations
-		WHERE change_id = ANY($1) AND source = ANY($2) AND record_id = ANY($4) AND change_created_at >= $3
-		  AND decision <> 'hold'`,
-		k.ids, k.sources, k.since, k.records)
+		WHERE change_id = ANY($1) AND source = ANY($2) AND change_created_at >= $3 AND decision <> 'hold'`,
+		k.ids, k.sources, k.since)
 	if err != nil {
 		return nil, fmt.Errorf("read earlier decisions: %w", err)
 	}
@@ -168,9 +167,8 @@ func (e *Evaluator) keepLease(ctx context.Context, claimed []*change, owner stri
 	return service.Every(ctx, max(e.conf.Lease/3, 10*time.Millisecond), func(ctx context.Context) bool {
 		if _, err := e.pool.Exec(ctx, `
 			UPDATE changes SET eval_lease_expires_at = now() + $3::interval
-			WHERE id = ANY($1) AND source = ANY($4) AND record_id = ANY($6) AND created_at >= $5
-			  AND eval_owner = $2 AND eval_status = 'pending'`,
-			k.ids, owner, e.conf.Lease, k.sources, k.since, k.records); err != nil && ctx.Err() == nil {
+			WHERE id = ANY($1) AND source = ANY($4) AND created_at >= $5 AND eval_owner = $2 AND eval_status = 'pending'`,
+			k.ids, owner, e.conf.Lease, k.sources, k.since); err != nil && ctx.Err() == nil {
 			e.logger.Warn("extend change leases", "error", err)
 		}
 		return true
