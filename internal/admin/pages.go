@@ -48,6 +48,27 @@ type card struct {
 type overviewData struct {
 	Cards  []card
 	Charts []chart
+	// Owner is the owner whose numbers the cards are ("" for the whole
+	// system's); the charts are always the whole system's.
+	Owner string
+}
+
+// withOwner adds the owner filter to a link of the admin page ("" leaves
+// it as it is).
+func withOwner(href, owner string) string {
+	if owner == "" {
+		return href
+	}
+	path, frag, _ := strings.Cut(href, "#")
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	out := path + sep + "owner=" + url.QueryEscape(owner)
+	if frag != "" {
+		out += "#" + frag
+	}
+	return out
 }
 
 // chart is a drawn chart with its caption.
@@ -60,7 +81,20 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
 	ctx, cancel := pageContext(r)
 	defer cancel()
 	p := newPage(c, "Overview", "overview")
-	o, err := a.one(ctx, p, query{title: "The whole system at a glance", sql: queryOverview})
+	owner, err := a.ownerFilter(ctx, r, p)
+	if err != nil {
+		a.failErr(w, r, err)
+		return
+	}
+	q := query{title: "The whole system at a glance", sql: queryOverview}
+	if owner != "" {
+		q = query{title: "The numbers of one owner's definitions", sql: queryOwnerOverview, args: []any{owner}}
+	}
+	o, err := a.one(ctx, p, q)
+	if errors.Is(err, pgx.ErrNoRows) {
+		a.fail(w, r, http.StatusNotFound, fmt.Sprintf("No source or watch is owned by %q.", owner))
+		return
+	}
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -83,7 +117,11 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
 		{"held for digests", num(o["held_notifications"]), "/admin/rows/pending_notifications?status=held", ""},
 		{"dead letters", num(o["dead_notifications"]), "/admin/dead", hot("dead_notifications")},
 		{"stuck", num(o["stuck"]), "/admin/stuck", hot("stuck")},
-	}}
+	}, Owner: owner}
+	// An owner's numbers link to the owner's rows.
+	for i := range d.Cards {
+		d.Cards[i].Href = withOwner(d.Cards[i].Href, owner)
+	}
 	act, err := a.rowsOf(ctx, p, query{title: "The last 24 hours, hour by hour", sql: queryActivity}, 0, nil)
 	if err != nil {
 		a.failErr(w, r, err)
@@ -365,17 +403,21 @@ func (a *Admin) reportPage(which string) authedHandler {
 		filters          []string
 	}
 	specs := map[string]spec{
-		"stuck":    {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source"}},
-		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink"}},
-		"retry":    {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source"}},
-		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status"}},
-		"tasks":    {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id"}},
+		"stuck":    {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source", "owner:definition_owner"}},
+		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink", "owner"}},
+		"retry":    {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source", "owner"}},
+		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status", "owner"}},
+		"tasks":    {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id", "owner"}},
 	}
 	s := specs[which]
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
 		ctx, cancel := pageContext(r)
 		defer cancel()
 		p := newPage(c, s.title, which)
+		if _, err := a.ownerFilter(ctx, r, p); err != nil {
+			a.failErr(w, r, err)
+			return
+		}
 		sql, args := filtered(s.sql, r.URL.Query(), s.filters)
 		if !strings.Contains(sql, "LIMIT") {
 			sql += "\nLIMIT 201"
@@ -397,7 +439,10 @@ type reportData struct {
 }
 
 // filtered adds equality filters on the given columns (from the query
-// string) to a SELECT from a report view, before its GROUP BY or LIMIT.
+// string) to a SELECT from a report view, before its GROUP BY or LIMIT. A
+// column is named by its query parameter, or written "param:column" when
+// they differ (report_stuck's owner filter reads definition_owner: its
+// owner column is the holder of a lease).
 func filtered(sql string, qs url.Values, cols []string) (string, []any) {
 	tail := " LIMIT "
 	if strings.Contains(sql, " GROUP BY ") {
@@ -406,8 +451,12 @@ func filtered(sql string, qs url.Values, cols []string) (string, []any) {
 	base, rest, hasTail := strings.Cut(sql, tail)
 	var conds []string
 	var args []any
-	for _, col := range cols {
-		if v := qs.Get(col); v != "" {
+	for _, pc := range cols {
+		param, col, renamed := strings.Cut(pc, ":")
+		if !renamed {
+			col = param
+		}
+		if v := qs.Get(param); v != "" {
 			if col == "id" {
 				// An id is a number: anything else picks no row.
 				n, err := strconv.ParseInt(v, 10, 64)
@@ -433,9 +482,10 @@ func filtered(sql string, qs url.Values, cols []string) (string, []any) {
 
 func activeFilters(qs url.Values, cols []string) [][2]string {
 	var out [][2]string
-	for _, col := range cols {
-		if v := qs.Get(col); v != "" {
-			out = append(out, [2]string{col, v})
+	for _, pc := range cols {
+		param, _, _ := strings.Cut(pc, ":")
+		if v := qs.Get(param); v != "" {
+			out = append(out, [2]string{param, v})
 		}
 	}
 	return out
@@ -562,7 +612,7 @@ func (a *Admin) models(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	expensive, drift, args := queryExpensive, queryDrift, []any{}
 	if owner != "" {
-		expensive = strings.Replace(expensive, "WHERE created_at", "WHERE owner = $1 AND created_at", 1)
+		expensive = queryExpensiveOwner
 		drift = queryDriftOwner
 		args = append(args, owner)
 	}
@@ -731,7 +781,7 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	if what == "runs" && qs.Get("quiet") != "" && len(conds) == 0 {
 		q := rowQueries["quiet"]
-		if d.Quiet, err = a.rowsOf(ctx, p, query{title: q.title, sql: q.sql, args: args[:3]}, 200, links); err != nil {
+		if d.Quiet, err = a.rowsOf(ctx, p, query{title: q.title, sql: q.sql, args: args[:q.params()]}, 200, links); err != nil {
 			a.failErr(w, r, err)
 			return
 		}

@@ -12,6 +12,10 @@ const pageSize = 50
 const (
 	queryOverview = `SELECT * FROM report_overview`
 
+	// queryOwnerOverview is report_overview's numbers for one owner ($1;
+	// migration 26).
+	queryOwnerOverview = `SELECT * FROM report_owner_overview WHERE owner = $1`
+
 	queryActivity = `SELECT * FROM report_activity_hourly`
 
 	// querySources is a page of the source list, by name, after $1;
@@ -90,6 +94,12 @@ const (
 		WHERE created_at > now() - interval '24 hours'
 		LIMIT 51`
 
+	// queryExpensiveOwner is queryExpensive of one owner ($1).
+	queryExpensiveOwner = `
+		SELECT * FROM report_expensive_evaluations
+		WHERE owner = $1 AND created_at > now() - interval '24 hours'
+		LIMIT 51`
+
 	// queryDrift is the fleet's model drift per day, model digest and
 	// prompt version (migration 22).
 	queryDrift = `SELECT * FROM report_model_drift_daily`
@@ -163,15 +173,19 @@ var driftCounts = map[string]string{
 // Rows behind a number (/admin/rows/{what}): each reads its table by time
 // through an index, newest first; $1 and $2 bound the window (an hour of
 // a chart, or all time for a list picked by a key filter). A source ($3,
-// ” for all) narrows them.
+// ” for all) narrows them, and an owner ($4, ” for all; $2 of the
+// untimed ones): a row of a watch (an evaluation, a notification, a model
+// call) is its watch's owner's, a row of a source (a run, a change) the
+// owner's of the source's definition.
 var rowQueries = map[string]rowQuery{
 	"runs": {title: "Runs", sql: `
 		SELECT id AS run_id, source, reason, status, started_at, round(duration_ms) AS ms, started_at - due_at AS late,
 		       items_seen, items_created + items_updated + items_deleted AS changed, error
 		FROM sync_runs
 		WHERE started_at >= $1 AND started_at < $2 AND ($3 = '' OR source = $3)
+		  AND ($4 = '' OR source IN (SELECT name FROM source_definitions WHERE owner = $4))
 		ORDER BY started_at DESC
-		LIMIT 201`, filters: map[string]rowFilter{
+		LIMIT 201`, owned: true, filters: map[string]rowFilter{
 		"status": {cond: "status = ANY(%s)", list: true},
 		"id":     {cond: "id = %s", number: true, key: true},
 		// The failed runs a source's failure_count counts: those since its
@@ -185,14 +199,16 @@ var rowQueries = map[string]rowQuery{
 		       round((lateness_seconds_sum / runs)::numeric, 3) AS avg_late_s, round(lateness_seconds_max::numeric, 3) AS max_late_s
 		FROM sync_run_hours
 		WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR source = $3)
+		  AND ($4 = '' OR source IN (SELECT name FROM source_definitions WHERE owner = $4))
 		ORDER BY hour DESC, source
-		LIMIT 201`},
+		LIMIT 201`, owned: true},
 	"changes": {title: "Changes", sql: `
 		SELECT id AS change_id, source, record_id, kind, version, changed_fields, created_at, run_id, eval_status
 		FROM changes
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
+		  AND ($4 = '' OR source IN (SELECT name FROM source_definitions WHERE owner = $4))
 		ORDER BY created_at DESC
-		LIMIT 201`, filters: map[string]rowFilter{
+		LIMIT 201`, owned: true, filters: map[string]rowFilter{
 		// A run's changes (changes_run_brin).
 		"run_id": {cond: "run_id = %s", number: true, key: true},
 		"kind":   {cond: "kind = ANY(%s)", list: true},
@@ -226,14 +242,15 @@ var rowQueries = map[string]rowQuery{
 		SELECT id AS change_id, source, record_id, kind, version, created_at, eval_attempts, eval_next_at, eval_owner, eval_error
 		FROM changes
 		WHERE eval_status = 'pending' AND ($1 = '' OR source = $1)
+		  AND ($2 = '' OR source IN (SELECT name FROM source_definitions WHERE owner = $2))
 		ORDER BY id
-		LIMIT 201`, untimed: true},
+		LIMIT 201`, untimed: true, owned: true},
 	"pending_notifications": {title: "Pending and held notifications", sql: `
 		SELECT id, status, source, watch, record_id, sink, attempts, next_attempt_at, digest_due_at, lease_owner, last_error
 		FROM notifications
-		WHERE (status = 'pending' OR status = 'held') AND ($1 = '' OR source = $1)
+		WHERE (status = 'pending' OR status = 'held') AND ($1 = '' OR source = $1) AND ($2 = '' OR owner = $2)
 		ORDER BY id
-		LIMIT 201`, untimed: true, filters: map[string]rowFilter{
+		LIMIT 201`, untimed: true, owned: true, filters: map[string]rowFilter{
 		"status": {cond: "status = ANY(%s)", list: true},
 	}},
 }
@@ -243,7 +260,7 @@ type rowQuery struct {
 	title, sql string
 	// untimed queries take only the source ($1): pending work has no hour.
 	untimed bool
-	// owned queries take an owner ($4, '' for all).
+	// owned queries take an owner (after the source, '' for all).
 	owned bool
 	// filters narrow the list by query parameter: their conditions come
 	// before the ORDER BY, in the order of the parameters' names.

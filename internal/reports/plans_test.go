@@ -136,6 +136,12 @@ SELECT 'src-' || i, 'http', 'h', 'every 5m0s', 300, 'every 5m0s',
        CASE WHEN i % 50 = 0 THEN 'paused by operator' END,
        CASE WHEN i % 50 = 0 THEN now() - interval '1 day' END
 FROM generate_series(1, 5000) i;
+-- Their definitions: fifty of alice's (src-6 among them), half of the rest
+-- of 49 other owners, the others the operator's (the admin's owner filter).
+INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
+SELECT 'src-' || i, CASE WHEN i % 100 = 6 THEN 'alice' WHEN i % 2 = 0 THEN 'owner-' || (i % 49) ELSE '' END,
+       'api', 'http', '{}', 'h', 1
+FROM generate_series(1, 5000) i;
 UPDATE sources SET next_run_at = now() - interval '1 minute' WHERE name IN ('src-1', 'src-2', 'src-3');
 UPDATE sources SET run_requested_at = now() WHERE name = 'src-4';
 UPDATE sources SET failure_count = 3, last_error = 'boom' WHERE name IN ('src-5', 'src-6');
@@ -330,7 +336,7 @@ FROM generate_series(1, 43) i;
 
 // analyze is run after the pruner gave the history's weeks their
 // partitions.
-const analyze = `ANALYZE sources, sync_runs, records, changes, evaluations, notifications, model_calls, verdicts, notification_keys,
+const analyze = `ANALYZE sources, source_definitions, sync_runs, records, changes, evaluations, notifications, model_calls, verdicts, notification_keys,
 	task_runs, inbound_events, idempotency_keys, definition_deletions, audit_log, model_budgets, briefings, sync_run_hours,
 	activity_hour_totals`
 
@@ -802,7 +808,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "admin: dead per sink", sql: sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters"), index: "notifications_dead_idx"},
 		{name: "admin: dead letters", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + " LIMIT 201",
 			index: "notifications_dead_idx"},
-		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "FROM report_expensive_evaluations"), index: "model_calls_created_idx"},
+		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "FROM report_expensive_evaluations\n\t\tWHERE created_at"), index: "model_calls_created_idx"},
 		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_daily"), index: "evaluations_judged_created_idx"},
 		{name: "admin: an owner's model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_recent"), args: []any{"alice"},
 			index: "evaluations_judged_created_idx"},
@@ -826,17 +832,17 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			args: []any{"", "requested"}},
 		{name: "admin: running sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND state = $2 AND lease_owner IS NOT NULL AND lease_expires_at >= now()\nORDER BY name\nLIMIT 51",
 			args: []any{"", "running"}, index: "sources_lease_expires_idx"},
-		{name: "admin: rows of an hour: quiet runs", sql: sqlFrom(t, adminQ, "ORDER BY hour DESC, source"), args: []any{hour, hour.Add(time.Hour), ""},
+		{name: "admin: rows of an hour: quiet runs", sql: sqlFrom(t, adminQ, "ORDER BY hour DESC, source"), args: []any{hour, hour.Add(time.Hour), "", ""},
 			index: "sync_run_hours_hour_idx"},
-		{name: "admin: rows of an hour: one source's runs", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), "src-6"}},
+		{name: "admin: rows of an hour: one source's runs", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), "src-6", ""}},
 		{name: "admin: rows of an hour: one source's changes", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"),
-			args: []any{hour, hour.Add(time.Hour), "src-6"}},
+			args: []any{hour, hour.Add(time.Hour), "src-6", ""}},
 		{name: "admin: owners", sql: sqlFrom(t, adminQ, "SELECT owner FROM source_definitions")},
 		{name: "admin: a page of alice's sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND owner = $2\nORDER BY name\nLIMIT 51",
 			args: []any{"", "alice"}, allowSources: true},
-		{name: "admin: rows of an hour: runs", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), ""},
+		{name: "admin: rows of an hour: runs", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), "", ""},
 			index: "sync_runs_started_idx"},
-		{name: "admin: rows of an hour: changes", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"), args: []any{hour, hour.Add(time.Hour), ""},
+		{name: "admin: rows of an hour: changes", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"), args: []any{hour, hour.Add(time.Hour), "", ""},
 			index: "changes_created_idx"},
 		{name: "admin: rows of an hour: evaluations", sql: sqlFrom(t, adminQ, "decision, reason, urgency, created_at\n\t\tFROM evaluations"),
 			args: []any{hour, hour.Add(time.Hour), "", ""}, index: "evaluations_created_idx"},
@@ -844,8 +850,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			args: []any{hour, hour.Add(time.Hour), "", ""}, index: "notifications_created_idx"},
 		{name: "admin: rows of an hour: model calls", sql: sqlFrom(t, adminQ, "prompt_tokens, output_tokens, created_at\n\t\tFROM model_calls"),
 			args: []any{hour, hour.Add(time.Hour), "", ""}, index: "model_calls_created_idx"},
-		{name: "admin: pending changes", sql: sqlFrom(t, adminQ, "eval_next_at, eval_owner, eval_error"), args: []any{""}, index: "changes_pending_idx"},
-		{name: "admin: pending and held notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"), args: []any{""}},
+		{name: "admin: pending changes", sql: sqlFrom(t, adminQ, "eval_next_at, eval_owner, eval_error"), args: []any{"", ""}, index: "changes_pending_idx"},
+		{name: "admin: pending and held notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"), args: []any{"", ""}},
 		// The filters of the lists behind numbers (rowQueries' filters,
 		// their conditions before the ORDER BY; a key filter's list spans
 		// all time).
@@ -853,28 +859,61 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			sqlFrom(t, "internal/admin/pages.go", " UNION SELECT name FROM sources WHERE status = 'active' AND run_requested_at IS NOT NULL))") +
 			sqlFrom(t, "internal/admin/pages.go", " AND (lease_expires_at IS NULL OR lease_expires_at < now())") + "\nORDER BY name\nLIMIT 51",
 			args: []any{""}, index: "sources_due_idx"},
-		{name: "admin: failed runs of an hour", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = ANY($4)"),
-			args: []any{hour, hour.Add(time.Hour), "", []string{"failed", "deferred", "abandoned"}}},
-		{name: "admin: a run", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "id = $4"),
-			args: []any{allSince, allUntil, "src-6", int64(5000)}, index: "sync_runs_source_started_idx"},
+		{name: "admin: failed runs of an hour", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = ANY($5)"),
+			args: []any{hour, hour.Add(time.Hour), "", "", []string{"failed", "deferred", "abandoned"}}},
+		{name: "admin: a run", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "id = $5"),
+			args: []any{allSince, allUntil, "src-6", "", int64(5000)}, index: "sync_runs_source_started_idx"},
 		{name: "admin: when a source last succeeded", sql: sqlFrom(t, adminQ, "SELECT last_success_at FROM sources"), args: []any{"src-6"},
 			index: "sources_pkey"},
 		{name: "admin: a source's failed runs (it never succeeded)", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = 'failed'"),
-			args: []any{allSince, allUntil, "src-6"}, index: "sync_runs_source_started_idx"},
+			args: []any{allSince, allUntil, "src-6", ""}, index: "sync_runs_source_started_idx"},
 		{name: "admin: a source's failed runs since its last success", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = 'failed'"),
-			args: []any{now.Add(-24 * time.Hour), allUntil, "src-6"}},
-		{name: "admin: a run's changes of a kind", sql: withConds(sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"), "kind = ANY($4)", "run_id = $5"),
-			args: []any{allSince, allUntil, "src-6", []string{"created"}, int64(5000)}},
+			args: []any{now.Add(-24 * time.Hour), allUntil, "src-6", ""}},
+		{name: "admin: a run's changes of a kind", sql: withConds(sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"), "kind = ANY($5)", "run_id = $6"),
+			args: []any{allSince, allUntil, "src-6", "", []string{"created"}, int64(5000)}},
 		{name: "admin: notify decisions of an hour", sql: withConds(sqlFrom(t, adminQ, "decision, reason, urgency, created_at\n\t\tFROM evaluations"), "decision = ANY($5)"),
 			args: []any{hour, hour.Add(time.Hour), "", "", []string{"notify"}}, index: "evaluations_created_idx"},
 		{name: "admin: a notification", sql: withConds(sqlFrom(t, adminQ, "change_id, attempts, created_at, delivered_at, last_error"), "id = $5"),
 			args: []any{allSince, allUntil, "", "", int64(300)}, index: "notifications_pkey"},
-		{name: "admin: pending notifications", sql: withConds(sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"), "status = ANY($2)"),
-			args: []any{"", []string{"pending"}}},
+		{name: "admin: pending notifications", sql: withConds(sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"), "status = ANY($3)"),
+			args: []any{"", "", []string{"pending"}}},
 		{name: "admin: a task run", sql: "SELECT * FROM report_task_runs\nWHERE id = $1\nLIMIT 201", args: []any{int64(120001)}, index: "task_runs_pkey"},
 	} {
 		q.who = adminQ
 		q.allowCurrent = true // a report page
+		queries = append(queries, q)
+	}
+	// The admin pages of one owner (?owner=alice): the owner's overview,
+	// the report views' owner columns (migration 26), the models page's
+	// expensive calls, as the pages filter them (filtered in pages.go).
+	for _, q := range []hotQuery{
+		{name: "admin: an owner's overview", sql: sqlFrom(t, adminQ, "FROM report_owner_overview"), allowSources: true},
+		{name: "admin: an owner's stuck work", sql: "SELECT * FROM report_stuck\nWHERE definition_owner = $1\nLIMIT 201", allowSources: true},
+		{name: "admin: an owner's recent failures", sql: sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures") + "\nWHERE owner = $1\nLIMIT 201",
+			allowSources: true},
+		{name: "admin: an owner's failed runs", sql: sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures") + "\nWHERE kind = $1 AND owner = $2\nLIMIT 201",
+			args: []any{"sync_run", "alice"}, allowSources: true},
+		{name: "admin: an owner's high retry", sql: "SELECT * FROM report_high_retry\nWHERE owner = $1\nLIMIT 201", allowSources: true},
+		{name: "admin: an owner's disabled sources", sql: "SELECT * FROM report_disabled_sources\nWHERE owner = $1\nLIMIT 201", allowSources: true},
+		{name: "admin: an owner's task runs", sql: "SELECT * FROM report_task_runs\nWHERE owner = $1\nLIMIT 201"},
+		{name: "admin: an owner's expensive model calls", sql: sqlFrom(t, adminQ, "WHERE owner = $1 AND created_at"), index: "model_calls_created_idx"},
+		{name: "admin: an owner's runs of an hour", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), "", "alice"},
+			index: "sync_runs_started_idx"},
+		{name: "admin: an owner's quiet runs of an hour", sql: sqlFrom(t, adminQ, "ORDER BY hour DESC, source"),
+			args: []any{hour, hour.Add(time.Hour), "", "alice"}},
+		{name: "admin: an owner's changes of an hour", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"),
+			args: []any{hour, hour.Add(time.Hour), "", "alice"}, index: "changes_created_idx"},
+		{name: "admin: an owner's pending changes", sql: sqlFrom(t, adminQ, "eval_next_at, eval_owner, eval_error"), args: []any{"", "alice"},
+			index: "changes_pending_idx"},
+		{name: "admin: an owner's pending and held notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"),
+			args: []any{"", "alice"}},
+		{name: "admin: scheduled sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND state = $2 AND status = 'active' AND next_run_at > now()\nORDER BY name\nLIMIT 51",
+			args: []any{"", "scheduled"}, allowSources: true},
+	} {
+		if q.args == nil && strings.Contains(q.sql, "$1") {
+			q.args = []any{"alice"}
+		}
+		q.who, q.allowCurrent = adminQ, true
 		queries = append(queries, q)
 	}
 	cookbookVars := map[string]string{"source": "src-6", "record_id": "r-5", "run_id": "5000"}
