@@ -133,9 +133,9 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 		b.Queue(`
 			UPDATE changes SET eval_status = 'done', evaluated_at = clock_timestamp(), eval_owner = NULL,
 			       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
-			WHERE id = ANY($1) AND source = ANY($4) AND created_at >= $5
+			WHERE id = ANY($1) AND created_at >= $4
 			  AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
-			RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`, k.ids, ownerArg, attempt, k.sources, k.since)
+			RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`, k.ids, ownerArg, attempt, k.since)
 	}
 	if len(held) > 0 {
 		// Held: still pending, lease released, due again at retryAt.
@@ -144,9 +144,9 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 			UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
 			       eval_error = u.reason, eval_attempts = eval_attempts + $5
 			FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
-			WHERE changes.id = u.id AND changes.source = ANY($6) AND changes.created_at >= $7
+			WHERE changes.id = u.id AND changes.created_at >= $6
 			  AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
-			RETURNING changes.id, NULL::float8`, k.ids, heldUntil, heldReason, ownerArg, attempt, k.sources, k.since)
+			RETURNING changes.id, NULL::float8`, k.ids, heldUntil, heldReason, ownerArg, attempt, k.since)
 	}
 	updates := b.Len()
 	if wake {
