@@ -174,7 +174,9 @@ func TestAdminPagesInBrowser(t *testing.T) {
 	w := newWorld(t)
 	w.populate()
 	w.serve()
-	base := w.srv.URL
+	// The page as the api binary serves it, on the database the real
+	// pipeline filled.
+	base := w.serveBinary()
 
 	// Sign in: a user token is refused, the admin token gets in.
 	b.open(base+"/admin/", "Sign in")
