@@ -242,7 +242,8 @@ type Run struct {
 // ended more than an interval after it was due (an overdue source runs
 // once and is not made to catch up on the slots it missed), when the due
 // time is unknown, and when the upstream asked for a minimum interval
-// (which is counted from the request, with no jitter below it).
+// longer than the schedule's; a run is never due sooner after this one
+// ended than a minimum interval the upstream asked for.
 func (s *Schedule) Next(now time.Time, r Run) Decision {
 	if s.cron != nil {
 		d := s.cronNext(now, "")
@@ -277,6 +278,9 @@ func (s *Schedule) Next(now time.Time, r Run) Decision {
 	at := r.Due.Add(interval + j - s.spec.Jitter/2)
 	if at.Before(now) {
 		at = now
+	}
+	if floor := now.Add(r.MinInterval); at.Before(floor) {
+		at = floor // never sooner than the upstream asked
 	}
 	return Decision{At: at, Interval: interval, Reason: reason}
 }

@@ -109,9 +109,13 @@ func TestEveryKeepsItsCadence(t *testing.T) {
 	if got, want := n.Next(end, Run{Due: t0}).At, t0.Add(time.Minute-3*time.Second); !got.Equal(want) {
 		t.Errorf("late run: next %s, want %s", got, want)
 	}
-	// An upstream's minimum interval counts from the request, never less.
+	// An upstream's minimum interval counts from the request, never less,
+	// also when it is no longer than every (a feed's ttl of 1m).
 	if got := n.Next(end, Run{Due: t0, MinInterval: 2 * time.Minute}).At; !got.Equal(end.Add(2 * time.Minute)) {
 		t.Errorf("min interval: next %s, want end+2m", got)
+	}
+	if got := n.Next(end, Run{Due: t0, MinInterval: time.Minute}).At; !got.Equal(end.Add(time.Minute)) {
+		t.Errorf("min interval equal to every: next %s, want end+1m", got)
 	}
 }
 
