@@ -117,7 +117,8 @@ WHERE $3::text IS NOT NULL AND $5::interval IS NOT NULL`
 // that fell due during the outage (overdue by more than spreadAfter) is
 // not run now: its next run is moved to a random point within as long as
 // it has been overdue, at most its interval (at most an hour), so that the
-// sources an outage made due do not all hit their upstreams at once. It returns the claims to run and how many it spread.
+// sources an outage made due do not all hit their upstreams at once. It
+// returns the claims to run and how many it spread.
 func (s *Syncer) claim(ctx context.Context, limit int, asOf time.Time, spread bool) ([]claim, int, error) {
 	var claims []claim
 	var spreadN int
