@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -11,18 +10,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/admin"
+	"github.com/lookout-dev/lookout/internal/clitest"
 	"github.com/lookout-dev/lookout/internal/config"
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
 	"github.com/lookout-dev/lookout/internal/control"
@@ -313,89 +309,12 @@ func (w *world) count(sql string, args ...any) int64 {
 	return n
 }
 
-// apiBinary builds cmd/api once per test process.
-var apiBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "lookout-admin-api-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "api")
-	out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, "github.com/lookout-dev/lookout/cmd/api").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build ./cmd/api: %w\n%s", err, out)
-	}
-	return bin, nil
-})
-
-var servingRE = regexp.MustCompile(`"msg":"serving /metrics, /healthz, /readyz".*"addr":"([^"]+)"`)
-
-// serveBinary starts the real `api run` binary on the world's schema and
-// configuration directory (after serve made the definitions and tokens)
-// and returns its base URL. It is stopped with SIGTERM when the test ends
-// and must exit 0.
+// serveBinary starts the real `api run` binary (built once per test
+// process) on the world's schema and configuration directory, after serve
+// made the definitions and tokens, and returns its base URL. It is stopped
+// with SIGTERM when the test ends and must exit cleanly.
 func (w *world) serveBinary() string {
 	w.t.Helper()
-	bin, err := apiBinary()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config", w.dir, "run", "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+w.url, "LOOKOUT_LOG_FORMAT=json")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		w.t.Fatal(err)
-	}
-	addr := make(chan string, 1)
-	var logs strings.Builder
-	var logsMu sync.Mutex
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			logsMu.Lock()
-			logs.WriteString(sc.Text() + "\n")
-			logsMu.Unlock()
-			if m := servingRE.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() {
-		<-done
-		exited <- cmd.Wait()
-	}()
-	w.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				logsMu.Lock()
-				w.t.Errorf("api run exited with %v after SIGTERM:\n%s", err, logs.String())
-				logsMu.Unlock()
-			}
-		case <-time.After(time.Minute):
-			_ = cmd.Process.Kill()
-			w.t.Errorf("api run did not stop within a minute of SIGTERM")
-		}
-	})
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case err := <-exited:
-		logsMu.Lock()
-		defer logsMu.Unlock()
-		w.t.Fatalf("api run exited before serving: %v\n%s", err, logs.String())
-	case <-time.After(2 * time.Minute):
-		w.t.Fatal("api run did not serve within two minutes")
-	}
-	return ""
+	d := clitest.StartBinary(w.t, clitest.BuildBinary(w.t, "github.com/lookout-dev/lookout/cmd/api"), w.dir, w.url)
+	return "http://" + d.Addr
 }
