@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -52,16 +53,7 @@ func TestClaimBatch(t *testing.T) {
 			return connectors.Result{}, err
 		},
 	})
-	// A pool large enough for claim batches (a test pool has 4 connections).
-	pool, err := pgxpool.New(context.Background(), h.url+"&pool_max_conns=12")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := h.syncerOn(pool, cfg, Config{Now: time.Now})
-	if s.maxBatches < 1 {
-		t.Fatalf("no claim batches with %d connections", pool.Config().MaxConns)
-	}
+	s := h.batchSyncer(cfg, "")
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -140,15 +132,7 @@ func TestFailedClaimBatchStopsItsRuns(t *testing.T) {
 		},
 	})
 	app := "batchfail" + strings.ReplaceAll(t.Name(), "/", "")
-	pool, err := pgxpool.New(context.Background(), h.url+"&pool_max_conns=12&application_name="+app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := h.syncerOn(pool, cfg, Config{Now: time.Now})
-	if s.maxBatches < 1 {
-		t.Fatalf("no claim batches with %d connections", pool.Config().MaxConns)
-	}
+	s := h.batchSyncer(cfg, app)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -175,4 +159,24 @@ func TestFailedClaimBatchStopsItsRuns(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the run went on fetching after its claim batch failed")
 	}
+}
+
+// batchSyncer is a syncer on a pool large enough for claim batches (a test
+// pool has 4 connections), its connections named app when app is set.
+func (h *harness) batchSyncer(cfg *config.Config, app string) *Syncer {
+	h.t.Helper()
+	url := h.url + "&pool_max_conns=12"
+	if app != "" {
+		url += "&application_name=" + app
+	}
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(pool.Close)
+	s := h.syncerOn(pool, cfg, Config{Now: time.Now})
+	if s.maxBatches < 1 {
+		h.t.Fatalf("no claim batches with %d connections", pool.Config().MaxConns)
+	}
+	return s
 }
