@@ -420,19 +420,28 @@ func (s *Service) UpdateWatch(ctx context.Context, p Principal, source, name str
 		if err != nil {
 			return err
 		}
-		w, err := store.UpdateWatch(ctx, actor(p), source, name, def)
-		if err != nil {
-			return fromStore(err, "", "watch", source+"/"+name)
-		}
-		v := watchView(w)
-		if err := audit.Record(ctx, tx, entry(p, "update", "watch", source+"/"+name, w.Owner), watchView(before), v); err != nil {
-			return err
-		}
-		v.WebhookSecret = secret // shown once, never audited
-		out = &v
-		return nil
+		out, err = saveWatch(ctx, tx, store, p, "update", source, name, def, before, secret)
+		return err
 	})
 	return out, err
+}
+
+// saveWatch stores def as p's watch name of source in tx, audits action
+// against the watch as it was (before), and returns the new view with
+// secret, the own webhook's signing secret: shown once, never audited
+// ("" when none was made).
+func saveWatch(ctx context.Context, tx pgx.Tx, store *definitions.Store, p Principal, action, source, name string,
+	def []byte, before *definitions.Watch, secret string) (*WatchView, error) {
+	w, err := store.UpdateWatch(ctx, actor(p), source, name, def)
+	if err != nil {
+		return nil, fromStore(err, "", "watch", source+"/"+name)
+	}
+	v := watchView(w)
+	if err := audit.Record(ctx, tx, entry(p, action, "watch", source+"/"+name, w.Owner), watchView(before), v); err != nil {
+		return nil, err
+	}
+	v.WebhookSecret = secret
+	return &v, nil
 }
 
 // DeleteWatch deletes p's watch, audited.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/definitions"
 )
 
@@ -199,17 +198,8 @@ func (s *Service) RotateWebhookSecret(ctx context.Context, p Principal, source, 
 		if err != nil {
 			return fmt.Errorf("encode watch %s of source %s: %w", name, source, err)
 		}
-		w, err := store.UpdateWatch(ctx, actor(p), source, name, def)
-		if err != nil {
-			return fromStore(err, "", "watch", source+"/"+name)
-		}
-		v := watchView(w)
-		if err := audit.Record(ctx, tx, entry(p, "rotate_webhook_secret", "watch", source+"/"+name, w.Owner), watchView(before), v); err != nil {
-			return err
-		}
-		v.WebhookSecret = secret
-		out = &v
-		return nil
+		out, err = saveWatch(ctx, tx, store, p, "rotate_webhook_secret", source, name, def, before, secret)
+		return err
 	})
 	return out, err
 }
