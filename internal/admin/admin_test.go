@@ -332,12 +332,7 @@ func TestDeadLettersOfAnOwner(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.populate()
-	// A second dead letter: ticket 3 closed (the hook refuses it too).
-	w.mu.Lock()
-	w.tickets[2]["status"] = "closed"
-	w.mu.Unlock()
-	w.sync(true)
-	w.evaluate()
+	w.secondDeadLetter()
 	// The watches' owners as the evaluator writes them on the rows
 	// (file watches are the operator's: the test gives them two users).
 	w.exec(`UPDATE notifications SET owner = CASE record_id WHEN '2' THEN 'alice' ELSE 'bob' END`)
@@ -390,13 +385,7 @@ func TestEveryActionNeedsTheCSRFToken(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.populate()
-	// A second dead letter: ticket 3 closed (the hook refuses it too), so
-	// that retry all has one left after retry one.
-	w.mu.Lock()
-	w.tickets[2]["status"] = "closed"
-	w.mu.Unlock()
-	w.sync(true)
-	w.evaluate()
+	w.secondDeadLetter() // so that retry all has one left after retry one
 	dead := w.queryMap(`SELECT id FROM notifications WHERE status = 'dead' ORDER BY id`)
 	if len(dead) != 2 {
 		t.Fatalf("%d dead letters, want 2", len(dead))
@@ -479,4 +468,15 @@ func TestEveryActionNeedsTheCSRFToken(t *testing.T) {
 			t.Errorf("%s with the token was not done (answer %d %s)", a.name, resp.StatusCode, resp.Header.Get("Location"))
 		}
 	}
+}
+
+// secondDeadLetter closes ticket 3 and mirrors and evaluates it: the
+// hook refuses its notification too, a second dead letter.
+func (w *world) secondDeadLetter() {
+	w.t.Helper()
+	w.mu.Lock()
+	w.tickets[2]["status"] = "closed"
+	w.mu.Unlock()
+	w.sync(true)
+	w.evaluate()
 }
