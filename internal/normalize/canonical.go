@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -42,12 +43,12 @@ func AppendCanonical(b []byte, v any) []byte {
 	case float64:
 		return appendFloat(b, x)
 	case time.Time:
-		return appendString(b, x.UTC().Format(time.RFC3339Nano))
+		return appendTime(b, x)
 	case *time.Time:
 		if x == nil {
 			return append(b, "null"...)
 		}
-		return appendString(b, x.UTC().Format(time.RFC3339Nano))
+		return appendTime(b, *x)
 	case []string:
 		b = append(b, '[')
 		for i, s := range x {
@@ -67,13 +68,8 @@ func AppendCanonical(b []byte, v any) []byte {
 		}
 		return append(b, ']')
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
 		b = append(b, '{')
-		for i, k := range keys {
+		for i, k := range sortedKeys(x) {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -94,6 +90,54 @@ func AppendCanonical(b []byte, v any) []byte {
 		panic(fmt.Sprintf("normalize: canonical encoding of %T: %v", v, err))
 	}
 	return AppendCanonical(b, back)
+}
+
+// appendTime appends t in UTC as an RFC 3339 JSON string: the digits and
+// signs of the format need no escaping, so it is appendString of Format
+// without the string.
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+// maxCachedKeys bounds the size of the objects whose sorted keys are cached.
+const maxCachedKeys = 64
+
+// keyOrders caches, per object size, the sorted keys of the last object of
+// that size that was encoded: items of one source share their keys, and
+// sorting them again for every item is most of the cost of encoding them.
+// A published slice is never changed, so readers share it without a lock.
+var keyOrders [maxCachedKeys + 1]atomic.Pointer[[]string]
+
+// sortedKeys returns the keys of x, sorted bytewise. The caller must not
+// change the slice: it may be the cached order shared by every goroutine.
+func sortedKeys(x map[string]any) []string {
+	n := len(x)
+	if n <= maxCachedKeys {
+		if p := keyOrders[n].Load(); p != nil && sameKeys(x, *p) {
+			return *p
+		}
+	}
+	keys := make([]string, 0, n)
+	for k := range x {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if n <= maxCachedKeys {
+		keyOrders[n].Store(&keys)
+	}
+	return keys
+}
+
+// sameKeys reports whether keys, distinct and as many as x has, are x's.
+func sameKeys(x map[string]any, keys []string) bool {
+	for _, k := range keys {
+		if _, ok := x[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func appendFloat(b []byte, f float64) []byte {

@@ -522,11 +522,23 @@ func Numbers(v any) any {
 
 	case []any:
 		for i, e := range x {
-			x[i] = Numbers(e)
+			switch e.(type) {
+			case json.Number:
+				x[i] = Numbers(e)
+			case []any, map[string]any:
+				Numbers(e) // in place
+			}
 		}
 	case map[string]any:
+		// Only numbers are assigned: storing every value back would cost a
+		// map assignment per key.
 		for k, e := range x {
-			x[k] = Numbers(e)
+			switch e.(type) {
+			case json.Number:
+				x[k] = Numbers(e)
+			case []any, map[string]any:
+				Numbers(e) // in place
+			}
 		}
 	}
 	return v
