@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -163,6 +164,15 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 	if r.UpdatedAt, err = timeOf(vals[8]); err != nil {
 		return r, m.fieldError(r.ID, 8, err)
 	}
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	b := sc.buf[:0]
+	// The canonical extra object is encoded once, into b[es:ee], and the
+	// snapshot copies it; when the mapper encodes the raw JSON itself, the
+	// extra keys' encodings are copied from it too.
+	var es, ee int
+	ownRaw := raw == nil && obj != nil
+	var rs, re int
 	switch {
 	case m.extra != nil:
 		r.Extra = make(map[string]any, len(m.extra))
@@ -173,19 +183,86 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 			}
 			r.Extra[k] = jsonValue(v)
 		}
+		if ownRaw {
+			rs = len(b)
+			b = AppendCanonical(b, obj)
+			re = len(b)
+		}
+		es = len(b)
+		b = AppendCanonical(b, r.Extra)
+		ee = len(b)
 	case obj != nil:
-		r.Extra = make(map[string]any, len(obj))
-		for k, v := range obj {
+		keys := sortedKeys(obj)
+		n := 0
+		for _, k := range keys {
 			if !m.consumed(k) {
-				r.Extra[k] = v
+				n++
 			}
 		}
+		r.Extra = make(map[string]any, n)
+		if ownRaw {
+			// Canonical(item), noting where each extra key's "key":value is.
+			spans := sc.spans[:0]
+			rs = len(b)
+			b = append(b, '{')
+			for i, k := range keys {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				ks := len(b)
+				b = appendString(b, k)
+				b = append(b, ':')
+				v := obj[k]
+				b = AppendCanonical(b, v)
+				if !m.consumed(k) {
+					r.Extra[k] = v
+					spans = append(spans, span{ks, len(b)})
+				}
+			}
+			b = append(b, '}')
+			re = len(b)
+			es = len(b)
+			b = append(b, '{')
+			for i, sp := range spans {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, b[sp.start:sp.end]...)
+			}
+			b = append(b, '}')
+			ee = len(b)
+			sc.spans = spans
+			break
+		}
+		es = len(b)
+		b = append(b, '{')
+		for _, k := range keys {
+			if m.consumed(k) {
+				continue
+			}
+			if len(r.Extra) > 0 {
+				b = append(b, ',')
+			}
+			v := obj[k]
+			r.Extra[k] = v
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = AppendCanonical(b, v)
+		}
+		b = append(b, '}')
+		ee = len(b)
+	default:
+		es = len(b)
+		b = append(b, "{}"...)
+		ee = len(b)
 	}
 	switch {
-	case raw == nil:
-		raw = Canonical(item)
+	case ownRaw:
 		// Canonical replaced what PostgreSQL cannot store; if it did, the
 		// replacement character is in its output (rarely otherwise).
+		r.Repaired = bytes.Contains(b[rs:re], replacementChar) && !storable(item)
+	case raw == nil:
+		raw = Canonical(item)
 		r.Repaired = bytes.Contains(raw, replacementChar) && !storable(item)
 	case !utf8.Valid(raw) || bytes.Contains(raw, []byte(`\u0000`)):
 		// PostgreSQL's jsonb refuses invalid UTF-8 and \u0000; Canonical
@@ -209,9 +286,50 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 	for i, l := range r.Labels {
 		r.Labels[i] = fix(l)
 	}
-	r.Raw = raw
-	m.hasher.Hash(&r)
+
+	// The snapshot, after the raw JSON when the mapper encoded it: both
+	// are copied out of the scratch buffer into one allocation.
+	ss := len(b)
+	var xs int
+	b, xs = r.appendSnapshotExtra(b, b[es:ee])
+	se := len(b)
+	sc.buf = b
+	var out []byte
+	if ownRaw {
+		out = make([]byte, re-rs+se-ss)
+		n := copy(out, b[rs:re])
+		copy(out[n:], b[ss:se])
+		r.Raw = out[:n:n]
+		out = out[n:]
+	} else {
+		out = make([]byte, se-ss)
+		copy(out, b[ss:se])
+		r.Raw = raw
+	}
+	r.Snapshot = out
+	r.ExtraJSON = out[xs-ss : xs-ss+ee-es : xs-ss+ee-es]
+	m.hasher.hashSnapshot(&r)
 	return r, nil
+}
+
+// span is where a part of an encoding is in a buffer.
+type span struct{ start, end int }
+
+// scratch is Map's working memory, reused through scratchPool (Map runs on
+// several goroutines at once); nothing a Record holds points into it.
+type scratch struct {
+	buf   []byte
+	spans []span
+}
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{buf: make([]byte, 0, 4096)} }}
+
+// release returns sc to the pool unless an outsized item grew it.
+func (sc *scratch) release() {
+	if cap(sc.buf) > 1<<20 || cap(sc.spans) > 1<<12 {
+		return
+	}
+	scratchPool.Put(sc)
 }
 
 // kindError is a value of the wrong kind for a field: "is an object, not

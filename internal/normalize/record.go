@@ -104,22 +104,44 @@ func NewHasher(volatile []string) (*Hasher, error) {
 
 var fieldNames = []string{"id", "title", "body", "url", "author", "status", "labels", "created_at", "updated_at"}
 
-// Hash sets r.Hash and returns it.
+// Hash sets r.Hash, r.Snapshot and r.ExtraJSON, and returns the hash.
 func (h *Hasher) Hash(r *Record) string {
 	r.Snapshot, r.ExtraJSON = r.appendSnapshot(make([]byte, 0, 512))
+	h.hashSnapshot(r)
+	return r.Hash
+}
+
+// hashSnapshot sets r.Hash from r.Snapshot, or from r's fields minus the
+// volatile paths.
+func (h *Hasher) hashSnapshot(r *Record) {
 	if len(h.volatile) == 0 {
 		sum := sha256.Sum256(r.Snapshot)
 		r.Hash = hex.EncodeToString(sum[:])
 	} else {
 		r.Hash = h.hashFields(r.Fields())
 	}
-	return r.Hash
 }
 
 // appendSnapshot appends Canonical(r.Fields()) without building the map:
 // the keys in their sorted order. It returns the snapshot and the extra
 // object within it.
 func (r *Record) appendSnapshot(b []byte) (snapshot, extra []byte) {
+	start := len(b)
+	var extraJSON []byte
+	if r.Extra == nil {
+		extraJSON = []byte("{}")
+	} else {
+		extraJSON = Canonical(r.Extra)
+	}
+	b, xs := r.appendSnapshotExtra(b, extraJSON)
+	end := xs + len(extraJSON)
+	return b[start:], b[xs:end:end]
+}
+
+// appendSnapshotExtra appends the snapshot of r with extraJSON, the
+// canonical encoding of r.Extra, as its extra object, and returns where
+// in b that object starts.
+func (r *Record) appendSnapshotExtra(b, extraJSON []byte) ([]byte, int) {
 	str := func(key, v string) {
 		b = append(b, key...)
 		b = appendString(b, v)
@@ -132,13 +154,8 @@ func (r *Record) appendSnapshot(b []byte) (snapshot, extra []byte) {
 	str(`,"body":`, r.Body)
 	tm(`,"created_at":`, r.CreatedAt)
 	b = append(b, `,"extra":`...)
-	start := len(b)
-	if r.Extra == nil {
-		b = append(b, "{}"...)
-	} else {
-		b = AppendCanonical(b, r.Extra)
-	}
-	end := len(b)
+	xs := len(b)
+	b = append(b, extraJSON...)
 	str(`,"id":`, r.ID)
 	b = append(b, `,"labels":`...)
 	if r.Labels == nil {
@@ -151,7 +168,7 @@ func (r *Record) appendSnapshot(b []byte) (snapshot, extra []byte) {
 	tm(`,"updated_at":`, r.UpdatedAt)
 	str(`,"url":`, r.URL)
 	b = append(b, '}')
-	return b, b[start:end:end]
+	return b, xs
 }
 
 func (h *Hasher) hashFields(f map[string]any) string {
