@@ -50,14 +50,7 @@ func AppendCanonical(b []byte, v any) []byte {
 		}
 		return appendTime(b, *x)
 	case []string:
-		b = append(b, '[')
-		for i, s := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, s)
-		}
-		return append(b, ']')
+		return appendStrings(b, x)
 	case []any:
 		b = append(b, '[')
 		for i, e := range x {
@@ -90,6 +83,18 @@ func AppendCanonical(b []byte, v any) []byte {
 		panic(fmt.Sprintf("normalize: canonical encoding of %T: %v", v, err))
 	}
 	return AppendCanonical(b, back)
+}
+
+// appendStrings appends x as a JSON array of strings.
+func appendStrings(b []byte, x []string) []byte {
+	b = append(b, '[')
+	for i, s := range x {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
 }
 
 // appendTime appends t in UTC as an RFC 3339 JSON string: the digits and
@@ -159,10 +164,35 @@ func appendFloat(b []byte, f float64) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+const (
+	ones  = 0x0101010101010101 // 0x01 in every byte
+	highs = 0x8080808080808080 // the high bit of every byte
+)
+
+// plain8 reports whether none of the eight bytes in x needs appendString's
+// attention: none is a control character (< 0x20), '"', '\\' or outside
+// ASCII. (x - n*ones) &^ x has a byte's high bit set where a byte is below
+// n (for n <= 128), the classic "has less" test; a byte equal to c is a
+// zero byte of x ^ c*ones.
+func plain8(x uint64) bool {
+	quote, backslash := x^('"'*ones), x^('\\'*ones)
+	special := (x - 0x20*ones) &^ x
+	special |= (quote - ones) &^ quote
+	special |= (backslash - ones) &^ backslash
+	return (special|x)&highs == 0
+}
+
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight plain ASCII bytes at a time: most text has nothing to
+		// escape or check.
+		if i+8 <= len(s) && plain8(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
+			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+			i += 8
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {

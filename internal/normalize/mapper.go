@@ -158,11 +158,24 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 	if r.Labels, err = labelsValue(vals[6]); err != nil {
 		return r, m.fieldError(r.ID, 6, err)
 	}
-	if r.CreatedAt, err = timeOf(vals[7]); err != nil {
+	created, hasCreated, err := parseTimeValue(vals[7])
+	if err != nil {
 		return r, m.fieldError(r.ID, 7, err)
 	}
-	if r.UpdatedAt, err = timeOf(vals[8]); err != nil {
+	updated, hasUpdated, err := parseTimeValue(vals[8])
+	if err != nil {
 		return r, m.fieldError(r.ID, 8, err)
+	}
+	if hasCreated || hasUpdated {
+		times := new([2]time.Time) // one allocation for both
+		if hasCreated {
+			times[0] = created
+			r.CreatedAt = &times[0]
+		}
+		if hasUpdated {
+			times[1] = updated
+			r.UpdatedAt = &times[1]
+		}
 	}
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
@@ -536,38 +549,42 @@ func labelsValue(v any) ([]string, error) {
 var timeLayouts = []string{time.RFC3339Nano, time.RFC1123Z, time.RFC1123, "2006-01-02 15:04:05Z07:00", "2006-01-02 15:04:05", "2006-01-02T15:04:05", "2006-01-02"}
 
 func timeOf(v any) (*time.Time, error) {
+	t, ok, err := parseTimeValue(v)
+	if !ok || err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// parseTimeValue is timeOf without the allocation: ok is false for no time.
+func parseTimeValue(v any) (t time.Time, ok bool, err error) {
 	switch x := v.(type) {
 	case nil:
-		return nil, nil
+		return t, false, nil
 	case time.Time:
-		t := x.UTC()
-		return &t, nil
+		return x.UTC(), true, nil
 	case *time.Time:
 		if x == nil {
-			return nil, nil
+			return t, false, nil
 		}
-		t := x.UTC()
-		return &t, nil
+		return x.UTC(), true, nil
 	case string:
 		if x == "" {
-			return nil, nil
+			return t, false, nil
 		}
 		for _, l := range timeLayouts {
 			if t, err := time.Parse(l, x); err == nil {
-				t = t.UTC()
-				return &t, nil
+				return t.UTC(), true, nil
 			}
 		}
-		return nil, fmt.Errorf("%q is not a time (want RFC 3339, e.g. 2026-01-02T15:04:05Z)", x)
+		return t, false, fmt.Errorf("%q is not a time (want RFC 3339, e.g. 2026-01-02T15:04:05Z)", x)
 	case int64:
-		t := time.Unix(x, 0).UTC()
-		return &t, nil
+		return time.Unix(x, 0).UTC(), true, nil
 	case float64:
 		sec, frac := math.Modf(x)
-		t := time.Unix(int64(sec), int64(frac*1e9)).UTC()
-		return &t, nil
+		return time.Unix(int64(sec), int64(frac*1e9)).UTC(), true, nil
 	}
-	return nil, &kindError{v: v, want: "a time"}
+	return t, false, &kindError{v: v, want: "a time"}
 }
 
 // jsonValue converts expression results to JSON-compatible values.

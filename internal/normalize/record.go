@@ -116,7 +116,9 @@ func (h *Hasher) Hash(r *Record) string {
 func (h *Hasher) hashSnapshot(r *Record) {
 	if len(h.volatile) == 0 {
 		sum := sha256.Sum256(r.Snapshot)
-		r.Hash = hex.EncodeToString(sum[:])
+		var x [2 * sha256.Size]byte
+		hex.Encode(x[:], sum[:])
+		r.Hash = string(x[:])
 	} else {
 		r.Hash = h.hashFields(r.Fields())
 	}
@@ -148,7 +150,11 @@ func (r *Record) appendSnapshotExtra(b, extraJSON []byte) ([]byte, int) {
 	}
 	tm := func(key string, t *time.Time) {
 		b = append(b, key...)
-		b = AppendCanonical(b, t)
+		if t == nil {
+			b = append(b, "null"...)
+		} else {
+			b = appendTime(b, *t)
+		}
 	}
 	str(`{"author":`, r.Author)
 	str(`,"body":`, r.Body)
@@ -161,7 +167,7 @@ func (r *Record) appendSnapshotExtra(b, extraJSON []byte) ([]byte, int) {
 	if r.Labels == nil {
 		b = append(b, "[]"...)
 	} else {
-		b = AppendCanonical(b, r.Labels)
+		b = appendStrings(b, r.Labels)
 	}
 	str(`,"status":`, r.Status)
 	str(`,"title":`, r.Title)
