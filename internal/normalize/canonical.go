@@ -61,14 +61,16 @@ func AppendCanonical(b []byte, v any) []byte {
 		}
 		return append(b, ']')
 	case map[string]any:
+		var stack [16]any
+		keys, vals := sortedEntries(x, stack[:0])
 		b = append(b, '{')
-		for i, k := range sortedKeys(x) {
+		for i, k := range keys {
 			if i > 0 {
 				b = append(b, ',')
 			}
 			b = appendString(b, k)
 			b = append(b, ':')
-			b = AppendCanonical(b, x[k])
+			b = AppendCanonical(b, vals[i])
 		}
 		return append(b, '}')
 	}
@@ -115,13 +117,28 @@ const maxCachedKeys = 64
 // A published slice is never changed, so readers share it without a lock.
 var keyOrders [maxCachedKeys + 1]atomic.Pointer[[]string]
 
-// sortedKeys returns the keys of x, sorted bytewise. The caller must not
-// change the slice: it may be the cached order shared by every goroutine.
-func sortedKeys(x map[string]any) []string {
+// sortedEntries returns the keys of x, sorted bytewise, and their values
+// appended to vals[:0] in the same order. The caller must not change the
+// keys: they may be the cached order shared by every goroutine.
+func sortedEntries(x map[string]any, vals []any) ([]string, []any) {
 	n := len(x)
+	vals = vals[:0]
 	if n <= maxCachedKeys {
-		if p := keyOrders[n].Load(); p != nil && sameKeys(x, *p) {
-			return *p
+		if p := keyOrders[n].Load(); p != nil {
+			// The cached keys are distinct and as many as x has: they are
+			// x's if x has every one of them.
+			keys := *p
+			for _, k := range keys {
+				v, ok := x[k]
+				if !ok {
+					break
+				}
+				vals = append(vals, v)
+			}
+			if len(vals) == n {
+				return keys, vals
+			}
+			vals = vals[:0]
 		}
 	}
 	keys := make([]string, 0, n)
@@ -132,17 +149,10 @@ func sortedKeys(x map[string]any) []string {
 	if n <= maxCachedKeys {
 		keyOrders[n].Store(&keys)
 	}
-	return keys
-}
-
-// sameKeys reports whether keys, distinct and as many as x has, are x's.
-func sameKeys(x map[string]any, keys []string) bool {
 	for _, k := range keys {
-		if _, ok := x[k]; !ok {
-			return false
-		}
+		vals = append(vals, x[k])
 	}
-	return true
+	return keys, vals
 }
 
 func appendFloat(b []byte, f float64) []byte {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -68,6 +69,7 @@ type Mapper struct {
 	srcs   [9]string   // the expressions as written, "" when unmapped
 	extra  map[string]*Program
 	hasher *Hasher
+	layout atomic.Pointer[layout] // of the last key set mapped
 }
 
 // NewMapper compiles the field expressions. Every expression that does not
@@ -124,6 +126,18 @@ func (m *Mapper) Hasher() *Hasher { return m.hasher }
 func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 	var r Record
 	obj, _ := item.(map[string]any)
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	// The item's keys in canonical order with their values, and where the
+	// fields' keys are among them.
+	var keys []string
+	var values []any
+	var lay *layout
+	if obj != nil {
+		keys, values = sortedEntries(obj, sc.vals)
+		sc.vals = values
+		lay = m.layoutFor(keys)
+	}
 	vals := [9]any{}
 	for i := range vals {
 		if p := m.std[i]; p != nil {
@@ -132,8 +146,8 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 				return r, &FieldError{RecordID: r.ID, Field: fieldNames[i], Err: err}
 			}
 			vals[i] = v
-		} else if obj != nil {
-			vals[i] = obj[m.keys[i]]
+		} else if lay != nil && lay.field[i] >= 0 {
+			vals[i] = values[lay.field[i]]
 		}
 		if i == 0 {
 			id, err := idString(vals[0])
@@ -177,8 +191,6 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 			r.UpdatedAt = &times[1]
 		}
 	}
-	sc := scratchPool.Get().(*scratch)
-	defer sc.release()
 	b := sc.buf[:0]
 	// The canonical extra object is encoded once, into b[es:ee], and the
 	// snapshot copies it; when the mapper encodes the raw JSON itself, the
@@ -205,14 +217,7 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 		b = AppendCanonical(b, r.Extra)
 		ee = len(b)
 	case obj != nil:
-		keys := sortedKeys(obj)
-		n := 0
-		for _, k := range keys {
-			if !m.consumed(k) {
-				n++
-			}
-		}
-		r.Extra = make(map[string]any, n)
+		r.Extra = make(map[string]any, lay.extra)
 		if ownRaw {
 			// Canonical(item), noting where each extra key's "key":value is.
 			spans := sc.spans[:0]
@@ -225,9 +230,9 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 				ks := len(b)
 				b = appendString(b, k)
 				b = append(b, ':')
-				v := obj[k]
+				v := values[i]
 				b = AppendCanonical(b, v)
-				if !m.consumed(k) {
+				if !lay.consumed[i] {
 					r.Extra[k] = v
 					spans = append(spans, span{ks, len(b)})
 				}
@@ -249,14 +254,14 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 		}
 		es = len(b)
 		b = append(b, '{')
-		for _, k := range keys {
-			if m.consumed(k) {
+		for i, k := range keys {
+			if lay.consumed[i] {
 				continue
 			}
 			if len(r.Extra) > 0 {
 				b = append(b, ',')
 			}
-			v := obj[k]
+			v := values[i]
 			r.Extra[k] = v
 			b = appendString(b, k)
 			b = append(b, ':')
@@ -333,16 +338,54 @@ type span struct{ start, end int }
 type scratch struct {
 	buf   []byte
 	spans []span
+	vals  []any // the item's values in key order
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{buf: make([]byte, 0, 4096)} }}
 
 // release returns sc to the pool unless an outsized item grew it.
 func (sc *scratch) release() {
-	if cap(sc.buf) > 1<<20 || cap(sc.spans) > 1<<12 {
+	if cap(sc.buf) > 1<<20 || cap(sc.spans) > 1<<12 || cap(sc.vals) > 1<<12 {
 		return
 	}
+	clear(sc.vals) // keep no item alive from the pool
+	sc.vals = sc.vals[:0]
 	scratchPool.Put(sc)
+}
+
+// layout says, for one sorted key set, where the fields' keys are and
+// which keys the fields consume. Items of a source share their keys, so a
+// mapper keeps the layout of the last key set it saw.
+type layout struct {
+	keys     []string // the key set, as sortedEntries shares it (never changed)
+	field    [9]int   // index in keys of field i's key, -1 when absent
+	consumed []bool   // per key: a field consumes it (it is not in extra)
+	extra    int      // the number of keys not consumed
+}
+
+// layoutFor returns the layout of keys, from the last one when keys is the
+// same shared slice.
+func (m *Mapper) layoutFor(keys []string) *layout {
+	if l := m.layout.Load(); l != nil && len(l.keys) == len(keys) && (len(keys) == 0 || &l.keys[0] == &keys[0]) {
+		return l
+	}
+	l := &layout{keys: keys, consumed: make([]bool, len(keys))}
+	for i := range l.field {
+		l.field[i] = -1
+	}
+	for j, k := range keys {
+		l.consumed[j] = m.consumed(k)
+		if !l.consumed[j] {
+			l.extra++
+		}
+		for i, fk := range m.keys {
+			if fk == k {
+				l.field[i] = j
+			}
+		}
+	}
+	m.layout.Store(l)
+	return l
 }
 
 // kindError is a value of the wrong kind for a field: "is an object, not
