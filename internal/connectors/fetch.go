@@ -138,7 +138,11 @@ func Get(ctx context.Context, client *http.Client, req Request) (*Response, erro
 	if err := CheckStatusAt(resp, now()); err != nil {
 		return nil, fmt.Errorf("GET %s: %w", shown, err)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	var size int64 // what the response announced, if it fits
+	if resp.ContentLength > 0 && resp.ContentLength <= limit {
+		size = resp.ContentLength
+	}
+	body, err := readAll(io.LimitReader(resp.Body, limit+1), size)
 	if err != nil {
 		if terr := timedOut(err); terr != nil {
 			return nil, terr
@@ -193,4 +197,27 @@ func Redact(u string) string {
 	}
 	p.RawQuery = q.Encode()
 	return p.String()
+}
+
+// readAll is io.ReadAll into a buffer of the announced size (plus the byte
+// the read that meets the end needs), so that a page of a JSON API is read
+// without growing a buffer from 512 bytes up. size 0 means unknown.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // the announced size was short
+		}
+	}
 }

@@ -1,12 +1,14 @@
 package connectors_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +138,45 @@ func TestGetBoundsTheBody(t *testing.T) {
 	_, err := connectors.Get(context.Background(), srv.Client(), connectors.Request{URL: srv.URL, MaxBody: 1024})
 	if err == nil || !strings.Contains(err.Error(), "body larger than 1024 bytes") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestGetReadsTheWholeBody reads bodies of several sizes, with their
+// Content-Length announced and streamed without one.
+func TestGetReadsTheWholeBody(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		body := bytes.Repeat([]byte("0123456789"), n/10+1)[:n]
+		if r.URL.Query().Get("chunked") == "" {
+			w.Header().Set("Content-Length", strconv.Itoa(n))
+			w.Write(body)
+			return
+		}
+		for len(body) > 0 { // no Content-Length: flushed in pieces
+			k := min(len(body), 700)
+			w.Write(body[:k])
+			w.(http.Flusher).Flush()
+			body = body[k:]
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for _, n := range []int{0, 1, 511, 512, 513, 4096, 100_000} {
+		for _, chunked := range []string{"", "1"} {
+			u := fmt.Sprintf("%s/?n=%d&chunked=%s", srv.URL, n, chunked)
+			resp, err := connectors.Get(context.Background(), srv.Client(), connectors.Request{URL: u})
+			if err != nil {
+				t.Fatalf("GET %s: %v", u, err)
+			}
+			want := bytes.Repeat([]byte("0123456789"), n/10+1)[:n]
+			if !bytes.Equal(resp.Body, want) {
+				t.Errorf("GET %s: body of %d bytes, want the %d sent", u, len(resp.Body), n)
+			}
+		}
+	}
+	u := srv.URL + "/?n=2048"
+	if _, err := connectors.Get(context.Background(), srv.Client(), connectors.Request{URL: u, MaxBody: 2047}); err == nil || !strings.Contains(err.Error(), "body larger than 2047 bytes") {
+		t.Errorf("GET %s with a limit of 2047 bytes: err = %v", u, err)
 	}
 }
 

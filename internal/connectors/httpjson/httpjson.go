@@ -467,7 +467,7 @@ func (c *Connector) items(doc any, hdr map[string]any, shown string, seen map[st
 	out = make([]connectors.Item, 0, len(vals))
 	horizon := c.o.Now().Add(futureSlack)
 	for i, v := range vals {
-		loc := fmt.Sprintf("%s [%d]", shown, i)
+		loc := shown + " [" + strconv.Itoa(i) + "]"
 		var raw json.RawMessage
 		if c.o.Shape != nil {
 			var err error
