@@ -74,3 +74,34 @@ func BenchmarkFetchMapPage(b *testing.B) {
 		}
 	}
 }
+
+// TestItemLocations checks that every item is located by its page's URL
+// and its index: what item errors and duplicate-id errors name.
+func TestItemLocations(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(ticketPage(12))
+	}))
+	t.Cleanup(srv.Close)
+	items, err := normalize.Compile("body.data", "body", "headers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := httpjson.New(srv.Client(), httpjson.Options{URL: srv.URL + "/tickets?page=1", Items: items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locs []string
+	_, err = conn.Fetch(context.Background(), nil, func(_ context.Context, p connectors.Page) error {
+		for _, it := range p.Items {
+			locs = append(locs, it.Loc)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(locs) != 12 || locs[0] != srv.URL+"/tickets?page=1 [0]" || locs[11] != srv.URL+"/tickets?page=1 [11]" {
+		t.Errorf("item locations = %q, want %s/tickets?page=1 [0] to [11]", locs, srv.URL)
+	}
+}
