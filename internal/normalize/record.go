@@ -201,21 +201,36 @@ func (h *Hasher) hashFields(f map[string]any) string {
 // maps: top-level names, and extra.<key> for extra keys. Volatile paths of
 // h are left out. A nil old map means every non-empty field changed.
 func (h *Hasher) ChangedFields(old, new map[string]any) []string {
-	var out []string
+	// volatileExtra reports whether extra key k is volatile; it is looked
+	// up as "extra.<key>" only when some path is volatile.
+	var pathBuf [64]byte
+	volatileExtra := func(k string) bool {
+		if len(h.volatile) == 0 {
+			return false
+		}
+		return h.volatile[string(append(append(pathBuf[:0], "extra."...), k...))]
+	}
+	var stack [16]any
 	if old == nil {
+		extra, _ := new["extra"].(map[string]any)
+		out := make([]string, 0, len(fieldNames)+len(extra))
 		for _, name := range fieldNames {
 			if !h.volatile[name] && !isEmpty(new[name]) {
 				out = append(out, name)
 			}
 		}
-		extra, _ := new["extra"].(map[string]any)
-		for _, k := range slices.Sorted(maps.Keys(extra)) {
-			if !h.volatile["extra."+k] {
+		keys, _ := sortedEntries(extra, stack[:0])
+		for _, k := range keys {
+			if !volatileExtra(k) {
 				out = append(out, "extra."+k)
 			}
 		}
+		if len(out) == 0 {
+			return nil // as before: stored as NULL, not as an empty list
+		}
 		return out
 	}
+	var out []string
 	for _, name := range fieldNames {
 		if h.volatile[name] {
 			continue
@@ -234,7 +249,7 @@ func (h *Hasher) ChangedFields(old, new map[string]any) []string {
 		keys[k] = true
 	}
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		if h.volatile["extra."+k] {
+		if volatileExtra(k) {
 			continue
 		}
 		if !equalJSON(oe[k], ne[k]) {
@@ -248,6 +263,11 @@ func (h *Hasher) ChangedFields(old, new map[string]any) []string {
 // read back from Postgres ([]any, float64) equals the freshly mapped value
 // ([]string, int64).
 func equalJSON(a, b any) bool {
+	if x, ok := a.(string); ok {
+		if y, ok := b.(string); ok && x == y {
+			return true
+		}
+	}
 	if reflect.DeepEqual(a, b) {
 		return true
 	}
