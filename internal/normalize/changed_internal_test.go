@@ -68,7 +68,7 @@ func TestChangedFieldsMatchesReference(t *testing.T) {
 		"{\"id\": \"a\", \"title\": \"bad \xfe\"}",
 		`{"id": "a", "title": "bad", "extra_null": null, "empty": "", "a_very_long_extra_key_name_that_exceeds_the_path_buffer_of_sixty_four_bytes": 1}`,
 	}
-	for _, volatile := range [][]string{nil, {"updated_at", "extra.views", "extra.meta", "extra.a_very_long_extra_key_name_that_exceeds_the_path_buffer_of_sixty_four_bytes"}} {
+	for _, volatile := range [][]string{nil, {"id", "title"}, {"updated_at", "extra.views", "extra.meta", "extra.a_very_long_extra_key_name_that_exceeds_the_path_buffer_of_sixty_four_bytes"}} {
 		m, err := NewMapper(FieldExprs{}, volatile)
 		if err != nil {
 			t.Fatal(err)
