@@ -116,6 +116,9 @@ type Result struct {
 	CopyRate                    float64 // rows/s
 	ResyncRowsWritten           int64
 	InitialVsCopy, ResyncVsCopy float64
+	// InitialCost, ResyncCost and CopyCost: CPU and WAL of each, which
+	// wall times on a shared machine do not show.
+	InitialCost, ResyncCost, CopyCost Cost
 
 	Latency        *LatencyResult
 	Backlog        int
@@ -253,7 +256,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(1) initial sync", sec(res.Initial), res.InitialRate, res.InitialVsCopy)
 		fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(2) unchanged re-sync", sec(res.Resync), res.ResyncRate, res.ResyncVsCopy)
 		fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "    plain COPY of the same rows", sec(res.Copy), res.CopyRate, 1.0)
-		fmt.Fprintf(out, "  the re-sync wrote %d record/change rows (target 0)\n\n", res.ResyncRowsWritten)
+		fmt.Fprintf(out, "  the re-sync wrote %d record/change rows (target 0)\n", res.ResyncRowsWritten)
+		fmt.Fprintf(out, "  %-32s %14s %14s %10s\n", "CPU and WAL", "bench (Go) s", "PostgreSQL s", "WAL MB")
+		for _, c := range []struct {
+			name string
+			c    Cost
+		}{{"(1) initial sync", res.InitialCost}, {"(2) unchanged re-sync", res.ResyncCost}, {"    plain COPY", res.CopyCost}} {
+			fmt.Fprintf(out, "  %-32s %14.2f %14.2f %10.1f\n", c.name, c.c.Go.Seconds(), c.c.DB.Seconds(), float64(c.c.WAL)/1e6)
+		}
+		fmt.Fprintln(out)
 	}
 
 	// (3) latency
@@ -515,11 +526,18 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	}
 
 	// (a) initial sync
+	c0, err := measureCost(ctx, pool)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if _, err := s.RunDue(ctx); err != nil {
 		return err
 	}
 	res.Initial = time.Since(start)
+	if res.InitialCost, err = c0.since(ctx, pool); err != nil {
+		return err
+	}
 	if err := checkRun(ctx, pool, o.Records, "items_created"); err != nil {
 		return err
 	}
@@ -532,11 +550,17 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	if err != nil {
 		return err
 	}
+	if c0, err = measureCost(ctx, pool); err != nil {
+		return err
+	}
 	start = time.Now()
 	if _, err := s.RunDue(ctx); err != nil {
 		return err
 	}
 	res.Resync = time.Since(start)
+	if res.ResyncCost, err = c0.since(ctx, pool); err != nil {
+		return err
+	}
 	if err := checkQuietRun(ctx, pool, o.Records); err != nil {
 		return err
 	}
@@ -547,7 +571,7 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	res.ResyncRowsWritten = after - before
 
 	// (c) plain COPY of the same rows into a table like records.
-	res.Copy, err = copyBaseline(ctx, pool, api, cfg.Sources[0])
+	res.Copy, res.CopyCost, err = copyBaseline(ctx, pool, api, cfg.Sources[0])
 	if err != nil {
 		return err
 	}
@@ -632,26 +656,26 @@ func tupleWrites(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 }
 
 // copyBaseline COPYs the same normalized rows into a table like records and
-// returns how long the COPY took. Rows are prepared before timing: the
-// baseline is the database's best case.
-func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config.Source) (time.Duration, error) {
+// returns how long the COPY took and what it cost. Rows are prepared
+// before timing: the baseline is the database's best case.
+func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config.Source) (time.Duration, Cost, error) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE records_copy (LIKE records INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)`); err != nil {
-		return 0, err
+		return 0, Cost{}, err
 	}
 	m, err := normalize.NewMapper(normalize.FieldExprs{}, src.Volatile)
 	if err != nil {
-		return 0, err
+		return 0, Cost{}, err
 	}
 	var rows [][]any
 	for _, page := range api.pages {
 		doc, err := normalize.Decode(page)
 		if err != nil {
-			return 0, err
+			return 0, Cost{}, err
 		}
 		for _, it := range doc.(map[string]any)["data"].([]any) {
 			r, err := m.Map(it, nil)
 			if err != nil {
-				return 0, err
+				return 0, Cost{}, err
 			}
 			rows = append(rows, []any{"tickets", r.ID, 1, r.Hash, r.Title, r.Body, r.URL, r.Author, r.Status,
 				r.Labels, r.CreatedAt, r.UpdatedAt, string(normalize.Canonical(r.Extra)), string(r.Raw)})
@@ -659,14 +683,62 @@ func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config
 	}
 	cols := []string{"source", "record_id", "version", "content_hash", "title", "body", "url", "author", "status",
 		"labels", "external_created_at", "external_updated_at", "extra", "raw"}
+	c0, err := measureCost(ctx, pool)
+	if err != nil {
+		return 0, Cost{}, err
+	}
 	start := time.Now()
 	n, err := pool.CopyFrom(ctx, pgx.Identifier{"records_copy"}, cols, pgx.CopyFromRows(rows))
 	if err != nil {
-		return 0, fmt.Errorf("copy: %w", err)
+		return 0, Cost{}, fmt.Errorf("copy: %w", err)
 	}
 	d := time.Since(start)
 	if int(n) != len(rows) {
-		return 0, fmt.Errorf("copied %d rows of %d", n, len(rows))
+		return 0, Cost{}, fmt.Errorf("copied %d rows of %d", n, len(rows))
 	}
-	return d, nil
+	c, err := c0.since(ctx, pool)
+	return d, c, err
+}
+
+// Cost is what a measurement cost: the bench process's CPU (the syncer
+// and the local API in it), PostgreSQL's processes' CPU and the WAL
+// written.
+type Cost struct {
+	Go, DB time.Duration
+	WAL    int64
+}
+
+// costMark is the counters at the start of a measurement.
+type costMark struct {
+	goCPU time.Duration
+	dbCPU map[int]time.Duration
+	wal   int64
+}
+
+func measureCost(ctx context.Context, pool *pgxpool.Pool) (costMark, error) {
+	var m costMark
+	var err error
+	if m.goCPU, err = procCPU(os.Getpid()); err != nil {
+		return m, fmt.Errorf("read the bench's CPU time: %w", err)
+	}
+	if m.dbCPU, err = dbCPU(ctx, pool); err != nil {
+		return m, err
+	}
+	if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&m.wal); err != nil {
+		return m, fmt.Errorf("read the WAL position: %w", err)
+	}
+	return m, nil
+}
+
+// since is the cost from m until now.
+func (m costMark) since(ctx context.Context, pool *pgxpool.Pool) (Cost, error) {
+	n, err := measureCost(ctx, pool)
+	if err != nil {
+		return Cost{}, err
+	}
+	c := Cost{Go: n.goCPU - m.goCPU, WAL: n.wal - m.wal}
+	for pid, t := range n.dbCPU {
+		c.DB += t - m.dbCPU[pid] // a process started meanwhile counts whole
+	}
+	return c, nil
 }
