@@ -11,11 +11,13 @@ package changes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lookout-dev/lookout/internal/normalize"
 )
@@ -151,48 +153,16 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 		return st, err
 	}
 
-	n := len(changed)
-	w := newBatch(n)
+	w := newBatch(len(changed))
 	w.materialize = updatedIDs
 	for _, i := range changed {
 		r := &recs[i]
 		s, existed := have[r.ID]
-		version, kind := 1, Created
-		if existed {
-			version = s.version + 1
-			if !s.deleted {
-				kind = Updated
-			}
+		prev, hasPrev := previous[r.ID]
+		if !hasPrev {
+			prev = nil
 		}
-		fields := r.Fields()
-		// A created change leaves its snapshot to the record (see
-		// StoresSnapshot); materialize copies it into the change when the
-		// record moves on.
-		var snapshot *string
-		if kind != Created || StoresSnapshot(r) {
-			snap := r.Snapshot
-			if snap == nil {
-				snap = normalize.Canonical(fields)
-			}
-			str := string(snap)
-			snapshot = &str
-		}
-		var prevJSON *string
-		var changedFields []string
-		if prev, ok := previous[r.ID]; ok {
-			changedFields = h.ChangedFields(prev, fields)
-			p := string(normalize.Canonical(prev))
-			prevJSON = &p
-		} else {
-			changedFields = h.ChangedFields(nil, fields)
-		}
-		var oldHash *string
-		if existed {
-			oldHash = &s.hash
-		}
-		w.addRecord(source, runID, r, version, existed)
-		w.addChange(source, runID, r.ID, kind, version, oldHash, r.Hash, changedFields, snapshot, prevJSON)
-		if kind == Created {
+		if w.stage(source, runID, r, s, existed, prev, h) == Created {
 			st.Created++
 		} else {
 			st.Updated++
@@ -202,6 +172,110 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 		return st, err
 	}
 	return st, nil
+}
+
+// stage adds r's record row and its change row to b. existed and s say
+// what is stored of r; prev is the stored fields of a record r updates
+// (nil for a record created or stored deleted). It returns the change's
+// kind.
+func (b *batch) stage(source string, runID int64, r *normalize.Record, s stored, existed bool, prev map[string]any, h *normalize.Hasher) string {
+	version, kind := 1, Created
+	if existed {
+		version = s.version + 1
+		if !s.deleted {
+			kind = Updated
+		}
+	}
+	fields := r.Fields()
+	// A created change leaves its snapshot to the record (see
+	// StoresSnapshot); materialize copies it into the change when the
+	// record moves on.
+	var snapshot *string
+	if kind != Created || StoresSnapshot(r) {
+		snap := r.Snapshot
+		if snap == nil {
+			snap = normalize.Canonical(fields)
+		}
+		str := string(snap)
+		snapshot = &str
+	}
+	var prevJSON *string
+	changedFields := h.ChangedFields(prev, fields)
+	if prev != nil {
+		p := string(normalize.Canonical(prev))
+		prevJSON = &p
+	}
+	var oldHash *string
+	if existed {
+		oldHash = &s.hash
+	}
+	b.addRecord(source, runID, r, version, existed)
+	b.addChange(source, runID, r.ID, kind, version, oldHash, r.Hash, changedFields, snapshot, prevJSON)
+	return kind
+}
+
+// Fresh is a batch of records of a source that stores none of them (its
+// first sync): each is created at version 1, so its rows are built without
+// reading the database (PrepareFresh, on the caller's goroutine, while
+// the writer's connection is busy with the batch before) and written with
+// two COPYs and no read of stored hashes (Write). A record stored after
+// all (an id that came twice in one run, a webhook event meanwhile) fails
+// the COPY on records_pkey: Write returns ErrStored, the transaction is
+// lost, and the caller writes the records again with Apply.
+type Fresh struct {
+	source string
+	runID  int64
+	recs   []normalize.Record
+	b      *batch
+	st     Stats
+}
+
+// ErrStored is the error of Fresh.Write when a record of the batch is
+// stored already.
+var ErrStored = errors.New("a record of the batch is stored already")
+
+// PrepareFresh builds the rows of recs (hashed, with distinct ids) of
+// source as new records and their created changes.
+func PrepareFresh(source string, runID int64, recs []normalize.Record, h *normalize.Hasher) *Fresh {
+	f := &Fresh{source: source, runID: runID, recs: recs, b: newBatch(len(recs)), st: Stats{Seen: len(recs), Created: len(recs)}}
+	for i := range recs {
+		if recs[i].Repaired {
+			f.st.Repaired++
+		}
+		f.b.stage(source, runID, &recs[i], stored{}, false, nil, h)
+	}
+	return f
+}
+
+// Records are the records f was prepared from, to write them with Apply
+// after ErrStored.
+func (f *Fresh) Records() []normalize.Record { return f.recs }
+
+// Write writes f in tx, as Apply would have for a source storing none of
+// its records, and sends one NOTIFY.
+func (f *Fresh) Write(ctx context.Context, tx pgx.Tx) (Stats, error) {
+	if len(f.recs) == 0 {
+		return Stats{}, nil
+	}
+	if err := f.b.write(ctx, tx, f.source, f.runID); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "records_pkey" {
+			return Stats{}, fmt.Errorf("%w: %w", ErrStored, err)
+		}
+		return Stats{}, err
+	}
+	return f.st, nil
+}
+
+// SourceEmpty reports whether source stores no record, deleted or not.
+func SourceEmpty(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, source string) (bool, error) {
+	var empty bool
+	if err := q.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM records WHERE source = $1)`, source).Scan(&empty); err != nil {
+		return false, fmt.Errorf("read whether %s stores records: %w", source, err)
+	}
+	return empty, nil
 }
 
 // loadFields reads the canonical fields of stored records.
@@ -403,6 +477,14 @@ ON CONFLICT (source, record_id) DO UPDATE SET
     external_updated_at = excluded.external_updated_at, extra = excluded.extra, raw = excluded.raw,
     last_run_id = excluded.last_run_id, synced_at = excluded.synced_at, deleted_at = NULL`
 
+// activitySQL adds $1 changes to the hour's activity (migration 27): the
+// changes' created_at is their transaction's now(); one row per hour and
+// backend, so that concurrent writers never wait on each other's row.
+const activitySQL = `
+INSERT INTO activity_hour_totals AS t (hour, backend, changes)
+VALUES (date_trunc('hour', now(), 'UTC'), pg_backend_pid(), $1)
+ON CONFLICT (hour, backend) DO UPDATE SET changes = t.changes + excluded.changes`
+
 // NotifySQL wakes the evaluators listening on '<schema>.changes'.
 const NotifySQL = `SELECT pg_notify(current_schema() || '.changes', $1)`
 
@@ -427,6 +509,7 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx, source string, runID int64
 		q.Queue(upsertRecords, source, runArg(runID), b.ids, b.versions, b.hashes, b.titles, b.bodies, b.urls,
 			b.authors, b.statuses, b.labels, b.created, b.updated, b.extras, b.raws)
 	}
+	q.Queue(activitySQL, len(b.changes))
 	q.Queue(NotifySQL, source)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("write %d changes of %s: %w", len(b.changes), source, err)

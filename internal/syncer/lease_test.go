@@ -60,7 +60,7 @@ func TestLeaseTakeoverIsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.writeBatch(ctx, stale, []normalize.Record{rec}, nil, false); !errors.Is(err, ErrLeaseLost) {
+	if _, err := a.writeBatch(ctx, stale, []job{{recs: []normalize.Record{rec}}}, new(atomic.Bool)); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("write after takeover: %v, want ErrLeaseLost", err)
 	}
 	_, err = a.finish(ctx, stale, a.sources["s"], outcome{status: "succeeded"}, &runStats{})

@@ -359,10 +359,14 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 		seen = map[string]string{}
 	}
 
-	type job struct {
-		recs    []normalize.Record
-		cursor  json.RawMessage
-		pageEnd bool // the last batch of a page: counts the page
+	// A source that stores no record yet (its first sync) has its batches
+	// prepared as new records on this goroutine (changes.PrepareFresh)
+	// and written without reading stored hashes, until a batch finds a
+	// record stored after all (changes.ErrStored).
+	var fresh atomic.Bool
+	if r.lastSuccess == nil {
+		empty, err := changes.SourceEmpty(ctx, s.pool, r.name)
+		fresh.Store(err == nil && empty) // on error, the writer reads what is stored
 	}
 	jobs := make(chan job, 2)
 	var writeErr error
@@ -372,11 +376,65 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 	defer cancelWriter()
 	go func() {
 		defer close(writerDone)
+		// prev is the transaction of new records in flight, if any: the
+		// next one is written beside it and commits after it.
+		var prev *inflight
+		settle := func(p *inflight) {
+			<-p.done
+			if p.err != nil {
+				if writeErr == nil {
+					writeErr = p.err
+				}
+				cancelWriter()
+				return
+			}
+			written.Add(p.st)
+		}
+		defer func() {
+			if prev != nil {
+				settle(prev)
+			}
+		}()
 		for j := range jobs {
 			if writeErr != nil {
 				continue // drain after a failure
 			}
-			st, err := s.writeBatch(wctx, r, j.recs, j.cursor, j.pageEnd)
+			// The batches that waited for the writer share its
+			// transaction: one commit and one lease extension for them.
+			group := append(make([]job, 0, maxGroup), j)
+		more:
+			for len(group) < maxGroup {
+				select {
+				case next, ok := <-jobs:
+					if !ok {
+						break more
+					}
+					group = append(group, next)
+				default:
+					break more
+				}
+			}
+			if fresh.Load() && prepared(group) {
+				// New records only: two cores work on the database.
+				cur := &inflight{done: make(chan struct{})}
+				go func(after *inflight) {
+					defer close(cur.done)
+					cur.st, cur.err = s.writeFresh(wctx, r, group, &fresh, after)
+				}(prev)
+				if prev != nil {
+					settle(prev)
+				}
+				prev = cur
+				continue
+			}
+			if prev != nil {
+				settle(prev)
+				prev = nil
+				if writeErr != nil {
+					continue
+				}
+			}
+			st, err := s.writeBatch(wctx, r, group, &fresh)
 			if err != nil {
 				writeErr = err
 				cancelWriter()
@@ -416,6 +474,9 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 			j := job{recs: recs[i:min(i+s.conf.BatchSize, len(recs))]}
 			if i+s.conf.BatchSize >= len(recs) {
 				j.cursor, j.pageEnd = page.Cursor, true
+			}
+			if fresh.Load() {
+				j.fresh = changes.PrepareFresh(r.name, r.runID, j.recs, src.mapper.Hasher())
 			}
 			select {
 			case jobs <- j:
@@ -468,22 +529,116 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 // writer's own error is reported instead.
 var errWriterFailed = errors.New("batch write failed")
 
-// writeBatch commits one batch: the records and changes, the cursor, the
-// run's counters and the lease extension, all or nothing. The lease check
-// fences out a replica whose lease expired. A batch in which every item
-// was unchanged writes nothing: its counters wait for the next batch that
-// writes, or for the run's end.
-func (s *Syncer) writeBatch(ctx context.Context, r *run, recs []normalize.Record, cur json.RawMessage, pageEnd bool) (changes.Stats, error) {
+// job is a batch of a page for the writer: its records, the page's cursor
+// on the page's last batch, and its rows prepared as new records while
+// the source stores none (nil: written with changes.Apply).
+type job struct {
+	recs    []normalize.Record
+	fresh   *changes.Fresh
+	cursor  json.RawMessage
+	pageEnd bool // the last batch of a page: counts the page
+}
+
+// maxGroup is the most batches written in one transaction: those that
+// waited for the writer while it wrote the one before.
+const maxGroup = 4
+
+// writeBatch commits a group of batches: the records and changes, the
+// cursor of the last whole page, the run's counters and the lease
+// extension, all or nothing. The lease check fences out a replica whose
+// lease expired. A group in which every item was unchanged writes
+// nothing: its counters wait for the next group that writes, or for the
+// run's end. When a batch prepared as new records finds one stored
+// (changes.ErrStored), the run stops preparing them and the group is
+// written again with changes.Apply.
+func (s *Syncer) writeBatch(ctx context.Context, r *run, group []job, fresh *atomic.Bool) (changes.Stats, error) {
+	st, err := s.writeGroup(ctx, r, group, fresh.Load(), nil)
+	if errors.Is(err, changes.ErrStored) {
+		fresh.Store(false)
+		st, err = s.writeGroup(ctx, r, group, false, nil)
+	}
+	if err != nil {
+		return st, fmt.Errorf("write batch: %w", err)
+	}
+	return st, nil
+}
+
+// inflight is a transaction of the writer in flight: done is closed once
+// it committed (err nil) or failed.
+type inflight struct {
+	done chan struct{}
+	st   changes.Stats
+	err  error
+}
+
+// errEarlierWriteFailed rolls back a transaction whose predecessor failed.
+var errEarlierWriteFailed = errors.New("an earlier batch of the run failed")
+
+// prepared reports whether every batch of group was prepared as new
+// records.
+func prepared(group []job) bool {
+	for _, j := range group {
+		if j.fresh == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// writeFresh is writeBatch for a group of batches prepared as new records
+// while the transaction after, if not nil, is in flight: it writes its
+// rows beside it, then waits for it to commit before it touches the
+// source's row (lease, cursor, counters) and commits, and rolls back if
+// after failed. The commits, the cursors and the counters stay in order.
+// A record stored after all is written again once after is done.
+func (s *Syncer) writeFresh(ctx context.Context, r *run, group []job, fresh *atomic.Bool, after *inflight) (changes.Stats, error) {
+	st, err := s.writeGroup(ctx, r, group, true, after)
+	if errors.Is(err, changes.ErrStored) {
+		fresh.Store(false)
+		if err := waitFor(ctx, after); err != nil {
+			return st, fmt.Errorf("write batch: %w", err)
+		}
+		st, err = s.writeGroup(ctx, r, group, false, nil)
+	}
+	if err != nil {
+		return st, fmt.Errorf("write batch: %w", err)
+	}
+	return st, nil
+}
+
+// waitFor waits until after, if not nil, is done, and fails if it failed.
+func waitFor(ctx context.Context, after *inflight) error {
+	if after == nil {
+		return nil
+	}
+	select {
+	case <-after.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if after.err != nil {
+		return errEarlierWriteFailed
+	}
+	return nil
+}
+
+// writeGroup writes group in one transaction, with its prepared rows when
+// fresh, after the transaction after (nil: none in flight).
+func (s *Syncer) writeGroup(ctx context.Context, r *run, group []job, fresh bool, after *inflight) (changes.Stats, error) {
 	var st changes.Stats
 	pages := 0
-	if pageEnd {
-		pages = 1
+	var cur json.RawMessage
+	for _, j := range group {
+		if j.pageEnd {
+			pages++
+			cur = j.cursor
+		}
 	}
 	var written func(bool)
 	src := s.source(r.name)
 	release, err := s.writing(ctx)
 	if err != nil {
-		return st, fmt.Errorf("write batch: %w", err)
+		return st, err
 	}
 	defer release()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -493,9 +648,21 @@ func (s *Syncer) writeBatch(ctx context.Context, r *run, recs []normalize.Record
 				return err
 			}
 		}
-		var err error
-		st, err = changes.Apply(ctx, tx, r.name, r.runID, recs, src.mapper.Hasher())
-		if err != nil {
+		st = changes.Stats{}
+		for _, j := range group {
+			var b changes.Stats
+			var err error
+			if fresh && j.fresh != nil {
+				b, err = j.fresh.Write(ctx, tx)
+			} else {
+				b, err = changes.Apply(ctx, tx, r.name, r.runID, j.recs, src.mapper.Hasher())
+			}
+			if err != nil {
+				return err
+			}
+			st.Add(b)
+		}
+		if err := waitFor(ctx, after); err != nil {
 			return err
 		}
 		if st.Changed() == 0 && st.Repaired == 0 {
@@ -514,10 +681,7 @@ func (s *Syncer) writeBatch(ctx context.Context, r *run, recs []normalize.Record
 	case err == nil:
 		r.addPending(st, pages)
 	}
-	if err != nil {
-		return st, fmt.Errorf("write batch: %w", err)
-	}
-	return st, nil
+	return st, err
 }
 
 // extendLease renews the lease, stores the cursor and adds the batch's
