@@ -242,11 +242,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	sec := func(d time.Duration) float64 { return d.Seconds() }
 	// (1), (2): sync against COPY.
 	if o.runs(1) || o.runs(2) {
-		pool, _, done, err := o.schema(ctx, admin, "sync")
+		_, url, done, err := o.schema(ctx, admin, "sync")
 		if err != nil {
 			return nil, err
 		}
-		err = runSync(ctx, pool, o, res)
+		// The syncer's pool is sized as the syncer daemon sizes it.
+		var pool *pgxpool.Pool
+		if pool, err = db.OpenSized(ctx, url, syncer.PoolConns); err == nil {
+			err = runSync(ctx, pool, o, res)
+			pool.Close()
+		}
 		done()
 		if err != nil {
 			return nil, err
