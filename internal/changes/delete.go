@@ -72,7 +72,7 @@ func Delete(ctx context.Context, tx pgx.Tx, source string, runID int64, ids []st
 		}
 		snap := string(normalize.Canonical(prev[id]))
 		h := hash
-		c.addChange(source, runID, id, Deleted, version, &h, "", []string{}, &snap, &snap)
+		c.addChange(&source, runIDOf(runID), &id, Deleted, version, &h, nil, []string{}, &snap, &snap)
 		st.Deleted++
 	}
 	rows.Close()

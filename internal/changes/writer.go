@@ -155,6 +155,7 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 
 	w := newBatch(len(changed))
 	w.materialize = updatedIDs
+	src, run := &source, runIDOf(runID)
 	for _, i := range changed {
 		r := &recs[i]
 		s, existed := have[r.ID]
@@ -162,7 +163,7 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 		if !hasPrev {
 			prev = nil
 		}
-		if w.stage(source, runID, r, s, existed, prev, h) == Created {
+		if w.stage(src, run, r, s, existed, prev, h) == Created {
 			st.Created++
 		} else {
 			st.Updated++
@@ -178,7 +179,7 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 // what is stored of r; prev is the stored fields of a record r updates
 // (nil for a record created or stored deleted). It returns the change's
 // kind.
-func (b *batch) stage(source string, runID int64, r *normalize.Record, s stored, existed bool, prev map[string]any, h *normalize.Hasher) string {
+func (b *batch) stage(source *string, runID *int64, r *normalize.Record, s stored, existed bool, prev map[string]any, h *normalize.Hasher) string {
 	version, kind := 1, Created
 	if existed {
 		version = s.version + 1
@@ -186,7 +187,6 @@ func (b *batch) stage(source string, runID int64, r *normalize.Record, s stored,
 			kind = Updated
 		}
 	}
-	fields := r.Fields()
 	// A created change leaves its snapshot to the record (see
 	// StoresSnapshot); materialize copies it into the change when the
 	// record moves on.
@@ -194,23 +194,26 @@ func (b *batch) stage(source string, runID int64, r *normalize.Record, s stored,
 	if kind != Created || StoresSnapshot(r) {
 		snap := r.Snapshot
 		if snap == nil {
-			snap = normalize.Canonical(fields)
+			snap = normalize.Canonical(r.Fields())
 		}
 		str := string(snap)
 		snapshot = &str
 	}
 	var prevJSON *string
-	changedFields := h.ChangedFields(prev, fields)
+	var changedFields []string
 	if prev != nil {
+		changedFields = h.ChangedFields(prev, r.Fields())
 		p := string(normalize.Canonical(prev))
 		prevJSON = &p
+	} else {
+		changedFields = h.CreatedFields(r)
 	}
 	var oldHash *string
 	if existed {
 		oldHash = &s.hash
 	}
 	b.addRecord(source, runID, r, version, existed)
-	b.addChange(source, runID, r.ID, kind, version, oldHash, r.Hash, changedFields, snapshot, prevJSON)
+	b.addChange(source, runID, &r.ID, kind, version, oldHash, nonEmpty(&r.Hash), changedFields, snapshot, prevJSON)
 	return kind
 }
 
@@ -238,11 +241,12 @@ var ErrStored = errors.New("a record of the batch is stored already")
 // source as new records and their created changes.
 func PrepareFresh(source string, runID int64, recs []normalize.Record, h *normalize.Hasher) *Fresh {
 	f := &Fresh{source: source, runID: runID, recs: recs, b: newBatch(len(recs)), st: Stats{Seen: len(recs), Created: len(recs)}}
+	src, run := &source, runIDOf(runID)
 	for i := range recs {
 		if recs[i].Repaired {
 			f.st.Repaired++
 		}
-		f.b.stage(source, runID, &recs[i], stored{}, false, nil, h)
+		f.b.stage(src, run, &recs[i], stored{}, false, nil, h)
 	}
 	return f
 }
@@ -346,8 +350,8 @@ type batch struct {
 	// materialize lists the stored records this batch moves on: the
 	// snapshot their latest change left to them is copied into it first.
 	materialize []string
-	newRecords  [][]any
-	changes     [][]any
+	newRecords  []newRecord
+	changes     []changeRow
 
 	// upserts of existing records, as columns for unnest
 	ids, hashes, titles, bodies, urls, authors, statuses, labels, extras, raws []string
@@ -356,14 +360,95 @@ type batch struct {
 }
 
 func newBatch(n int) *batch {
-	return &batch{changes: make([][]any, 0, n)}
+	return &batch{changes: make([]changeRow, 0, n)}
 }
 
-func orNil(s string) any {
-	if s == "" {
+// newRecord is a row of recordColumns for COPY: its values point into
+// the record (no value is boxed per row); nil pointers are NULL.
+type newRecord struct {
+	source, id                       *string
+	version                          int32
+	title, body, url, author, status *string
+	labels                           []string
+	extra                            []byte
+	r                                *normalize.Record
+	runID                            *int64
+}
+
+// changeRow is a row of changeColumns for COPY, as newRecord.
+type changeRow struct {
+	source, id, kind *string
+	version          int32
+	oldHash, newHash *string
+	fields           []string
+	record, previous *string
+	runID            *int64
+}
+
+// rowSource is a pgx.CopyFromSource over n rows whose values fill writes
+// into one slice, reused from row to row (pgx encodes a row's values
+// before it asks for the next).
+type rowSource struct {
+	n, i   int
+	values []any
+	fill   func(i int, values []any)
+}
+
+func (s *rowSource) Next() bool {
+	s.i++
+	return s.i <= s.n
+}
+
+func (s *rowSource) Values() ([]any, error) {
+	s.fill(s.i-1, s.values)
+	return s.values, nil
+}
+
+func (s *rowSource) Err() error { return nil }
+
+func (b *batch) recordRows() *rowSource {
+	return &rowSource{n: len(b.newRecords), values: make([]any, len(recordColumns)), fill: func(i int, v []any) {
+		row := &b.newRecords[i]
+		v[0], v[1], v[2], v[3] = row.source, row.id, &row.version, &row.r.Hash
+		v[4], v[5], v[6], v[7], v[8] = row.title, row.body, row.url, row.author, row.status
+		v[9], v[10], v[11], v[12], v[13], v[14] = &row.labels, row.r.CreatedAt, row.r.UpdatedAt, &row.extra, rawOf(row.r), row.runID
+	}}
+}
+
+func (b *batch) changeRows() *rowSource {
+	return &rowSource{n: len(b.changes), values: make([]any, len(changeColumns)), fill: func(i int, v []any) {
+		row := &b.changes[i]
+		v[0], v[1], v[2], v[3], v[4], v[5] = row.source, row.id, row.kind, &row.version, row.oldHash, row.newHash
+		v[6], v[7], v[8], v[9] = &row.fields, row.record, row.previous, row.runID
+	}}
+}
+
+// nonEmpty points at s, or is nil (NULL) for "".
+func nonEmpty(s *string) *string {
+	if *s == "" {
 		return nil
 	}
 	return s
+}
+
+// null is the raw JSON of an item without one.
+var null = []byte("null")
+
+// rawOf is the item as received: connectors hand over raw JSON they
+// decoded, so it is valid.
+func rawOf(r *normalize.Record) *[]byte {
+	if len(r.Raw) == 0 {
+		return &null
+	}
+	return (*[]byte)(&r.Raw)
+}
+
+// runIDOf is runID as a column value: NULL for NoRun.
+func runIDOf(runID int64) *int64 {
+	if runID == NoRun {
+		return nil
+	}
+	return &runID
 }
 
 // rawJSON is the item as received: connectors hand over raw JSON they
@@ -393,10 +478,15 @@ func extraOf(r *normalize.Record) string {
 }
 
 // addRecord stages r at version; existed says whether a row is stored.
-func (b *batch) addRecord(source string, runID int64, r *normalize.Record, version int, existed bool) {
+func (b *batch) addRecord(source *string, runID *int64, r *normalize.Record, version int, existed bool) {
 	if !existed {
-		b.newRecords = append(b.newRecords, []any{source, r.ID, int32(version), r.Hash, orNil(r.Title), orNil(r.Body),
-			orNil(r.URL), orNil(r.Author), orNil(r.Status), labelsOf(r), r.CreatedAt, r.UpdatedAt, extraOf(r), rawJSON(r), runArg(runID)})
+		extra := r.ExtraJSON
+		if extra == nil {
+			extra = []byte(extraOf(r))
+		}
+		b.newRecords = append(b.newRecords, newRecord{source: source, id: &r.ID, version: int32(version),
+			title: nonEmpty(&r.Title), body: nonEmpty(&r.Body), url: nonEmpty(&r.URL), author: nonEmpty(&r.Author),
+			status: nonEmpty(&r.Status), labels: labelsOf(r), extra: extra, r: r, runID: runID})
 		return
 	}
 	b.ids = append(b.ids, r.ID)
@@ -414,22 +504,17 @@ func (b *batch) addRecord(source string, runID int64, r *normalize.Record, versi
 	b.versions = append(b.versions, int32(version))
 }
 
-func (b *batch) addChange(source string, runID int64, id, kind string, version int, oldHash *string, newHash string, fields []string, record, previous *string) {
+// kinds are the change kinds as column values.
+var kinds = map[string]*string{Created: ptr(Created), Updated: ptr(Updated), Deleted: ptr(Deleted)}
+
+func ptr[T any](v T) *T { return &v }
+
+func (b *batch) addChange(source *string, runID *int64, id *string, kind string, version int, oldHash *string, newHash *string, fields []string, record, previous *string) {
 	if fields == nil {
 		fields = []string{}
 	}
-	var rec, prev any
-	if record != nil {
-		rec = *record
-	}
-	if previous != nil {
-		prev = *previous
-	}
-	var old any
-	if oldHash != nil {
-		old = *oldHash
-	}
-	b.changes = append(b.changes, []any{source, id, kind, int32(version), old, orNil(newHash), fields, rec, prev, runArg(runID)})
+	b.changes = append(b.changes, changeRow{source: source, id: id, kind: kinds[kind], version: int32(version),
+		oldHash: oldHash, newHash: newHash, fields: fields, record: record, previous: previous, runID: runID})
 }
 
 // arrayLiteral encodes a Postgres text[] literal.
@@ -495,12 +580,12 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx, source string, runID int64
 		return err
 	}
 	if len(b.newRecords) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"records"}, recordColumns, pgx.CopyFromRows(b.newRecords)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"records"}, recordColumns, b.recordRows()); err != nil {
 			return fmt.Errorf("copy %d new records of %s: %w", len(b.newRecords), source, err)
 		}
 	}
 	if len(b.changes) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"changes"}, changeColumns, pgx.CopyFromRows(b.changes)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"changes"}, changeColumns, b.changeRows()); err != nil {
 			return fmt.Errorf("copy %d changes of %s: %w", len(b.changes), source, err)
 		}
 	}
