@@ -258,17 +258,39 @@ func (f *Fresh) Records() []normalize.Record { return f.recs }
 // Write writes f in tx, as Apply would have for a source storing none of
 // its records, and sends one NOTIFY.
 func (f *Fresh) Write(ctx context.Context, tx pgx.Tx) (Stats, error) {
-	if len(f.recs) == 0 {
-		return Stats{}, nil
+	return WriteFresh(ctx, tx, f)
+}
+
+// WriteFresh writes batches prepared for one source and run in tx, with
+// one COPY into records and one into changes for all of them.
+func WriteFresh(ctx context.Context, tx pgx.Tx, fs ...*Fresh) (Stats, error) {
+	var st Stats
+	var parts []*Fresh
+	for _, f := range fs {
+		if len(f.recs) > 0 {
+			parts = append(parts, f)
+			st.Add(f.st)
+		}
 	}
-	if err := f.b.write(ctx, tx, f.source, f.runID); err != nil {
+	if len(parts) == 0 {
+		return st, nil
+	}
+	b := parts[0].b
+	if len(parts) > 1 {
+		b = &batch{}
+		for _, f := range parts {
+			b.newRecords = append(b.newRecords, f.b.newRecords...)
+			b.changes = append(b.changes, f.b.changes...)
+		}
+	}
+	if err := b.write(ctx, tx, parts[0].source, parts[0].runID); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "records_pkey" {
 			return Stats{}, fmt.Errorf("%w: %w", ErrStored, err)
 		}
 		return Stats{}, err
 	}
-	return f.st, nil
+	return st, nil
 }
 
 // SourceEmpty reports whether source stores no record, deleted or not.

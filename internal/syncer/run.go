@@ -649,18 +649,23 @@ func (s *Syncer) writeGroup(ctx context.Context, r *run, group []job, fresh bool
 			}
 		}
 		st = changes.Stats{}
-		for _, j := range group {
-			var b changes.Stats
-			var err error
-			if fresh && j.fresh != nil {
-				b, err = j.fresh.Write(ctx, tx)
-			} else {
-				b, err = changes.Apply(ctx, tx, r.name, r.runID, j.recs, src.mapper.Hasher())
+		if fresh && prepared(group) {
+			fs := make([]*changes.Fresh, len(group))
+			for i, j := range group {
+				fs[i] = j.fresh
 			}
-			if err != nil {
+			var err error
+			if st, err = changes.WriteFresh(ctx, tx, fs...); err != nil {
 				return err
 			}
-			st.Add(b)
+		} else {
+			for _, j := range group {
+				b, err := changes.Apply(ctx, tx, r.name, r.runID, j.recs, src.mapper.Hasher())
+				if err != nil {
+					return err
+				}
+				st.Add(b)
+			}
 		}
 		if err := waitFor(ctx, after); err != nil {
 			return err
