@@ -248,7 +248,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		// The syncer's pool is sized as the syncer daemon sizes it.
 		var pool *pgxpool.Pool
-		if pool, err = db.OpenSized(ctx, url, syncer.PoolConns); err == nil {
+		if pool, err = db.OpenSized(ctx, url+"&application_name="+syncApp, syncer.PoolConns); err == nil {
 			err = runSync(ctx, pool, o, res)
 			pool.Close()
 		}
@@ -548,6 +548,9 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	}
 
 	// (b) unchanged re-sync: nothing may be written but the run's own rows.
+	if err := flushStats(ctx, pool); err != nil {
+		return err
+	}
 	if _, err := pool.Exec(ctx, `UPDATE sources SET next_run_at = now()`); err != nil {
 		return err
 	}
@@ -644,6 +647,31 @@ func checkRun(ctx context.Context, pool *pgxpool.Pool, n int, column string) err
 		return fmt.Errorf("benchmark run %s with %s=%d, want %d: %s", status, column, got, n, e)
 	}
 	return nil
+}
+
+// syncApp is the application_name of the connections of the syncer of
+// (1) and (2).
+const syncApp = "lookout-bench-sync"
+
+// flushStats closes pool's connections and waits until their backends
+// exited, which flushes the table statistics they held (a backend
+// reports them at most once a second while it lives): the initial sync's
+// writes are then all counted before the re-sync's are measured.
+func flushStats(ctx context.Context, pool *pgxpool.Pool) error {
+	pool.Reset()
+	for {
+		var left int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, syncApp).Scan(&left)
+		if err != nil {
+			return fmt.Errorf("wait for the syncer's connections to close: %w", err)
+		}
+		if left == 0 {
+			return nil
+		}
+		if !sleepCtx(ctx, 10*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
 }
 
 // tupleWrites counts rows inserted or updated in records and changes.
