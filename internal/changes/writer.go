@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/lookout-dev/lookout/internal/normalize"
 )
@@ -431,18 +432,65 @@ func (s *rowSource) Err() error { return nil }
 func (b *batch) recordRows() *rowSource {
 	return &rowSource{n: len(b.newRecords), values: make([]any, len(recordColumns)), fill: func(i int, v []any) {
 		row := &b.newRecords[i]
-		v[0], v[1], v[2], v[3] = row.source, row.id, &row.version, &row.r.Hash
-		v[4], v[5], v[6], v[7], v[8] = row.title, row.body, row.url, row.author, row.status
-		v[9], v[10], v[11], v[12], v[13], v[14] = &row.labels, row.r.CreatedAt, row.r.UpdatedAt, &row.extra, rawOf(row.r), row.runID
+		v[0], v[1], v[2], v[3] = text{row.source}, text{row.id}, int4{&row.version}, text{&row.r.Hash}
+		v[4], v[5], v[6], v[7], v[8] = text{row.title}, text{row.body}, text{row.url}, text{row.author}, text{row.status}
+		v[9], v[10], v[11], v[12], v[13], v[14] = row.labels, tstz{row.r.CreatedAt}, tstz{row.r.UpdatedAt}, row.extra, rawOf(row.r), int8{row.runID}
 	}}
 }
 
 func (b *batch) changeRows() *rowSource {
 	return &rowSource{n: len(b.changes), values: make([]any, len(changeColumns)), fill: func(i int, v []any) {
 		row := &b.changes[i]
-		v[0], v[1], v[2], v[3], v[4], v[5] = row.source, row.id, row.kind, &row.version, row.oldHash, row.newHash
-		v[6], v[7], v[8], v[9] = &row.fields, row.record, row.previous, row.runID
+		v[0], v[1], v[2], v[3], v[4], v[5] = text{row.source}, text{row.id}, text{row.kind}, int4{&row.version}, text{row.oldHash}, text{row.newHash}
+		v[6], v[7], v[8], v[9] = row.fields, jsonOf(row.record), jsonOf(row.previous), int8{row.runID}
 	}}
+}
+
+// jsonOf is a jsonb column value: NULL for nil.
+func jsonOf(p *string) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// text, int4, int8 and tstz are column values that pgx encodes through
+// its valuer interfaces: a nil pointer is NULL, and each is one pointer,
+// which an interface holds without allocating (a *string would be
+// dereferenced through reflection, a string boxed).
+type (
+	text struct{ p *string }
+	int4 struct{ p *int32 }
+	int8 struct{ p *int64 }
+	tstz struct{ p *time.Time }
+)
+
+func (t text) TextValue() (pgtype.Text, error) {
+	if t.p == nil {
+		return pgtype.Text{}, nil
+	}
+	return pgtype.Text{String: *t.p, Valid: true}, nil
+}
+
+func (i int4) Int64Value() (pgtype.Int8, error) {
+	if i.p == nil {
+		return pgtype.Int8{}, nil
+	}
+	return pgtype.Int8{Int64: int64(*i.p), Valid: true}, nil
+}
+
+func (i int8) Int64Value() (pgtype.Int8, error) {
+	if i.p == nil {
+		return pgtype.Int8{}, nil
+	}
+	return pgtype.Int8{Int64: *i.p, Valid: true}, nil
+}
+
+func (t tstz) TimestamptzValue() (pgtype.Timestamptz, error) {
+	if t.p == nil {
+		return pgtype.Timestamptz{}, nil
+	}
+	return pgtype.Timestamptz{Time: *t.p, Valid: true}, nil
 }
 
 // nonEmpty points at s, or is nil (NULL) for "".
@@ -458,11 +506,11 @@ var null = []byte("null")
 
 // rawOf is the item as received: connectors hand over raw JSON they
 // decoded, so it is valid.
-func rawOf(r *normalize.Record) *[]byte {
+func rawOf(r *normalize.Record) []byte {
 	if len(r.Raw) == 0 {
-		return &null
+		return null
 	}
-	return (*[]byte)(&r.Raw)
+	return r.Raw
 }
 
 // runIDOf is runID as a column value: NULL for NoRun.
