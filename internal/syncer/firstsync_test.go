@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/pgtest"
 )
 
 // pagesOf is an incremental source's fetch over pages 1..n of perPage
@@ -174,6 +176,38 @@ func TestFirstSyncStopsAtAFailedBatch(t *testing.T) {
 	for id, v := range records {
 		if v != 1 {
 			t.Errorf("%s at version %d, want 1", id, v)
+		}
+	}
+}
+
+// TestManyFirstSyncsAtOnce runs twelve first syncs at once on a pool with
+// two writing slots: each run writes two transactions at once, and the
+// second takes its slot and connection only after the first holds its
+// own, so the runs never wait on each other in a cycle. Every record is
+// stored once.
+func TestManyFirstSyncsAtOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	pool := pgtest.PoolFor(t, h.url+"&pool_max_conns=8")
+	sources, fetch := map[string]string{}, map[string]fetchFunc{}
+	for i := range 12 {
+		name := fmt.Sprintf("src%02d", i)
+		sources[name] = "every: 1h\njitter: 0s\n"
+		fetch[name] = pagesOf(12, 20, nil)
+	}
+	cfg := loadConfig(t, "", sources, fetch)
+	s := h.syncerOn(pool, cfg, Config{BatchSize: 5, Concurrency: 12})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if n, err := s.RunDue(ctx); err != nil || n != 12 {
+		t.Fatalf("ran %d: %v", n, err)
+	}
+	for name := range sources {
+		if runs := h.runs(name); len(runs) != 1 || runs[0].Status != "succeeded" || runs[0].Created != 240 {
+			t.Errorf("%s: %+v", name, runs)
+		}
+		if records, changes := h.stored(name); len(records) != 240 || len(changes) != 240 {
+			t.Errorf("%s: %d records, %d changes; want 240 of each", name, len(records), len(changes))
 		}
 	}
 }

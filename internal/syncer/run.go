@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/config"
@@ -415,11 +416,28 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 				}
 			}
 			if fresh.Load() && prepared(group) {
-				// New records only: two cores work on the database.
+				// New records only: two cores work on the database. The
+				// transaction's writing slot and connection are taken
+				// here, in order: the one in flight holds its own, so
+				// it never waits for the next one's (no deadlock when
+				// many runs write at once).
+				release, conn, err := s.writingConn(wctx)
+				if err != nil {
+					if prev != nil {
+						settle(prev)
+						prev = nil
+					}
+					if writeErr == nil {
+						writeErr = fmt.Errorf("write batch: %w", err)
+					}
+					cancelWriter()
+					continue
+				}
 				cur := &inflight{done: make(chan struct{})}
 				go func(after *inflight) {
 					defer close(cur.done)
-					cur.st, cur.err = s.writeFresh(wctx, r, group, &fresh, after)
+					defer release()
+					cur.st, cur.err = s.writeFresh(wctx, r, conn, group, &fresh, after)
 				}(prev)
 				if prev != nil {
 					settle(prev)
@@ -552,10 +570,10 @@ const maxGroup = 4
 // (changes.ErrStored), the run stops preparing them and the group is
 // written again with changes.Apply.
 func (s *Syncer) writeBatch(ctx context.Context, r *run, group []job, fresh *atomic.Bool) (changes.Stats, error) {
-	st, err := s.writeGroup(ctx, r, group, fresh.Load(), nil)
+	st, err := s.writeGroup(ctx, r, nil, group, fresh.Load(), nil)
 	if errors.Is(err, changes.ErrStored) {
 		fresh.Store(false)
-		st, err = s.writeGroup(ctx, r, group, false, nil)
+		st, err = s.writeGroup(ctx, r, nil, group, false, nil)
 	}
 	if err != nil {
 		return st, fmt.Errorf("write batch: %w", err)
@@ -591,14 +609,14 @@ func prepared(group []job) bool {
 // source's row (lease, cursor, counters) and commits, and rolls back if
 // after failed. The commits, the cursors and the counters stay in order.
 // A record stored after all is written again once after is done.
-func (s *Syncer) writeFresh(ctx context.Context, r *run, group []job, fresh *atomic.Bool, after *inflight) (changes.Stats, error) {
-	st, err := s.writeGroup(ctx, r, group, true, after)
+func (s *Syncer) writeFresh(ctx context.Context, r *run, conn *pgxpool.Conn, group []job, fresh *atomic.Bool, after *inflight) (changes.Stats, error) {
+	st, err := s.writeGroup(ctx, r, conn, group, true, after)
 	if errors.Is(err, changes.ErrStored) {
 		fresh.Store(false)
 		if err := waitFor(ctx, after); err != nil {
 			return st, fmt.Errorf("write batch: %w", err)
 		}
-		st, err = s.writeGroup(ctx, r, group, false, nil)
+		st, err = s.writeGroup(ctx, r, conn, group, false, nil)
 	}
 	if err != nil {
 		return st, fmt.Errorf("write batch: %w", err)
@@ -622,9 +640,24 @@ func waitFor(ctx context.Context, after *inflight) error {
 	return nil
 }
 
-// writeGroup writes group in one transaction, with its prepared rows when
+// writingConn takes a writing slot and a connection, released together.
+func (s *Syncer) writingConn(ctx context.Context) (func(), *pgxpool.Conn, error) {
+	release, err := s.writing(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return func() { conn.Release(); release() }, conn, nil
+}
+
+// writeGroup writes group in one transaction on conn (nil: a connection
+// of the pool, in a writing slot of its own), with its prepared rows when
 // fresh, after the transaction after (nil: none in flight).
-func (s *Syncer) writeGroup(ctx context.Context, r *run, group []job, fresh bool, after *inflight) (changes.Stats, error) {
+func (s *Syncer) writeGroup(ctx context.Context, r *run, conn *pgxpool.Conn, group []job, fresh bool, after *inflight) (changes.Stats, error) {
 	var st changes.Stats
 	pages := 0
 	var cur json.RawMessage
@@ -636,12 +669,18 @@ func (s *Syncer) writeGroup(ctx context.Context, r *run, group []job, fresh bool
 	}
 	var written func(bool)
 	src := s.source(r.name)
-	release, err := s.writing(ctx)
-	if err != nil {
-		return st, err
+	var db interface {
+		Begin(context.Context) (pgx.Tx, error)
+	} = conn
+	if conn == nil {
+		release, err := s.writing(ctx)
+		if err != nil {
+			return st, err
+		}
+		defer release()
+		db = s.pool
 	}
-	defer release()
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if src.cfg.Webhook != nil {
 			// The source's events are written at the same time.
 			if err := changes.Lock(ctx, tx, r.name); err != nil {
