@@ -531,6 +531,7 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	}
 
 	// (a) initial sync
+	checkpoint(ctx, pool)
 	c0, err := measureCost(ctx, pool)
 	if err != nil {
 		return err
@@ -579,6 +580,7 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	res.ResyncRowsWritten = after - before
 
 	// (c) plain COPY of the same rows into a table like records.
+	checkpoint(ctx, pool)
 	res.Copy, res.CopyCost, err = copyBaseline(ctx, pool, api, cfg.Sources[0])
 	if err != nil {
 		return err
@@ -647,6 +649,14 @@ func checkRun(ctx context.Context, pool *pgxpool.Pool, n int, column string) err
 		return fmt.Errorf("benchmark run %s with %s=%d, want %d: %s", status, column, got, n, e)
 	}
 	return nil
+}
+
+// checkpoint starts a measurement of (1) or the COPY on the same footing:
+// no checkpoint of the writes before it running meanwhile. It needs
+// pg_checkpoint (or a superuser, as scripts/bench.sh's cluster gives);
+// without it the measurement runs as it is.
+func checkpoint(ctx context.Context, pool *pgxpool.Pool) {
+	pool.Exec(ctx, "CHECKPOINT")
 }
 
 // syncApp is the application_name of the connections of the syncer of
