@@ -475,12 +475,23 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 
 // claimSQL locks up to $1 claimable changes: pending, due, not leased to a
 // live evaluator, and the earliest pending change of their record (changes
-// of one record are evaluated in order). A created change that left its
-// snapshot to its record (migration 11) gets it from the record in the
-// same statement, as changes_with_record does: no second round trip, and
-// consistent with the lock (a writer that moves the record on
-// materializes the snapshot into the change row first, which the lock
-// either waits out, re-reading the row, or skips).
+// of one record are evaluated in order: an earlier pending change, leased
+// to another evaluator or waiting for its retry at eval_next_at, holds the
+// later ones back). A created change that left its snapshot to its record
+// (migration 11) gets it from the record in the same statement, as
+// changes_with_record does: no second round trip, and consistent with the
+// lock (a writer that moves the record on materializes the snapshot into
+// the change row first, which the lock either waits out, re-reading the
+// row, or skips).
+//
+// The order check reads the record's changes through changes_record_idx
+// (source, record_id, id), from the oldest pending change of all on
+// (p.id >= the InitPlan's min(id), found at the head of
+// changes_pending_idx): every pending change is at least that old, so the
+// bound changes no answer, and a record's evaluated history before it,
+// however long, is not read. Migration 28 dropped the partial index
+// changes_pending_record_idx that served the check before, to make the
+// syncer's inserts cheaper (docs/performance.md#evaluator).
 const claimSQL = `
 	SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, coalesce(ch.new_hash, ''), ch.changed_fields,
 	       coalesce(ch.record, (SELECT record_snapshot(r) FROM records r
@@ -491,8 +502,9 @@ const claimSQL = `
 	  AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
 	  AND NOT EXISTS (
 	      SELECT 1 FROM changes p
-	      WHERE p.eval_status = 'pending' AND p.source = ch.source
-	        AND p.record_id = ch.record_id AND p.id < ch.id)
+	      WHERE p.source = ch.source AND p.record_id = ch.record_id
+	        AND p.id >= (SELECT min(o.id) FROM changes o WHERE o.eval_status = 'pending')
+	        AND p.id < ch.id AND p.eval_status = 'pending')
 	ORDER BY ch.id
 	LIMIT $1
 	FOR UPDATE OF ch SKIP LOCKED`

@@ -615,7 +615,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			args: []any{batch, batchSources, batchSince}, index: "records_pkey", since: batchSince},
 		{name: "evaluator: claim pending changes", who: "internal/evaluator/evaluator.go claimSQL",
 			sql: sqlFrom(t, "internal/evaluator/evaluator.go", "FOR UPDATE OF ch SKIP LOCKED"), args: []any{500},
-			index: "changes_pending_record_idx"},
+			index: "changes_record_idx"},
 		{name: "evaluator: lease a batch that needs the model", who: "internal/evaluator/evaluator.go lease",
 			sql:  sqlFrom(t, "internal/evaluator/evaluator.go", "eval_attempts = eval_attempts + 1\n\t\tWHERE id = ANY($1)"),
 			args: []any{batch, "evaluator-x", lease, batchSources, batchSince}, index: "changes_pkey", since: batchSince},
