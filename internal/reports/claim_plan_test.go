@@ -66,6 +66,11 @@ func explainAnalyzed(ctx context.Context, conn *pgxpool.Conn, sql string, args .
 	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&raw); err != nil {
 		return analyzed{}, err
 	}
+	return decodeAnalyzed(raw)
+}
+
+// decodeAnalyzed decodes the output of EXPLAIN (ANALYZE, FORMAT JSON).
+func decodeAnalyzed(raw []byte) (analyzed, error) {
 	var out []struct {
 		Plan analyzed `json:"Plan"`
 	}
