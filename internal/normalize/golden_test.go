@@ -107,6 +107,9 @@ func TestGolden(t *testing.T) {
 			}
 			r, err := m.Map(v, nil)
 			writeGolden(&b, fmt.Sprintf("%s item %d", gm.name, i), r, err)
+			if err == nil {
+				checkConsistent(t, fmt.Sprintf("%s item %d", gm.name, i), m.Hasher(), r)
+			}
 		}
 		for i, raw := range goldenRaws {
 			v, err := normalize.Decode([]byte(raw))
@@ -115,6 +118,9 @@ func TestGolden(t *testing.T) {
 			}
 			r, err := m.Map(v, []byte(raw))
 			writeGolden(&b, fmt.Sprintf("%s raw %d", gm.name, i), r, err)
+			if err == nil {
+				checkConsistent(t, fmt.Sprintf("%s raw %d", gm.name, i), m.Hasher(), r)
+			}
 		}
 	}
 	// A whole page decoded at once, as the http connector reads it.
@@ -132,6 +138,24 @@ func TestGolden(t *testing.T) {
 		writeGolden(&b, fmt.Sprintf("page item %d", i), r, err)
 	}
 	checkGolden(t, "records.txt", b.String())
+}
+
+// checkConsistent checks a mapped record against the generic encodings:
+// its snapshot is the canonical JSON of its fields, its extra that of its
+// extra object, and hashing it again from its fields gives its hash.
+func checkConsistent(t *testing.T, name string, h *normalize.Hasher, r normalize.Record) {
+	t.Helper()
+	if want := normalize.Canonical(r.Fields()); string(r.Snapshot) != string(want) {
+		t.Errorf("%s: snapshot\n got %s\nwant %s", name, r.Snapshot, want)
+	}
+	if want := normalize.Canonical(r.Fields()["extra"]); string(r.ExtraJSON) != string(want) {
+		t.Errorf("%s: extra %s, want %s", name, r.ExtraJSON, want)
+	}
+	again := r
+	again.Snapshot, again.ExtraJSON, again.Hash = nil, nil, ""
+	if h.Hash(&again); again.Hash != r.Hash || string(again.Snapshot) != string(r.Snapshot) {
+		t.Errorf("%s: Hasher.Hash gives %s, Map gave %s", name, again.Hash, r.Hash)
+	}
 }
 
 func writeGolden(b *strings.Builder, name string, r normalize.Record, err error) {
@@ -181,6 +205,53 @@ func checkGolden(t *testing.T, name, got string) {
 				}
 			}
 			t.Fatalf("%s differs at line %d (%s):\n got: %s\nwant: %s", path, i+1, rec, g, w)
+		}
+	}
+}
+
+// TestMapConcurrent maps items of many shapes from several goroutines at
+// once through one mapper (the key order cache, the mapper's layout and
+// the scratch buffers are shared) and checks every record against the one
+// mapped alone.
+func TestMapConcurrent(t *testing.T) {
+	t.Parallel()
+	m, err := normalize.NewMapper(normalize.FieldExprs{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []any
+	var want []normalize.Record
+	for _, s := range append(benchTickets(0, 20), goldenItems...) {
+		v, err := normalize.Decode([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.Map(v, nil)
+		if err != nil {
+			continue
+		}
+		items, want = append(items, v), append(want, r)
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for n := range 200 {
+				i := (n*7 + g*13) % len(items)
+				r, err := m.Map(items[i], nil)
+				if err == nil && (r.Hash != want[i].Hash || string(r.Snapshot) != string(want[i].Snapshot) || string(r.Raw) != string(want[i].Raw)) {
+					err = fmt.Errorf("item %d mapped concurrently: hash %s, want %s", i, r.Hash, want[i].Hash)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }

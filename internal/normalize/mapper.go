@@ -69,7 +69,10 @@ type Mapper struct {
 	srcs   [9]string   // the expressions as written, "" when unmapped
 	extra  map[string]*Program
 	hasher *Hasher
-	layout atomic.Pointer[layout] // of the last key set mapped
+	// textFromItem: every text field (id to labels) is the item's value
+	// of a key, not an expression's result.
+	textFromItem bool
+	layout       atomic.Pointer[layout] // of the last key set mapped
 }
 
 // NewMapper compiles the field expressions. Every expression that does not
@@ -99,6 +102,12 @@ func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
 		if k, ok := strings.CutPrefix(strings.TrimSpace(src), "item."); ok && simpleKey.MatchString(k) {
 			m.keys[i] = k
 			m.plain[i] = true
+		}
+	}
+	m.textFromItem = true
+	for i := range 7 {
+		if m.std[i] != nil && !m.plain[i] {
+			m.textFromItem = false
 		}
 	}
 	if f.Extra != nil {
@@ -176,8 +185,11 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 	if err != nil {
 		return r, m.fieldError(r.ID, 7, err)
 	}
-	updated, hasUpdated, err := parseTimeValue(vals[8])
-	if err != nil {
+	var updated time.Time
+	var hasUpdated bool
+	if c, ok := vals[7].(string); ok && c != "" && vals[8] == any(c) {
+		updated, hasUpdated = created, hasCreated // the same text: parsed once
+	} else if updated, hasUpdated, err = parseTimeValue(vals[8]); err != nil {
 		return r, m.fieldError(r.ID, 8, err)
 	}
 	if hasCreated || hasUpdated {
@@ -198,6 +210,7 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 	var es, ee int
 	ownRaw := raw == nil && obj != nil
 	var rs, re int
+	valueSpans := false // sc.vspans locates the item's values in b
 	switch {
 	case m.extra != nil:
 		r.Extra = make(map[string]any, len(m.extra))
@@ -219,8 +232,10 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 	case obj != nil:
 		r.Extra = make(map[string]any, lay.extra)
 		if ownRaw {
-			// Canonical(item), noting where each extra key's "key":value is.
+			// Canonical(item), noting where each extra key's "key":value
+			// is, and where each value is.
 			spans := sc.spans[:0]
+			vspans := sc.vspans[:0]
 			rs = len(b)
 			b = append(b, '{')
 			for i, k := range keys {
@@ -230,8 +245,10 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 				ks := len(b)
 				b = appendString(b, k)
 				b = append(b, ':')
+				vs := len(b)
 				v := values[i]
 				b = AppendCanonical(b, v)
+				vspans = append(vspans, span{vs, len(b)})
 				if !lay.consumed[i] {
 					r.Extra[k] = v
 					spans = append(spans, span{ks, len(b)})
@@ -249,7 +266,8 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 			}
 			b = append(b, '}')
 			ee = len(b)
-			sc.spans = spans
+			sc.spans, sc.vspans = spans, vspans
+			valueSpans = true
 			break
 		}
 		es = len(b)
@@ -274,11 +292,16 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 		b = append(b, "{}"...)
 		ee = len(b)
 	}
+	// clean: the mapper encoded the raw JSON and it holds no U+FFFD, so no
+	// text in the item had invalid UTF-8 or NUL (Canonical would have
+	// replaced it by U+FFFD).
+	clean := false
 	switch {
 	case ownRaw:
 		// Canonical replaced what PostgreSQL cannot store; if it did, the
 		// replacement character is in its output (rarely otherwise).
-		r.Repaired = bytes.Contains(b[rs:re], replacementChar) && !storable(item)
+		clean = !bytes.Contains(b[rs:re], replacementChar)
+		r.Repaired = !clean && !storable(item)
 	case raw == nil:
 		raw = Canonical(item)
 		r.Repaired = bytes.Contains(raw, replacementChar) && !storable(item)
@@ -299,17 +322,35 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 		}
 		return s
 	}
-	r.ID = fix(r.ID)
-	r.Title, r.Body, r.URL, r.Author, r.Status = fix(r.Title), fix(r.Body), fix(r.URL), fix(r.Author), fix(r.Status)
-	for i, l := range r.Labels {
-		r.Labels[i] = fix(l)
+	if !clean || !m.textFromItem {
+		r.ID = fix(r.ID)
+		r.Title, r.Body, r.URL, r.Author, r.Status = fix(r.Title), fix(r.Body), fix(r.URL), fix(r.Author), fix(r.Status)
+		for i, l := range r.Labels {
+			r.Labels[i] = fix(l)
+		}
+	}
+
+	// Fields whose value is a string (or a list of strings) of the item,
+	// unchanged, are encoded in the raw JSON already: the snapshot copies
+	// them.
+	var pre [9]span
+	if valueSpans {
+		texts := [...]string{r.ID, r.Title, r.Body, r.URL, r.Author, r.Status}
+		for i, t := range texts {
+			if j := lay.field[i]; m.std[i] == nil && j >= 0 && vals[i] == any(t) {
+				pre[i] = sc.vspans[j]
+			}
+		}
+		if j := lay.field[6]; m.std[6] == nil && j >= 0 && sameStrings(vals[6], r.Labels) {
+			pre[6] = sc.vspans[j]
+		}
 	}
 
 	// The snapshot, after the raw JSON when the mapper encoded it: both
 	// are copied out of the scratch buffer into one allocation.
 	ss := len(b)
 	var xs int
-	b, xs = r.appendSnapshotExtra(b, b[es:ee])
+	b, xs = r.appendSnapshotExtra(b, b[es:ee], &pre)
 	se := len(b)
 	sc.buf = b
 	var out []byte
@@ -333,19 +374,35 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 // span is where a part of an encoding is in a buffer.
 type span struct{ start, end int }
 
+// sameStrings reports whether v, a decoded JSON list, holds exactly the
+// strings labels (so that both encode alike).
+func sameStrings(v any, labels []string) bool {
+	l, ok := v.([]any)
+	if !ok || len(l) != len(labels) {
+		return false
+	}
+	for i, e := range l {
+		if e != any(labels[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // scratch is Map's working memory, reused through scratchPool (Map runs on
 // several goroutines at once); nothing a Record holds points into it.
 type scratch struct {
-	buf   []byte
-	spans []span
-	vals  []any // the item's values in key order
+	buf    []byte
+	spans  []span // "key":value of the extra keys in buf
+	vspans []span // the values of the item's keys in buf, in key order
+	vals   []any  // the item's values in key order
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{buf: make([]byte, 0, 4096)} }}
 
 // release returns sc to the pool unless an outsized item grew it.
 func (sc *scratch) release() {
-	if cap(sc.buf) > 1<<20 || cap(sc.spans) > 1<<12 || cap(sc.vals) > 1<<12 {
+	if cap(sc.buf) > 1<<20 || cap(sc.spans) > 1<<12 || cap(sc.vspans) > 1<<12 || cap(sc.vals) > 1<<12 {
 		return
 	}
 	clear(sc.vals) // keep no item alive from the pool

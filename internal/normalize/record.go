@@ -135,18 +135,27 @@ func (r *Record) appendSnapshot(b []byte) (snapshot, extra []byte) {
 	} else {
 		extraJSON = Canonical(r.Extra)
 	}
-	b, xs := r.appendSnapshotExtra(b, extraJSON)
+	b, xs := r.appendSnapshotExtra(b, extraJSON, nil)
 	end := xs + len(extraJSON)
 	return b[start:], b[xs:end:end]
 }
 
 // appendSnapshotExtra appends the snapshot of r with extraJSON, the
 // canonical encoding of r.Extra, as its extra object, and returns where
-// in b that object starts.
-func (r *Record) appendSnapshotExtra(b, extraJSON []byte) ([]byte, int) {
-	str := func(key, v string) {
+// in b that object starts. pre, when set, holds where in b a field (by
+// its index in fieldNames) is encoded already.
+func (r *Record) appendSnapshotExtra(b, extraJSON []byte, pre *[9]span) ([]byte, int) {
+	var at [9]span
+	if pre != nil {
+		at = *pre
+	}
+	field := func(i int, key, v string) {
 		b = append(b, key...)
-		b = appendString(b, v)
+		if sp := at[i]; sp.end > sp.start {
+			b = append(b, b[sp.start:sp.end]...)
+		} else {
+			b = appendString(b, v)
+		}
 	}
 	tm := func(key string, t *time.Time) {
 		b = append(b, key...)
@@ -156,23 +165,26 @@ func (r *Record) appendSnapshotExtra(b, extraJSON []byte) ([]byte, int) {
 			b = appendTime(b, *t)
 		}
 	}
-	str(`{"author":`, r.Author)
-	str(`,"body":`, r.Body)
+	field(4, `{"author":`, r.Author)
+	field(2, `,"body":`, r.Body)
 	tm(`,"created_at":`, r.CreatedAt)
 	b = append(b, `,"extra":`...)
 	xs := len(b)
 	b = append(b, extraJSON...)
-	str(`,"id":`, r.ID)
+	field(0, `,"id":`, r.ID)
 	b = append(b, `,"labels":`...)
-	if r.Labels == nil {
+	switch sp := at[6]; {
+	case sp.end > sp.start:
+		b = append(b, b[sp.start:sp.end]...)
+	case r.Labels == nil:
 		b = append(b, "[]"...)
-	} else {
+	default:
 		b = appendStrings(b, r.Labels)
 	}
-	str(`,"status":`, r.Status)
-	str(`,"title":`, r.Title)
+	field(5, `,"status":`, r.Status)
+	field(1, `,"title":`, r.Title)
 	tm(`,"updated_at":`, r.UpdatedAt)
-	str(`,"url":`, r.URL)
+	field(3, `,"url":`, r.URL)
 	b = append(b, '}')
 	return b, xs
 }
