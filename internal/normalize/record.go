@@ -115,13 +115,88 @@ func (h *Hasher) Hash(r *Record) string {
 // volatile paths.
 func (h *Hasher) hashSnapshot(r *Record) {
 	if len(h.volatile) == 0 {
-		sum := sha256.Sum256(r.Snapshot)
-		var x [2 * sha256.Size]byte
-		hex.Encode(x[:], sum[:])
-		r.Hash = string(x[:])
-	} else {
-		r.Hash = h.hashFields(r.Fields())
+		r.Hash = hexSum(r.Snapshot)
+		return
 	}
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	sc.buf = h.appendHashed(sc.buf[:0], r)
+	r.Hash = hexSum(sc.buf)
+}
+
+// hexSum is the hex SHA-256 of b.
+func hexSum(b []byte) string {
+	sum := sha256.Sum256(b)
+	var x [2 * sha256.Size]byte
+	hex.Encode(x[:], sum[:])
+	return string(x[:])
+}
+
+// appendHashed appends what the hash of r covers: the canonical JSON of
+// r.Fields() without the volatile paths (top-level fields, and extra keys
+// for extra.<key>), written without building the maps.
+func (h *Hasher) appendHashed(b []byte, r *Record) []byte {
+	b = append(b, '{')
+	n := 0
+	key := func(name string) bool {
+		if h.volatile[name] {
+			return false
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = appendString(b, name)
+		b = append(b, ':')
+		return true
+	}
+	str := func(name, v string) {
+		if key(name) {
+			b = appendString(b, v)
+		}
+	}
+	tm := func(name string, t *time.Time) {
+		if !key(name) {
+			return
+		}
+		if t == nil {
+			b = append(b, "null"...)
+		} else {
+			b = appendTime(b, *t)
+		}
+	}
+	str("author", r.Author)
+	str("body", r.Body)
+	tm("created_at", r.CreatedAt)
+	if key("extra") {
+		b = append(b, '{')
+		var stack [16]any
+		keys, vals := sortedEntries(r.Extra, stack[:0])
+		var pathBuf [64]byte
+		m := 0
+		for i, k := range keys {
+			if h.volatile[string(append(append(pathBuf[:0], "extra."...), k...))] {
+				continue
+			}
+			if m > 0 {
+				b = append(b, ',')
+			}
+			m++
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = AppendCanonical(b, vals[i])
+		}
+		b = append(b, '}')
+	}
+	str("id", r.ID)
+	if key("labels") {
+		b = appendStrings(b, r.Labels) // nil encodes as []
+	}
+	str("status", r.Status)
+	str("title", r.Title)
+	tm("updated_at", r.UpdatedAt)
+	str("url", r.URL)
+	return append(b, '}')
 }
 
 // appendSnapshot appends Canonical(r.Fields()) without building the map:
@@ -187,26 +262,6 @@ func (r *Record) appendSnapshotExtra(b, extraJSON []byte, pre *[9]span) ([]byte,
 	field(3, `,"url":`, r.URL)
 	b = append(b, '}')
 	return b, xs
-}
-
-func (h *Hasher) hashFields(f map[string]any) string {
-	{
-		f = maps.Clone(f)
-		extra, _ := f["extra"].(map[string]any)
-		if extra != nil {
-			extra = maps.Clone(extra)
-			f["extra"] = extra
-		}
-		for p := range h.volatile {
-			if sub, ok := strings.CutPrefix(p, "extra."); ok {
-				delete(extra, sub)
-			} else {
-				delete(f, p)
-			}
-		}
-	}
-	sum := sha256.Sum256(Canonical(f))
-	return hex.EncodeToString(sum[:])
 }
 
 // ChangedFields lists the fields that differ between two canonical field

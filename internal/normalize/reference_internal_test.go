@@ -4,6 +4,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -97,6 +98,67 @@ func TestChangedFieldsMatchesReference(t *testing.T) {
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("volatile %v, pair %d/%d: ChangedFields = %#v, want %#v", volatile, i, j, got, want)
 				}
+			}
+		}
+	}
+}
+
+// hashFieldsReference is how the hash of a record with volatile paths was
+// computed before appendHashed: the canonical JSON of its fields, cloned,
+// without the volatile paths.
+func (h *Hasher) hashFieldsReference(f map[string]any) string {
+	f = maps.Clone(f)
+	extra, _ := f["extra"].(map[string]any)
+	if extra != nil {
+		extra = maps.Clone(extra)
+		f["extra"] = extra
+	}
+	for p := range h.volatile {
+		if sub, ok := strings.CutPrefix(p, "extra."); ok {
+			delete(extra, sub)
+		} else {
+			delete(f, p)
+		}
+	}
+	return hexSum(Canonical(f))
+}
+
+// TestVolatileHashMatchesReference compares the hash of records with
+// volatile paths with the reference, for several sets of paths.
+func TestVolatileHashMatchesReference(t *testing.T) {
+	t.Parallel()
+	items := []string{
+		`{"id": "a"}`,
+		`{"id": 7, "title": "t", "body": "b\n\"q\"", "url": "u", "author": "x", "status": "open", "labels": ["x", "y"], "n": 1, "views": 3,
+		  "created_at": "2026-01-02T03:04:05.123+02:00", "updated_at": "2026-01-02T03:04:05Z", "meta": {"k": [1, 2.5, null]}, "x.y": true}`,
+		`{"id": "b", "labels": [], "views": null, "meta": {}}`,
+		"{\"id\": \"c\", \"title\": \"bad \xff\", \"views\": \"\\u0000\"}",
+	}
+	sets := [][]string{
+		{"updated_at"}, {"extra.views"}, {"extra.views", "extra.meta", "extra.x.y", "extra.none"},
+		{"id", "title", "body", "url", "author", "status", "labels", "created_at", "updated_at"},
+		{"labels", "extra.n", "extra.views", "extra.meta", "extra.x.y"},
+	}
+	for _, volatile := range sets {
+		m, err := NewMapper(FieldExprs{}, volatile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range items {
+			v, err := Decode([]byte(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := m.Map(v, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := m.Hasher().hashFieldsReference(r.Fields()); r.Hash != want {
+				t.Errorf("volatile %v, item %s: hash %s, want %s", volatile, s, r.Hash, want)
+			}
+			r.Extra = nil // as a record read back without extra
+			if got, want := m.Hasher().Hash(&r), m.Hasher().hashFieldsReference(r.Fields()); got != want {
+				t.Errorf("volatile %v, item %s without extra: hash %s, want %s", volatile, s, got, want)
 			}
 		}
 	}
