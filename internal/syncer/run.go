@@ -377,10 +377,13 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 	defer cancelWriter()
 	go func() {
 		defer close(writerDone)
-		// prev is the transaction of new records in flight, if any: the
-		// next one is written beside it and commits after it.
-		var prev *inflight
-		settle := func(p *inflight) {
+		// flight are the transactions of new records in flight, oldest
+		// first: each is written beside the ones before it and commits
+		// after them.
+		var flight []*inflight
+		settle := func() {
+			p := flight[0]
+			flight = flight[1:]
 			<-p.done
 			if p.err != nil {
 				if writeErr == nil {
@@ -392,8 +395,8 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 			written.Add(p.st)
 		}
 		defer func() {
-			if prev != nil {
-				settle(prev)
+			for len(flight) > 0 {
+				settle()
 			}
 		}()
 		for j := range jobs {
@@ -416,16 +419,21 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 				}
 			}
 			if fresh.Load() && prepared(group) {
-				// New records only: two cores work on the database. The
-				// transaction's writing slot and connection are taken
-				// here, in order: the one in flight holds its own, so
-				// it never waits for the next one's (no deadlock when
-				// many runs write at once).
+				// New records only: several cores work on the
+				// database. The transaction's writing slot and
+				// connection are taken here, in order: the ones in
+				// flight hold their own, so none waits for a later
+				// one's (no deadlock when many runs write at once).
+				for len(flight) >= maxInFlight {
+					settle()
+				}
+				if writeErr != nil {
+					continue
+				}
 				release, conn, err := s.writingConn(wctx)
 				if err != nil {
-					if prev != nil {
-						settle(prev)
-						prev = nil
+					for len(flight) > 0 {
+						settle()
 					}
 					if writeErr == nil {
 						writeErr = fmt.Errorf("write batch: %w", err)
@@ -433,24 +441,24 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 					cancelWriter()
 					continue
 				}
+				var after *inflight
+				if len(flight) > 0 {
+					after = flight[len(flight)-1]
+				}
 				cur := &inflight{done: make(chan struct{})}
-				go func(after *inflight) {
+				go func() {
 					defer close(cur.done)
 					defer release()
 					cur.st, cur.err = s.writeFresh(wctx, r, conn, group, &fresh, after)
-				}(prev)
-				if prev != nil {
-					settle(prev)
-				}
-				prev = cur
+				}()
+				flight = append(flight, cur)
 				continue
 			}
-			if prev != nil {
-				settle(prev)
-				prev = nil
-				if writeErr != nil {
-					continue
-				}
+			for len(flight) > 0 {
+				settle()
+			}
+			if writeErr != nil {
+				continue
 			}
 			st, err := s.writeBatch(wctx, r, group, &fresh)
 			if err != nil {
@@ -556,6 +564,9 @@ type job struct {
 	cursor  json.RawMessage
 	pageEnd bool // the last batch of a page: counts the page
 }
+
+// maxInFlight is the most transactions of a first sync in flight at once.
+const maxInFlight = 2
 
 // maxGroup is the most batches written in one transaction: those that
 // waited for the writer while it wrote the one before.
