@@ -96,6 +96,20 @@ func TestFreshWritesWhatApplyWrites(t *testing.T) {
 		}
 	}
 
+	// The arrays went in element by element: labels with quotes and an
+	// empty string, and the created change's fields.
+	var labels, fields []string
+	if err := pool.QueryRow(context.Background(), `
+		SELECT r.labels, c.changed_fields FROM records r JOIN changes c USING (source, record_id)
+		WHERE r.source = 'fresh' AND r.record_id = 'full'`).Scan(&labels, &fields); err != nil {
+		t.Fatal(err)
+	}
+	full := tricky(t)[0]
+	h, _ := normalize.NewHasher(nil)
+	if fmt.Sprint(labels) != fmt.Sprint(full.Labels) || fmt.Sprintf("%q", fields) != fmt.Sprintf("%q", h.CreatedFields(&full)) || len(fields) < 10 {
+		t.Errorf("stored labels %q and changed_fields %q, want %q and %q", labels, fields, full.Labels, h.CreatedFields(&full))
+	}
+
 	// The records move on alike: an update materializes the snapshot the
 	// created change left to the record in both.
 	moved := tricky(t)[:1]

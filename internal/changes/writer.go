@@ -434,7 +434,7 @@ func (b *batch) recordRows() *rowSource {
 		row := &b.newRecords[i]
 		v[0], v[1], v[2], v[3] = text{row.source}, text{row.id}, int4{&row.version}, text{&row.r.Hash}
 		v[4], v[5], v[6], v[7], v[8] = text{row.title}, text{row.body}, text{row.url}, text{row.author}, text{row.status}
-		v[9], v[10], v[11], v[12], v[13], v[14] = row.labels, tstz{row.r.CreatedAt}, tstz{row.r.UpdatedAt}, row.extra, rawOf(row.r), int8{row.runID}
+		v[9], v[10], v[11], v[12], v[13], v[14] = textArray{&row.labels}, tstz{row.r.CreatedAt}, tstz{row.r.UpdatedAt}, row.extra, rawOf(row.r), int8{row.runID}
 	}}
 }
 
@@ -442,7 +442,7 @@ func (b *batch) changeRows() *rowSource {
 	return &rowSource{n: len(b.changes), values: make([]any, len(changeColumns)), fill: func(i int, v []any) {
 		row := &b.changes[i]
 		v[0], v[1], v[2], v[3], v[4], v[5] = text{row.source}, text{row.id}, text{row.kind}, int4{&row.version}, text{row.oldHash}, text{row.newHash}
-		v[6], v[7], v[8], v[9] = row.fields, jsonOf(row.record), jsonOf(row.previous), int8{row.runID}
+		v[6], v[7], v[8], v[9] = textArray{&row.fields}, jsonOf(row.record), jsonOf(row.previous), int8{row.runID}
 	}}
 }
 
@@ -485,6 +485,34 @@ func (i int8) Int64Value() (pgtype.Int8, error) {
 	}
 	return pgtype.Int8{Int64: *i.p, Valid: true}, nil
 }
+
+// textArray is a text[] column value whose elements pgx encodes as text
+// values (nothing boxed; a []string is boxed element by element): a nil
+// slice is NULL.
+type textArray struct{ p *[]string }
+
+// arrayDims are the dimensions of one-dimensional arrays of up to 63
+// elements, shared (pgx only reads them).
+var arrayDims = func() (d [64][]pgtype.ArrayDimension) {
+	for n := range d {
+		d[n] = []pgtype.ArrayDimension{{Length: int32(n), LowerBound: 1}}
+	}
+	return d
+}()
+
+func (a textArray) Dimensions() []pgtype.ArrayDimension {
+	if *a.p == nil {
+		return nil
+	}
+	if n := len(*a.p); n < len(arrayDims) {
+		return arrayDims[n]
+	}
+	return []pgtype.ArrayDimension{{Length: int32(len(*a.p)), LowerBound: 1}}
+}
+
+func (a textArray) Index(i int) any { return text{&(*a.p)[i]} }
+
+func (a textArray) IndexType() any { return text{} }
 
 func (t tstz) TimestamptzValue() (pgtype.Timestamptz, error) {
 	if t.p == nil {
