@@ -438,8 +438,25 @@ func (b *batch) recordRows() *rowSource {
 	}}
 }
 
-func (b *batch) changeRows() *rowSource {
-	return &rowSource{n: len(b.changes), values: make([]any, len(changeColumns)), fill: func(i int, v []any) {
+// changeRows is the COPY of b's changes: its columns and rows. When no
+// change has an old hash or a snapshot (a first sync's created changes),
+// those columns are left out: their default is NULL.
+func (b *batch) changeRows() ([]string, *rowSource) {
+	short := true
+	for i := range b.changes {
+		if c := &b.changes[i]; c.oldHash != nil || c.record != nil || c.previous != nil {
+			short = false
+			break
+		}
+	}
+	if short {
+		return createdColumns, &rowSource{n: len(b.changes), values: make([]any, len(createdColumns)), fill: func(i int, v []any) {
+			row := &b.changes[i]
+			v[0], v[1], v[2], v[3] = text{row.source}, text{row.id}, text{row.kind}, int4{&row.version}
+			v[4], v[5], v[6] = text{row.newHash}, textArray{&row.fields}, int8{row.runID}
+		}}
+	}
+	return changeColumns, &rowSource{n: len(b.changes), values: make([]any, len(changeColumns)), fill: func(i int, v []any) {
 		row := &b.changes[i]
 		v[0], v[1], v[2], v[3], v[4], v[5] = text{row.source}, text{row.id}, text{row.kind}, int4{&row.version}, text{row.oldHash}, text{row.newHash}
 		v[6], v[7], v[8], v[9] = textArray{&row.fields}, jsonOf(row.record), jsonOf(row.previous), int8{row.runID}
@@ -639,7 +656,10 @@ func arrayLiteral(ss []string) string {
 var (
 	recordColumns = []string{"source", "record_id", "version", "content_hash", "title", "body", "url", "author",
 		"status", "labels", "external_created_at", "external_updated_at", "extra", "raw", "last_run_id"}
-	changeColumns = []string{"source", "record_id", "kind", "version", "old_hash", "new_hash", "changed_fields",
+	// createdColumns are changeColumns without those a created change
+	// leaves NULL (old_hash, record, previous).
+	createdColumns = []string{"source", "record_id", "kind", "version", "new_hash", "changed_fields", "run_id"}
+	changeColumns  = []string{"source", "record_id", "kind", "version", "old_hash", "new_hash", "changed_fields",
 		"record", "previous", "run_id"}
 )
 
@@ -683,7 +703,8 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx, source string, runID int64
 		}
 	}
 	if len(b.changes) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"changes"}, changeColumns, b.changeRows()); err != nil {
+		cols, rows := b.changeRows()
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"changes"}, cols, rows); err != nil {
 			return fmt.Errorf("copy %d changes of %s: %w", len(b.changes), source, err)
 		}
 	}
