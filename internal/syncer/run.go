@@ -348,8 +348,10 @@ func (s *Syncer) heartbeat(ctx context.Context, r *run, lost context.CancelCause
 
 // fetch runs the connector and writes its pages. Mapping the next page
 // (connector I/O, JSON decoding, hashing: Go's core) overlaps with writing
-// the previous one (Postgres's core): a writer goroutine commits batches in
-// order, one transaction each, while emit maps the next page.
+// the previous ones (Postgres's): a writer goroutine commits batches in
+// order while emit maps the next page; the batches queued when it begins a
+// transaction share it, and on a first sync two transactions are in
+// flight at once (docs/acquisition.md#writing-a-runs-pages).
 func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 	var out outcome
 	// For snapshot sources, the ids seen in this run (with where, for
