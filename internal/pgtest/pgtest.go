@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/db"
@@ -76,8 +78,20 @@ func SchemaAt(t testing.TB, version uint) (schema, url string) {
 			return
 		}
 		defer admin.Close()
-		if _, err := admin.Exec(ctx, "DROP SCHEMA "+db.Quote(schema)+" CASCADE"); err != nil {
-			t.Errorf("pgtest: drop schema %s: %v", schema, err)
+		// An autovacuum ANALYZE of a partitioned table locks its
+		// partitions one by one: the DROP, which locks every object of
+		// the schema, can deadlock with it and is then the one PostgreSQL
+		// cancels. Nothing else uses the schema any more: try again.
+		for attempt := 1; ; attempt++ {
+			_, err := admin.Exec(ctx, "DROP SCHEMA "+db.Quote(schema)+" CASCADE")
+			var pgErr *pgconn.PgError
+			if err != nil && attempt < 5 && errors.As(err, &pgErr) && pgErr.Code == "40P01" {
+				continue
+			}
+			if err != nil {
+				t.Errorf("pgtest: drop schema %s: %v", schema, err)
+			}
+			break
 		}
 	})
 
