@@ -18,16 +18,9 @@ import (
 // them in one transaction, as a first sync does.
 func writeFresh(t *testing.T, pool *pgxpool.Pool, source string, recs ...normalize.Record) (changes.Stats, error) {
 	t.Helper()
-	h, err := normalize.NewHasher(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range recs {
-		h.Hash(&recs[i])
-	}
-	f := changes.PrepareFresh(source, 7, recs, h)
+	f := changes.PrepareFresh(source, 7, recs, hashAll(t, recs))
 	var st changes.Stats
-	err = pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) (err error) {
 		st, err = f.Write(context.Background(), tx)
 		return err
 	})

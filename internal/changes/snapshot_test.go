@@ -53,15 +53,9 @@ func tricky(t *testing.T) []normalize.Record {
 // write applies recs (hashed) as one page of source, as the syncer does.
 func write(t *testing.T, pool *pgxpool.Pool, source string, recs ...normalize.Record) changes.Stats {
 	t.Helper()
-	h, err := normalize.NewHasher(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range recs {
-		h.Hash(&recs[i])
-	}
+	h := hashAll(t, recs)
 	var st changes.Stats
-	err = pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) (err error) {
 		st, err = changes.Apply(context.Background(), tx, source, 7, recs, h)
 		return err
 	})
@@ -69,6 +63,19 @@ func write(t *testing.T, pool *pgxpool.Pool, source string, recs ...normalize.Re
 		t.Fatal(err)
 	}
 	return st
+}
+
+// hashAll hashes recs with a hasher of no volatile path, and returns it.
+func hashAll(t *testing.T, recs []normalize.Record) *normalize.Hasher {
+	t.Helper()
+	h, err := normalize.NewHasher(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		h.Hash(&recs[i])
+	}
+	return h
 }
 
 func remove(t *testing.T, pool *pgxpool.Pool, source string, ids ...string) {
