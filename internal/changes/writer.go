@@ -160,11 +160,7 @@ func Apply(ctx context.Context, tx pgx.Tx, source string, runID int64, recs []no
 	for _, i := range changed {
 		r := &recs[i]
 		s, existed := have[r.ID]
-		prev, hasPrev := previous[r.ID]
-		if !hasPrev {
-			prev = nil
-		}
-		if w.stage(src, run, r, s, existed, prev, h) == Created {
+		if w.stage(src, run, r, s, existed, previous[r.ID], h) == Created {
 			st.Created++
 		} else {
 			st.Updated++
@@ -225,7 +221,7 @@ func (b *batch) stage(source *string, runID *int64, r *normalize.Record, s store
 // two COPYs and no read of stored hashes (Write). A record stored after
 // all (an id that came twice in one run, a webhook event meanwhile) fails
 // the COPY on records_pkey: Write returns ErrStored, the transaction is
-// lost, and the caller writes the records again with Apply.
+// lost, and the caller writes the batch's records again with Apply.
 type Fresh struct {
 	source string
 	runID  int64
@@ -251,10 +247,6 @@ func PrepareFresh(source string, runID int64, recs []normalize.Record, h *normal
 	}
 	return f
 }
-
-// Records are the records f was prepared from, to write them with Apply
-// after ErrStored.
-func (f *Fresh) Records() []normalize.Record { return f.recs }
 
 // Write writes f in tx, as Apply would have for a source storing none of
 // its records, and sends one NOTIFY.
