@@ -530,6 +530,12 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	if err := s.Register(ctx); err != nil {
 		return err
 	}
+	// A syncer daemon's pool is open and its connections established
+	// long before a source's first sync; this one was opened now, and the
+	// COPY baseline runs later on connections the syncs warmed.
+	if err := warm(ctx, pool); err != nil {
+		return err
+	}
 
 	// (a) initial sync
 	checkpoint(ctx, pool)
@@ -551,6 +557,9 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 
 	// (b) unchanged re-sync: nothing may be written but the run's own rows.
 	if err := flushStats(ctx, pool); err != nil {
+		return err
+	}
+	if err := warm(ctx, pool); err != nil {
 		return err
 	}
 	if _, err := pool.Exec(ctx, `UPDATE sources SET next_run_at = now()`); err != nil {
@@ -658,6 +667,25 @@ func checkRun(ctx context.Context, pool *pgxpool.Pool, n int, column string) err
 // without it the measurement runs as it is.
 func checkpoint(ctx context.Context, pool *pgxpool.Pool) {
 	pool.Exec(ctx, "CHECKPOINT")
+}
+
+// warm establishes every connection of pool (its MaxConns) and releases
+// them: measurements start on an open pool, as in a running daemon.
+func warm(ctx context.Context, pool *pgxpool.Pool) error {
+	conns := make([]*pgxpool.Conn, 0, pool.Config().MaxConns)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range pool.Config().MaxConns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("open the pool's connections: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return nil
 }
 
 // syncApp is the application_name of the connections of the syncer of
