@@ -2,7 +2,6 @@ package reports
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -33,51 +32,19 @@ INSERT INTO changes (source, record_id, kind, version, new_hash, record, run_id)
 SELECT 'gen', 'g-' || i, 'created', 1, 'h', '{}', 32 FROM generate_series(1, 30000) i;
 `
 
-// analyzed is a node of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON).
-type analyzed struct {
-	NodeType     string     `json:"Node Type"`
-	JoinType     string     `json:"Join Type"`
-	RelationName string     `json:"Relation Name"`
-	IndexName    string     `json:"Index Name"`
-	Rows         float64    `json:"Actual Rows"`
-	Loops        float64    `json:"Actual Loops"`
-	Removed      float64    `json:"Rows Removed by Filter"`
-	Hit          int64      `json:"Shared Hit Blocks"`
-	Read         int64      `json:"Shared Read Blocks"`
-	Plans        []analyzed `json:"Plans"`
-}
-
-func (p analyzed) walk(depth int, fn func(p analyzed, depth int)) {
-	fn(p, depth)
-	for _, c := range p.Plans {
-		c.walk(depth+1, fn)
-	}
-}
-
 // explainAnalyzed runs EXPLAIN (ANALYZE, BUFFERS) of sql on conn in a
 // transaction it rolls back (the claim locks the rows it returns).
-func explainAnalyzed(ctx context.Context, conn *pgxpool.Conn, sql string, args ...any) (analyzed, error) {
+func explainAnalyzed(ctx context.Context, conn *pgxpool.Conn, sql string, args ...any) (plan, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return analyzed{}, err
+		return plan{}, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var raw []byte
 	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&raw); err != nil {
-		return analyzed{}, err
+		return plan{}, err
 	}
-	return decodeAnalyzed(raw)
-}
-
-// decodeAnalyzed decodes the output of EXPLAIN (ANALYZE, FORMAT JSON).
-func decodeAnalyzed(raw []byte) (analyzed, error) {
-	var out []struct {
-		Plan analyzed `json:"Plan"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
-		return analyzed{}, fmt.Errorf("decode plan: %v (%s)", err, raw)
-	}
-	return out[0].Plan, nil
+	return decodePlan(raw)
 }
 
 // TestClaimDoesNotReadRecordHistories: the evaluator's claim checks that
@@ -137,7 +104,7 @@ func TestClaimDoesNotReadRecordHistories(t *testing.T) {
 		var lines []string
 		var removed float64
 		var sorts []string
-		p.walk(0, func(n analyzed, depth int) {
+		p.walk(0, func(n plan, depth int) {
 			s := strings.Repeat("  ", depth) + strings.TrimSpace(n.JoinType+" "+n.NodeType)
 			if n.IndexName != "" {
 				s += " using " + n.IndexName
@@ -145,9 +112,9 @@ func TestClaimDoesNotReadRecordHistories(t *testing.T) {
 			if n.RelationName != "" {
 				s += " on " + n.RelationName
 			}
-			lines = append(lines, fmt.Sprintf("%s (rows %.0f, loops %.0f, removed %.0f, buffers %d)", s, n.Rows, n.Loops, n.Removed, n.Hit+n.Read))
+			lines = append(lines, fmt.Sprintf("%s (rows %.0f, loops %.0f, removed %.0f, buffers %d)", s, n.ActualRows, n.Loops, n.RemovedByFilter, n.Hit+n.Read))
 			if table(n.RelationName) == "changes" {
-				removed += n.Removed * n.Loops
+				removed += n.RemovedByFilter * n.Loops
 			}
 			if n.NodeType == "Sort" && n.Loops > 1 {
 				sorts = append(sorts, s)
@@ -155,8 +122,8 @@ func TestClaimDoesNotReadRecordHistories(t *testing.T) {
 		})
 		tree := strings.Join(lines, "\n")
 		t.Logf("claim (plan_cache_mode %s):\n%s", mode, tree)
-		if p.Rows != batch {
-			t.Fatalf("claim (%s) took %.0f changes, want %d:\n%s", mode, p.Rows, batch, tree)
+		if p.ActualRows != batch {
+			t.Fatalf("claim (%s) took %.0f changes, want %d:\n%s", mode, p.ActualRows, batch, tree)
 		}
 		// The history of the 500 records claimed is 15,000 evaluated
 		// changes, 7,500 of them in the partition of the pending ones.

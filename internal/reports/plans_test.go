@@ -371,6 +371,14 @@ type plan struct {
 	// started (a generic plan's parameters).
 	Removed int    `json:"Subplans Removed"`
 	Plans   []plan `json:"Plans"`
+
+	// With EXPLAIN (ANALYZE, BUFFERS): what the node did.
+	JoinType        string  `json:"Join Type"`
+	ActualRows      float64 `json:"Actual Rows"`
+	Loops           float64 `json:"Actual Loops"`
+	RemovedByFilter float64 `json:"Rows Removed by Filter"`
+	Hit             int64   `json:"Shared Hit Blocks"`
+	Read            int64   `json:"Shared Read Blocks"`
 }
 
 // walk calls fn on every node, depth first.
