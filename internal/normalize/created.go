@@ -1,10 +1,5 @@
 package normalize
 
-import (
-	"maps"
-	"slices"
-)
-
 // CreatedFields is ChangedFields(nil, r.Fields()) — the fields a created
 // change lists: the non-empty top-level fields and every extra key, less
 // the volatile paths — without building r's field map (a first sync
@@ -20,13 +15,5 @@ func (h *Hasher) CreatedFields(r *Record) []string {
 			out = append(out, name)
 		}
 	}
-	if len(r.Extra) == 0 {
-		return out
-	}
-	for _, k := range slices.Sorted(maps.Keys(r.Extra)) {
-		if p := "extra." + k; !h.volatile[p] {
-			out = append(out, p)
-		}
-	}
-	return out
+	return h.appendExtraPaths(out, r.Extra)
 }

@@ -268,16 +268,6 @@ func (r *Record) appendSnapshotExtra(b, extraJSON []byte, pre *[9]span) ([]byte,
 // maps: top-level names, and extra.<key> for extra keys. Volatile paths of
 // h are left out. A nil old map means every non-empty field changed.
 func (h *Hasher) ChangedFields(old, new map[string]any) []string {
-	// volatileExtra reports whether extra key k is volatile; it is looked
-	// up as "extra.<key>" only when some path is volatile.
-	var pathBuf [64]byte
-	volatileExtra := func(k string) bool {
-		if len(h.volatile) == 0 {
-			return false
-		}
-		return h.volatile[string(append(append(pathBuf[:0], "extra."...), k...))]
-	}
-	var stack [16]any
 	if old == nil {
 		extra, _ := new["extra"].(map[string]any)
 		out := make([]string, 0, len(fieldNames)+len(extra))
@@ -286,12 +276,7 @@ func (h *Hasher) ChangedFields(old, new map[string]any) []string {
 				out = append(out, name)
 			}
 		}
-		keys, _ := sortedEntries(extra, stack[:0])
-		for _, k := range keys {
-			if !volatileExtra(k) {
-				out = append(out, "extra."+k)
-			}
-		}
+		out = h.appendExtraPaths(out, extra)
 		if len(out) == 0 {
 			return nil // as before: stored as NULL, not as an empty list
 		}
@@ -316,7 +301,7 @@ func (h *Hasher) ChangedFields(old, new map[string]any) []string {
 		keys[k] = true
 	}
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		if volatileExtra(k) {
+		if h.volatileExtra(k) {
 			continue
 		}
 		if !equalJSON(oe[k], ne[k]) {
@@ -324,6 +309,30 @@ func (h *Hasher) ChangedFields(old, new map[string]any) []string {
 		}
 	}
 	return out
+}
+
+// appendExtraPaths appends "extra.<key>" for every key of extra, in key
+// order, less the volatile ones: the extra part of a created record's
+// changed fields.
+func (h *Hasher) appendExtraPaths(out []string, extra map[string]any) []string {
+	var stack [16]any
+	keys, _ := sortedEntries(extra, stack[:0])
+	for _, k := range keys {
+		if !h.volatileExtra(k) {
+			out = append(out, "extra."+k)
+		}
+	}
+	return out
+}
+
+// volatileExtra reports whether extra key k is volatile; it is looked up
+// as "extra.<key>" only when some path is volatile.
+func (h *Hasher) volatileExtra(k string) bool {
+	if len(h.volatile) == 0 {
+		return false
+	}
+	var path [64]byte
+	return h.volatile[string(append(append(path[:0], "extra."...), k...))]
 }
 
 // equalJSON compares two values as their canonical JSON, so that a snapshot
