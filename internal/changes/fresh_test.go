@@ -21,7 +21,7 @@ func writeFresh(t *testing.T, pool *pgxpool.Pool, source string, recs ...normali
 	f := changes.PrepareFresh(source, 7, recs, hashAll(t, recs))
 	var st changes.Stats
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) (err error) {
-		st, err = f.Write(context.Background(), tx)
+		st, err = changes.WriteFresh(context.Background(), tx, f)
 		return err
 	})
 	return st, err

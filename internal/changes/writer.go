@@ -218,26 +218,25 @@ func (b *batch) stage(source *string, runID *int64, r *normalize.Record, s store
 // first sync): each is created at version 1, so its rows are built without
 // reading the database (PrepareFresh, on the caller's goroutine, while
 // the writer's connection is busy with the batch before) and written with
-// two COPYs and no read of stored hashes (Write). A record stored after
+// two COPYs and no read of stored hashes (WriteFresh). A record stored after
 // all (an id that came twice in one run, a webhook event meanwhile) fails
-// the COPY on records_pkey: Write returns ErrStored, the transaction is
+// the COPY on records_pkey: WriteFresh returns ErrStored, the transaction is
 // lost, and the caller writes the batch's records again with Apply.
 type Fresh struct {
 	source string
 	runID  int64
-	recs   []normalize.Record
 	b      *batch
 	st     Stats
 }
 
-// ErrStored is the error of Fresh.Write when a record of the batch is
+// ErrStored is the error of WriteFresh when a record of its batches is
 // stored already.
 var ErrStored = errors.New("a record of the batch is stored already")
 
 // PrepareFresh builds the rows of recs (hashed, with distinct ids) of
 // source as new records and their created changes.
 func PrepareFresh(source string, runID int64, recs []normalize.Record, h *normalize.Hasher) *Fresh {
-	f := &Fresh{source: source, runID: runID, recs: recs, b: newBatch(len(recs)), st: Stats{Seen: len(recs), Created: len(recs)}}
+	f := &Fresh{source: source, runID: runID, b: newBatch(len(recs)), st: Stats{Seen: len(recs), Created: len(recs)}}
 	src, run := &source, runIDOf(runID)
 	for i := range recs {
 		if recs[i].Repaired {
@@ -248,19 +247,14 @@ func PrepareFresh(source string, runID int64, recs []normalize.Record, h *normal
 	return f
 }
 
-// Write writes f in tx, as Apply would have for a source storing none of
-// its records, and sends one NOTIFY.
-func (f *Fresh) Write(ctx context.Context, tx pgx.Tx) (Stats, error) {
-	return WriteFresh(ctx, tx, f)
-}
-
-// WriteFresh writes batches prepared for one source and run in tx, with
-// one COPY into records and one into changes for all of them.
+// WriteFresh writes batches prepared for one source and run in tx, as
+// Apply would have for a source storing none of their records: one COPY
+// into records and one into changes for all of them, and one NOTIFY.
 func WriteFresh(ctx context.Context, tx pgx.Tx, fs ...*Fresh) (Stats, error) {
 	var st Stats
 	var parts []*Fresh
 	for _, f := range fs {
-		if len(f.recs) > 0 {
+		if f.st.Seen > 0 {
 			parts = append(parts, f)
 			st.Add(f.st)
 		}
