@@ -365,12 +365,11 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 	// A source that stores no record yet (its first sync) has its batches
 	// prepared as new records on this goroutine (changes.PrepareFresh)
 	// and written without reading stored hashes, until a batch finds a
-	// record stored after all (changes.ErrStored).
+	// record stored after all (changes.ErrStored). Whether it stores any
+	// is asked once, at the first page with items of a source that never
+	// completed a run: a run that brings nothing asks nothing.
 	var fresh atomic.Bool
-	if r.lastSuccess == nil {
-		empty, err := changes.SourceEmpty(ctx, s.pool, r.name)
-		fresh.Store(err == nil && empty) // on error, the writer reads what is stored
-	}
+	probe := r.lastSuccess == nil
 	jobs := make(chan job, 2)
 	var writeErr error
 	var written changes.Stats
@@ -497,6 +496,11 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 			for id, loc := range pageLocs {
 				seen[id] = loc
 			}
+		}
+		if probe && len(recs) > 0 {
+			probe = false
+			empty, err := changes.SourceEmpty(ctx, s.pool, r.name)
+			fresh.Store(err == nil && empty) // on error, the writer reads what is stored
 		}
 		for i := 0; i < len(recs) || (i == 0 && page.Cursor != nil); i += s.conf.BatchSize {
 			j := job{recs: recs[i:min(i+s.conf.BatchSize, len(recs))]}
