@@ -111,7 +111,25 @@ func sqlConst(t *testing.T, file, name string) string {
 // of them), 200,000 evaluations, 50,000 finished notifications, 20,000
 // model calls — and pending work of every kind, among it a backlog of
 // 30,000 changes.
+//
+// The history of the partitioned tables is laid out on whole weeks, whatever
+// the date: it starts on a Monday at 00:00 UTC (the start of a partition,
+// retention.WeekOf) and runs to now, so every partition but the current
+// week's holds a whole week of rows. Laid out from now backwards instead, the
+// oldest partition held what fell into it on that day: on 2026-12-01 (a
+// Tuesday) twelve hours of changes, 95 pages, less than one block range of
+// the BRIN index on run_id (128 pages), which the planner then rightly read
+// whole (issue 28). checkWholeWeeks checks the layout.
 const history = `
+-- spread(i, n, weeks) is the time of the i-th of n rows spread evenly from
+-- the Monday 00:00 UTC weeks weeks before the current week's to now.
+-- (A single expression, so that the planner inlines it.)
+CREATE FUNCTION pg_temp.spread(i bigint, n bigint, weeks int) RETURNS timestamptz LANGUAGE sql STABLE AS $f$
+    SELECT (date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - weeks * interval '1 week')
+           + (now() - (date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - weeks * interval '1 week'))
+             * (i::float8 / n)
+$f$;
+
 -- Bulk load: set the secondary indexes aside and build them again after
 -- the inserts (the same definitions, read from pg_indexes), which is several
 -- times faster than maintaining them row by row.
@@ -148,9 +166,9 @@ UPDATE sources SET failure_count = 3, last_error = 'boom' WHERE name IN ('src-5'
 
 INSERT INTO sync_runs (source, owner, reason, status, started_at, finished_at, duration_ms, pages, items_seen, error, due_at, due_reason)
 SELECT 'src-' || (1 + i % 5000), 'syncer-1', 'schedule', CASE WHEN i % 100 = 0 THEN 'failed' ELSE 'succeeded' END,
-       now() - (50000 - i) * interval '60 seconds', now() - (50000 - i) * interval '60 seconds' + interval '1 second',
+       pg_temp.spread(i, 50000, 5), pg_temp.spread(i, 50000, 5) + interval '1 second',
        1000, 1, 10, CASE WHEN i % 100 = 0 THEN 'boom' END,
-       now() - (50000 - i) * interval '60 seconds', 'every 5m0s'
+       pg_temp.spread(i, 50000, 5), 'every 5m0s'
 FROM generate_series(1, 50000) i;
 INSERT INTO sync_runs (source, owner, started_at) VALUES ('src-7', 'syncer-1', now() - interval '2 minutes'),
                                                          ('src-8', 'syncer-2', now() - interval '2 hours');
@@ -173,7 +191,7 @@ INSERT INTO changes (source, record_id, kind, version, new_hash, changed_fields,
 SELECT CASE WHEN i <= 10000 THEN 'src-1' ELSE 'src-' || (1 + i % 5000) END,
        CASE WHEN i <= 10000 THEN 'hot' ELSE 'r-' || (i % 20000) END,
        'updated', 1 + i / 20000, 'h' || i, '{title}', '{"title": "x"}', i / 2,
-       now() - (200000 - i) * interval '10 seconds', 'done', now() - (200000 - i) * interval '10 seconds'
+       pg_temp.spread(i, 200000, 3), 'done', pg_temp.spread(i, 200000, 3)
 FROM generate_series(1, 200000) i;
 -- Pending: a backlog of 30,000 changes (an evaluator was down for a while),
 -- five of them behind the hot record, held changes, an expired claim.
@@ -236,7 +254,7 @@ INSERT INTO model_calls (purpose, change_id, source, record_id, watch, content_h
                          input_ref, input_hash, outcome, latency_ms, prompt_tokens, output_tokens, created_at)
 SELECT 'evaluate', i * 10, 'src-' || (1 + i % 50), 'r-' || i, 'w', md5(i::text), 'llama3.2', 'sha256:aaa', 'pv-1',
        'change:' || i * 10, md5(i::text), CASE WHEN i % 500 = 0 THEN 'timeout' ELSE 'ok' END, 800, 50, 20,
-       now() - (20000 - i) * interval '100 seconds'
+       pg_temp.spread(i, 20000, 3)
 FROM generate_series(1, 20000) i;
 INSERT INTO verdicts (prompt_version, model_digest, input_hash, model, source, watch, should_notify, urgency, confidence, reason, model_call_id)
 SELECT 'pv-1', 'sha256:aaa', md5(i::text), 'llama3.2', 'src-1', 'w', false, 'low', 0.8, 'no', i
@@ -247,6 +265,7 @@ DO $$ DECLARE r record; BEGIN
     FOR r IN SELECT indexdef FROM set_aside LOOP EXECUTE replace(r.indexdef, ' ON ONLY ', ' ON '); END LOOP;
 END $$;
 DROP TABLE set_aside;
+DROP FUNCTION pg_temp.spread;
 SET default_statistics_target = 30;
 `
 
@@ -556,6 +575,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("filled the tables in %s (%d partitions made)", time.Since(start).Round(time.Millisecond), len(res.Made))
+	checkWholeWeeks(t, pool)
 
 	names := make([]string, 5000)
 	for i := range names {
@@ -1036,6 +1056,46 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	if out := os.Getenv("LOOKOUT_PLANS"); out != "" {
 		if err := os.WriteFile(out, []byte(doc.String()), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// checkWholeWeeks fails t unless every week of the partitioned history
+// before the current one is whole: its rows run from the first hour of
+// its Monday to the last hour of its Sunday (UTC), so that the plans do not
+// depend on the day the test runs (see history).
+func checkWholeWeeks(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for _, tc := range []struct{ table, key string }{
+		{"changes", "created_at"}, {"evaluations", "change_created_at"}, {"notifications", "created_at"},
+		{"sync_runs", "started_at"}, {"model_calls", "created_at"},
+	} {
+		rows, err := pool.Query(context.Background(), fmt.Sprintf(`
+			SELECT w, min(k) - w, w + interval '1 week' - max(k)
+			FROM (SELECT %[1]s AS k, date_trunc('week', %[1]s AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS w FROM %[2]s) x
+			WHERE w < date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+			GROUP BY w ORDER BY w`, tc.key, tc.table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		weeks := 0
+		for rows.Next() {
+			var week time.Time
+			var head, tail time.Duration
+			if err := rows.Scan(&week, &head, &tail); err != nil {
+				t.Fatal(err)
+			}
+			weeks++
+			if head > time.Hour || tail > time.Hour {
+				t.Errorf("%s: the week of %s is not whole: its rows start %s after its Monday and end %s before its end",
+					tc.table, week.UTC().Format(time.DateOnly), head, tail)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if weeks < 3 {
+			t.Errorf("%s: %d weeks of history before the current one, want at least 3", tc.table, weeks)
 		}
 	}
 }
