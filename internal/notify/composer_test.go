@@ -271,3 +271,71 @@ func TestDigesterFoldsDueMatchesOnceAcrossReplicas(t *testing.T) {
 	}
 	rc.check()
 }
+
+// TestDigestPeriodsAtCalendarEdges composes a match of digest watches at
+// the dates every calendar rule is tested at (docs/development.md#tests)
+// and checks the end of its digest period: local midnight in Paris and New
+// York, a weekly digest across the new year, and a daily digest inside the
+// hour a DST change skips or repeats. A match made at a period's end
+// belongs to the next period, which ends one local day (or week) later.
+func TestDigestPeriodsAtCalendarEdges(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(t, composerGlobal, `name: tasks
+connector: file
+file:
+  paths: [x.json]
+watches:
+  - {name: paris-midnight, notify: [log], digest: {cron: "0 0 * * *", timezone: Europe/Paris}}
+  - {name: ny-midnight, notify: [log], digest: {cron: "@daily", timezone: America/New_York}}
+  - {name: paris-monday, notify: [log], digest: {cron: "0 8 * * 1", timezone: Europe/Paris}}
+  - {name: paris-0230, notify: [log], digest: {cron: "30 2 * * *", timezone: Europe/Paris}}
+  - {name: ny-0130, notify: [log], digest: {cron: "30 1 * * *", timezone: America/New_York}}
+  - {name: ny-0230, notify: [log], digest: {cron: "30 2 * * *", timezone: America/New_York}}
+  - {name: utc-monday, notify: [log], digest: {cron: "0 0 * * 1", timezone: UTC}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewComposer(cfg.Global.Sinks, cfg.Sources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	utc := func(y int, m time.Month, d, h, min int) time.Time { return time.Date(y, m, d, h, min, 0, 0, time.UTC) }
+	for _, tc := range []struct {
+		date  string
+		now   time.Time
+		watch string
+		// due is the end of the period of a match made at now, next the
+		// end of the period after it.
+		due, next time.Time
+	}{
+		{"2026-12-01 09:30 UTC, a month's first day", utc(2026, 12, 1, 9, 30), "paris-midnight", utc(2026, 12, 1, 23, 0), utc(2026, 12, 2, 23, 0)},
+		{"2026-12-01 09:30 UTC, a month's first day", utc(2026, 12, 1, 9, 30), "ny-midnight", utc(2026, 12, 2, 5, 0), utc(2026, 12, 3, 5, 0)},
+		{"2027-01-01, ISO week 53 of 2026", utc(2027, 1, 1, 0, 0), "paris-monday", utc(2027, 1, 4, 7, 0), utc(2027, 1, 11, 7, 0)},
+		{"2027-01-04, ISO week 1 of 2027", utc(2027, 1, 4, 7, 0), "paris-monday", utc(2027, 1, 11, 7, 0), utc(2027, 1, 18, 7, 0)},
+		{"2027-03-28 01:30 UTC, Paris springs forward", utc(2027, 3, 28, 1, 30), "paris-midnight", utc(2027, 3, 28, 22, 0), utc(2027, 3, 29, 22, 0)},
+		{"2027-03-28 00:30 UTC, Paris springs forward (before the gap)", utc(2027, 3, 28, 0, 30), "paris-0230", utc(2027, 3, 28, 1, 0), utc(2027, 3, 29, 0, 30)},
+		{"2027-10-31, Paris falls back", utc(2027, 10, 30, 23, 0), "paris-0230", utc(2027, 10, 31, 0, 30), utc(2027, 11, 1, 1, 30)},
+		{"2027-10-31, Paris falls back", utc(2027, 10, 30, 23, 0), "paris-midnight", utc(2027, 10, 30, 23, 0).Add(24 * time.Hour), utc(2027, 11, 1, 23, 0)},
+		{"2027-03-14, New York springs forward", utc(2027, 3, 14, 5, 0), "ny-0230", utc(2027, 3, 14, 7, 0), utc(2027, 3, 15, 6, 30)},
+		{"2027-03-14, New York springs forward", utc(2027, 3, 14, 5, 0), "ny-midnight", utc(2027, 3, 15, 4, 0), utc(2027, 3, 16, 4, 0)},
+		{"2027-11-07, New York falls back", utc(2027, 11, 7, 4, 0), "ny-0130", utc(2027, 11, 7, 5, 30), utc(2027, 11, 8, 6, 30)},
+		{"2027-11-07, New York falls back", utc(2027, 11, 7, 4, 0), "ny-midnight", utc(2027, 11, 8, 5, 0), utc(2027, 11, 9, 5, 0)},
+		{"2028-02-29, a leap day", utc(2028, 2, 29, 12, 0), "paris-midnight", utc(2028, 2, 29, 23, 0), utc(2028, 3, 1, 23, 0)},
+		{"2028-02-29, a leap day", utc(2028, 2, 29, 12, 0), "ny-midnight", utc(2028, 3, 1, 5, 0), utc(2028, 3, 2, 5, 0)},
+		{"Monday 2027-01-11 00:05 UTC, a week boundary", utc(2027, 1, 11, 0, 5), "utc-monday", utc(2027, 1, 18, 0, 0), utc(2027, 1, 25, 0, 0)},
+	} {
+		t.Run(tc.date+": "+tc.watch, func(t *testing.T) {
+			m := composeMatch(cfg, tc.watch, "log", []string{"a"})
+			m.Now = tc.now
+			due := c.Compose(m).DigestDueAt
+			if due == nil || !due.Equal(tc.due) {
+				t.Fatalf("a match at %s is due at %v, want %s", tc.now.Format(time.RFC3339), due, tc.due.Format(time.RFC3339))
+			}
+			m.Now = *due
+			if next := c.Compose(m).DigestDueAt; next == nil || !next.Equal(tc.next) {
+				t.Errorf("a match at %s (the period's end) is due at %v, want %s", due.Format(time.RFC3339), next, tc.next.Format(time.RFC3339))
+			}
+		})
+	}
+}

@@ -86,18 +86,15 @@ func partitions(ctx context.Context, conn *pgx.Conn, t table) ([]partition, bool
 	return out, def, nil
 }
 
-// ensure gives t a partition for every week from the current one to Ahead
-// weeks later, and for every week of which the default partition holds
+// ensure gives t a partition for every week from the current one (of
+// Config.Now) to Ahead weeks later, and for every week of which the default partition holds
 // rows (moving them in); it returns the partitions made.
 func (p *Pruner) ensure(ctx context.Context, conn *pgx.Conn, t table) ([]string, error) {
 	have, def, err := partitions(ctx, conn, t)
 	if err != nil {
 		return nil, err
 	}
-	var now time.Time
-	if err := conn.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return nil, fmt.Errorf("read the time: %w", err)
-	}
+	now := p.conf.Now()
 	want := map[time.Time]bool{}
 	for i := range Ahead + 1 {
 		want[WeekOf(now).Add(time.Duration(i)*Week)] = true
@@ -191,10 +188,7 @@ func (p *Pruner) attach(ctx context.Context, conn *pgx.Conn, t table, week time.
 // straddles the cutoff stays until its week is past the window: a table
 // keeps between its window and a week more.
 func (p *Pruner) pruneTable(ctx context.Context, conn *pgx.Conn, t table, w time.Duration, dry bool) (TableResult, error) {
-	tr := TableResult{Table: t.name, Window: w}
-	if err := conn.QueryRow(ctx, `SELECT now() - $1::interval`, w).Scan(&tr.Cutoff); err != nil {
-		return tr, err
-	}
+	tr := TableResult{Table: t.name, Window: w, Cutoff: p.conf.Now().Add(-w)}
 	parts, def, err := partitions(ctx, conn, t)
 	if err != nil {
 		return tr, err

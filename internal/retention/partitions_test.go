@@ -280,3 +280,100 @@ func TestMigration16UpAndDownWithData(t *testing.T) {
 		t.Fatalf("up again: %v", err)
 	}
 }
+
+// dropWeeklyPartitions drops the (empty) weekly partitions the migration
+// made for the database's current weeks, so that a test's partitions are
+// the ones a prune makes at the test's clock, whatever today is.
+func (f *fixture) dropWeeklyPartitions() {
+	f.t.Helper()
+	for _, t := range tables {
+		for _, name := range f.labels(fmt.Sprintf(`
+			SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE i.inhparent = '%s'::regclass AND c.relname <> '%[1]s_default'`, t.name)) {
+			f.exec(`DROP TABLE ` + name)
+		}
+	}
+}
+
+// at is a time literal for the fixture's inserts.
+func at(t time.Time) string { return "'" + t.UTC().Format(time.RFC3339Nano) + "'::timestamptz" }
+
+// TestPartitionsAtCalendarEdges prunes with the clock at each of the
+// dates every calendar rule is tested at (docs/development.md#tests): the
+// current week's partition (named after its Monday, UTC) and the Ahead
+// weeks after it are made, rows land in their week's partition, and the
+// weeks past the window are dropped or kept by the same rule on every date.
+// The data is written at times relative to the test's clock, and the
+// partitions the migration made for the database's weeks are dropped
+// first: the outcome does not depend on today.
+func TestPartitionsAtCalendarEdges(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		date string
+		now  time.Time
+		// week is the Monday of now's partition, and before the Monday of
+		// the partition of a row ten minutes before now.
+		week, before string
+	}{
+		{"2026-12-01 09:30 UTC, a month's first day (a Tuesday)", time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC), "20261130", "20261130"},
+		{"2027-01-01, a new year in ISO week 53 of 2026", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), "20261228", "20261228"},
+		{"2027-01-04, ISO week 1 of 2027", time.Date(2027, 1, 4, 12, 0, 0, 0, time.UTC), "20270104", "20270104"},
+		{"2027-03-28 01:30 UTC, Europe/Paris springs forward", time.Date(2027, 3, 28, 1, 30, 0, 0, time.UTC), "20270322", "20270322"},
+		{"2027-10-31 01:30 UTC, Europe/Paris falls back", time.Date(2027, 10, 31, 1, 30, 0, 0, time.UTC), "20271025", "20271025"},
+		{"2027-03-14 07:00 UTC, America/New_York springs forward", time.Date(2027, 3, 14, 7, 0, 0, 0, time.UTC), "20270308", "20270308"},
+		{"2027-11-07 06:00 UTC, America/New_York falls back", time.Date(2027, 11, 7, 6, 0, 0, 0, time.UTC), "20271101", "20271101"},
+		{"2028-02-29, a leap day", time.Date(2028, 2, 29, 12, 0, 0, 0, time.UTC), "20280228", "20280228"},
+		{"Monday 2027-01-11 00:05 UTC, a week boundary", time.Date(2027, 1, 11, 0, 5, 0, 0, time.UTC), "20270111", "20270104"},
+	} {
+		t.Run(tc.date, func(t *testing.T) {
+			t.Parallel()
+			if got := WeekOf(tc.now).Format("20060102"); got != tc.week {
+				t.Fatalf("WeekOf(%s) = %s, want %s", tc.now.Format(time.RFC3339), got, tc.week)
+			}
+			f := newFixture(t)
+			f.dropWeeklyPartitions()
+			day := 24 * time.Hour
+			oldDone := f.change("old-done", "done", at(tc.now.Add(-40*day)))
+			f.evaluation("old", oldDone, at(tc.now.Add(-40*day)))
+			f.change("keep-pending", "pending", at(tc.now.Add(-20*day)))
+			f.change("old-done-beside-pending", "done", at(tc.now.Add(-20*day)))
+			f.change("keep-ten-minutes-before", "done", at(tc.now.Add(-10*time.Minute)))
+			f.change("keep-now", "done", at(tc.now))
+
+			res := prune(t, f, Config{Changes: week7, Evaluations: week7, BatchSize: 100, Interval: time.Hour,
+				Now: func() time.Time { return tc.now }})
+
+			for _, table := range []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls"} {
+				for i := range Ahead + 1 {
+					if name := PartitionName(table, WeekOf(tc.now).Add(time.Duration(i)*Week)); !f.exists(name) {
+						t.Errorf("%s is missing (made %v)", name, res.Made)
+					}
+				}
+			}
+			for label, week := range map[string]string{"keep-now": tc.week, "keep-ten-minutes-before": tc.before} {
+				var part string
+				if err := f.pool.QueryRow(context.Background(), `SELECT tableoid::regclass::text FROM changes WHERE record_id = $1`, label).Scan(&part); err != nil {
+					t.Fatal(err)
+				}
+				if want := "changes_p" + week; part != want {
+					t.Errorf("%s is in %s, want %s", label, part, want)
+				}
+			}
+			ch := tableResult(t, res, "changes")
+			weekOld := PartitionName("changes", WeekOf(tc.now.Add(-40*day)))
+			weekPending := PartitionName("changes", WeekOf(tc.now.Add(-20*day)))
+			if !ch.Cutoff.Equal(tc.now.Add(-week7)) {
+				t.Errorf("cutoff %s, want %s", ch.Cutoff.UTC().Format(time.RFC3339), tc.now.Add(-week7).Format(time.RFC3339))
+			}
+			if !slices.Equal(ch.Dropped, []string{weekOld}) || !slices.Equal(ch.Kept, []string{weekPending}) || ch.Rows != 1 {
+				t.Errorf("changes: dropped %v, kept %v, %d rows deleted; want [%s], [%s], 1", ch.Dropped, ch.Kept, ch.Rows, weekOld, weekPending)
+			}
+			if ev := tableResult(t, res, "evaluations"); !slices.Equal(ev.Dropped, []string{PartitionName("evaluations", WeekOf(tc.now.Add(-40*day)))}) {
+				t.Errorf("evaluations: dropped %v", ev.Dropped)
+			}
+			if got := f.labels(`SELECT record_id FROM changes`); !slices.Equal(got, []string{"keep-now", "keep-pending", "keep-ten-minutes-before"}) {
+				t.Errorf("changes left: %v", got)
+			}
+		})
+	}
+}

@@ -86,6 +86,12 @@ type Config struct {
 	// Metrics counts the rows and partitions pruned per table; nil records
 	// nothing. Defaults to nil.
 	Metrics *metrics.Metrics
+	// Now is the clock of a prune: the current week, whose partition and
+	// the Ahead weeks after it are made, and the cutoffs (now minus each
+	// window). The statements' own guards of what is live (the current
+	// hour of a rollup, a key in its window) keep reading the database's
+	// clock. Defaults to time.Now.
+	Now func() time.Time
 }
 
 // FromConfig returns the pruner settings of lookout.yaml's retention
@@ -206,7 +212,7 @@ var tables = []table{
 type TableResult struct {
 	Table  string
 	Window time.Duration
-	// Cutoff is now minus the window: older rows are pruned.
+	// Cutoff is now (Config.Now) minus the window: older rows are pruned.
 	Cutoff time.Time
 	// Dropped lists the partitions dropped whole (or that a dry run would
 	// drop).
@@ -262,6 +268,9 @@ type Pruner struct {
 
 // New returns a pruner with the settings of conf, used as given.
 func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) *Pruner {
+	if conf.Now == nil {
+		conf.Now = time.Now
+	}
 	return &Pruner{pool: pool, conf: conf, logger: logger.With("component", "retention")}
 }
 

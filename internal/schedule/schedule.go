@@ -31,9 +31,99 @@ import (
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // ParseCron parses a cron expression with lookout's one cron syntax (the
-// sources' cron, the digests' and the alerts' cron); the expression is read
-// in UTC unless the caller sets the schedule's location.
-func ParseCron(expr string) (cron.Schedule, error) { return cronParser.Parse(expr) }
+// sources' cron, the digests' and the alerts' cron). The schedule reads the
+// expression in the location of the time given to Next (pass now.In(zone)),
+// and keeps cron's rule across a DST change (wallSchedule): a slot at a
+// fixed hour that the change skips runs when the gap ends, and one it
+// repeats runs once; a schedule with every hour (`*` in the hour field)
+// runs every real hour.
+func ParseCron(expr string) (cron.Schedule, error) {
+	sched, err := cronParser.Parse(expr)
+	if err != nil {
+		return nil, err
+	}
+	spec, ok := sched.(*cron.SpecSchedule)
+	if !ok {
+		return sched, nil // @every: a fixed interval, no calendar
+	}
+	local := *spec
+	local.Location = time.Local // robfig/cron: read in the location of the time given
+	if spec.Hour&starBit != 0 {
+		return &local, nil
+	}
+	wall := *spec
+	wall.Location = time.UTC
+	return wallSchedule{wall: &wall}, nil
+}
+
+// starBit is robfig/cron's mark of a field written `*` (its parser's
+// starBit, unexported).
+const starBit = 1 << 63
+
+// wallSchedule is a cron schedule at fixed hours read on the wall clock of
+// the location of the time given to Next, with cron's rule for DST
+// changes. robfig/cron alone steps through real time, so a daily 02:30 in
+// Europe/Paris never fires on the day clocks go from 02:00 to 03:00 (the
+// next run is a day later) and fires twice on the day 02:00-03:00 is
+// repeated (the second a one-hour digest period). Here the slots are found
+// on the wall clock (the expression read in UTC, which has no DST) and each
+// becomes the first instant that shows it: a slot the change skips becomes
+// the end of the gap, and a slot shown twice fires at its first showing
+// only.
+type wallSchedule struct {
+	// wall is the expression with Location UTC: its Next steps through
+	// wall-clock times.
+	wall *cron.SpecSchedule
+}
+
+// Next returns the first slot after t, in t's location.
+func (w wallSchedule) Next(t time.Time) time.Time {
+	loc := t.Location()
+	from := wallClock(t)
+	// A slot whose first showing is not after t (t is in a repeated hour,
+	// or at the end of a gap several slots map to) is passed; an hour
+	// holds at most 60 slots of a five-field expression.
+	for range 200 {
+		slot := w.wall.Next(from)
+		if slot.IsZero() {
+			return slot
+		}
+		if at := firstShowing(slot, loc); at.After(t) {
+			return at
+		}
+		from = slot
+	}
+	return time.Time{}
+}
+
+// wallClock returns the wall-clock reading of t as a UTC time.
+func wallClock(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+}
+
+// firstShowing returns the first instant whose wall clock in loc reads
+// slot (a wall-clock time written in UTC), or, for a reading a DST change
+// skips, the instant the gap ends.
+func firstShowing(slot time.Time, loc *time.Location) time.Time {
+	var first time.Time
+	// The offsets in force a day and a half either side: the two sides of
+	// any change that day.
+	for _, probe := range []time.Time{slot.Add(-36 * time.Hour), slot.Add(36 * time.Hour)} {
+		_, off := probe.In(loc).Zone()
+		at := slot.Add(-time.Duration(off) * time.Second).In(loc)
+		if wallClock(at).Equal(slot) && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	if !first.IsZero() {
+		return first
+	}
+	// In the gap: read with the offset before the change, it is an instant
+	// after the change, whose zone starts when the gap ends.
+	_, before := slot.Add(-36 * time.Hour).In(loc).Zone()
+	start, _ := slot.Add(-time.Duration(before) * time.Second).In(loc).ZoneBounds()
+	return start.In(loc)
+}
 
 // Bounds are the limits of an adaptive interval.
 type Bounds struct {
@@ -122,9 +212,6 @@ func New(spec Spec) (*Schedule, error) {
 		sched, err := ParseCron(expr)
 		if err != nil {
 			return nil, specError("cron", "%q: %w", spec.Cron, err)
-		}
-		if ss, ok := sched.(*cron.SpecSchedule); ok {
-			ss.Location = loc
 		}
 		// A spec that can never fire (30 February) would leave the source
 		// silently idle: refuse it.

@@ -290,3 +290,88 @@ func TestDeferred(t *testing.T) {
 		t.Errorf("a past time defers to now, got %s", d.At)
 	}
 }
+
+// The dates every calendar rule is tested at (docs/development.md#tests):
+// a month's first day, a new year (ISO week 53 of 2026, then week 1 of
+// 2027), the days Europe/Paris and America/New_York change to and from
+// summer time, a leap day, and a Monday just after midnight UTC (a week
+// boundary).
+var (
+	monthFirstDay = time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC) // a Tuesday
+	newYear       = time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)   // a Friday of ISO week 53 of 2026
+	firstWeek     = time.Date(2027, 1, 4, 0, 0, 0, 0, time.UTC)   // Monday of ISO week 1 of 2027
+	parisSpring   = time.Date(2027, 3, 28, 1, 30, 0, 0, time.UTC) // 03:30 CEST, half an hour after the change
+	parisFall     = time.Date(2027, 10, 31, 0, 0, 0, 0, time.UTC) // 02:00 CEST; 03:00 CEST becomes 02:00 CET at 01:00 UTC
+	nySpring      = time.Date(2027, 3, 14, 5, 0, 0, 0, time.UTC)  // 00:00 EST; 02:00 EST becomes 03:00 EDT
+	nyFall        = time.Date(2027, 11, 7, 4, 0, 0, 0, time.UTC)  // 00:00 EDT; 02:00 EDT becomes 01:00 EST
+	leapDay       = time.Date(2028, 2, 29, 12, 0, 0, 0, time.UTC)
+	mondayAfter   = time.Date(2027, 1, 11, 0, 5, 0, 0, time.UTC) // a Monday 00:05 UTC
+)
+
+// TestCronAtCalendarEdges runs cron schedules at the named dates: each
+// slot is the one a person reading the expression in its zone expects. A
+// daily slot inside the hour a DST change skips runs once, when the gap
+// ends (as cron does), not a day later; one inside the hour a change
+// repeats runs once, not twice; a schedule with every hour ("0 * * * *")
+// keeps running every real hour through both.
+func TestCronAtCalendarEdges(t *testing.T) {
+	t.Parallel()
+	utc := func(y int, m time.Month, d, h, min int) time.Time { return time.Date(y, m, d, h, min, 0, 0, time.UTC) }
+	for _, tc := range []struct {
+		name     string
+		cron, tz string
+		from     time.Time
+		want     []time.Time
+	}{
+		{"2026-12-01 09:30 UTC, a month's first day: monthly on the 1st", "0 9 1 * *", "UTC", monthFirstDay,
+			[]time.Time{utc(2027, 1, 1, 9, 0), utc(2027, 2, 1, 9, 0)}},
+		{"2026-12-01 09:30 UTC, a month's first day: daily in Paris", "0 8 * * *", "Europe/Paris", monthFirstDay,
+			[]time.Time{utc(2026, 12, 2, 7, 0), utc(2026, 12, 3, 7, 0)}},
+		{"2027-01-01, ISO week 53 of 2026: weekly on Monday 08:00 Paris", "0 8 * * 1", "Europe/Paris", newYear,
+			[]time.Time{utc(2027, 1, 4, 7, 0), utc(2027, 1, 11, 7, 0)}},
+		{"2027-01-04, ISO week 1 of 2027: @weekly in New York", "@weekly", "America/New_York", firstWeek,
+			[]time.Time{utc(2027, 1, 10, 5, 0), utc(2027, 1, 17, 5, 0)}},
+		{"2027-03-28 01:30 UTC, Paris springs forward: local midnight", "0 0 * * *", "Europe/Paris", parisSpring,
+			[]time.Time{utc(2027, 3, 28, 22, 0), utc(2027, 3, 29, 22, 0)}},
+		{"2027-03-28, Paris springs forward: 02:30 is skipped, runs at 03:00", "30 2 * * *", "Europe/Paris", parisSpring.Add(-time.Hour),
+			[]time.Time{utc(2027, 3, 28, 1, 0), utc(2027, 3, 29, 0, 30), utc(2027, 3, 30, 0, 30)}},
+		{"2027-10-31, Paris falls back: 02:30 runs once", "30 2 * * *", "Europe/Paris", parisFall,
+			[]time.Time{utc(2027, 10, 31, 0, 30), utc(2027, 11, 1, 1, 30)}},
+		{"2027-10-31, Paris falls back: hourly runs every real hour", "0 * * * *", "Europe/Paris", parisFall.Add(-30 * time.Minute),
+			[]time.Time{utc(2027, 10, 31, 0, 0), utc(2027, 10, 31, 1, 0), utc(2027, 10, 31, 2, 0)}},
+		{"2027-10-31, Paris falls back: local midnight", "@daily", "Europe/Paris", parisFall,
+			[]time.Time{utc(2027, 10, 31, 23, 0), utc(2027, 11, 1, 23, 0)}},
+		{"2027-03-14, New York springs forward: 02:30 is skipped, runs at 03:00", "30 2 * * *", "America/New_York", nySpring,
+			[]time.Time{utc(2027, 3, 14, 7, 0), utc(2027, 3, 15, 6, 30)}},
+		{"2027-03-14, New York springs forward: every 30 minutes of 02:00 run once", "*/30 2 * * *", "America/New_York", nySpring,
+			[]time.Time{utc(2027, 3, 14, 7, 0), utc(2027, 3, 15, 6, 0), utc(2027, 3, 15, 6, 30)}},
+		{"2027-11-07, New York falls back: 01:30 runs once", "30 1 * * *", "America/New_York", nyFall,
+			[]time.Time{utc(2027, 11, 7, 5, 30), utc(2027, 11, 8, 6, 30)}},
+		{"2027-11-07, New York falls back: from the repeated hour, 01:30 is past", "30 1 * * *", "America/New_York", utc(2027, 11, 7, 6, 10),
+			[]time.Time{utc(2027, 11, 8, 6, 30)}},
+		{"2027-11-07, New York falls back: local midnight", "0 0 * * *", "America/New_York", nyFall.Add(-12 * time.Hour),
+			[]time.Time{utc(2027, 11, 7, 4, 0), utc(2027, 11, 8, 5, 0)}},
+		{"2028-02-29, a leap day: yearly on 29 February", "0 8 29 2 *", "UTC", monthFirstDay,
+			[]time.Time{utc(2028, 2, 29, 8, 0), utc(2032, 2, 29, 8, 0)}},
+		{"2028-02-29, a leap day: the last day of February in Paris", "0 0 1 3 *", "Europe/Paris", leapDay,
+			[]time.Time{utc(2028, 2, 29, 23, 0), utc(2029, 2, 28, 23, 0)}},
+		{"Monday 00:05 UTC, a week boundary: weekly on Monday 00:00 UTC", "0 0 * * 1", "UTC", mondayAfter,
+			[]time.Time{utc(2027, 1, 18, 0, 0), utc(2027, 1, 25, 0, 0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := MustNew(Spec{Cron: tc.cron, Timezone: tc.tz}).WithJitter(noJitter)
+			at := tc.from
+			for i, want := range tc.want {
+				d := s.Next(at, Run{})
+				if !d.At.Equal(want) {
+					t.Fatalf("slot %d after %s: %s, want %s", i+1, at.UTC().Format(time.RFC3339),
+						d.At.UTC().Format(time.RFC3339), want.Format(time.RFC3339))
+				}
+				if d.Interval != want.Sub(at) {
+					t.Errorf("slot %d: interval %s, want %s", i+1, d.Interval, want.Sub(at))
+				}
+				at = d.At
+			}
+		})
+	}
+}

@@ -200,7 +200,7 @@ func (b *Briefer) write(ctx context.Context, r *BriefRequest, msgs []api.Message
 		}
 	}
 	schema := BriefSchema(ids, q.MaxItems)
-	budget := &budgets{pool: b.pool}
+	budget := &budgets{pool: b.pool, now: b.client.calendar}
 	var lastErr error
 	for attempt := 1; attempt <= 2; attempt++ {
 		rsv, err := budget.reserve(ctx, r.Source, r.Watch, r.Budget)

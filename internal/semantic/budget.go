@@ -22,6 +22,8 @@ import (
 // pass it by their own tokens). A nil *budgets reserves nothing (replay).
 type budgets struct {
 	pool *pgxpool.Pool
+	// now is the calendar of the days (semantic.Config.Now).
+	now func() time.Time
 }
 
 // exhaustedError says which limit stopped a call: a budget, or the call
@@ -38,19 +40,20 @@ type reservation struct {
 	day           time.Time
 }
 
-// reserveSQL takes one call of today's budget when one is left.
+// reserveSQL takes one call of today's budget ($5, the UTC day of the
+// client's calendar) when one is left.
 const reserveSQL = `
 	UPDATE model_budgets SET calls = calls + 1, updated_at = now()
-	WHERE source = $1 AND watch = $2 AND day = (now() AT TIME ZONE 'UTC')::date
+	WHERE source = $1 AND watch = $2 AND day = $5::date
 	  AND ($3::int = 0 OR calls < $3) AND ($4::bigint = 0 OR tokens < $4)
 	RETURNING day`
 
-// seedSQL creates today's row of a watch, counting the calls it made today
-// before it had one (a budget added during the day).
+// seedSQL creates today's row ($3, the UTC day) of a watch, counting the
+// calls it made that day before it had one (a budget added during the day).
 const seedSQL = `
 	INSERT INTO model_budgets (source, watch, day, calls, tokens)
 	SELECT $1, $2, d.day, count(mc.id), coalesce(sum(mc.prompt_tokens + mc.output_tokens), 0)
-	FROM (SELECT (now() AT TIME ZONE 'UTC')::date AS day) AS d
+	FROM (SELECT $3::date AS day) AS d
 	LEFT JOIN model_calls mc ON mc.source = $1 AND mc.watch = $2 AND mc.purpose IN ('evaluate', 'briefing')
 	     AND mc.created_at >= d.day::timestamp AT TIME ZONE 'UTC'
 	GROUP BY d.day
@@ -67,9 +70,11 @@ func (b *budgets) reserve(ctx context.Context, source, watch string, bud config.
 		Source, Watch string
 		Budget        config.Budget
 	}{source, watch, bud}
+	today := b.now().UTC()
+	today = time.Date(today.Year(), today.Month(), today.Day(), 0, 0, 0, 0, time.UTC)
 	for range 2 {
 		var day time.Time
-		err := b.pool.QueryRow(ctx, reserveSQL, r.Source, r.Watch, r.Budget.CallsPerDay, int64(r.Budget.TokensPerDay)).Scan(&day)
+		err := b.pool.QueryRow(ctx, reserveSQL, r.Source, r.Watch, r.Budget.CallsPerDay, int64(r.Budget.TokensPerDay), today).Scan(&day)
 		if err == nil {
 			return &reservation{pool: b.pool, source: r.Source, watch: r.Watch, day: day}, nil
 		}
@@ -79,7 +84,7 @@ func (b *budgets) reserve(ctx context.Context, source, watch string, bud config.
 		var calls, tokens int64
 		err = b.pool.QueryRow(ctx, `
 			SELECT calls, tokens FROM model_budgets
-			WHERE source = $1 AND watch = $2 AND day = (now() AT TIME ZONE 'UTC')::date`, r.Source, r.Watch).Scan(&calls, &tokens)
+			WHERE source = $1 AND watch = $2 AND day = $3::date`, r.Source, r.Watch, today).Scan(&calls, &tokens)
 		switch {
 		case err == nil:
 			if r.Budget.CallsPerDay > 0 && calls >= int64(r.Budget.CallsPerDay) {
@@ -90,15 +95,14 @@ func (b *budgets) reserve(ctx context.Context, source, watch string, bud config.
 			}
 			// A call was given back meanwhile: try again.
 		case errors.Is(err, pgx.ErrNoRows):
-			if _, err := b.pool.Exec(ctx, seedSQL, r.Source, r.Watch); err != nil {
+			if _, err := b.pool.Exec(ctx, seedSQL, r.Source, r.Watch, today); err != nil {
 				return nil, fmt.Errorf("start today's model budget of %s/%s: %w", r.Source, r.Watch, err)
 			}
 		default:
 			return nil, fmt.Errorf("read the model budget of %s/%s: %w", r.Source, r.Watch, err)
 		}
 	}
-	// Reserved and given back, or the day turned, in between: the budget is
-	// contended; the change waits like one whose model failed.
+	// Reserved and given back in between: the budget is contended; the change waits like one whose model failed.
 	return nil, fmt.Errorf("reserve a model call of %s/%s's budget: contended, try later", r.Source, r.Watch)
 }
 

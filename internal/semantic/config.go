@@ -34,6 +34,10 @@ type Config struct {
 	// DigestTTL is how long a model digest read from /api/tags is trusted.
 	// Defaults to 1m.
 	DigestTTL time.Duration
+	// Now is the calendar of the watches' daily budgets (model_budgets):
+	// the UTC day a call counts against, and the midnight an exhausted
+	// budget resets at. Defaults to time.Now.
+	Now func() time.Time
 }
 
 // FromConfig returns the model settings of lookout.yaml's ollama block, as

@@ -103,7 +103,6 @@ type Judge struct {
 	conc   int
 	owner  string
 	logger *slog.Logger
-	now    func() time.Time
 	// metrics counts model calls, tokens and latency; nil records nothing.
 	metrics *metrics.Metrics
 }
@@ -111,7 +110,7 @@ type Judge struct {
 // NewJudge returns a Judge that calls the model through client with at
 // most conc requests in flight. owner is recorded in model_calls.evaluator.
 func NewJudge(db *pgxpool.Pool, client *Client, conc int, owner string, logger *slog.Logger) *Judge {
-	return &Judge{pool: db, client: client, conc: max(conc, 1), owner: owner, logger: logger.With("component", "judge"), now: time.Now}
+	return &Judge{pool: db, client: client, conc: max(conc, 1), owner: owner, logger: logger.With("component", "judge")}
 }
 
 // SetMetrics makes the judge count its model calls, tokens and latency in
@@ -192,7 +191,7 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 
 	var budget *budgets
 	if opt.Purpose == PurposeEvaluate {
-		budget = &budgets{pool: j.pool}
+		budget = &budgets{pool: j.pool, now: j.client.calendar}
 	}
 	var calls atomic.Int64
 	limit := func() error {
@@ -229,7 +228,7 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 		}
 		if leader < 0 {
 			<-slots
-			step, retryAt := StepBudget, nextUTCDay(j.now())
+			step, retryAt := StepBudget, nextUTCDay(j.client.calendar())
 			if !errors.As(why, new(*exhaustedError)) {
 				step, retryAt = StepError, time.Time{}
 			}

@@ -323,7 +323,10 @@ func TestJudgeModelNotOnServer(t *testing.T) {
 
 func TestJudgeBudgets(t *testing.T) {
 	t.Parallel()
-	f := setup(t, nil)
+	// One day for the whole test: a run across midnight UTC does not move
+	// the budget's day between two calls.
+	now := time.Now().UTC()
+	f := setup(t, func(o *semantic.Config) { o.Now = func() time.Time { return now } })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	calls := func(id string) *semantic.Request {
 		r := request(q, "calls", id, id)
@@ -334,7 +337,6 @@ func TestJudgeBudgets(t *testing.T) {
 	if res[0].Step != semantic.StepModel || res[1].Step != semantic.StepBudget {
 		t.Fatalf("steps %s, %s; want model, budget", res[0].Step, res[1].Step)
 	}
-	now := time.Now().UTC()
 	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
 	if r := res[1]; r.Err.Error() != "budget exhausted: 1 of calls_per_day 1 used" || !r.RetryAt.Equal(midnight) {
 		t.Errorf("budget result: %v, retry at %s", r.Err, r.RetryAt)
@@ -362,6 +364,63 @@ func TestJudgeBudgets(t *testing.T) {
 	}
 	if n := f.fake.Chats(); n != 3 {
 		t.Errorf("chats = %d, want 3", n)
+	}
+}
+
+// TestBudgetDaysAtCalendarEdges exhausts a watch's daily budget with the
+// clock (semantic.Config.Now) at the last instant of the days around the
+// dates every calendar rule is tested at (docs/development.md#tests): the
+// call counts against that UTC day, and the budget resets at the next
+// midnight UTC, also into a month's first day, a new year and across 29
+// February; DST days in Paris and New York change nothing (budgets keep
+// UTC days).
+func TestBudgetDaysAtCalendarEdges(t *testing.T) {
+	t.Parallel()
+	last := func(y int, m time.Month, d int) time.Time {
+		return time.Date(y, m, d, 23, 59, 59, 999_000_000, time.UTC)
+	}
+	for _, tc := range []struct {
+		name    string
+		now     time.Time
+		day     string
+		resetAt time.Time
+	}{
+		{"2026-11-30, the eve of 2026-12-01, a month's first day", last(2026, 11, 30), "2026-11-30", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
+		{"2026-12-01 09:30 UTC, a month's first day", time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC), "2026-12-01", time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)},
+		{"2026-12-31, the eve of 2027-01-01, a new year", last(2026, 12, 31), "2026-12-31", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"2027-01-04, ISO week 1 of 2027", time.Date(2027, 1, 4, 0, 0, 0, 0, time.UTC), "2027-01-04", time.Date(2027, 1, 5, 0, 0, 0, 0, time.UTC)},
+		{"2027-03-28 01:30 UTC, Europe/Paris springs forward", time.Date(2027, 3, 28, 1, 30, 0, 0, time.UTC), "2027-03-28", time.Date(2027, 3, 29, 0, 0, 0, 0, time.UTC)},
+		{"2027-10-31, Europe/Paris falls back", last(2027, 10, 31), "2027-10-31", time.Date(2027, 11, 1, 0, 0, 0, 0, time.UTC)},
+		{"2027-03-14, America/New_York springs forward", last(2027, 3, 14), "2027-03-14", time.Date(2027, 3, 15, 0, 0, 0, 0, time.UTC)},
+		{"2027-11-07, America/New_York falls back", last(2027, 11, 7), "2027-11-07", time.Date(2027, 11, 8, 0, 0, 0, 0, time.UTC)},
+		{"2028-02-28, the eve of 2028-02-29, a leap day", last(2028, 2, 28), "2028-02-28", time.Date(2028, 2, 29, 0, 0, 0, 0, time.UTC)},
+		{"2028-02-29, a leap day", last(2028, 2, 29), "2028-02-29", time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, func(o *semantic.Config) { o.Now = func() time.Time { return tc.now } })
+			q := f.question(&config.Watch{Ask: "Is it urgent?"})
+			calls := func(id string) *semantic.Request {
+				r := request(q, "w", id, id)
+				r.Budget = config.Budget{CallsPerDay: 1}
+				return r
+			}
+			res := f.judgeAll(semantic.Options{}, calls("1"), calls("2"))
+			if res[0].Step != semantic.StepModel || res[1].Step != semantic.StepBudget {
+				t.Fatalf("steps %s, %s; want model, budget", res[0].Step, res[1].Step)
+			}
+			if !res[1].RetryAt.Equal(tc.resetAt) {
+				t.Errorf("an exhausted budget resets at %s, want %s", res[1].RetryAt.UTC().Format(time.RFC3339), tc.resetAt.Format(time.RFC3339))
+			}
+			var day string
+			var used int
+			if err := f.pool.QueryRow(context.Background(), `SELECT day::text, calls FROM model_budgets WHERE source = 'tasks' AND watch = 'w'`).Scan(&day, &used); err != nil {
+				t.Fatal(err)
+			}
+			if day != tc.day || used != 1 {
+				t.Errorf("model_budgets: %d call(s) on %s, want 1 on %s", used, day, tc.day)
+			}
+		})
 	}
 }
 

@@ -38,6 +38,8 @@ type Client struct {
 	ttl     time.Duration
 	logger  *slog.Logger
 	now     func() time.Time
+	// calendar is Config.Now: the day of the budgets.
+	calendar func() time.Time
 
 	mu      sync.Mutex
 	digests map[string]digestEntry
@@ -58,15 +60,19 @@ func NewClient(c Config, logger *slog.Logger) (*Client, error) {
 		return nil, fmt.Errorf("ollama.host %q: %w", c.Host, err)
 	}
 	hc := &http.Client{Transport: statusTransport{http.DefaultTransport}}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return &Client{
-		api:     api.NewClient(base, hc),
-		host:    base.Redacted(),
-		limiter: rate.NewLimiter(rate.Limit(c.PerSecond), max(c.Burst, 1)),
-		ttl:     c.DigestTTL,
-		logger:  logger.With("component", "ollama"),
-		now:     time.Now,
-		digests: map[string]digestEntry{},
-		backoff: service.Backoff{Min: time.Second, Max: min(c.HoldMax, time.Minute)},
+		api:      api.NewClient(base, hc),
+		host:     base.Redacted(),
+		limiter:  rate.NewLimiter(rate.Limit(c.PerSecond), max(c.Burst, 1)),
+		ttl:      c.DigestTTL,
+		logger:   logger.With("component", "ollama"),
+		now:      time.Now,
+		calendar: c.Now,
+		digests:  map[string]digestEntry{},
+		backoff:  service.Backoff{Min: time.Second, Max: min(c.HoldMax, time.Minute)},
 	}, nil
 }
 
