@@ -91,6 +91,9 @@ type Global struct {
 	file     string
 	lines    map[string]int
 	redactor *redact.Redactor
+	// uses is what the daemon reading the configuration uses of its
+	// sources (LoadFor, SetUses).
+	uses Uses
 	// hostDefaultBuiltIn is set when defaults.host_rate_limit was not
 	// written: loopback hosts then have no shared budget (HostLimit).
 	hostDefaultBuiltIn bool

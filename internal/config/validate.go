@@ -495,7 +495,9 @@ func (s *Source) validate(g *Global) []error {
 		errs = append(errs, s.exprErrors("stop.when", err)...)
 	}
 
-	if s.Block != nil && known && connectorRegistry != nil {
+	// The evaluator's side (UsesWatches) never builds a connector, and its
+	// block keeps its ${ENV} references unexpanded.
+	if s.Block != nil && known && connectorRegistry != nil && (g == nil || g.uses != UsesWatches) {
 		if err := connectorRegistry.Check(s); err != nil {
 			errs = append(errs, err)
 		}
