@@ -53,7 +53,7 @@ watches:
 	build := func(name string) string { return clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/"+name) }
 	syncerd := clitest.StartBinaryEnv(t, build("syncer"), e.dir, e.url, token, hook)
 	apid := clitest.StartBinaryEnv(t, build("api"), e.dir, e.url, token, hook) // the api validates the whole directory
-	evaluatord := clitest.StartBinaryEnv(t, build("evaluator"), e.dir, e.url) // neither
+	evaluatord := clitest.StartBinaryEnv(t, build("evaluator"), e.dir, e.url)  // neither
 	e.daemons = []*clitest.DaemonTest{syncerd, apid, evaluatord}
 
 	gh.Put(githubtest.Issue{Number: 2, Title: "The printer is on fire", User: "octocat", State: "open",

@@ -233,7 +233,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.ln = ln
 	// Slow clients are bounded on what they send (Limits), never on what
 	// they are sent: no WriteTimeout, which would cut event streams.
-	s.srv = &http.Server{Handler: bodyDeadline(s.limits, s.Handler()), ReadHeaderTimeout: s.limits.Header, IdleTimeout: s.limits.Idle,
+	s.srv = &http.Server{Handler: bodyDeadline(s.limits, refuseNUL(s.Handler())), ReadHeaderTimeout: s.limits.Header, IdleTimeout: s.limits.Idle,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	if s.onShutdown != nil {
 		s.srv.RegisterOnShutdown(s.onShutdown)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -129,4 +130,21 @@ func (b *deadlineBody) Close() error {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 	return b.body.Close()
+}
+
+// refuseNUL answers 400 to a request whose path or query holds a NUL
+// byte (%00): no name, id or parameter of lookout may hold one
+// (PostgreSQL's text refuses it), and a 5xx would tell a webhook
+// provider to deliver it again, forever.
+func refuseNUL(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.ContainsRune(r.URL.Path, 0) || strings.Contains(r.URL.RawQuery, "%00") || strings.ContainsRune(r.URL.RawQuery, 0) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"title":"Bad Request","status":400,"detail":"the path or a query parameter holds a NUL byte (%00), which no name, id or parameter may hold"}`+"\n")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
