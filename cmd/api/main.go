@@ -129,11 +129,24 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 			logger.Info("sealed stored credentials again with the first key of "+secrets.KeyEnv, "definitions", n, "key_id", keys.KeyID())
 		}
 	}
+	app, err := newApp(pool, cfg, svc, keys, m, logger)
+	if err != nil {
+		return err
+	}
+	return cli.SuperviseApp(ctx, listen, app, m,
+		[]health.Check{health.Database(pool), health.Migrations(pool), health.Listener("outbox_listener", hub.Listening)},
+		logger, hub, control.NewKeyPruner(pool, logger))
+}
+
+// newApp returns what api run serves beside /metrics, /healthz and
+// /readyz: /ingest/{source}, /mcp, /admin and the API, bounded on slow
+// requests by lookout.yaml's http block.
+func newApp(pool *pgxpool.Pool, cfg *config.Config, svc *control.Service, keys *secrets.Ring, m *metrics.Metrics, logger *slog.Logger) (*cli.App, error) {
 	a := api.New(svc, logger)
 	m2 := mcp.New(svc, mcp.Config{}, logger)
 	adm, err := admin.New(svc, admin.Config{Config: cfg}, logger)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	// Webhooks authenticate by their signature, outside /v1's tokens.
@@ -143,9 +156,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	mux.Handle("/admin/", adm.Handler())
 	mux.Handle("/", a.Handler())
 	shutdown := func() { a.Shutdown(); m2.Close() }
-	return cli.SuperviseApp(ctx, listen, &cli.App{Handler: mux, OnShutdown: shutdown}, m,
-		[]health.Check{health.Database(pool), health.Migrations(pool), health.Listener("outbox_listener", hub.Listening)},
-		logger, hub, control.NewKeyPruner(pool, logger))
+	return &cli.App{Handler: mux, OnShutdown: shutdown, Limits: cli.LimitsOf(cfg.Global.HTTP)}, nil
 }
 
 // tokenEnv holds the token of `api mcp --stdio` when --token is not given.

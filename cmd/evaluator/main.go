@@ -29,7 +29,7 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main("evaluator", "evaluate changes and deliver notifications", []cli.Command{
+	os.Exit(cli.Main("evaluator", "evaluate changes and deliver notifications", watchSide([]cli.Command{
 		{Name: "run", Summary: "run the evaluator, delivery and alert daemon until SIGINT/SIGTERM [--listen ADDR: /metrics, /healthz, /readyz; default " + cli.EvaluatorListenDefault + "]", Run: runDaemon},
 		{Name: "once", Summary: "evaluate pending changes, check for alerts and deliver due notifications, then exit", Run: runOnce},
 		{Name: "explain", Summary: "print the decision trail of a change (--change ID) or of a record's changes (SOURCE RECORD_ID), with the watches of the definitions (files and API)", Run: runExplain},
@@ -40,7 +40,22 @@ func main() {
 		cli.ReportCommand(),
 		cli.MigrateCommand(),
 		cli.CheckCommand(check),
-	}))
+	})))
+}
+
+// watchSide makes every command read the configuration as the evaluator
+// uses it (config.UsesWatches): the secrets of connectors, webhook ingest
+// and task executors are the other daemons', and the evaluator needs
+// none of them.
+func watchSide(commands []cli.Command) []cli.Command {
+	for i := range commands {
+		run := commands[i].Run
+		commands[i].Run = func(ctx context.Context, env *cli.Env) error {
+			env.Uses = config.UsesWatches
+			return run(ctx, env)
+		}
+	}
+	return commands
 }
 
 type parts struct {
@@ -60,6 +75,7 @@ type parts struct {
 // definitions, and builds the evaluator from the definitions of the
 // database (the files' and those made through the API).
 func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error) {
+	env.Uses = config.UsesWatches
 	cfg, err := env.Load()
 	if err != nil {
 		return nil, err
@@ -150,6 +166,9 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		health.Database(p.pool), health.Migrations(p.pool),
 		health.Listener("changes_listener", p.eval.Listening), health.Listener("outbox_listener", p.del.Listening),
 		health.Listener("config_listener", watcher.Listening), reloader.Check(),
+		// A watch it cannot build holds its source's changes back: shown,
+		// not fatal (the other sources are evaluated).
+		{Name: "watches", Advisory: true, Run: func(context.Context) error { return p.eval.Unbuilt() }},
 	}, p.logger, watcher, p.del, p.dig, p.eval, p.dog, p.prn, reloader)
 }
 

@@ -35,6 +35,10 @@ type Env struct {
 	Stderr io.Writer
 	// LogFormat overrides lookout.yaml's log.format when set.
 	LogFormat string
+	// Uses is what the binary uses of the sources: Load and the
+	// reloader read the directory with it (config.LoadFor). Defaults to
+	// config.UsesAll; the evaluator sets config.UsesWatches.
+	Uses config.Uses
 }
 
 // Command is one subcommand.
@@ -145,9 +149,9 @@ func indent(s string) string {
 	return "\n  " + strings.ReplaceAll(s, "\n", "\n  ")
 }
 
-// Load reads the configuration directory.
+// Load reads the configuration directory as the binary uses it (Uses).
 func (e *Env) Load() (*config.Config, error) {
-	cfg, err := config.Load(e.ConfigDir)
+	cfg, err := config.LoadFor(e.ConfigDir, e.Uses)
 	if err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", e.ConfigDir, err)
 	}

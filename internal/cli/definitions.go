@@ -48,7 +48,7 @@ func (e *Env) Reloader(pool *pgxpool.Pool, check func(*config.Config) error, m *
 	return reload.New(reload.Config{
 		Dir: e.ConfigDir,
 		Load: func() (*config.Config, error) {
-			cfg, err := config.Load(e.ConfigDir)
+			cfg, err := config.LoadFor(e.ConfigDir, e.Uses)
 			if err != nil {
 				return nil, err
 			}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/service"
@@ -67,6 +68,15 @@ type App struct {
 	// OnShutdown, if set, is called when the server begins to shut down,
 	// to end long-lived responses (event streams).
 	OnShutdown func()
+	// Limits bound slow requests (LimitsOf lookout.yaml's http block).
+	// Defaults to health's defaults.
+	Limits health.Limits
+}
+
+// LimitsOf returns the limits on slow requests of lookout.yaml's http
+// block.
+func LimitsOf(h config.HTTP) health.Limits {
+	return health.Limits{Header: h.HeaderTimeout, BodyGrace: h.BodyGrace, BodyMinRate: h.BodyMinRate, Idle: h.IdleTimeout}
 }
 
 // SuperviseApp is Supervise with app served on the same address; a nil
@@ -104,6 +114,7 @@ func serve(ctx context.Context, addr string, app *App, m *metrics.Metrics, check
 	srv := health.New(addr, m.Handler(logger), checks, logger)
 	if app != nil {
 		srv.Mount(app.Handler, app.OnShutdown)
+		srv.SetLimits(app.Limits)
 	}
 	if err := srv.Start(ctx); err != nil {
 		return nil, err

@@ -87,10 +87,18 @@ type Global struct {
 	// API configures the api deployment (docs/api.md): per-owner limits
 	// and the egress of sources created through it.
 	API API `yaml:"api"`
+	// HTTP bounds how slowly clients may send requests to the api's
+	// --listen server (/v1, /mcp, /admin and /ingest); the syncer's and
+	// evaluator's servers (/metrics and probes, no bodies) keep the
+	// defaults. Defaults as its fields say.
+	HTTP HTTP `yaml:"http"`
 
 	file     string
 	lines    map[string]int
 	redactor *redact.Redactor
+	// uses is what the daemon reading the configuration uses of its
+	// sources (LoadFor, SetUses).
+	uses Uses
 	// hostDefaultBuiltIn is set when defaults.host_rate_limit was not
 	// written: loopback hosts then have no shared budget (HostLimit).
 	hostDefaultBuiltIn bool
@@ -469,6 +477,31 @@ type API struct {
 	// and metadata addresses stay refused. Defaults to false.
 	AllowPrivate bool `yaml:"allow_private"`
 }
+
+// HTTP bounds the requests of the --listen servers (docs/deploy.md#slow-clients).
+// Responses are never bounded: event streams last as long as they need.
+type HTTP struct {
+	// HeaderTimeout bounds reading a request's headers. Defaults to 10s.
+	HeaderTimeout time.Duration `yaml:"header_timeout"`
+	// BodyGrace and BodyMinRate bound reading a request's body: it must
+	// arrive within body_grace plus one second per body_min_rate bytes
+	// read, so a large body passes at that rate or faster and a trickle
+	// is cut after about body_grace (the connection is closed). Default
+	// 10s and 65536 (bytes a second).
+	BodyGrace   time.Duration `yaml:"body_grace"`
+	BodyMinRate int64         `yaml:"body_min_rate"`
+	// IdleTimeout closes a keep-alive connection idle for this long.
+	// Defaults to 2m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+// Defaults of the http block.
+const (
+	HTTPHeaderTimeoutDefault = 10 * time.Second
+	HTTPBodyGraceDefault     = 10 * time.Second
+	HTTPBodyMinRateDefault   = 64 << 10
+	HTTPIdleTimeoutDefault   = 2 * time.Minute
+)
 
 // APILimits are per-owner limits; 0 takes the default, -1 is no limit.
 type APILimits struct {

@@ -67,8 +67,16 @@ func (g *Global) Errorf(key, format string, args ...any) error {
 
 // Load reads and validates the configuration directory dir. All problems
 // found are returned together, joined, each naming its file and line.
-func Load(dir string) (*Config, error) {
+// Every ${ENV} reference is expanded (UsesAll).
+func Load(dir string) (*Config, error) { return LoadFor(dir, UsesAll) }
+
+// LoadFor is Load for a daemon that uses what uses says of the sources:
+// the ${ENV} references of the parts it does not use are left as written
+// (see Uses). The loaded Global keeps uses, so that the definitions it
+// parses later (definitions.Validator) are read the same way.
+func LoadFor(dir string, uses Uses) (*Config, error) {
 	cfg := &Config{Dir: dir}
+	cfg.Global.uses = uses
 	var errs, globalErrs []error
 	var globalBad map[string]bool
 	var secrets []string // the values of every ${ENV} expanded
@@ -88,6 +96,7 @@ func Load(dir string) (*Config, error) {
 			break
 		}
 		lines, bad, derrs := decodeStrict(GlobalFile, root, &cfg.Global, &secrets)
+		cfg.Global.uses = uses // decoding lookout.yaml leaves it
 		cfg.Global.lines, globalBad = lines, bad
 		globalErrs = derrs
 	}
@@ -143,18 +152,19 @@ func Load(dir string) (*Config, error) {
 // key path, the key paths that did not decode, and every problem.
 func decodeStrict(file string, root *yaml.Node, v any, secrets *[]string) (lines map[string]int, bad map[string]bool, errs []error) {
 	lines = map[string]int{}
-	bad, errs = decodeRoot(file, root, root, v, lines, nil, secrets)
+	bad, errs = decodeRoot(file, root, root, v, lines, nil, secrets, nil)
 	return lines, bad, errs
 }
 
 // decode decodes a source file like decodeStrict, keeping the connector
-// blocks raw (see splitBlocks).
-func (s *Source) decode(file string, root *yaml.Node, secrets *[]string) (lines map[string]int, bad map[string]bool, errs []error) {
+// blocks raw (see splitBlocks). The ${ENV} references of the parts uses
+// leaves are not expanded (see Uses).
+func (s *Source) decode(file string, root *yaml.Node, secrets *[]string, uses Uses) (lines map[string]int, bad map[string]bool, errs []error) {
 	lines = map[string]int{}
 	rest, known := s.splitBlocks(root, lines)
 	keys := *root
 	keys.Content = rest
-	bad, errs = decodeRoot(file, &keys, root, s, lines, known, secrets)
+	bad, errs = decodeRoot(file, &keys, root, s, lines, known, secrets, uses.leaves)
 	return lines, bad, errs
 }
 
@@ -179,11 +189,14 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 // (appending their values to secrets), and decodes keys into v key by
 // key. It returns the key paths that did not decode or expand, and every
 // problem.
-func decodeRoot(file string, keys, root *yaml.Node, v any, lines map[string]int, known []string, secrets *[]string) (map[string]bool, []error) {
+//
+// leave, when not nil, names the key paths whose references are left as
+// written: neither expanded nor required.
+func decodeRoot(file string, keys, root *yaml.Node, v any, lines map[string]int, known []string, secrets *[]string, leave func(path string) bool) (map[string]bool, []error) {
 	var errs []error
 	checkKeys(file, keys, reflect.TypeOf(v).Elem(), "", lines, &errs, known...)
 	d := newDecoder(file)
-	expandEnv(file, root, "", secrets, &errs, d.bad)
+	expandEnv(file, root, "", secrets, &errs, d.bad, leave)
 	if keys.Kind != yaml.MappingNode {
 		errs = append(errs, &Error{File: file, Line: keys.Line, Msg: "must be a mapping of keys to values, not " + yamlValue(keys)})
 		return d.bad, errs
@@ -322,18 +335,20 @@ var envRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // expandEnv replaces ${NAME} in string scalars with the environment value,
 // and appends every value it expands to secrets (for redaction). An unset
 // or empty variable is an error: a silently empty token is worse.
-func expandEnv(file string, node *yaml.Node, path string, secrets *[]string, errs *[]error, bad map[string]bool) {
+// A path for which leave (when not nil) is true keeps its references as
+// written.
+func expandEnv(file string, node *yaml.Node, path string, secrets *[]string, errs *[]error, bad map[string]bool, leave func(string) bool) {
 	switch node.Kind {
 	case yaml.DocumentNode, yaml.SequenceNode:
 		for i, c := range node.Content {
-			expandEnv(file, c, fmt.Sprintf("%s[%d]", path, i), secrets, errs, bad)
+			expandEnv(file, c, fmt.Sprintf("%s[%d]", path, i), secrets, errs, bad, leave)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(node.Content); i += 2 {
-			expandEnv(file, node.Content[i+1], joinPath(path, node.Content[i].Value), secrets, errs, bad)
+			expandEnv(file, node.Content[i+1], joinPath(path, node.Content[i].Value), secrets, errs, bad, leave)
 		}
 	case yaml.ScalarNode:
-		if !strings.Contains(node.Value, "${") {
+		if !strings.Contains(node.Value, "${") || (leave != nil && leave(path)) {
 			return
 		}
 		node.Value = envRE.ReplaceAllStringFunc(node.Value, func(ref string) string {

@@ -40,7 +40,11 @@ func parseSource(file string, data []byte, g *Global, secrets *[]string) (*Sourc
 	if src.Definition, err = nodeJSON(root); err != nil {
 		return nil, []error{&Error{File: file, Msg: err.Error()}}
 	}
-	lines, bad, ferrs := src.decode(file, root, secrets)
+	var uses Uses
+	if g != nil {
+		uses = g.uses
+	}
+	lines, bad, ferrs := src.decode(file, root, secrets, uses)
 	src.lines = lines
 	sum := sha256.Sum256(data)
 	src.Hash = hex.EncodeToString(sum[:8])

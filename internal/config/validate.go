@@ -287,6 +287,21 @@ func (g *Global) applyDefaults() []error {
 	}
 	errs = append(errs, g.Alerts.applyDefaults(g)...)
 	errs = append(errs, g.API.Limits.applyDefaults(g)...)
+	for _, d := range []struct {
+		key string
+		v   *time.Duration
+		def time.Duration
+	}{{"http.header_timeout", &g.HTTP.HeaderTimeout, HTTPHeaderTimeoutDefault}, {"http.body_grace", &g.HTTP.BodyGrace, HTTPBodyGraceDefault},
+		{"http.idle_timeout", &g.HTTP.IdleTimeout, HTTPIdleTimeoutDefault}} {
+		if *d.v < 0 {
+			errs = append(errs, g.Errorf(d.key, "must be positive"))
+		}
+		*d.v = cmp.Or(*d.v, d.def)
+	}
+	if g.HTTP.BodyMinRate < 0 {
+		errs = append(errs, g.Errorf("http.body_min_rate", "must be positive (bytes a second)"))
+	}
+	g.HTTP.BodyMinRate = cmp.Or(g.HTTP.BodyMinRate, HTTPBodyMinRateDefault)
 	for i, a := range g.Egress.Allow {
 		if _, err := parsePrefix(a); err != nil {
 			errs = append(errs, g.Errorf(fmt.Sprintf("egress.allow[%d]", i), "must be an IP address or a CIDR prefix (10.1.2.0/24), not %q", a))
@@ -495,7 +510,9 @@ func (s *Source) validate(g *Global) []error {
 		errs = append(errs, s.exprErrors("stop.when", err)...)
 	}
 
-	if s.Block != nil && known && connectorRegistry != nil {
+	// The evaluator's side (UsesWatches) never builds a connector, and its
+	// block keeps its ${ENV} references unexpanded.
+	if s.Block != nil && known && connectorRegistry != nil && (g == nil || g.uses != UsesWatches) {
 		if err := connectorRegistry.Check(s); err != nil {
 			errs = append(errs, err)
 		}

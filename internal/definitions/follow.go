@@ -38,9 +38,34 @@ type Delta struct {
 	RemovedWatches [][2]string
 	// Invalid are definitions that do not parse with this daemon's
 	// configuration (an unset ${ENV}, a sink it does not declare): they
-	// are left out, and the consumer keeps what it had for them.
+	// are left out, and the consumer keeps what it had for them. Each is
+	// an *InvalidError naming the source (and watch).
 	Invalid []error
 }
+
+// InvalidError is a definition that does not parse with a daemon's
+// configuration (Delta.Invalid).
+type InvalidError struct {
+	// Source is the source's name.
+	Source string
+	// Watch is the watch's name, or "" when the source itself does not
+	// parse (then none of its watches does).
+	Watch string
+	// ManagedBy is the watch's manager (file:..., api:...); "" for a source.
+	ManagedBy string
+	// Err is why.
+	Err error
+}
+
+func (e *InvalidError) Error() string {
+	if e.Watch == "" {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("watch %s of source %s (%s): %v", e.Watch, e.Source, e.ManagedBy, e.Err)
+}
+
+// Unwrap returns why.
+func (e *InvalidError) Unwrap() error { return e.Err }
 
 // Empty reports whether the delta changes nothing.
 func (d *Delta) Empty() bool {
@@ -225,13 +250,13 @@ func (f *Follower) parse(d *Delta, sources []Source, watches []Watch, parents []
 		}
 		// Isolate the culprit: the source alone, then each watch.
 		if def.Config, err = f.validator.parseRow(s, nil); err != nil {
-			d.Invalid = append(d.Invalid, err)
+			d.Invalid = append(d.Invalid, &InvalidError{Source: s.Name, Err: err})
 			continue
 		}
 		for _, w := range ws {
 			one, err := f.validator.parseRow(s, []Watch{w})
 			if err != nil {
-				d.Invalid = append(d.Invalid, fmt.Errorf("watch %s of source %s (%s): %w", w.Name, s.Name, w.ManagedBy, err))
+				d.Invalid = append(d.Invalid, &InvalidError{Source: s.Name, Watch: w.Name, ManagedBy: w.ManagedBy, Err: err})
 				continue
 			}
 			def.Config.Watches = append(def.Config.Watches, one.Watches[0])
@@ -251,7 +276,7 @@ func (f *Follower) parse(d *Delta, sources []Source, watches []Watch, parents []
 			}
 			one, err := f.validator.parseRow(s, []Watch{w})
 			if err != nil {
-				d.Invalid = append(d.Invalid, fmt.Errorf("watch %s of source %s (%s): %w", w.Name, s.Name, w.ManagedBy, err))
+				d.Invalid = append(d.Invalid, &InvalidError{Source: s.Name, Watch: w.Name, ManagedBy: w.ManagedBy, Err: err})
 				continue
 			}
 			d.Watches = append(d.Watches, &WatchDef{Row: w, Config: one.Watches[0], Source: one})

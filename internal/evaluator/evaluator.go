@@ -329,6 +329,16 @@ func (e *Evaluator) batch(ctx context.Context, rescue bool) (int, int, error) {
 			return 0, 0, fmt.Errorf("catch up with the definitions (version %d): %w", v, err)
 		}
 	}
+	all := len(claimed)
+	if claimed, err = e.holdUnbuilt(ctx, tx, claimed); err != nil {
+		return 0, 0, err
+	}
+	if len(claimed) == 0 {
+		if err := tx.Commit(ctx); err != nil {
+			return 0, 0, fmt.Errorf("commit %d changes: %w", all, err)
+		}
+		return all, 0, nil
+	}
 	decided, err := e.decidedWatches(ctx, tx, claimed)
 	if err != nil {
 		return 0, 0, err
@@ -367,18 +377,62 @@ func (e *Evaluator) batch(ctx context.Context, rescue bool) (int, int, error) {
 	}
 	e.committed(settled, first, notes)
 	if len(leased) == 0 {
-		return len(claimed), n, nil
+		return all, n, nil
 	}
 
 	if err := e.judgeDecisions(ctx, leased, model, owner); err != nil {
-		return len(claimed), n, err
+		return all, n, err
 	}
 	m, notes, err := e.commit(ctx, leased, model, owner)
 	if err != nil {
-		return len(claimed), n, err
+		return all, n, err
 	}
 	e.committed(leased, model, notes)
-	return len(claimed), n + m, nil
+	return all, n + m, nil
+}
+
+// holdUnbuilt keeps the claimed changes of sources whose watches cannot
+// all be built (index.unbuilt) pending, without an evaluation: their
+// eval_error says why, and they are due again after a catch-up interval
+// (a mended definition reaches this evaluator by then, and a restart with
+// the missing setting takes them at once). It returns the other changes.
+// Their attempts are not counted: nothing was attempted.
+func (e *Evaluator) holdUnbuilt(ctx context.Context, tx pgx.Tx, claimed []*change) ([]*change, error) {
+	var rest, held []*change
+	var reasons []string
+	why := map[string]error{}
+	for _, c := range claimed {
+		err, seen := why[c.Source]
+		if !seen {
+			err = e.index.unbuilt(c.Source)
+			why[c.Source] = err
+		}
+		if err == nil {
+			rest = append(rest, c)
+			continue
+		}
+		held = append(held, c)
+		reasons = append(reasons, err.Error()+"; the change waits until they can be built")
+	}
+	if len(held) == 0 {
+		return claimed, nil
+	}
+	k := keysOf(held)
+	if _, err := tx.Exec(ctx, `
+		UPDATE changes SET eval_next_at = now() + $3::interval, eval_owner = NULL, eval_lease_expires_at = NULL,
+		       eval_error = u.reason
+		FROM unnest($1::bigint[], $2::text[]) AS u(id, reason)
+		WHERE changes.id = u.id AND changes.source = ANY($4) AND changes.created_at >= $5
+		  AND changes.eval_status = 'pending'`, k.ids, reasons, e.conf.CatchUpInterval, k.sources, k.since); err != nil {
+		return nil, fmt.Errorf("hold the changes of sources whose watches cannot be built: %w", err)
+	}
+	for source, err := range why {
+		if err != nil {
+			e.logger.Warn("changes wait: the watches of their source cannot be built", "source", source, "error", err)
+		}
+	}
+	e.conf.Metrics.ChangesWaiting(len(held))
+	return rest, nil
 }
 
 // claim begins the claim transaction, bounds it by the lease and locks up

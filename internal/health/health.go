@@ -111,6 +111,7 @@ type Server struct {
 
 	app        http.Handler
 	onShutdown func()
+	limits     Limits
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -125,7 +126,7 @@ func New(addr string, metrics http.Handler, checks []Check, logger *slog.Logger)
 		metrics = http.NotFoundHandler()
 	}
 	return &Server{addr: addr, metrics: metrics, checks: checks, timeout: CheckTimeoutDefault,
-		logger: logger.With("component", "http")}
+		logger: logger.With("component", "http"), limits: Limits{}.withDefaults()}
 }
 
 // Mount serves app for every path other than /metrics, /healthz and
@@ -230,7 +231,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s for /metrics, /healthz and /readyz (set --listen or LOOKOUT_LISTEN, empty to disable): %w", s.addr, err)
 	}
 	s.ln = ln
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	// Slow clients are bounded on what they send (Limits), never on what
+	// they are sent: no WriteTimeout, which would cut event streams.
+	s.srv = &http.Server{Handler: bodyDeadline(s.limits, refuseNUL(s.Handler())), ReadHeaderTimeout: s.limits.Header, IdleTimeout: s.limits.Idle,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	if s.onShutdown != nil {
 		s.srv.RegisterOnShutdown(s.onShutdown)

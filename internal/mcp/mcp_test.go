@@ -428,6 +428,26 @@ func TestTokens(t *testing.T) {
 	if _, err := f.dial("lk_nonsense", nil); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Errorf("unknown token: %v", err)
 	}
+	// Every 401 says how to authenticate (RFC 6750), a refused token's too.
+	for _, auth := range []string{"", "Basic YWxpY2U6eA==", "Bearer lk_nonsense"} {
+		req, err := http.NewRequest(http.MethodPost, f.srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(got, "Bearer") {
+			t.Errorf("Authorization %q: %d, WWW-Authenticate %q; want 401 with a Bearer challenge", auth, resp.StatusCode, got)
+		}
+	}
 	cs := f.connect("alice", nil)
 	call[mcp.RecentNotificationsOutput](t, cs, "recent_notifications", map[string]any{})
 	if _, err := f.pool.Exec(context.Background(), `UPDATE api_tokens SET revoked_at = now() WHERE id = $1`, f.tokenID["alice"]); err != nil {

@@ -113,9 +113,29 @@ func (s *Server) Handler() http.Handler {
 			http.Error(w, tokens.ErrMissing.Error(), http.StatusUnauthorized)
 			return
 		}
-		protect.ServeHTTP(w, r)
+		protect.ServeHTTP(challenge{w}, r)
 	})
 }
+
+// challenge adds lookout's Bearer challenge (RFC 6750) to a 401 that has
+// none: the SDK's middleware sets WWW-Authenticate only with OAuth
+// resource metadata, which lookout's tokens do not use.
+type challenge struct{ http.ResponseWriter }
+
+func (c challenge) WriteHeader(code int) {
+	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
+		c.Header().Set("WWW-Authenticate", `Bearer realm="lookout", error="invalid_token"`)
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+// Flush sends what was written (the SDK's event streams assert
+// http.Flusher).
+func (c challenge) Flush() { _ = http.NewResponseController(c.ResponseWriter).Flush() }
+
+// Unwrap lets http.ResponseController reach the connection (flushes of
+// the event streams, deadlines).
+func (c challenge) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // tokenError is a token refused by tokens.Authenticate: it is the SDK's
 // ErrInvalidToken (a 401) with lookout's message.

@@ -72,6 +72,7 @@ type Metrics struct {
 	upstreamResponses *prometheus.CounterVec
 	hostBlocks        *prometheus.CounterVec
 	decisions         *prometheus.CounterVec
+	changesWaiting    *prometheus.CounterVec
 	failed            failures
 	duplicates        prometheus.Counter
 	decisionLag       prometheus.Histogram
@@ -129,6 +130,8 @@ func New() *Metrics {
 		"Times a host asked us to stop sending (429/503 with Retry-After, X-RateLimit-Remaining: 0).", "host")
 	m.decisions = counter("lookout_decisions_total",
 		"Decisions of (change, watch) pairs, by the step that decided and the decision.", "step", "decision")
+	m.changesWaiting = counter("lookout_changes_waiting_total",
+		"Claims of changes put back unevaluated because a watch of their source cannot be built by this evaluator (eval_error says why).")
 	m.duplicates = prometheus.NewCounter(prometheus.CounterOpts{Name: "lookout_duplicates_suppressed_total",
 		Help: "Notifications not written because their dedupe key (or dedupe window) had already notified."})
 	m.decisionLag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lookout_change_decision_lag_seconds",
@@ -336,6 +339,17 @@ func (m *Metrics) Decision(step, decision string) {
 	if decision == "error" || decision == "hold" {
 		m.failed.add(func(f *Failures) { f.Evaluations++ })
 	}
+}
+
+// ChangesWaiting counts n claimed changes put back unevaluated because a
+// watch of their source cannot be built; a once command counts them as
+// failed evaluations.
+func (m *Metrics) ChangesWaiting(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.changesWaiting.WithLabelValues().Add(float64(n))
+	m.failed.add(func(f *Failures) { f.Evaluations += n })
 }
 
 // DuplicatesSuppressed counts n notifications suppressed as duplicates

@@ -100,7 +100,12 @@ func (c *command) run(ctx context.Context, in input) output {
 	start := time.Now()
 	err := cmd.Run()
 	out := output{stderr: strings.TrimSpace(stderr.String())}
+	if stderr.dropped > 0 {
+		out.stderr = fmt.Sprintf("[truncated: the first %d bytes of stderr are not kept; the last %d follow]\n%s", stderr.dropped, stderrMax, out.stderr)
+	}
 	last := lastLine(stdout.String())
+	// The last line began before the 64 KiB kept: the result was cut.
+	cut := stdout.dropped > 0 && !strings.Contains(strings.TrimRight(stdout.String(), "\n"), "\n")
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
@@ -145,6 +150,10 @@ func (c *command) run(ctx context.Context, in input) output {
 	// could do the work twice, so a missing or malformed result fails the
 	// task for a person to look at instead of retrying it.
 	switch {
+	case cut:
+		out.err = fmt.Sprintf("%s exited 0 but its result (the last line of its output) is over %d KiB, the most lookout keeps "+
+			"(%d bytes printed); not retried, since it may have done its work: return a smaller object (a link to the rest)",
+			c.argv[0], stdoutMax>>10, stdout.dropped+int64(stdout.buf.Len()))
 	case last == "":
 		out.err = fmt.Sprintf("%s exited 0 but printed no result (a JSON object on the last line of its output); "+
 			"not retried, since it may have done its work%s", c.argv[0], stderrSuffix(out.stderr))
@@ -171,10 +180,12 @@ func clip(s string, n int) string {
 	return s
 }
 
-// tail keeps the last max bytes written to it.
+// tail keeps the last max bytes written to it, and counts the bytes
+// dropped before them.
 type tail struct {
-	buf bytes.Buffer
-	max int
+	buf     bytes.Buffer
+	max     int
+	dropped int64
 }
 
 func (b *tail) Write(p []byte) (int, error) {
@@ -182,6 +193,7 @@ func (b *tail) Write(p []byte) (int, error) {
 	b.buf.Write(p)
 	if over := b.buf.Len() - b.max; over > 0 {
 		b.buf.Next(over)
+		b.dropped += int64(over)
 	}
 	return n, nil
 }

@@ -74,13 +74,21 @@ func (w *webhook) run(ctx context.Context, in input) output {
 		return output{err: fmt.Sprintf("webhook: %v", err), retry: true}
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, stdoutMax))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, stdoutMax+1))
+	over := len(body) > stdoutMax
+	if over {
+		body = body[:stdoutMax]
+	}
 	code := resp.StatusCode
 	out := output{exitCode: &code}
 	text := strings.TrimSpace(string(body))
 	switch {
 	case code == http.StatusAccepted:
 		out.pending = true
+	case code >= 200 && code < 300 && over:
+		out.err = fmt.Sprintf("the webhook answered %d with a body over %d KiB, the most lookout keeps as a result; not retried, since the agent may have done its work: answer a smaller object (a link to the rest)",
+			code, stdoutMax>>10)
+		return out
 	case code >= 200 && code < 300:
 		if !json.Valid(body) || !strings.HasPrefix(text, "{") {
 			out.err = fmt.Sprintf("the webhook answered %d without a JSON object (%q); not retried, since the agent may have done its work",
