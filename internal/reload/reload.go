@@ -129,26 +129,31 @@ func New(conf Config, logger *slog.Logger) *Reloader {
 
 // Check is the advisory readiness check "config": it reports the last
 // refused reload, a lookout.yaml waiting for a restart, or a directory
-// that differs from the applied generation (naming both hashes, until the
-// applied generation is this directory's), without making the process
-// unready (it runs on its last valid configuration, or on the applied
-// generation).
+// that differs from the applied generation (naming both hashes: refused
+// at start or at a reload, or replaced since by another directory), without
+// making the process unready: it runs on its last valid configuration,
+// or on the applied generation.
 func (r *Reloader) Check() health.Check {
 	return health.Check{Name: "config", Advisory: true, Run: func(ctx context.Context) error {
 		r.mu.Lock()
-		problem, de := r.problem, r.diverged
+		problem, base, de := r.problem, r.base, r.diverged
 		r.mu.Unlock()
 		var problems []string
-		if de != nil {
-			msg, inStep := r.divergence(ctx, de)
-			if inStep {
+		if base != "" && r.conf.Applied != nil {
+			g, err := r.conf.Applied(ctx)
+			switch {
+			case err != nil:
+				problems = append(problems, "read the applied configuration generation: "+err.Error())
+			case g != nil && g.Hash != base:
+				problems = append(problems, r.divergence(base, g, de))
+			case g != nil && de != nil:
+				// In step again: another daemon or `apply --force`
+				// applied this directory.
 				r.mu.Lock()
 				if r.diverged == de {
 					r.diverged = nil
 				}
 				r.mu.Unlock()
-			} else {
-				problems = append(problems, msg)
 			}
 		}
 		if problem != "" {
@@ -161,21 +166,20 @@ func (r *Reloader) Check() health.Check {
 	}}
 }
 
-// divergence describes a refused divergent directory against the
-// generation applied now; inStep is set when that generation is the
-// directory's (another daemon or `apply --force` applied it).
-func (r *Reloader) divergence(ctx context.Context, de *definitions.DivergedError) (msg string, inStep bool) {
-	applied := de.Applied
-	if g, err := r.conf.Applied(ctx); err == nil && g != nil {
-		if g.Hash == de.Hash {
-			return "", true
-		}
-		applied = *g
+// divergence says that this daemon's directory (hash) is not the applied
+// generation g; de is the refusal of its apply, if there was one.
+func (r *Reloader) divergence(hash string, g *definitions.Generation, de *definitions.DivergedError) string {
+	what := "not applied"
+	would := ""
+	if de != nil && de.Hash == hash {
+		would = " (it would " + wouldString(de.Diff) + ")"
+	} else {
+		what = "replaced"
 	}
-	return fmt.Sprintf("configuration directory %s not applied: its hash %s differs from the applied generation %d (hash %s, applied by %s at %s); "+
-		"this daemon runs on generation %d. Run `%s --config %s apply --force` to apply this directory (it would %s), or give this daemon the applied directory",
-		r.conf.Dir, definitions.Short(de.Hash), applied.Number, definitions.Short(applied.Hash), applied.AppliedBy,
-		applied.AppliedAt.UTC().Format(time.RFC3339), applied.Number, r.conf.Binary, r.conf.Dir, wouldString(de.Diff)), false
+	return fmt.Sprintf("configuration directory %s %s: its hash %s differs from the applied generation %d (hash %s, applied by %s at %s); "+
+		"this daemon runs on generation %d. Run `%s --config %s apply --force` to apply this directory%s, or give this daemon the applied directory",
+		r.conf.Dir, what, definitions.Short(hash), g.Number, definitions.Short(g.Hash), g.AppliedBy,
+		g.AppliedAt.UTC().Format(time.RFC3339), g.Number, r.conf.Binary, r.conf.Dir, would)
 }
 
 func wouldString(d definitions.Diff) string {
