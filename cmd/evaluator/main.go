@@ -24,6 +24,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/reload"
 	"github.com/lookout-dev/lookout/internal/retention"
 	"github.com/lookout-dev/lookout/internal/watchdog"
 )
@@ -39,6 +40,7 @@ func main() {
 		{Name: "prune", Summary: "delete history older than the retention windows now (--dry-run: count only)", Run: prune},
 		cli.ReportCommand(),
 		cli.MigrateCommand(),
+		cli.ApplyCommand(check),
 		cli.CheckCommand(check),
 	})))
 }
@@ -69,6 +71,9 @@ type parts struct {
 	prn    *retention.Pruner
 	// follower keeps the evaluator's watches those of the definitions.
 	follower *definitions.Follower
+	// start is the outcome of the start's apply (its reloader reports a
+	// refused directory).
+	start reload.Start
 }
 
 // setup checks the configuration directory, applies it to the
@@ -92,13 +97,14 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	if err != nil {
 		return nil, err
 	}
-	if err := cli.ApplyConfig(ctx, pool, cfg, logger); err != nil {
+	start, err := env.ApplyConfig(ctx, pool, cfg, logger)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
 	rconf := retention.FromConfig(cfg.Global.Retention)
 	rconf.Metrics = m
-	p := &parts{cfg: cfg, pool: pool, logger: logger, prn: retention.New(pool, rconf, logger)}
+	p := &parts{cfg: cfg, pool: pool, logger: logger, prn: retention.New(pool, rconf, logger), start: start}
 	dconf := notify.DelivererConfigFrom(&cfg.Global)
 	dconf.Metrics = m
 	if err := ownWebhooks(pool, &cfg.Global, sinks, &dconf); err != nil {
@@ -160,7 +166,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	sinks := append(slices.Sorted(maps.Keys(p.cfg.Global.Sinks)), config.OwnWebhookSink)
 	m.CollectDatabase(p.pool, metrics.OutboxGauges, sinks, 0)
 	watcher := definitions.NewWatcher(p.pool, p.follower, definitions.WatcherConfig{CatchUpInterval: p.cfg.Global.Evaluator.CatchUpInterval}, p.logger)
-	reloader := env.Reloader(p.pool, check, m, p.logger)
+	reloader := env.Reloader(p.pool, check, m, p.logger, p.start)
 	// Started in order, stopped in reverse: each Stop waits for its work.
 	return cli.Supervise(ctx, listen, m, []health.Check{
 		health.Database(p.pool), health.Migrations(p.pool),

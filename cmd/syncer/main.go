@@ -20,6 +20,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/reload"
 	"github.com/lookout-dev/lookout/internal/syncer"
 	"github.com/lookout-dev/lookout/internal/taskrunner"
 	"github.com/lookout-dev/lookout/internal/tasks"
@@ -36,6 +37,7 @@ func main() {
 		{Name: "tasks", Summary: "tasks [SOURCE [RECORD_ID]] [--limit N]: the task runs, newest first: status, attempts, who claimed, how long, why it failed", Run: taskRuns},
 		cli.ReportCommand(),
 		cli.MigrateCommand(),
+		cli.ApplyCommand(check),
 		checkCommand(),
 	}))
 }
@@ -48,6 +50,9 @@ type daemon struct {
 	pool     *pgxpool.Pool
 	logger   *slog.Logger
 	gauges   metrics.Gauges // the database gauges of /metrics (metrics.per_source)
+	// start is the outcome of the start's apply (its reloader reports a
+	// refused directory).
+	start reload.Start
 }
 
 // setup checks the configuration directory, applies it to the
@@ -66,7 +71,8 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*daemon, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := cli.ApplyConfig(ctx, pool, cfg, logger); err != nil {
+	start, err := env.ApplyConfig(ctx, pool, cfg, logger)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -97,7 +103,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*daemon, erro
 	if cfg.Global.Metrics.PerSource {
 		gauges |= metrics.PerSourceGauges
 	}
-	return &daemon{syncer: s, tasks: runner, follower: f, pool: pool, logger: logger, gauges: gauges}, nil
+	return &daemon{syncer: s, tasks: runner, follower: f, pool: pool, logger: logger, gauges: gauges, start: start}, nil
 }
 
 func runDaemon(ctx context.Context, env *cli.Env) error {
@@ -113,7 +119,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	defer d.pool.Close()
 	m.CollectDatabase(d.pool, d.gauges, nil, 0)
 	watcher := definitions.NewWatcher(d.pool, d.follower, definitions.WatcherConfig{OnWake: d.syncer.Wake}, d.logger)
-	reloader := env.Reloader(d.pool, check, m, d.logger)
+	reloader := env.Reloader(d.pool, check, m, d.logger, d.start)
 	events := d.syncer.Events(syncer.EventsConfig{})
 	return cli.Supervise(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool),
 		health.Listener("config_listener", watcher.Listening), health.Listener("inbound_listener", events.Listening), reloader.Check()},

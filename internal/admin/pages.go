@@ -186,7 +186,7 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 	for _, st := range []string{"active", "paused", "disabled", "completed"} {
 		d.Filters = append(d.Filters, card{st, "", "/admin/sources?status=" + st, cls(d.Status == st)})
 	}
-	for _, st := range []string{"due", "running", "requested", "lease expired", "scheduled"} {
+	for _, st := range []string{"due", "running", "requested", "lease expired", "scheduled", "orphaned"} {
 		d.Filters = append(d.Filters, card{st, "", "/admin/sources?state=" + url.QueryEscape(st), cls(d.State == st)})
 	}
 	sql := querySources
@@ -262,6 +262,7 @@ var stateHint = map[string]string{
 	"requested":     " AND run_requested_at IS NOT NULL",
 	"running":       " AND lease_owner IS NOT NULL AND lease_expires_at >= now()",
 	"lease expired": " AND lease_owner IS NOT NULL AND lease_expires_at < now()",
+	"orphaned":      " AND orphaned_at IS NOT NULL",
 }
 
 func cls(on bool) string {

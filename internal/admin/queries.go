@@ -21,7 +21,7 @@ const (
 	// querySources is a page of the source list, by name, after $1;
 	// filters are added before the ORDER BY.
 	querySources = `
-		SELECT name, owner, managed_by, definition_paused, status, state, schedule, lateness_seconds, failure_count,
+		SELECT name, owner, managed_by, definition_paused, orphaned_at, status, state, schedule, lateness_seconds, failure_count,
 		       last_run_at, next_run_at, lease_owner, lease_expires_at, run_id, last_error
 		FROM report_sources
 		WHERE name > $1`

@@ -252,7 +252,7 @@ func (w *world) serve() {
 	w.t.Helper()
 	// The definitions of the configuration in the database, as the
 	// binaries load them at start.
-	if _, err := definitions.Apply(w.ctx, w.pool, w.cfg); err != nil {
+	if _, err := definitions.Apply(w.ctx, w.pool, w.cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		w.t.Fatal(err)
 	}
 	store := definitions.NewStore(w.pool, &definitions.Validator{Global: &w.cfg.Global, Checks: []definitions.Check{evaluator.Build}})

@@ -297,6 +297,7 @@ func TestOneOwnerPerTable(t *testing.T) {
 		"watches":              "internal/definitions",
 		"config_version":       "internal/definitions",
 		"definition_deletions": "internal/definitions",
+		"config_generations":   "internal/definitions",
 		"inbound_events":       "internal/inbound",
 		"task_runs":            "internal/tasks",
 	}

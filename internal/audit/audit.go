@@ -1,5 +1,7 @@
 // Package audit owns the audit_log table: one row for every change made
-// through the API, MCP or the api binary's commands — who (actor, token),
+// through the API, MCP or the api binary's commands, and for every
+// user's object an apply of the configuration directory orphaned or
+// adopted — who (actor, token),
 // what (action on a kind of object, and whose object), when, and the
 // object before and after. Record it in the transaction of the change, so
 // that a change and its audit row commit together. Secrets are never
@@ -30,6 +32,10 @@ const (
 	ViaCLI = "cli"
 	// ViaAdmin is the admin page (/admin) of the api deployment.
 	ViaAdmin = "admin"
+	// ViaConfig is the apply of the configuration directory (a daemon's
+	// start or reload, or `apply`): a source orphaned or adopted, with
+	// the users' watches on it.
+	ViaConfig = "config"
 )
 
 // Entry is one audit_log row.
@@ -42,7 +48,7 @@ type Entry struct {
 	TokenID *int64 `json:"token_id,omitempty"`
 	Via     string `json:"via"`
 	// Action is what was done: create, update, delete, pause, resume,
-	// run_now, revoke.
+	// run_now, revoke; orphan and adopt (ViaConfig).
 	Action string `json:"action"`
 	// Kind and Target name the object: watch and "source/watch", source
 	// and its name, token and its id.

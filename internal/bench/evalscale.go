@@ -61,7 +61,7 @@ func RunManyWatches(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.
 	logger := slog.New(slog.DiscardHandler)
 	res := &ManyWatchesResult{Rate: rate, Watches: watches, Sources: sources}
 	const perTx = 10
-	if _, err := definitions.Apply(ctx, pool, cfg); err != nil {
+	if _, err := definitions.Apply(ctx, pool, cfg, definitions.ApplyOptions{Force: true, By: "lookout-bench"}); err != nil {
 		return nil, err
 	}
 	var few, many []time.Duration

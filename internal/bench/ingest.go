@@ -140,7 +140,7 @@ func RunWebhooks(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dur
 		return nil, err
 	}
 	defer cleanup()
-	if _, err := definitions.Apply(ctx, pool, cfg); err != nil {
+	if _, err := definitions.Apply(ctx, pool, cfg, definitions.ApplyOptions{Force: true, By: "lookout-bench"}); err != nil {
 		return nil, err
 	}
 	logger := slog.New(slog.DiscardHandler)

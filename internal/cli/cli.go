@@ -27,6 +27,9 @@ import (
 
 // Env is what a command runs with.
 type Env struct {
+	// Name is the binary's name (syncer, evaluator, api) and Command the
+	// command run (run, once, apply, ...).
+	Name, Command string
 	// ConfigDir is --config or LOOKOUT_CONFIG.
 	ConfigDir string
 	// Args are the command's arguments after its name.
@@ -88,7 +91,7 @@ func Run(ctx context.Context, name, about string, commands []Command, args []str
 func run(ctx context.Context, name, about string, commands []Command, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	env := &Env{Stdout: stdout, Stderr: stderr}
+	env := &Env{Name: name, Stdout: stdout, Stderr: stderr}
 	fs.StringVar(&env.ConfigDir, "config", cmp.Or(os.Getenv("LOOKOUT_CONFIG"), "config"), "configuration `directory` (lookout.yaml, sources/*.yaml); env LOOKOUT_CONFIG")
 	fs.StringVar(&env.LogFormat, "log-format", os.Getenv("LOOKOUT_LOG_FORMAT"), "log format, text or json (overrides lookout.yaml); env LOOKOUT_LOG_FORMAT")
 	fs.Usage = func() {
@@ -124,6 +127,7 @@ func run(ctx context.Context, name, about string, commands []Command, args []str
 		return 2
 	}
 	env.Args = fs.Args()[1:]
+	env.Command = cmd.Name
 	if err := cmd.Run(ctx, env); err != nil {
 		var ue *UsageError
 		if errors.As(err, &ue) {

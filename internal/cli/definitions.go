@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -14,19 +17,83 @@ import (
 	"github.com/lookout-dev/lookout/internal/secrets"
 )
 
+// by names who applies the directory, for config_generations.applied_by
+// and the audit rows: "syncer run on host-1 (/etc/lookout)".
+func (e *Env) by(extra string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s %s%s on %s (%s)", e.Name, e.Command, extra, host, e.ConfigDir)
+}
+
 // ApplyConfig loads the configuration directory into the definitions
 // (a diff, one transaction; nothing is written when nothing changed): the
-// start of a daemon, after its check passed.
-func ApplyConfig(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, logger *slog.Logger) error {
-	diff, err := definitions.Apply(ctx, pool, cfg)
+// start of a daemon, after its check passed. A directory that differs
+// from the applied generation is not applied (definitions.DivergedError):
+// it is logged at ERROR, the daemon runs on the applied generation, and
+// the returned Start makes its reloader report it in /readyz.
+func (e *Env) ApplyConfig(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, logger *slog.Logger) (reload.Start, error) {
+	diff, err := definitions.Apply(ctx, pool, cfg, definitions.ApplyOptions{By: e.by("")})
+	var de *definitions.DivergedError
+	if errors.As(err, &de) {
+		logger.Error("configuration directory not applied: it differs from the applied generation; the daemon runs on the applied one",
+			"dir", cfg.Dir, "hash", de.Hash, "applied_generation", de.Applied.Number, "applied_hash", de.Applied.Hash,
+			"applied_by", de.Applied.AppliedBy, "error", err)
+		return reload.Start{Hash: de.Hash, Diverged: de}, nil
+	}
 	if err != nil {
-		return err
+		return reload.Start{}, err
 	}
 	if !diff.Empty() {
-		logger.Info("configuration directory applied to the definitions", "dir", cfg.Dir, "version", diff.Version,
-			"added", namesForLog(diff.Added), "changed", namesForLog(diff.Changed), "removed", namesForLog(diff.Removed))
+		logger.Info("configuration directory applied to the definitions", "dir", cfg.Dir, "version", diff.Version, "generation", diff.Generation,
+			"added", namesForLog(diff.Added), "changed", namesForLog(diff.Changed), "removed", namesForLog(diff.Removed),
+			"orphaned", namesForLog(diff.Orphaned), "adopted", namesForLog(diff.Adopted))
 	}
-	return nil
+	return reload.Start{Hash: diff.Hash}, nil
+}
+
+// ApplyCommand is `apply [--force]`: it checks the configuration
+// directory with check (the binary's side of `check`) and applies it to
+// the definitions now. A directory that differs from the applied
+// generation (another directory, or an older one) is refused, printing
+// what it would change, unless --force.
+func ApplyCommand(check func(*config.Config) error) Command {
+	return Command{
+		Name:    "apply",
+		Summary: "apply the configuration directory to the definitions now (--force: even when it differs from the applied generation)",
+		Run: func(ctx context.Context, env *Env) error {
+			fs := flag.NewFlagSet("apply", flag.ContinueOnError)
+			fs.SetOutput(env.Stderr)
+			force := fs.Bool("force", false, "apply the directory even when it differs from the applied generation (another or an older directory): its definitions replace the files' ones; sources users still watch are orphaned, never deleted")
+			if err := fs.Parse(env.Args); err != nil {
+				return &UsageError{Msg: err.Error()}
+			}
+			if fs.NArg() > 0 {
+				return &UsageError{Msg: "apply takes no arguments"}
+			}
+			cfg, err := env.Load()
+			if err != nil {
+				return err
+			}
+			if err := check(cfg); err != nil {
+				return fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+			}
+			pool, err := Open(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			extra := ""
+			if *force {
+				extra = " --force"
+			}
+			diff, err := definitions.Apply(ctx, pool, cfg, definitions.ApplyOptions{Force: *force, By: env.by(extra)})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "configuration %s applied: generation %d (hash %s), config version %d: %s\n",
+				env.ConfigDir, diff.Generation, definitions.Short(diff.Hash), diff.Version, diff)
+			return nil
+		},
+	}
 }
 
 // logNames is the most names a log line lists.
@@ -44,7 +111,8 @@ func namesForLog(names []string) any {
 // Reloader returns the service that reloads the configuration directory
 // on a file change or SIGHUP: the directory is loaded and checked with
 // check (the binary's side of `check`), then applied to the definitions.
-func (e *Env) Reloader(pool *pgxpool.Pool, check func(*config.Config) error, m *metrics.Metrics, logger *slog.Logger) *reload.Reloader {
+// start is the outcome of the daemon's ApplyConfig.
+func (e *Env) Reloader(pool *pgxpool.Pool, check func(*config.Config) error, m *metrics.Metrics, logger *slog.Logger, start reload.Start) *reload.Reloader {
 	return reload.New(reload.Config{
 		Dir: e.ConfigDir,
 		Load: func() (*config.Config, error) {
@@ -57,9 +125,15 @@ func (e *Env) Reloader(pool *pgxpool.Pool, check func(*config.Config) error, m *
 			}
 			return cfg, nil
 		},
-		Apply: func(ctx context.Context, cfg *config.Config) (definitions.Diff, error) {
-			return definitions.Apply(ctx, pool, cfg)
+		Apply: func(ctx context.Context, cfg *config.Config, opts definitions.ApplyOptions) (definitions.Diff, error) {
+			opts.By = e.by(" (reload)")
+			return definitions.Apply(ctx, pool, cfg, opts)
 		},
+		Applied: func(ctx context.Context) (*definitions.Generation, error) {
+			return definitions.AppliedGeneration(ctx, pool)
+		},
+		Start:   start,
+		Binary:  e.Name,
 		SIGHUP:  true,
 		Metrics: m,
 	}, logger)

@@ -28,6 +28,9 @@ type WatchView struct {
 	Definition   json.RawMessage `json:"definition" doc:"The watch as in a source file's watches: name, when, ask, notify, webhook, ... A webhook's secret shows as [redacted]."`
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
+	// SourceOrphaned is set while the watch's source is orphaned.
+	SourceOrphaned   bool       `json:"source_orphaned" doc:"The watch's source is orphaned: the operator's file that declared it left the configuration directory. The watch is kept, intact, but the source does not run (no new changes) until a file declares it again; delete the watch if you no longer want it."`
+	SourceOrphanedAt *time.Time `json:"source_orphaned_at,omitempty" doc:"Since when the watch's source is orphaned."`
 	// WebhookSecret is set only in the answer of the request that made
 	// the watch's webhook secret: shown once, stored sealed.
 	WebhookSecret string `json:"webhook_secret,omitempty" doc:"The signing secret of the watch's own webhook (whsec_..., Standard Webhooks), in the answer of the create, update or rotate that made it and never again: keep it to verify the webhook-signature of its requests."`
@@ -45,16 +48,20 @@ type SourceView struct {
 	Definition   json.RawMessage `json:"definition" doc:"The source's keys as in a source file, without its watches. Credentials (tokens, secrets, Authorization and other credential headers) show as [redacted]; send [redacted] back in an update to keep the stored one."`
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
+	Orphaned     bool            `json:"orphaned" doc:"The operator's file that declared the source left the configuration directory while users still watch it: it is kept with their watches but does not run until a file declares it again."`
+	OrphanedAt   *time.Time      `json:"orphaned_at,omitempty" doc:"Since when the source is orphaned."`
 }
 
 func watchView(w *definitions.Watch) WatchView {
 	return WatchView{Source: w.Source, Name: w.Name, Owner: w.Owner, ManagedBy: w.ManagedBy, Paused: w.Paused,
-		PausedReason: w.PausedReason, Definition: definitions.RedactCredentials(w.Definition), CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt}
+		PausedReason: w.PausedReason, Definition: definitions.RedactCredentials(w.Definition), CreatedAt: w.CreatedAt, UpdatedAt: w.UpdatedAt,
+		SourceOrphaned: w.SourceOrphanedAt != nil, SourceOrphanedAt: w.SourceOrphanedAt}
 }
 
 func sourceView(s *definitions.Source) SourceView {
 	return SourceView{Name: s.Name, Owner: s.Owner, Shared: s.Owner == "", ManagedBy: s.ManagedBy, Connector: s.Connector,
-		Paused: s.Paused, PausedReason: s.PausedReason, Definition: definitions.RedactCredentials(s.Definition), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		Paused: s.Paused, PausedReason: s.PausedReason, Definition: definitions.RedactCredentials(s.Definition), CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt,
+		Orphaned: s.Orphaned(), OrphanedAt: s.OrphanedAt}
 }
 
 func actor(p Principal) definitions.Actor { return definitions.Actor{Owner: p.Owner, Admin: p.Admin} }

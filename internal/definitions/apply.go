@@ -2,14 +2,20 @@ package definitions
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/config"
 )
 
@@ -19,10 +25,24 @@ type Diff struct {
 	// nothing changed.
 	Version                 int64
 	Added, Changed, Removed []string
+	// Orphaned are the sources whose file left the directory while users
+	// still watch them: kept with those watches, not run
+	// (Source.OrphanedAt). Their file's own watches are in Removed.
+	Orphaned []string
+	// Adopted are orphaned sources a file declares again: their users'
+	// watches were kept and work again.
+	Adopted []string
+	// Generation is the applied generation of the directory after the
+	// apply (config_generations), and Hash the directory's
+	// (DirectoryHash).
+	Generation int64
+	Hash       string
 }
 
 // Empty reports whether Apply changed nothing.
-func (d Diff) Empty() bool { return len(d.Added)+len(d.Changed)+len(d.Removed) == 0 }
+func (d Diff) Empty() bool {
+	return len(d.Added)+len(d.Changed)+len(d.Removed)+len(d.Orphaned)+len(d.Adopted) == 0
+}
 
 func (d Diff) String() string {
 	if d.Empty() {
@@ -32,7 +52,7 @@ func (d Diff) String() string {
 	for _, p := range []struct {
 		what  string
 		names []string
-	}{{"added", d.Added}, {"changed", d.Changed}, {"removed", d.Removed}} {
+	}{{"added", d.Added}, {"changed", d.Changed}, {"removed", d.Removed}, {"orphaned", d.Orphaned}, {"adopted", d.Adopted}} {
 		if len(p.names) > 0 {
 			parts = append(parts, p.what+" "+strings.Join(p.names, ", "))
 		}
@@ -40,8 +60,103 @@ func (d Diff) String() string {
 	return strings.Join(parts, "; ")
 }
 
+// ApplyOptions says how Apply treats a directory that differs from the
+// applied generation.
+type ApplyOptions struct {
+	// Force applies the directory whatever generation is applied (`apply
+	// --force`): an older directory, or another one. Defaults to false.
+	Force bool
+	// Base is the hash of the directory the caller loaded last (a
+	// running daemon's reload): when it is the applied generation's, the
+	// directory changed under a daemon that was in step, and the change
+	// is applied. Defaults to "" (a start: no directory before).
+	Base string
+	// By names who applies, for config_generations.applied_by and the
+	// audit rows (the binary, its host and its directory). Defaults to
+	// "lookout".
+	By string
+}
+
+// Generation is an applied configuration directory (config_generations).
+type Generation struct {
+	Number int64
+	// Hash is the directory's DirectoryHash.
+	Hash string
+	// Version is the config version after its apply.
+	Version   int64
+	Forced    bool
+	AppliedBy string
+	AppliedAt time.Time
+}
+
+// DivergedError is Apply's refusal of a directory that differs from the
+// applied generation when the caller was not in step with it (a start
+// with another directory, an older one, a reload of a daemon already
+// refused): nothing was written. Diff is what it would have changed.
+type DivergedError struct {
+	// Hash is the refused directory's.
+	Hash string
+	// Applied is the generation in the database.
+	Applied Generation
+	// Older is the generation the directory was applied as before (a
+	// directory that was replaced since), or 0.
+	Older int64
+	Diff  Diff
+}
+
+func (e *DivergedError) Error() string {
+	what := "differs from"
+	if e.Older > 0 {
+		what = fmt.Sprintf("is generation %d, older than", e.Older)
+	}
+	return fmt.Sprintf("the configuration directory (hash %s) %s the applied generation %d (hash %s, applied by %s at %s): not applied; "+
+		"the definitions stay those of generation %d (run `apply --force` with this directory to apply it: it would %s)",
+		short(e.Hash), what, e.Applied.Number, short(e.Applied.Hash), e.Applied.AppliedBy, e.Applied.AppliedAt.UTC().Format(time.RFC3339),
+		e.Applied.Number, e.Diff.wouldString())
+}
+
+func (d Diff) wouldString() string {
+	if d.Empty() {
+		return "change no definition"
+	}
+	return d.String()
+}
+
+// short is a hash as messages print it.
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// Short is a directory hash as messages print it (its first 12 digits).
+func Short(hash string) string { return short(hash) }
+
+// DirectoryHash is the hash of the definitions of a configuration
+// directory: every source's and watch's name, file and content hash
+// (comments, key order and formatting do not count). It names the
+// directory's generation.
+func DirectoryHash(cfg *config.Config) (string, error) {
+	var lines []string
+	for _, src := range cfg.Sources {
+		row, watches, err := Split(src, "", ManagedByFile(src.Path))
+		if err != nil {
+			return "", err
+		}
+		lines = append(lines, row.Name+"\x00"+row.ManagedBy+"\x00"+row.Hash)
+		for _, w := range watches {
+			lines = append(lines, row.Name+"/"+w.Name+"\x00"+w.ManagedBy+"\x00"+w.Hash)
+		}
+	}
+	slices.Sort(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return hex.EncodeToString(sum[:]), nil
+}
+
 type applyRow struct {
 	owner, managedBy, hash string
+	orphaned               bool
 }
 
 // Apply makes the file-managed definitions those of cfg, a loaded and
@@ -51,10 +166,20 @@ type applyRow struct {
 // apply at once: an advisory lock makes them take turns, and the second
 // finds nothing to do. Definitions made through the API are left alone;
 // a file declaring a name the API already uses is an error naming the
-// file. A source removed from the directory loses its definition (and
-// its watches, API-made ones included); its sources row, records and
-// history stay, as they did when a file was removed before.
-func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) (Diff, error) {
+// file.
+//
+// Nothing a user made is deleted: a source removed from the directory
+// loses its file's own watches, and is deleted when no other watch is
+// left; a source users still watch is orphaned instead (kept with their
+// watches, not run, an audit row for it and for each of their watches),
+// and adopted again, watches intact, when a file declares it. Its sources
+// row, records and history stay either way.
+//
+// The directory is applied when it is the applied generation's, when no
+// generation was applied yet, when opts.Base is the applied generation's
+// hash (a running daemon's directory changed) or with opts.Force;
+// otherwise nothing is written and the error is a *DivergedError.
+func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts ApplyOptions) (Diff, error) {
 	type fileSource struct {
 		row     Source
 		watches []Watch
@@ -67,9 +192,17 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) (Diff, e
 		}
 		files = append(files, fileSource{row, watches})
 	}
+	dirHash, err := DirectoryHash(cfg)
+	if err != nil {
+		return Diff{}, err
+	}
+	by := opts.By
+	if by == "" {
+		by = "lookout"
+	}
 	var diff Diff
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		diff = Diff{}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		diff = Diff{Hash: dirHash}
 		if _, err := tx.Exec(ctx, queryApplyLock); err != nil {
 			return fmt.Errorf("lock definitions: %w", err)
 		}
@@ -81,7 +214,7 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) (Diff, e
 		for rows.Next() {
 			var name string
 			var r applyRow
-			if err := rows.Scan(&name, &r.owner, &r.managedBy, &r.hash); err != nil {
+			if err := rows.Scan(&name, &r.owner, &r.managedBy, &r.hash, &r.orphaned); err != nil {
 				return fmt.Errorf("read source definitions: %w", err)
 			}
 			sources[name] = r
@@ -105,6 +238,13 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) (Diff, e
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("read watch definitions: %w", err)
 		}
+		// The watches of each source users made (not a file's).
+		userWatches := map[string][]string{}
+		for k, w := range watches {
+			if FileOf(w.managedBy) == "" {
+				userWatches[k[0]] = append(userWatches[k[0]], k[1])
+			}
+		}
 
 		// The plan, then one version for all of it.
 		type op struct {
@@ -112,6 +252,22 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) (Diff, e
 			args func(v int64) []any
 		}
 		var ops []op
+		type auditRow struct {
+			entry         audit.Entry
+			before, after any
+		}
+		var audits []auditRow
+		// users' watches of source, audited as action: they are reported
+		// to their owners (audit rows of their own).
+		auditWatches := func(action, source, file string, orphaned bool) {
+			names := slices.Sorted(slices.Values(userWatches[source]))
+			for _, n := range names {
+				w := watches[[2]string{source, n}]
+				audits = append(audits, auditRow{
+					entry: audit.Entry{Actor: by, Via: audit.ViaConfig, Action: action, Kind: "watch", Target: source + "/" + n, Owner: w.owner},
+					after: map[string]any{"source": source, "name": n, "owner": w.owner, "source_orphaned": orphaned, "source_file": file}})
+			}
+		}
 		inFiles := map[string]bool{}
 		for _, f := range files {
 			r := f.row
@@ -126,6 +282,17 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) (Diff, e
 				ops = append(ops, op{queryInsertSource, func(v int64) []any {
 					return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
 				}})
+			case cur.orphaned:
+				diff.Adopted = append(diff.Adopted, r.Name)
+				ops = append(ops, op{queryUpdateSource, func(v int64) []any {
+					return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
+				}})
+				file := FileOf(r.ManagedBy)
+				audits = append(audits, auditRow{
+					entry:  audit.Entry{Actor: by, Via: audit.ViaConfig, Action: "adopt", Kind: "source", Target: r.Name, Owner: r.Owner},
+					before: map[string]any{"name": r.Name, "managed_by": cur.managedBy, "orphaned": true},
+					after:  map[string]any{"name": r.Name, "managed_by": r.ManagedBy, "orphaned": false, "watches": sortedOrEmpty(userWatches[r.Name])}})
+				auditWatches("adopt", r.Name, file, false)
 			case cur.hash != r.Hash || cur.managedBy != r.ManagedBy || cur.owner != r.Owner:
 				diff.Changed = append(diff.Changed, r.Name)
 				ops = append(ops, op{queryUpdateSource, func(v int64) []any {
@@ -163,37 +330,135 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config) (Diff, e
 					op{queryRecordDeletion, func(v int64) []any { return []any{v, k[0], k[1], cur.owner, cur.managedBy} }})
 			}
 		}
-		for name, cur := range sources {
+		for _, name := range slices.Sorted(maps.Keys(sources)) {
+			cur := sources[name]
 			if inFiles[name] || FileOf(cur.managedBy) == "" {
 				continue
 			}
-			diff.Removed = append(diff.Removed, name)
-			ops = append(ops, op{queryDeleteSource, func(int64) []any { return []any{name} }},
-				op{queryRecordDeletion, func(v int64) []any { return []any{v, name, "", cur.owner, cur.managedBy} }})
+			// The file's own watches go with the file, before the source
+			// (no cascade, migration 29). A source that goes has one
+			// tombstone for it and its watches; an orphan one per watch.
+			keep := len(userWatches[name]) > 0
+			for k, w := range watches {
+				if k[0] != name || FileOf(w.managedBy) == "" {
+					continue
+				}
+				ops = append(ops, op{queryDeleteWatch, func(int64) []any { return []any{k[0], k[1]} }})
+				if keep {
+					diff.Removed = append(diff.Removed, k[0]+"/"+k[1])
+					ops = append(ops, op{queryRecordDeletion, func(v int64) []any { return []any{v, k[0], k[1], w.owner, w.managedBy} }})
+				}
+			}
+			switch {
+			case !keep:
+				// Nobody else's: the source goes (an orphan whose users
+				// deleted their watches too).
+				diff.Removed = append(diff.Removed, name)
+				ops = append(ops, op{queryDeleteSource, func(int64) []any { return []any{name} }},
+					op{queryRecordDeletion, func(v int64) []any { return []any{v, name, "", cur.owner, cur.managedBy} }})
+			case !cur.orphaned:
+				diff.Orphaned = append(diff.Orphaned, name)
+				ops = append(ops, op{queryOrphanSource, func(v int64) []any { return []any{name, v} }})
+				file := FileOf(cur.managedBy)
+				audits = append(audits, auditRow{
+					entry:  audit.Entry{Actor: by, Via: audit.ViaConfig, Action: "orphan", Kind: "source", Target: name, Owner: cur.owner},
+					before: map[string]any{"name": name, "managed_by": cur.managedBy, "orphaned": false},
+					after: map[string]any{"name": name, "managed_by": cur.managedBy, "orphaned": true, "watches": sortedOrEmpty(userWatches[name]),
+						"reason": file + " is not in the configuration directory applied; users still watch the source: it is kept, and does not run until a file declares it again"}})
+				auditWatches("orphan", name, file, true)
+			}
+		}
+		slices.Sort(diff.Added)
+		slices.Sort(diff.Changed)
+		slices.Sort(diff.Removed)
+		slices.Sort(diff.Orphaned)
+		slices.Sort(diff.Adopted)
+
+		// The generation: the applied one, or this directory's.
+		gen, err := appliedGeneration(ctx, tx)
+		if err != nil {
+			return err
+		}
+		newGeneration := gen == nil || gen.Hash != dirHash
+		if newGeneration && gen != nil && !opts.Force && opts.Base != gen.Hash {
+			var older int64
+			if err := tx.QueryRow(ctx, queryGenerationOf, dirHash).Scan(&older); err != nil {
+				return fmt.Errorf("read config generations: %w", err)
+			}
+			return &DivergedError{Hash: dirHash, Applied: *gen, Older: older, Diff: diff}
 		}
 		if len(ops) == 0 {
-			return tx.QueryRow(ctx, queryVersion).Scan(&diff.Version)
+			if err := tx.QueryRow(ctx, queryVersion).Scan(&diff.Version); err != nil {
+				return fmt.Errorf("read config version: %w", err)
+			}
+		} else {
+			if err := tx.QueryRow(ctx, queryBump).Scan(&diff.Version); err != nil {
+				return fmt.Errorf("bump config version: %w", err)
+			}
+			// Sources before their watches: inserts and updates in plan
+			// order; a removed source after its watches.
+			b := &pgx.Batch{}
+			for _, o := range ops {
+				b.Queue(o.sql, o.args(diff.Version)...)
+			}
+			b.Queue(queryNotify, strconv.FormatInt(diff.Version, 10))
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("write definitions: %w", err)
+			}
+			for _, a := range audits {
+				if err := audit.Record(ctx, tx, a.entry, a.before, a.after); err != nil {
+					return err
+				}
+			}
 		}
-		if err := tx.QueryRow(ctx, queryBump).Scan(&diff.Version); err != nil {
-			return fmt.Errorf("bump config version: %w", err)
+		if newGeneration {
+			g, err := scanGeneration(tx.QueryRow(ctx, queryInsertGeneration, dirHash, diff.Version, gen != nil && opts.Force, by))
+			if err != nil {
+				return fmt.Errorf("record the config generation: %w", err)
+			}
+			gen = g
 		}
-		// Sources before their watches: inserts and updates in plan
-		// order, deletions of sources last (they cascade to watches).
-		b := &pgx.Batch{}
-		for _, o := range ops {
-			b.Queue(o.sql, o.args(diff.Version)...)
-		}
-		b.Queue(queryNotify, strconv.FormatInt(diff.Version, 10))
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("write definitions: %w", err)
-		}
+		diff.Generation = gen.Number
 		return nil
 	})
 	if err != nil {
+		var de *DivergedError
+		if errors.As(err, &de) {
+			return Diff{}, err
+		}
 		return Diff{}, fmt.Errorf("apply the configuration directory: %w", err)
 	}
-	slices.Sort(diff.Added)
-	slices.Sort(diff.Changed)
-	slices.Sort(diff.Removed)
 	return diff, nil
+}
+
+func sortedOrEmpty(names []string) []string {
+	if len(names) == 0 {
+		return []string{}
+	}
+	return slices.Sorted(slices.Values(names))
+}
+
+// AppliedGeneration returns the applied generation of the configuration
+// directory, or nil when none was applied yet.
+func AppliedGeneration(ctx context.Context, pool *pgxpool.Pool) (*Generation, error) {
+	return appliedGeneration(ctx, pool)
+}
+
+func appliedGeneration(ctx context.Context, q queryRower) (*Generation, error) {
+	g, err := scanGeneration(q.QueryRow(ctx, queryAppliedGeneration))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the applied config generation: %w", err)
+	}
+	return g, nil
+}
+
+func scanGeneration(row pgx.Row) (*Generation, error) {
+	var g Generation
+	if err := row.Scan(&g.Number, &g.Hash, &g.Version, &g.Forced, &g.AppliedBy, &g.AppliedAt); err != nil {
+		return nil, err
+	}
+	return &g, nil
 }

@@ -72,7 +72,15 @@ type Source struct {
 	Version   int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// OrphanedAt is set while the source is orphaned: its file left the
+	// configuration directory while users still watched it (Apply). It
+	// is kept with their watches, and not run, until a file declares it
+	// again.
+	OrphanedAt *time.Time
 }
+
+// Orphaned reports whether the source is orphaned (OrphanedAt).
+func (s *Source) Orphaned() bool { return s.OrphanedAt != nil }
 
 // Label names the definition in errors: its file, or "source NAME".
 func (s *Source) Label() string {
@@ -98,6 +106,10 @@ type Watch struct {
 	Version      int64
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// SourceOrphanedAt is the source's OrphanedAt, filled by the Store's
+	// reads for the API (GetWatch, ListWatches, ...): the watch is kept
+	// but its source does not run.
+	SourceOrphanedAt *time.Time
 }
 
 // ErrNotFound is returned for a definition that does not exist or that

@@ -52,7 +52,9 @@ func apply(t *testing.T, pool *pgxpool.Pool, dir string) definitions.Diff {
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	d, err := definitions.Apply(context.Background(), pool, cfg)
+	// These tests edit one directory and apply it again, as `apply
+	// --force` would: the generations have tests of their own (orphans_test.go).
+	d, err := definitions.Apply(context.Background(), pool, cfg, definitions.ApplyOptions{Force: true})
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
@@ -162,7 +164,7 @@ func TestApplyConcurrent(t *testing.T) {
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
-			_, err := definitions.Apply(context.Background(), pool, cfg)
+			_, err := definitions.Apply(context.Background(), pool, cfg, definitions.ApplyOptions{})
 			errs <- err
 		}()
 	}
@@ -297,7 +299,7 @@ func TestApplyRefusesAPIName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = definitions.Apply(context.Background(), pool, cfg)
+	_, err = definitions.Apply(context.Background(), pool, cfg, definitions.ApplyOptions{})
 	if err == nil || !strings.Contains(err.Error(), `sources/blog.yaml:1: name "blog" is already the name of a source created through the API (owner "alice")`) {
 		t.Errorf("apply = %v", err)
 	}
@@ -340,11 +342,17 @@ func TestFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := got[1]
-	if d.Full || len(d.Sources) != 1 || d.Sources[0].Config.Every.String() != "1m0s" || len(d.Sources[0].Watches) != 2 ||
-		!reflect.DeepEqual(d.RemovedSources, []string{"blog"}) || d.To != 3 {
+	if d.Full || len(d.Sources) != 2 || d.Sources[0].Config.Every.String() != "1m0s" || len(d.Sources[0].Watches) != 2 ||
+		len(d.RemovedSources) != 0 || !reflect.DeepEqual(d.RemovedWatches, [][2]string{{"blog", "any"}}) || d.To != 3 {
 		t.Errorf("delta = %+v", d)
 	}
-	// alice's watch on blog (version 2) went with blog (version 3).
+	// alice's watch on blog (version 2) stays: blog is orphaned (version
+	// 3), with her watch and without its file's.
+	if len(d.Sources) == 2 {
+		if b := d.Sources[1]; b.Row.Name != "blog" || !b.Row.Orphaned() || len(b.Watches) != 1 || b.Watches[0].Name != "alices" {
+			t.Errorf("blog in the delta = %+v, want orphaned with alice's watch", b)
+		}
+	}
 	if len(d.Watches) != 0 {
 		t.Errorf("watches in the delta = %+v, want none", d.Watches)
 	}

@@ -26,7 +26,7 @@ const (
 	queryApplyLock = `SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.definitions'))`
 
 	sourceColumns = `name, owner, managed_by, connector, definition, definition_hash, paused,
-	       coalesce(paused_reason, ''), version, created_at, updated_at`
+	       coalesce(paused_reason, ''), version, created_at, updated_at, orphaned_at`
 
 	watchColumns = `source, name, owner, managed_by, definition, definition_hash, paused,
 	       coalesce(paused_reason, ''), version, created_at, updated_at`
@@ -44,8 +44,11 @@ const (
 	VALUES ($1, $2, $3, $4, $5, $6, $7)
 	RETURNING ` + sourceColumns
 
+	// queryUpdateSource replaces a source's definition; a source Apply
+	// finds orphaned is adopted by it (orphaned_at cleared).
 	queryUpdateSource = `UPDATE source_definitions
-	SET owner = $2, managed_by = $3, connector = $4, definition = $5, definition_hash = $6, version = $7, updated_at = now()
+	SET owner = $2, managed_by = $3, connector = $4, definition = $5, definition_hash = $6, version = $7, updated_at = now(),
+	    orphaned_at = NULL
 	WHERE name = $1
 	RETURNING ` + sourceColumns
 
@@ -54,7 +57,18 @@ const (
 	WHERE name = $1
 	RETURNING ` + sourceColumns
 
+	// queryDeleteSource deletes a source without watches: the foreign
+	// key of watches refuses the deletion of a watched one (migration 29:
+	// no cascade), so that no path deletes a user's watch by the way.
 	queryDeleteSource = `DELETE FROM source_definitions WHERE name = $1`
+
+	// queryOrphanSource marks a file source that left the directory while
+	// users still watch it (Apply): kept, not run.
+	queryOrphanSource = `UPDATE source_definitions SET orphaned_at = now(), version = $2, updated_at = now() WHERE name = $1`
+
+	// queryOrphaned reads which of the sources in $1 are orphaned (the
+	// watches' source_orphaned_at).
+	queryOrphaned = `SELECT name, orphaned_at FROM source_definitions WHERE name = ANY($1) AND orphaned_at IS NOT NULL`
 
 	queryGetWatch       = `SELECT ` + watchColumns + ` FROM watches WHERE source = $1 AND name = $2`
 	queryGetWatchLocked = queryGetWatch + ` FOR UPDATE`
@@ -84,6 +98,11 @@ const (
 
 	queryDeleteWatch = `DELETE FROM watches WHERE source = $1 AND name = $2`
 
+	// queryDeleteWatchesOf deletes the watches of the owner's source
+	// Store.DeleteSource deletes (the owner's own act), returning them
+	// for the tombstones.
+	queryDeleteWatchesOf = `DELETE FROM watches WHERE source = $1 RETURNING name, owner, managed_by`
+
 	// queryRecordDeletion records a deleted source (watch '') or watch
 	// for the daemons catching up by version.
 	queryRecordDeletion = `INSERT INTO definition_deletions (version, source, watch, owner, managed_by) VALUES ($1, $2, $3, $4, $5)`
@@ -97,7 +116,7 @@ const (
 	queryDeletionsSince = `SELECT version, source, watch FROM definition_deletions WHERE version > $1 ORDER BY version`
 
 	// The current state Apply diffs the directory against.
-	queryApplySources = `SELECT name, owner, managed_by, definition_hash FROM source_definitions`
+	queryApplySources = `SELECT name, owner, managed_by, definition_hash, orphaned_at IS NOT NULL FROM source_definitions`
 	queryApplyWatches = `SELECT source, name, owner, managed_by, definition_hash FROM watches`
 
 	// queryRunNow asks for a run of an active source at the next poll:
@@ -106,6 +125,20 @@ const (
 	queryRunNow = `UPDATE sources SET run_requested_at = now(), updated_at = now()
 	WHERE name = $1 AND status = 'active'
 	RETURNING name`
+)
+
+// The generations of the configuration directory (config_generations),
+// read and written under queryApplyLock.
+const (
+	queryAppliedGeneration = `SELECT generation, hash, version, forced, applied_by, applied_at
+	FROM config_generations ORDER BY generation DESC LIMIT 1`
+
+	// queryGenerationOf is the last generation that had hash $1 (0: none).
+	queryGenerationOf = `SELECT coalesce(max(generation), 0) FROM config_generations WHERE hash = $1`
+
+	queryInsertGeneration = `INSERT INTO config_generations (generation, hash, version, forced, applied_by)
+	SELECT coalesce(max(generation), 0) + 1, $1, $2, $3, $4 FROM config_generations
+	RETURNING generation, hash, version, forced, applied_by, applied_at`
 )
 
 // queryGetSources reads the sources named in $1 (the sources of changed

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -228,13 +229,35 @@ func (s *Store) validateWithWatches(row *Source, watches []Watch) (*config.Sourc
 	return s.validator.Source(doc)
 }
 
-// DeleteSource deletes the actor's source and its watches. Its records
-// and history stay.
+// DeleteSource deletes the actor's source and its watches (each with its
+// tombstone). Its records and history stay.
 func (s *Store) DeleteSource(ctx context.Context, a Actor, name string) error {
 	return s.change(ctx, func(tx pgx.Tx, v int64) error {
 		cur, err := s.writableSource(ctx, tx, a, name)
 		if err != nil {
 			return err
+		}
+		rows, err := tx.Query(ctx, queryDeleteWatchesOf, name)
+		if err != nil {
+			return fmt.Errorf("delete the watches of source %s: %w", name, err)
+		}
+		type gone struct{ name, owner, managedBy string }
+		var ws []gone
+		for rows.Next() {
+			var g gone
+			if err := rows.Scan(&g.name, &g.owner, &g.managedBy); err != nil {
+				rows.Close()
+				return fmt.Errorf("delete the watches of source %s: %w", name, err)
+			}
+			ws = append(ws, g)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("delete the watches of source %s: %w", name, err)
+		}
+		for _, w := range ws {
+			if _, err := tx.Exec(ctx, queryRecordDeletion, v, name, w.name, w.owner, w.managedBy); err != nil {
+				return fmt.Errorf("delete watch %s/%s: %w", name, w.name, err)
+			}
 		}
 		if _, err := tx.Exec(ctx, queryDeleteSource, name); err != nil {
 			return fmt.Errorf("delete source %s: %w", name, err)
@@ -352,6 +375,9 @@ func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []
 		if !a.sees(src.Owner, true) {
 			return ErrNotFound
 		}
+		if src.Orphaned() {
+			return &ConflictError{What: fmt.Sprintf("source %q", source), Msg: orphanedMsg(src)}
+		}
 		w, err := s.validateWatch(src, data)
 		if err != nil {
 			return err
@@ -366,7 +392,59 @@ func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []
 		out, err = insertWatch(ctx, tx, w, v)
 		return err
 	})
-	return out, err
+	return withSource(ctx, s.pool, out, err)
+}
+
+// orphanedMsg says what an orphaned source is.
+func orphanedMsg(src *Source) string {
+	return fmt.Sprintf("is orphaned since %s: its file %s left the configuration directory; it keeps its watches but does not run until a file declares it again",
+		src.OrphanedAt.UTC().Format(time.RFC3339), FileOf(src.ManagedBy))
+}
+
+// withSources fills the watches' SourceOrphanedAt from their sources.
+func withSources(ctx context.Context, q querier, ws []Watch) ([]Watch, error) {
+	if len(ws) == 0 {
+		return ws, nil
+	}
+	var names []string
+	for _, w := range ws {
+		if len(names) == 0 || names[len(names)-1] != w.Source {
+			names = append(names, w.Source)
+		}
+	}
+	rows, err := q.Query(ctx, queryOrphaned, names)
+	if err != nil {
+		return nil, fmt.Errorf("read the sources of watches: %w", err)
+	}
+	orphaned := map[string]*time.Time{}
+	for rows.Next() {
+		var name string
+		var at time.Time
+		if err := rows.Scan(&name, &at); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the sources of watches: %w", err)
+		}
+		orphaned[name] = &at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the sources of watches: %w", err)
+	}
+	for i := range ws {
+		ws[i].SourceOrphanedAt = orphaned[ws[i].Source]
+	}
+	return ws, nil
+}
+
+// withSource is withSources of one watch.
+func withSource(ctx context.Context, q querier, w *Watch, err error) (*Watch, error) {
+	if err != nil || w == nil {
+		return w, err
+	}
+	ws, err := withSources(ctx, q, []Watch{*w})
+	if err != nil {
+		return nil, err
+	}
+	return &ws[0], nil
 }
 
 // UpdateWatch replaces the actor's watch with data (its name unchanged).
@@ -391,7 +469,7 @@ func (s *Store) UpdateWatch(ctx context.Context, a Actor, source, name string, d
 		out, err = scanWatch(tx.QueryRow(ctx, queryUpdateWatch, source, name, cur.Owner, cur.ManagedBy, w.Definition, w.Hash, v))
 		return err
 	})
-	return out, err
+	return withSource(ctx, s.pool, out, err)
 }
 
 // DeleteWatch deletes the actor's watch.
@@ -427,7 +505,7 @@ func (s *Store) PauseWatch(ctx context.Context, a Actor, source, name string, pa
 		out, err = scanWatch(tx.QueryRow(ctx, queryPauseWatch, source, name, paused, r, v))
 		return err
 	})
-	return out, err
+	return withSource(ctx, s.pool, out, err)
 }
 
 // GetWatch returns a watch the actor sees (its own).
@@ -439,7 +517,7 @@ func (s *Store) GetWatch(ctx context.Context, a Actor, source, name string) (*Wa
 	if !a.sees(w.Owner, false) {
 		return nil, ErrNotFound
 	}
-	return w, nil
+	return withSource(ctx, s.pool, w, nil)
 }
 
 // ListWatches lists the watches the actor sees, of source ("" for all),
@@ -449,13 +527,17 @@ func (s *Store) ListWatches(ctx context.Context, a Actor, source string, opt Lis
 	if err != nil {
 		return nil, fmt.Errorf("list watches: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Watch, error) {
+	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Watch, error) {
 		w, err := scanWatch(r)
 		if err != nil {
 			return Watch{}, err
 		}
 		return *w, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return withSources(ctx, s.pool, ws)
 }
 
 func (s *Store) writableWatch(ctx context.Context, tx pgx.Tx, a Actor, source, name string) (*Watch, error) {
@@ -610,7 +692,7 @@ func uniqueConflict(err error, what string) error {
 func scanSource(row pgx.Row) (*Source, error) {
 	var s Source
 	if err := row.Scan(&s.Name, &s.Owner, &s.ManagedBy, &s.Connector, &s.Definition, &s.Hash, &s.Paused,
-		&s.PausedReason, &s.Version, &s.CreatedAt, &s.UpdatedAt); err != nil {
+		&s.PausedReason, &s.Version, &s.CreatedAt, &s.UpdatedAt, &s.OrphanedAt); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, err
 		}

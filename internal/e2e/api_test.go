@@ -285,7 +285,7 @@ func TestAPISourceDialsThroughUntrustedPolicy(t *testing.T) {
 	e.write("sources/ops.yaml", fmt.Sprintf("name: ops\nconnector: http\nevery: 1h\nhttp:\n  url: %s/tickets\n", srv.URL))
 	cfg := e.config()
 	ctx := context.Background()
-	if _, err := definitions.Apply(ctx, e.pool, cfg); err != nil {
+	if _, err := definitions.Apply(ctx, e.pool, cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	store := definitions.NewStore(e.pool, &definitions.Validator{Global: &cfg.Global})

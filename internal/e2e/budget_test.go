@@ -36,7 +36,7 @@ func TestOwnerModelCallsPerDay(t *testing.T) {
 	e.write("data/tasks.jsonl", tasks(5, nil))
 	cfg := e.config()
 	ctx := context.Background()
-	if _, err := definitions.Apply(ctx, e.pool, cfg); err != nil {
+	if _, err := definitions.Apply(ctx, e.pool, cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	store := definitions.NewStore(e.pool, control.NewValidator(&cfg.Global))

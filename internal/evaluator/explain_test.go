@@ -260,7 +260,7 @@ func TestReplayOfANewWatchSeparatesFilterAndModel(t *testing.T) {
 func TestExplainShowsTheWatchesOfTheDefinitions(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": tasksSource})
-	if _, err := definitions.Apply(h.ctx, h.pool, h.cfg); err != nil {
+	if _, err := definitions.Apply(h.ctx, h.pool, h.cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	store := definitions.NewStore(h.pool, &definitions.Validator{Global: &h.cfg.Global})

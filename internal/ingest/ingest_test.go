@@ -86,7 +86,7 @@ func newSetup(t *testing.T) *setup {
 		t.Fatal(err)
 	}
 	pool := pgtest.Pool(t)
-	if _, err := definitions.Apply(context.Background(), pool, cfg); err != nil {
+	if _, err := definitions.Apply(context.Background(), pool, cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	m := metrics.New()

@@ -109,7 +109,7 @@ func setup(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := definitions.Apply(ctx, pool, cfg); err != nil {
+	if _, err := definitions.Apply(ctx, pool, cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	key, err := secrets.NewKey("k1")

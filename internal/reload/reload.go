@@ -7,6 +7,13 @@
 // /readyz); a valid one is applied to the definitions as a diff, which
 // the daemons follow. Changes to lookout.yaml itself are validated but
 // need a restart (docs/config.md#reload).
+//
+// A directory that differs from the applied generation while this daemon
+// was not in step with it (it started with another directory, or was
+// refused already) is not applied (definitions.DivergedError): the daemon
+// runs on the applied generation and its /readyz warns, naming both
+// hashes, until the directories agree again or `apply --force` applies
+// its directory (docs/config.md#generations).
 package reload
 
 import (
@@ -44,8 +51,20 @@ type Config struct {
 	// Load reads and validates the directory the way the binary's check
 	// does (config.Load, then its build). Required.
 	Load func() (*config.Config, error)
-	// Apply applies a valid directory (definitions.Apply). Required.
-	Apply func(ctx context.Context, cfg *config.Config) (definitions.Diff, error)
+	// Apply applies a valid directory (definitions.Apply) with opts (the
+	// reloader sets Base). Required.
+	Apply func(ctx context.Context, cfg *config.Config, opts definitions.ApplyOptions) (definitions.Diff, error)
+	// Applied reads the applied generation (definitions.AppliedGeneration):
+	// the readiness check asks it while this daemon's directory diverges.
+	// Required.
+	Applied func(ctx context.Context) (*definitions.Generation, error)
+	// Start is the outcome of the daemon's start apply: the hash of its
+	// directory (the Base of the first reload) and, when it was refused,
+	// the divergence /readyz reports. Defaults to the zero Start.
+	Start Start
+	// Binary names the binary in messages ("syncer"). Defaults to
+	// "lookout".
+	Binary string
 	// Debounce is the quiet time after a file event before reloading.
 	// Defaults to DebounceDefault.
 	Debounce time.Duration
@@ -53,6 +72,14 @@ type Config struct {
 	SIGHUP bool
 	// Metrics counts reloads. Defaults to nil: nothing is recorded.
 	Metrics *metrics.Metrics
+}
+
+// Start is the outcome of a daemon's start apply.
+type Start struct {
+	// Hash is the start directory's (definitions.DirectoryHash).
+	Hash string
+	// Diverged is set when the directory was refused at start.
+	Diverged *definitions.DivergedError
 }
 
 // Result is the outcome of one reload.
@@ -74,6 +101,10 @@ type Reloader struct {
 
 	mu      sync.Mutex
 	problem string
+	// base is the hash of the directory loaded last (the Base of the
+	// next apply); diverged is set while it was refused as divergent.
+	base     string
+	diverged *definitions.DivergedError
 
 	// testSignals fire in tests that Init them.
 	testSignals struct {
@@ -87,24 +118,75 @@ func New(conf Config, logger *slog.Logger) *Reloader {
 	if conf.Debounce <= 0 {
 		conf.Debounce = DebounceDefault
 	}
-	r := &Reloader{conf: conf, logger: logger.With("component", "reload")}
+	if conf.Binary == "" {
+		conf.Binary = "lookout"
+	}
+	r := &Reloader{conf: conf, logger: logger.With("component", "reload"), base: conf.Start.Hash, diverged: conf.Start.Diverged}
 	r.global, _ = os.ReadFile(filepath.Join(conf.Dir, config.GlobalFile))
 	conf.Metrics.InitConfig()
 	return r
 }
 
 // Check is the advisory readiness check "config": it reports the last
-// refused reload, or a lookout.yaml waiting for a restart, without making
-// the process unready (it runs on its last valid configuration).
+// refused reload, a lookout.yaml waiting for a restart, or a directory
+// that differs from the applied generation (naming both hashes: refused
+// at start or at a reload, or replaced since by another directory), without
+// making the process unready: it runs on its last valid configuration,
+// or on the applied generation.
 func (r *Reloader) Check() health.Check {
-	return health.Check{Name: "config", Advisory: true, Run: func(context.Context) error {
+	return health.Check{Name: "config", Advisory: true, Run: func(ctx context.Context) error {
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		if r.problem != "" {
-			return errors.New(r.problem)
+		problem, base, de := r.problem, r.base, r.diverged
+		r.mu.Unlock()
+		var problems []string
+		if base != "" && r.conf.Applied != nil {
+			g, err := r.conf.Applied(ctx)
+			switch {
+			case err != nil:
+				problems = append(problems, "read the applied configuration generation: "+err.Error())
+			case g != nil && g.Hash != base:
+				problems = append(problems, r.divergence(base, g, de))
+			case g != nil && de != nil:
+				// In step again: another daemon or `apply --force`
+				// applied this directory.
+				r.mu.Lock()
+				if r.diverged == de {
+					r.diverged = nil
+				}
+				r.mu.Unlock()
+			}
+		}
+		if problem != "" {
+			problems = append(problems, problem)
+		}
+		if len(problems) > 0 {
+			return errors.New(strings.Join(problems, "; "))
 		}
 		return nil
 	}}
+}
+
+// divergence says that this daemon's directory (hash) is not the applied
+// generation g; de is the refusal of its apply, if there was one.
+func (r *Reloader) divergence(hash string, g *definitions.Generation, de *definitions.DivergedError) string {
+	what := "not applied"
+	would := ""
+	if de != nil && de.Hash == hash {
+		would = " (it would " + wouldString(de.Diff) + ")"
+	} else {
+		what = "replaced"
+	}
+	return fmt.Sprintf("configuration directory %s %s: its hash %s differs from the applied generation %d (hash %s, applied by %s at %s); "+
+		"this daemon runs on generation %d. Run `%s --config %s apply --force` to apply this directory%s, or give this daemon the applied directory",
+		r.conf.Dir, what, definitions.Short(hash), g.Number, definitions.Short(g.Hash), g.AppliedBy,
+		g.AppliedAt.UTC().Format(time.RFC3339), g.Number, r.conf.Binary, r.conf.Dir, would)
+}
+
+func wouldString(d definitions.Diff) string {
+	if d.Empty() {
+		return "change no definition"
+	}
+	return d.String()
 }
 
 // Start watches the directory (and SIGHUP) in the background.
@@ -208,7 +290,13 @@ func (r *Reloader) Reload(ctx context.Context) Result {
 	res := r.reload(ctx)
 	now := time.Now()
 	var problems []string
+	var de *definitions.DivergedError
 	switch {
+	case errors.As(res.Err, &de):
+		r.conf.Metrics.ConfigReload("refused", now)
+		r.logger.Error("configuration directory not applied: it differs from the applied generation; the daemon runs on the applied one",
+			"dir", r.conf.Dir, "hash", de.Hash, "applied_generation", de.Applied.Number, "applied_hash", de.Applied.Hash,
+			"applied_by", de.Applied.AppliedBy, "error", res.Err)
 	case res.Err != nil:
 		r.conf.Metrics.ConfigReload("refused", now)
 		r.logger.Error("configuration reload refused; the running configuration stays", "dir", r.conf.Dir, "error", res.Err)
@@ -218,8 +306,9 @@ func (r *Reloader) Reload(ctx context.Context) Result {
 		r.logger.Debug("configuration reloaded: no change to the definitions", "dir", r.conf.Dir, "version", res.Diff.Version)
 	default:
 		r.conf.Metrics.ConfigReload("applied", now)
-		r.logger.Info("configuration reloaded", "dir", r.conf.Dir, "version", res.Diff.Version,
-			"added", res.Diff.Added, "changed", res.Diff.Changed, "removed", res.Diff.Removed)
+		r.logger.Info("configuration reloaded", "dir", r.conf.Dir, "version", res.Diff.Version, "generation", res.Diff.Generation,
+			"added", res.Diff.Added, "changed", res.Diff.Changed, "removed", res.Diff.Removed,
+			"orphaned", res.Diff.Orphaned, "adopted", res.Diff.Adopted)
 	}
 	if res.GlobalChanged {
 		msg := config.GlobalFile + " changed since the process started: its settings (sinks, defaults, ollama, ...) apply at the next restart"
@@ -230,6 +319,12 @@ func (r *Reloader) Reload(ctx context.Context) Result {
 	}
 	r.mu.Lock()
 	r.problem = strings.Join(problems, "; ")
+	switch {
+	case de != nil:
+		r.base, r.diverged = de.Hash, de
+	case res.Err == nil:
+		r.base, r.diverged = res.Diff.Hash, nil
+	}
 	r.mu.Unlock()
 	r.testSignals.reloaded.Signal(res)
 	return res
@@ -248,6 +343,9 @@ func (r *Reloader) reload(ctx context.Context) Result {
 		res.Err = err
 		return res
 	}
-	res.Diff, res.Err = r.conf.Apply(ctx, cfg)
+	r.mu.Lock()
+	base := r.base
+	r.mu.Unlock()
+	res.Diff, res.Err = r.conf.Apply(ctx, cfg, definitions.ApplyOptions{Base: base})
 	return res
 }

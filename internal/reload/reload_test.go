@@ -82,7 +82,7 @@ func TestConfigMapUpdatesAreFollowed(t *testing.T) {
 		Dir:      v.dir,
 		Debounce: 1,
 		Load:     func() (*config.Config, error) { return config.Load(v.dir) },
-		Apply: func(_ context.Context, cfg *config.Config) (definitions.Diff, error) {
+		Apply: func(_ context.Context, cfg *config.Config, _ definitions.ApplyOptions) (definitions.Diff, error) {
 			loaded <- len(cfg.Sources[0].Watches)
 			return definitions.Diff{Changed: []string{"tasks"}}, nil
 		},

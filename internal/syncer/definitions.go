@@ -11,15 +11,23 @@ import (
 // definitions.Follower's delta): it builds the sources added or changed,
 // registers them in the sources table (a new source is due at once,
 // unless d is the first load; a paused definition is registered paused),
-// and stops claiming the sources removed. A definition that does not
-// build is logged and left out, and the syncer keeps running the source
-// as it was built before. It then wakes the polling loop.
+// and stops claiming the sources removed and the orphaned ones (a file
+// source that left the directory while users still watch it: kept in
+// the definitions, never run until a file declares it again). A
+// definition that does not build is logged and left out, and the syncer
+// keeps running the source as it was built before. It then wakes the
+// polling loop.
 func (s *Syncer) Apply(ctx context.Context, d *definitions.Delta) error {
 	for _, err := range d.Invalid {
 		s.logger.Error("source definition refused; the source runs as it was", "error", err)
 	}
 	var built []*source
+	var orphaned []string
 	for _, def := range d.Sources {
+		if def.Row.Orphaned() {
+			orphaned = append(orphaned, def.Row.Name)
+			continue
+		}
 		src, err := s.buildFor(def.Config, def.Row.ManagedBy == definitions.ManagedByAPI)
 		if err != nil {
 			s.logger.Error("source definition refused; the source runs as it was", "source", def.Row.Name,
@@ -49,15 +57,21 @@ func (s *Syncer) Apply(ctx context.Context, d *definitions.Delta) error {
 			src.retired = true
 		}
 	}
+	for _, name := range orphaned {
+		if src := s.sources[name]; src != nil {
+			src.retired = true
+		}
+	}
 	s.renameLocked()
 	s.mu.Unlock()
-	if len(d.RemovedSources) > 0 || d.Full {
+	if len(d.RemovedSources) > 0 || len(orphaned) > 0 || d.Full {
 		// The rows of sources no longer defined stay active in the table:
 		// claim only the defined ones.
 		s.restrict.Store(true)
 	}
-	if n := len(built) + len(d.RemovedSources); n > 0 && !d.Full {
-		s.logger.Info("definitions applied", "version", d.To, "sources_changed", len(built), "sources_removed", len(d.RemovedSources))
+	if n := len(built) + len(d.RemovedSources) + len(orphaned); n > 0 && !d.Full {
+		s.logger.Info("definitions applied", "version", d.To, "sources_changed", len(built), "sources_removed", len(d.RemovedSources),
+			"sources_orphaned", orphaned)
 	}
 	s.Wake()
 	return nil

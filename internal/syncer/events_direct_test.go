@@ -39,7 +39,7 @@ func newHookWorld(t *testing.T, conf EventsConfig) *hookWorld {
 	}
 	cfg := loadConfig(t, fastLimits, map[string]string{"hooks": `webhook: {provider: hmac, secret: "` + hookSecret + `", id_header: X-Delivery}
 `}, map[string]fetchFunc{"hooks": never})
-	if _, err := definitions.Apply(context.Background(), h.pool, cfg); err != nil {
+	if _, err := definitions.Apply(context.Background(), h.pool, cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()

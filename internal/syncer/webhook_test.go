@@ -65,7 +65,7 @@ webhook: {provider: github, secret: "%s"}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := definitions.Apply(context.Background(), h.pool, cfg); err != nil {
+	if _, err := definitions.Apply(context.Background(), h.pool, cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	m := metrics.New()

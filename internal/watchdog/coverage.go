@@ -84,7 +84,7 @@ func (c *coverage) apply(d *definitions.Delta) {
 	}
 	for _, def := range d.Sources {
 		name := def.Row.Name
-		if def.Row.Paused || def.Config == nil {
+		if def.Row.Paused || def.Row.Orphaned() || def.Config == nil { // not run: never stale
 			delete(c.sources, name)
 			delete(c.unseen, name)
 			continue

@@ -50,7 +50,7 @@ func (f *followSetup) reload() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := definitions.Apply(context.Background(), f.pool, cfg); err != nil {
+	if _, err := definitions.Apply(context.Background(), f.pool, cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		f.t.Fatal(err)
 	}
 	f.catchUp()
