@@ -113,6 +113,8 @@ type Rule struct {
 	// answered, before any other request is served: a card moved between
 	// lookout's read and its write, or between its write and its read.
 	After map[string]any
+	// Archive, with After, moves the page to the trash too.
+	Archive bool
 	// Then is armed once this rule fired.
 	Then *Rule
 }
@@ -466,8 +468,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// lands before any other request is served.
 	after := func(status int) {
 		s.requests[i].Status = status
-		if rule != nil && rule.After != nil {
-			s.personEdit(pagePath.FindStringSubmatch(r.URL.Path)[1], rule.After)
+		if rule != nil && (rule.After != nil || rule.Archive) {
+			id := pagePath.FindStringSubmatch(r.URL.Path)[1]
+			s.personEdit(id, rule.After)
+			if p := s.page(id); p != nil && rule.Archive {
+				p.archived, p.inTrash = true, true
+			}
 		}
 	}
 	w.Header().Set("X-Notion-Request-Id", "0f2e4a6c-8b1d-4e3f-a5c7-9d1b3f5e7a9c")
