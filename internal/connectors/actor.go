@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -179,4 +180,26 @@ func (e *ValidationError) Error() string {
 // person editing the task makes a new one.
 type TaskContent interface {
 	StripTask(fields map[string]any)
+}
+
+// ActLock lets one task action of a connector at a time make its requests,
+// so that a write follows the read it is conditional on within
+// ActWaitLimit even when many tasks are acted on at once: the actions of
+// one source queue here instead of in the rate limits, where a write
+// behind the others' reads would wait longer than ActWaitLimit each time.
+// Its zero value is unlocked.
+type ActLock struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+// Lock waits for the lock or for ctx to end; unlock releases it.
+func (l *ActLock) Lock(ctx context.Context) (unlock func(), err error) {
+	l.once.Do(func() { l.ch = make(chan struct{}, 1) })
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the source's other task actions: %w", ctx.Err())
+	}
 }

@@ -98,6 +98,16 @@ func TestClaimReadsBeforeItWrites(t *testing.T) {
 	if got := w.pageRequests(id); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("requests of the page: %v, want %v (read, claim, read back, read, complete)", got, want)
 	}
+	// The window a person's edit could fall in: from the read's arrival to
+	// the write's (docs/tasks.md#what-is-left-tools-have-no-compare-and-set).
+	var reads []time.Time
+	for _, q := range w.fake.Requests() {
+		if strings.Contains(q.Path, "/pages/") && q.Method == http.MethodGet {
+			reads = append(reads, q.At)
+		} else if strings.Contains(q.Path, "/pages/") && len(reads) > 0 {
+			t.Logf("%s %s after its read", q.Method, q.At.Sub(reads[len(reads)-1]).Round(time.Microsecond))
+		}
+	}
 	r := w.run(id)
 	if r.Status != tasks.StatusCompleted || r.Executions != 1 || r.ToolAction != "" {
 		t.Errorf("task run: status %s, executions %d, tool action %q", r.Status, r.Executions, r.ToolAction)

@@ -106,7 +106,8 @@ func (t *Task) states() []string { return []string{t.Todo, t.InProgress, t.Compl
 // status label but todo; Complete, Fail and Release only an open issue
 // labelled in-progress under the claim's own run (its assignee, or its
 // claim comment as the latest claim). The label write follows the read
-// at once (connectors.ActWaitLimit).
+// at once (connectors.ActWaitLimit); one action of a source at a time
+// makes its requests (connectors.ActLock).
 
 // has reports whether is carries label (GitHub compares labels without
 // case).
@@ -156,6 +157,11 @@ func (c *Connector) claimed(ctx context.Context, t *Task, id string, is *ghIssue
 // closed or carries another status label than todo is left as it is
 // (ErrMoved), unless it shows cl's claim already (a retry).
 func (c *Connector) Claim(ctx context.Context, id string, cl connectors.Claim) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	t, err := c.taskOf()
 	if err != nil {
 		return err
@@ -197,6 +203,11 @@ func (c *Connector) Claim(ctx context.Context, id string, cl connectors.Claim) e
 // Confirm reads the issue back: open, labelled in-progress, and assigned
 // to the assignee or carrying the claim's comment as the latest claim.
 func (c *Connector) Confirm(ctx context.Context, id string, cl connectors.Claim) (bool, error) {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	t, err := c.taskOf()
 	if err != nil {
 		return false, err
@@ -247,6 +258,11 @@ func (c *Connector) end(ctx context.Context, t *Task, action, id string, cl conn
 
 // Complete labels the issue done.
 func (c *Connector) Complete(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	t, err := c.taskOf()
 	if err != nil {
 		return err
@@ -256,6 +272,11 @@ func (c *Connector) Complete(ctx context.Context, id string, cl connectors.Claim
 
 // Fail labels the issue failed and comments its error once per run.
 func (c *Connector) Fail(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	t, err := c.taskOf()
 	if err != nil {
 		return err
@@ -273,6 +294,11 @@ func (c *Connector) Fail(ctx context.Context, id string, cl connectors.Claim, o 
 // Release labels the issue todo again, unassigns the assignee, and
 // comments the error (once per run) when there is one.
 func (c *Connector) Release(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	t, err := c.taskOf()
 	if err != nil {
 		return err

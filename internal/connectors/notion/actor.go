@@ -20,7 +20,8 @@ const maxText = 2000
 // RunId (status alone when the database has no RunId property). The PATCH
 // follows the GET at once: it waits for the budgets at most
 // connectors.ActWaitLimit, else the action is a RetryLaterError and is
-// tried again, read first. Confirm reads the page back. Which properties
+// tried again, read first. One action of a source at a time makes its
+// requests (connectors.ActLock). Confirm reads the page back. Which properties
 // are written is the task: block's; a property left at its default name
 // that the database does not have is not written.
 
@@ -59,6 +60,11 @@ func ours(s *schema, st taskState, cl connectors.Claim) bool {
 // and RunId when the page shows the todo status; a page that shows cl's
 // claim already (a retry after the write landed) is left as it is.
 func (c *Connector) Claim(ctx context.Context, id string, cl connectors.Claim) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	s, t, err := c.task(ctx)
 	if err != nil {
 		return err
@@ -86,6 +92,11 @@ func (c *Connector) Claim(ctx context.Context, id string, cl connectors.Claim) e
 // under cl's run (RunId, when the database has it). A page deleted,
 // archived or in the trash is not confirmed.
 func (c *Connector) Confirm(ctx context.Context, id string, cl connectors.Claim) (bool, error) {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	s, t, err := c.task(ctx)
 	if err != nil {
 		return false, err
@@ -139,6 +150,11 @@ func (c *Connector) Release(ctx context.Context, id string, cl connectors.Claim,
 // claim; a page that shows the state under cl's run already (a retry
 // after the write landed) is left as it is; anything else is ErrMoved.
 func (c *Connector) end(ctx context.Context, action, id string, cl connectors.Claim, target func(*Task) string, fill func(t *Task, w *writer)) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	s, t, err := c.task(ctx)
 	if err != nil {
 		return err
