@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -26,29 +27,50 @@ import (
 // or increment), so calling it again with the same arguments leaves the
 // task as one call would. A retry means calling the same method again with
 // the same record id and Claim, after a *RetryLaterError at its RetryAt or
-// after an error whose write may or may not have landed. Tools have no
-// compare-and-set: a method writes even when a person changed the task
-// meanwhile; the caller calls Confirm before acting on a claim (and may
-// before a terminal write) to find out.
+// after an error whose write may or may not have landed.
+//
+// Write only over what lookout wrote. What a person set in the tool is
+// never overwritten: every method reads the task right before it writes,
+// and writes only when the task shows what lookout itself left there —
+// Claim only over the todo status, Complete, Fail and Release only over
+// c's own claim (the in-progress status under c's run). Otherwise it
+// writes nothing and returns an error wrapping ErrMoved; a task that
+// already shows the method's state under c's run (a retried write that
+// had landed) is a success. Tools have no compare-and-set, so a person's
+// edit that lands between that read and the write is still overwritten:
+// the method sends the write right after the read, without waiting for a
+// rate limit longer than ActWaitLimit (it returns a *RetryLaterError
+// instead, and the caller tries the whole method again), which keeps that
+// window to one round trip plus at most ActWaitLimit. The caller calls
+// Confirm after Claim to catch an edit in it before executing.
 //
 // Errors are wrapped with context; these tell the caller what to do:
 //
 //   - ErrUnauthorized: the credentials were refused (401/403); stop acting
 //     on the source until an operator fixes its configuration.
+//
 //   - *RetryLaterError: the tool asked to wait (429, 529, 5xx with
 //     Retry-After); call again, with the same arguments, at RetryAt.
+//
 //   - *ValidationError: the tool refuses a value lookout was configured to
 //     write (a status that is not one of the property's options, a
 //     property of the wrong type); retrying cannot help. The error names
 //     the property, the value and what the tool allows; the caller records
 //     it as the run's error and leaves the task for a person.
+//
 //   - ErrNotFound: the record no longer exists or is no longer visible to
 //     the credentials (deleted, archived, moved out of the database).
 //
+//   - ErrMoved: the task does not show what lookout last wrote there (a
+//     person moved it, another claim replaced it); nothing was written.
+//     The caller leaves the task as it is: a claim is not executed, a
+//     terminal write is given up.
+//
 // Any other error (a network failure, an unexpected status) may be retried.
 type Actor interface {
-	// Claim writes the visible claim: the in-progress status, who claimed
-	// it, when, until when and the run id.
+	// Claim writes the visible claim — the in-progress status, who claimed
+	// it, when, until when and the run id — when the task still shows the
+	// todo status (ErrMoved otherwise).
 	Claim(ctx context.Context, id string, c Claim) error
 	// Confirm reads the task back and reports whether it still shows c:
 	// the in-progress status and c's run (where the tool shows one). It is
@@ -56,13 +78,15 @@ type Actor interface {
 	// replaced it, or the task was deleted or archived; the caller then
 	// records the run as lost and does not execute it.
 	Confirm(ctx context.Context, id string, c Claim) (bool, error)
-	// Complete moves the task to the complete status, with o.At as its
-	// completion time and no last error.
+	// Complete moves the task from c's claim to the complete status, with
+	// o.At as its completion time and no last error.
 	Complete(ctx context.Context, id string, c Claim, o Outcome) error
-	// Fail moves the task to the failed status with o.Error as its last
-	// error and o.RetryCount as its retry count: no more attempts.
+	// Fail moves the task from c's claim to the failed status with o.Error
+	// as its last error and o.RetryCount as its retry count: no more
+	// attempts.
 	Fail(ctx context.Context, id string, c Claim, o Outcome) error
-	// Release gives the task back: the todo status, the claim cleared,
+	// Release gives the task back from c's claim: the todo status, the
+	// claim cleared,
 	// o.Error as the last error and o.RetryCount as the retry count, so
 	// that a later run (or a person) takes it again. It is what a
 	// recoverable failure and an expired claim do.
@@ -72,7 +96,7 @@ type Actor interface {
 // Claim is the visible claim on a task.
 type Claim struct {
 	// RunID identifies the run that holds the claim (the caller's run id);
-	// Confirm checks it where the tool shows it.
+	// Confirm and the terminal writes check it where the tool shows it.
 	RunID string
 	// By names the claimer (a worker or deployment name).
 	By string
@@ -93,6 +117,31 @@ type Outcome struct {
 
 // ErrNotFound says the record acted on does not exist or is not visible.
 var ErrNotFound = errors.New("not found")
+
+// ErrMoved says an Actor wrote nothing because the task does not show what
+// lookout last wrote there: a person moved it.
+var ErrMoved = errors.New("the task was moved in the tool")
+
+// ActWaitLimit is the longest an Actor's write waits for a rate limit
+// after the read it is conditional on (see Actor); a longer wait is a
+// *RetryLaterError, and the caller tries the read and the write again.
+const ActWaitLimit = time.Second
+
+type waitLimitKey struct{}
+
+// WithWaitLimit returns ctx with d as the longest a request made with it
+// may wait for a rate limit before it is sent: the HTTP transport the
+// connector is given (the syncer's) returns a *RetryLaterError instead of
+// waiting longer, and sends nothing.
+func WithWaitLimit(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, waitLimitKey{}, d)
+}
+
+// WaitLimit returns the wait limit WithWaitLimit put in ctx.
+func WaitLimit(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(waitLimitKey{}).(time.Duration)
+	return d, ok
+}
 
 // ValidationError is a value the tool refuses (or, from its schema, would
 // refuse): retrying cannot help, the configuration or the tool must change.
@@ -131,4 +180,26 @@ func (e *ValidationError) Error() string {
 // person editing the task makes a new one.
 type TaskContent interface {
 	StripTask(fields map[string]any)
+}
+
+// ActLock lets one task action of a connector at a time make its requests,
+// so that a write follows the read it is conditional on within
+// ActWaitLimit even when many tasks are acted on at once: the actions of
+// one source queue here instead of in the rate limits, where a write
+// behind the others' reads would wait longer than ActWaitLimit each time.
+// Its zero value is unlocked.
+type ActLock struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+// Lock waits for the lock or for ctx to end; unlock releases it.
+func (l *ActLock) Lock(ctx context.Context) (unlock func(), err error) {
+	l.once.Do(func() { l.ch = make(chan struct{}, 1) })
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the source's other task actions: %w", ctx.Err())
+	}
 }

@@ -152,7 +152,7 @@ tasks:
     when: record.status == "Todo"
     order: [extra.priority desc, created_at asc]
     take: 1
-    lease: 8s
+    lease: 12s
     timeout: 7s
     backoff: {min: 1s, max: 1s}
     command: [%s]
@@ -285,7 +285,7 @@ watches:
 		t.Fatalf("fragile: %s after its syncer was killed, want running (nobody recorded its end)", r.status)
 	}
 
-	// The claim expires (lease 8s), another syncer recovers it, the task is
+	// The claim expires (lease 12s), another syncer recovers it, the task is
 	// retried once. The bound covers the lease, the grace and two runs.
 	testsignal.EventuallyWithin(tb, 60*time.Second, "fragile retried and Complete in the tool", func() bool {
 		return status(fragile) == "Complete"
@@ -375,5 +375,102 @@ watches:
 	}
 	if n := e.count(`SELECT count(*) FROM report_task_runs WHERE executed_more_than_once AND title <> 'fragile'`); n != 0 {
 		t.Errorf("report_task_runs: %d tasks other than fragile executed more than once", n)
+	}
+}
+
+// A person moves a card to Blocked right after lookout's claim landed, and
+// lookout's read back is refused (429) with a Retry-After past the time
+// the claim has left before its execution must start, against the real
+// `syncer run`: the attempt is given up without executing, its release is
+// not written over the person's Blocked (the card no longer shows
+// lookout's claim), and later runs of the source leave the card alone.
+func TestRefusedConfirmLeavesThePersonsMoveWithRealBinaries(t *testing.T) {
+	t.Parallel()
+	os.Setenv("LOOKOUT_TEST_NOTION_TOKEN", "secret_test")
+	e := newEnv(t)
+	ctx := context.Background()
+	fake := notiontest.New(t, taskProps()...)
+	agentDir := t.TempDir()
+	agent := filepath.Join(agentDir, "agent.sh")
+	if err := os.WriteFile(agent, []byte(fmt.Sprintf(taskAgent, agentDir)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.write("lookout.yaml", `defaults:
+  jitter: 0s
+  host_rate_limit: {per_second: 1000, burst: 1000}
+syncer:
+  lease: 3s
+  poll_interval: 100ms
+  tasks_interval: 1s
+  tasks_grace: 1s
+`)
+	// lease 20s, timeout 16s: the claim and its read back must be done
+	// within 2s (the other 2s are the end's margin); Retry-After: 4 is
+	// past that.
+	e.write("sources/tasks.yaml", fmt.Sprintf(`name: tasks
+connector: notion
+every: 1s
+rate_limit: {per_second: 1000, burst: 1000}
+notion:
+  database: %s
+  token: ${LOOKOUT_TEST_NOTION_TOKEN}
+  base_url: %s
+  task: {}
+tasks:
+  - name: execute
+    when: record.status == "Todo"
+    lease: 20s
+    timeout: 16s
+    backoff: {min: 1s, max: 1s}
+    command: [%s]
+`, strings.ReplaceAll(fake.DatabaseID, "-", ""), fake.URL, agent))
+	id := fake.AddPage(map[string]any{"Name": notiontest.Title("contested"), "Status": notiontest.Status("Todo")})
+	fake.On(notiontest.Rule{Method: "PATCH", Page: id, After: map[string]any{"Status": notiontest.Status("Blocked")},
+		Then: &notiontest.Rule{Method: "GET", Page: id, Fail: 429, RetryAfter: 4}})
+
+	sb := clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/syncer")
+	d := clitest.StartBinary(t, sb, e.dir, e.url)
+	tb := logsOnFailure{t: t, daemons: []*clitest.DaemonTest{d}}
+
+	type taskRun struct {
+		status, toolAction, lastError string
+		executions                    int
+	}
+	run := func() (r taskRun, ok bool) {
+		err := e.pool.QueryRow(ctx, `SELECT status, coalesce(tool_action, ''), coalesce(last_error, ''), executions FROM task_runs`).
+			Scan(&r.status, &r.toolAction, &r.lastError, &r.executions)
+		return r, err == nil
+	}
+	lastSuccess := func() (at time.Time) {
+		if err := e.pool.QueryRow(ctx, `SELECT coalesce(last_success_at, '-infinity') FROM sources WHERE name = 'tasks'`).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	// The attempt ends, its tool write settled (written or given up).
+	testsignal.EventuallyWithin(tb, 60*time.Second, "the attempt given up, its write to the tool settled", func() bool {
+		r, ok := run()
+		return ok && !slices.Contains([]string{"claimed", "confirming", "running"}, r.status) && r.toolAction == ""
+	})
+	// Two more runs of the source, each followed by a pass, after the
+	// mirror shows what the card shows.
+	var mirrored string
+	testsignal.EventuallyWithin(tb, 60*time.Second, "the mirror to show the card's status", func() bool {
+		err := e.pool.QueryRow(ctx, `SELECT status FROM records WHERE source = 'tasks'`).Scan(&mirrored)
+		return err == nil && mirrored == fake.Value(id, "Status")
+	})
+	for range 2 {
+		last := lastSuccess()
+		testsignal.EventuallyWithin(tb, 60*time.Second, "another run of the source", func() bool { return lastSuccess().After(last) })
+	}
+
+	if s := fake.Value(id, "Status"); s != "Blocked" {
+		t.Errorf("the card shows %v; lookout wrote over the person's Blocked", s)
+	}
+	if calls := lines(t, filepath.Join(agentDir, "keys")); len(calls) != 0 {
+		t.Errorf("the agent ran %d times on a card a person moved to Blocked", len(calls))
+	}
+	if r, _ := run(); r.executions != 0 || !strings.Contains(r.lastError, "not executed") {
+		t.Errorf("task run: status %s, executions %d, last error %q", r.status, r.executions, r.lastError)
 	}
 }

@@ -183,6 +183,21 @@ func (b *hostBudget) blockOnly(ctx context.Context, key budgetKey, now time.Time
 	return take{}, nil
 }
 
+// blockedUntil reads the key's standing block at now: when it ends, or
+// the zero time when there is none.
+func (b *hostBudget) blockedUntil(ctx context.Context, key budgetKey, now time.Time) (time.Time, error) {
+	var until *time.Time
+	err := b.pool.QueryRow(ctx, `SELECT blocked_until FROM host_limits WHERE host = $1 AND credential = $2 AND blocked_until > $3`,
+		key.host, key.credential, now).Scan(&until)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("read the block of host %s: %w", key, err)
+	}
+	return *until, nil
+}
+
 func (b *hostBudget) remember(key budgetKey, st blockState) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

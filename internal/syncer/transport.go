@@ -32,7 +32,7 @@ const MaxBlock = 24 * time.Hour
 // connector. Before each request it waits for the source's own token
 // bucket (a local rate.Limiter: a source runs on one replica at a time)
 // and for its host's budget (hostBudget, shared by every source and
-// replica through Postgres); a host that answered 429/503 with a time, or
+// replica through Postgres); a host that answered 429 or 5xx with a time, or
 // X-RateLimit-Remaining: 0 with a reset time, is not called again before
 // that time by anyone. A wait longer than maxWait is not waited out: the
 // request fails with a *connectors.RetryLaterError and the run is deferred,
@@ -198,17 +198,34 @@ func (t *politeTransport) waitHost(ctx context.Context, key budgetKey, rs *runSt
 			if !service.Sleep(ctx, tk.wait) {
 				return ctx.Err()
 			}
+			// A block recorded while this request waited for its turn
+			// (another request's 429) holds for it too: give the token
+			// back and wait for the block, then for a token again.
+			until, err := t.hosts.blockedUntil(ctx, key, t.now())
+			if err != nil {
+				return err
+			}
+			if !until.IsZero() {
+				if err := t.hosts.refund(context.WithoutCancel(ctx), key); err != nil {
+					t.logger.Warn("refund host token", "host", host, "error", err)
+				}
+				continue
+			}
 		}
 		return nil
 	}
 }
 
 // waitLimit is the longest a request may wait for a budget: syncer.max_wait,
-// or less when the request's context ends sooner (a connector's own
-// per-request timeout, the run's timeout): a wait that would outlast the
-// request defers the run instead of failing it.
+// or less when the request's context says so (connectors.WithWaitLimit: a
+// task action's write right after its read) or ends sooner (a connector's
+// own per-request timeout, the run's timeout): a wait that would outlast
+// the request defers the run instead of failing it.
 func (t *politeTransport) waitLimit(ctx context.Context) (time.Duration, string) {
 	limit, why := t.maxWait, fmt.Sprintf("syncer.max_wait %s", t.maxWait)
+	if d, ok := connectors.WaitLimit(ctx); ok && d < limit {
+		limit, why = max(d, 0), fmt.Sprintf("the %s the request may wait", d)
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		if left := time.Until(dl); left < limit {
 			limit, why = max(left, 0), fmt.Sprintf("the %s left before the request's deadline", left.Round(time.Millisecond))
@@ -249,14 +266,14 @@ func (t *politeTransport) observe(ctx context.Context, key budgetKey, resp *http
 }
 
 // blockUntil reads when the host wants the next request: Retry-After
-// (seconds or an HTTP date) on 429 and 503, else X-RateLimit-Reset when
+// (seconds or an HTTP date) on 429 and 5xx (503, Notion's 529), else X-RateLimit-Reset when
 // X-RateLimit-Remaining is 0 (on any status: the budget is spent), else a
 // default block for a bare 429. A 503 without Retry-After blocks nothing:
 // it is an outage, handled by the run's backoff.
 func blockUntil(resp *http.Response, now time.Time) (time.Time, string, bool) {
 	h := resp.Header
 	code := resp.StatusCode
-	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+	if code == http.StatusTooManyRequests || code >= 500 {
 		if ra := strings.TrimSpace(h.Get("Retry-After")); ra != "" {
 			if secs, err := strconv.ParseInt(ra, 10, 64); err == nil && secs >= 0 {
 				return now.Add(time.Duration(secs) * time.Second), "Retry-After: " + ra, true

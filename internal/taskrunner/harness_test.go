@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 func taskProps() []notiontest.Property {
 	return []notiontest.Property{
 		{Name: "Name", Type: "title"},
-		{Name: "Status", Type: "status", Options: []string{"Todo", "InProgress", "Complete", "Failed"}},
+		{Name: "Status", Type: "status", Options: []string{"Todo", "InProgress", "Complete", "Failed", "Blocked"}},
 		{Name: "Priority", Type: "number"},
 		{Name: "ClaimedBy", Type: "rich_text"},
 		{Name: "ClaimedAt", Type: "date"},
@@ -61,6 +61,9 @@ type world struct {
 	agent *agent
 	dir   string
 	logs  *syncBuffer
+	// now is the clock of the fake, the syncers and the task runners
+	// (options.now); nil for time.Now.
+	now func() time.Time
 }
 
 // options change the source file.
@@ -80,12 +83,19 @@ type options struct {
 	extra string
 	// rate is the source's rate_limit. Defaults to 1000/s.
 	rate string
+	// now is the clock of the fake API (the times it records requests
+	// at), the syncers (host budgets and blocks) and the task runners.
+	// Defaults to time.Now.
+	now func() time.Time
 }
 
 func newWorld(t testing.TB, o options) *world {
 	t.Helper()
 	_, url := pgtest.Schema(t)
-	w := &world{t: t, url: url, pool: pgtest.PoolFor(t, url), fake: notiontest.New(t, taskProps()...), logs: &syncBuffer{}}
+	w := &world{t: t, url: url, pool: pgtest.PoolFor(t, url), fake: notiontest.New(t, taskProps()...), logs: &syncBuffer{}, now: o.now}
+	if o.now != nil {
+		w.fake.SetNow(o.now)
+	}
 	w.agent = newAgent(t, o.mode)
 	if o.task == "" {
 		o.task = "name: execute\n    when: record.status == \"Todo\"\n    order: [extra.priority desc, created_at asc]\n    lease: 30s\n    timeout: 10s\n    backoff: {min: 1ms, max: 1ms}\n"
@@ -156,6 +166,9 @@ func (w *world) replica(name string, pool *pgxpool.Pool, tweak func(*taskrunner.
 	sc := syncer.FromConfig(cfg)
 	sc.Owner = name
 	sc.PollInterval = 20 * time.Millisecond
+	if w.now != nil {
+		sc.Now = w.now
+	}
 	sc.AfterRun = func(source string, runID int64) {
 		rep.passes.Add(1)
 		rep.runner.AfterRun(source, runID)
@@ -167,6 +180,9 @@ func (w *world) replica(name string, pool *pgxpool.Pool, tweak func(*taskrunner.
 	tc.Owner = "lookout@" + name
 	tc.Tick = 20 * time.Millisecond
 	tc.Grace = 50 * time.Millisecond
+	if w.now != nil {
+		tc.Now = w.now
+	}
 	if tweak != nil {
 		tweak(&tc)
 	}
@@ -334,3 +350,24 @@ func (b *syncBuffer) String() string {
 }
 
 func itoa(n int64) string { return fmt.Sprint(n) }
+
+// clock is a clock a test controls: it runs with time.Now, moved by the
+// offsets Advance adds.
+type clock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+// Now returns the clock's time.
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+// Advance moves the clock d ahead.
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}

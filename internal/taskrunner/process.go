@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/service"
 	"github.com/lookout-dev/lookout/internal/tasks"
@@ -33,10 +34,14 @@ func (r *Runner) process(ctx context.Context, src *source, w *watch, run *tasks.
 	log := r.logger.With("source", run.Source, "task", run.Task, "record_id", run.RecordID, "task_run_id", run.ID,
 		"run_id", run.RunID, "attempt", run.Attempt)
 	claim := claimOf(run)
-	// The visible claim, then its confirmation, must be done while the
-	// claim holds, and leave the execution its time.
-	until := run.ClaimExpiresAt.Add(-w.cfg.Timeout)
-	err := r.act(ctx, until, func(ctx context.Context) error { return src.actor.Claim(ctx, run.RecordID, claim) })
+	// The lease covers the claim, its confirmation, the whole execution
+	// and the end: the claim and the confirmation must be done by
+	// latest, which leaves the executor its whole timeout and the end its
+	// margin. Past it the attempt is given back, never run short.
+	latest := latestStart(run, w.cfg)
+	cctx, cancel := context.WithTimeout(ctx, max(latest.Sub(r.conf.Now()), 0))
+	defer cancel()
+	err := r.act(cctx, latest, func(ctx context.Context) error { return src.actor.Claim(ctx, run.RecordID, claim) })
 	if err != nil {
 		r.notExecuted(ctx, w, run, "write the claim", err, log)
 		return
@@ -51,7 +56,7 @@ func (r *Runner) process(ctx context.Context, src *source, w *watch, run *tasks.
 		h(run.Source, run.RecordID, run.RunID)
 	}
 	var confirmed bool
-	err = r.act(ctx, until, func(ctx context.Context) error {
+	err = r.act(cctx, latest, func(ctx context.Context) error {
 		var err error
 		confirmed, err = src.actor.Confirm(ctx, run.RecordID, claim)
 		return err
@@ -68,6 +73,7 @@ func (r *Runner) process(ctx context.Context, src *source, w *watch, run *tasks.
 			0, log, tasks.StatusConfirming)
 		return
 	}
+	cancel()
 
 	// Execute.
 	var token, tokenHash string
@@ -76,6 +82,16 @@ func (r *Runner) process(ctx context.Context, src *source, w *watch, run *tasks.
 		tokenHash = tasks.HashToken(token)
 	}
 	started := r.conf.Now()
+	if started.After(latest) {
+		// The claim and its confirmation took so long that the executor
+		// would not have its whole timeout before the claim expires.
+		msg := fmt.Sprintf("the claim and its confirmation in the tool ended at %s, past %s, the latest start that leaves "+
+			"the executor its whole timeout (%s) within the lease (%s); not executed, given back",
+			started.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339), w.cfg.Timeout, w.cfg.Lease)
+		r.end(ctx, w, run, tasks.End{Status: tasks.StatusReleased, At: started, Error: msg, Failures: run.Failures,
+			RetryAt: &started, ToolAction: tasks.ToolRelease}, 0, log, tasks.StatusConfirming)
+		return
+	}
 	ok, err := tasks.Start(ctx, r.pool, run, started, tokenHash)
 	if err != nil || !ok {
 		if err != nil {
@@ -83,16 +99,13 @@ func (r *Runner) process(ctx context.Context, src *source, w *watch, run *tasks.
 		}
 		return
 	}
-	deadline := started.Add(w.cfg.Timeout)
-	if last := run.ClaimExpiresAt.Add(-margin(w.cfg.Lease)); last.Before(deadline) {
-		deadline = last // a claim slow to confirm leaves less time
-	}
+	deadline := started.Add(w.cfg.Timeout) // within the lease, less the end's margin: latestStart
 	in := input{run: run, record: record, deadline: deadline, token: token}
 	in.json = taskJSON(run, record, deadline, token)
 	log.Info("task executing", "executor", w.exec.kind(), "idempotency_key", run.IdempotencyKey, "deadline", deadline.UTC())
-	ectx, cancel := context.WithDeadline(ctx, deadline)
+	ectx, ecancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	out := w.exec.run(ectx, in)
-	cancel()
+	ecancel()
 	took := r.conf.Now().Sub(started)
 	if out.pending {
 		log.Info("task accepted; waiting for the agent's report", "claim_expires_at", run.ClaimExpiresAt.UTC())
@@ -124,6 +137,10 @@ func (r *Runner) notExecuted(ctx context.Context, w *watch, run *tasks.Run, what
 		e.Status = tasks.StatusFailed
 	case errors.Is(err, connectors.ErrNotFound):
 		e.Status = tasks.StatusLost
+	case errors.Is(err, connectors.ErrMoved):
+		// A person moved the task before the claim: nothing was written;
+		// a later pass takes it again if it is eligible again.
+		e.Status, e.RetryAt = tasks.StatusLost, &now
 	default:
 		// Unauthorized, a storm outlasting the claim, a network failure,
 		// a shutdown: give the task back; the claim may have landed.
@@ -200,6 +217,13 @@ func (r *Runner) writeTool(ctx context.Context, w *watch, run *tasks.Run, until 
 		}
 		return
 	}
+	if errors.Is(err, connectors.ErrMoved) {
+		// A person moved the task: lookout writes only over its own claim.
+		_ = tasks.ToolDone(dbctx, r.pool, run, run.ToolAction)
+		log.Warn("the task was moved in the tool; it is left as the person set it", "tool_action", run.ToolAction,
+			"error", r.conf.Redactor.String(err.Error()))
+		return
+	}
 	if errors.Is(err, connectors.ErrNotFound) {
 		// The task is gone from the tool: nothing left to show it on.
 		_ = tasks.ToolDone(dbctx, r.pool, run, run.ToolAction)
@@ -218,7 +242,7 @@ func (r *Runner) writeTool(ctx context.Context, w *watch, run *tasks.Run, until 
 
 // act calls fn until it succeeds: after a *RetryLaterError at its RetryAt
 // (unless that is after until), after other errors up to actTries times
-// with a short backoff; ErrUnauthorized, ErrNotFound and
+// with a short backoff; ErrUnauthorized, ErrNotFound, ErrMoved and
 // *ValidationError are returned at once.
 func (r *Runner) act(ctx context.Context, until time.Time, fn func(ctx context.Context) error) error {
 	b := service.Backoff{Min: 500 * time.Millisecond, Max: 10 * time.Second}
@@ -241,7 +265,8 @@ func (r *Runner) act(ctx context.Context, until time.Time, fn func(ctx context.C
 			if !service.Sleep(ctx, max(rl.RetryAt.Sub(r.conf.Now()), 0)) {
 				return fmt.Errorf("%w (%w)", ctx.Err(), err)
 			}
-		case errors.Is(err, connectors.ErrUnauthorized), errors.Is(err, connectors.ErrNotFound), errors.As(err, &ve):
+		case errors.Is(err, connectors.ErrUnauthorized), errors.Is(err, connectors.ErrNotFound), errors.Is(err, connectors.ErrMoved),
+			errors.As(err, &ve):
 			return err
 		case tries >= actTries:
 			return err
@@ -258,9 +283,21 @@ func claimOf(run *tasks.Run) connectors.Claim {
 	return connectors.Claim{RunID: run.RunID, By: run.ClaimedBy, At: run.ClaimedAt, ExpiresAt: run.ClaimExpiresAt}
 }
 
-// margin is how long before its claim expires an execution is stopped,
-// to leave time for the terminal write.
-func margin(lease time.Duration) time.Duration { return min(lease/10, time.Minute) }
+// margin is how long before its claim expires an execution must have
+// ended, to leave time for the terminal write: a tenth of the lease, at
+// most a minute, and at most half of what the lease leaves beside the
+// timeout (the other half is the claim's).
+func margin(t *config.Task) time.Duration {
+	return max(min(t.Lease/10, time.Minute, (t.Lease-t.Timeout)/2), 0)
+}
+
+// latestStart is when an attempt's executor must start at the latest: its
+// whole timeout and the margin of its end fit before the claim expires.
+// The claim and its confirmation are done by then, or the attempt is
+// given back.
+func latestStart(run *tasks.Run, t *config.Task) time.Time {
+	return run.ClaimExpiresAt.Add(-t.Timeout - margin(t))
+}
 
 func newToken() string {
 	b := make([]byte, 32)

@@ -101,15 +101,92 @@ func (c *Connector) StripTask(fields map[string]any) {
 // states are the status labels, which a status change replaces.
 func (t *Task) states() []string { return []string{t.Todo, t.InProgress, t.Complete, t.Failed} }
 
+// The task actions read the issue first and write only over what lookout
+// left there (connectors.Actor): Claim only an open issue that carries no
+// status label but todo; Complete, Fail and Release only an open issue
+// labelled in-progress under the claim's own run (its assignee, or its
+// claim comment as the latest claim). The label write follows the read
+// at once (connectors.ActWaitLimit); one action of a source at a time
+// makes its requests (connectors.ActLock).
+
+// has reports whether is carries label (GitHub compares labels without
+// case).
+func (is *ghIssue) has(label string) bool {
+	return slices.ContainsFunc(is.labels(), func(l string) bool { return strings.EqualFold(l, label) })
+}
+
+// status is the status label is carries besides todo ("" for none).
+func (t *Task) status(is *ghIssue) string {
+	for _, l := range []string{t.InProgress, t.Complete, t.Failed} {
+		if is.has(l) {
+			return l
+		}
+	}
+	return ""
+}
+
+// claimed reports whether is shows cl's claim: open, labelled
+// in-progress, and assigned to the assignee, or with cl's claim comment as
+// the latest claim since cl.At (none: cl's label landed, not its comment).
+func (c *Connector) claimed(ctx context.Context, t *Task, id string, is *ghIssue, cl connectors.Claim, strict bool) (bool, error) {
+	if is.State != "open" || !is.has(t.InProgress) {
+		return false, nil
+	}
+	if t.Claim == ClaimAssignee {
+		for _, a := range is.Assignees {
+			if strings.EqualFold(a.Login, t.Assignee) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	comments, err := c.comments(ctx, id, cl.At)
+	if err != nil {
+		return false, err
+	}
+	for i := len(comments) - 1; i >= 0; i-- {
+		if strings.Contains(comments[i].Body, "<!-- lookout:claim ") {
+			return strings.Contains(comments[i].Body, claimMarker(cl.RunID)), nil
+		}
+	}
+	return !strict, nil
+}
+
 // Claim labels the issue in-progress and makes the claim visible: a
-// comment naming the run (once per run) or the assignee.
+// comment naming the run (once per run) or the assignee. An issue that is
+// closed or carries another status label than todo is left as it is
+// (ErrMoved), unless it shows cl's claim already (a retry).
 func (c *Connector) Claim(ctx context.Context, id string, cl connectors.Claim) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	t, err := c.taskOf()
 	if err != nil {
 		return err
 	}
-	if err := c.setStatus(ctx, id, t.InProgress); err != nil {
+	is, err := c.issue(ctx, id)
+	if err != nil {
 		return fmt.Errorf("claim issue %s: %w", id, err)
+	}
+	switch st := t.status(is); {
+	case is.State != "open":
+		return fmt.Errorf("claim issue %s: it is %s: %w", id, is.State, connectors.ErrMoved)
+	case st == t.InProgress:
+		ok, err := c.claimed(ctx, t, id, is, cl, false)
+		if err != nil {
+			return fmt.Errorf("claim issue %s: %w", id, err)
+		}
+		if !ok {
+			return fmt.Errorf("claim issue %s: it is labelled %s under another claim: %w", id, st, connectors.ErrMoved)
+		}
+	case st != "":
+		return fmt.Errorf("claim issue %s: it is labelled %s, not %s: %w", id, st, t.Todo, connectors.ErrMoved)
+	default:
+		if err := c.setStatus(ctx, id, is, t.InProgress); err != nil {
+			return fmt.Errorf("claim issue %s: %w", id, err)
+		}
 	}
 	if t.Claim == ClaimAssignee {
 		_, err = c.do(ctx, http.MethodPost, "/issues/"+id+"/assignees", map[string]any{"assignees": []string{t.Assignee}})
@@ -126,6 +203,11 @@ func (c *Connector) Claim(ctx context.Context, id string, cl connectors.Claim) e
 // Confirm reads the issue back: open, labelled in-progress, and assigned
 // to the assignee or carrying the claim's comment as the latest claim.
 func (c *Connector) Confirm(ctx context.Context, id string, cl connectors.Claim) (bool, error) {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	t, err := c.taskOf()
 	if err != nil {
 		return false, err
@@ -137,49 +219,70 @@ func (c *Connector) Confirm(ctx context.Context, id string, cl connectors.Claim)
 	if err != nil {
 		return false, fmt.Errorf("confirm the claim on issue %s: %w", id, err)
 	}
-	if is.State != "open" || !slices.Contains(is.labels(), t.InProgress) {
-		return false, nil
-	}
-	if t.Claim == ClaimAssignee {
-		for _, a := range is.Assignees {
-			if strings.EqualFold(a.Login, t.Assignee) {
-				return true, nil
-			}
-		}
-		return false, nil
-	}
-	comments, err := c.comments(ctx, id, cl.At)
+	ok, err := c.claimed(ctx, t, id, is, cl, true)
 	if err != nil {
 		return false, fmt.Errorf("confirm the claim on issue %s: %w", id, err)
 	}
-	for i := len(comments) - 1; i >= 0; i-- {
-		if strings.Contains(comments[i].Body, "<!-- lookout:claim ") {
-			return strings.Contains(comments[i].Body, claimMarker(cl.RunID)), nil
-		}
-	}
-	return false, nil
+	return ok, nil
 }
 
-// Complete labels the issue done.
-func (c *Connector) Complete(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
-	t, err := c.taskOf()
+// end moves the issue from cl's claim to label: when it shows the claim,
+// the label is written; when it carries label already and not
+// in-progress (a retry after the label landed), it is left, and the
+// caller does the rest of its action (comments, the assignee) again, which
+// is idempotent; otherwise ErrMoved.
+func (c *Connector) end(ctx context.Context, t *Task, action, id string, cl connectors.Claim, label string) error {
+	is, err := c.issue(ctx, id)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s issue %s: %w", action, id, err)
 	}
-	if err := c.setStatus(ctx, id, t.Complete); err != nil {
-		return fmt.Errorf("complete issue %s: %w", id, err)
+	if is.has(label) && !is.has(t.InProgress) {
+		return nil
+	}
+	ok, err := c.claimed(ctx, t, id, is, cl, true)
+	if err != nil {
+		return fmt.Errorf("%s issue %s: %w", action, id, err)
+	}
+	if !ok {
+		st := cmp.Or(t.status(is), t.Todo)
+		if !is.has(st) {
+			st = "no status label"
+		}
+		return fmt.Errorf("%s issue %s: it is %s, %s, not lookout's claim %s: %w", action, id, is.State, st, cl.RunID, connectors.ErrMoved)
+	}
+	if err := c.setStatus(ctx, id, is, label); err != nil {
+		return fmt.Errorf("%s issue %s: %w", action, id, err)
 	}
 	return nil
 }
 
-// Fail labels the issue failed and comments its error once per run.
-func (c *Connector) Fail(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+// Complete labels the issue done.
+func (c *Connector) Complete(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	t, err := c.taskOf()
 	if err != nil {
 		return err
 	}
-	if err := c.setStatus(ctx, id, t.Failed); err != nil {
-		return fmt.Errorf("fail issue %s: %w", id, err)
+	return c.end(ctx, t, "complete", id, cl, t.Complete)
+}
+
+// Fail labels the issue failed and comments its error once per run.
+func (c *Connector) Fail(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	t, err := c.taskOf()
+	if err != nil {
+		return err
+	}
+	if err := c.end(ctx, t, "fail", id, cl, t.Failed); err != nil {
+		return err
 	}
 	body := fmt.Sprintf("Run %s failed after %d attempts: %s", cl.RunID, o.RetryCount, o.Error)
 	if err := c.comment(ctx, id, cl.At, "<!-- lookout:fail run="+cl.RunID+" -->", body); err != nil {
@@ -191,12 +294,17 @@ func (c *Connector) Fail(ctx context.Context, id string, cl connectors.Claim, o 
 // Release labels the issue todo again, unassigns the assignee, and
 // comments the error (once per run) when there is one.
 func (c *Connector) Release(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	t, err := c.taskOf()
 	if err != nil {
 		return err
 	}
-	if err := c.setStatus(ctx, id, t.Todo); err != nil {
-		return fmt.Errorf("release issue %s: %w", id, err)
+	if err := c.end(ctx, t, "release", id, cl, t.Todo); err != nil {
+		return err
 	}
 	if t.Claim == ClaimAssignee {
 		if _, err := c.do(ctx, http.MethodDelete, "/issues/"+id+"/assignees", map[string]any{"assignees": []string{t.Assignee}}); err != nil {
@@ -255,20 +363,19 @@ func (c *Connector) issue(ctx context.Context, id string) (*ghIssue, error) {
 	return &is, nil
 }
 
-// setStatus replaces the status labels with label, keeping the others:
-// it reads the issue and writes the labels only when they change.
-func (c *Connector) setStatus(ctx context.Context, id, label string) error {
-	is, err := c.issue(ctx, id)
-	if err != nil {
-		return err
-	}
+// setStatus replaces the status labels of is (just read) with label,
+// keeping the others, and writes the labels only when they change, right
+// after the read (connectors.ActWaitLimit).
+func (c *Connector) setStatus(ctx context.Context, id string, is *ghIssue, label string) error {
 	have := is.labels()
-	want := slices.DeleteFunc(slices.Clone(have), func(l string) bool { return slices.Contains(c.task.states(), l) })
+	want := slices.DeleteFunc(slices.Clone(have), func(l string) bool {
+		return slices.ContainsFunc(c.task.states(), func(st string) bool { return strings.EqualFold(st, l) })
+	})
 	want = append(want, label)
 	if slices.Equal(slices.Sorted(slices.Values(have)), slices.Sorted(slices.Values(want))) {
 		return nil
 	}
-	_, err = c.do(ctx, http.MethodPut, "/issues/"+id+"/labels", map[string]any{"labels": want})
+	_, err := c.do(connectors.WithWaitLimit(ctx, connectors.ActWaitLimit), http.MethodPut, "/issues/"+id+"/labels", map[string]any{"labels": want})
 	return err
 }
 

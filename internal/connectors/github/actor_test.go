@@ -54,12 +54,15 @@ func TestGitHubActorWithComments(t *testing.T) {
 	if ok, err := a.Confirm(ctx, "1", cl); err != nil || !ok {
 		t.Fatalf("Confirm = %v, %v", ok, err)
 	}
-	// A later claim by another run replaces this one.
-	if err := a.Claim(ctx, "1", ghClaim("run-8")); err != nil {
-		t.Fatal(err)
+	// Another run does not claim over this claim, nor end it.
+	if err := a.Claim(ctx, "1", ghClaim("run-8")); !errors.Is(err, connectors.ErrMoved) {
+		t.Errorf("claim over another run's claim = %v, want ErrMoved", err)
 	}
-	if ok, err := a.Confirm(ctx, "1", cl); err != nil || ok {
-		t.Errorf("Confirm of a replaced claim = %v, %v; want false", ok, err)
+	if err := a.Release(ctx, "1", ghClaim("run-8"), connectors.Outcome{Error: "x"}); !errors.Is(err, connectors.ErrMoved) {
+		t.Errorf("release of another run's claim = %v, want ErrMoved", err)
+	}
+	if ok, err := a.Confirm(ctx, "1", cl); err != nil || !ok {
+		t.Errorf("Confirm after another run's refused claim = %v, %v; want true", ok, err)
 	}
 	if err := a.Complete(ctx, "1", cl, connectors.Outcome{At: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -147,5 +150,40 @@ func TestGitHubTaskBlockErrors(t *testing.T) {
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("source\n%s\nerror = %v\nwant %q", tc.src, err, tc.want)
 		}
+	}
+}
+
+// A person who moved the issue (closed it, labelled it done) is never
+// written over: the claim and the ends return ErrMoved and change no label.
+func TestGitHubActorLeavesAPersonsMove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := githubtest.New(t)
+	f.Seed(2)
+	a := actor(t, f, "{}")
+	is := f.Get(1)
+	is.Labels = []string{"bug", "done"} // a person did it
+	f.Put(is)
+	if err := a.Claim(ctx, "1", ghClaim("run-1")); !errors.Is(err, connectors.ErrMoved) || !strings.Contains(err.Error(), "labelled done, not todo") {
+		t.Errorf("claim of an issue labelled done: %v", err)
+	}
+	cl := ghClaim("run-2")
+	if err := a.Claim(ctx, "2", cl); err != nil {
+		t.Fatal(err)
+	}
+	is = f.Get(2)
+	is.State = "closed" // a person closed it while it ran
+	f.Put(is)
+	for name, end := range map[string]func() error{
+		"complete": func() error { return a.Complete(ctx, "2", cl, connectors.Outcome{}) },
+		"fail":     func() error { return a.Fail(ctx, "2", cl, connectors.Outcome{Error: "x"}) },
+		"release":  func() error { return a.Release(ctx, "2", cl, connectors.Outcome{Error: "x"}) },
+	} {
+		if err := end(); !errors.Is(err, connectors.ErrMoved) {
+			t.Errorf("%s of a closed issue: %v, want ErrMoved", name, err)
+		}
+	}
+	if l1, l2 := f.Get(1).Labels, f.Get(2).Labels; !slices.Equal(l1, []string{"bug", "done"}) || !slices.Equal(l2, []string{"bug", "in-progress"}) {
+		t.Errorf("labels: %v, %v; want the person's", l1, l2)
 	}
 }

@@ -232,6 +232,8 @@ type Connector struct {
 	task    *Task
 	timeout time.Duration
 	now     func() time.Time
+	// acting lets one task action at a time make its requests.
+	acting connectors.ActLock
 }
 
 var (

@@ -13,15 +13,72 @@ import (
 // maxText is Notion's limit on one rich text content.
 const maxText = 2000
 
-// The task actions (connectors.Actor) write page properties with PATCH
-// /v1/pages/{id} (one request each) and Confirm reads the page back with
-// GET /v1/pages/{id}. Which properties are written is the task: block's;
-// a property left at its default name that the database does not have is
-// not written.
+// The task actions (connectors.Actor) read the page with GET
+// /v1/pages/{id}, then write its properties with PATCH /v1/pages/{id} —
+// only over what lookout itself left there: Claim over the todo status,
+// Complete, Fail and Release over the claim's own in-progress status and
+// RunId (status alone when the database has no RunId property). The PATCH
+// follows the GET at once: it waits for the budgets at most
+// connectors.ActWaitLimit, else the action is a RetryLaterError and is
+// tried again, read first. One action of a source at a time makes its
+// requests (connectors.ActLock). Confirm reads the page back. Which properties
+// are written is the task: block's; a property left at its default name
+// that the database does not have is not written.
+
+// taskState is what a page shows of the task actions' properties.
+type taskState struct {
+	status, runID string
+}
+
+// state reads page id. A page deleted, archived or in the trash wraps
+// connectors.ErrNotFound.
+func (c *Connector) state(ctx context.Context, s *schema, id string) (taskState, error) {
+	v, err := c.c.do(ctx, http.MethodGet, "/v1/pages/"+compactID(id), nil)
+	if err != nil {
+		return taskState{}, err
+	}
+	pg, _ := v.(map[string]any)
+	if pg["archived"] == true || pg["in_trash"] == true {
+		return taskState{}, fmt.Errorf("page %s is archived: %w", id, connectors.ErrNotFound)
+	}
+	props, _ := pg["properties"].(map[string]any)
+	var st taskState
+	st.status, _ = Value(props[s.task["status"]]).(string)
+	if p := s.task["run_id"]; p != "" {
+		st.runID, _ = Value(props[p]).(string)
+	}
+	return st, nil
+}
+
+// ours reports whether st shows cl's run: its RunId, or any when the
+// database has no RunId property.
+func ours(s *schema, st taskState, cl connectors.Claim) bool {
+	return s.task["run_id"] == "" || st.runID == cl.RunID
+}
 
 // Claim writes Status = in_progress, ClaimedBy, ClaimedAt, ClaimExpiresAt
-// and RunId.
+// and RunId when the page shows the todo status; a page that shows cl's
+// claim already (a retry after the write landed) is left as it is.
 func (c *Connector) Claim(ctx context.Context, id string, cl connectors.Claim) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s, t, err := c.task(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := c.state(ctx, s, id)
+	if err != nil {
+		return fmt.Errorf("claim page %s: %w", id, err)
+	}
+	switch {
+	case st.status == t.InProgress && s.task["run_id"] != "" && st.runID == cl.RunID:
+		return nil
+	case st.status != t.Todo:
+		return fmt.Errorf("claim page %s: it shows %q, not %q: %w", id, st.status, t.Todo, connectors.ErrMoved)
+	}
 	return c.write(ctx, "claim", id, func(t *Task, w *writer) {
 		w.set("status", t.InProgress)
 		w.set("claimed_by", cl.By)
@@ -35,44 +92,38 @@ func (c *Connector) Claim(ctx context.Context, id string, cl connectors.Claim) e
 // under cl's run (RunId, when the database has it). A page deleted,
 // archived or in the trash is not confirmed.
 func (c *Connector) Confirm(ctx context.Context, id string, cl connectors.Claim) (bool, error) {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
 	s, t, err := c.task(ctx)
 	if err != nil {
 		return false, err
 	}
-	v, err := c.c.do(ctx, http.MethodGet, "/v1/pages/"+compactID(id), nil)
+	st, err := c.state(ctx, s, id)
 	if errors.Is(err, connectors.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("confirm the claim on page %s: %w", id, err)
 	}
-	pg, _ := v.(map[string]any)
-	if pg["archived"] == true || pg["in_trash"] == true {
-		return false, nil
-	}
-	props, _ := pg["properties"].(map[string]any)
-	if Value(props[s.task["status"]]) != t.InProgress {
-		return false, nil
-	}
-	if p := s.task["run_id"]; p != "" && Value(props[p]) != cl.RunID {
-		return false, nil
-	}
-	return true, nil
+	return st.status == t.InProgress && ours(s, st, cl), nil
 }
 
 // Complete writes Status = complete, CompletedAt = o.At and clears
-// LastError.
+// LastError, over cl's claim.
 func (c *Connector) Complete(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
-	return c.write(ctx, "complete", id, func(t *Task, w *writer) {
+	return c.end(ctx, "complete", id, cl, func(t *Task) string { return t.Complete }, func(t *Task, w *writer) {
 		w.set("status", t.Complete)
 		w.set("completed_at", o.At)
 		w.set("last_error", "")
 	})
 }
 
-// Fail writes Status = failed, LastError and RetryCount.
+// Fail writes Status = failed, LastError and RetryCount, over cl's claim.
 func (c *Connector) Fail(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
-	return c.write(ctx, "fail", id, func(t *Task, w *writer) {
+	return c.end(ctx, "fail", id, cl, func(t *Task) string { return t.Failed }, func(t *Task, w *writer) {
 		w.set("status", t.Failed)
 		w.set("last_error", o.Error)
 		w.set("retry_count", o.RetryCount)
@@ -80,9 +131,11 @@ func (c *Connector) Fail(ctx context.Context, id string, cl connectors.Claim, o 
 }
 
 // Release writes Status = todo, LastError and RetryCount, and clears
-// ClaimedBy, ClaimedAt, ClaimExpiresAt and RunId.
+// ClaimedBy, ClaimedAt, ClaimExpiresAt and RunId, over cl's claim. A page
+// that shows todo without a RunId (the release landed, or the claim never
+// did) is left as it is.
 func (c *Connector) Release(ctx context.Context, id string, cl connectors.Claim, o connectors.Outcome) error {
-	return c.write(ctx, "release", id, func(t *Task, w *writer) {
+	return c.end(ctx, "release", id, cl, func(t *Task) string { return t.Todo }, func(t *Task, w *writer) {
 		w.set("status", t.Todo)
 		w.set("last_error", o.Error)
 		w.set("retry_count", o.RetryCount)
@@ -91,6 +144,35 @@ func (c *Connector) Release(ctx context.Context, id string, cl connectors.Claim,
 		w.set("claim_expires_at", time.Time{})
 		w.set("run_id", "")
 	})
+}
+
+// end writes a terminal state (or a release) when the page shows cl's
+// claim; a page that shows the state under cl's run already (a retry
+// after the write landed) is left as it is; anything else is ErrMoved.
+func (c *Connector) end(ctx context.Context, action, id string, cl connectors.Claim, target func(*Task) string, fill func(t *Task, w *writer)) error {
+	unlock, err := c.acting.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s, t, err := c.task(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := c.state(ctx, s, id)
+	if err != nil {
+		return fmt.Errorf("%s page %s: %w", action, id, err)
+	}
+	switch to := target(t); {
+	case st.status == t.InProgress && ours(s, st, cl):
+		return c.write(ctx, action, id, fill)
+	case st.status == to && (ours(s, st, cl) || (action == "release" && st.runID == "")):
+		return nil
+	case s.task["run_id"] != "" && st.runID != cl.RunID:
+		return fmt.Errorf("%s page %s: it shows %q under run %q, not lookout's claim %s: %w", action, id, st.status, st.runID, cl.RunID, connectors.ErrMoved)
+	default:
+		return fmt.Errorf("%s page %s: it shows %q, not lookout's %q: %w", action, id, st.status, t.InProgress, connectors.ErrMoved)
+	}
 }
 
 // StripTask removes from a record's fields what the task actions write:
@@ -185,7 +267,8 @@ func (w *writer) set(key string, v any) {
 	w.names = append(w.names, name)
 }
 
-// write sends one PATCH with what fill sets.
+// write sends one PATCH with what fill sets, waiting for the budgets at
+// most connectors.ActWaitLimit.
 func (c *Connector) write(ctx context.Context, action, id string, fill func(t *Task, w *writer)) error {
 	s, t, err := c.task(ctx)
 	if err != nil {
@@ -193,6 +276,8 @@ func (c *Connector) write(ctx context.Context, action, id string, fill func(t *T
 	}
 	w := &writer{s: s, props: map[string]any{}}
 	fill(t, w)
+	// Right after the read the write is conditional on: no long wait.
+	ctx = connectors.WithWaitLimit(ctx, connectors.ActWaitLimit)
 	_, err = c.c.do(ctx, http.MethodPatch, "/v1/pages/"+compactID(id), map[string]any{"properties": w.props})
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusBadRequest && ae.Code == "validation_error" {

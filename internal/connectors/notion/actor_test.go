@@ -89,9 +89,11 @@ func TestActorLifecycle(t *testing.T) {
 	if s, le, rc := f.Value(ids[2], "Status"), f.Value(ids[2], "LastError"), f.Value(ids[2], "RetryCount"); s != "Failed" || le != "executor exited 2: no such file" || rc != float64(3) {
 		t.Errorf("after fail: Status %v, LastError %v, RetryCount %v", s, le, rc)
 	}
-	// One schema read, then one PATCH per write and one GET per confirm.
-	if g, p, c := f.Count("GET", "/v1/databases/"+strings.ReplaceAll(f.DatabaseID, "-", "")), f.Count("PATCH", ""), f.Count("GET", ""); g != 1 || p != 7 || c != 4 {
-		t.Errorf("requests: %d schema reads, %d PATCH, %d GET; want 1, 7, 4 (the schema read and three confirms)", g, p, c)
+	// One schema read; a read before each action, then one PATCH per
+	// write (none for the retried claim, which had landed); one GET per
+	// confirm.
+	if g, p, c := f.Count("GET", "/v1/databases/"+strings.ReplaceAll(f.DatabaseID, "-", "")), f.Count("PATCH", ""), f.Count("GET", ""); g != 1 || p != 6 || c != 11 {
+		t.Errorf("requests: %d schema reads, %d PATCH, %d GET; want 1, 6, 11 (the schema read, seven reads before actions, three confirms)", g, p, c)
 	}
 }
 
@@ -202,11 +204,17 @@ func TestActorErrors(t *testing.T) {
 	if err := conn.Claim(ctx, ids[0], claimAt(clk, "run-1")); err != nil {
 		t.Fatal(err)
 	}
-	f.Archive(ids[0])
+	// A page archived after the read the write is conditional on: Notion
+	// refuses the write.
+	f.On(notiontest.Rule{Method: "GET", Page: ids[0], Archive: true})
 	err = conn.Complete(ctx, ids[0], claimAt(clk, "run-1"), connectors.Outcome{At: clk.now()})
 	var ve *connectors.ValidationError
 	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "Can't edit block that is archived") {
 		t.Errorf("archived: %v", err)
+	}
+	// Archived before the read: nothing is written, the page is gone.
+	if err := conn.Release(ctx, ids[0], claimAt(clk, "run-1"), connectors.Outcome{At: clk.now()}); !errors.Is(err, connectors.ErrNotFound) {
+		t.Errorf("release of an archived page: %v, want ErrNotFound", err)
 	}
 	// A source without a task block does not act.
 	plain := build(t, f, clk, "")
@@ -219,4 +227,73 @@ func fetchErr(t *testing.T, c connectors.Connector) error {
 	t.Helper()
 	_, err := c.Fetch(context.Background(), nil, func(context.Context, connectors.Page) error { return nil })
 	return err
+}
+
+// Every action reads the page first and writes only over what lookout
+// left there: a claim only over Todo, an end only over its own claim
+// (status and RunId). A person's status is never written over; the action
+// returns ErrMoved and sends no PATCH. An end that had landed is a
+// success without a write.
+func TestActorsWriteOnlyOverTheirOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, clk := setup(t, taskProps()...)
+	ids := addTasks(f, clk, 3)
+	conn := build(t, f, clk, "  task: {}\n")
+	outcome := connectors.Outcome{At: clk.now(), Error: "boom", RetryCount: 1}
+
+	// A person completed the card before the claim.
+	f.Edit(ids[0], map[string]any{"Status": notiontest.Status("Complete")})
+	cl := claimAt(clk, "run-1")
+	if err := conn.Claim(ctx, ids[0], cl); !errors.Is(err, connectors.ErrMoved) || !strings.Contains(err.Error(), `it shows "Complete", not "Todo"`) {
+		t.Errorf("claim over a person's Complete: %v", err)
+	}
+	// A person moved the card while it was claimed: no end writes over it.
+	cl2 := claimAt(clk, "run-2")
+	if err := conn.Claim(ctx, ids[1], cl2); err != nil {
+		t.Fatal(err)
+	}
+	f.Edit(ids[1], map[string]any{"Status": notiontest.Status("Todo")})
+	for name, end := range map[string]func() error{
+		"complete": func() error { return conn.Complete(ctx, ids[1], cl2, outcome) },
+		"fail":     func() error { return conn.Fail(ctx, ids[1], cl2, outcome) },
+	} {
+		if err := end(); !errors.Is(err, connectors.ErrMoved) {
+			t.Errorf("%s after a person moved the card: %v, want ErrMoved", name, err)
+		}
+	}
+	// It shows Todo already: a release has nothing to write.
+	if err := conn.Release(ctx, ids[1], cl2, outcome); err != nil {
+		t.Errorf("release after a person moved the card to Todo: %v", err)
+	}
+	// Another run's claim is not this one's.
+	cl3 := claimAt(clk, "run-3")
+	if err := conn.Claim(ctx, ids[2], cl3); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Release(ctx, ids[2], claimAt(clk, "run-4"), outcome); !errors.Is(err, connectors.ErrMoved) ||
+		!strings.Contains(err.Error(), `under run "run-3"`) {
+		t.Errorf("release under another run: %v", err)
+	}
+	if n := f.Count("PATCH", ""); n != 2 {
+		t.Errorf("%d PATCH sent, want the two claims", n)
+	}
+	// Its own: written once; again, nothing more is sent.
+	for range 2 {
+		if err := conn.Release(ctx, ids[2], cl3, outcome); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, rc, n := f.Value(ids[2], "Status"), f.Value(ids[2], "RetryCount"), f.Count("PATCH", ""); s != "Todo" || rc != float64(1) || n != 3 {
+		t.Errorf("after release: Status %v, RetryCount %v, %d PATCH", s, rc, n)
+	}
+	// A release of a claim that never landed writes nothing.
+	if err := conn.Release(ctx, ids[2], claimAt(clk, "run-5"), outcome); err != nil || f.Count("PATCH", "") != 3 {
+		t.Errorf("release of a claim that never landed: %v, %d PATCH", err, f.Count("PATCH", ""))
+	}
+	for _, id := range ids[:2] {
+		if s := f.Value(id, "Status"); s != map[string]any{ids[0]: "Complete", ids[1]: "Todo"}[id] {
+			t.Errorf("page %s: Status %v, want the person's", id, s)
+		}
+	}
 }

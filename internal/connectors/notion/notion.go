@@ -102,6 +102,8 @@ type Connector struct {
 
 	mu     sync.Mutex
 	schema *schema // nil until verified
+	// acting lets one task action at a time make its requests.
+	acting connectors.ActLock
 }
 
 var (

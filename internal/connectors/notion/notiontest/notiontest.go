@@ -17,8 +17,11 @@
 // wrong type or a status option that does not exist (400
 // validation_error), a bad start_cursor. A test can inject 429
 // rate_limited and 529 service_overload answers with Retry-After
-// (FailNext), and change a page behind the client's back (Edit: a person
-// moving the card).
+// (FailNext, Storm), change a page behind the client's back (Edit: a person
+// moving the card), and tie both to the client's requests of one page (On:
+// a person's edit just before or just after lookout's read or write, a 429
+// or 503 on a chosen call). Requests are recorded with the time they
+// arrived by the fake's clock (SetNow) and the status they were answered.
 package notiontest
 
 import (
@@ -84,9 +87,36 @@ type Server struct {
 	fails    []failure
 	storm    *storm
 	requests []Request
-	// afterPatch are edits a person makes right after lookout's next
-	// PATCH of a page (EditAfterPatch), by page id.
-	afterPatch map[string]map[string]any
+	// rules are what happens at chosen requests of a page (On), in the
+	// order they were armed.
+	rules []*Rule
+}
+
+// Rule is what happens at the next request of one page: the request
+// fails, and/or a person edits the page just before it is served or just
+// after it was answered. A rule fires once; Then is armed when it fired.
+type Rule struct {
+	// Method is GET or PATCH; "" matches both.
+	Method string
+	// Page is the page id (with or without dashes).
+	Page string
+	// Before is a person's edit (request shapes) applied when the request
+	// arrives, before it is served or failed: a card moved just before
+	// lookout's read or write.
+	Before map[string]any
+	// Fail, when set, answers the request with this status (429, 503,
+	// 529, ...) and RetryAfter seconds (none when negative) instead of
+	// serving it.
+	Fail       int
+	RetryAfter int
+	// After is a person's edit applied right after the request was
+	// answered, before any other request is served: a card moved between
+	// lookout's read and its write, or between its write and its read.
+	After map[string]any
+	// Archive, with After, moves the page to the trash too.
+	Archive bool
+	// Then is armed once this rule fired.
+	Then *Rule
 }
 
 // storm fails every n-th request with statuses in turn.
@@ -122,6 +152,10 @@ type Request struct {
 	Method, Path string
 	Header       http.Header
 	Body         []byte
+	// At is when it arrived, by the fake's clock (SetNow).
+	At time.Time
+	// Status is the status it was answered with.
+	Status int
 }
 
 // New starts a fake with one database of the given properties (one must
@@ -209,15 +243,52 @@ func (s *Server) Edit(id string, props map[string]any) {
 // request is served: the card moved between lookout's claim and its
 // confirmation. The PATCH's answer shows the page as the PATCH left it.
 func (s *Server) EditAfterPatch(id string, props map[string]any) {
+	s.On(Rule{Method: http.MethodPatch, Page: id, After: props})
+}
+
+// On arms r: at the next request of r.Page by r.Method, the page is
+// edited and/or the request failed as r says. Rules of one page fire in
+// the order they were armed.
+func (s *Server) On(r Rule) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.page(id) == nil {
-		s.t.Fatalf("notiontest: EditAfterPatch: no page %s", id)
+	if s.page(r.Page) == nil {
+		s.t.Fatalf("notiontest: On: no page %s", r.Page)
 	}
-	if s.afterPatch == nil {
-		s.afterPatch = map[string]map[string]any{}
+	s.rules = append(s.rules, &r)
+}
+
+// rule removes and returns the first armed rule for a request of method
+// on the page of path, arming its Then; nil when none matches.
+func (s *Server) rule(method, path string) *Rule {
+	m := pagePath.FindStringSubmatch(path)
+	if m == nil {
+		return nil
 	}
-	s.afterPatch[normID(id)] = props
+	id := normID(m[1])
+	for i, r := range s.rules {
+		if normID(r.Page) == id && (r.Method == "" || r.Method == method) {
+			s.rules = append(s.rules[:i:i], s.rules[i+1:]...)
+			if r.Then != nil {
+				s.rules = append(s.rules, r.Then)
+			}
+			return r
+		}
+	}
+	return nil
+}
+
+// personEdit applies a person's edit of page id; s.mu is held.
+func (s *Server) personEdit(id string, props map[string]any) {
+	p := s.page(id)
+	if p == nil {
+		return
+	}
+	if e := s.apply(p, props); e != nil {
+		s.t.Errorf("notiontest: a person's edit of %s: %s", id, e.message)
+		return
+	}
+	p.edited, p.lastEditBy = s.minute(), HumanID
 }
 
 // Archive moves a page to the trash, as a person would.
@@ -371,12 +442,21 @@ var (
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	i := len(s.requests)
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, At: s.now()})
+	rule := s.rule(r.Method, r.URL.Path)
+	if rule != nil && rule.Before != nil {
+		s.personEdit(pagePath.FindStringSubmatch(r.URL.Path)[1], rule.Before)
+	}
 	var fail *failure
-	if len(s.fails) > 0 {
+	switch {
+	case rule != nil && rule.Fail != 0:
+		fail = &failure{status: rule.Fail, retryAfter: rule.RetryAfter}
+	case len(s.fails) > 0:
 		fail = &s.fails[0]
 		s.fails = s.fails[1:]
-	} else if st := s.storm; st != nil {
+	case s.storm != nil:
+		st := s.storm
 		st.seen++
 		if st.seen%st.every == 0 {
 			fail = &failure{status: st.statuses[(st.seen/st.every-1)%len(st.statuses)], retryAfter: st.retryAfter}
@@ -384,11 +464,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	token := s.Token
 	s.mu.Unlock()
+	// after runs once the answer is made, under the lock: a person's edit
+	// lands before any other request is served.
+	after := func(status int) {
+		s.requests[i].Status = status
+		if rule != nil && (rule.After != nil || rule.Archive) {
+			id := pagePath.FindStringSubmatch(r.URL.Path)[1]
+			s.personEdit(id, rule.After)
+			if p := s.page(id); p != nil && rule.Archive {
+				p.archived, p.inTrash = true, true
+			}
+		}
+	}
 	w.Header().Set("X-Notion-Request-Id", "0f2e4a6c-8b1d-4e3f-a5c7-9d1b3f5e7a9c")
 	if fail != nil {
 		if fail.retryAfter >= 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(fail.retryAfter))
 		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		defer after(fail.status)
 		switch fail.status {
 		case http.StatusTooManyRequests:
 			writeError(w, errorf(429, "rate_limited", "You have been rate limited. Please try again in a few minutes."))
@@ -399,20 +494,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if r.Header.Get("Authorization") != "Bearer "+token {
+		defer after(401)
 		writeError(w, errorf(401, "unauthorized", "API token is invalid."))
 		return
 	}
 	if r.Header.Get("Notion-Version") == "" {
+		defer after(400)
 		writeError(w, errorf(400, "missing_version", "Notion-Version header failed validation: Notion-Version header should be defined, instead was `undefined`."))
 		return
 	}
 	if v := r.Header.Get("Notion-Version"); v != Version {
+		defer after(400)
 		writeError(w, errorf(400, "validation_error", "Notion-Version %s is not implemented by this fake (it implements %s).", v, Version))
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out any
 	var err *apiError
 	switch {
@@ -423,25 +521,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && pagePath.MatchString(r.URL.Path):
 		out, err = s.getPage(pagePath.FindStringSubmatch(r.URL.Path)[1])
 	case r.Method == http.MethodPatch && pagePath.MatchString(r.URL.Path):
-		id := pagePath.FindStringSubmatch(r.URL.Path)[1]
-		out, err = s.patchPage(id, body)
-		if edit := s.afterPatch[normID(id)]; err == nil && edit != nil {
-			// Still under the lock: the person's edit lands before any
-			// other request is served, after this one's answer was made.
-			delete(s.afterPatch, normID(id))
-			p := s.page(id)
-			if e := s.apply(p, edit); e != nil {
-				s.t.Errorf("notiontest: EditAfterPatch: %s", e.message)
-			}
-			p.edited, p.lastEditBy = s.minute(), HumanID
-		}
+		out, err = s.patchPage(pagePath.FindStringSubmatch(r.URL.Path)[1], body)
 	default:
 		err = errorf(400, "invalid_request_url", "Invalid request URL.")
 	}
 	if err != nil {
+		defer after(err.status)
 		writeError(w, err)
 		return
 	}
+	defer after(http.StatusOK)
 	writeJSON(w, http.StatusOK, out)
 }
 
