@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/admin"
@@ -276,7 +277,16 @@ func (w *world) serve() {
 // queryMap runs sql and returns its rows as maps of column to value.
 func (w *world) queryMap(sql string, args ...any) []map[string]any {
 	w.t.Helper()
-	rows, err := w.pool.Query(w.ctx, sql, args...)
+	return w.queryMapOn(w.pool, sql, args...)
+}
+
+// queryMapOn is queryMap on q: a transaction, whose now() is one instant
+// for every statement it runs.
+func (w *world) queryMapOn(q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, sql string, args ...any) []map[string]any {
+	w.t.Helper()
+	rows, err := q.Query(w.ctx, sql, args...)
 	if err != nil {
 		w.t.Fatalf("%s: %v", sql, err)
 	}

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/api"
 
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -17,10 +19,14 @@ import (
 // TestBudgetIsACapAcrossEvaluators: calls_per_day holds for 2 evaluators
 // with 2 workers each, all judging at once: the model is asked exactly
 // budget times. The model's answers are held until the budget is spent,
-// so that every batch judges while no call has finished yet.
+// so that every batch judges while no call has finished yet. The budget's
+// day is that of one fixed clock (semantic.Config.Now): a run across
+// 00:00 UTC would otherwise start a second day's budget.
 func TestBudgetIsACapAcrossEvaluators(t *testing.T) {
 	t.Parallel()
 	const budget, records = 5, 40
+	// 2026-12-01 09:30 UTC, a month's first day (docs/development.md#tests).
+	day := semantic.Config{Now: func() time.Time { return time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC) }}
 	global := strings.Replace(strings.Replace(baseGlobal, "timeout: 2s", "timeout: 60s", 1), "lease: 10s", "lease: 2m", 1)
 	h := newHarness(t, global, map[string]string{"tasks.yaml": fmt.Sprintf(`
 name: tasks
@@ -44,7 +50,7 @@ watches:
 
 	var wg sync.WaitGroup
 	for _, owner := range []string{"ev-a", "ev-b"} {
-		ev, err := New(h.pool, testConfig(h.cfg, Config{Owner: owner, Workers: 2, BatchSize: records / 4}), slog.New(slog.DiscardHandler))
+		ev, err := New(h.pool, testConfig(h.cfg, Config{Owner: owner, Workers: 2, BatchSize: records / 4, Model: day}), slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +73,10 @@ watches:
 	if n := h.count(`SELECT count(*) FROM evaluations WHERE step = 'budget' AND decision = 'hold'`); n != records-budget {
 		t.Errorf("held for the budget: %d, want %d", n, records-budget)
 	}
-	if n := h.count(`SELECT calls FROM model_budgets WHERE source = 'tasks' AND watch = 'urgent'`); n != budget {
-		t.Errorf("model_budgets.calls = %d, want %d", n, budget)
+	if n := h.count(`SELECT calls FROM model_budgets WHERE source = 'tasks' AND watch = 'urgent' AND day = '2026-12-01'`); n != budget {
+		t.Errorf("model_budgets.calls of 2026-12-01 = %d, want %d", n, budget)
+	}
+	if n := h.count(`SELECT count(*) FROM model_budgets`); n != 1 {
+		t.Errorf("model_budgets rows = %d, want 1 (one day)", n)
 	}
 }

@@ -219,7 +219,7 @@ func notifies(decs []decision) bool {
 // a suppressed duplicate; a decision whose every note was one becomes
 // "duplicate".
 func (e *Evaluator) enqueue(ctx context.Context, tx pgx.Tx, decs []decision, owned map[int64]bool) (int, error) {
-	now := time.Now().UTC()
+	now := e.conf.Now().UTC()
 	var notes []note
 	for i := range decs {
 		d := &decs[i]

@@ -1,6 +1,7 @@
 package evaluator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,6 +29,13 @@ import (
 // evaluator on a fresh schema.
 func commitSetup(t *testing.T, global, watches string) (*pgxpool.Pool, *Evaluator) {
 	t.Helper()
+	return commitSetupWith(t, Config{}, global, watches)
+}
+
+// commitSetupWith is commitSetup with the evaluator settings a test sets
+// in o (see testConfig) put over the loaded ones: a clock, for one.
+func commitSetupWith(t *testing.T, o Config, global, watches string) (*pgxpool.Pool, *Evaluator) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
 		t.Fatal(err)
@@ -49,7 +57,8 @@ func commitSetup(t *testing.T, global, watches string) (*pgxpool.Pool, *Evaluato
 	if _, err := pool.Exec(context.Background(), `INSERT INTO sources (name, connector, config_hash) VALUES ('tasks', 'file', 'x')`); err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(pool, testConfig(cfg, Config{Owner: "test"}), slog.New(slog.DiscardHandler))
+	o.Owner = cmp.Or(o.Owner, "test")
+	e, err := New(pool, testConfig(cfg, o), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,9 +220,34 @@ func TestCommitDedupePolicies(t *testing.T) {
 	}
 }
 
+// TestCommitRendersTemplatesPerSinkAndHoldsDigests renders each sink's
+// templates and holds a digest watch's notification until the end of its
+// period, computed from the evaluator's clock (Config.Now) at fixed dates
+// named below (docs/development.md#tests): before, after and at the
+// digest's 08:00 UTC.
 func TestCommitRendersTemplatesPerSinkAndHoldsDigests(t *testing.T) {
 	t.Parallel()
-	pool, e := commitSetup(t, `sinks:
+	for _, tc := range []struct {
+		date string
+		now  time.Time
+		// due is the digest's next 08:00 UTC after now.
+		due time.Time
+	}{
+		{"2026-12-01 09:30 UTC, a month's first day, after 08:00", time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC), time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)},
+		{"2027-01-01 07:30 UTC, a new year, before 08:00", time.Date(2027, 1, 1, 7, 30, 0, 0, time.UTC), time.Date(2027, 1, 1, 8, 0, 0, 0, time.UTC)},
+		{"2028-02-29 08:00 UTC, a leap day, at 08:00", time.Date(2028, 2, 29, 8, 0, 0, 0, time.UTC), time.Date(2028, 3, 1, 8, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(tc.date, func(t *testing.T) {
+			t.Parallel()
+			commitRendersTemplatesAt(t, tc.now, tc.due)
+		})
+	}
+}
+
+// commitRendersTemplatesAt is TestCommitRendersTemplatesPerSinkAndHoldsDigests
+// with the evaluator's clock at now; due is the digest's next 08:00.
+func commitRendersTemplatesAt(t *testing.T, now, due time.Time) {
+	pool, e := commitSetupWith(t, Config{Now: func() time.Time { return now }}, `sinks:
   hook:
     type: webhook
     url: http://127.0.0.1:1/
@@ -229,7 +263,6 @@ func TestCommitRendersTemplatesPerSinkAndHoldsDigests(t *testing.T) {
     digest: {cron: "0 8 * * *", timezone: UTC}
 `)
 	ctx := context.Background()
-	before := time.Now()
 	apply(t, pool, normalize.Record{ID: "T1", Title: "Ship it", Status: "open", URL: "https://x/T1"})
 	drain(t, e)
 	type row struct {
@@ -264,16 +297,13 @@ func TestCommitRendersTemplatesPerSinkAndHoldsDigests(t *testing.T) {
 	if err := json.Unmarshal(hook.payload, &p); err != nil {
 		t.Fatal(err)
 	}
-	if p.Title != hook.title || p.Body != hook.body || p.Record.URL != "https://x/T1" || p.Record.ContentHash == "" || p.Kind != "single" {
+	if p.Title != hook.title || p.Body != hook.body || p.Record.URL != "https://x/T1" || p.Record.ContentHash == "" || p.Kind != "single" ||
+		!p.CreatedAt.Equal(now) {
 		t.Errorf("payload = %+v", p)
 	}
 	d := got["daily/hook"]
-	next8 := time.Date(before.UTC().Year(), before.UTC().Month(), before.UTC().Day(), 8, 0, 0, 0, time.UTC)
-	if !next8.After(before) {
-		next8 = next8.AddDate(0, 0, 1)
-	}
-	if d.status != "held" || d.due == nil || !d.due.Equal(next8) {
-		t.Errorf("digest member: status %s, due %v; want held until %v", d.status, d.due, next8)
+	if d.status != "held" || d.due == nil || !d.due.Equal(due) {
+		t.Errorf("digest member: status %s, due %v; want held until %s", d.status, d.due, due.Format(time.RFC3339))
 	}
 }
 

@@ -43,6 +43,11 @@ type Config struct {
 	// Metrics records decisions, duplicates, change-to-decision lag and
 	// model calls. Defaults to nil: nothing is recorded.
 	Metrics *metrics.Metrics
+	// Now is the clock of the notifications' calendar: the end of a digest
+	// watch's period (a cron in its time zone) that a notification is held
+	// until (digest_due_at), and the payload's created_at. The model
+	// budgets' days have their own clock, Model.Now. Defaults to time.Now.
+	Now func() time.Time
 }
 
 // FromConfig returns the evaluator settings of a loaded configuration

@@ -75,6 +75,9 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Evaluator, erro
 		host, _ := os.Hostname()
 		conf.Owner = fmt.Sprintf("%s:%d", cmp.Or(host, "evaluator"), os.Getpid())
 	}
+	if conf.Now == nil {
+		conf.Now = time.Now
+	}
 	e := &Evaluator{pool: pool, conf: conf, logger: logger.With("component", "evaluator"), index: newIndex()}
 	var errs []error
 	asks := false

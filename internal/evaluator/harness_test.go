@@ -50,6 +50,13 @@ sinks:
 // newHarness loads global (lookout.yaml) and sources (file name -> YAML).
 func newHarness(t *testing.T, global string, sources map[string]string) *harness {
 	t.Helper()
+	return newHarnessWith(t, Config{}, global, sources)
+}
+
+// newHarnessWith is newHarness with the evaluator settings a test sets in
+// o (see testConfig) put over the loaded ones: a clock, for one.
+func newHarnessWith(t *testing.T, o Config, global string, sources map[string]string) *harness {
+	t.Helper()
 	h := &harness{t: t, ctx: context.Background()}
 	h.fake = ollamatest.New(t, map[string]string{"llama3.2:latest": testDigest})
 	h.cfg = loadConfig(t, strings.ReplaceAll(global, "{{OLLAMA}}", h.fake.URL), sources)
@@ -59,7 +66,8 @@ func newHarness(t *testing.T, global string, sources map[string]string) *harness
 			t.Fatal(err)
 		}
 	}
-	ev, err := New(h.pool, testConfig(h.cfg, Config{Owner: "test-evaluator"}), slog.New(slog.DiscardHandler))
+	o.Owner = cmp.Or(o.Owner, "test-evaluator")
+	ev, err := New(h.pool, testConfig(h.cfg, o), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("evaluator.New: %v", err)
 	}
@@ -240,5 +248,11 @@ func testConfig(cfg *config.Config, o Config) Config {
 	c.CatchUpInterval = cmp.Or(o.CatchUpInterval, c.CatchUpInterval)
 	c.MaxAttempts = cmp.Or(o.MaxAttempts, c.MaxAttempts)
 	c.Workers = cmp.Or(o.Workers, c.Workers)
+	if o.Now != nil {
+		c.Now = o.Now
+	}
+	if o.Model.Now != nil {
+		c.Model.Now = o.Model.Now
+	}
 	return c
 }

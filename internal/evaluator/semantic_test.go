@@ -11,6 +11,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -246,9 +247,25 @@ watches:
 	}
 }
 
+// TestBudgetExhaustedHoldsUntilTheNextDay: a change past its watch's
+// calls_per_day is held until the next UTC midnight of the model's clock
+// (semantic.Config.Now), at fixed dates named below (docs/development.md#tests).
 func TestBudgetExhaustedHoldsUntilTheNextDay(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": `
+	for _, tc := range []struct {
+		date string
+		now  time.Time
+		// midnight is the next UTC midnight, when the budget resets.
+		midnight time.Time
+	}{
+		{"2026-12-01 09:30 UTC, a month's first day", time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC), time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)},
+		{"2027-01-01 00:00 UTC, a new year's first instant", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 2, 0, 0, 0, 0, time.UTC)},
+		{"2028-02-29 23:59:59 UTC, a leap day's last second", time.Date(2028, 2, 29, 23, 59, 59, 0, time.UTC), time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(tc.date, func(t *testing.T) {
+			t.Parallel()
+			h := newHarnessWith(t, Config{Model: semantic.Config{Now: func() time.Time { return tc.now }}}, baseGlobal,
+				map[string]string{"tasks.yaml": `
 name: tasks
 connector: file
 file: {paths: ["x"]}
@@ -257,21 +274,21 @@ watches:
     ask: Is it urgent?
     budget: {calls_per_day: 2}
 `})
-	h.sync("tasks", rec("T-1", "a", ""), rec("T-2", "b", ""), rec("T-3", "c", ""))
-	if n := h.drain(); n != 2 {
-		t.Fatalf("completed %d, want 2", n)
-	}
-	e := h.one("tasks", "T-3", "urgent")
-	if e.Step != "budget" || e.Decision != "hold" || !strings.HasPrefix(e.Reason, "budget exhausted: 2 of calls_per_day 2 used; on_model_error is hold") {
-		t.Errorf("T-3: %+v", e)
-	}
-	now := time.Now().UTC()
-	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
-	if st := h.change(h.lastChange("tasks", "T-3")); !st.NextAt.Equal(midnight) {
-		t.Errorf("held until %s, want %s", st.NextAt, midnight)
-	}
-	if n := h.fake.Chats(); n != 2 {
-		t.Errorf("chats = %d, want 2", n)
+			h.sync("tasks", rec("T-1", "a", ""), rec("T-2", "b", ""), rec("T-3", "c", ""))
+			if n := h.drain(); n != 2 {
+				t.Fatalf("completed %d, want 2", n)
+			}
+			e := h.one("tasks", "T-3", "urgent")
+			if e.Step != "budget" || e.Decision != "hold" || !strings.HasPrefix(e.Reason, "budget exhausted: 2 of calls_per_day 2 used; on_model_error is hold") {
+				t.Errorf("T-3: %+v", e)
+			}
+			if st := h.change(h.lastChange("tasks", "T-3")); !st.NextAt.Equal(tc.midnight) {
+				t.Errorf("held until %s, want %s", st.NextAt.UTC().Format(time.RFC3339), tc.midnight.Format(time.RFC3339))
+			}
+			if n := h.fake.Chats(); n != 2 {
+				t.Errorf("chats = %d, want 2", n)
+			}
+		})
 	}
 }
 

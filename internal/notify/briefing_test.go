@@ -15,6 +15,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -80,10 +81,19 @@ sinks:
 	return f
 }
 
-// digester returns a digester of replica owner.
+// briefNow is the briefing fixtures' model clock (semantic.Config.Now):
+// 2026-12-01 09:30 UTC, a month's first day (docs/development.md#tests),
+// so that the watches' budgets have one day (2026-12-01) in a run across
+// 00:00 UTC. It is in the past: the model calls the database records now
+// are of that day or later.
+var briefNow = time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+
+// digester returns a digester of replica owner, its model clock at briefNow.
 func (f *briefFixture) digester(owner string) *Digester {
 	f.t.Helper()
-	s, err := SummarizerFrom(f.pool, f.cfg, owner, nil, testLogger(f.t))
+	mc := semantic.FromConfig(f.cfg.Global.Ollama)
+	mc.Now = func() time.Time { return briefNow }
+	s, err := summarizerFrom(f.pool, f.cfg, mc, owner, nil, testLogger(f.t))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -380,7 +390,7 @@ func TestBriefingCacheAsksTheModelOncePerDigest(t *testing.T) {
 func TestBriefingBudgetExhaustedSendsThePlainDigest(t *testing.T) {
 	t.Parallel()
 	f := setupBriefing(t, "    budget: {calls_per_day: 2}\n", 2, "log")
-	if _, err := f.pool.Exec(f.ctx, `INSERT INTO model_budgets (source, watch, day, calls) VALUES ('tasks', 'morning', (now() AT TIME ZONE 'UTC')::date, 2)`); err != nil {
+	if _, err := f.pool.Exec(f.ctx, `INSERT INTO model_budgets (source, watch, day, calls) VALUES ('tasks', 'morning', '2026-12-01', 2)`); err != nil {
 		t.Fatal(err)
 	}
 	f.runDue(f.digester("a"), 1)
@@ -403,8 +413,8 @@ func TestBriefingBudgetCountsEachRequest(t *testing.T) {
 		t.Errorf("summary_missing = %q, want %q", pd.SummaryMissing, want)
 	}
 	var calls int
-	if err := f.pool.QueryRow(f.ctx, `SELECT calls FROM model_budgets WHERE source = 'tasks' AND watch = 'morning'`).Scan(&calls); err != nil || calls != 1 {
-		t.Errorf("model_budgets calls = %d, %v; want 1", calls, err)
+	if err := f.pool.QueryRow(f.ctx, `SELECT calls FROM model_budgets WHERE source = 'tasks' AND watch = 'morning' AND day = '2026-12-01'`).Scan(&calls); err != nil || calls != 1 {
+		t.Errorf("model_budgets calls of 2026-12-01 = %d, %v; want 1", calls, err)
 	}
 }
 

@@ -48,7 +48,13 @@ type summaryWatch struct {
 // without a pool it only checks (the check command) and returns nil when
 // no digest is summarized.
 func SummarizerFrom(pool *pgxpool.Pool, cfg *config.Config, owner string, m *metrics.Metrics, logger *slog.Logger) (*Summarizer, error) {
-	mc := semantic.FromConfig(cfg.Global.Ollama)
+	return summarizerFrom(pool, cfg, semantic.FromConfig(cfg.Global.Ollama), owner, m, logger)
+}
+
+// summarizerFrom is SummarizerFrom with the model settings mc, those of
+// cfg's ollama block: tests set their clock there (mc.Now, the day of the
+// watches' budgets).
+func summarizerFrom(pool *pgxpool.Pool, cfg *config.Config, mc semantic.Config, owner string, m *metrics.Metrics, logger *slog.Logger) (*Summarizer, error) {
 	s := &Summarizer{watches: map[string]*summaryWatch{}, model: mc, logger: logger.With("component", "digester")}
 	var errs []error
 	for _, src := range cfg.Sources {

@@ -583,6 +583,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	}
 	now := time.Now()
 	lease := 5 * time.Minute
+	// The budgets' day the semantic client passes (its clock's UTC day):
+	// the last day of the filled model_budgets.
+	budgetDay := time.Date(now.UTC().Year(), now.UTC().Month(), now.UTC().Day(), 0, 0, 0, 0, time.UTC)
 	// A claimed batch of the evaluator (two changes of the backlog), with
 	// its source key: the statements on it by id carry its sources and
 	// its earliest created_at (internal/evaluator changeKeys).
@@ -663,9 +666,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "evaluator: dedupe window", who: "internal/outbox/queries.go querySuppressRecent",
 			sql: sqlFrom(t, "internal/outbox/queries.go", "created_at > now() - $5::interval"), args: []any{"src-1", "hot", "w", "log", time.Hour}},
 		{name: "evaluator: reserve a call of a model budget", who: "internal/semantic/budget.go reserveSQL",
-			sql: sqlFrom(t, "internal/semantic/budget.go", "SET calls = calls + 1"), args: []any{"src-1", "w", 50, int64(0)}},
+			sql: sqlFrom(t, "internal/semantic/budget.go", "SET calls = calls + 1"), args: []any{"src-1", "w", 50, int64(0), budgetDay}},
 		{name: "evaluator: start a model budget's day", who: "internal/semantic/budget.go seedSQL",
-			sql: sqlFrom(t, "internal/semantic/budget.go", "INSERT INTO model_budgets"), args: []any{"src-1", "w"}},
+			sql: sqlFrom(t, "internal/semantic/budget.go", "INSERT INTO model_budgets"), args: []any{"src-1", "w", budgetDay}},
 		{name: "deliverer: claim a sink's due notifications", who: "internal/outbox/queries.go queryClaim",
 			sql: sqlFrom(t, "internal/outbox/queries.go", "WITH due AS ("), args: []any{"hook", 100, "deliverer-x", lease},
 			index: "notifications_due_idx"},

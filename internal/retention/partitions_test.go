@@ -3,7 +3,6 @@ package retention
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +26,7 @@ func (f *fixture) exists(name string) bool {
 
 func prune(t *testing.T, f *fixture, conf Config) Result {
 	t.Helper()
-	res, err := New(f.pool, conf, slog.New(slog.DiscardHandler)).Prune(context.Background())
+	res, err := f.pruner(conf).Prune(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,24 +45,22 @@ func tableResult(t *testing.T, res Result, table string) TableResult {
 }
 
 // Every table has its partitions for this week and the Ahead weeks after
-// it; a prune makes the ones missing, whether retention is on or not.
+// it; a prune makes the ones missing, whether retention is on or not. The
+// fixture has none (it dropped the migration's): the prune at the
+// fixture's clock makes them all.
 func TestPartitionsMadeAhead(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	now := time.Now()
-	last := PartitionName("changes", WeekOf(now).Add(Ahead*Week))
-	f.exec(`DROP TABLE ` + last)
+	last := PartitionName("changes", WeekOf(f.now).Add(Ahead*Week))
 	if f.exists(last) {
-		t.Fatal("the partition is still there")
+		t.Fatalf("%s is there before the prune", last)
 	}
 	res := prune(t, f, Config{BatchSize: 10, Interval: time.Hour})
-	if !slices.Contains(res.Made, last) {
-		t.Errorf("made %v, want %s among them", res.Made, last)
-	}
 	for _, table := range []string{"changes", "evaluations", "notifications", "sync_runs", "model_calls"} {
 		for i := range Ahead + 1 {
-			if name := PartitionName(table, WeekOf(now).Add(time.Duration(i)*Week)); !f.exists(name) {
-				t.Errorf("%s is missing", name)
+			name := PartitionName(table, WeekOf(f.now).Add(time.Duration(i)*Week))
+			if !f.exists(name) || !slices.Contains(res.Made, name) {
+				t.Errorf("%s: exists %t, among the made %t (made %v)", name, f.exists(name), slices.Contains(res.Made, name), res.Made)
 			}
 		}
 		if !f.exists(table + "_default") {
@@ -71,12 +68,12 @@ func TestPartitionsMadeAhead(t *testing.T) {
 		}
 	}
 	// A row of this week goes to this week's partition.
-	id := f.change("now", "done", "now()")
+	id := f.change("now", "done", f.ago(0))
 	var part string
 	if err := f.pool.QueryRow(context.Background(), `SELECT tableoid::regclass::text FROM changes WHERE id = $1`, id).Scan(&part); err != nil {
 		t.Fatal(err)
 	}
-	if want := PartitionName("changes", WeekOf(now)); part != want {
+	if want := PartitionName("changes", WeekOf(f.now)); part != want {
 		t.Errorf("a change of now is in %s, want %s", part, want)
 	}
 }
@@ -90,19 +87,19 @@ func TestOldPartitionsDroppedWholeUnlessPending(t *testing.T) {
 	f := newFixture(t)
 	var done []int64
 	for i := range 5 {
-		done = append(done, f.change(fmt.Sprintf("old-%d", i), "done", "now() - interval '40 days'"))
+		done = append(done, f.change(fmt.Sprintf("old-%d", i), "done", f.ago(40*day)))
 	}
 	for i, id := range done {
-		f.evaluation(fmt.Sprintf("w-%d", i), id, "now() - interval '40 days'")
+		f.evaluation(fmt.Sprintf("w-%d", i), id, f.ago(40*day))
 	}
-	pending := f.change("keep-pending", "pending", "now() - interval '20 days'")
+	pending := f.change("keep-pending", "pending", f.ago(20*day))
 	for i := range 3 {
-		f.change(fmt.Sprintf("old-done-beside-pending-%d", i), "done", "now() - interval '20 days'")
+		f.change(fmt.Sprintf("old-done-beside-pending-%d", i), "done", f.ago(20*day))
 	}
-	f.change("keep-recent", "done", "now()")
+	f.change("keep-recent", "done", f.ago(0))
 	conf := Config{Changes: week7, Evaluations: week7, BatchSize: 100, Interval: time.Hour}
-	weekOld := PartitionName("changes", WeekOf(time.Now().Add(-40*24*time.Hour)))
-	weekPending := PartitionName("changes", WeekOf(time.Now().Add(-20*24*time.Hour)))
+	weekOld := PartitionName("changes", WeekOf(f.now.Add(-40*day)))
+	weekPending := PartitionName("changes", WeekOf(f.now.Add(-20*day)))
 
 	res := prune(t, f, conf)
 	// The old rows came in the default partition; the prune gave their
@@ -118,7 +115,7 @@ func TestOldPartitionsDroppedWholeUnlessPending(t *testing.T) {
 		t.Errorf("after prune: %s exists %t, %s exists %t; want dropped, kept", weekOld, f.exists(weekOld), weekPending, f.exists(weekPending))
 	}
 	ev := tableResult(t, res, "evaluations")
-	if wantDrop := PartitionName("evaluations", WeekOf(time.Now().Add(-40*24*time.Hour))); !slices.Equal(ev.Dropped, []string{wantDrop}) || ev.Rows != 0 {
+	if wantDrop := PartitionName("evaluations", WeekOf(f.now.Add(-40*day))); !slices.Equal(ev.Dropped, []string{wantDrop}) || ev.Rows != 0 {
 		t.Errorf("evaluations: dropped %v, %d rows; want [%s], 0", ev.Dropped, ev.Rows, wantDrop)
 	}
 	if got := f.labels(`SELECT record_id FROM changes`); !slices.Equal(got, []string{"keep-pending", "keep-recent"}) {
@@ -144,11 +141,11 @@ func TestOldPartitionsDroppedWholeUnlessPending(t *testing.T) {
 func TestNotificationPartitionsTakeTheirKeys(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.notification("old-1", "delivered", "", "now() - interval '40 days'")
-	f.notification("old-2", "dead", "", "now() - interval '40 days'")
-	f.notification("old-record", "delivered", "s/r/w", "now() - interval '40 days'")
-	f.notification("keep-held", "held", "", "now() - interval '20 days'")
-	f.notification("old-beside-held", "delivered", "", "now() - interval '20 days'")
+	f.notification("old-1", "delivered", "", f.ago(40*day))
+	f.notification("old-2", "dead", "", f.ago(40*day))
+	f.notification("old-record", "delivered", "s/r/w", f.ago(40*day))
+	f.notification("keep-held", "held", "", f.ago(20*day))
+	f.notification("old-beside-held", "delivered", "", f.ago(20*day))
 	res := prune(t, f, Config{Notifications: week7, BatchSize: 100, Interval: time.Hour})
 	tr := tableResult(t, res, "notifications")
 	if len(tr.Dropped) != 1 || len(tr.Kept) != 1 || tr.Rows != 1 {
@@ -174,11 +171,20 @@ func TestMigration16UpAndDownWithData(t *testing.T) {
 		t.Fatalf("migrate down to %d: %d, %v", before, v, err)
 	}
 	f := &fixture{t: t, pool: pool}
+	// The migration makes a partition for every week from the oldest
+	// row's to three weeks after the database's now(): the rows end at the
+	// Monday of the database's week, so that 5000 changes 10 minutes apart
+	// (about 34.7 days) fill the five weeks before it, whatever the day
+	// and hour (ending at now(), they filled five or six).
+	var monday time.Time
+	if err := pool.QueryRow(ctx, `SELECT date_trunc('week', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`).Scan(&monday); err != nil {
+		t.Fatal(err)
+	}
 	f.exec(`INSERT INTO sources (name, connector, config_hash) VALUES ('s', 'file', 'h')`)
 	f.exec(`INSERT INTO changes (source, record_id, kind, version, record, eval_status, created_at)
 	        SELECT 's', 'r' || g, 'created', 1, '{}', CASE WHEN g % 100 = 0 THEN 'pending' ELSE 'done' END,
-	               now() - g * interval '10 minutes'
-	        FROM generate_series(1, 5000) g`)
+	               $1::timestamptz - g * interval '10 minutes'
+	        FROM generate_series(1, 5000) g`, monday)
 	f.exec(`INSERT INTO evaluations (change_id, source, record_id, watch, step, matched, decision, evaluator, created_at)
 	        SELECT id, source, record_id, 'w', 'filter', false, 'skip', 'e', created_at + interval '1 second' FROM changes`)
 	f.exec(`INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, created_at)
@@ -188,8 +194,8 @@ func TestMigration16UpAndDownWithData(t *testing.T) {
 	        SELECT source, record_id, 'w', 'm', 'pv', 'x', 'h', 'ok', created_at, id FROM changes WHERE id % 50 = 0`)
 	f.exec(`INSERT INTO verdicts (prompt_version, model_digest, input_hash, model, source, watch, should_notify, urgency, confidence, reason, model_call_id)
 	        SELECT 'pv', 'd', 'h' || id, 'm', 's', 'w', true, 'low', 1, 'r', id FROM model_calls`)
-	f.exec(`INSERT INTO sync_runs (source, owner, status, started_at) SELECT 's', 'o', 'succeeded', now() - g * interval '1 hour'
-	        FROM generate_series(1, 1000) g`)
+	f.exec(`INSERT INTO sync_runs (source, owner, status, started_at) SELECT 's', 'o', 'succeeded', $1::timestamptz - g * interval '1 hour'
+	        FROM generate_series(1, 1000) g`, monday)
 	type state struct{ rows, views string }
 	read := func() state {
 		t.Helper()
@@ -229,18 +235,26 @@ func TestMigration16UpAndDownWithData(t *testing.T) {
 			t.Errorf("%s relkind %s, want p (partitioned)", table, k)
 		}
 	}
-	var keys, wrongAt, parts int
+	var keys, wrongAt, parts, inDefault int
 	if err := pool.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM notification_keys k JOIN notifications n ON n.id = k.notification_id
 		        AND n.created_at = k.created_at AND n.dedupe_key = k.dedupe_key AND n.sink = k.sink),
 		       (SELECT count(*) FROM evaluations e JOIN changes c ON c.id = e.change_id WHERE e.change_created_at <> c.created_at),
-		       (SELECT count(*) FROM pg_inherits WHERE inhparent = 'changes'::regclass)`).Scan(&keys, &wrongAt, &parts); err != nil {
+		       (SELECT count(*) FROM pg_inherits WHERE inhparent = 'changes'::regclass),
+		       (SELECT count(*) FROM changes_default)`).Scan(&keys, &wrongAt, &parts, &inDefault); err != nil {
 		t.Fatal(err)
 	}
-	// 5000 changes, 10 minutes apart: about 35 days, 6 or 7 weeks, and
-	// the Ahead weeks and the default partition.
-	if keys != 500 || wrongAt != 0 || parts < 6+Ahead+1 {
-		t.Errorf("after up: %d keys (want 500), %d evaluations with a wrong change_created_at, %d partitions of changes", keys, wrongAt, parts)
+	// The five weeks of the rows, the database's week, the Ahead weeks and
+	// the default partition (one week more ahead when the run crossed
+	// Monday 00:00 UTC between the fill and the migration).
+	if keys != 500 || wrongAt != 0 || parts < 5+1+Ahead+1 || inDefault != 0 {
+		t.Errorf("after up: %d keys (want 500), %d evaluations with a wrong change_created_at, %d partitions of changes (want %d), %d changes in the default partition (want 0)",
+			keys, wrongAt, parts, 5+1+Ahead+1, inDefault)
+	}
+	for i := -5; i <= Ahead; i++ {
+		if name := PartitionName("changes", monday.Add(time.Duration(i)*Week)); !f.exists(name) {
+			t.Errorf("after up: %s is missing", name)
+		}
 	}
 	// The sequences still number the rows.
 	var next int64
@@ -331,7 +345,6 @@ func TestPartitionsAtCalendarEdges(t *testing.T) {
 				t.Fatalf("WeekOf(%s) = %s, want %s", tc.now.Format(time.RFC3339), got, tc.week)
 			}
 			f := newFixture(t)
-			f.dropWeeklyPartitions()
 			day := 24 * time.Hour
 			oldDone := f.change("old-done", "done", at(tc.now.Add(-40*day)))
 			f.evaluation("old", oldDone, at(tc.now.Add(-40*day)))

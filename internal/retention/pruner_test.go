@@ -26,14 +26,41 @@ type fixture struct {
 	t    *testing.T
 	pool *pgxpool.Pool
 	call int64 // the old model call a verdict names
+	// now is the clock of the fixture's pruners (Config.Now); the rows'
+	// times are relative to it (ago).
+	now time.Time
 }
 
+// fixtureNow is the fixture's clock: Monday 2026-11-30 00:05 UTC, a week
+// boundary (docs/development.md#tests): a row ten minutes old is in the
+// previous week's partition. It is in the past, so the prune statements'
+// own guards on the database's clock (the current hour of a rollup, the
+// current day of a budget) hold for every row the tests write.
+var fixtureNow = time.Date(2026, 11, 30, 0, 5, 0, 0, time.UTC)
+
+// newFixture returns a fixture on a fresh schema at fixtureNow, without
+// the weekly partitions the migration made for the database's weeks: the
+// partitions are the ones a prune makes at the fixture's clock, whatever
+// today is.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, pool: pgtest.Pool(t)}
+	f := &fixture{t: t, pool: pgtest.Pool(t), now: fixtureNow}
 	f.exec(`INSERT INTO sources (name, connector, config_hash) VALUES ('s', 'file', 'h')`)
+	f.dropWeeklyPartitions()
 	return f
 }
+
+// pruner returns a pruner with conf's settings and, unless conf has one,
+// the fixture's clock.
+func (f *fixture) pruner(conf Config) *Pruner {
+	if conf.Now == nil {
+		conf.Now = func() time.Time { return f.now }
+	}
+	return New(f.pool, conf, slog.New(slog.DiscardHandler))
+}
+
+// ago is a time literal for the fixture's inserts: d before its clock.
+func (f *fixture) ago(d time.Duration) string { return at(f.now.Add(-d)) }
 
 func (f *fixture) exec(sql string, args ...any) {
 	f.t.Helper()
@@ -75,10 +102,11 @@ func (f *fixture) labels(sql string) []string {
 
 // Old rows are a month old: their week's partition (made by the prune,
 // which moves them out of the default partition) is past a week's
-// window; recent rows are in the current week's.
+// window; recent rows are ten minutes old (at fixtureNow, in the previous
+// week's partition, inside the window).
 const (
-	old    = "now() - interval '30 days'"
-	recent = "now() - interval '10 minutes'"
+	oldAge    = 30 * 24 * time.Hour
+	recentAge = 10 * time.Minute
 )
 
 // change inserts a change labelled by its record_id.
@@ -126,6 +154,7 @@ func (f *fixture) run(label, status, at string) int64 {
 // fill writes the rows of every table; the labels of the rows that must
 // survive a prune with 1h windows start with "keep".
 func (f *fixture) fill() {
+	old, recent := f.ago(oldAge), f.ago(recentAge)
 	// Out of order: the lowest id is recent. Ids follow time only roughly
 	// (a long transaction commits late); the row is below the frontier.
 	f.change("keep-recent-first", "done", recent)
@@ -194,7 +223,7 @@ func TestPruneDeletesOldHistoryAndNeverPendingWork(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.fill()
-	p := New(f.pool, weekly, slog.New(slog.DiscardHandler))
+	p := f.pruner(weekly)
 	ctx := context.Background()
 
 	dry, err := p.DryRun(ctx)
@@ -225,7 +254,7 @@ func TestPruneDeletesOldHistoryAndNeverPendingWork(t *testing.T) {
 	// model calls' partition holds nothing pending: dropped whole. The
 	// others hold pending work: kept, their other rows deleted.
 	wantRows["model_calls"] = 0
-	old := PartitionName("x", WeekOf(time.Now().Add(-30*24*time.Hour)))[1:]
+	old := PartitionName("x", WeekOf(f.now.Add(-oldAge)))[1:]
 	for _, tr := range res.Tables {
 		wantDropped, wantKept := "[]", "["+tr.Table+old+"]"
 		if tr.Table == "model_calls" {
@@ -281,7 +310,7 @@ func TestPruneOnlyTablesWithAWindow(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.fill()
-	res, err := New(f.pool, Config{Changes: time.Hour, BatchSize: 5000}, slog.New(slog.DiscardHandler)).Prune(context.Background())
+	res, err := f.pruner(Config{Changes: time.Hour, BatchSize: 5000}).Prune(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +337,7 @@ func TestPruneSkipsWhileAnotherReplicaPrunes(t *testing.T) {
 	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock(`+lockKey+`)`); err != nil {
 		t.Fatal(err)
 	}
-	p := New(f.pool, weekly, slog.New(slog.DiscardHandler))
+	p := f.pruner(weekly)
 	res, err := p.Prune(ctx)
 	if err != nil || !res.Skipped || res.Rows() != 0 {
 		t.Fatalf("Prune while locked = %+v, %v; want skipped", res, err)
@@ -327,7 +356,7 @@ func TestPrunerLoop(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.fill()
-	p := New(f.pool, Config{Changes: time.Hour, BatchSize: 5000, Interval: time.Hour}, slog.New(slog.DiscardHandler))
+	p := f.pruner(Config{Changes: time.Hour, BatchSize: 5000, Interval: time.Hour})
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +369,7 @@ func TestPrunerLoop(t *testing.T) {
 	if err := p.Stop(); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}
-	off := New(f.pool, Config{}, slog.New(slog.DiscardHandler))
+	off := f.pruner(Config{})
 	if err := off.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package retention
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -39,7 +38,7 @@ func pruneRows(t *testing.T, c rowCase) {
 	c.conf.BatchSize = 2
 	m := metrics.New()
 	c.conf.Metrics = m
-	p := New(f.pool, c.conf, slog.New(slog.DiscardHandler))
+	p := f.pruner(c.conf)
 	ctx := context.Background()
 
 	dry, err := p.DryRun(ctx)
@@ -99,12 +98,11 @@ func counter(t *testing.T, m *metrics.Metrics, name, table string) float64 {
 	return 0
 }
 
+// The rows' ages: their times are the fixture's clock less these
+// (fixture.ago), as are the pruner's cutoffs (Config.Now).
 const (
-	week      = 7 * 24 * time.Hour
-	monthAgo  = "now() - interval '30 days'"
-	hourAgo   = "now() - interval '1 hour'"
-	twoDays   = "now() - interval '2 days'"
-	fiveHours = "now() - interval '5 hours'"
+	day  = 24 * time.Hour
+	week = 7 * day
 )
 
 // Finished task runs that will not be tried again and whose state the
@@ -115,23 +113,23 @@ func TestPruneTaskRuns(t *testing.T) {
 	run := func(f *fixture, label, status, finished, retry, tool string) {
 		f.exec(`INSERT INTO task_runs (source, task, record_id, record_version, content_version, idempotency_key, title,
 		            run_id, status, claimed_by, claimed_at, claim_expires_at, finished_at, retry_at, tool_action, executor)
-		        VALUES ('s', 't', $1, 1, 'v1', 's:' || $1 || ':v1:t', $1, 'run-x', $2, 'syncer-1', `+monthAgo+`,
-		                `+monthAgo+` + interval '30 minutes', `+finished+`, `+retry+`, nullif($3, ''), 'command')`,
+		        VALUES ('s', 't', $1, 1, 'v1', 's:' || $1 || ':v1:t', $1, 'run-x', $2, 'syncer-1', `+f.ago(30*day)+`,
+		                `+f.ago(30*day)+` + interval '30 minutes', `+finished+`, `+retry+`, nullif($3, ''), 'command')`,
 			label, status, tool)
 	}
 	pruneRows(t, rowCase{table: "task_runs", conf: Config{TaskRuns: week},
 		fill: func(f *fixture) {
-			run(f, "old-completed-1", "completed", monthAgo, "NULL", "")
-			run(f, "old-completed-2", "completed", monthAgo, "NULL", "")
-			run(f, "old-failed", "failed", monthAgo, "NULL", "")
-			run(f, "old-released-no-retry", "released", monthAgo, "NULL", "")
-			run(f, "old-lost-no-retry", "lost", monthAgo, "NULL", "")
+			run(f, "old-completed-1", "completed", f.ago(30*day), "NULL", "")
+			run(f, "old-completed-2", "completed", f.ago(30*day), "NULL", "")
+			run(f, "old-failed", "failed", f.ago(30*day), "NULL", "")
+			run(f, "old-released-no-retry", "released", f.ago(30*day), "NULL", "")
+			run(f, "old-lost-no-retry", "lost", f.ago(30*day), "NULL", "")
 			run(f, "keep-old-running", "running", "NULL", "NULL", "")
 			run(f, "keep-old-claimed", "claimed", "NULL", "NULL", "")
-			run(f, "keep-old-released-retry-due", "released", monthAgo, monthAgo, "")
-			run(f, "keep-old-expired-retry-due", "expired", monthAgo, monthAgo, "")
-			run(f, "keep-old-completed-tool-write-due", "completed", monthAgo, "NULL", "complete")
-			run(f, "keep-recent-completed", "completed", hourAgo, "NULL", "")
+			run(f, "keep-old-released-retry-due", "released", f.ago(30*day), f.ago(30*day), "")
+			run(f, "keep-old-expired-retry-due", "expired", f.ago(30*day), f.ago(30*day), "")
+			run(f, "keep-old-completed-tool-write-due", "completed", f.ago(30*day), "NULL", "complete")
+			run(f, "keep-recent-completed", "completed", f.ago(time.Hour), "NULL", "")
 		},
 		labels: `SELECT title FROM task_runs`,
 		keep: []string{"keep-old-claimed", "keep-old-completed-tool-write-due", "keep-old-expired-retry-due",
@@ -150,20 +148,20 @@ func TestPruneInboundEvents(t *testing.T) {
 		}
 		f.exec(`INSERT INTO inbound_events (source, delivery_id, signature_valid, payload, payload_hash, received_at,
 		            processed_at, outcome, claimed_by, claim_expires_at)
-		        VALUES ('s', $1, $2, `+payload+`, 'h', `+monthAgo+`, `+processed+`, nullif($3, ''), nullif($4, ''),
+		        VALUES ('s', $1, $2, `+payload+`, 'h', `+f.ago(30*day)+`, `+processed+`, nullif($3, ''), nullif($4, ''),
 		                CASE WHEN $4 <> '' THEN now() + interval '1 minute' END)`, label, valid, outcome, claimed)
 	}
 	pruneRows(t, rowCase{table: "inbound_events", conf: Config{InboundEvents: week},
 		fill: func(f *fixture) {
-			event(f, "old-created", true, monthAgo, "created", "")
-			event(f, "old-unchanged", true, monthAgo, "unchanged", "")
-			event(f, "old-ignored", true, monthAgo, "ignored", "")
-			event(f, "old-failed", true, monthAgo, "failed", "")
-			event(f, "old-rejected", false, monthAgo, "rejected", "")
+			event(f, "old-created", true, f.ago(30*day), "created", "")
+			event(f, "old-unchanged", true, f.ago(30*day), "unchanged", "")
+			event(f, "old-ignored", true, f.ago(30*day), "ignored", "")
+			event(f, "old-failed", true, f.ago(30*day), "failed", "")
+			event(f, "old-rejected", false, f.ago(30*day), "rejected", "")
 			event(f, "keep-old-pending", true, "NULL", "", "")
 			event(f, "keep-old-claimed", true, "NULL", "", "syncer-1")
-			f.exec(`INSERT INTO inbound_events (source, delivery_id, signature_valid, payload, payload_hash, processed_at, outcome)
-			        VALUES ('s', 'keep-recent', true, '{}', 'h', now(), 'created')`)
+			f.exec(`INSERT INTO inbound_events (source, delivery_id, signature_valid, payload, payload_hash, received_at, processed_at, outcome)
+			        VALUES ('s', 'keep-recent', true, '{}', 'h', ` + f.ago(0) + `, ` + f.ago(0) + `, 'created')`)
 		},
 		labels: `SELECT delivery_id FROM inbound_events`,
 		keep:   []string{"keep-old-claimed", "keep-old-pending", "keep-recent"},
@@ -184,10 +182,10 @@ func TestPruneIdempotencyKeys(t *testing.T) {
 	pruneRows(t, rowCase{table: "idempotency_keys", conf: Config{IdempotencyKeys: 24 * time.Hour},
 		fill: func(f *fixture) {
 			for _, l := range []string{"old-1", "old-2", "old-3", "old-4", "old-5"} {
-				key(f, l, twoDays)
+				key(f, l, f.ago(2*day))
 			}
-			key(f, "keep-in-window", "now() - interval '23 hours'")
-			key(f, "keep-new", "now()")
+			key(f, "keep-in-window", f.ago(23*time.Hour))
+			key(f, "keep-new", f.ago(0))
 		},
 		labels: `SELECT key FROM idempotency_keys`,
 		keep:   []string{"keep-in-window", "keep-new"},
@@ -200,8 +198,8 @@ func TestPruneDefinitionDeletions(t *testing.T) {
 	pruneRows(t, rowCase{table: "definition_deletions", conf: Config{DefinitionDeletions: week},
 		fill: func(f *fixture) {
 			f.exec(`INSERT INTO definition_deletions (version, source, managed_by, deleted_at)
-			        SELECT i, 'old-' || i, 'api', ` + monthAgo + ` FROM generate_series(1, 5) i`)
-			f.exec(`INSERT INTO definition_deletions (version, source, managed_by) VALUES (6, 'keep-recent', 'api')`)
+			        SELECT i, 'old-' || i, 'api', ` + f.ago(30*day) + ` FROM generate_series(1, 5) i`)
+			f.exec(`INSERT INTO definition_deletions (version, source, managed_by, deleted_at) VALUES (6, 'keep-recent', 'api', ` + f.ago(0) + `)`)
 		},
 		labels: `SELECT source FROM definition_deletions`,
 		keep:   []string{"keep-recent"},
@@ -214,11 +212,11 @@ func TestPruneAuditLog(t *testing.T) {
 	pruneRows(t, rowCase{table: "audit_log", conf: Config{AuditLog: 365 * 24 * time.Hour},
 		fill: func(f *fixture) {
 			f.exec(`INSERT INTO audit_log (at, actor, via, action, kind, target, owner)
-			        SELECT now() - interval '400 days', 'alice', 'api', 'create', 'source', 'old-' || i, 'alice'
+			        SELECT ` + f.ago(400*day) + `, 'alice', 'api', 'create', 'source', 'old-' || i, 'alice'
 			        FROM generate_series(1, 5) i`)
 			f.exec(`INSERT INTO audit_log (at, actor, via, action, kind, target, owner)
-			        VALUES (now() - interval '300 days', 'alice', 'api', 'create', 'source', 'keep-300-days', 'alice'),
-			               (now(), 'alice', 'api', 'create', 'source', 'keep-now', 'alice')`)
+			        VALUES (` + f.ago(300*day) + `, 'alice', 'api', 'create', 'source', 'keep-300-days', 'alice'),
+			               (` + f.ago(0) + `, 'alice', 'api', 'create', 'source', 'keep-now', 'alice')`)
 		},
 		labels: `SELECT target FROM audit_log`,
 		keep:   []string{"keep-300-days", "keep-now"},
@@ -226,12 +224,12 @@ func TestPruneAuditLog(t *testing.T) {
 }
 
 // The days of model budgets past the window are pruned; the current UTC
-// day is not.
+// day (of the fixture's clock) is not.
 func TestPruneModelBudgets(t *testing.T) {
 	t.Parallel()
-	today := `(now() AT TIME ZONE 'UTC')::date`
 	pruneRows(t, rowCase{table: "model_budgets", conf: Config{ModelBudgets: week},
 		fill: func(f *fixture) {
+			today := "'" + f.now.UTC().Format(time.DateOnly) + "'::date"
 			f.exec(`INSERT INTO model_budgets (source, watch, day, calls)
 			        SELECT 's', 'old-' || i, ` + today + ` - 30 - i, 3 FROM generate_series(1, 5) i`)
 			f.exec(`INSERT INTO model_budgets (source, watch, day, calls)
@@ -250,19 +248,19 @@ func TestPruneBriefings(t *testing.T) {
 		f.exec(`INSERT INTO briefings (prompt_version, model_digest, input_hash, source, watch, model, state, owner,
 		            lease_expires_at, created_at, updated_at, last_hit_at)
 		        VALUES ('pv', 'd', $1, 's', 'w', 'm', $2, CASE WHEN $2 = 'writing' THEN 'evaluator-1' END,
-		                CASE WHEN $2 = 'writing' THEN now() + interval '1 minute' END, `+monthAgo+`, `+updated+`, `+hit+`)`,
+		                CASE WHEN $2 = 'writing' THEN now() + interval '1 minute' END, `+f.ago(30*day)+`, `+updated+`, `+hit+`)`,
 			label, state)
 	}
 	pruneRows(t, rowCase{table: "briefings", conf: Config{Briefings: week},
 		fill: func(f *fixture) {
-			brief(f, "old-ok-1", "ok", monthAgo, "NULL")
-			brief(f, "old-ok-2", "ok", monthAgo, "NULL")
-			brief(f, "old-ok-hit-long-ago", "ok", monthAgo, "now() - interval '20 days'")
-			brief(f, "old-failed-1", "failed", monthAgo, "NULL")
-			brief(f, "old-failed-2", "failed", monthAgo, "NULL")
-			brief(f, "keep-old-writing", "writing", monthAgo, "NULL")
-			brief(f, "keep-old-hit-lately", "ok", monthAgo, hourAgo)
-			brief(f, "keep-recent", "ok", hourAgo, "NULL")
+			brief(f, "old-ok-1", "ok", f.ago(30*day), "NULL")
+			brief(f, "old-ok-2", "ok", f.ago(30*day), "NULL")
+			brief(f, "old-ok-hit-long-ago", "ok", f.ago(30*day), f.ago(20*day))
+			brief(f, "old-failed-1", "failed", f.ago(30*day), "NULL")
+			brief(f, "old-failed-2", "failed", f.ago(30*day), "NULL")
+			brief(f, "keep-old-writing", "writing", f.ago(30*day), "NULL")
+			brief(f, "keep-old-hit-lately", "ok", f.ago(30*day), f.ago(time.Hour))
+			brief(f, "keep-recent", "ok", f.ago(time.Hour), "NULL")
 		},
 		labels: `SELECT input_hash FROM briefings`,
 		keep:   []string{"keep-old-hit-lately", "keep-old-writing", "keep-recent"},
@@ -281,11 +279,11 @@ func TestPruneVerdicts(t *testing.T) {
 	pruneRows(t, rowCase{table: "verdicts", conf: Config{Verdicts: week},
 		fill: func(f *fixture) {
 			for _, l := range []string{"old-1", "old-2", "old-3", "old-4"} {
-				verdict(f, l, monthAgo, "NULL")
+				verdict(f, l, f.ago(30*day), "NULL")
 			}
-			verdict(f, "old-hit-long-ago", monthAgo, "now() - interval '20 days'")
-			verdict(f, "keep-old-hit-lately", monthAgo, hourAgo)
-			verdict(f, "keep-recent", hourAgo, "NULL")
+			verdict(f, "old-hit-long-ago", f.ago(30*day), f.ago(20*day))
+			verdict(f, "keep-old-hit-lately", f.ago(30*day), f.ago(time.Hour))
+			verdict(f, "keep-recent", f.ago(time.Hour), "NULL")
 		},
 		labels: `SELECT input_hash FROM verdicts`,
 		keep:   []string{"keep-old-hit-lately", "keep-recent"},
@@ -300,9 +298,10 @@ func TestPruneSyncRunHours(t *testing.T) {
 		f.exec(`INSERT INTO sync_run_hours (source, hour, runs, first_started_at, last_started_at, last_finished_at)
 		        VALUES ($1, `+at+`, 10, `+at+`, `+at+`, `+at+`)`, label)
 	}
-	this := `date_trunc('hour', now(), 'UTC')`
 	pruneRows(t, rowCase{table: "sync_run_hours", conf: Config{SyncRunHours: 24 * time.Hour},
 		fill: func(f *fixture) {
+			// The fixture's clock's hour.
+			this := at(f.now.Truncate(time.Hour))
 			for i, l := range []string{"old-1", "old-2", "old-3"} {
 				hour(f, l, this+" - interval '3 days' - interval '"+string(rune('1'+i))+" hours'")
 			}
@@ -322,9 +321,10 @@ func TestPruneSyncRunHours(t *testing.T) {
 // 24 hours and the current hour are not.
 func TestPruneActivityHourTotals(t *testing.T) {
 	t.Parallel()
-	this := `date_trunc('hour', now(), 'UTC')`
 	pruneRows(t, rowCase{table: "activity_hour_totals", conf: Config{ActivityHourTotals: 48 * time.Hour},
 		fill: func(f *fixture) {
+			// The fixture's clock's hour.
+			this := at(f.now.Truncate(time.Hour))
 			f.exec(`INSERT INTO activity_hour_totals (hour, backend, runs)
 			        SELECT ` + this + ` - interval '5 days', i, 1 FROM generate_series(1, 4) i`)
 			f.exec(`INSERT INTO activity_hour_totals (hour, backend, runs) VALUES (` + this + ` - interval '49 hours', 9, 1),
@@ -346,7 +346,7 @@ func TestRowTablesFollowTheirWindows(t *testing.T) {
 		t.Fatalf("Enabled: %v with the row tables' windows, %v with none", all.Enabled(), (Config{}).Enabled())
 	}
 	f := newFixture(t)
-	res, err := New(f.pool, all, slog.New(slog.DiscardHandler)).Prune(context.Background())
+	res, err := f.pruner(all).Prune(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestRowTablesFollowTheirWindows(t *testing.T) {
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("pruned tables: %s, want %s", got, want)
 	}
-	res, err = New(f.pool, Config{BatchSize: 10}, slog.New(slog.DiscardHandler)).Prune(context.Background())
+	res, err = f.pruner(Config{BatchSize: 10}).Prune(context.Background())
 	if err != nil || len(res.Tables) != 0 {
 		t.Errorf("prune without windows = %+v, %v; want no table", res.Tables, err)
 	}
@@ -435,7 +435,7 @@ func TestPruneByRowsSkipsLockedRowsAndBatchBoundary(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.exec(`INSERT INTO idempotency_keys (owner, key, operation, request_hash, status, response, created_at)
-	        SELECT 'alice', 'old-' || i, 'create_source', 'h', 201, '{}', now() - interval '2 days' FROM generate_series(1, 4) i`)
+	        SELECT 'alice', 'old-' || i, 'create_source', 'h', 201, '{}', ` + f.ago(2*day) + ` FROM generate_series(1, 4) i`)
 	tx, err := f.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -456,8 +456,8 @@ func TestPruneByRowsSkipsLockedRowsAndBatchBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.exec(`INSERT INTO idempotency_keys (owner, key, operation, request_hash, status, response, created_at)
-	        VALUES ('alice', 'old-5', 'create_source', 'h', 201, '{}', now() - interval '2 days'),
-	               ('alice', 'old-6', 'create_source', 'h', 201, '{}', now() - interval '2 days')`)
+	        VALUES ('alice', 'old-5', 'create_source', 'h', 201, '{}', ` + f.ago(2*day) + `),
+	               ('alice', 'old-6', 'create_source', 'h', 201, '{}', ` + f.ago(2*day) + `)`)
 	res = prune(t, f, conf)
 	if tr := tableResult(t, res, "idempotency_keys"); tr.Rows != 3 || tr.Batches != 2 {
 		t.Errorf("three old keys, batches of 3: deleted %d rows in %d batches, want 3 in 2 (the second finds none)", tr.Rows, tr.Batches)

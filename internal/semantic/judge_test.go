@@ -426,10 +426,16 @@ func TestBudgetDaysAtCalendarEdges(t *testing.T) {
 
 // TestJudgeGivesBackUnusedReservations: a call reserved but not made (the
 // breaker is open) goes back to the budget; the calls made before the
-// budget row existed today are counted when it is created.
+// budget row existed today are counted when it is created. The budget's
+// day is that of a fixed clock, 2026-12-01 09:30 UTC (a month's first day,
+// docs/development.md#tests; in the past, so the model calls the database
+// records now are of that day or later): a run across 00:00 UTC no longer
+// starts a second day between the calls.
 func TestJudgeGivesBackUnusedReservations(t *testing.T) {
 	t.Parallel()
-	f := setup(t, nil)
+	f := setup(t, func(o *semantic.Config) {
+		o.Now = func() time.Time { return time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC) }
+	})
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	calls := func(id string, perDay int) *semantic.Request {
 		r := request(q, "w", id, id)
@@ -444,7 +450,7 @@ func TestJudgeGivesBackUnusedReservations(t *testing.T) {
 		t.Fatalf("while down: %+v", r)
 	}
 	used := func() int {
-		return f.count(`SELECT calls FROM model_budgets WHERE source = 'tasks' AND watch = 'w' AND day = (now() AT TIME ZONE 'UTC')::date`)
+		return f.count(`SELECT calls FROM model_budgets WHERE source = 'tasks' AND watch = 'w' AND day = '2026-12-01'`)
 	}
 	if n := used(); n != 1 {
 		t.Errorf("calls used = %d, want 1 (the call before the budget; the unmade one given back)", n)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -76,6 +77,15 @@ func newSetup(t *testing.T, global string, sources ...string) *setup {
 	conf.Metrics = s.m
 	s.dog = New(s.pool, conf, slog.New(slog.DiscardHandler))
 	return s
+}
+
+// withClock rebuilds the setup's watchdog with its clock (Config.Now)
+// reading *now.
+func (s *setup) withClock(now *time.Time) {
+	conf := FromConfig(s.cfg)
+	conf.Metrics = s.m
+	conf.Now = func() time.Time { return *now }
+	s.dog = New(s.pool, conf, slog.New(slog.DiscardHandler))
 }
 
 func (s *setup) exec(sql string, args ...any) {
@@ -522,10 +532,16 @@ func TestWebhookSilenceAlerts(t *testing.T) {
 // TestLateSourcesAlert: the late alert looks at the 99th percentile of how
 // late the active sources run (the worst quiet-run start of the last
 // hour, or how long a source is overdue now): one source far behind among
-// a hundred is no alert; three are, once per hour.
+// a hundred is no alert; three are, once per hour. The hour is that of
+// the watchdog's clock (Config.Now), fixed at 2026-12-01 09:30 UTC (a
+// month's first day, docs/development.md#tests): a run across HH:00
+// raised it twice. The lateness itself is measured on the database's
+// clock, which the rows are relative to.
 func TestLateSourcesAlert(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t, testGlobal)
+	now := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	s.withClock(&now)
 	s.exec(`INSERT INTO sources (name, connector, config_hash, next_run_at, last_success_at)
 	        SELECT 's' || i, 'file', 'h', now() + interval '1 minute', now() FROM generate_series(1, 100) i`)
 	if res := s.check(); len(res.Raised) != 0 {
@@ -550,6 +566,11 @@ func TestLateSourcesAlert(t *testing.T) {
 	}
 	if !strings.Contains(scrape(t, s.m), `lookout_alerts_total{kind="late"} 1`) {
 		t.Error("lookout_alerts_total{kind=late} is not 1")
+	}
+	// The next hour of the clock, still late: raised once more.
+	now = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	if got := kinds(s.check()); !slices.Equal(got, []string{"late:schedule"}) {
+		t.Errorf("at 10:00, still late: raised %v, want the late alert of the new hour", got)
 	}
 	// The reports say it too: overdue and lateness_max_1h per source, and
 	// a source overdue past its stuck_after is stuck.
