@@ -22,7 +22,8 @@ import (
 //     the first change_id of the previous answer, an after_id is 0;
 //   - <!-- mcp: answer --> is compared loosely with the previous call's
 //     answer: every key it shows (but "...") is in the answer, at the same
-//     place; values may differ.
+//     place; values may differ. With <!-- openapi: SCHEMA --> it is also
+//     validated against docs/openapi.json (the HTTP API answers the same).
 func runMCP(t *testing.T, ta *tally, fx *fixture, blocks []*block) {
 	var mine []*block
 	for _, b := range blocks {
@@ -111,6 +112,11 @@ func runMCP(t *testing.T, ta *tally, fx *fixture, blocks []*block) {
 					t.Fatalf("tools/call %s: the answer is not JSON: %v\n%s", name, err, text)
 				}
 			case m == "answer":
+				if name, ok := b.marker("openapi"); ok {
+					if err := openAPISchema(t, name, elided(b.body)).Validate(dropElided(doc)); err != nil {
+						t.Errorf("not a %s of docs/openapi.json: %v", name, err)
+					}
+				}
 				if err := sameShape(dropElided(doc), answer, "answer"); err != nil {
 					b, _ := json.Marshal(answer)
 					t.Errorf("%v\nthe server answered: %s", err, b)
