@@ -47,10 +47,11 @@ type marker struct {
 //	<!-- openapi: SCHEMA -->             a JSON example of docs/openapi.json's components.schemas.SCHEMA
 //	<!-- mcp: call|answer|input schema TOOL --> an MCP tool call, its answer or its input schema
 //	<!-- client: NAME -->               an MCP client's configuration (see clients)
+//	<!-- payload: webhook -->           a webhook sink's body, compared loosely with one the fixture's receiver got
 //	<!-- excerpt: PATH -->              a Go block whose every line is a line of PATH
 var markerRE = regexp.MustCompile(`^<!--\s*([a-z ]+?)(?::\s*(.*?))?\s*-->$`)
 
-var knownMarkers = []string{"not run", "output of the block above", "parse only", "file", "dir", "fragment", "openapi", "mcp", "client", "excerpt"}
+var knownMarkers = []string{"not run", "output of the block above", "parse only", "file", "dir", "fragment", "openapi", "mcp", "client", "excerpt", "payload"}
 
 func (b *block) marker(key string) (string, bool) {
 	for _, m := range b.markers {

@@ -101,15 +101,21 @@ func TestDocs(t *testing.T) {
 		}
 	}
 	bins := buildBinaries(t)
-	t.Run("yaml", func(t *testing.T) { runYAML(t, ta, bins, byKind["yaml"]) })
-	t.Run("json", func(t *testing.T) { runJSON(t, ta, byKind["json"]) })
-	t.Run("code", func(t *testing.T) { runCode(t, ta, append(byKind["go"], byKind["python"]...)) })
-	t.Run("help", func(t *testing.T) { checkHelp(t, bins, files) })
-	t.Run("fixture", func(t *testing.T) {
-		fx := newFixture(t, bins)
-		runShell(t, ta, fx, byKind["sh"], byKind["output"])
-		runSQL(t, ta, fx, byKind["sql"])
-		runMCP(t, ta, fx, byKind["json"])
+	// The groups run side by side; t.Run of "examples" returns when all
+	// are over.
+	t.Run("examples", func(t *testing.T) {
+		t.Run("yaml", func(t *testing.T) { t.Parallel(); runYAML(t, ta, bins, byKind["yaml"]) })
+		t.Run("json", func(t *testing.T) { t.Parallel(); runJSON(t, ta, byKind["json"]) })
+		t.Run("code", func(t *testing.T) { t.Parallel(); runCode(t, ta, append(byKind["go"], byKind["python"]...)) })
+		t.Run("help", func(t *testing.T) { t.Parallel(); checkHelp(t, bins, files) })
+		t.Run("fixture", func(t *testing.T) {
+			t.Parallel()
+			fx := newFixture(t, bins)
+			runShell(t, ta, fx, byKind["sh"], byKind["output"])
+			runSQL(t, ta, fx, byKind["sql"])
+			runMCP(t, ta, fx, byKind["json"])
+			runPayload(t, ta, fx, byKind["json"])
+		})
 	})
 
 	var total, marked int

@@ -36,6 +36,9 @@ type fixture struct {
 	// subst are the documented placeholders the test replaces in shell
 	// blocks, in order; and curl fails on an HTTP error.
 	subst [][2]string
+	mu    sync.Mutex
+	// delivered are the bodies the ops-hook sink's receiver got.
+	delivered [][]byte
 	// releases is the fake API of the source releases: drafts until
 	// release() publishes them.
 	releases *releasesAPI
@@ -101,7 +104,12 @@ func newFixture(t *testing.T, bins binaries) *fixture {
 	gh.Put(is)
 	rel := httptest.NewServer(fx.releases)
 	t.Cleanup(rel.Close)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fx.mu.Lock()
+		fx.delivered = append(fx.delivered, body)
+		fx.mu.Unlock()
+	}))
 	t.Cleanup(hook.Close)
 
 	fx.write("config/lookout.yaml", fmt.Sprintf(`# examples/config/lookout.yaml, and the sinks the docs name

@@ -115,7 +115,7 @@ func parseJSON(body string) ([]any, error) {
 // run by runMCP on the fixture.
 func runJSON(t *testing.T, ta *tally, blocks []*block) {
 	for _, b := range blocks {
-		if _, ok := b.marker("mcp"); ok {
+		if hasMarker(b, "mcp") || hasMarker(b, "payload") {
 			continue
 		}
 		ta.run(t, b, func(t *testing.T) {

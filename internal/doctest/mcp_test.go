@@ -128,6 +128,38 @@ func runMCP(t *testing.T, ta *tally, fx *fixture, blocks []*block) {
 	}
 }
 
+// runPayload compares the <!-- payload: webhook --> blocks loosely (as
+// MCP answers are) with a body the fixture's webhook receiver got.
+func runPayload(t *testing.T, ta *tally, fx *fixture, blocks []*block) {
+	for _, b := range blocks {
+		if !hasMarker(b, "payload") {
+			continue
+		}
+		ta.run(t, b, func(t *testing.T) {
+			var doc any
+			if err := json.Unmarshal([]byte(b.body), &doc); err != nil {
+				t.Fatalf("not JSON: %v", err)
+			}
+			fx.mu.Lock()
+			delivered := fx.delivered
+			fx.mu.Unlock()
+			if len(delivered) == 0 {
+				t.Fatal("the fixture's webhook receiver got nothing")
+			}
+			var got any
+			if err := json.Unmarshal(delivered[0], &got); err != nil {
+				t.Fatalf("the delivered body is not JSON: %v\n%s", err, delivered[0])
+			}
+			// The fixture has no model: its notifications have no
+			// confidence ("only when a model decided", the table says).
+			delete(doc.(map[string]any), "confidence")
+			if err := sameShape(dropElided(doc), got, "payload"); err != nil {
+				t.Errorf("%v\nthe receiver got: %s", err, delivered[0])
+			}
+		})
+	}
+}
+
 // normalize makes a value plain JSON (maps, slices, float64s).
 func normalize(t *testing.T, v any) any {
 	b, err := json.Marshal(v)
