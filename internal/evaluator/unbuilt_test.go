@@ -41,7 +41,7 @@ func applied(t *testing.T, global string, sources map[string]string, source stri
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	cfg := loadConfig(t, global, sources)
-	if _, err := definitions.Apply(ctx, pool, cfg); err != nil {
+	if _, err := definitions.Apply(ctx, pool, cfg, definitions.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO sources (name, connector, config_hash) VALUES ($1, 'github', 'x') ON CONFLICT DO NOTHING`, source); err != nil {
