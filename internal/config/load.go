@@ -1,11 +1,9 @@
 package config
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -73,11 +71,19 @@ func Load(dir string) (*Config, error) {
 	var globalBad map[string]bool
 	var secrets []string // the values of every ${ENV} expanded
 
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("read the configuration directory: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("the configuration directory %s is not a directory", dir)
+	}
 	globalPath := filepath.Join(dir, GlobalFile)
-	data, err := os.ReadFile(globalPath)
+	data, err := readDocument(globalPath, GlobalFile)
+	var ce *Error
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		// lookout.yaml is optional; every global setting has a default.
+	case errors.As(err, &ce):
+		errs = append(errs, err)
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", globalPath, err)
 	default:
@@ -98,8 +104,11 @@ func Load(dir string) (*Config, error) {
 	globalErrs = append(globalErrs, dropBad(cfg.Global.applyDefaults(), globalBad)...)
 	errs = append(errs, byLine(globalErrs)...)
 
+	// sources/ is optional too: a directory of lookout.yaml alone (a
+	// Kubernetes base, a deployment whose sources are all made through
+	// the API) declares no source.
 	entries, err := os.ReadDir(filepath.Join(dir, SourcesDir))
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read sources directory: %w", err)
 	}
 	byName := map[string]string{}
@@ -108,7 +117,11 @@ func Load(dir string) (*Config, error) {
 			continue
 		}
 		rel := filepath.Join(SourcesDir, e.Name())
-		data, err := os.ReadFile(filepath.Join(dir, rel))
+		data, err := readDocument(filepath.Join(dir, rel), rel)
+		if errors.As(err, &ce) {
+			errs = append(errs, err)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", rel, err)
 		}
@@ -156,22 +169,6 @@ func (s *Source) decode(file string, root *yaml.Node, secrets *[]string) (lines 
 	keys.Content = rest
 	bad, errs = decodeRoot(file, &keys, root, s, lines, known, secrets)
 	return lines, bad, errs
-}
-
-// parseYAML parses data into its root node.
-func parseYAML(file string, data []byte) (*yaml.Node, error) {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: file, Msg: "file is empty"}
-		}
-		return nil, yamlError(file, err)
-	}
-	if len(doc.Content) == 0 {
-		return nil, &Error{File: file, Msg: "file is empty"}
-	}
-	return doc.Content[0], nil
 }
 
 // decodeRoot checks the keys of keys against v's type (known lists further
