@@ -797,6 +797,7 @@ func TestProbesAreServed(t *testing.T) {
 // the daemon starts and answers its probes instead of crash-looping.
 func TestKubernetesBaseAlone(t *testing.T) {
 	files := map[string]string{"lookout.yaml": string(readFile(t, baseDir+"/config/lookout.yaml"))}
+	binaries(t) // built before runCheck's deadline starts
 	for _, d := range byKind(baseObjects(t), "Deployment") {
 		c := d.Spec.Template.Spec.Containers[0]
 		bin := filepath.Base(c.Command[0])

@@ -630,6 +630,9 @@ type Source struct {
 	lines map[string]int
 	// noLines: the lines are not the file's (see ForgetLines).
 	noLines bool
+	// typed selects the key paths sent as JSON (ParseSent), where a
+	// number or a boolean is not a string; nil for files.
+	typed func(path string) bool
 	// others are the blocks of other registered connectors the file sets.
 	others []string
 }

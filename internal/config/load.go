@@ -125,7 +125,7 @@ func Load(dir string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", rel, err)
 		}
-		src, serrs := parseSource(rel, data, &cfg.Global, &secrets)
+		src, serrs := parseSource(rel, data, &cfg.Global, &secrets, nil)
 		if len(serrs) > 0 {
 			errs = append(errs, serrs...)
 			continue
@@ -156,7 +156,7 @@ func Load(dir string) (*Config, error) {
 // key path, the key paths that did not decode, and every problem.
 func decodeStrict(file string, root *yaml.Node, v any, secrets *[]string) (lines map[string]int, bad map[string]bool, errs []error) {
 	lines = map[string]int{}
-	bad, errs = decodeRoot(file, root, root, v, lines, nil, secrets)
+	bad, errs = decodeRoot(file, root, root, v, lines, nil, secrets, nil)
 	return lines, bad, errs
 }
 
@@ -167,7 +167,7 @@ func (s *Source) decode(file string, root *yaml.Node, secrets *[]string) (lines 
 	rest, known := s.splitBlocks(root, lines)
 	keys := *root
 	keys.Content = rest
-	bad, errs = decodeRoot(file, &keys, root, s, lines, known, secrets)
+	bad, errs = decodeRoot(file, &keys, root, s, lines, known, secrets, s.typed)
 	return lines, bad, errs
 }
 
@@ -176,10 +176,10 @@ func (s *Source) decode(file string, root *yaml.Node, secrets *[]string) (lines 
 // (appending their values to secrets), and decodes keys into v key by
 // key. It returns the key paths that did not decode or expand, and every
 // problem.
-func decodeRoot(file string, keys, root *yaml.Node, v any, lines map[string]int, known []string, secrets *[]string) (map[string]bool, []error) {
+func decodeRoot(file string, keys, root *yaml.Node, v any, lines map[string]int, known []string, secrets *[]string, typed func(string) bool) (map[string]bool, []error) {
 	var errs []error
 	checkKeys(file, keys, reflect.TypeOf(v).Elem(), "", lines, &errs, known...)
-	d := newDecoder(file)
+	d := newDecoder(file, typed)
 	expandEnv(file, root, "", secrets, &errs, d.bad)
 	if keys.Kind != yaml.MappingNode {
 		errs = append(errs, &Error{File: file, Line: keys.Line, Msg: "must be a mapping of keys to values, not " + yamlValue(keys)})

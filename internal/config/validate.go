@@ -108,6 +108,10 @@ var SinkTypes = []string{"command", "email", "log", "slack", "webhook"}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
+// MaxNameLength is the longest name of a source or a watch, in
+// characters: 200.
+const MaxNameLength = 200
+
 func (g *Global) applyDefaults() []error {
 	var errs []error
 	g.Ollama.Host = cmp.Or(g.Ollama.Host, OllamaHostDefault)
@@ -366,6 +370,8 @@ func (s *Source) validate(g *Global) []error {
 	switch {
 	case s.Name == "":
 		bad("name", "is required")
+	case len(s.Name) > MaxNameLength:
+		bad("name", "is %d characters long; a name has at most %d", len(s.Name), MaxNameLength)
 	case !nameRE.MatchString(s.Name):
 		bad("name", "%q is not a valid name (letters, digits, '-', '_', '.')", s.Name)
 	}
@@ -524,6 +530,8 @@ func (s *Source) validate(g *Global) []error {
 		switch {
 		case w.Name == "":
 			bad(key+".name", "is required")
+		case len(w.Name) > MaxNameLength:
+			bad(key+".name", "is %d characters long; a name has at most %d", len(w.Name), MaxNameLength)
 		case !nameRE.MatchString(w.Name):
 			bad(key+".name", "%q is not a valid name (letters, digits, '-', '_', '.')", w.Name)
 		case seen[w.Name]:

@@ -94,7 +94,7 @@ func (s *Store) change(ctx context.Context, fn func(tx pgx.Tx, version int64) er
 // watches included) and creates the source and its watches, owned by the
 // actor and managed by the API. A name in use is a *ConflictError.
 func (s *Store) CreateSource(ctx context.Context, a Actor, data []byte) (*Source, []Watch, error) {
-	src, err := s.validator.Source(data)
+	src, err := s.validator.Sent(data, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,7 +157,7 @@ func (s *Store) UpdateSource(ctx context.Context, a Actor, name string, data []b
 		if doc, err = keepRedacted(doc, cur.Definition); err != nil {
 			return &ValidationError{Problems: []Problem{{Message: err.Error()}}}
 		}
-		src, err := s.validator.Source(doc)
+		src, err := s.validator.Sent(doc, "")
 		if err != nil {
 			return err
 		}
@@ -493,7 +493,7 @@ func (s *Store) validateWatch(src *Source, data []byte) (*Watch, error) {
 	if err != nil {
 		return nil, err
 	}
-	parsed, err := s.validator.Source(doc)
+	parsed, err := s.validator.Sent(doc, "watches[0]")
 	if err != nil {
 		var ve *ValidationError
 		if errors.As(err, &ve) {
