@@ -198,3 +198,35 @@ func TestNoSourcesDirectory(t *testing.T) {
 		t.Errorf("a missing directory: %v, want an error wrapping ErrNotExist", err)
 	}
 }
+
+// TestNumbersAsWritten: the stored definition keeps a number as written
+// (an all-digit id of 32 digits is not rounded through float64), and a
+// number field refuses YAML's other spellings, which the definition
+// keeps as strings.
+func TestNumbersAsWritten(t *testing.T) {
+	t.Parallel()
+	const id = "12345678901234567890123456789012"
+	src := "name: n\nconnector: notion\nnotion:\n  database: " + id + "\n  token: t\nstop:\n  ratio: 0.50\n"
+	def, err := config.DefinitionJSON([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"database":` + id, `"ratio":0.50`} {
+		if !strings.Contains(string(def), want) {
+			t.Errorf("definition %s lacks %s", def, want)
+		}
+	}
+	def, err = config.DefinitionJSON([]byte("a: 0x1F\nb: 007\nc: 1e3\nd: 1_000\n"))
+	if err != nil || string(def) != `{"a":"0x1F","b":"007","c":"1e3","d":"1_000"}` {
+		t.Errorf("YAML spellings: %s %v", def, err)
+	}
+	_, err = config.Load(writeDir(t, validGlobal, strings.Replace(validSource, "burst: 3", "burst: 0x10", 1)))
+	if want := "sources/tasks.yaml:6: rate_limit.burst must be an integer written as a plain decimal number (e.g. 100 or 0.5), not 0x10"; err == nil || err.Error() != want {
+		t.Errorf("hex burst: %v, want %s", err, want)
+	}
+	for s, plain := range map[string]bool{"0": true, "42": true, "-7": true, "0.25": true, id: true, "1e3": false, "007": false, "-0": false, "+1": false, ".5": false, "1.": false} {
+		if config.PlainNumber(s) != plain {
+			t.Errorf("PlainNumber(%q) = %v", s, !plain)
+		}
+	}
+}
