@@ -790,3 +790,52 @@ func TestProbesAreServed(t *testing.T) {
 		})
 	}
 }
+
+// TestKubernetesBaseAlone runs each Deployment of the base on the
+// configuration directory the base alone mounts (its ConfigMap: lookout.yaml,
+// no sources/, as in an API-only deployment): the binary's check passes and
+// the daemon starts and answers its probes instead of crash-looping.
+func TestKubernetesBaseAlone(t *testing.T) {
+	files := map[string]string{"lookout.yaml": string(readFile(t, baseDir+"/config/lookout.yaml"))}
+	binaries(t) // built before runCheck's deadline starts
+	for _, d := range byKind(baseObjects(t), "Deployment") {
+		c := d.Spec.Template.Spec.Containers[0]
+		bin := filepath.Base(c.Command[0])
+		t.Run(bin, func(t *testing.T) {
+			t.Parallel()
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				if v.ConfigMap == nil {
+					continue
+				}
+				for _, it := range v.ConfigMap.Items {
+					if _, ok := files[it.Path]; !ok {
+						t.Fatalf("volume %s mounts %s, which the base's ConfigMap does not have", v.Name, it.Path)
+					}
+				}
+			}
+			dir := t.TempDir()
+			writeAtomic(t, dir, files)
+			cfg := filepath.Join(dir, "config")
+			out := runCheck(t, bin, cfg, nil)
+			if !strings.Contains(out, "is valid: 0 sources") {
+				t.Errorf("%s check said %q", bin, out)
+			}
+			args := append([]string{}, c.Args...)
+			for i := range args {
+				if args[i] == "--config" && i+1 < len(args) {
+					args[i+1] = cfg
+				}
+			}
+			dm := startDaemon(t, bin, args, nil)
+			url := "http://" + dm.addr + c.ReadinessProbe.HTTPGet.Path
+			testsignal.Eventually(t, "GET "+url+" answers 200", func() bool {
+				resp, err := http.Get(url)
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				return resp.StatusCode == http.StatusOK
+			})
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lookout-dev/lookout/internal/cli"
 	"github.com/lookout-dev/lookout/internal/clitest"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 )
@@ -81,4 +83,38 @@ func TestRunServesPerSourceGaugesWhenAsked(t *testing.T) {
 	if !clitest.Has(m, `lookout_source_consecutive_failures{source="tasks"} 0`) {
 		t.Errorf("metrics lack the consecutive failures of tasks:\n%s", m)
 	}
+}
+
+// A configuration directory of lookout.yaml alone (no sources/: the
+// Kubernetes base, a deployment whose sources are all made through the
+// API) is valid: `syncer check` says so and the daemon starts and gets
+// ready on it.
+func TestNoSourcesDirectory(t *testing.T) {
+	_, url := pgtest.Schema(t)
+	t.Setenv("DATABASE_URL", url)
+	dir := writeConfig(t, map[string]string{"lookout.yaml": "sinks:\n  log: {type: log}\n"})
+	var out strings.Builder
+	if err := checkCommand().Run(context.Background(), &cli.Env{ConfigDir: dir, Args: []string{"--offline"}, Stdout: &out, Stderr: &out}); err != nil {
+		t.Fatalf("check of a directory without sources/: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "is valid: 0 sources") {
+		t.Errorf("check said %q", out.String())
+	}
+	d := clitest.StartDaemon(t, dir, runDaemon)
+	d.WaitFor("ready", func() bool { code, _ := d.Get("/readyz"); return code == http.StatusOK })
+	// sources/ made later is watched from then on: its first file is
+	// applied without a restart.
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sources", "late.yaml"), []byte("name: late\nconnector: file\nevery: 1h\nfile: {paths: [data/none.jsonl]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pool := pgtest.PoolFor(t, url)
+	d.WaitFor("sources/late.yaml applied", func() bool {
+		var n int
+		_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM source_definitions WHERE name = 'late'`).Scan(&n)
+		return n == 1
+	})
+	d.Stop()
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -13,8 +14,22 @@ import (
 )
 
 // Definition is a free-form JSON object validated by lookout's one
-// validation path (the same as `check` for files).
-type Definition = map[string]any
+// validation path (the same as `check` for files). Its numbers are kept
+// as written (json.Number), never rounded through float64: an all-digit
+// id or a 64-bit seed reaches the definition exactly.
+type Definition map[string]any
+
+// UnmarshalJSON decodes the object keeping its numbers as written.
+func (d *Definition) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return err
+	}
+	*d = m
+	return nil
+}
 
 func (a *API) definitionRoutes() {
 	write := problemResponses(http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)

@@ -70,7 +70,7 @@ func (s *Source) DecodeBlock(v any) error {
 	}
 	var errs []error
 	checkKeys(s.Path, s.Block, reflect.TypeOf(v).Elem(), s.Connector, map[string]int{}, &errs)
-	d := newDecoder(s.Path)
+	d := newDecoder(s.Path, s.typed)
 	d.decode(s.Block, reflect.ValueOf(v).Elem(), s.Connector)
 	return errors.Join(byLine(append(errs, d.errs...))...)
 }

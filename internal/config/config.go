@@ -663,6 +663,9 @@ type Source struct {
 	lines map[string]int
 	// noLines: the lines are not the file's (see ForgetLines).
 	noLines bool
+	// typed selects the key paths sent as JSON (ParseSent), where a
+	// number or a boolean is not a string; nil for files.
+	typed func(path string) bool
 	// others are the blocks of other registered connectors the file sets.
 	others []string
 }
@@ -671,6 +674,19 @@ type Source struct {
 // not its file): its errors then name the file and the key without a
 // line, since the definition's lines are not the file's.
 func (s *Source) ForgetLines() { s.noLines = true }
+
+// written reports whether the document wrote key path itself (not only an
+// ancestor): an explicit zero is then a value, not "use the default".
+func (s *Source) written(path string) bool {
+	_, ok := s.lines[path]
+	return ok
+}
+
+// written reports whether lookout.yaml wrote key path itself.
+func (g *Global) written(path string) bool {
+	_, ok := g.lines[path]
+	return ok
+}
 
 // Line returns the line of key path (e.g. "http.url") in the source file,
 // or of its nearest ancestor that is present, or 1; 0 after ForgetLines.

@@ -19,9 +19,16 @@ type decoder struct {
 	file string
 	errs []error
 	bad  map[string]bool
+	// typed selects the key paths whose values were sent as JSON (a
+	// definition made through the API): there a number or a boolean is
+	// not a string. nil for files, where `name: 2024` is YAML for a
+	// string.
+	typed func(path string) bool
 }
 
-func newDecoder(file string) *decoder { return &decoder{file: file, bad: map[string]bool{}} }
+func newDecoder(file string, typed func(string) bool) *decoder {
+	return &decoder{file: file, bad: map[string]bool{}, typed: typed}
+}
 
 // decode decodes node into v, an addressable value, at key path path.
 // Keys that v's type does not declare are skipped (checkKeys reports them).
@@ -79,6 +86,9 @@ func (d *decoder) decode(node *yaml.Node, v reflect.Value, path string) {
 		}
 		v.Set(s)
 	default:
+		if d.scalarMismatch(node, t, path) {
+			return
+		}
 		p := reflect.New(t)
 		if err := node.Decode(p.Interface()); err != nil {
 			d.wrong(node, t, path)
@@ -86,6 +96,34 @@ func (d *decoder) decode(node *yaml.Node, v reflect.Value, path string) {
 		}
 		v.Set(p.Elem())
 	}
+}
+
+// scalarMismatch reports (and records) a scalar that yaml.v3 would decode
+// into t but that does not mean the same in the stored JSON: a number
+// spelled the YAML way (0x1F, 1_000, 007, 1e3, .inf) in a number field,
+// which the definition keeps as the string written (nodeValue); a JSON
+// number or boolean in a string field of a definition sent as JSON.
+func (d *decoder) scalarMismatch(node *yaml.Node, t reflect.Type, path string) bool {
+	if node.Kind != yaml.ScalarNode {
+		return false
+	}
+	tag := node.ShortTag()
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		if t != durationType && (tag == "!!int" || tag == "!!float") && !PlainNumber(node.Value) {
+			d.errs = append(d.errs, &Error{File: d.file, Line: node.Line, Key: path,
+				Msg: fmt.Sprintf("must be %s written as a plain decimal number (e.g. 100 or 0.5), not %s", goTypeName(t.String()), node.Value)})
+			d.bad[path] = true
+			return true
+		}
+	case reflect.String:
+		if d.typed != nil && d.typed(path) && tag != "!!str" && tag != "!!null" {
+			d.wrong(node, t, path)
+			return true
+		}
+	}
+	return false
 }
 
 // wrong reports that the value at path is not of type t.

@@ -1,11 +1,9 @@
 package config
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -81,11 +79,19 @@ func LoadFor(dir string, uses Uses) (*Config, error) {
 	var globalBad map[string]bool
 	var secrets []string // the values of every ${ENV} expanded
 
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("read the configuration directory: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("the configuration directory %s is not a directory", dir)
+	}
 	globalPath := filepath.Join(dir, GlobalFile)
-	data, err := os.ReadFile(globalPath)
+	data, err := readDocument(globalPath, GlobalFile)
+	var ce *Error
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		// lookout.yaml is optional; every global setting has a default.
+	case errors.As(err, &ce):
+		errs = append(errs, err)
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", globalPath, err)
 	default:
@@ -107,8 +113,11 @@ func LoadFor(dir string, uses Uses) (*Config, error) {
 	globalErrs = append(globalErrs, dropBad(cfg.Global.applyDefaults(), globalBad)...)
 	errs = append(errs, byLine(globalErrs)...)
 
+	// sources/ is optional too: a directory of lookout.yaml alone (a
+	// Kubernetes base, a deployment whose sources are all made through
+	// the API) declares no source.
 	entries, err := os.ReadDir(filepath.Join(dir, SourcesDir))
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read sources directory: %w", err)
 	}
 	byName := map[string]string{}
@@ -117,11 +126,15 @@ func LoadFor(dir string, uses Uses) (*Config, error) {
 			continue
 		}
 		rel := filepath.Join(SourcesDir, e.Name())
-		data, err := os.ReadFile(filepath.Join(dir, rel))
+		data, err := readDocument(filepath.Join(dir, rel), rel)
+		if errors.As(err, &ce) {
+			errs = append(errs, err)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", rel, err)
 		}
-		src, serrs := parseSource(rel, data, &cfg.Global, &secrets)
+		src, serrs := parseSource(rel, data, &cfg.Global, &secrets, nil)
 		if len(serrs) > 0 {
 			errs = append(errs, serrs...)
 			continue
@@ -152,7 +165,7 @@ func LoadFor(dir string, uses Uses) (*Config, error) {
 // key path, the key paths that did not decode, and every problem.
 func decodeStrict(file string, root *yaml.Node, v any, secrets *[]string) (lines map[string]int, bad map[string]bool, errs []error) {
 	lines = map[string]int{}
-	bad, errs = decodeRoot(file, root, root, v, lines, nil, secrets, nil)
+	bad, errs = decodeRoot(file, root, root, v, lines, nil, secrets, nil, nil)
 	return lines, bad, errs
 }
 
@@ -164,24 +177,8 @@ func (s *Source) decode(file string, root *yaml.Node, secrets *[]string, uses Us
 	rest, known := s.splitBlocks(root, lines)
 	keys := *root
 	keys.Content = rest
-	bad, errs = decodeRoot(file, &keys, root, s, lines, known, secrets, uses.leaves)
+	bad, errs = decodeRoot(file, &keys, root, s, lines, known, secrets, uses.leaves, s.typed)
 	return lines, bad, errs
-}
-
-// parseYAML parses data into its root node.
-func parseYAML(file string, data []byte) (*yaml.Node, error) {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: file, Msg: "file is empty"}
-		}
-		return nil, yamlError(file, err)
-	}
-	if len(doc.Content) == 0 {
-		return nil, &Error{File: file, Msg: "file is empty"}
-	}
-	return doc.Content[0], nil
 }
 
 // decodeRoot checks the keys of keys against v's type (known lists further
@@ -191,11 +188,12 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 // problem.
 //
 // leave, when not nil, names the key paths whose references are left as
-// written: neither expanded nor required.
-func decodeRoot(file string, keys, root *yaml.Node, v any, lines map[string]int, known []string, secrets *[]string, leave func(path string) bool) (map[string]bool, []error) {
+// written: neither expanded nor required. typed is passed to the decoder
+// (see newDecoder).
+func decodeRoot(file string, keys, root *yaml.Node, v any, lines map[string]int, known []string, secrets *[]string, leave, typed func(path string) bool) (map[string]bool, []error) {
 	var errs []error
 	checkKeys(file, keys, reflect.TypeOf(v).Elem(), "", lines, &errs, known...)
-	d := newDecoder(file)
+	d := newDecoder(file, typed)
 	expandEnv(file, root, "", secrets, &errs, d.bad, leave)
 	if keys.Kind != yaml.MappingNode {
 		errs = append(errs, &Error{File: file, Line: keys.Line, Msg: "must be a mapping of keys to values, not " + yamlValue(keys)})

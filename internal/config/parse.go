@@ -6,7 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
+	"regexp"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -20,7 +21,25 @@ import (
 // daemons reading definitions from the database, and the API.
 func ParseSource(file string, data []byte, g *Global) (*Source, error) {
 	var secrets []string
-	src, errs := parseSource(file, data, g, &secrets)
+	src, errs := parseSource(file, data, g, &secrets, nil)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return src, nil
+}
+
+// ParseSent is ParseSource for a definition sent as JSON (through the API
+// or MCP): under the key path under ("" for the whole definition,
+// "watches[0]" for one watch added to a stored source) JSON's types are
+// kept, so a number or a boolean where a string is expected is an error
+// (`"name": 123` must be `"name": "123"`), while a YAML file may write
+// `name: 2024` for the string.
+func ParseSent(file string, data []byte, g *Global, under string) (*Source, error) {
+	var secrets []string
+	typed := func(path string) bool {
+		return under == "" || path == under || strings.HasPrefix(path, under+".") || strings.HasPrefix(path, under+"[")
+	}
+	src, errs := parseSource(file, data, g, &secrets, typed)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -28,13 +47,14 @@ func ParseSource(file string, data []byte, g *Global) (*Source, error) {
 }
 
 // parseSource is ParseSource, appending the expanded ${ENV} values to
-// secrets and returning the problems apart, in line order.
-func parseSource(file string, data []byte, g *Global, secrets *[]string) (*Source, []error) {
+// secrets and returning the problems apart, in line order; typed selects
+// the key paths sent as JSON (see ParseSent), nil for none.
+func parseSource(file string, data []byte, g *Global, secrets *[]string, typed func(string) bool) (*Source, []error) {
 	root, err := parseYAML(file, data)
 	if err != nil {
 		return nil, []error{err}
 	}
-	src := &Source{Path: file}
+	src := &Source{Path: file, typed: typed}
 	// The definition is kept as written, before ${ENV} expansion: a
 	// secret is never stored in clear.
 	if src.Definition, err = nodeJSON(root); err != nil {
@@ -110,18 +130,29 @@ func nodeValue(n *yaml.Node) (any, error) {
 		if err := n.Decode(&b); err == nil {
 			return b, nil
 		}
-	case "!!int":
-		var i int64
-		if err := n.Decode(&i); err == nil {
-			return i, nil
-		}
-	case "!!float":
-		var f float64
-		if err := n.Decode(&f); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-			return f, nil
+	case "!!int", "!!float":
+		// The number as written, never through int64 or float64: an
+		// all-digit id of 32 digits (a Notion database) is a YAML float,
+		// and 1.2345678901234568e+31 is not the id. PostgreSQL's jsonb
+		// keeps a plain decimal exactly. Other spellings (0x1F, 0o17,
+		// 1_000, 0123, +1, .5, 1e3, .inf) are kept as the string written:
+		// what a string field reads; a number field refuses them
+		// (decoder.number), in the file and in the stored JSON alike.
+		if PlainNumber(n.Value) {
+			return json.Number(n.Value), nil
 		}
 	}
 	return n.Value, nil
+}
+
+var plainNumberRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?$`)
+
+// PlainNumber reports whether s is a number written the plain decimal
+// way, which JSON, YAML and PostgreSQL's numeric read alike and keep as
+// written: 42, -7, 0.25, 12345678901234567890123456789012 (not 1e3,
+// 0x1F, 007, 1_000, +1, .5, -0).
+func PlainNumber(s string) bool {
+	return plainNumberRE.MatchString(s) && !(strings.HasPrefix(s, "-") && strings.Trim(s, "-0.") == "")
 }
 
 // DefinitionJSON reads one YAML or JSON document as JSON, expanding

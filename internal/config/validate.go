@@ -108,6 +108,10 @@ var SinkTypes = []string{"command", "email", "log", "slack", "webhook"}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
+// MaxNameLength is the longest name of a source or a watch, in
+// characters: 200.
+const MaxNameLength = 200
+
 func (g *Global) applyDefaults() []error {
 	var errs []error
 	g.Ollama.Host = cmp.Or(g.Ollama.Host, OllamaHostDefault)
@@ -175,6 +179,14 @@ func (g *Global) applyDefaults() []error {
 	}
 	d.Every = cmp.Or(d.Every, EveryDefault)
 	d.Timeout = cmp.Or(d.Timeout, TimeoutDefault)
+	// A burst of 0 written lets no request through, ever: it is an
+	// error, not the default.
+	for _, key := range []string{"defaults.rate_limit.burst", "defaults.host_rate_limit.burst"} {
+		if g.written(key) && ((key == "defaults.rate_limit.burst" && d.RateLimit.Burst == 0) ||
+			(key == "defaults.host_rate_limit.burst" && d.HostRateLimit.Burst == 0)) {
+			errs = append(errs, g.Errorf(key, "must be >= 1"))
+		}
+	}
 	if d.RateLimit.PerSecond == 0 {
 		d.RateLimit.PerSecond = 1
 	}
@@ -210,10 +222,10 @@ func (g *Global) applyDefaults() []error {
 			errs = append(errs, g.Errorf(key+".per_second", "must be > 0"))
 			continue
 		}
-		rl.Burst = cmp.Or(rl.Burst, 1)
-		if rl.Burst < 1 {
+		if rl.Burst < 0 || (rl.Burst == 0 && g.written(key+".burst")) {
 			errs = append(errs, g.Errorf(key+".burst", "must be >= 1"))
 		}
+		rl.Burst = cmp.Or(rl.Burst, 1)
 	}
 	d.StuckAfter = cmp.Or(d.StuckAfter, StuckAfterDefault)
 	if d.StuckAfter < time.Second {
@@ -338,6 +350,9 @@ func (o *Ollama) applyDefaults(g *Global) []error {
 		if o.RateLimit.PerSecond <= 0 {
 			errs = append(errs, g.Errorf("ollama.rate_limit.per_second", "must be > 0"))
 		}
+		if o.RateLimit.Burst == 0 && g.written("ollama.rate_limit.burst") {
+			o.RateLimit.Burst = -1 // refused below, not defaulted
+		}
 		o.RateLimit.Burst = cmp.Or(o.RateLimit.Burst, max(o.Concurrency, 1))
 		if o.RateLimit.Burst < 1 {
 			errs = append(errs, g.Errorf("ollama.rate_limit.burst", "must be >= 1"))
@@ -370,6 +385,8 @@ func (s *Source) validate(g *Global) []error {
 	switch {
 	case s.Name == "":
 		bad("name", "is required")
+	case len(s.Name) > MaxNameLength:
+		bad("name", "is %d characters long; a name has at most %d", len(s.Name), MaxNameLength)
 	case !nameRE.MatchString(s.Name):
 		bad("name", "%q is not a valid name (letters, digits, '-', '_', '.')", s.Name)
 	}
@@ -455,10 +472,10 @@ func (s *Source) validate(g *Global) []error {
 		if s.RateLimit.PerSecond <= 0 {
 			bad("rate_limit.per_second", "must be > 0")
 		}
-		s.RateLimit.Burst = cmp.Or(s.RateLimit.Burst, 1)
-		if s.RateLimit.Burst < 1 {
+		if s.RateLimit.Burst < 0 || (s.RateLimit.Burst == 0 && s.written("rate_limit.burst")) {
 			bad("rate_limit.burst", "must be >= 1")
 		}
+		s.RateLimit.Burst = cmp.Or(s.RateLimit.Burst, 1)
 	}
 	if s.Timeout < 0 {
 		bad("timeout", "must be positive")
@@ -530,6 +547,8 @@ func (s *Source) validate(g *Global) []error {
 		switch {
 		case w.Name == "":
 			bad(key+".name", "is required")
+		case len(w.Name) > MaxNameLength:
+			bad(key+".name", "is %d characters long; a name has at most %d", len(w.Name), MaxNameLength)
 		case !nameRE.MatchString(w.Name):
 			bad(key+".name", "%q is not a valid name (letters, digits, '-', '_', '.')", w.Name)
 		case seen[w.Name]:

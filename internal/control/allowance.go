@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -47,11 +48,12 @@ func (s *Service) allotModelCalls(ctx context.Context, tx pgx.Tx, p Principal, d
 	if limit <= 0 || p.Admin {
 		return def, 0, nil
 	}
-	var w map[string]any
+	var w map[string]json.RawMessage // values as sent: numbers exact
 	if err := json.Unmarshal(def, &w); err != nil {
 		return def, 0, nil // the validation path reports it
 	}
-	if ask, _ := w["ask"].(string); ask == "" {
+	var ask string
+	if _ = json.Unmarshal(w["ask"], &ask); ask == "" {
 		return def, 0, nil
 	}
 	var budgets, gone int
@@ -65,8 +67,10 @@ func (s *Service) allotModelCalls(ctx context.Context, tx pgx.Tx, p Principal, d
 		goneText = fmt.Sprintf(", and watches of yours that no longer ask (deleted, or changed) made %d calls today", gone)
 	}
 	taken := fmt.Sprintf("your other watches' budgets take %d%s", budgets+pending, goneText)
-	budget, _ := w["budget"].(map[string]any)
-	asked, _ := budget["calls_per_day"].(float64)
+	var budget map[string]json.RawMessage
+	_ = json.Unmarshal(w["budget"], &budget)
+	var asked float64
+	_ = json.Unmarshal(budget["calls_per_day"], &asked)
 	switch {
 	case remaining <= 0:
 		return nil, 0, &LimitError{What: "model_calls_per_day", Limit: limit, Pointer: pointer + "/ask",
@@ -78,11 +82,15 @@ func (s *Service) allotModelCalls(ctx context.Context, tx pgx.Tx, p Principal, d
 		return def, int(asked), nil
 	}
 	if budget == nil {
-		budget = map[string]any{}
+		budget = map[string]json.RawMessage{}
 	}
 	allot := min(DefaultWatchCalls, remaining)
-	budget["calls_per_day"] = allot
-	w["budget"] = budget
+	budget["calls_per_day"] = json.RawMessage(strconv.Itoa(allot))
+	b, err := json.Marshal(budget)
+	if err != nil {
+		return nil, 0, err
+	}
+	w["budget"] = b
 	out, err := json.Marshal(w)
 	return out, allot, err
 }

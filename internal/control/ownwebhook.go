@@ -92,11 +92,13 @@ func (s *Service) prepareWebhook(ctx context.Context, source string, def, prior 
 		}
 		hook.Raw["secret"] = sealed
 	}
-	var m map[string]any
+	var m map[string]json.RawMessage // the other keys' values as sent
 	if err := json.Unmarshal(def, &m); err != nil {
 		return nil, "", Invalid(pointer, "must be a JSON object")
 	}
-	m["webhook"] = hook.Raw
+	if m["webhook"], err = json.Marshal(hook.Raw); err != nil {
+		return nil, "", fmt.Errorf("encode webhook: %w", err)
+	}
 	out, err := json.Marshal(m)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode watch: %w", err)
@@ -188,12 +190,14 @@ func (s *Service) RotateWebhookSecret(ctx context.Context, p Principal, source, 
 		if err != nil {
 			return err
 		}
-		var m map[string]any
+		var m map[string]json.RawMessage // the other keys' values as stored
 		if err := json.Unmarshal(before.Definition, &m); err != nil {
 			return fmt.Errorf("decode watch %s of source %s: %w", name, source, err)
 		}
 		hook.Raw["secret"] = sealed
-		m["webhook"] = hook.Raw
+		if m["webhook"], err = json.Marshal(hook.Raw); err != nil {
+			return fmt.Errorf("encode webhook of watch %s of source %s: %w", name, source, err)
+		}
 		def, err := json.Marshal(m)
 		if err != nil {
 			return fmt.Errorf("encode watch %s of source %s: %w", name, source, err)

@@ -126,11 +126,17 @@ type ConflictError struct {
 	File string
 	// Msg says what to do instead.
 	Msg string
+	// bare joins What and Msg with a space ("source name x is not
+	// available: ...") instead of ": ".
+	bare bool
 }
 
 func (e *ConflictError) Error() string {
 	if e.File != "" {
 		return fmt.Sprintf("%s is managed by the configuration file %s: %s", e.What, e.File, e.Msg)
+	}
+	if e.bare {
+		return e.What + " " + e.Msg
 	}
 	return e.What + ": " + e.Msg
 }

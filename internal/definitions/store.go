@@ -95,7 +95,7 @@ func (s *Store) change(ctx context.Context, fn func(tx pgx.Tx, version int64) er
 // watches included) and creates the source and its watches, owned by the
 // actor and managed by the API. A name in use is a *ConflictError.
 func (s *Store) CreateSource(ctx context.Context, a Actor, data []byte) (*Source, []Watch, error) {
-	src, err := s.validator.Source(data)
+	src, err := s.validator.Sent(data, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,8 +113,7 @@ func (s *Store) CreateSource(ctx context.Context, a Actor, data []byte) (*Source
 	var outW []Watch
 	err = s.change(ctx, func(tx pgx.Tx, v int64) error {
 		if existing, err := getSource(ctx, tx, row.Name, true); err == nil {
-			return &ConflictError{What: fmt.Sprintf("source %q", row.Name), File: FileOf(existing.ManagedBy),
-				Msg: "the name is taken; choose another name"}
+			return sourceNameConflict(a, existing)
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
@@ -158,7 +157,7 @@ func (s *Store) UpdateSource(ctx context.Context, a Actor, name string, data []b
 		if doc, err = keepRedacted(doc, cur.Definition); err != nil {
 			return &ValidationError{Problems: []Problem{{Message: err.Error()}}}
 		}
-		src, err := s.validator.Source(doc)
+		src, err := s.validator.Sent(doc, "")
 		if err != nil {
 			return err
 		}
@@ -384,8 +383,7 @@ func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []
 		}
 		w.Owner, w.ManagedBy = a.Owner, ManagedByAPI
 		if cur, err := getWatch(ctx, tx, source, w.Name, true); err == nil {
-			return &ConflictError{What: fmt.Sprintf("watch %q of source %q", w.Name, source), File: FileOf(cur.ManagedBy),
-				Msg: "the name is taken on this source; choose another name"}
+			return watchNameConflict(a, cur)
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
@@ -575,7 +573,7 @@ func (s *Store) validateWatch(src *Source, data []byte) (*Watch, error) {
 	if err != nil {
 		return nil, err
 	}
-	parsed, err := s.validator.Source(doc)
+	parsed, err := s.validator.Sent(doc, "watches[0]")
 	if err != nil {
 		var ve *ValidationError
 		if errors.As(err, &ve) {
@@ -666,7 +664,7 @@ func watchesOf(ctx context.Context, tx querier, source string) ([]Watch, error) 
 func insertSource(ctx context.Context, tx pgx.Tx, r *Source, v int64) (*Source, error) {
 	out, err := scanSource(tx.QueryRow(ctx, queryInsertSource, r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v))
 	if err != nil {
-		return nil, uniqueConflict(err, fmt.Sprintf("source %q", r.Name))
+		return nil, uniqueConflict(err, fmt.Sprintf("source name %q", r.Name))
 	}
 	return out, nil
 }
@@ -674,17 +672,48 @@ func insertSource(ctx context.Context, tx pgx.Tx, r *Source, v int64) (*Source, 
 func insertWatch(ctx context.Context, tx pgx.Tx, w *Watch, v int64) (*Watch, error) {
 	out, err := scanWatch(tx.QueryRow(ctx, queryInsertWatch, w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, v))
 	if err != nil {
-		return nil, uniqueConflict(err, fmt.Sprintf("watch %q of source %q", w.Name, w.Source))
+		return nil, uniqueConflict(err, fmt.Sprintf("watch name %q on source %q", w.Name, w.Source))
 	}
 	return out, nil
 }
 
+// Names are unique across owners (the primary keys of source_definitions
+// and watches), so a create of a name another owner holds is refused; the
+// conflict says only that the name is not available, never whose it is or
+// what holds it, so that refusals do not tell one owner about another's
+// objects. A name the actor can see (its own, a shared source, an admin)
+// is named plainly.
+const (
+	sourceNameTaken = "is not available: choose another name (source names are unique across all owners)"
+	watchNameTaken  = "choose another name (a watch's name is unique on its source, across all owners)"
+)
+
+func sourceNameConflict(a Actor, existing *Source) error {
+	switch {
+	case a.owns(existing.Owner) && existing.Owner == a.Owner:
+		return &ConflictError{What: fmt.Sprintf("you already have source %q", existing.Name), File: FileOf(existing.ManagedBy),
+			Msg: "choose another name, or change that source"}
+	case a.sees(existing.Owner, true):
+		return &ConflictError{What: fmt.Sprintf("source %q", existing.Name), File: FileOf(existing.ManagedBy),
+			Msg: "exists already; choose another name"}
+	}
+	return &ConflictError{What: fmt.Sprintf("source name %q", existing.Name), Msg: sourceNameTaken, bare: true}
+}
+
+func watchNameConflict(a Actor, cur *Watch) error {
+	if a.owns(cur.Owner) {
+		return &ConflictError{What: fmt.Sprintf("you already have watch %q of source %q", cur.Name, cur.Source), File: FileOf(cur.ManagedBy),
+			Msg: "choose another name, or change that watch"}
+	}
+	return &ConflictError{What: fmt.Sprintf("watch name %q is not available on source %q", cur.Name, cur.Source), Msg: watchNameTaken}
+}
+
 // uniqueConflict turns a unique violation (a concurrent create of the
-// same name) into a *ConflictError.
+// same name, whoever's) into a *ConflictError that names no owner.
 func uniqueConflict(err error, what string) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return &ConflictError{What: what, Msg: "the name is taken; choose another name"}
+		return &ConflictError{What: what, Msg: "is not available: choose another name (names are unique across all owners)", bare: true}
 	}
 	return fmt.Errorf("write %s: %w", what, err)
 }

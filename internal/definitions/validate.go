@@ -63,15 +63,28 @@ func (e *ValidationError) Error() string {
 // source file (its watches included), and returns it parsed. Problems are
 // a *ValidationError whose pointers locate them in data.
 func (v *Validator) Source(data []byte) (*config.Source, error) {
-	src, err := v.parse("definition", data)
+	src, err := v.parse("definition", data, nil)
 	if err != nil {
 		return nil, toValidation(err)
 	}
 	return src, nil
 }
 
-// parse is config.ParseSource and the checks, with errors as they come.
-func (v *Validator) parse(label string, data []byte) (*config.Source, error) {
+// Sent is Source for a definition sent as JSON through the API or MCP:
+// under the key path under ("" for the whole, "watches[0]" for a watch
+// joined to its stored source) a number or a boolean where a string is
+// expected is a problem (config.ParseSent).
+func (v *Validator) Sent(data []byte, under string) (*config.Source, error) {
+	src, err := v.parse("definition", data, &under)
+	if err != nil {
+		return nil, toValidation(err)
+	}
+	return src, nil
+}
+
+// parse is config.ParseSource (config.ParseSent under *sent) and the
+// checks, with errors as they come.
+func (v *Validator) parse(label string, data []byte, sent *string) (*config.Source, error) {
 	g := v.Global
 	if g == nil {
 		g = &config.Global{}
@@ -90,7 +103,12 @@ func (v *Validator) parse(label string, data []byte) (*config.Source, error) {
 		// Logs and stored errors of this process hide them from now on.
 		g.Redactor().Add(opened...)
 	}
-	src, err := config.ParseSource(label, plain, g)
+	var src *config.Source
+	if sent != nil {
+		src, err = config.ParseSent(label, plain, g, *sent)
+	} else {
+		src, err = config.ParseSource(label, plain, g)
+	}
 	if err != nil {
 		return nil, redactErr(err, opened)
 	}
@@ -161,7 +179,7 @@ func (v *Validator) parseRow(s *Source, watches []Watch) (*config.Source, error)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Label(), err)
 	}
-	src, err := v.parse(s.Label(), doc)
+	src, err := v.parse(s.Label(), doc, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,11 @@ func decodeArgs(raw json.RawMessage, in any) *control.InvalidError {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Pointer < errs[j].Pointer })
 		return &control.InvalidError{Errors: errs}
 	}
-	if err := json.Unmarshal(raw, in); err != nil {
+	// Numbers in free-form values (a definition) stay as written: an
+	// all-digit id or a 64-bit seed is not rounded through float64.
+	dec = json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(in); err != nil {
 		return &control.InvalidError{Errors: []control.FieldError{{Detail: "the arguments do not decode: " + err.Error()}}}
 	}
 	return nil

@@ -197,6 +197,11 @@ func (r *Reloader) Start(ctx context.Context) error {
 	}
 	for _, d := range []string{r.conf.Dir, filepath.Join(r.conf.Dir, config.SourcesDir)} {
 		if err := w.Add(d); err != nil {
+			if d != r.conf.Dir && errors.Is(err, os.ErrNotExist) {
+				// No sources/ (yet): valid; its creation is an event in
+				// the directory, and rewatchSources watches it then.
+				continue
+			}
 			w.Close()
 			return fmt.Errorf("watch %s: %w", d, err)
 		}
