@@ -207,7 +207,7 @@ func (e *Evaluator) work(ctx context.Context, kick <-chan struct{}) {
 				}
 				wait := backoff.Next()
 				e.logger.Error("evaluate changes", "error", err, "retry_in", wait)
-				if !service.Sleep(ctx, wait) {
+				if !service.RetrySleep(ctx, wait) {
 					return
 				}
 				continue
