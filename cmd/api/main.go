@@ -47,7 +47,11 @@ func main() {
 var commands = []cli.Command{
 	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /mcp, /ingest/{source}, /openapi.json, /admin, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
 	{Name: "mcp", Summary: "serve the MCP tools to one local assistant over stdio: mcp --stdio [--token TOKEN; default env " + tokenEnv + "]", Run: mcpStdio},
-	{Name: "token", Summary: "manage API tokens: token create --owner NAME [--scope user|admin] [--name LABEL] [--ttl 720h], token list [--owner NAME], token revoke ID", Run: tokenCommand},
+	{Name: "token", Summary: "manage API tokens: token create --owner NAME [--scope user|admin] [--name LABEL] [--ttl 720h], token list [--owner NAME], token revoke ID", Commands: []cli.Command{
+		{Name: "create", Summary: "create --owner NAME [--scope user|admin] [--name LABEL] [--ttl 720h]: create a token; its secret is printed once", Run: tokenCreate},
+		{Name: "list", Summary: "list [--owner NAME]: the tokens, their state and last use", Run: tokenList},
+		{Name: "revoke", Summary: "revoke ID: revoke the token (see token list)", Run: tokenRevoke},
+	}},
 	{Name: "secret-key", Summary: "print a new key for LOOKOUT_SECRET_KEY (--id ID); put it first to rotate", Run: secretKey},
 	{Name: "openapi", Summary: "print the OpenAPI 3.1 document (docs/openapi.json)", Run: printOpenAPI},
 	cli.ReportCommand(),
@@ -167,11 +171,10 @@ const tokenEnv = "LOOKOUT_TOKEN"
 // logs go to stderr.
 func mcpStdio(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	stdio := fs.Bool("stdio", false, "serve over stdin/stdout (the only transport of this command; /mcp of `api run` is the HTTP one)")
 	token := fs.String("token", "", "the bearer `token` to act with (prefer env "+tokenEnv+": a flag is visible to other users in the process list)")
-	if err := fs.Parse(env.Args); err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
 	}
 	if !*stdio || fs.NArg() > 0 {
 		return &cli.UsageError{Msg: "want api mcp --stdio (streamable HTTP is served by api run at /mcp)"}
@@ -220,97 +223,97 @@ func operator() control.Principal {
 	return control.Principal{Owner: "operator:" + cmp.Or(name, "unknown"), Admin: true, Via: audit.ViaCLI}
 }
 
-func tokenCommand(ctx context.Context, env *cli.Env) error {
-	if len(env.Args) == 0 {
-		return &cli.UsageError{Msg: "want token create, token list or token revoke"}
+// tokenCreate is `api token create`.
+func tokenCreate(ctx context.Context, env *cli.Env) error {
+	fs := flag.NewFlagSet("token create", flag.ContinueOnError)
+	owner := fs.String("owner", "", "the `owner` the token acts for (required)")
+	scope := fs.String("scope", tokens.ScopeUser, "`scope`: user (the owner's objects) or admin (everything)")
+	name := fs.String("name", "", "a `label` to tell tokens apart")
+	ttl := fs.Duration("ttl", 0, "expire the token after this `duration` (e.g. 720h); 0 never")
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
 	}
-	sub, args := env.Args[0], env.Args[1:]
-	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	switch sub {
-	case "create":
-		owner := fs.String("owner", "", "the `owner` the token acts for (required)")
-		scope := fs.String("scope", tokens.ScopeUser, "`scope`: user (the owner's objects) or admin (everything)")
-		name := fs.String("name", "", "a `label` to tell tokens apart")
-		ttl := fs.Duration("ttl", 0, "expire the token after this `duration` (e.g. 720h); 0 never")
-		if err := fs.Parse(args); err != nil {
-			return &cli.UsageError{Msg: err.Error()}
-		}
-		if *owner == "" {
-			return &cli.UsageError{Msg: "token create needs --owner NAME"}
-		}
-		if *scope != tokens.ScopeUser && *scope != tokens.ScopeAdmin {
-			return &cli.UsageError{Msg: fmt.Sprintf("--scope must be user or admin, not %q", *scope)}
-		}
-		pool, err := cli.Open(ctx, false)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		tok, secret, err := control.IssueToken(ctx, pool, operator(), tokens.NewToken{Owner: *owner, Scope: *scope, Name: *name, TTL: *ttl})
-		if err != nil {
-			return err
-		}
-		expires := "never expires"
-		if tok.ExpiresAt != nil {
-			expires = "expires " + tok.ExpiresAt.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(env.Stderr, "token %d for %s (scope %s, %s); it is shown once, store it now:\n", tok.ID, tok.Owner, tok.Scope, expires)
-		fmt.Fprintf(env.Stdout, "%s\n", secret)
-		return nil
-	case "list":
-		owner := fs.String("owner", "", "only the tokens of this `owner`")
-		if err := fs.Parse(args); err != nil {
-			return &cli.UsageError{Msg: err.Error()}
-		}
-		pool, err := cli.Open(ctx, false)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		list, err := tokens.List(ctx, pool, *owner)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tOWNER\tSCOPE\tNAME\tPREFIX\tCREATED\tLAST USED\tSTATE")
-		for _, t := range list {
-			state := "active"
-			switch {
-			case t.RevokedAt != nil:
-				state = "revoked " + ts(t.RevokedAt)
-			case t.ExpiresAt != nil && time.Now().After(*t.ExpiresAt):
-				state = "expired " + ts(t.ExpiresAt)
-			case t.ExpiresAt != nil:
-				state = "active until " + ts(t.ExpiresAt)
-			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Owner, t.Scope, t.Name, t.Prefix, ts(&t.CreatedAt), ts(t.LastUsedAt), state)
-		}
-		return tw.Flush()
-	case "revoke":
-		if err := fs.Parse(args); err != nil {
-			return &cli.UsageError{Msg: err.Error()}
-		}
-		if fs.NArg() != 1 {
-			return &cli.UsageError{Msg: "token revoke needs the token's ID (see token list)"}
-		}
-		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
-		if err != nil {
-			return &cli.UsageError{Msg: fmt.Sprintf("token revoke: %q is not a token id", fs.Arg(0))}
-		}
-		pool, err := cli.Open(ctx, false)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		tok, err := control.RevokeToken(ctx, pool, operator(), id)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "token %d of %s revoked at %s\n", tok.ID, tok.Owner, ts(tok.RevokedAt))
-		return nil
+	if *owner == "" {
+		return &cli.UsageError{Msg: "token create needs --owner NAME"}
 	}
-	return &cli.UsageError{Msg: fmt.Sprintf("unknown token command %q (want create, list or revoke)", sub)}
+	if *scope != tokens.ScopeUser && *scope != tokens.ScopeAdmin {
+		return &cli.UsageError{Msg: fmt.Sprintf("--scope must be user or admin, not %q", *scope)}
+	}
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	tok, secret, err := control.IssueToken(ctx, pool, operator(), tokens.NewToken{Owner: *owner, Scope: *scope, Name: *name, TTL: *ttl})
+	if err != nil {
+		return err
+	}
+	expires := "never expires"
+	if tok.ExpiresAt != nil {
+		expires = "expires " + tok.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	fmt.Fprintf(env.Stderr, "token %d for %s (scope %s, %s); it is shown once, store it now:\n", tok.ID, tok.Owner, tok.Scope, expires)
+	fmt.Fprintf(env.Stdout, "%s\n", secret)
+	return nil
+}
+
+// tokenList is `api token list`.
+func tokenList(ctx context.Context, env *cli.Env) error {
+	fs := flag.NewFlagSet("token list", flag.ContinueOnError)
+	owner := fs.String("owner", "", "only the tokens of this `owner`")
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
+	}
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	list, err := tokens.List(ctx, pool, *owner)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tOWNER\tSCOPE\tNAME\tPREFIX\tCREATED\tLAST USED\tSTATE")
+	for _, t := range list {
+		state := "active"
+		switch {
+		case t.RevokedAt != nil:
+			state = "revoked " + ts(t.RevokedAt)
+		case t.ExpiresAt != nil && time.Now().After(*t.ExpiresAt):
+			state = "expired " + ts(t.ExpiresAt)
+		case t.ExpiresAt != nil:
+			state = "active until " + ts(t.ExpiresAt)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s…\t%s\t%s\t%s\n", t.ID, t.Owner, t.Scope, t.Name, t.Prefix, ts(&t.CreatedAt), ts(t.LastUsedAt), state)
+	}
+	return tw.Flush()
+}
+
+// tokenRevoke is `api token revoke ID`.
+func tokenRevoke(ctx context.Context, env *cli.Env) error {
+	fs := flag.NewFlagSet("token revoke", flag.ContinueOnError)
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return &cli.UsageError{Msg: "token revoke needs the token's ID (see token list)"}
+	}
+	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+	if err != nil {
+		return &cli.UsageError{Msg: fmt.Sprintf("token revoke: %q is not a token id", fs.Arg(0))}
+	}
+	pool, err := cli.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	tok, err := control.RevokeToken(ctx, pool, operator(), id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "token %d of %s revoked at %s\n", tok.ID, tok.Owner, ts(tok.RevokedAt))
+	return nil
 }
 
 func ts(t *time.Time) string {
@@ -322,10 +325,9 @@ func ts(t *time.Time) string {
 
 func secretKey(_ context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("secret-key", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	id := fs.String("id", "k"+time.Now().UTC().Format("20060102"), "the key's `id` (letters, digits, - and _)")
-	if err := fs.Parse(env.Args); err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
 	}
 	k, err := secrets.NewKey(*id)
 	if err != nil {
@@ -339,6 +341,9 @@ func secretKey(_ context.Context, env *cli.Env) error {
 }
 
 func printOpenAPI(_ context.Context, env *cli.Env) error {
+	if err := env.NoArgs("openapi"); err != nil {
+		return err
+	}
 	doc, err := api.Document()
 	if err != nil {
 		return errors.Join(errors.New("build the OpenAPI document"), err)

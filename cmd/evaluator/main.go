@@ -30,19 +30,22 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main("evaluator", "evaluate changes and deliver notifications", watchSide([]cli.Command{
-		{Name: "run", Summary: "run the evaluator, delivery and alert daemon until SIGINT/SIGTERM [--listen ADDR: /metrics, /healthz, /readyz; default " + cli.EvaluatorListenDefault + "]", Run: runDaemon},
-		{Name: "once", Summary: "evaluate pending changes, check for alerts and deliver due notifications, then exit", Run: runOnce},
-		{Name: "explain", Summary: "print the decision trail of a change (--change ID) or of a record's changes (SOURCE RECORD_ID), with the watches of the definitions (files and API)", Run: runExplain},
-		{Name: "replay", Summary: "re-evaluate stored changes against the current watches of the definitions (files and API) and print how decisions would differ; delivers nothing", Run: runReplay},
-		{Name: "retry-dead", Summary: "send dead notifications back to pending (--sink S --watch W --source S --id N)", Run: retryDead},
-		{Name: "deliveries", Summary: "list notifications and their delivery state (--status S --sink S --watch W --limit N)", Run: deliveries},
-		{Name: "prune", Summary: "delete history older than the retention windows now (--dry-run: count only)", Run: prune},
-		cli.ReportCommand(),
-		cli.MigrateCommand(),
-		cli.ApplyCommand(check),
-		cli.CheckCommand(check),
-	})))
+	os.Exit(cli.Main("evaluator", "evaluate changes and deliver notifications", watchSide(commands)))
+}
+
+// commands are the evaluator's commands (the help test walks them all).
+var commands = []cli.Command{
+	{Name: "run", Summary: "run the evaluator, delivery and alert daemon until SIGINT/SIGTERM [--listen ADDR: /metrics, /healthz, /readyz; default " + cli.EvaluatorListenDefault + "]", Run: runDaemon},
+	{Name: "once", Summary: "evaluate pending changes, check for alerts and deliver due notifications, then exit", Run: runOnce},
+	{Name: "explain", Usage: "--change ID | [--limit N] SOURCE RECORD_ID", Summary: "print the decision trail of a change (--change ID) or of a record's changes (SOURCE RECORD_ID), with the watches of the definitions (files and API)", Run: runExplain},
+	{Name: "replay", Summary: "re-evaluate stored changes against the current watches of the definitions (files and API) and print how decisions would differ; delivers nothing", Run: runReplay},
+	{Name: "retry-dead", Summary: "send dead notifications back to pending (--sink S --watch W --source S --id N)", Run: retryDead},
+	{Name: "deliveries", Summary: "list notifications and their delivery state (--status S --sink S --watch W --limit N)", Run: deliveries},
+	{Name: "prune", Summary: "delete history older than the retention windows now (--dry-run: count only)", Run: prune},
+	cli.ReportCommand(),
+	cli.MigrateCommand(),
+	cli.ApplyCommand(check),
+	cli.CheckCommand(check),
 }
 
 // watchSide makes every command read the configuration as the evaluator
@@ -182,6 +185,9 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 // held, or a delivery attempt failed; 2 when it could not run
 // (configuration, database).
 func runOnce(ctx context.Context, env *cli.Env) error {
+	if err := env.NoArgs("once"); err != nil {
+		return err
+	}
 	m := metrics.New()
 	p, err := setup(ctx, env, m)
 	if err != nil {
@@ -219,15 +225,10 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 
 func runExplain(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	changeID := fs.Int64("change", 0, "explain the change with this `id`")
 	limit := fs.Int("limit", 10, "with SOURCE RECORD_ID: show the newest `n` changes of the record")
-	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "Usage: evaluator explain --change ID\n       evaluator explain [--limit N] SOURCE RECORD_ID\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(env.Args); err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
 	}
 	q := evaluator.ExplainQuery{ChangeID: *changeID, Limit: *limit}
 	switch {
@@ -267,7 +268,6 @@ func runExplain(ctx context.Context, env *cli.Env) error {
 
 func runReplay(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	since := fs.String("since", "24h", "replay changes created since this `time` (RFC 3339, or a duration back from now such as 24h)")
 	until := fs.String("until", "", "and before this `time` (RFC 3339 or a duration back from now); default now")
 	source := fs.String("source", "", "only changes of this `source`")
@@ -276,8 +276,8 @@ func runReplay(ctx context.Context, env *cli.Env) error {
 	maxCalls := fs.Int("max-calls", 100, "call the model at most `n` times (0: no limit)")
 	all := fs.Bool("all", false, "print every decision, not only those that would change")
 	files := fs.Bool("files", false, "replay the watches of the configuration files as they are now (an edit the daemons have not applied yet), not the definitions of the database")
-	if err := fs.Parse(env.Args); err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}

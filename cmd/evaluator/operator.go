@@ -24,11 +24,10 @@ func filterFlags(fs *flag.FlagSet, f *outbox.Filter) {
 // retryDead sends dead notifications back to pending.
 func retryDead(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("retry-dead", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	var f outbox.Filter
 	filterFlags(fs, &f)
-	if err := fs.Parse(env.Args); err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
@@ -49,13 +48,12 @@ func retryDead(ctx context.Context, env *cli.Env) error {
 // deliveries lists notifications with their delivery state.
 func deliveries(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("deliveries", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	var f outbox.Filter
 	filterFlags(fs, &f)
 	fs.StringVar(&f.Status, "status", "", "only notifications in this `status` (pending, held, delivered, digested, dead)")
 	fs.IntVar(&f.Limit, "limit", 50, "show at most `n` notifications, newest first")
-	if err := fs.Parse(env.Args); err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
 	}
 	pool, err := cli.Open(ctx, false)
 	if err != nil {

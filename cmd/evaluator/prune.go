@@ -17,10 +17,9 @@ import (
 // delete.
 func prune(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	dry := fs.Bool("dry-run", false, "count the rows a prune would delete; delete nothing")
-	if err := fs.Parse(env.Args); err != nil {
-		return &cli.UsageError{Msg: err.Error()}
+	if err := env.Parse(fs, env.Args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}

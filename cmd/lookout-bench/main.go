@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -17,6 +18,9 @@ import (
 )
 
 func main() {
+	// -h and --help print the flags to stdout and exit 0, touching nothing.
+	flag.CommandLine.Init("lookout-bench", flag.ContinueOnError)
+	flag.CommandLine.Usage = func() {}
 	records := flag.Int("records", 100_000, "records to mirror")
 	page := flag.Int("page-size", 1000, "records per API page")
 	keep := flag.Bool("keep", false, "keep the benchmark schemas for inspection")
@@ -48,7 +52,20 @@ func main() {
 	manySources := flag.Int("many-sources", 1000, "sources those watches are spread over")
 	only := flag.String("only", "", "comma-separated measurements to run, e.g. 10 or 1,2,10 (default all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
-	flag.Parse()
+	if err := flag.CommandLine.Parse(os.Args[1:]); err != nil {
+		out, code := os.Stderr, 2
+		if errors.Is(err, flag.ErrHelp) {
+			out, code = os.Stdout, 0
+		}
+		flag.CommandLine.SetOutput(out)
+		fmt.Fprintf(out, "Usage: lookout-bench [flags]\n\nMeasures lookout against baselines (docs/benchmarks.md); needs DATABASE_URL.\n\nFlags:\n")
+		flag.PrintDefaults()
+		os.Exit(code)
+	}
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "lookout-bench: unexpected argument %q\n", flag.Arg(0))
+		os.Exit(2)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {

@@ -38,14 +38,14 @@ func checkCommand() cli.Command {
 	c.Summary = "check [--offline]: validate the configuration directory and, unless --offline, the upstream schemas it names (Notion databases); exit non-zero on any problem"
 	c.Run = func(ctx context.Context, env *cli.Env) error {
 		fs := flag.NewFlagSet("check", flag.ContinueOnError)
-		fs.SetOutput(env.Stderr)
 		offline := fs.Bool("offline", false, "send no request: do not read the upstream schemas (Notion databases)")
-		if err := fs.Parse(env.Args); err != nil {
-			return &cli.UsageError{Msg: err.Error()}
+		if err := env.Parse(fs, env.Args); err != nil {
+			return err
 		}
 		if fs.NArg() > 0 {
 			return &cli.UsageError{Msg: fmt.Sprintf("check takes no arguments, got %q", fs.Args())}
 		}
+		env.Args = nil // parsed
 		return cli.CheckCommand(func(cfg *config.Config) error {
 			if err := check(cfg); err != nil {
 				return err

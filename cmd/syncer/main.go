@@ -27,19 +27,22 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main("syncer", "mirror sources into PostgreSQL", []cli.Command{
-		{Name: "run", Summary: "run the syncer daemon until SIGINT/SIGTERM [--listen ADDR: /metrics, /healthz, /readyz; default " + cli.SyncerListenDefault + "]", Run: runDaemon},
-		{Name: "once", Summary: "run every due source once, then exit (cron, CronJob, tests)", Run: runOnce},
-		{Name: "status", Summary: "show every source: status, next run, interval, failures, lease, last error", Run: status},
-		{Name: "pause", Summary: "pause SOURCE [--reason TEXT]: stop scheduling it until resume", Run: pause},
-		{Name: "resume", Summary: "resume SOURCE: make a paused, disabled or completed source active and due now", Run: resume},
-		{Name: "run-now", Summary: "run-now SOURCE: run an active source at the next poll, whatever its schedule", Run: runNow},
-		{Name: "tasks", Summary: "tasks [SOURCE [RECORD_ID]] [--limit N]: the task runs, newest first: status, attempts, who claimed, how long, why it failed", Run: taskRuns},
-		cli.ReportCommand(),
-		cli.MigrateCommand(),
-		cli.ApplyCommand(check),
-		checkCommand(),
-	}))
+	os.Exit(cli.Main("syncer", "mirror sources into PostgreSQL", commands))
+}
+
+// commands are the syncer's commands (the help test walks them all).
+var commands = []cli.Command{
+	{Name: "run", Summary: "run the syncer daemon until SIGINT/SIGTERM [--listen ADDR: /metrics, /healthz, /readyz; default " + cli.SyncerListenDefault + "]", Run: runDaemon},
+	{Name: "once", Summary: "run every due source once, then exit (cron, CronJob, tests)", Run: runOnce},
+	{Name: "status", Summary: "show every source: status, next run, interval, failures, lease, last error", Run: status},
+	{Name: "pause", Summary: "pause SOURCE [--reason TEXT]: stop scheduling it until resume", Run: pause},
+	{Name: "resume", Summary: "resume SOURCE: make a paused, disabled or completed source active and due now", Run: resume},
+	{Name: "run-now", Summary: "run-now SOURCE: run an active source at the next poll, whatever its schedule", Run: runNow},
+	{Name: "tasks", Summary: "tasks [SOURCE [RECORD_ID]] [--limit N]: the task runs, newest first: status, attempts, who claimed, how long, why it failed", Run: taskRuns},
+	cli.ReportCommand(),
+	cli.MigrateCommand(),
+	cli.ApplyCommand(check),
+	checkCommand(),
 }
 
 // daemon is a configured syncer and what it runs with.
@@ -129,6 +132,9 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 // runOnce runs what is due and exits 1 when a run failed, 2 when it could
 // not run (configuration, database).
 func runOnce(ctx context.Context, env *cli.Env) error {
+	if err := env.NoArgs("once"); err != nil {
+		return err
+	}
 	m := metrics.New()
 	d, err := setup(ctx, env, m)
 	if err != nil {
@@ -162,14 +168,13 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 // sourceArg parses "SOURCE [flags]" or "[flags] SOURCE" for an operator
 // command, with the flags fs defines.
 func sourceArg(env *cli.Env, fs *flag.FlagSet) (string, error) {
-	fs.SetOutput(env.Stderr)
-	if err := fs.Parse(env.Args); err != nil {
-		return "", &cli.UsageError{Msg: err.Error()}
+	if err := env.Parse(fs, env.Args); err != nil {
+		return "", err
 	}
 	args := fs.Args()
 	if len(args) > 0 {
-		if err := fs.Parse(args[1:]); err != nil {
-			return "", &cli.UsageError{Msg: err.Error()}
+		if err := env.Parse(fs, args[1:]); err != nil {
+			return "", err
 		}
 		args = append(args[:1], fs.Args()...)
 	}
@@ -180,8 +185,8 @@ func sourceArg(env *cli.Env, fs *flag.FlagSet) (string, error) {
 }
 
 func status(ctx context.Context, env *cli.Env) error {
-	if len(env.Args) > 0 {
-		return &cli.UsageError{Msg: "status takes no arguments"}
+	if err := env.NoArgs("status"); err != nil {
+		return err
 	}
 	pool, err := cli.Open(ctx, false)
 	if err != nil {
@@ -256,13 +261,12 @@ func runNow(ctx context.Context, env *cli.Env) error {
 // taskRuns lists task runs: syncer tasks [SOURCE [RECORD_ID]].
 func taskRuns(ctx context.Context, env *cli.Env) error {
 	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	limit := fs.Int("limit", 20, "the most runs listed")
 	var args []string
 	rest := env.Args
 	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			return &cli.UsageError{Msg: err.Error()}
+		if err := env.Parse(fs, rest); err != nil {
+			return err
 		}
 		if rest = fs.Args(); len(rest) > 0 {
 			args, rest = append(args, rest[0]), rest[1:]

@@ -42,13 +42,123 @@ type Env struct {
 	// reloader read the directory with it (config.LoadFor). Defaults to
 	// config.UsesAll; the evaluator sets config.UsesWatches.
 	Uses config.Uses
+
+	// help is set when the command line asks for the command's help
+	// (-h or --help among its arguments): Parse prints it and the
+	// command does nothing.
+	help bool
+	// path and cmd are the command run, for the help ("token create";
+	// a subcommand's cmd is its own).
+	path   string
+	cmd    *Command
 }
 
-// Command is one subcommand.
+// Command is one subcommand, or a group of them (Commands).
 type Command struct {
 	Name    string
 	Summary string
-	Run     func(ctx context.Context, env *Env) error
+	// Usage is the synopsis of the command's flags and arguments in its
+	// help; "[flags] [args]" when empty.
+	Usage string
+	// Run does the command's work. The first thing it does is parse its
+	// arguments with Env.Parse (even a command without flags), and it
+	// returns Parse's error: that is how `--help` prints the command's
+	// help and does nothing else (docs/development.md, "--help never acts").
+	Run func(ctx context.Context, env *Env) error
+	// Commands, when set, are the command's subcommands (`api token
+	// create`); the first argument chooses one, and Run is not used.
+	Commands []Command
+}
+
+// ErrHelp is what Env.Parse returns when it printed the command's help
+// instead of parsing: the command returns it at once, and Main exits 0.
+var ErrHelp = errors.New("help printed")
+
+// helpKey marks the context of a command run for its help: Open refuses
+// it, so that a command that would act before parsing its arguments
+// cannot touch the database.
+type helpKey struct{}
+
+// isHelpArg reports whether a is a request for help (the flag package's
+// spellings).
+func isHelpArg(a string) bool {
+	switch a {
+	case "-h", "--h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
+// wantsHelp reports whether args ask for help before a "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if isHelpArg(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Parse parses args with the command's flag set fs; a bad flag or
+// argument is a UsageError. When the command line asked for help, it
+// parses nothing: it prints the command's help (its summary and fs's
+// flags) to Stdout and returns ErrHelp, which the command returns at once.
+func (e *Env) Parse(fs *flag.FlagSet, args []string) error {
+	if e.help {
+		e.printHelp(fs)
+		return ErrHelp
+	}
+	fs.SetOutput(e.Stderr)
+	if err := fs.Parse(args); err != nil {
+		return &UsageError{Msg: err.Error()}
+	}
+	return nil
+}
+
+// NoArgs parses args, which must hold no flag and no argument (a command
+// that takes none still answers --help).
+func (e *Env) NoArgs(name string) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if err := e.Parse(fs, e.Args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return &UsageError{Msg: fmt.Sprintf("%s takes no arguments, got %q", name, fs.Args())}
+	}
+	return nil
+}
+
+// printHelp writes the help of the command being run, with fs's flags.
+func (e *Env) printHelp(fs *flag.FlagSet) {
+	w := e.Stdout
+	synopsis := "[flags] [args]"
+	if e.cmd != nil && e.cmd.Usage != "" {
+		synopsis = e.cmd.Usage
+	}
+	fmt.Fprintf(w, "Usage: %s [global flags] %s %s\n\n", e.Name, e.path, synopsis)
+	if e.cmd != nil && e.cmd.Summary != "" {
+		fmt.Fprintf(w, "%s\n", e.cmd.Summary)
+	}
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintf(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	fmt.Fprintf(w, "\nGlobal flags (before the command): --config DIR, --log-format text|json; see %s --help.\n", e.Name)
+}
+
+// printCommands writes the list of commands.
+func printCommands(w io.Writer, commands []Command) {
+	sorted := append([]Command(nil), commands...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for _, c := range sorted {
+		fmt.Fprintf(w, "  %-12s %s\n", c.Name, c.Summary)
+	}
 }
 
 // UsageError is a wrong invocation; Main prints usage and exits 2.
@@ -94,56 +204,100 @@ func run(ctx context.Context, name, about string, commands []Command, args []str
 	env := &Env{Name: name, Stdout: stdout, Stderr: stderr}
 	fs.StringVar(&env.ConfigDir, "config", cmp.Or(os.Getenv("LOOKOUT_CONFIG"), "config"), "configuration `directory` (lookout.yaml, sources/*.yaml); env LOOKOUT_CONFIG")
 	fs.StringVar(&env.LogFormat, "log-format", os.Getenv("LOOKOUT_LOG_FORMAT"), "log format, text or json (overrides lookout.yaml); env LOOKOUT_LOG_FORMAT")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "%s — %s\n\nUsage: %s [flags] <command> [args]\n\nCommands:\n", name, about, name)
-		sorted := append([]Command(nil), commands...)
-		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-		for _, c := range sorted {
-			fmt.Fprintf(stderr, "  %-12s %s\n", c.Name, c.Summary)
-		}
-		fmt.Fprintf(stderr, "\nFlags:\n")
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: %s [flags] <command> [args]\n\n%s — %s\n\nCommands:\n", name, name, about)
+		printCommands(w, commands)
+		fmt.Fprintf(w, "\nFlags:\n")
+		fs.SetOutput(w)
 		fs.PrintDefaults()
-		fmt.Fprintf(stderr, "\nThe database is DATABASE_URL.\n")
+		fs.SetOutput(stderr)
+		fmt.Fprintf(w, "\n%s <command> --help prints a command's help. The database is DATABASE_URL.\n", name)
 	}
+	fs.Usage = func() {} // printed below, to stdout for --help
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
 			return 0
 		}
+		usage(stderr)
 		return 2
 	}
 	if fs.NArg() == 0 {
-		fs.Usage()
+		usage(stderr)
 		return 2
 	}
-	var cmd *Command
-	for i := range commands {
-		if commands[i].Name == fs.Arg(0) {
-			cmd = &commands[i]
+	// Find the command, and a group's subcommand.
+	cmd, list, rest := (*Command)(nil), commands, fs.Args()
+	var path []string
+	for {
+		cmd = nil
+		for i := range list {
+			if list[i].Name == rest[0] {
+				cmd = &list[i]
+			}
 		}
+		if cmd == nil {
+			if len(path) == 0 {
+				fmt.Fprintf(stderr, "%s: unknown command %q\n\n", name, rest[0])
+				usage(stderr)
+			} else {
+				fmt.Fprintf(stderr, "%s %s: unknown command %q (want %s)\n", name, strings.Join(path, " "), rest[0], names(list))
+			}
+			return 2
+		}
+		path, rest = append(path, cmd.Name), rest[1:]
+		if len(cmd.Commands) == 0 {
+			break
+		}
+		if len(rest) == 0 || isHelpArg(rest[0]) {
+			w, code := stderr, 2
+			if len(rest) > 0 {
+				w, code = stdout, 0
+			}
+			fmt.Fprintf(w, "Usage: %s [global flags] %s <command> [flags] [args]\n\n%s\n\nCommands:\n", name, strings.Join(path, " "), cmd.Summary)
+			printCommands(w, cmd.Commands)
+			return code
+		}
+		list = cmd.Commands
 	}
-	if cmd == nil {
-		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", name, fs.Arg(0))
-		fs.Usage()
-		return 2
+	env.Args, env.path, env.cmd = rest, strings.Join(path, " "), cmd
+	label := name + " " + env.path
+	if wantsHelp(rest) {
+		// The command runs only as far as its Parse, which prints the help.
+		env.help = true
+		ctx = context.WithValue(ctx, helpKey{}, true)
+		if err := cmd.Run(ctx, env); !errors.Is(err, ErrHelp) {
+			fmt.Fprintf(stderr, "%s: --help did not print the help (the command does not parse its arguments with Env.Parse first): %v\n", label, err)
+			return 1
+		}
+		return 0
 	}
-	env.Args = fs.Args()[1:]
-	env.Command = cmd.Name
+	env.Command = env.path
 	if err := cmd.Run(ctx, env); err != nil {
 		var ue *UsageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "%s %s: %s\n", name, cmd.Name, ue.Msg)
+			fmt.Fprintf(stderr, "%s: %s\n", label, ue.Msg)
 			return 2
 		}
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return 0
 		}
-		fmt.Fprintf(stderr, "%s %s: %s\n", name, cmd.Name, indent(err.Error()))
+		fmt.Fprintf(stderr, "%s: %s\n", label, indent(err.Error()))
 		if ee := (*ExitError)(nil); errors.As(err, &ee) {
 			return ee.Code
 		}
 		return 1
 	}
 	return 0
+}
+
+func names(list []Command) string {
+	var out []string
+	for _, c := range list {
+		out = append(out, c.Name)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
 }
 
 func indent(s string) string {
@@ -155,6 +309,9 @@ func indent(s string) string {
 
 // Load reads the configuration directory as the binary uses it (Uses).
 func (e *Env) Load() (*config.Config, error) {
+	if e.help {
+		return nil, errors.New("--help loads no configuration")
+	}
 	cfg, err := config.LoadFor(e.ConfigDir, e.Uses)
 	if err != nil {
 		return nil, fmt.Errorf("configuration %s: %w", e.ConfigDir, err)
@@ -188,6 +345,9 @@ func Open(ctx context.Context, migrate bool) (*pgxpool.Pool, error) {
 // OpenSized is Open with a pool of at least minConns connections (unless
 // DATABASE_URL sets pool_max_conns).
 func OpenSized(ctx context.Context, migrate bool, minConns int32) (*pgxpool.Pool, error) {
+	if ctx.Value(helpKey{}) != nil {
+		return nil, errors.New("--help opens no database")
+	}
 	url, err := db.URLFromEnv()
 	if err != nil {
 		return nil, err
@@ -213,11 +373,13 @@ func MigrateCommand() Command {
 		Summary: "apply database migrations (--status to show, --force N after a manual fix)",
 		Run: func(ctx context.Context, env *Env) error {
 			fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-			fs.SetOutput(env.Stderr)
 			status := fs.Bool("status", false, "print the applied and latest versions, apply nothing")
 			force := fs.String("force", "", "record `version` as applied without running anything (after fixing a dirty database)")
-			if err := fs.Parse(env.Args); err != nil {
-				return &UsageError{Msg: err.Error()}
+			if err := env.Parse(fs, env.Args); err != nil {
+				return err
+			}
+			if fs.NArg() > 0 {
+				return &UsageError{Msg: fmt.Sprintf("migrate takes no arguments, got %q", fs.Args())}
 			}
 			pool, err := Open(ctx, false)
 			if err != nil {
@@ -260,6 +422,9 @@ func CheckCommand(build func(*config.Config) error) Command {
 		Name:    "check",
 		Summary: "validate the configuration directory and exit (non-zero on any problem)",
 		Run: func(ctx context.Context, env *Env) error {
+			if err := env.NoArgs("check"); err != nil {
+				return err
+			}
 			cfg, err := env.Load()
 			if err != nil {
 				return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +94,64 @@ func TestLoggerRedactsSecrets(t *testing.T) {
 		if out := buf.String(); strings.Contains(out, "cli-token-31415") || strings.Count(out, "[REDACTED]") != 2 {
 			t.Errorf("%s log: %s", format, out)
 		}
+	}
+}
+
+// --help anywhere in a command's arguments prints its help to stdout and
+// runs nothing past its Parse; a group lists its subcommands; a command
+// that would act before parsing is stopped at cli.Open and exits 1.
+func TestHelpActsNever(t *testing.T) {
+	acted := false
+	var opened error
+	cmds := []Command{
+		{Name: "work", Summary: "do the work", Run: func(ctx context.Context, env *Env) error {
+			fs := flag.NewFlagSet("work", flag.ContinueOnError)
+			fs.Bool("hard", false, "work `hard`")
+			if err := env.Parse(fs, env.Args); err != nil {
+				return err
+			}
+			acted = true
+			return nil
+		}},
+		{Name: "rude", Summary: "acts first", Run: func(ctx context.Context, env *Env) error {
+			_, opened = Open(ctx, false)
+			return opened
+		}},
+		{Name: "group", Summary: "a group", Commands: []Command{{Name: "sub", Summary: "the sub", Run: func(ctx context.Context, env *Env) error {
+			if err := env.NoArgs("sub"); err != nil {
+				return err
+			}
+			acted = true
+			return nil
+		}}}},
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"--help"}, 0, "Usage: x [flags] <command> [args]\n\nx — test\n\nCommands:\n  group "},
+		{[]string{"work", "-h"}, 0, "Usage: x [global flags] work [flags] [args]\n\ndo the work\n\nFlags:\n  -hard hard\n"},
+		{[]string{"work", "arg", "--hard", "--help"}, 0, "Usage: x [global flags] work"},
+		{[]string{"group", "--help"}, 0, "Usage: x [global flags] group <command> [flags] [args]\n\na group\n\nCommands:\n  sub          the sub\n"},
+		{[]string{"group", "sub", "-help"}, 0, "Usage: x [global flags] group sub [flags] [args]\n\nthe sub\n"},
+		{[]string{"rude", "--help"}, 1, ""},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), "x", "test", cmds, tt.args, &out, &errb)
+		if code != tt.code || !strings.HasPrefix(out.String(), tt.out) || acted {
+			t.Errorf("%q: exit %d, acted %t, stdout:\n%s\nstderr:\n%s", tt.args, code, acted, out.String(), errb.String())
+		}
+	}
+	if opened == nil || !strings.Contains(opened.Error(), "--help opens no database") {
+		t.Errorf("Open during --help: %v", opened)
+	}
+	// Without --help the commands run.
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), "x", "test", cmds, []string{"group", "sub"}, &out, &errb); code != 0 || !acted {
+		t.Errorf("group sub: exit %d, acted %t: %s", code, acted, errb.String())
+	}
+	if code := run(context.Background(), "x", "test", cmds, []string{"group", "nope"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `x group: unknown command "nope" (want sub)`) {
+		t.Errorf("group nope: exit %d: %s", code, errb.String())
 	}
 }

@@ -61,13 +61,12 @@ func ApplyCommand(check func(*config.Config) error) Command {
 		Summary: "apply the configuration directory to the definitions now (--force: even when it differs from the applied generation)",
 		Run: func(ctx context.Context, env *Env) error {
 			fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-			fs.SetOutput(env.Stderr)
 			force := fs.Bool("force", false, "apply the directory even when it differs from the applied generation (another or an older directory): its definitions replace the files' ones; sources users still watch are orphaned, never deleted")
-			if err := fs.Parse(env.Args); err != nil {
-				return &UsageError{Msg: err.Error()}
+			if err := env.Parse(fs, env.Args); err != nil {
+				return err
 			}
 			if fs.NArg() > 0 {
-				return &UsageError{Msg: "apply takes no arguments"}
+				return &UsageError{Msg: fmt.Sprintf("apply takes no arguments, got %q", fs.Args())}
 			}
 			cfg, err := env.Load()
 			if err != nil {

@@ -15,28 +15,24 @@ import (
 func ReportCommand() Command {
 	return Command{
 		Name:    "report",
+		Usage:   "[NAME] [--source S] [--limit N] [--wide] [-x]",
 		Summary: "print a report_* view as a table (report stuck --source S); without a name, list them",
 		Run: func(ctx context.Context, env *Env) error {
 			fs := flag.NewFlagSet("report", flag.ContinueOnError)
-			fs.SetOutput(env.Stderr)
 			var opts reports.Options
 			var format reports.Format
 			fs.StringVar(&opts.Source, "source", "", "only the rows of this `source`")
 			fs.IntVar(&opts.Limit, "limit", 100, "print at most `n` rows (0: all)")
 			fs.BoolVar(&format.Wide, "wide", false, "print long text whole")
 			fs.BoolVar(&format.Expanded, "x", false, "expanded output: one line per column, a block per row")
-			fs.Usage = func() {
-				fmt.Fprintf(env.Stderr, "Usage: report [NAME] [--source S] [--limit N] [--wide] [-x]\n\n")
-				fs.PrintDefaults()
-			}
 			// Flags may come before or after the name.
-			if err := fs.Parse(env.Args); err != nil {
-				return &UsageError{Msg: err.Error()}
+			if err := env.Parse(fs, env.Args); err != nil {
+				return err
 			}
 			args := fs.Args()
 			if len(args) > 0 {
-				if err := fs.Parse(args[1:]); err != nil {
-					return &UsageError{Msg: err.Error()}
+				if err := env.Parse(fs, args[1:]); err != nil {
+					return err
 				}
 				args = append(args[:1], fs.Args()...)
 			}

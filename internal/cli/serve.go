@@ -36,13 +36,12 @@ const (
 // the server.
 func RunFlags(env *Env, def string) (listen string, err error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	if v, ok := os.LookupEnv(ListenEnv); ok {
 		def = v
 	}
 	fs.StringVar(&listen, "listen", def, "`address` (host:port) of /metrics, /healthz and /readyz; empty or off disables; env "+ListenEnv)
-	if err := fs.Parse(env.Args); err != nil {
-		return "", &UsageError{Msg: err.Error()}
+	if err := env.Parse(fs, env.Args); err != nil {
+		return "", err
 	}
 	if fs.NArg() > 0 {
 		return "", &UsageError{Msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}

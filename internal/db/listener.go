@@ -80,7 +80,7 @@ func (l *Listener) run(ctx context.Context) error {
 		}
 		wait := backoff.Next()
 		l.logger.Warn("listener disconnected; reconnecting", "channel", l.channel, "error", err, "retry_in", wait)
-		if !service.Sleep(ctx, wait) {
+		if !service.RetrySleep(ctx, wait) {
 			return nil
 		}
 	}

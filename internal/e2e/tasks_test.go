@@ -474,3 +474,92 @@ tasks:
 		t.Errorf("task run: status %s, executions %d, last error %q", r.status, r.executions, r.lastError)
 	}
 }
+
+// failingAgent answers the task titled "doomed" with a failure that no
+// retry can help ({"error": "x", "retry": false}, exit 2) and every other
+// task with {"done": true}.
+const failingAgent = `#!/bin/sh
+in=$(cat)
+case "$in" in
+*'"title":"doomed"'*)
+	echo '{"error": "x", "retry": false}'
+	exit 2 ;;
+esac
+echo '{"done": true}'
+`
+
+// A task whose executor reports a failed outcome ends failed, and the
+// syncer binary (logging through its redaction handler: the configuration
+// has a secret) keeps running: it takes the next task and completes it,
+// and it exits 0 on SIGTERM. The failed end's nil retry_at once panicked
+// in the log handler and ended `syncer run` with exit 2.
+func TestFailedTaskOutcomeKeepsTheSyncerRunning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fake := notiontest.New(t, taskProps()...)
+	agent := filepath.Join(t.TempDir(), "agent.sh")
+	if err := os.WriteFile(agent, []byte(failingAgent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.write("lookout.yaml", `sinks:
+  log: {type: log}
+defaults:
+  jitter: 0s
+  host_rate_limit: {per_second: 1000, burst: 1000}
+syncer:
+  lease: 3s
+  poll_interval: 100ms
+  tasks_interval: 1s
+  tasks_grace: 1s
+`)
+	e.write("sources/tasks.yaml", fmt.Sprintf(`name: tasks
+connector: notion
+every: 1s
+rate_limit: {per_second: 1000, burst: 1000}
+notion:
+  database: %s
+  token: ${LOOKOUT_TEST_FAILED_TASK_TOKEN}
+  base_url: %s
+  task: {}
+fields:
+  extra:
+    priority: item.properties.Priority
+tasks:
+  - name: execute
+    when: record.status == "Todo"
+    order: [extra.priority desc, created_at asc]
+    take: 1
+    lease: 8s
+    timeout: 7s
+    command: [%s]
+`, strings.ReplaceAll(fake.DatabaseID, "-", ""), fake.URL, agent))
+	doomed := fake.AddPage(map[string]any{"Name": notiontest.Title("doomed"), "Status": notiontest.Status("Todo"), "Priority": notiontest.Number(2)})
+
+	sb := clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/syncer")
+	d := clitest.StartBinaryEnv(t, sb, e.dir, e.url, "LOOKOUT_TEST_FAILED_TASK_TOKEN=secret_test")
+	tb := logsOnFailure{t: t, daemons: []*clitest.DaemonTest{d}}
+	runStatus := func(title string) string {
+		var s string
+		err := e.pool.QueryRow(context.Background(), `SELECT status FROM task_runs WHERE title = $1`, title).Scan(&s)
+		if err != nil && !strings.Contains(err.Error(), "no rows") {
+			t.Fatal(err)
+		}
+		return s
+	}
+	testsignal.Eventually(tb, "doomed failed, in the database and in the tool", func() bool {
+		return runStatus("doomed") == "failed" && fake.Value(doomed, "Status") == "Failed"
+	})
+	if le := fake.Value(doomed, "LastError"); !strings.Contains(fmt.Sprint(le), "x") {
+		t.Errorf("doomed: LastError %q in the tool, want the executor's error", le)
+	}
+	// The same process goes on: it takes the next task and completes it.
+	next := fake.AddPage(map[string]any{"Name": notiontest.Title("next"), "Status": notiontest.Status("Todo"), "Priority": notiontest.Number(1)})
+	testsignal.Eventually(tb, "next Complete in the tool", func() bool {
+		return runStatus("next") == "completed" && fake.Value(next, "Status") == "Complete"
+	})
+	logs := d.Logs()
+	if strings.Contains(logs, "panic") || strings.Contains(logs, `"retry_at":null`) || !strings.Contains(logs, `"msg":"task failed"`) {
+		t.Errorf("the syncer's logs (want one task failed line, no panic, no null retry_at):\n%s", logs)
+	}
+	// The test's end stops it with SIGTERM and fails on a non-zero exit.
+}

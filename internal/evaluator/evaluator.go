@@ -157,9 +157,13 @@ func (e *Evaluator) Done() <-chan struct{} { return e.loop.Done() }
 
 func (e *Evaluator) run(ctx context.Context) error {
 	e.logger.Info("evaluator started", "owner", e.conf.Owner, "catch_up_interval", e.conf.CatchUpInterval)
+	backoff := service.LoopBackoff()
 	stopRescue := service.Every(ctx, e.conf.CatchUpInterval, func(ctx context.Context) bool {
-		e.rescue(ctx)
-		return true
+		if e.rescue(ctx) {
+			backoff.Reset()
+			return true
+		}
+		return service.RetrySleep(ctx, backoff.Next())
 	})
 	defer stopRescue()
 	// Every worker waits for a wake-up on its own: a NOTIFY that arrives
@@ -210,7 +214,7 @@ func (e *Evaluator) work(ctx context.Context, kick <-chan struct{}) {
 				}
 				wait := backoff.Next()
 				e.logger.Error("evaluate changes", "error", err, "retry_in", wait)
-				if !service.Sleep(ctx, wait) {
+				if !service.RetrySleep(ctx, wait) {
 					return
 				}
 				continue
@@ -254,18 +258,20 @@ func (e *Evaluator) Drain(ctx context.Context) (int, error) {
 // rescue takes over the changes whose lease expired (their evaluator died,
 // froze or lost its connection), batch by batch, on its own goroutine: a
 // rescue does not wait for a free worker, so an expired lease is taken
-// over within the lease and one catch-up interval.
-func (e *Evaluator) rescue(ctx context.Context) {
+// over within the lease and one catch-up interval. It reports false when
+// a batch failed (the loop backs off).
+func (e *Evaluator) rescue(ctx context.Context) bool {
 	for {
 		claimed, _, err := e.batch(ctx, true)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.logger.Error("take over expired leases", "error", err)
+				return false
 			}
-			return
+			return true
 		}
 		if claimed == 0 {
-			return
+			return true
 		}
 	}
 }

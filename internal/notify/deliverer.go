@@ -301,7 +301,7 @@ claim:
 			}
 			wait := backoff.Next()
 			logger.Error("claim notifications", "error", cerr, "retry_in", wait)
-			if !service.Sleep(ctx, wait) {
+			if !service.RetrySleep(ctx, wait) {
 				break
 			}
 			continue

@@ -74,9 +74,16 @@ func (g *Digester) Stop() error { return g.loop.Stop() }
 func (g *Digester) run(ctx context.Context) error {
 	t := time.NewTicker(g.conf.PollInterval)
 	defer t.Stop()
+	backoff := service.LoopBackoff()
 	for {
 		if _, err := g.RunDue(ctx); err != nil && ctx.Err() == nil {
-			g.logger.Error("build digests", "error", err)
+			wait := backoff.Next()
+			g.logger.Error("build digests", "error", err, "retry_in", wait)
+			if !service.RetrySleep(ctx, wait) {
+				return nil
+			}
+		} else {
+			backoff.Reset()
 		}
 		select {
 		case <-ctx.Done():

@@ -60,6 +60,38 @@ func Jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// Loop retries: every daemon loop waits after a failed iteration (a
+// database outage, mostly) a delay of a Backoff from LoopRetryMin
+// doubling to LoopRetryMax, reset by the next success, so that an outage
+// costs a handful of attempts and log lines, not one per poll interval.
+const (
+	LoopRetryMin = 500 * time.Millisecond
+	LoopRetryMax = 30 * time.Second
+)
+
+// LoopBackoff is the backoff of a daemon loop's consecutive errors.
+func LoopBackoff() Backoff { return Backoff{Min: LoopRetryMin, Max: LoopRetryMax} }
+
+// retrySleepKey holds the sleep of WithRetrySleep.
+type retrySleepKey struct{}
+
+// WithRetrySleep returns a context whose loops' waits between an error and
+// its retry (RetrySleep) call sleep instead: tests record the delays a
+// loop asks for and return at once, counting attempts rather than time.
+func WithRetrySleep(ctx context.Context, sleep func(ctx context.Context, d time.Duration) bool) context.Context {
+	return context.WithValue(ctx, retrySleepKey{}, sleep)
+}
+
+// RetrySleep is a loop's wait d between an error and its retry (d from
+// the loop's Backoff.Next): Sleep, or the sleep of WithRetrySleep. It
+// reports whether d elapsed (false: ctx is done).
+func RetrySleep(ctx context.Context, d time.Duration) bool {
+	if sleep, ok := ctx.Value(retrySleepKey{}).(func(context.Context, time.Duration) bool); ok {
+		return sleep(ctx, d)
+	}
+	return Sleep(ctx, d)
+}
+
 // Sleep waits for d or until ctx is done; it reports whether d elapsed.
 // It is the one sleep of lookout's loops: every wait is cancellable.
 func Sleep(ctx context.Context, d time.Duration) bool {

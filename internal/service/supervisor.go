@@ -19,7 +19,10 @@ type Service interface {
 // Supervisor starts a set of services in order and stops them in reverse
 // order, all of them, when one fails: when one's Start fails, or when one
 // that reports its end (a Done() <-chan struct{}, as Loop has) ends before
-// Stop. River's queue maintainer is the model.
+// Stop while the context of Start is live; that end is logged at ERROR,
+// and Stop returns the service's error. A service ended by Stop or by the end of the
+// context (a shutdown) is no failure and logs nothing. River's queue
+// maintainer is the model.
 type Supervisor struct {
 	services []Service
 	logger   *slog.Logger
@@ -61,12 +64,22 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			s.watchers.Go(func() {
 				select {
 				case <-wctx.Done():
+					return
 				case <-d.Done():
-					s.logger.Error("service ended before stop; stopping the others", "service", fmt.Sprintf("%T", svc))
-					s.mu.Lock()
-					defer s.mu.Unlock()
-					_ = s.stopLocked()
 				}
+				s.mu.Lock()
+				stopping := s.stopped
+				s.mu.Unlock()
+				if stopping || ctx.Err() != nil {
+					// Stop, or the daemon's context ending (a shutdown),
+					// ended it: not a failure.
+					return
+				}
+				// Its error is Stop's, returned by the supervisor's Stop.
+				s.logger.Error("service ended before stop; stopping the others", "ended_service", fmt.Sprintf("%T", svc))
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				_ = s.stopLocked()
 			})
 		}
 	}

@@ -1,10 +1,13 @@
 package service
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -144,4 +147,109 @@ func TestSupervisorStopBeforeStart(t *testing.T) {
 	if got := log.get(); len(got) != 0 {
 		t.Errorf("events %v, want none", got)
 	}
+}
+
+// lockedBuffer is a log destination shared by goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// A clean stop logs no ERROR (each service's Done closing during Stop
+// once logged "service ended before stop" for each), and the line a
+// failure logs has no key twice under a daemon's logger (the binaries'
+// loggers carry "service").
+func TestSupervisorCleanStopLogsNoError(t *testing.T) {
+	t.Parallel()
+	for i := range 20 { // the watchers raced Stop: make a loss likely
+		var buf lockedBuffer
+		logger := slog.New(slog.NewJSONHandler(&buf, nil)).With("service", "syncer")
+		var log events
+		fakes := []*fake{newFake("a", &log), newFake("b", &log), newFake("c", &log)}
+		s := NewSupervisor(logger, fakes[0], fakes[1], fakes[2])
+		// As a daemon stops: its context cancelled (SIGTERM), which ends
+		// the loops, then Stop.
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			cancel()
+			for _, f := range fakes {
+				testsignal.Receive(t, f.Done(), "the loop to end with its context")
+			}
+		}
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if strings.Contains(buf.String(), `"level":"ERROR"`) {
+			t.Fatalf("a clean stop logged an error:\n%s", buf.String())
+		}
+	}
+	var buf lockedBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, nil)).With("service", "syncer")
+	var log events
+	b := newFake("b", &log)
+	s := NewSupervisor(logger, newFake("a", &log), b)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.fail <- errors.New("lost the database")
+	testsignal.Receive(t, s.Done(), "the supervisor to stop every service")
+	if err := s.Stop(); err == nil || !strings.Contains(err.Error(), "lost the database") {
+		t.Errorf("Stop = %v, want the failure", err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"level":"ERROR"`) || !strings.Contains(lines[0], `"ended_service":"*service.fake"`) {
+		t.Fatalf("want one ERROR line naming the service that ended, got:\n%s", buf.String())
+	}
+	if dup := duplicateKey(t, lines[0]); dup != "" {
+		t.Errorf("key %q twice in %s", dup, lines[0])
+	}
+}
+
+// duplicateKey returns a key that occurs twice in one object of the JSON
+// line, or "".
+func duplicateKey(t *testing.T, line string) string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(line))
+	var walk func() string
+	walk = func() string {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, _ := dec.Token()
+				if seen[k.(string)] {
+					return k.(string)
+				}
+				seen[k.(string)] = true
+				if d := walk(); d != "" {
+					return d
+				}
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				if d := walk(); d != "" {
+					return d
+				}
+			}
+			_, _ = dec.Token()
+		}
+		return ""
+	}
+	return walk()
 }

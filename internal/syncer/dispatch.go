@@ -59,12 +59,17 @@ func (s *Syncer) run(ctx context.Context) error {
 	// interval until a claim finds none. A replica that is merely behind
 	// (overloaded) runs its sources late rather than moving them again.
 	catchUp := true
+	// An iteration whose statements failed (the database is away) is
+	// followed by the loop backoff, not by the next poll.
+	backoff := service.LoopBackoff()
 	for {
 		now := s.conf.Now()
+		failed := false
 		if now.Sub(lastExpired) >= s.conf.PollInterval {
 			lastExpired = now
 			if err := s.completeExpired(ctx, now); err != nil && ctx.Err() == nil {
 				s.logger.Error("complete sources past stop.after", "error", err)
+				failed = true
 			}
 		}
 		free := cap(slots) - len(slots)
@@ -88,7 +93,7 @@ func (s *Syncer) run(ctx context.Context) error {
 			switch {
 			case err != nil && ctx.Err() == nil:
 				s.logger.Error("claim due sources", "error", err)
-				catchUp = true
+				catchUp, failed = true, true
 			case err == nil && spread == 0:
 				catchUp = false
 			}
@@ -124,6 +129,13 @@ func (s *Syncer) run(ctx context.Context) error {
 				}()
 			}
 		}
+		if failed {
+			if !service.RetrySleep(ctx, backoff.Next()) {
+				return nil
+			}
+			continue
+		}
+		backoff.Reset()
 		if full && len(slots) < cap(slots) {
 			continue // more may be due, and there is room for them
 		}

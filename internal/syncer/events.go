@@ -128,6 +128,7 @@ func (e *Events) Listening() bool { return e.listener != nil && e.listener.Conne
 func (e *Events) run(ctx context.Context) error {
 	t := time.NewTicker(e.conf.CatchUp)
 	defer t.Stop()
+	backoff := service.LoopBackoff()
 	for {
 		select {
 		case <-ctx.Done():
@@ -136,7 +137,13 @@ func (e *Events) run(ctx context.Context) error {
 		case <-t.C:
 		}
 		if _, err := e.Drain(ctx); err != nil && ctx.Err() == nil {
-			e.logger.Error("process webhook events", "error", err)
+			wait := backoff.Next()
+			e.logger.Error("process webhook events", "error", err, "retry_in", wait)
+			if !service.RetrySleep(ctx, wait) {
+				return nil
+			}
+		} else {
+			backoff.Reset()
 		}
 	}
 }

@@ -86,6 +86,10 @@ func TestBadExecutors(t *testing.T) {
 			if r.Status != tt.status || !strings.Contains(r.LastError, tt.lastError) {
 				t.Errorf("task run: status %s, last error %q; want %s with %q", r.Status, r.LastError, tt.status, tt.lastError)
 			}
+			// The end is logged once, with retry_at only when there is one.
+			if logs := w.logs.String(); strings.Count(logs, "retry_at=<nil>") > 0 || (r.RetryAt != nil) != strings.Contains(logs, "retry_at=") {
+				t.Errorf("status %s, retry_at %v; the log says:\n%s", r.Status, r.RetryAt, logs)
+			}
 			if tt.exitCode >= 0 && (r.ExitCode == nil || *r.ExitCode != tt.exitCode) {
 				t.Errorf("exit code %v, want %d", r.ExitCode, tt.exitCode)
 			}

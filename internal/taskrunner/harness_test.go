@@ -21,6 +21,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
 	"github.com/lookout-dev/lookout/internal/connectors/notion/notiontest"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/redact"
 	"github.com/lookout-dev/lookout/internal/syncer"
 	"github.com/lookout-dev/lookout/internal/taskrunner"
 	"github.com/lookout-dev/lookout/internal/tasks"
@@ -161,7 +162,9 @@ func (w *world) replica(name string, pool *pgxpool.Pool, tweak func(*taskrunner.
 	if err != nil {
 		w.t.Fatalf("load config: %v", err)
 	}
-	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", name)
+	// Through the redaction handler, as the daemon logs (cli.Env.Logger).
+	logger := slog.New(redact.NewHandler(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}),
+		redact.New("harness-secret"))).With("replica", name)
 	rep := &replica{name: name}
 	sc := syncer.FromConfig(cfg)
 	sc.Owner = name

@@ -16,8 +16,10 @@ import (
 const maintainBatch = 100
 
 // maintain finishes the runs agents reported on, recovers expired claims
-// and writes to the tool what is due. Errors are logged.
-func (r *Runner) maintain(ctx context.Context) {
+// and writes to the tool what is due. Errors are logged; it reports
+// whether every step succeeded (the loop backs off when one failed).
+func (r *Runner) maintain(ctx context.Context) (ok bool) {
+	ok = true
 	for _, step := range []struct {
 		what string
 		fn   func(context.Context) error
@@ -25,8 +27,10 @@ func (r *Runner) maintain(ctx context.Context) {
 		{"write due task states to the tool", r.writeDue}} {
 		if err := step.fn(ctx); err != nil && ctx.Err() == nil {
 			r.logger.Error(step.what, "error", err)
+			ok = false
 		}
 	}
+	return ok
 }
 
 // finishReported ends the running attempts an agent reported on.

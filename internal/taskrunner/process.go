@@ -177,7 +177,11 @@ func (r *Runner) end(ctx context.Context, w *watch, run *tasks.Run, e tasks.End,
 	case tasks.StatusLost:
 		log.Warn("task lost", append(attrs, "error", e.Error)...)
 	default:
-		log.Error("task failed", append(attrs, "error", e.Error, "retry_at", e.RetryAt)...)
+		attrs = append(attrs, "error", e.Error)
+		if e.RetryAt != nil { // a failed task has none: it is not retried
+			attrs = append(attrs, "retry_at", e.RetryAt.UTC())
+		}
+		log.Error("task failed", attrs...)
 	}
 	if done.ToolAction != "" {
 		if ctx.Err() != nil {

@@ -310,9 +310,13 @@ func (r *Runner) Done() <-chan struct{} { return r.loop.Done() }
 
 func (r *Runner) run(ctx context.Context) error {
 	defer r.work.Wait()
+	backoff := service.LoopBackoff()
 	stop := service.Every(ctx, r.conf.Tick, func(ctx context.Context) bool {
-		r.maintain(ctx)
-		return true
+		if r.maintain(ctx) {
+			backoff.Reset()
+			return true
+		}
+		return service.RetrySleep(ctx, backoff.Next())
 	})
 	defer stop()
 	for {

@@ -175,9 +175,16 @@ func (w *Watchdog) run(ctx context.Context) error {
 	w.logger.Info("watchdog started", "interval", w.conf.Interval, "notify", w.conf.Notify)
 	t := time.NewTicker(w.conf.Interval)
 	defer t.Stop()
+	backoff := service.LoopBackoff()
 	for {
 		if _, err := w.Check(ctx); err != nil && ctx.Err() == nil {
-			w.logger.Error("check for alerts", "error", err)
+			wait := backoff.Next()
+			w.logger.Error("check for alerts", "error", err, "retry_in", wait)
+			if !service.RetrySleep(ctx, wait) {
+				return nil
+			}
+		} else {
+			backoff.Reset()
 		}
 		select {
 		case <-ctx.Done():
