@@ -49,8 +49,8 @@ type Env struct {
 	help bool
 	// path and cmd are the command run, for the help ("token create";
 	// a subcommand's cmd is its own).
-	path   string
-	cmd    *Command
+	path string
+	cmd  *Command
 }
 
 // Command is one subcommand, or a group of them (Commands).
