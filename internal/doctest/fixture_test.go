@@ -29,10 +29,15 @@ type fixture struct {
 	work   string // the shell blocks' working directory: config/ and data/
 	config string // work/config: examples/config plus the docs' sources
 	url    string // DATABASE_URL
-	pool   *pgxpool.Pool
-	token  string // alice's, from `api token create --owner alice`
-	api    *clitest.DaemonTest
-	env    []string
+	// readmeURL is the database of README.md's quick start, a schema of
+	// its own: `make run` runs it on its own throwaway PostgreSQL, and its
+	// directory (examples/config) is not the fixture's, which the
+	// applied generation would refuse (docs/config.md).
+	readmeURL string
+	pool      *pgxpool.Pool
+	token     string // alice's, from `api token create --owner alice`
+	api       *clitest.DaemonTest
+	env       []string
 	// subst are the documented placeholders the test replaces in shell
 	// blocks, in order; and curl fails on an HTTP error.
 	subst [][2]string
@@ -87,7 +92,8 @@ const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 func newFixture(t *testing.T, bins binaries) *fixture {
 	t.Helper()
 	_, url := pgtest.Schema(t)
-	fx := &fixture{t: t, bins: bins, work: t.TempDir(), url: url, releases: &releasesAPI{}}
+	_, readmeURL := pgtest.Schema(t)
+	fx := &fixture{t: t, bins: bins, work: t.TempDir(), url: url, readmeURL: readmeURL, releases: &releasesAPI{}}
 	fx.config = filepath.Join(fx.work, "config")
 	fx.pool = pgtest.PoolFor(t, url)
 	// work/examples is a pristine copy, for README.md's quick start;
