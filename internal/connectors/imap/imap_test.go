@@ -14,6 +14,7 @@ import (
 	"time"
 
 	goimap "github.com/emersion/go-imap/v2"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
@@ -794,5 +795,40 @@ func TestUIDValidityChangeWithCollidingMessagesWritesNothing(t *testing.T) {
 	all := conntest.Changes(t, pool, "mail")
 	if len(all) != before {
 		t.Fatalf("the re-read wrote %d changes, want none: %+v", len(all)-before, all[before:])
+	}
+}
+
+// A message that arrives after another with its Message-ID (or, without
+// one, its content) is a record of its own, and the earlier message keeps
+// one: the records still hold both texts.
+func TestLateDuplicateIsARecordOfItsOwn(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ts := newTestServer(t, modePlain)
+	ts.appendMsg("INBOX", mail("reused@x", "draft", "version two"))
+	ts.appendMsg("INBOX", "Received: from a.example.test\n"+mail("", "alert", "disk full"))
+	c := connect(t, ts, nil)
+	r1 := conntest.Fetch(t, c, nil)
+	if r1.Err != nil {
+		t.Fatal(r1.Err)
+	}
+	conntest.Mirror(t, pool, "mail", normalize.FieldExprs{}, nil, r1)
+	ts.appendMsg("INBOX", mail("reused@x", "draft", "version one"))
+	ts.appendMsg("INBOX", "Received: from b.example.test\n"+mail("", "alert", "disk full"))
+	r2 := conntest.Fetch(t, c, r1.Cursor(nil))
+	if r2.Err != nil {
+		t.Fatal(r2.Err)
+	}
+	conntest.Mirror(t, pool, "mail", normalize.FieldExprs{}, nil, r2)
+	rows, err := pool.Query(context.Background(), `SELECT body FROM records WHERE source = 'mail' ORDER BY body`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"disk full", "disk full", "version one", "version two"}; !slices.Equal(bodies, want) {
+		t.Fatalf("record bodies = %q, want %q", bodies, want)
 	}
 }
