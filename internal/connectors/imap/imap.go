@@ -15,7 +15,9 @@
 // after it, so a run cut short resumes after its last committed page. When
 // a mailbox's UIDVALIDITY changes its UIDs mean nothing any more: the
 // mailbox is read again from the start, and since record ids come from the
-// Message-ID header (not from UIDs) the re-read writes no new record.
+// Message-ID header and the content (not from UIDs, nor from the order of
+// the messages; see assignIDs) the re-read writes no new record and no
+// change.
 // Mail is read with BODY.PEEK[] from a mailbox opened with EXAMINE (read
 // only), so no message is marked \Seen unless mark_seen is set.
 package imap
