@@ -706,7 +706,7 @@ func (f *fetched) key() string {
 // others into the page too, with their ids, so that the ids of a group
 // always move together.
 func (r *run) fetch(ctx context.Context, mailbox string, uids []uint32) ([]connectors.Item, error) {
-	page, err := r.fetchUIDs(mailbox, uids)
+	page, err := r.fetchUIDs(mailbox, uids, false)
 	if err != nil {
 		return nil, err
 	}
@@ -723,8 +723,9 @@ func (r *run) fetch(ctx context.Context, mailbox string, uids []uint32) ([]conne
 
 // fetchUIDs reads the messages of uids, in UID order. It reads whole
 // messages one at a time, each bounded by MaxMessageBytes, so a page never
-// holds more than its text.
-func (r *run) fetchUIDs(mailbox string, uids []uint32) ([]*fetched, error) {
+// holds more than its text. Damaged messages are counted for the run's
+// warning unless again is set (copies read again for their group).
+func (r *run) fetchUIDs(mailbox string, uids []uint32, again bool) ([]*fetched, error) {
 	set := goimap.UIDSet{}
 	for _, u := range uids {
 		set.AddNum(goimap.UID(u))
@@ -780,7 +781,7 @@ func (r *run) fetchUIDs(mailbox string, uids []uint32) ([]*fetched, error) {
 			m.Problems = append(m.Problems, fmt.Sprintf("message: larger than %d bytes; the parts past that were not read", MaxMessageBytes))
 		}
 		loc := fmt.Sprintf("imap://%s/%s;UID=%d", r.c.host, mailbox, f.uid)
-		if len(m.Problems) > 0 {
+		if len(m.Problems) > 0 && !again {
 			r.damaged++
 			if r.first == "" {
 				r.first = loc
@@ -850,7 +851,7 @@ func (r *run) groups(ctx context.Context, mailbox string, page []*fetched) ([][]
 	}
 	if len(others) > 0 {
 		slices.Sort(others)
-		more, err := r.fetchUIDs(mailbox, others)
+		more, err := r.fetchUIDs(mailbox, others, true)
 		if err != nil {
 			return nil, fmt.Errorf("read the other copies of a page's messages: %w", err)
 		}
