@@ -15,12 +15,15 @@
 // after it, so a run cut short resumes after its last committed page. When
 // a mailbox's UIDVALIDITY changes its UIDs mean nothing any more: the
 // mailbox is read again from the start, and since record ids come from the
-// Message-ID header (not from UIDs) the re-read writes no new record.
+// Message-ID header and the content (not from UIDs, nor from the order of
+// the messages; see assignIDs) the re-read writes no new record and no
+// change.
 // Mail is read with BODY.PEEK[] from a mailbox opened with EXAMINE (read
 // only), so no message is marked \Seen unless mark_seen is set.
 package imap
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -30,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net"
 	"net/netip"
@@ -47,6 +51,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/normalize"
 )
 
 func init() {
@@ -631,7 +636,7 @@ func (r *run) sync(ctx context.Context, mailbox string) error {
 		n := min(len(uids), o.BatchSize, r.budget)
 		chunk := uids[:n]
 		uids = uids[n:]
-		items, err := r.fetch(mailbox, chunk)
+		items, err := r.fetch(ctx, mailbox, chunk)
 		if err != nil {
 			return err
 		}
@@ -673,19 +678,54 @@ func (r *run) markSeen(mailbox string, uids []uint32) error {
 	return nil
 }
 
-// fetched is one message as the server sent it.
+// fetched is one message as the server sent it, parsed and shaped.
 type fetched struct {
 	uid       uint32
 	flags     []string
 	internal  time.Time
 	raw       []byte
 	truncated bool
+	msg       *Message
+	item      connectors.Item
+	content   string // contentID(msg)
+	canon     []byte // the item's value without its id, canonical: the order of copies
 }
 
-// fetch reads the messages of uids (one page) and shapes them into items.
-// It reads whole messages one at a time, each bounded by MaxMessageBytes,
-// so a page never holds more than its text.
-func (r *run) fetch(mailbox string, uids []uint32) ([]connectors.Item, error) {
+// key is the group of f's id: messages of one mailbox with one
+// Message-ID, or without one and with one content id.
+func (f *fetched) key() string {
+	if f.msg.MessageID != "" {
+		return "<" + f.msg.MessageID + ">"
+	}
+	return f.content
+}
+
+// fetch reads the messages of uids (one page), shapes them into items
+// and gives each its id (see assignIDs). A message that shares its
+// Message-ID, or its content id, with others of the mailbox brings those
+// others into the page too, with their ids, so that the ids of a group
+// always move together.
+func (r *run) fetch(ctx context.Context, mailbox string, uids []uint32) ([]connectors.Item, error) {
+	page, err := r.fetchUIDs(mailbox, uids, false)
+	if err != nil {
+		return nil, err
+	}
+	members, err := r.groups(ctx, mailbox, page)
+	if err != nil {
+		return nil, err
+	}
+	var items []connectors.Item
+	for _, g := range members {
+		items = append(items, assignIDs(mailbox, g)...)
+	}
+	return items, nil
+}
+
+// fetchUIDs reads the messages of uids, in UID order. It reads whole
+// messages one at a time, each bounded by MaxMessageBytes, so a page never
+// holds more than its text. Damaged messages are counted for the run's
+// warning unless again is set (copies read again for their group).
+func (r *run) fetchUIDs(mailbox string, uids []uint32, again bool) ([]*fetched, error) {
 	set := goimap.UIDSet{}
 	for _, u := range uids {
 		set.AddNum(goimap.UID(u))
@@ -695,17 +735,13 @@ func (r *run) fetch(mailbox string, uids []uint32) ([]connectors.Item, error) {
 		BodySection: []*goimap.FetchItemBodySection{{Peek: true}}, // BODY.PEEK[]: \Seen is left alone
 	})
 	r.res.Requests++
-	type shaped struct {
-		uid  uint32
-		item connectors.Item
-	}
-	var out []shaped
+	var out []*fetched
 	for {
 		data := cmd.Next()
 		if data == nil {
 			break
 		}
-		var f fetched
+		f := &fetched{}
 		for {
 			it := data.Next()
 			if it == nil {
@@ -737,7 +773,7 @@ func (r *run) fetch(mailbox string, uids []uint32) ([]connectors.Item, error) {
 				f.raw = b
 			}
 		}
-		if f.uid == 0 || f.raw == nil || !slices.Contains(uids, f.uid) {
+		if f.uid == 0 || f.raw == nil || !slices.Contains(uids, f.uid) || slices.ContainsFunc(out, func(o *fetched) bool { return o.uid == f.uid }) {
 			continue // a flag update the server sent unasked
 		}
 		m := Parse(f.raw)
@@ -745,34 +781,153 @@ func (r *run) fetch(mailbox string, uids []uint32) ([]connectors.Item, error) {
 			m.Problems = append(m.Problems, fmt.Sprintf("message: larger than %d bytes; the parts past that were not read", MaxMessageBytes))
 		}
 		loc := fmt.Sprintf("imap://%s/%s;UID=%d", r.c.host, mailbox, f.uid)
-		if len(m.Problems) > 0 {
+		if len(m.Problems) > 0 && !again {
 			r.damaged++
 			if r.first == "" {
 				r.first = loc
 			}
 		}
-		out = append(out, shaped{f.uid, connectors.Item{Value: Shape(mailbox, m, f.flags, f.internal), Loc: loc}})
+		value := Shape(mailbox, m, f.flags, f.internal)
+		f.msg, f.content, f.canon = m, contentID(m), normalize.Canonical(value)
+		f.raw = nil // parsed: the text is in the item
+		f.item = connectors.Item{Value: value, Loc: loc}
+		out = append(out, f)
 	}
 	if err := cmd.Close(); err != nil {
 		return nil, fmt.Errorf("fetch messages %d to %d of %q: %w", uids[0], uids[len(uids)-1], mailbox, err)
 	}
-	// One record per id in a page: copies of a message (one Message-ID)
-	// in one mailbox are one record, the latest copy wins, as it does
-	// across pages.
-	slices.SortFunc(out, func(a, b shaped) int { return cmp.Compare(a.uid, b.uid) })
-	at := map[string]int{}
-	items := make([]connectors.Item, 0, len(out))
-	for _, s := range out {
-		id := s.item.Value.(map[string]any)["id"].(string)
-		if i, dup := at[id]; dup {
-			r.c.o.Logger.Debug("a mailbox holds two messages with one Message-ID; keeping the later", "id", id, "loc", s.item.Loc, "earlier", items[i].Loc)
-			items[i] = s.item
+	slices.SortFunc(out, func(a, b *fetched) int { return cmp.Compare(a.uid, b.uid) })
+	return out, nil
+}
+
+// groups returns the messages of page with, for each, every message of the
+// mailbox in its group (same Message-ID; or no Message-ID and the same
+// content id), found with UID SEARCH and read with one FETCH. Groups come
+// in the order of their first message in page.
+func (r *run) groups(ctx context.Context, mailbox string, page []*fetched) ([][]*fetched, error) {
+	var keys []string
+	byKey := map[string][]*fetched{}
+	crit := map[string]*goimap.SearchCriteria{}
+	for _, f := range page {
+		k := f.key()
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+			crit[k] = groupCriteria(f.msg)
+		}
+		byKey[k] = append(byKey[k], f)
+	}
+	// The searches are sent together and answered in turn.
+	cmds := make([]*imapclient.SearchCommand, len(keys))
+	for i, k := range keys {
+		cmds[i] = r.client.UIDSearch(crit[k], nil)
+		r.res.Requests++
+	}
+	inPage := map[uint32]bool{}
+	for _, f := range page {
+		inPage[f.uid] = true
+	}
+	var others []uint32
+	for i, k := range keys {
+		found, err := cmds[i].Wait()
+		if err != nil {
+			var ie *goimap.Error
+			if !errors.As(err, &ie) {
+				return nil, fmt.Errorf("search mailbox %q for the other copies of %s: %w", mailbox, k, err)
+			}
+			// A refusal (a Message-ID the server cannot search for): the
+			// group is what this page holds.
+			r.c.o.Logger.Warn("the server refused to search for a message's other copies; its id is made from this page alone",
+				"mailbox", mailbox, "group", k, "error", err)
 			continue
 		}
-		at[id] = len(items)
-		items = append(items, s.item)
+		for _, u := range found.AllUIDs() {
+			if !inPage[uint32(u)] && !slices.Contains(others, uint32(u)) {
+				others = append(others, uint32(u))
+			}
+		}
 	}
-	return items, nil
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(others) > 0 {
+		slices.Sort(others)
+		more, err := r.fetchUIDs(mailbox, others, true)
+		if err != nil {
+			return nil, fmt.Errorf("read the other copies of a page's messages: %w", err)
+		}
+		for _, f := range more {
+			if k := f.key(); byKey[k] != nil { // a search matches substrings: keep the exact group
+				byKey[k] = append(byKey[k], f)
+			}
+		}
+	}
+	out := make([][]*fetched, len(keys))
+	for i, k := range keys {
+		out[i] = byKey[k]
+	}
+	return out, nil
+}
+
+// groupCriteria finds the messages that may be in m's group: those with
+// m's Message-ID; without one, those that have none either, with m's
+// subject, sent within a day of m's date. The results are narrowed to the
+// exact group once read.
+func groupCriteria(m *Message) *goimap.SearchCriteria {
+	if m.MessageID != "" {
+		return &goimap.SearchCriteria{Header: []goimap.SearchCriteriaHeaderField{{Key: "Message-ID", Value: m.MessageID}}}
+	}
+	c := &goimap.SearchCriteria{}
+	if !m.hasMessageID {
+		c.Not = []goimap.SearchCriteria{{Header: []goimap.SearchCriteriaHeaderField{{Key: "Message-ID", Value: ""}}}}
+	}
+	if m.Subject != "" {
+		c.Header = append(c.Header, goimap.SearchCriteriaHeaderField{Key: "Subject", Value: m.Subject})
+	}
+	if !m.Date.IsZero() {
+		// SENTON compares dates without their zones: a day on each side.
+		day := time.Date(m.Date.Year(), m.Date.Month(), m.Date.Day(), 0, 0, 0, 0, time.UTC)
+		c.SentSince, c.SentBefore = day.AddDate(0, 0, -1), day.AddDate(0, 0, 2)
+	}
+	return c
+}
+
+// assignIDs gives each message of one group its id. The group is sorted
+// by content (content id, then the whole item without its id; the UID
+// only between messages that are the same in every field, where the
+// order shows nowhere), so the ids do not depend on UIDs and survive a
+// UIDVALIDITY change:
+//
+//	first message    mailbox <Message-ID>            mailbox sha256:<content id>
+//	the others       mailbox <Message-ID> sha256:<content id>
+//	a further copy   … #2, #3 (same content id as an earlier one)
+func assignIDs(mailbox string, g []*fetched) []connectors.Item {
+	slices.SortFunc(g, func(a, b *fetched) int {
+		return cmp.Or(strings.Compare(a.content, b.content), bytes.Compare(a.canon, b.canon), cmp.Compare(a.uid, b.uid))
+	})
+	seen := map[string]int{}
+	items := make([]connectors.Item, len(g))
+	for i, f := range g {
+		mid := f.msg.MessageID
+		var id string
+		switch {
+		case mid != "" && i == 0:
+			id = mailbox + " <" + mid + ">"
+		case mid != "":
+			id = mailbox + " <" + mid + "> " + f.content
+		default:
+			id = mailbox + " " + f.content
+		}
+		if mid == "" || i > 0 {
+			if n := seen[f.content]; n > 0 {
+				id += " #" + strconv.Itoa(n+1)
+			}
+			seen[f.content]++
+		}
+		value := maps.Clone(f.item.Value.(map[string]any))
+		value["id"] = id
+		items[i] = connectors.Item{Value: value, Loc: f.item.Loc}
+	}
+	return items
 }
 
 // idle waits in IDLE on the first mailbox for up to Idle, reading what

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	goimap "github.com/emersion/go-imap/v2"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
@@ -690,5 +691,144 @@ imap:
 	}
 	if r := conntest.Fetch(t, conn, second.Cursor(first.Cursor(nil))); r.Err == nil || !strings.Contains(r.Err.Error(), "imap-token is empty") {
 		t.Errorf("an empty token file: err = %v, want one naming the file", r.Err)
+	}
+}
+
+// dupMailbox fills INBOX with messages whose Message-IDs or contents
+// collide: three pairs sharing a Message-ID (one pair byte for byte the
+// same message delivered twice, two pairs with different text or
+// headers), two copies of one message without a Message-ID, two
+// messages without one that differ only in a header the content id does
+// not cover, and two plain messages. It returns the raw messages in the
+// order appended.
+func dupMailbox(ts *testServer) []string {
+	same := mail("twice@x", "delivered twice", "one text")
+	noID := mail("", "cron: backup done", "backup of /srv done")
+	msgs := []string{
+		mail("p1@x", "plain one", "first"),
+		same,
+		mail("reused@x", "draft", "version one"),
+		noID,
+		mail("reused@x", "draft", "version two"),
+		"Received: from a.example.test\n" + mail("", "alert", "disk full"),
+		same,
+		"X-List: golang\n" + mail("list@x", "hello", "same text in both copies"),
+		noID,
+		"Received: from b.example.test\n" + mail("", "alert", "disk full"),
+		mail("list@x", "hello", "same text in both copies"),
+		mail("p2@x", "plain two", "second"),
+	}
+	for _, m := range msgs {
+		ts.appendMsg("INBOX", m)
+	}
+	return msgs
+}
+
+// Every message is one record, whatever it shares with another: three
+// pairs sharing a Message-ID and four messages without one (two of them
+// copies of one message) make twelve records, read a page of two at a
+// time, so that the messages of a pair are read in different pages.
+func TestEveryMessageIsOneRecord(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ts := newTestServer(t, modePlain)
+	msgs := dupMailbox(ts)
+	c := connect(t, ts, nil)
+	r := conntest.Fetch(t, c, nil)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	conntest.Mirror(t, pool, "mail", normalize.FieldExprs{}, nil, r)
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM records WHERE source = 'mail'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(msgs) {
+		t.Fatalf("%d records for %d messages; ids read: %q", n, len(msgs), r.IDs())
+	}
+	ids := r.IDs()
+	for _, want := range []string{"INBOX <p1@x>", "INBOX <p2@x>", "INBOX <twice@x>", "INBOX <reused@x>", "INBOX <list@x>"} {
+		if !slices.Contains(ids, want) {
+			t.Errorf("no id %q in %q", want, ids)
+		}
+	}
+	kinds, _ := countKinds(conntest.Changes(t, pool, "mail"))
+	if kinds["created"] != len(msgs) {
+		t.Errorf("changes = %v, want %d created", kinds, len(msgs))
+	}
+}
+
+// After a UIDVALIDITY change the same messages, back in another order
+// with new UIDs, keep their ids: the re-read writes no change at all.
+func TestUIDValidityChangeWithCollidingMessagesWritesNothing(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ts := newTestServer(t, modePlain)
+	msgs := dupMailbox(ts)
+	c := connect(t, ts, nil)
+	r1 := conntest.Fetch(t, c, nil)
+	if r1.Err != nil {
+		t.Fatal(r1.Err)
+	}
+	conntest.Mirror(t, pool, "mail", normalize.FieldExprs{}, nil, r1)
+	before := len(conntest.Changes(t, pool, "mail"))
+
+	if err := ts.user.Delete("INBOX"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.user.Create("INBOX", nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		ts.appendMsg("INBOX", msgs[i])
+	}
+	r2 := conntest.Fetch(t, c, r1.Cursor(nil))
+	if r2.Err != nil {
+		t.Fatal(r2.Err)
+	}
+	ids1, ids2 := slices.Sorted(slices.Values(r1.IDs())), slices.Sorted(slices.Values(r2.IDs()))
+	ids1, ids2 = slices.Compact(ids1), slices.Compact(ids2)
+	if !slices.Equal(ids1, ids2) {
+		t.Errorf("ids before %q\nids after %q", ids1, ids2)
+	}
+	conntest.Mirror(t, pool, "mail", normalize.FieldExprs{}, nil, r2)
+	all := conntest.Changes(t, pool, "mail")
+	if len(all) != before {
+		t.Fatalf("the re-read wrote %d changes, want none: %+v", len(all)-before, all[before:])
+	}
+}
+
+// A message that arrives after another with its Message-ID (or, without
+// one, its content) is a record of its own, and the earlier message keeps
+// one: the records still hold both texts.
+func TestLateDuplicateIsARecordOfItsOwn(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ts := newTestServer(t, modePlain)
+	ts.appendMsg("INBOX", mail("reused@x", "draft", "version two"))
+	ts.appendMsg("INBOX", "Received: from a.example.test\n"+mail("", "alert", "disk full"))
+	c := connect(t, ts, nil)
+	r1 := conntest.Fetch(t, c, nil)
+	if r1.Err != nil {
+		t.Fatal(r1.Err)
+	}
+	conntest.Mirror(t, pool, "mail", normalize.FieldExprs{}, nil, r1)
+	ts.appendMsg("INBOX", mail("reused@x", "draft", "version one"))
+	ts.appendMsg("INBOX", "Received: from b.example.test\n"+mail("", "alert", "disk full"))
+	r2 := conntest.Fetch(t, c, r1.Cursor(nil))
+	if r2.Err != nil {
+		t.Fatal(r2.Err)
+	}
+	conntest.Mirror(t, pool, "mail", normalize.FieldExprs{}, nil, r2)
+	rows, err := pool.Query(context.Background(), `SELECT body FROM records WHERE source = 'mail' ORDER BY body`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"disk full", "disk full", "version one", "version two"}; !slices.Equal(bodies, want) {
+		t.Fatalf("record bodies = %q, want %q", bodies, want)
 	}
 }

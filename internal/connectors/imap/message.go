@@ -42,6 +42,9 @@ type Message struct {
 	// (`part 2 (application/pdf "a.pdf"): illegal base64 data at input
 	// byte 4`); what could be read is kept.
 	Problems []string
+	// hasMessageID is set when the message has a Message-ID header, even
+	// an empty one.
+	hasMessageID bool
 }
 
 // Parse reads a whole RFC 5322 message with go-message. It never fails:
@@ -73,6 +76,7 @@ func (m *Message) problem(where string, err error) {
 }
 
 func (m *Message) headers(h mail.Header) {
+	m.hasMessageID = h.Has("Message-Id")
 	if id, err := h.MessageID(); err == nil {
 		m.MessageID = id
 	} else {

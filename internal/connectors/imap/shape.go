@@ -12,8 +12,6 @@ import (
 
 // Shape turns one message of mailbox into the item the connector emits:
 //
-//	id           mailbox + " <" + Message-ID + ">", or mailbox + " sha256:…"
-//	             (a hash of date, addresses, subject and text) without one
 //	message_id   the Message-ID, without angle brackets
 //	mailbox      the mailbox name
 //	title        the subject
@@ -25,8 +23,10 @@ import (
 //	flags        the IMAP flags and keywords when read, sorted (\Recent left out)
 //	mime_errors  present when a part or header could not be read: which, and why
 //
-// Absent values are left out. The id holds no UID, so it survives a
-// UIDVALIDITY change.
+// Absent values are left out. The id is not set here: it depends on the
+// other messages of the mailbox that share the message's Message-ID or
+// content (see assignIDs), and holds no UID, so it survives a UIDVALIDITY
+// change.
 func Shape(mailbox string, m *Message, flags []string, internal time.Time) map[string]any {
 	out := map[string]any{"mailbox": mailbox}
 	set := func(k, v string) {
@@ -64,11 +64,6 @@ func Shape(mailbox string, m *Message, flags []string, internal time.Time) map[s
 	slices.Sort(fl)
 	out["flags"] = anyList(fl)
 	list("mime_errors", m.Problems)
-	if m.MessageID != "" {
-		out["id"] = mailbox + " <" + m.MessageID + ">"
-	} else {
-		out["id"] = mailbox + " " + contentID(m)
-	}
 	return out
 }
 
@@ -80,8 +75,9 @@ func anyList(vs []string) []any {
 	return l
 }
 
-// contentID identifies a message without a Message-ID by what it says, so
-// that it gets the same id on every read, whatever its UID.
+// contentID identifies a message by what it says (date, addresses,
+// subject, text and attachment names), so that it gets the same id on
+// every read, whatever its UID.
 func contentID(m *Message) string {
 	date := ""
 	if !m.Date.IsZero() {
