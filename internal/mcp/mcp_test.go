@@ -483,7 +483,8 @@ func TestDocsDescribeEveryTool(t *testing.T) {
 			continue
 		}
 		section, _, _ = strings.Cut(section, "\n### ")
-		_, block, ok := strings.Cut(section, "Input schema:\n\n```json\n")
+		// "Input schema:", the docs test's marker, then the block.
+		_, block, ok := strings.Cut(section, "Input schema:\n\n<!-- mcp: input schema "+tool.Name+" -->\n```json\n")
 		block, _, _ = strings.Cut(block, "```")
 		var documented, served any
 		if !ok || json.Unmarshal([]byte(block), &documented) != nil {
