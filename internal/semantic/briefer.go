@@ -257,6 +257,10 @@ func (b *Briefer) write(ctx context.Context, r *BriefRequest, msgs []api.Message
 			"outcome", row.outcome, "latency_ms", reply.Latency.Milliseconds(), "attempt", attempt)
 		switch row.outcome {
 		case OutcomeOK:
+			if br.Dropped > 0 {
+				b.logger.Info("briefing sentences dropped: they cite no item of the digest", "source", r.Source, "watch", r.Watch,
+					"dropped", br.Dropped, "model_call_id", id)
+			}
 			if !br.Grounded() {
 				// Not one sentence cites an item: nothing of it is shown,
 				// and the reader learns only how much was left out.
