@@ -860,9 +860,9 @@ type Digest struct {
 }
 
 // Summarize asks the model for a briefing of a digest's items at its cron
-// time: a headline and the items that matter, each citing its record. On
-// any failure the plain digest goes out, saying why the summary is
-// missing.
+// time: a headline and the items that matter, every sentence citing the
+// records it is about (one that cites none is dropped). On any failure
+// the plain digest goes out, saying why the summary is missing.
 type Summarize struct {
 	// Ask says, in natural language, what matters to the reader; the
 	// model picks and explains items by it. Required.

@@ -144,6 +144,21 @@ func (f *briefFixture) calls() []string {
 	return out
 }
 
+// lastCall returns the id and error of the last briefing model call.
+func (f *briefFixture) lastCall() (int64, string) {
+	f.t.Helper()
+	var id int64
+	var reason *string
+	if err := f.pool.QueryRow(f.ctx, `SELECT id, error FROM model_calls WHERE purpose = 'briefing' ORDER BY id DESC LIMIT 1`).
+		Scan(&id, &reason); err != nil {
+		f.t.Fatalf("last briefing model call: %v", err)
+	}
+	if reason == nil {
+		return id, ""
+	}
+	return id, *reason
+}
+
 // assertPlain checks a summary without a briefing: the reason on its
 // first line, then every item listed.
 func assertPlain(t *testing.T, body string, pd *PayloadDigest, n int, reason string) {
@@ -293,7 +308,16 @@ func TestBriefingCitingAnItemNotInTheDigestIsRejected(t *testing.T) {
 			ollamatest.Answer{Content: ollamatest.Briefing("Still invented.", [2]string{"r1", "Real."}, [2]string{"r42", "Not real."})})
 		f.runDue(f.digester("a"), 1)
 		body, pd := f.summary("log")
-		assertPlain(t, body, pd, 3, `the model's answer was invalid twice: malformed answer: items[1].record_id "r42" is not one of the digest's items`)
+		// The reader gets no quote of the model; the record says why.
+		id, reason := f.lastCall()
+		assertPlain(t, body, pd, 3, fmt.Sprintf("the model's answer was invalid twice (model call %d says why)", id))
+		if want := `malformed answer: headline.citations[1] "r42" is not one of the digest's items; ` +
+			`items[1].record_id "r42" is not one of the digest's items`; reason != want {
+			t.Errorf("model_calls.error = %q, want %q", reason, want)
+		}
+		if strings.Contains(body, "invented") {
+			t.Errorf("the plain digest quotes the model:\n%s", body)
+		}
 		if got := f.calls(); !slices.Equal(got, []string{"malformed:1", "malformed:2"}) {
 			t.Errorf("calls = %v", got)
 		}
@@ -306,7 +330,11 @@ func TestBriefingMalformedTwiceFallsBack(t *testing.T) {
 	f.ollama.Answers(ollamatest.Answer{Content: `{"headline": "cut`}, ollamatest.Answer{Content: `{"headline": "x"}`})
 	f.runDue(f.digester("a"), 1)
 	body, pd := f.summary("log")
-	assertPlain(t, body, pd, 2, "the model's answer was invalid twice: malformed answer: items is missing")
+	id, reason := f.lastCall()
+	assertPlain(t, body, pd, 2, fmt.Sprintf("the model's answer was invalid twice (model call %d says why)", id))
+	if want := `malformed answer: headline must be an object with text and citations, not "x"; items is missing`; reason != want {
+		t.Errorf("model_calls.error = %q, want %q", reason, want)
+	}
 	if got := f.calls(); !slices.Equal(got, []string{"malformed:1", "malformed:2"}) {
 		t.Errorf("calls = %v", got)
 	}
@@ -408,7 +436,8 @@ func TestBriefingBudgetCountsEachRequest(t *testing.T) {
 	f.ollama.Answers(ollamatest.Answer{Content: `not json`})
 	f.runDue(f.digester("a"), 1)
 	_, pd := f.summary("log")
-	want := `the model's answer was invalid (malformed answer: not JSON: "not json") and budget exhausted: 1 of calls_per_day 1 used`
+	id, _ := f.lastCall()
+	want := fmt.Sprintf(`the model's answer was invalid (model call %d says why) and budget exhausted: 1 of calls_per_day 1 used`, id)
 	if pd.SummaryMissing != want {
 		t.Errorf("summary_missing = %q, want %q", pd.SummaryMissing, want)
 	}
@@ -525,4 +554,71 @@ sinks:
 	if again := f.calls(); len(again) != len(calls) {
 		t.Errorf("the retry asked the model again: %v after %v", again, calls)
 	}
+}
+
+// TestBriefingSentencesMustBeGrounded: every sentence of a briefing the
+// reader sees cites an item of the digest (the headline its citations,
+// each item its record_id); an uncited one is dropped, the drop is said
+// without quoting it, and a briefing left with no sentence is not shown.
+func TestBriefingSentencesMustBeGrounded(t *testing.T) {
+	t.Parallel()
+	const gibberish = "The production database is down"
+	t.Run("an uncited headline is dropped, the cited items kept", func(t *testing.T) {
+		t.Parallel()
+		f := setupBriefing(t, "", 3, "log")
+		f.ollama.Answers(ollamatest.Answer{Content: ollamatest.BriefingCiting(gibberish+", restore it now.", nil,
+			[2]string{"r2", "r2 waits for your review."}, [2]string{"r0", "r0 asks for a decision."})})
+		f.runDue(f.digester("a"), 1)
+		body, pd := f.summary("log")
+		want := "- Record 2: r2 waits for your review. https://example.com/r2\n" +
+			"- Record 0: r0 asks for a decision. https://example.com/r0\n\n" +
+			"1 sentence of the model's briefing was dropped: not grounded in the items.\n\n" +
+			"Also in this digest:\n" +
+			"- Record 1 https://example.com/r1"
+		if body != want {
+			t.Errorf("body:\n%s\nwant:\n%s", body, want)
+		}
+		b := pd.Briefing
+		if b == nil || b.Headline != "" || b.DroppedSentences != 1 || len(b.Items) != 2 || pd.SummaryMissing != "" {
+			t.Errorf("payload briefing = %+v, summary_missing %q; want no headline, 1 dropped, 2 items", b, pd.SummaryMissing)
+		}
+		raw, _ := json.Marshal(pd)
+		if strings.Contains(string(raw), gibberish) {
+			t.Errorf("the payload quotes the dropped sentence: %s", raw)
+		}
+		if got := f.calls(); !slices.Equal(got, []string{"ok:1"}) {
+			t.Errorf("calls = %v, want [ok:1] (a drop is not a retry)", got)
+		}
+	})
+	t.Run("nothing grounded: the plain digest says what was dropped", func(t *testing.T) {
+		t.Parallel()
+		f := setupBriefing(t, "", 2, "log")
+		f.ollama.Answers(ollamatest.Answer{Content: ollamatest.BriefingCiting(gibberish+".", nil,
+			[2]string{"", "Everything is on fire."})})
+		f.runDue(f.digester("a"), 1)
+		body, pd := f.summary("log")
+		assertPlain(t, body, pd, 2, "2 sentences of the model's briefing were dropped: not grounded in the items")
+		if strings.Contains(body, gibberish) || strings.Contains(body, "on fire") {
+			t.Errorf("the plain digest quotes the model:\n%s", body)
+		}
+	})
+	t.Run("a fully cited briefing is unchanged", func(t *testing.T) {
+		t.Parallel()
+		f := setupBriefing(t, "", 3, "log")
+		f.ollama.Answers(ollamatest.Answer{Content: ollamatest.BriefingCiting("One review waits for you.", []string{"r1"},
+			[2]string{"r1", "r1 waits for your review."})})
+		f.runDue(f.digester("a"), 1)
+		body, pd := f.summary("log")
+		want := "One review waits for you.\n\n" +
+			"- Record 1: r1 waits for your review. https://example.com/r1\n\n" +
+			"Also in this digest:\n" +
+			"- Record 0 https://example.com/r0\n- Record 2 https://example.com/r2"
+		if body != want {
+			t.Errorf("body:\n%s\nwant:\n%s", body, want)
+		}
+		if b := pd.Briefing; b == nil || b.Headline != "One review waits for you." || !slices.Equal(b.HeadlineCitations, []string{"r1"}) ||
+			b.DroppedSentences != 0 || len(b.Items) != 1 {
+			t.Errorf("payload briefing = %+v", b)
+		}
+	})
 }

@@ -74,11 +74,16 @@ type DigestData struct {
 
 // BriefingData is a briefing as digest templates see it.
 type BriefingData struct {
-	// Headline is the model's one-sentence gist.
+	// Headline is the model's one-sentence gist; empty when the model's
+	// headline cited no item and was dropped.
 	Headline string
 	// Items are the cited items, most important first: the digest item
 	// (.Record, .Title, ...) and why it matters.
 	Items []BriefingItemData
+	// Dropped says in one line how many of the model's sentences were
+	// left out because they cite no item (never what they said); empty
+	// when none was.
+	Dropped string
 }
 
 // BriefingItemData is one cited item of a briefing.
@@ -110,9 +115,11 @@ const (
 	DefaultDigestTitle = `[{{.Watch.Name}}] {{.Count}} {{if eq .Count 1}}match{{else}}matches{{end}}`
 	DefaultDigestBody  = `{{with .SummaryMissing}}summary missing: {{.}}
 
-{{end}}{{with .Briefing}}{{.Headline}}
+{{end}}{{with .Briefing}}{{with .Headline}}{{.}}
 
-{{range .Items}}- {{or .Record.Title .Record.ID}}: {{.WhyItMatters}}{{with .Record.URL}} {{.}}{{end}}
+{{end}}{{range .Items}}- {{or .Record.Title .Record.ID}}: {{.WhyItMatters}}{{with .Record.URL}} {{.}}{{end}}
+{{end}}{{with .Dropped}}
+{{.}}.
 {{end}}{{with $.Uncited}}
 Also in this digest:
 {{range .}}- {{or .Record.Title .Record.ID}}{{with .Record.URL}} {{.}}{{end}}

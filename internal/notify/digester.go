@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -301,7 +302,9 @@ func (d *digest) missing(reason string) {
 // brief puts the briefing res (or why it is missing) into the summary.
 // Every cited record is one of the items (semantic.ParseBriefing checked
 // it against the items the model was shown); a citation that matches no
-// listed item would be dropped here, never invented.
+// listed item would be dropped here, never invented. Only grounded
+// sentences are in res (semantic.ParseBriefing dropped the others); the
+// drop is said in a line that never quotes them.
 func (d *digest) brief(res *semantic.BriefResult) {
 	if res.Briefing == nil {
 		d.missing(res.Missing)
@@ -312,8 +315,15 @@ func (d *digest) brief(res *semantic.BriefResult) {
 		newest[it.Record.ID] = i // items are oldest first
 	}
 	bd := &BriefingData{Headline: res.Briefing.Headline}
-	pb := &PayloadBriefing{Headline: res.Briefing.Headline, Items: []PayloadBriefingItem{}, Model: res.Model,
+	if n := res.Briefing.Dropped; n > 0 {
+		bd.Dropped = semantic.DroppedNote(n)
+	}
+	pb := &PayloadBriefing{Headline: res.Briefing.Headline, HeadlineCitations: slices.Clone(res.Briefing.HeadlineCitations),
+		Items: []PayloadBriefingItem{}, DroppedSentences: res.Briefing.Dropped, Model: res.Model,
 		ModelDigest: res.ModelDigest, PromptVersion: res.PromptVersion, ModelCallID: res.ModelCallID}
+	if pb.HeadlineCitations == nil {
+		pb.HeadlineCitations = []string{}
+	}
 	cited := map[string]bool{}
 	for _, c := range res.Briefing.Items {
 		i, ok := newest[c.RecordID]

@@ -78,8 +78,15 @@ type PayloadDigest struct {
 // PayloadBriefing is the model's briefing of a digest: a headline and the
 // items that matter, each citing one of the digest's records.
 type PayloadBriefing struct {
-	Headline string                `json:"headline"`
-	Items    []PayloadBriefingItem `json:"items"`
+	// Headline is the model's one-sentence gist, empty when it was dropped
+	// (it cited no item); HeadlineCitations are the records it cites.
+	Headline          string   `json:"headline"`
+	HeadlineCitations []string `json:"headline_citations"`
+	// Items are the cited items, most important first.
+	Items []PayloadBriefingItem `json:"items"`
+	// DroppedSentences counts the model's sentences left out because they
+	// cite no item of the digest (they are never shown).
+	DroppedSentences int `json:"dropped_sentences"`
 	// Model, ModelDigest and PromptVersion say who wrote it with which
 	// question; ModelCallID is its model_calls row.
 	Model         string `json:"model"`

@@ -40,7 +40,9 @@ const MissingMaxChars = 300
 // instead of asking again. Requests are reserved against the watch's
 // budget (model_budgets, shared with its verdicts) and recorded in
 // model_calls with purpose 'briefing'. A malformed answer, or one citing a
-// record that is not in the digest, is retried once with a correction.
+// record that is not in the digest, is retried once with a correction; a
+// sentence that cites no item is dropped, and a briefing left with none
+// is missing (DroppedNote says how many sentences were left out).
 type Briefer struct {
 	pool   *pgxpool.Pool
 	client *Client
@@ -208,7 +210,7 @@ func (b *Briefer) write(ctx context.Context, r *BriefRequest, msgs []api.Message
 			if ex := new(exhaustedError); errors.As(err, &ex) {
 				res.Missing = ex.msg
 				if lastErr != nil {
-					res.Missing = fmt.Sprintf("the model's answer was invalid (%v) and %s", lastErr, ex.msg)
+					res.Missing = fmt.Sprintf("the model's answer was invalid (model call %d says why) and %s", *res.ModelCallID, ex.msg)
 				}
 				res.Missing = oneLine(res.Missing)
 				return res, nil
@@ -255,6 +257,16 @@ func (b *Briefer) write(ctx context.Context, r *BriefRequest, msgs []api.Message
 			"outcome", row.outcome, "latency_ms", reply.Latency.Milliseconds(), "attempt", attempt)
 		switch row.outcome {
 		case OutcomeOK:
+			if br.Dropped > 0 {
+				b.logger.Info("briefing sentences dropped: they cite no item of the digest", "source", r.Source, "watch", r.Watch,
+					"dropped", br.Dropped, "model_call_id", id)
+			}
+			if !br.Grounded() {
+				// Not one sentence cites an item: nothing of it is shown,
+				// and the reader learns only how much was left out.
+				res.Missing = DroppedNote(br.Dropped)
+				return res, nil
+			}
 			res.Briefing = &br
 			return res, nil
 		case OutcomeMalformed:
@@ -266,7 +278,9 @@ func (b *Briefer) write(ctx context.Context, r *BriefRequest, msgs []api.Message
 			return res, nil
 		}
 	}
-	res.Missing = oneLine("the model's answer was invalid twice: " + lastErr.Error())
+	// The reader is not shown the model's words: the reasons, which quote
+	// the answer, are in the model call's row (model_calls.error).
+	res.Missing = fmt.Sprintf("the model's answer was invalid twice (model call %d says why)", *res.ModelCallID)
 	return res, nil
 }
 

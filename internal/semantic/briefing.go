@@ -22,7 +22,7 @@ import (
 // BriefTemplateVersion names the briefing prompt template. Change it
 // whenever the template's wording changes: it is part of every briefing's
 // prompt version, so the briefing cache misses.
-const BriefTemplateVersion = "lookout-briefing/1"
+const BriefTemplateVersion = "lookout-briefing/2"
 
 // Bounds of a briefing's text, enforced by the schema and by ParseBriefing.
 const (
@@ -43,8 +43,9 @@ What matters to the person:
 %s
 
 Answer with one JSON object and nothing else:
-- headline: one sentence, the gist of the digest for this person (at most %d characters).
-- items: at most %d items that matter, most important first. Each has record_id, the "id" of the item exactly as listed, and why_it_matters, one sentence for the person (at most %d characters). Cite each item at most once. Leave out items that do not matter; never cite an id that is not listed.`
+- headline: the gist of the digest for this person, with text, one sentence (at most %d characters), and citations, the "id"s of the listed items it sums up (at least one).
+- items: at most %d items that matter, most important first. Each has record_id, the "id" of the item exactly as listed, and why_it_matters, one sentence for the person about that item (at most %d characters). Cite each item at most once. Leave out items that do not matter; never cite an id that is not listed.
+Say only what the cited items say: a sentence that cites no listed item is not shown to the person.`
 
 // BriefQuestion is a digest's summarize block with its resolved model
 // settings.
@@ -157,25 +158,50 @@ func briefUserMessage(source, watch string, items []BriefItem) string {
 }
 
 // BriefSchema is the JSON schema of a briefing citing ids (the request's
-// format): Ollama turns it into a grammar, so record_id can only be one of
-// the digest's ids. ParseBriefing checks the same rules in code.
+// format): Ollama turns it into a grammar, so record_id and the headline's
+// citations can only be the digest's ids. ParseBriefing checks the same
+// rules in code, and drops a sentence that cites nothing.
 func BriefSchema(ids []string, maxItems int) json.RawMessage {
 	enum, _ := json.Marshal(ids)
 	return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
-		`"headline":{"type":"string","minLength":1,"maxLength":%d},`+
+		`"headline":{"type":"object","properties":{`+
+		`"text":{"type":"string","minLength":1,"maxLength":%d},`+
+		`"citations":{"type":"array","minItems":1,"items":{"type":"string","enum":%s}}},`+
+		`"required":["text","citations"],"additionalProperties":false},`+
 		`"items":{"type":"array","maxItems":%d,"items":{"type":"object","properties":{`+
 		`"record_id":{"type":"string","enum":%s},`+
 		`"why_it_matters":{"type":"string","minLength":1,"maxLength":%d}},`+
 		`"required":["record_id","why_it_matters"],"additionalProperties":false}}},`+
-		`"required":["headline","items"],"additionalProperties":false}`, HeadlineMaxChars, maxItems, enum, WhyMaxChars))
+		`"required":["headline","items"],"additionalProperties":false}`, HeadlineMaxChars, enum, maxItems, enum, WhyMaxChars))
 }
 
-// Briefing is the model's validated answer.
+// Briefing is the model's validated answer, reduced to its grounded
+// sentences: each one it holds cites at least one of the digest's items.
 type Briefing struct {
-	// Headline is one sentence, the gist of the digest.
+	// Headline is one sentence, the gist of the digest; empty when the
+	// model's headline cited no item (it was dropped).
 	Headline string `json:"headline"`
+	// HeadlineCitations are the records the headline cites, each one of
+	// the digest's items.
+	HeadlineCitations []string `json:"headline_citations"`
 	// Items are the items that matter, most important first.
 	Items []BriefingItem `json:"items"`
+	// Dropped counts the model's sentences left out because they cite no
+	// item. Their text is kept nowhere but the model call's record.
+	Dropped int `json:"dropped"`
+}
+
+// Grounded reports whether b has a sentence to show: a headline or an
+// item. A briefing without one is not shown at all.
+func (b *Briefing) Grounded() bool { return b.Headline != "" || len(b.Items) > 0 }
+
+// DroppedNote is the line that tells the reader n sentences of the
+// model's briefing were left out (never what they said).
+func DroppedNote(n int) string {
+	if n == 1 {
+		return "1 sentence of the model's briefing was dropped: not grounded in the items"
+	}
+	return fmt.Sprintf("%d sentences of the model's briefing were dropped: not grounded in the items", n)
 }
 
 // BriefingItem is one cited item of a briefing.
@@ -187,11 +213,13 @@ type BriefingItem struct {
 }
 
 // ParseBriefing decodes and validates an answer against BriefSchema(ids,
-// maxItems): a headline, at most maxItems items, each citing one of ids
-// once. An answer citing an id that is not one of ids is rejected: the
-// model may not invent an item. It returns the answer as JSON when it is
-// JSON at all (for the record) and an error wrapping ErrMalformed that says
-// what is wrong.
+// maxItems): a headline with its citations, at most maxItems items, each
+// citing one of ids once. An answer citing an id that is not one of ids is
+// rejected: the model may not invent an item. A sentence that cites
+// nothing (a headline with no citation, an item with an empty record_id)
+// is dropped and counted in Dropped: only grounded sentences reach the
+// reader. It returns the answer as JSON when it is JSON at all (for the
+// record) and an error wrapping ErrMalformed that says what is wrong.
 func ParseBriefing(content string, ids []string, maxItems int) (Briefing, json.RawMessage, error) {
 	var b Briefing
 	content = strings.TrimSpace(content)
@@ -228,7 +256,37 @@ func ParseBriefing(content string, ids []string, maxItems int) (Briefing, json.R
 		}
 		return s
 	}
-	b.Headline = str("headline", fields["headline"], HeadlineMaxChars)
+	b.HeadlineCitations = []string{}
+	var head map[string]json.RawMessage
+	if v, ok := fields["headline"]; !ok {
+		problems = append(problems, "headline is missing")
+	} else if err := json.Unmarshal(v, &head); err != nil || head == nil {
+		problems = append(problems, fmt.Sprintf("headline must be an object with text and citations, not %s", snippet(string(v), 40)))
+	} else {
+		for k := range head {
+			if k != "text" && k != "citations" {
+				problems = append(problems, fmt.Sprintf("headline has unexpected key %q", k))
+			}
+		}
+		b.Headline = str("headline.text", head["text"], HeadlineMaxChars)
+		var cites []json.RawMessage
+		if v, ok := head["citations"]; !ok {
+			problems = append(problems, "headline.citations is missing")
+		} else if err := json.Unmarshal(v, &cites); err != nil || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			problems = append(problems, fmt.Sprintf("headline.citations must be a list of record ids, not %s", snippet(string(v), 40)))
+		}
+		for i, c := range cites {
+			path := fmt.Sprintf("headline.citations[%d]", i)
+			id := str(path, c, 1000)
+			switch {
+			case id == "":
+			case !slices.Contains(ids, id):
+				problems = append(problems, fmt.Sprintf("%s %q is not one of the digest's items", path, snippet(id, 60)))
+			case !slices.Contains(b.HeadlineCitations, id):
+				b.HeadlineCitations = append(b.HeadlineCitations, id)
+			}
+		}
+	}
 	var items []map[string]json.RawMessage
 	if v, ok := fields["items"]; !ok {
 		problems = append(problems, "items is missing")
@@ -246,10 +304,17 @@ func ParseBriefing(content string, ids []string, maxItems int) (Briefing, json.R
 				problems = append(problems, fmt.Sprintf("%s has unexpected key %q", path, k))
 			}
 		}
-		id := str(path+".record_id", it["record_id"], 1000)
+		var id string
+		if v, ok := it["record_id"]; ok && bytes.Equal(bytes.TrimSpace(v), []byte(`""`)) {
+			// An item citing nothing: its sentence is dropped below.
+		} else {
+			id = str(path+".record_id", v, 1000)
+		}
 		why := str(path+".why_it_matters", it["why_it_matters"], WhyMaxChars)
 		switch {
 		case id == "":
+			b.Dropped++
+			continue
 		case !slices.Contains(ids, id):
 			problems = append(problems, fmt.Sprintf("%s.record_id %q is not one of the digest's items", path, snippet(id, 60)))
 		case cited[id]:
@@ -264,6 +329,10 @@ func ParseBriefing(content string, ids []string, maxItems int) (Briefing, json.R
 	}
 	if b.Items == nil {
 		b.Items = []BriefingItem{}
+	}
+	if len(b.HeadlineCitations) == 0 {
+		b.Headline = ""
+		b.Dropped++
 	}
 	return b, raw, nil
 }

@@ -45,14 +45,28 @@ func Verdict(notify bool, urgency, reason string, confidence float64) string {
 	return string(b)
 }
 
-// Briefing returns the answer content for a digest briefing: a headline
-// and, for each pair of cites, a record id and why it matters.
+// Briefing returns the answer content for a fully cited digest briefing:
+// a headline citing every cited record and, for each pair of cites, a
+// record id and why it matters.
 func Briefing(headline string, cites ...[2]string) string {
+	ids := []string{}
+	for _, c := range cites {
+		ids = append(ids, c[0])
+	}
+	return BriefingCiting(headline, ids, cites...)
+}
+
+// BriefingCiting is Briefing with the headline's citations given: none
+// makes an uncited headline.
+func BriefingCiting(headline string, citations []string, cites ...[2]string) string {
 	items := []map[string]string{}
 	for _, c := range cites {
 		items = append(items, map[string]string{"record_id": c[0], "why_it_matters": c[1]})
 	}
-	b, _ := json.Marshal(map[string]any{"headline": headline, "items": items})
+	if citations == nil {
+		citations = []string{}
+	}
+	b, _ := json.Marshal(map[string]any{"headline": map[string]any{"text": headline, "citations": citations}, "items": items})
 	return string(b)
 }
 
