@@ -151,7 +151,10 @@ func (e *Events) run(ctx context.Context) error {
 // processed (inbound.Lock): no lease is written and no commit made before
 // the write. Events that may need an upstream request (a connector that
 // is a connectors.EventMapper, such as github's) are claimed with a lease
-// first, so that no transaction stays open across the request. When a
+// first, so that no transaction stays open across the request. Of a
+// leased batch, the events whose payload carries their item (FetchKey
+// "") are written first, each source's in its own transaction, and then
+// the events that fetch, one MapEvent per object (see mapAll). When a
 // direct transaction fails, its events take the leased path, which counts
 // attempts and retries with backoff.
 func (e *Events) Drain(ctx context.Context) (int, error) {
