@@ -47,8 +47,19 @@ type EventResult struct {
 // ignored. *RetryLaterError and other errors leave the event to be tried
 // again (up to a limit, then it is marked failed and the source's
 // reconciliation poll repairs what it missed); ErrUnauthorized likewise.
+//
+// FetchKey tells, without a request, whether MapEvent would fetch: it
+// names the upstream object MapEvent requests to complete ev ("issue
+// 12"), or returns "" when the payload carries its items (MapEvent then
+// sends no request, and also "" for an event MapEvent ignores or refuses
+// before any request). The syncer writes the events with "" first, in
+// their own transaction, so that they never wait for another event's
+// request, and maps the events of one batch that share a key with one
+// MapEvent call (of the latest of them, whose items every one of them
+// brings): one request per object and batch.
 type EventMapper interface {
 	MapEvent(ctx context.Context, ev Event) (EventResult, error)
+	FetchKey(ev Event) string
 }
 
 // IgnoredError is an event the source does not mirror.

@@ -158,7 +158,10 @@ func (e *Events) run(ctx context.Context) error {
 // processed (inbound.Lock): no lease is written and no commit made before
 // the write. Events that may need an upstream request (a connector that
 // is a connectors.EventMapper, such as github's) are claimed with a lease
-// first, so that no transaction stays open across the request. When a
+// first, so that no transaction stays open across the request. Of a
+// leased batch, the events whose payload carries their item (FetchKey
+// "") are written first, each source's in its own transaction, and then
+// the events that fetch, one MapEvent per object (see mapAll). When a
 // direct transaction fails, its events take the leased path, which counts
 // attempts and retries with backoff.
 func (e *Events) Drain(ctx context.Context) (int, error) {
@@ -184,13 +187,26 @@ func (e *Events) Drain(ctx context.Context) (int, error) {
 			if err != nil {
 				return total, err
 			}
+			// The events whose payload carries their item are written
+			// first, every source's, each source's in its own
+			// transaction: they never wait for a fetch of the batch.
+			var fetching [][]inbound.Event
 			for start := 0; start < len(evs); {
 				end := start + 1
 				for end < len(evs) && evs[end].Source == evs[start].Source {
 					end++
 				}
-				total += e.processSource(ctx, evs[start:end])
+				carried, fetch := e.splitFetching(evs[start:end])
+				if len(carried) > 0 {
+					total += e.processSource(ctx, carried)
+				}
+				if len(fetch) > 0 {
+					fetching = append(fetching, fetch)
+				}
 				start = end
+			}
+			for _, fetch := range fetching {
+				total += e.processSource(ctx, fetch)
 			}
 			progressed = progressed || len(evs) > 0
 		}
@@ -230,6 +246,30 @@ func (e *Events) split(names []string) (direct, leased []string) {
 		e.splitOf.first = &names[0]
 	}
 	return direct, leased
+}
+
+// splitFetching divides claimed events of one source into those whose
+// payload carries their item (no upstream request) and those the
+// connector completes with a fetch (connectors.EventMapper.FetchKey), in
+// their order. Events of a source this replica no longer runs are all
+// "carried": processSource gives them back.
+func (e *Events) splitFetching(evs []inbound.Event) (carried, fetch []inbound.Event) {
+	src := e.s.runnable(evs[0].Source)
+	if src == nil {
+		return evs, nil
+	}
+	em, ok := src.conn.(connectors.EventMapper)
+	if !ok {
+		return evs, nil
+	}
+	for _, ev := range evs {
+		if ce, err := connectorEvent(&ev); err == nil && em.FetchKey(ce) != "" {
+			fetch = append(fetch, ev)
+		} else {
+			carried = append(carried, ev)
+		}
+	}
+	return carried, fetch
 }
 
 // directBatch mirrors up to a batch of events of the sources of names in
@@ -392,21 +432,54 @@ type retry struct {
 // mapAll maps claimed events of src: the records they bring, the events
 // finished without a record (ignored, or refused by the mapping:
 // failed) and the events to retry (an upstream error while fetching).
+// Events that fetch the same object (connectors.EventMapper.FetchKey)
+// are mapped with one MapEvent call, of the latest of them: one request
+// per object and batch, whose items and outcome every one of them gets
+// (the writer keeps the latest event's record and marks the others
+// superseded).
 func (e *Events) mapAll(ctx context.Context, src *source, evs []inbound.Event) ([]mapped, []inbound.Result, []retry) {
 	var results []inbound.Result
 	var items []mapped
 	var retries []retry
+	em, _ := src.conn.(connectors.EventMapper)
+	var units [][]*inbound.Event // events mapped together, in order of their first
+	byKey := map[string]int{}
+	decoded := make(map[int64]connectors.Event, len(evs))
 	for i := range evs {
 		ev := &evs[i]
-		res, err := e.mapEvent(ctx, src, ev)
+		key := ""
+		if ce, err := connectorEvent(ev); err == nil {
+			decoded[ev.ID] = ce
+			if em != nil {
+				key = em.FetchKey(ce)
+			}
+		}
+		if j, ok := byKey[key]; ok && key != "" {
+			units[j] = append(units[j], ev)
+			continue
+		}
+		if key != "" {
+			byKey[key] = len(units)
+		}
+		units = append(units, []*inbound.Event{ev})
+	}
+	for _, unit := range units {
+		ev := unit[len(unit)-1] // the latest: its request is the one made
+		ids := make([]int64, len(unit))
+		for i, u := range unit {
+			ids[i] = u.ID
+		}
+		res, err := e.mapEvent(ctx, src, ev, decoded[ev.ID])
 		if reason, ok := connectors.IsIgnored(err); ok {
-			results = append(results, inbound.Result{ID: ev.ID, Outcome: inbound.OutcomeIgnored, Detail: reason})
+			for _, u := range unit {
+				results = append(results, inbound.Result{ID: u.ID, Outcome: inbound.OutcomeIgnored, Detail: reason})
+			}
 			continue
 		}
 		var ie *connectors.ItemError
 		if err != nil && !errors.As(err, &ie) {
 			if ctx.Err() != nil {
-				retries = append(retries, retry{ids: []int64{ev.ID}, err: err})
+				retries = append(retries, retry{ids: ids, err: err})
 				continue
 			}
 			after := eventsBackoff.Delay(ev.Attempts)
@@ -414,13 +487,16 @@ func (e *Events) mapAll(ctx context.Context, src *source, evs []inbound.Event) (
 			if errors.As(err, &rl) {
 				after = max(rl.RetryAt.Sub(e.s.conf.Now()), time.Second)
 			}
-			retries = append(retries, retry{ids: []int64{ev.ID}, after: after, err: err})
+			retries = append(retries, retry{ids: ids, after: after, err: err})
 			continue
 		}
 		if err == nil && len(res.Items) == 0 {
-			results = append(results, inbound.Result{ID: ev.ID, Outcome: inbound.OutcomeIgnored, Detail: "the event carries no item"})
+			for _, u := range unit {
+				results = append(results, inbound.Result{ID: u.ID, Outcome: inbound.OutcomeIgnored, Detail: "the event carries no item"})
+			}
 			continue
 		}
+		var recs []normalize.Record
 		for _, it := range res.Items {
 			if err != nil {
 				break
@@ -430,49 +506,57 @@ func (e *Events) mapAll(ctx context.Context, src *source, evs []inbound.Event) (
 				err = &connectors.ItemError{Loc: it.Loc, Err: err}
 				break
 			}
-			items = append(items, mapped{ev: ev, rec: r, deleted: res.Deleted})
+			recs = append(recs, r)
 		}
 		if err != nil {
 			// A payload the mapping refuses is refused the same way next time.
-			items = dropEvent(items, ev.ID)
-			results = append(results, inbound.Result{ID: ev.ID, Outcome: inbound.OutcomeFailed, Detail: e.s.conf.Redactor.String(errText(err))})
+			for _, u := range unit {
+				results = append(results, inbound.Result{ID: u.ID, Outcome: inbound.OutcomeFailed, Detail: e.s.conf.Redactor.String(errText(err))})
+			}
+			continue
+		}
+		for _, u := range unit {
+			for _, r := range recs {
+				items = append(items, mapped{ev: u, rec: r, deleted: res.Deleted})
+			}
 		}
 	}
 	return items, results, retries
 }
 
-// dropEvent removes the records of event id from items.
-func dropEvent(items []mapped, id int64) []mapped {
-	out := items[:0]
-	for _, m := range items {
-		if m.ev.ID != id {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// mapEvent turns a stored event into items: through the connector when
+// mapEvent turns a stored event into items (ce is ev decoded, or zero): through the connector when
 // it is an EventMapper (github), else by the Standard Webhooks payload
 // convention ({"type", "timestamp", "data"}: data is the item; a payload
 // without data is the item itself).
-func (e *Events) mapEvent(ctx context.Context, src *source, ev *inbound.Event) (connectors.EventResult, error) {
-	v, err := normalize.Decode(ev.Payload)
-	if err != nil {
-		return connectors.EventResult{}, &connectors.ItemError{Loc: "event " + ev.DeliveryID, Err: err}
-	}
-	payload, ok := v.(map[string]any)
-	if !ok {
-		return connectors.EventResult{}, &connectors.ItemError{Loc: "event " + ev.DeliveryID, Err: errors.New("the payload is not a JSON object")}
+func (e *Events) mapEvent(ctx context.Context, src *source, ev *inbound.Event, ce connectors.Event) (connectors.EventResult, error) {
+	if ce.Payload == nil { // not decoded: say why
+		var err error
+		if ce, err = connectorEvent(ev); err != nil {
+			return connectors.EventResult{}, err
+		}
 	}
 	if em, ok := src.conn.(connectors.EventMapper); ok {
-		return em.MapEvent(ctx, connectors.Event{Type: ev.Type, Action: ev.Action, Payload: payload, Raw: ev.Payload, DeliveryID: ev.DeliveryID})
+		return em.MapEvent(ctx, ce)
 	}
-	var item any = payload
-	if data, ok := payload["data"].(map[string]any); ok {
+	var item any = ce.Payload
+	if data, ok := ce.Payload["data"].(map[string]any); ok {
 		item = data
 	}
 	return connectors.EventResult{Items: []connectors.Item{{Value: item, Raw: normalize.Canonical(item), Loc: "event " + ev.DeliveryID}}}, nil
+}
+
+// connectorEvent decodes a stored event for a connector; a payload that
+// is not a JSON object is an *connectors.ItemError.
+func connectorEvent(ev *inbound.Event) (connectors.Event, error) {
+	v, err := normalize.Decode(ev.Payload)
+	if err != nil {
+		return connectors.Event{}, &connectors.ItemError{Loc: "event " + ev.DeliveryID, Err: err}
+	}
+	payload, ok := v.(map[string]any)
+	if !ok {
+		return connectors.Event{}, &connectors.ItemError{Loc: "event " + ev.DeliveryID, Err: errors.New("the payload is not a JSON object")}
+	}
+	return connectors.Event{Type: ev.Type, Action: ev.Action, Payload: payload, Raw: ev.Payload, DeliveryID: ev.DeliveryID}, nil
 }
 
 // storedRecord is what write reads of a stored record.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -399,5 +400,162 @@ func TestWebhookEventsService(t *testing.T) {
 	}
 	if err := w.events.Stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// holdFetches makes the fake GitHub hold every GET of issue n until the
+// returned release is called (at the latest when the test ends); arrived
+// receives one value per held request as it arrives.
+func (w *webhookWorld) holdFetches(n int64) (arrived <-chan struct{}, release func()) {
+	w.t.Helper()
+	ch := make(chan struct{}, 16)
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	w.t.Cleanup(release)
+	path := fmt.Sprintf("/repos/%s/issues/%d", w.gh.Repo, n)
+	w.gh.Mu.Lock()
+	w.gh.Intercept = func(_ http.ResponseWriter, r *http.Request, _ int) bool {
+		if r.Method == http.MethodGet && r.URL.Path == path {
+			ch <- struct{}{}
+			<-gate
+		}
+		return false
+	}
+	w.gh.Mu.Unlock()
+	return ch, release
+}
+
+// An event that carries its item (issues) does not wait behind the
+// fetches of the other events of its batch: it is written, and marked
+// processed, before a pull_request event's fetch is answered.
+func TestWebhookCarriedEventsDoNotWaitForFetches(t *testing.T) {
+	t.Parallel()
+	w := newWebhookWorld(t, "")
+	w.runAt(w.s, "gh")
+	pr := w.gh.Get(3)
+	pr.Title, pr.Updated = "Pull request 3, renamed", pr.Updated.Add(time.Hour)
+	w.gh.Put(pr)
+	prEvent := w.deliver(githubtest.EventPullRequest, "edited", 3) // first in the batch: its fetch is held
+	w.edit(1, "Issue 1, edited")
+	issueEvent := w.deliver(githubtest.EventIssues, "edited", 1)
+
+	arrived, release := w.holdFetches(3)
+	done := make(chan int, 1)
+	go func() {
+		n, err := w.events.Drain(context.Background())
+		if err != nil {
+			t.Errorf("drain events: %v", err)
+		}
+		done <- n
+	}()
+	testsignal.Receive(t, arrived, "the pull request's fetch")
+	// The fetch is held: the issues event must already be written.
+	if e := w.event(issueEvent); e.ProcessedAt == nil || e.Outcome != inbound.OutcomeUpdated {
+		t.Errorf("issues event while the pull request's fetch is held: processed_at %v, outcome %q; want written (updated) already",
+			e.ProcessedAt, e.Outcome)
+	}
+	if title, _ := w.record("1"); title != "Issue 1, edited" {
+		t.Errorf("record 1 while the pull request's fetch is held: %q, want the event's title", title)
+	}
+	if e := w.event(prEvent); e.ProcessedAt != nil {
+		t.Errorf("pull_request event processed before its fetch was answered: %+v", e)
+	}
+	release()
+	if n := testsignal.Receive(t, done, "the drain"); n != 2 {
+		t.Errorf("drained %d events, want 2", n)
+	}
+	if e := w.event(prEvent); e.Outcome != inbound.OutcomeUpdated {
+		t.Errorf("pull_request event after its fetch: %q %q", e.Outcome, e.Detail)
+	}
+	if title, _ := w.record("3"); title != "Pull request 3, renamed" {
+		t.Errorf("record 3: %q", title)
+	}
+}
+
+// Events of one batch that need the same object fetch it once: 37
+// comments on one issue are one GET of the issue, and the record gets
+// the fetched comment count.
+func TestWebhookFetchesOfOneObjectAreCoalesced(t *testing.T) {
+	t.Parallel()
+	w := newWebhookWorld(t, "")
+	w.runAt(w.s, "gh")
+	var ids []string
+	for i := range 37 {
+		w.gh.Comment(1, "monalisa", fmt.Sprintf("Me too (%d)", i+1))
+		ids = append(ids, w.deliver(githubtest.EventIssueComment, "created", 1))
+	}
+	w.gh.Comment(2, "hubot", "On another issue")
+	other := w.deliver(githubtest.EventIssueComment, "created", 2)
+	before := len(w.gh.Log())
+	if n := w.drain(); n != 38 {
+		t.Fatalf("drained %d events, want 38", n)
+	}
+	fetches := map[string]int{}
+	for _, r := range w.gh.Log()[before:] {
+		fetches[r.Method+" "+r.URL.Path]++
+	}
+	want := map[string]int{"GET /repos/octo-org/hello-world/issues/1": 1, "GET /repos/octo-org/hello-world/issues/2": 1}
+	if fmt.Sprint(fetches) != fmt.Sprint(want) {
+		t.Errorf("requests of the batch: %v, want one fetch per issue: %v", fetches, want)
+	}
+	if _, comments := w.record("1"); comments != 37 {
+		t.Errorf("record 1 has %d comments, want 37", comments)
+	}
+	if _, comments := w.record("2"); comments != 1 {
+		t.Errorf("record 2 has %d comments, want 1", comments)
+	}
+	outcomes := map[string]int{}
+	for _, id := range ids {
+		e := w.event(id)
+		if e.ProcessedAt == nil {
+			t.Errorf("event %s not processed: %+v", id, e)
+		}
+		outcomes[e.Outcome]++
+	}
+	if outcomes[inbound.OutcomeUpdated] != 1 || outcomes[inbound.OutcomeStale] != 36 {
+		t.Errorf("outcomes of the 37 comment events: %v, want 1 updated and 36 stale (superseded)", outcomes)
+	}
+	if e := w.event(other); e.Outcome != inbound.OutcomeUpdated {
+		t.Errorf("comment event of issue 2: %q %q", e.Outcome, e.Detail)
+	}
+	if got := w.changesOf("1"); strings.Join(got, ",") != "created by poll,updated by event" {
+		t.Errorf("record 1: %v, want one change for the batch", got)
+	}
+}
+
+// Writing the carried events first keeps the latest object per record:
+// when a pull_request event's fetch answers an object older than the one
+// an issues event of the same batch carried (a lagging read), the fetch
+// is stale and does not overwrite it.
+func TestWebhookFetchDoesNotOverwriteANewerCarriedEvent(t *testing.T) {
+	t.Parallel()
+	w := newWebhookWorld(t, "")
+	w.runAt(w.s, "gh")
+	old := w.gh.Get(3)
+	pr := old
+	pr.Title, pr.Updated = "Pull request 3, renamed", old.Updated.Add(time.Minute)
+	w.gh.Put(pr)
+	prEvent := w.deliver(githubtest.EventPullRequest, "edited", 3)
+	pr.Title, pr.Updated = "Pull request 3, renamed again", old.Updated.Add(time.Hour)
+	w.gh.Put(pr)
+	issueEvent := w.deliver(githubtest.EventIssues, "edited", 3) // carries the newest object
+	lagging := old
+	lagging.Title, lagging.Updated = "Pull request 3, renamed", old.Updated.Add(time.Minute)
+	w.gh.Put(lagging) // what the fetch answers
+	if n := w.drain(); n != 2 {
+		t.Fatalf("drained %d events, want 2", n)
+	}
+	if title, _ := w.record("3"); title != "Pull request 3, renamed again" {
+		t.Errorf("record 3: %q, want the newest object (the issues event's)", title)
+	}
+	if e := w.event(issueEvent); e.Outcome != inbound.OutcomeUpdated {
+		t.Errorf("issues event: %q %q", e.Outcome, e.Detail)
+	}
+	if e := w.event(prEvent); e.Outcome != inbound.OutcomeStale || !strings.Contains(e.Detail, "is newer") {
+		t.Errorf("pull_request event whose fetch is older: %q %q, want stale", e.Outcome, e.Detail)
+	}
+	if got := w.changesOf("3"); strings.Join(got, ",") != "created by poll,updated by event" {
+		t.Errorf("record 3: %v", got)
 	}
 }
