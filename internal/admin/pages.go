@@ -444,7 +444,11 @@ type reportData struct {
 // column is named by its query parameter, or written "param:column" when
 // they differ (report_stuck's owner filter reads definition_owner: its
 // owner column is the holder of a lease).
-func filtered(sql string, qs url.Values, cols []string) (string, []any) {
+//
+// extra conditions (a page's keyset) follow the filters: each is a
+// constant condition whose %[1]d, %[2]d, … number its arguments'
+// placeholders.
+func filtered(sql string, qs url.Values, cols []string, extra ...keyCond) (string, []any) {
 	tail := " LIMIT "
 	if strings.Contains(sql, " GROUP BY ") {
 		tail = " GROUP BY "
@@ -472,6 +476,14 @@ func filtered(sql string, qs url.Values, cols []string) (string, []any) {
 			conds = append(conds, fmt.Sprintf("%s = $%d", col, len(args)))
 		}
 	}
+	for _, e := range extra {
+		nums := make([]any, len(e.args))
+		for i := range e.args {
+			nums[i] = len(args) + i + 1
+		}
+		args = append(args, e.args...)
+		conds = append(conds, fmt.Sprintf(e.cond, nums...))
+	}
 	if len(conds) > 0 {
 		base += "\nWHERE " + strings.Join(conds, " AND ")
 	}
@@ -479,6 +491,12 @@ func filtered(sql string, qs url.Values, cols []string) (string, []any) {
 		base += "\n" + strings.TrimSpace(tail) + " " + rest
 	}
 	return base, args
+}
+
+// keyCond is a condition of a page's keyset and its arguments.
+type keyCond struct {
+	cond string
+	args []any
 }
 
 func activeFilters(qs url.Values, cols []string) [][2]string {
@@ -501,6 +519,10 @@ type deadData struct {
 	// Back is this page with its filters: where the forms come back to.
 	Back  string
 	Table *table
+	// IDs are the ids of the rows listed: what the bulk retry retries.
+	IDs []int64
+	// Next is the next page (the filters kept), when there is one.
+	Next string
 }
 
 // deadFilters are the filters of the dead letters page: its table and
@@ -553,43 +575,107 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 		d.Total += n
 		d.Sinks = append(d.Sinks, card{sink, num(n), deadLink(sink), cls(d.Sink == sink)})
 	}
-	sql, args = filtered(queryDead+" LIMIT 201", qs, deadFilters)
-	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, 200, links); err != nil {
+	var keyset []keyCond
+	if after := qs.Get("after"); after != "" {
+		k, err := deadCursor(after)
+		if err != nil {
+			a.fail(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		keyset = append(keyset, k)
+	}
+	sql, args = filtered(queryDead, qs, deadFilters, keyset...)
+	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, deadPage, links); err != nil {
 		a.failErr(w, r, err)
 		return
+	}
+	for _, row := range d.Table.Raw {
+		id, _ := row["id"].(int64)
+		d.IDs = append(d.IDs, id)
+	}
+	if d.Table.More {
+		last := d.Table.Raw[len(d.Table.Raw)-1]
+		at := "none"
+		if t, ok := last["dead_at"].(time.Time); ok {
+			at = t.UTC().Format(time.RFC3339Nano)
+		}
+		v := url.Values{}
+		for _, k := range deadFilters {
+			if x := qs.Get(k); x != "" {
+				v.Set(k, x)
+			}
+		}
+		v.Set("after", at+","+strconv.FormatInt(d.IDs[len(d.IDs)-1], 10))
+		d.Next = "/admin/dead?" + v.Encode()
 	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "dead", p)
 }
 
-// retryDead retries one dead notification (id) or all those of the sink,
-// source and owner posted (all=yes): the filters of the page the form is
-// on, so that "Retry all" retries the rows the page lists.
+// deadCursor reads the after= of a dead letters page: the dead_at of the
+// last row shown (RFC 3339, or "none" when it had none), a comma, its id.
+func deadCursor(after string) (keyCond, error) {
+	at, id, _ := strings.Cut(after, ",")
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return keyCond{}, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
+	}
+	var t any // NULL: the last row shown had no dead_at
+	if at != "none" {
+		x, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return keyCond{}, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
+		}
+		t = x
+	}
+	return keyCond{cond: deadAfter, args: []any{t, n}}, nil
+}
+
+// retryDead retries the dead notifications whose ids are posted (id=,
+// once per row): one row's Retry posts its id, the bulk retry the ids of
+// the rows its page lists, so that it retries exactly those and never
+// more (at most a page of them). The sink, source and owner of the page
+// are posted too and narrow it further: a listed row that no longer
+// matches them is left alone.
 func (a *Admin) retryDead(w http.ResponseWriter, r *http.Request, c *caller) {
-	f := outbox.Filter{Sink: r.PostFormValue("sink"), Source: r.PostFormValue("source"), Owner: r.PostFormValue("owner")}
-	scope := "every dead notification"
-	if id := r.PostFormValue("id"); id != "" {
+	if err := r.ParseForm(); err != nil {
+		a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The form does not parse: %v.", err))
+		return
+	}
+	posted := r.PostForm["id"]
+	if len(posted) == 0 {
+		a.fail(w, r, http.StatusBadRequest, "Retry needs the ids of the dead notifications to retry (id=, once per notification).")
+		return
+	}
+	if len(posted) > deadPage {
+		a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Retry takes at most %d ids (a page of dead letters), not %d.", deadPage, len(posted)))
+		return
+	}
+	ids := make([]int64, 0, len(posted))
+	for _, id := range posted {
 		n, err := strconv.ParseInt(id, 10, 64)
 		if err != nil || n <= 0 {
 			a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id.", id))
 			return
 		}
-		f.ID = n
-		scope = "notification " + id
-	} else if r.PostFormValue("all") != "yes" {
-		a.fail(w, r, http.StatusBadRequest, "Retry needs a notification id, or all=yes to retry every dead notification (of the sink, source and owner given).")
-		return
+		ids = append(ids, n)
 	}
-	if f.ID == 0 {
-		var of []string
-		for _, kv := range [][2]string{{"sink", f.Sink}, {"source", f.Source}, {"owner", f.Owner}} {
-			if kv[1] != "" {
-				of = append(of, kv[0]+" "+kv[1])
-			}
+	f := outbox.Filter{Sink: r.PostFormValue("sink"), Source: r.PostFormValue("source"), Owner: r.PostFormValue("owner")}
+	scope := "notification " + posted[0]
+	if len(ids) == 1 {
+		f.ID = ids[0]
+	} else {
+		f.IDs = ids
+		scope = fmt.Sprintf("the %d listed", len(ids))
+	}
+	var of []string
+	for _, kv := range [][2]string{{"sink", f.Sink}, {"source", f.Source}, {"owner", f.Owner}} {
+		if kv[1] != "" {
+			of = append(of, kv[0]+" "+kv[1])
 		}
-		if len(of) > 0 {
-			scope += " of " + strings.Join(of, ", ")
-		}
+	}
+	if len(of) > 0 {
+		scope += " of " + strings.Join(of, ", ")
 	}
 	n, err := a.svc.RetryDead(r.Context(), c.p, f)
 	a.afterAction(w, r, fmt.Sprintf("sent %d dead notification(s) back to pending (%s)", n, scope), err)

@@ -9,6 +9,10 @@ package admin
 // pageSize is how many rows a list shows.
 const pageSize = 50
 
+// deadPage is how many dead letters a page lists (and its bulk retry
+// retries at most).
+const deadPage = 200
+
 const (
 	queryOverview = `SELECT * FROM report_overview`
 
@@ -85,7 +89,16 @@ const (
 
 	queryDeadCount = `SELECT sink, count(*) AS dead FROM report_dead_letters GROUP BY sink ORDER BY sink`
 
-	queryDead = `SELECT * FROM report_dead_letters`
+	// queryDead is a page of dead letters in the view's order (dead_at
+	// newest first, NULLs last, then id): the sink, source and owner
+	// filters (deadFilters) and, after the first page, deadAfter come
+	// before its LIMIT (deadPage rows and one to tell there are more).
+	queryDead = `SELECT * FROM report_dead_letters LIMIT 201`
+
+	// deadAfter is the keyset of the dead letters' next page: the rows
+	// after the last one shown ($%[1]d its dead_at, NULL when it had
+	// none; $%[2]d its id) in the view's order.
+	deadAfter = `(dead_at < $%[1]d OR (dead_at = $%[1]d AND id < $%[2]d) OR (dead_at IS NULL AND ($%[1]d::timestamptz IS NOT NULL OR id < $%[2]d)))`
 
 	// queryExpensive is the most expensive model calls of the last 24
 	// hours (the view's order: slowest first).
