@@ -804,6 +804,10 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	// The evaluations behind a count of the drift table: the notify count
 	// of today's cell.
 	today := now.UTC().Truncate(24 * time.Hour)
+	// A page of dead letters: the view with the page's filters and, after
+	// the first page, its keyset (deadAfter) before the LIMIT.
+	deadBase, _, _ := strings.Cut(sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters LIMIT"), " LIMIT ")
+	deadAfter := func(at, id int) string { return fmt.Sprintf(sqlConst(t, adminQ, "deadAfter"), at, id) }
 	driftRows := sqlConst(t, adminQ, "queryDriftRows") + sqlFrom(t, adminQ, "AND e.decision IN ('notify', 'duplicate')") +
 		sqlConst(t, adminQ, "driftRowsOrder")
 	for _, q := range []hotQuery{
@@ -837,8 +841,11 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "admin: high retry", sql: sqlFrom(t, adminQ, "SELECT * FROM report_high_retry LIMIT"), allowSources: true},
 		{name: "admin: disabled", sql: sqlFrom(t, adminQ, "SELECT * FROM report_disabled_sources LIMIT"), allowSources: true},
 		{name: "admin: dead per sink", sql: sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters"), index: "notifications_dead_idx"},
-		{name: "admin: dead letters", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + " LIMIT 201",
-			index: "notifications_dead_idx"},
+		{name: "admin: dead letters", sql: deadBase + "\nLIMIT 201", index: "notifications_dead_idx"},
+		{name: "admin: dead letters, second page", sql: deadBase + "\nWHERE " + deadAfter(1, 2) + "\nLIMIT 201",
+			args: []any{now.Add(-time.Hour), int64(400)}, index: "notifications_dead_idx"},
+		{name: "admin: dead letters of a sink, second page", sql: deadBase + "\nWHERE sink = $1 AND " + deadAfter(2, 3) + "\nLIMIT 201",
+			args: []any{"hook", now.Add(-time.Hour), int64(400)}, index: "notifications_dead_idx"},
 		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "FROM report_expensive_evaluations\n\t\tWHERE created_at"), index: "model_calls_created_idx"},
 		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_daily"), index: "evaluations_judged_created_idx"},
 		{name: "admin: an owner's model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_recent"), args: []any{"alice"},
@@ -847,9 +854,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			today.Add(24 * time.Hour), int64(0)}, index: "evaluations_judged_created_idx"},
 		{name: "admin: alice's notify decisions behind a drift number, second page", sql: driftRows, args: []any{today, "llama3.2", "sha256:aaa",
 			"pv-1", "alice", today.Add(time.Hour), int64(123)}, index: "evaluations_judged_created_idx"},
-		{name: "admin: dead letters of a sink", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + "\nWHERE sink = $1\nLIMIT 201",
+		{name: "admin: dead letters of a sink", sql: deadBase + "\nWHERE sink = $1\nLIMIT 201",
 			args: []any{"hook"}, index: "notifications_dead_idx"},
-		{name: "admin: dead letters of an owner", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + "\nWHERE owner = $1\nLIMIT 201",
+		{name: "admin: dead letters of an owner", sql: deadBase + "\nWHERE owner = $1\nLIMIT 201",
 			args: []any{"alice"}},
 		{name: "admin: dead per sink of an owner", sql: strings.Replace(sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters"),
 			" GROUP BY ", "\nWHERE owner = $1\nGROUP BY ", 1), args: []any{"alice"}},
