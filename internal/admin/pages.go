@@ -402,13 +402,24 @@ func (a *Admin) reportPage(which string) authedHandler {
 	type spec struct {
 		title, sql, what string
 		filters          []string
+		// keys is the view's order: the keyset of the pages.
+		keys keyset
+		// afterID, when set, is the condition of the next page, from the
+		// id of the last row shown (keys is that id): for a view that
+		// does not show the columns of its order.
+		afterID string
 	}
 	specs := map[string]spec{
-		"stuck":    {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source", "owner:definition_owner"}},
-		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink", "owner"}},
-		"retry":    {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source", "owner"}},
-		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status", "owner"}},
-		"tasks":    {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id", "owner"}},
+		"stuck": {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source", "owner:definition_owner"},
+			keyset{{col: "since", nulls: true}, {col: "kind"}, {col: "id", nulls: true}, {col: "source"}}, ""},
+		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink", "owner"},
+			keyset{{col: "at", desc: true}, {col: "kind"}, {col: "id", desc: true}, {col: "watch", nulls: true}, {col: "status"}}, ""},
+		"retry": {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source", "owner"},
+			keyset{{col: "attempts", desc: true}, {col: "kind"}, {col: "source"}, {col: "id", nulls: true}}, ""},
+		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status", "owner"},
+			keyset{{col: "since", desc: true, nulls: true}, {col: "name"}}, ""},
+		"tasks": {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id", "owner"},
+			keyset{{col: "id", desc: true}}, queryTaskRunsAfter},
 	}
 	s := specs[which]
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -419,16 +430,36 @@ func (a *Admin) reportPage(which string) authedHandler {
 			a.failErr(w, r, err)
 			return
 		}
-		sql, args := filtered(s.sql, r.URL.Query(), s.filters)
+		qs := r.URL.Query()
+		var keyset []keyCond
+		if after := qs["after"]; len(after) > 0 {
+			k, err := s.keys.cond(after)
+			if err != nil {
+				a.fail(w, r, http.StatusBadRequest, err.Error())
+				return
+			}
+			if s.afterID != "" {
+				k = keyCond{cond: s.afterID, args: k.args[:1]}
+			}
+			keyset = append(keyset, k)
+		}
+		sql, args := filtered(s.sql, qs, s.filters, keyset...)
 		if !strings.Contains(sql, "LIMIT") {
 			sql += "\nLIMIT 201"
 		}
-		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: sql, args: args}, 200, links)
+		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: sql, args: args}, a.conf.ListPage, links)
 		if err != nil {
 			a.failErr(w, r, err)
 			return
 		}
-		p.Data = &reportData{What: s.what, Table: t, Which: which, Filters: activeFilters(r.URL.Query(), s.filters)}
+		d := &reportData{What: s.what, Table: t, Which: which, Filters: activeFilters(qs, s.filters)}
+		if t.More {
+			if d.Next, err = s.keys.nextLink(r.URL.Path, qs, t.Raw[len(t.Raw)-1]); err != nil {
+				a.failErr(w, r, err)
+				return
+			}
+		}
+		p.Data = d
 		a.render(w, r, http.StatusOK, "report", p)
 	}
 }
@@ -437,10 +468,13 @@ type reportData struct {
 	Which, What string
 	Table       *table
 	Filters     [][2]string
+	// Next is the next page, when there is one.
+	Next string
 }
 
 // filtered adds equality filters on the given columns (from the query
-// string) to a SELECT from a report view, before its GROUP BY or LIMIT. A
+// string) to a SELECT from a report view, before its GROUP BY, ORDER BY
+// or LIMIT. A
 // column is named by its query parameter, or written "param:column" when
 // they differ (report_stuck's owner filter reads definition_owner: its
 // owner column is the holder of a lease).
@@ -450,8 +484,11 @@ type reportData struct {
 // placeholders.
 func filtered(sql string, qs url.Values, cols []string, extra ...keyCond) (string, []any) {
 	tail := " LIMIT "
-	if strings.Contains(sql, " GROUP BY ") {
+	switch {
+	case strings.Contains(sql, " GROUP BY "):
 		tail = " GROUP BY "
+	case strings.Contains(sql, "\nORDER BY "):
+		tail = "\nORDER BY "
 	}
 	base, rest, hasTail := strings.Cut(sql, tail)
 	var conds []string
@@ -477,12 +514,8 @@ func filtered(sql string, qs url.Values, cols []string, extra ...keyCond) (strin
 		}
 	}
 	for _, e := range extra {
-		nums := make([]any, len(e.args))
-		for i := range e.args {
-			nums[i] = len(args) + i + 1
-		}
+		conds = append(conds, e.numbered(len(args)+1))
 		args = append(args, e.args...)
-		conds = append(conds, fmt.Sprintf(e.cond, nums...))
 	}
 	if len(conds) > 0 {
 		base += "\nWHERE " + strings.Join(conds, " AND ")
@@ -497,6 +530,18 @@ func filtered(sql string, qs url.Values, cols []string, extra ...keyCond) (strin
 type keyCond struct {
 	cond string
 	args []any
+}
+
+// numbered is the condition with its placeholders numbered from next.
+func (k keyCond) numbered(next int) string {
+	if len(k.args) == 0 {
+		return k.cond
+	}
+	nums := make([]any, len(k.args))
+	for i := range k.args {
+		nums[i] = next + i
+	}
+	return fmt.Sprintf(k.cond, nums...)
 }
 
 func activeFilters(qs url.Values, cols []string) [][2]string {
@@ -585,7 +630,7 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 		keyset = append(keyset, k)
 	}
 	sql, args = filtered(queryDead, qs, deadFilters, keyset...)
-	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, deadPage, links); err != nil {
+	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, min(a.conf.ListPage, deadPage), links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
@@ -857,14 +902,29 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		}
 		args = append(args, owner)
 	}
+	args = append(args, fargs...)
+	if after := qs["after"]; len(after) > 0 {
+		k, err := spec.keys.cond(after)
+		if err != nil {
+			a.fail(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		conds = append(conds, k.numbered(len(args)+1))
+		args = append(args, k.args...)
+	}
 	sql := spec.sql
 	for _, cond := range conds {
 		sql = strings.Replace(sql, "\n\t\tORDER BY", "\n\t\t  AND "+cond+"\n\t\tORDER BY", 1)
 	}
-	args = append(args, fargs...)
-	if d.Table, err = a.rowsOf(ctx, p, query{title: spec.title, sql: sql, args: args}, 200, links); err != nil {
+	if d.Table, err = a.rowsOf(ctx, p, query{title: spec.title, sql: sql, args: args}, a.conf.ListPage, links); err != nil {
 		a.failErr(w, r, err)
 		return
+	}
+	if d.Table.More {
+		if d.Next, err = spec.keys.nextLink(r.URL.Path, qs, d.Table.Raw[len(d.Table.Raw)-1]); err != nil {
+			a.failErr(w, r, err)
+			return
+		}
 	}
 	if what == "runs" && qs.Get("quiet") != "" && len(conds) == 0 {
 		q := rowQueries["quiet"]

@@ -118,3 +118,94 @@ func TestDeadLettersPageAndRetryListed(t *testing.T) {
 		t.Errorf("%d dead letters left after retrying the 200 listed, want 552", n)
 	}
 }
+
+var (
+	firstBody = regexp.MustCompile(`(?s)<tbody>(.*?)</tbody>`)
+	tableRow  = regexp.MustCompile(`(?s)<tr>(.*?)</tr>`)
+)
+
+// TestEveryListPages: with a page of one row, every list of rows of the
+// admin page — the rows behind a number, pending work, the report pages,
+// the dead letters — shows one row and a next link, and following the
+// links lists every row the list's SQL counts, each once.
+func TestEveryListPages(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.populate()
+	w.secondDeadLetter()
+	// Rows for the lists the story leaves empty: retried changes and
+	// notifications waiting for long (pending work, high retry, stuck),
+	// failing sources, disabled and paused ones (one without a time).
+	w.exec(`UPDATE changes SET eval_status = 'pending', eval_attempts = 2, eval_error = 'model timed out'`)
+	w.exec(`UPDATE notifications SET status = 'pending', attempts = 2, last_error = 'refused', next_attempt_at = now() - interval '2 days'
+		WHERE status = 'delivered'`)
+	w.exec(`UPDATE sources SET failure_count = 3`)
+	// Three task runs, two of them changed at the same instant (the id
+	// breaks the tie).
+	w.exec(`INSERT INTO task_runs (source, task, record_id, record_version, content_version, idempotency_key, run_id,
+		claimed_by, claimed_at, claim_expires_at, executor, updated_at)
+		SELECT 'tickets', 'triage', g::text, 1, 'v1', 'key-' || g, 'run-' || g, 'syncer-1', now(), now() + interval '1 minute',
+		       'command', now() - (g / 2) * interval '1 second'
+		FROM generate_series(1, 3) g`)
+	w.exec(`UPDATE sources SET status = 'paused', status_changed_at = now() WHERE name = 'tickets'`)
+	w.exec(`UPDATE sources SET status = 'disabled', status_changed_at = NULL WHERE name <> 'tickets'`)
+	w.listPage = 1
+	w.serve()
+	c := newClient(w)
+	c.login(w.adminTok)
+
+	for _, l := range []struct{ path, count string }{
+		{"/admin/rows/runs?since=all", `SELECT count(*) FROM sync_runs`},
+		{"/admin/rows/quiet?since=all", `SELECT count(*) FROM sync_run_hours`},
+		{"/admin/rows/changes?since=all", `SELECT count(*) FROM changes`},
+		{"/admin/rows/evaluations?since=all", `SELECT count(*) FROM evaluations`},
+		{"/admin/rows/notifications?since=all", `SELECT count(*) FROM notifications`},
+		{"/admin/rows/model_calls?since=all", `SELECT count(*) FROM model_calls`},
+		{"/admin/rows/pending_changes", `SELECT count(*) FROM changes WHERE eval_status = 'pending'`},
+		{"/admin/rows/pending_notifications", `SELECT count(*) FROM notifications WHERE status IN ('pending', 'held')`},
+		{"/admin/stuck", `SELECT count(*) FROM report_stuck`},
+		{"/admin/failures", `SELECT count(*) FROM report_recent_failures`},
+		{"/admin/retry", `SELECT count(*) FROM report_high_retry`},
+		{"/admin/disabled", `SELECT count(*) FROM report_disabled_sources`},
+		{"/admin/tasks", `SELECT count(*) FROM report_task_runs`},
+		{"/admin/dead", `SELECT count(*) FROM report_dead_letters`},
+	} {
+		want := w.count(l.count)
+		var rows []string
+		pages := 0
+		for path := l.path; path != ""; pages++ {
+			if pages > int(want)+1 {
+				t.Fatalf("%s: more pages than rows (%d): the next links loop", l.path, want)
+			}
+			resp, page := c.do("GET", path, nil, nil)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %d %.500s", path, resp.StatusCode, page)
+			}
+			var got []string
+			if m := firstBody.FindStringSubmatch(page); m != nil {
+				for _, r := range tableRow.FindAllStringSubmatch(m[1], -1) {
+					got = append(got, r[1])
+				}
+			}
+			_, next := listedIDs(t, page)
+			if len(got) > 1 || (next != "" && len(got) != 1) {
+				t.Errorf("%s lists %d rows (next page %q), want 1 a page", path, len(got), next)
+			}
+			rows = append(rows, got...)
+			path = next
+		}
+		if int64(len(rows)) != want {
+			t.Errorf("%s: its %d pages list %d rows, want the %d its SQL counts", l.path, pages, len(rows), want)
+		}
+		if want < 2 {
+			t.Errorf("%s: the story has %d rows for it: no second page to follow", l.path, want)
+		}
+		seen := map[string]bool{}
+		for _, r := range rows {
+			if seen[r] {
+				t.Errorf("%s lists a row twice: %.300s", l.path, r)
+			}
+			seen[r] = true
+		}
+	}
+}
