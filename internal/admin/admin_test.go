@@ -337,8 +337,9 @@ func hiddenFields(t *testing.T, page, marker string) url.Values {
 
 // TestDeadLettersOfAnOwner: with ?owner= the dead letters page counts that
 // owner's dead letters only (the "all" chip and each sink's), its chips
-// keep the owner, and its "Retry all" posts the owner and sends back to
-// pending that owner's dead letters only — another owner's stay dead.
+// keep the owner, and its bulk retry ("Retry 1 listed") posts the owner
+// and the id it lists and sends back to pending that owner's dead letter
+// only — another owner's stays dead.
 func TestDeadLettersOfAnOwner(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -392,7 +393,7 @@ func TestDeadLettersOfAnOwner(t *testing.T) {
 }
 
 // TestEveryActionNeedsTheCSRFToken: every POST of a signed-in session —
-// pause, resume, run now, retry one dead letter, retry all, sign out — is
+// pause, resume, run now, retry one dead letter, retry the listed, sign out — is
 // refused with 403 without the page's CSRF token or with a forged one,
 // and changes nothing in the database (sources, notifications, the audit
 // log) nor ends the session; with the token it is done.

@@ -571,7 +571,8 @@ type deadData struct {
 }
 
 // deadFilters are the filters of the dead letters page: its table and
-// its "Retry all" take all three; its counts per sink the other two.
+// its bulk retry ("Retry N listed") take all three; its counts per sink
+// the other two.
 var deadFilters = []string{"sink", "source", "owner"}
 
 func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
