@@ -874,11 +874,21 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		a.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
+	// next is the query of the next page: this one's, its window fixed.
+	next := url.Values{}
+	for k, vs := range qs {
+		next[k] = vs
+	}
 	if spec.untimed {
 		args = []any{source}
 	} else {
 		since, until, hint := a.window(qs, keyed)
 		d.Hint = hint
+		if qs.Get("since") == "" && !keyed {
+			// The next pages are of this hour, even when the next one
+			// has begun.
+			next.Set("since", since.UTC().Format(time.RFC3339))
+		}
 		if qs.Get("since_success") != "" {
 			last, err := a.rowsOf(ctx, p, query{title: "When the source last succeeded", sql: querySourceLastSuccess, args: []any{source}}, 0, nil)
 			if err != nil {
@@ -922,7 +932,7 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	if d.Table.More {
-		if d.Next, err = spec.keys.nextLink(r.URL.Path, qs, d.Table.Raw[len(d.Table.Raw)-1]); err != nil {
+		if d.Next, err = spec.keys.nextLink(r.URL.Path, next, d.Table.Raw[len(d.Table.Raw)-1]); err != nil {
 			a.failErr(w, r, err)
 			return
 		}
