@@ -75,6 +75,10 @@ type Config struct {
 	// decision trails of the record page; nil shows the recorded
 	// decisions only.
 	Config *config.Config
+	// ListPage is how many rows a list of rows shows a page (the rows
+	// behind a number, the report pages, the dead letters), at most 200.
+	// Defaults to 200.
+	ListPage int
 }
 
 // Admin serves the admin page.
@@ -91,6 +95,9 @@ type Admin struct {
 func New(svc *control.Service, conf Config, logger *slog.Logger) (*Admin, error) {
 	if conf.SessionTTL <= 0 {
 		conf.SessionTTL = SessionTTLDefault
+	}
+	if conf.ListPage <= 0 || conf.ListPage > 200 {
+		conf.ListPage = 200
 	}
 	a := &Admin{pool: svc.Pool(), svc: svc, conf: conf, logger: logger.With("component", "admin"), now: time.Now}
 	if err := a.parseTemplates(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -336,8 +337,9 @@ func hiddenFields(t *testing.T, page, marker string) url.Values {
 
 // TestDeadLettersOfAnOwner: with ?owner= the dead letters page counts that
 // owner's dead letters only (the "all" chip and each sink's), its chips
-// keep the owner, and its "Retry all" posts the owner and sends back to
-// pending that owner's dead letters only — another owner's stay dead.
+// keep the owner, and its bulk retry ("Retry 1 listed") posts the owner
+// and the id it lists and sends back to pending that owner's dead letter
+// only — another owner's stays dead.
 func TestDeadLettersOfAnOwner(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -372,8 +374,12 @@ func TestDeadLettersOfAnOwner(t *testing.T) {
 	}
 
 	form := hiddenFields(t, page, `class="actions"`)
-	if form.Get("owner") != "alice" || form.Get("all") != "yes" {
-		t.Errorf("Retry all posts %v: not alice's", form)
+	alices := fmt.Sprint(w.queryMap(`SELECT id FROM notifications WHERE status = 'dead' AND owner = 'alice'`)[0]["id"])
+	if form.Get("owner") != "alice" || !slices.Equal(form["id"], []string{alices}) {
+		t.Errorf("Retry 1 listed posts %v: not alice's one dead letter %s", form, alices)
+	}
+	if !strings.Contains(page, `id="retry-all">Retry 1 listed</button>`) {
+		t.Errorf("the bulk retry does not say it retries the 1 listed row")
 	}
 	resp, _ = c.do("POST", "/admin/dead/retry", form, nil)
 	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/admin/dead?owner=alice&done=sent+1+dead") {
@@ -387,7 +393,7 @@ func TestDeadLettersOfAnOwner(t *testing.T) {
 }
 
 // TestEveryActionNeedsTheCSRFToken: every POST of a signed-in session —
-// pause, resume, run now, retry one dead letter, retry all, sign out — is
+// pause, resume, run now, retry one dead letter, retry the listed, sign out — is
 // refused with 403 without the page's CSRF token or with a forged one,
 // and changes nothing in the database (sources, notifications, the audit
 // log) nor ends the session; with the token it is done.
@@ -438,7 +444,7 @@ func TestEveryActionNeedsTheCSRFToken(t *testing.T) {
 		{"retry one dead letter", "/admin/dead/retry", url.Values{"id": {fmt.Sprint(dead[0]["id"])}}, func() bool {
 			return w.count(`SELECT count(*) FROM notifications WHERE id = $1 AND status = 'pending'`, dead[0]["id"]) == 1
 		}},
-		{"retry all", "/admin/dead/retry", url.Values{"all": {"yes"}}, func() bool {
+		{"retry the listed", "/admin/dead/retry", url.Values{"id": {fmt.Sprint(dead[0]["id"]), fmt.Sprint(dead[1]["id"])}}, func() bool {
 			return w.count(`SELECT count(*) FROM notifications WHERE status = 'dead'`) == 0
 		}},
 		{"sign out", "/admin/logout", url.Values{}, func() bool { return !signedIn() }},

@@ -402,13 +402,24 @@ func (a *Admin) reportPage(which string) authedHandler {
 	type spec struct {
 		title, sql, what string
 		filters          []string
+		// keys is the view's order: the keyset of the pages.
+		keys keyset
+		// afterID, when set, is the condition of the next page, from the
+		// id of the last row shown (keys is that id): for a view that
+		// does not show the columns of its order.
+		afterID string
 	}
 	specs := map[string]spec{
-		"stuck":    {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source", "owner:definition_owner"}},
-		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink", "owner"}},
-		"retry":    {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source", "owner"}},
-		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status", "owner"}},
-		"tasks":    {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id", "owner"}},
+		"stuck": {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source", "owner:definition_owner"},
+			keyset{{col: "since", nulls: true}, {col: "kind"}, {col: "id", nulls: true}, {col: "source"}}, ""},
+		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink", "owner"},
+			keyset{{col: "at", desc: true}, {col: "kind"}, {col: "id", desc: true}, {col: "watch", nulls: true}, {col: "status"}}, ""},
+		"retry": {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source", "owner"},
+			keyset{{col: "attempts", desc: true}, {col: "kind"}, {col: "source"}, {col: "id", nulls: true}}, ""},
+		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status", "owner"},
+			keyset{{col: "since", desc: true, nulls: true}, {col: "name"}}, ""},
+		"tasks": {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id", "owner"},
+			keyset{{col: "id", desc: true}}, queryTaskRunsAfter},
 	}
 	s := specs[which]
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -419,16 +430,36 @@ func (a *Admin) reportPage(which string) authedHandler {
 			a.failErr(w, r, err)
 			return
 		}
-		sql, args := filtered(s.sql, r.URL.Query(), s.filters)
+		qs := r.URL.Query()
+		var keyset []keyCond
+		if after := qs["after"]; len(after) > 0 {
+			k, err := s.keys.cond(after)
+			if err != nil {
+				a.fail(w, r, http.StatusBadRequest, err.Error())
+				return
+			}
+			if s.afterID != "" {
+				k = keyCond{cond: s.afterID, args: k.args[:1]}
+			}
+			keyset = append(keyset, k)
+		}
+		sql, args := filtered(s.sql, qs, s.filters, keyset...)
 		if !strings.Contains(sql, "LIMIT") {
 			sql += "\nLIMIT 201"
 		}
-		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: sql, args: args}, 200, links)
+		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: sql, args: args}, a.conf.ListPage, links)
 		if err != nil {
 			a.failErr(w, r, err)
 			return
 		}
-		p.Data = &reportData{What: s.what, Table: t, Which: which, Filters: activeFilters(r.URL.Query(), s.filters)}
+		d := &reportData{What: s.what, Table: t, Which: which, Filters: activeFilters(qs, s.filters)}
+		if t.More {
+			if d.Next, err = s.keys.nextLink(r.URL.Path, qs, t.Raw[len(t.Raw)-1]); err != nil {
+				a.failErr(w, r, err)
+				return
+			}
+		}
+		p.Data = d
 		a.render(w, r, http.StatusOK, "report", p)
 	}
 }
@@ -437,17 +468,27 @@ type reportData struct {
 	Which, What string
 	Table       *table
 	Filters     [][2]string
+	// Next is the next page, when there is one.
+	Next string
 }
 
 // filtered adds equality filters on the given columns (from the query
-// string) to a SELECT from a report view, before its GROUP BY or LIMIT. A
+// string) to a SELECT from a report view, before its GROUP BY, ORDER BY
+// or LIMIT. A
 // column is named by its query parameter, or written "param:column" when
 // they differ (report_stuck's owner filter reads definition_owner: its
 // owner column is the holder of a lease).
-func filtered(sql string, qs url.Values, cols []string) (string, []any) {
+//
+// extra conditions (a page's keyset) follow the filters: each is a
+// constant condition whose %[1]d, %[2]d, … number its arguments'
+// placeholders.
+func filtered(sql string, qs url.Values, cols []string, extra ...keyCond) (string, []any) {
 	tail := " LIMIT "
-	if strings.Contains(sql, " GROUP BY ") {
+	switch {
+	case strings.Contains(sql, " GROUP BY "):
 		tail = " GROUP BY "
+	case strings.Contains(sql, "\nORDER BY "):
+		tail = "\nORDER BY "
 	}
 	base, rest, hasTail := strings.Cut(sql, tail)
 	var conds []string
@@ -472,6 +513,10 @@ func filtered(sql string, qs url.Values, cols []string) (string, []any) {
 			conds = append(conds, fmt.Sprintf("%s = $%d", col, len(args)))
 		}
 	}
+	for _, e := range extra {
+		conds = append(conds, e.numbered(len(args)+1))
+		args = append(args, e.args...)
+	}
 	if len(conds) > 0 {
 		base += "\nWHERE " + strings.Join(conds, " AND ")
 	}
@@ -479,6 +524,24 @@ func filtered(sql string, qs url.Values, cols []string) (string, []any) {
 		base += "\n" + strings.TrimSpace(tail) + " " + rest
 	}
 	return base, args
+}
+
+// keyCond is a condition of a page's keyset and its arguments.
+type keyCond struct {
+	cond string
+	args []any
+}
+
+// numbered is the condition with its placeholders numbered from next.
+func (k keyCond) numbered(next int) string {
+	if len(k.args) == 0 {
+		return k.cond
+	}
+	nums := make([]any, len(k.args))
+	for i := range k.args {
+		nums[i] = next + i
+	}
+	return fmt.Sprintf(k.cond, nums...)
 }
 
 func activeFilters(qs url.Values, cols []string) [][2]string {
@@ -501,10 +564,15 @@ type deadData struct {
 	// Back is this page with its filters: where the forms come back to.
 	Back  string
 	Table *table
+	// IDs are the ids of the rows listed: what the bulk retry retries.
+	IDs []int64
+	// Next is the next page (the filters kept), when there is one.
+	Next string
 }
 
 // deadFilters are the filters of the dead letters page: its table and
-// its "Retry all" take all three; its counts per sink the other two.
+// its bulk retry ("Retry N listed") take all three; its counts per sink
+// the other two.
 var deadFilters = []string{"sink", "source", "owner"}
 
 func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -553,43 +621,107 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 		d.Total += n
 		d.Sinks = append(d.Sinks, card{sink, num(n), deadLink(sink), cls(d.Sink == sink)})
 	}
-	sql, args = filtered(queryDead+" LIMIT 201", qs, deadFilters)
-	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, 200, links); err != nil {
+	var keyset []keyCond
+	if after := qs.Get("after"); after != "" {
+		k, err := deadCursor(after)
+		if err != nil {
+			a.fail(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		keyset = append(keyset, k)
+	}
+	sql, args = filtered(queryDead, qs, deadFilters, keyset...)
+	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, min(a.conf.ListPage, deadPage), links); err != nil {
 		a.failErr(w, r, err)
 		return
+	}
+	for _, row := range d.Table.Raw {
+		id, _ := row["id"].(int64)
+		d.IDs = append(d.IDs, id)
+	}
+	if d.Table.More {
+		last := d.Table.Raw[len(d.Table.Raw)-1]
+		at := "none"
+		if t, ok := last["dead_at"].(time.Time); ok {
+			at = t.UTC().Format(time.RFC3339Nano)
+		}
+		v := url.Values{}
+		for _, k := range deadFilters {
+			if x := qs.Get(k); x != "" {
+				v.Set(k, x)
+			}
+		}
+		v.Set("after", at+","+strconv.FormatInt(d.IDs[len(d.IDs)-1], 10))
+		d.Next = "/admin/dead?" + v.Encode()
 	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "dead", p)
 }
 
-// retryDead retries one dead notification (id) or all those of the sink,
-// source and owner posted (all=yes): the filters of the page the form is
-// on, so that "Retry all" retries the rows the page lists.
+// deadCursor reads the after= of a dead letters page: the dead_at of the
+// last row shown (RFC 3339, or "none" when it had none), a comma, its id.
+func deadCursor(after string) (keyCond, error) {
+	at, id, _ := strings.Cut(after, ",")
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return keyCond{}, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
+	}
+	var t any // NULL: the last row shown had no dead_at
+	if at != "none" {
+		x, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return keyCond{}, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
+		}
+		t = x
+	}
+	return keyCond{cond: deadAfter, args: []any{t, n}}, nil
+}
+
+// retryDead retries the dead notifications whose ids are posted (id=,
+// once per row): one row's Retry posts its id, the bulk retry the ids of
+// the rows its page lists, so that it retries exactly those and never
+// more (at most a page of them). The sink, source and owner of the page
+// are posted too and narrow it further: a listed row that no longer
+// matches them is left alone.
 func (a *Admin) retryDead(w http.ResponseWriter, r *http.Request, c *caller) {
-	f := outbox.Filter{Sink: r.PostFormValue("sink"), Source: r.PostFormValue("source"), Owner: r.PostFormValue("owner")}
-	scope := "every dead notification"
-	if id := r.PostFormValue("id"); id != "" {
+	if err := r.ParseForm(); err != nil {
+		a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The form does not parse: %v.", err))
+		return
+	}
+	posted := r.PostForm["id"]
+	if len(posted) == 0 {
+		a.fail(w, r, http.StatusBadRequest, "Retry needs the ids of the dead notifications to retry (id=, once per notification).")
+		return
+	}
+	if len(posted) > deadPage {
+		a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Retry takes at most %d ids (a page of dead letters), not %d.", deadPage, len(posted)))
+		return
+	}
+	ids := make([]int64, 0, len(posted))
+	for _, id := range posted {
 		n, err := strconv.ParseInt(id, 10, 64)
 		if err != nil || n <= 0 {
 			a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a notification id.", id))
 			return
 		}
-		f.ID = n
-		scope = "notification " + id
-	} else if r.PostFormValue("all") != "yes" {
-		a.fail(w, r, http.StatusBadRequest, "Retry needs a notification id, or all=yes to retry every dead notification (of the sink, source and owner given).")
-		return
+		ids = append(ids, n)
 	}
-	if f.ID == 0 {
-		var of []string
-		for _, kv := range [][2]string{{"sink", f.Sink}, {"source", f.Source}, {"owner", f.Owner}} {
-			if kv[1] != "" {
-				of = append(of, kv[0]+" "+kv[1])
-			}
+	f := outbox.Filter{Sink: r.PostFormValue("sink"), Source: r.PostFormValue("source"), Owner: r.PostFormValue("owner")}
+	scope := "notification " + posted[0]
+	if len(ids) == 1 {
+		f.ID = ids[0]
+	} else {
+		f.IDs = ids
+		scope = fmt.Sprintf("the %d listed", len(ids))
+	}
+	var of []string
+	for _, kv := range [][2]string{{"sink", f.Sink}, {"source", f.Source}, {"owner", f.Owner}} {
+		if kv[1] != "" {
+			of = append(of, kv[0]+" "+kv[1])
 		}
-		if len(of) > 0 {
-			scope += " of " + strings.Join(of, ", ")
-		}
+	}
+	if len(of) > 0 {
+		scope += " of " + strings.Join(of, ", ")
 	}
 	n, err := a.svc.RetryDead(r.Context(), c.p, f)
 	a.afterAction(w, r, fmt.Sprintf("sent %d dead notification(s) back to pending (%s)", n, scope), err)
@@ -742,11 +874,21 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		a.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
+	// next is the query of the next page: this one's, its window fixed.
+	next := url.Values{}
+	for k, vs := range qs {
+		next[k] = vs
+	}
 	if spec.untimed {
 		args = []any{source}
 	} else {
 		since, until, hint := a.window(qs, keyed)
 		d.Hint = hint
+		if qs.Get("since") == "" && !keyed {
+			// The next pages are of this hour, even when the next one
+			// has begun.
+			next.Set("since", since.UTC().Format(time.RFC3339))
+		}
 		if qs.Get("since_success") != "" {
 			last, err := a.rowsOf(ctx, p, query{title: "When the source last succeeded", sql: querySourceLastSuccess, args: []any{source}}, 0, nil)
 			if err != nil {
@@ -771,14 +913,29 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		}
 		args = append(args, owner)
 	}
+	args = append(args, fargs...)
+	if after := qs["after"]; len(after) > 0 {
+		k, err := spec.keys.cond(after)
+		if err != nil {
+			a.fail(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		conds = append(conds, k.numbered(len(args)+1))
+		args = append(args, k.args...)
+	}
 	sql := spec.sql
 	for _, cond := range conds {
 		sql = strings.Replace(sql, "\n\t\tORDER BY", "\n\t\t  AND "+cond+"\n\t\tORDER BY", 1)
 	}
-	args = append(args, fargs...)
-	if d.Table, err = a.rowsOf(ctx, p, query{title: spec.title, sql: sql, args: args}, 200, links); err != nil {
+	if d.Table, err = a.rowsOf(ctx, p, query{title: spec.title, sql: sql, args: args}, a.conf.ListPage, links); err != nil {
 		a.failErr(w, r, err)
 		return
+	}
+	if d.Table.More {
+		if d.Next, err = spec.keys.nextLink(r.URL.Path, next, d.Table.Raw[len(d.Table.Raw)-1]); err != nil {
+			a.failErr(w, r, err)
+			return
+		}
 	}
 	if what == "runs" && qs.Get("quiet") != "" && len(conds) == 0 {
 		q := rowQueries["quiet"]

@@ -9,6 +9,10 @@ package admin
 // pageSize is how many rows a list shows.
 const pageSize = 50
 
+// deadPage is how many dead letters a page lists (and its bulk retry
+// retries at most).
+const deadPage = 200
+
 const (
 	queryOverview = `SELECT * FROM report_overview`
 
@@ -75,9 +79,17 @@ const (
 		ORDER BY id DESC
 		LIMIT 21`
 
-	queryStuck = `SELECT * FROM report_stuck LIMIT 201`
+	// queryStuck is report_stuck in the view's order, the source breaking
+	// its ties (a source's rows have no id): the keyset of its pages.
+	queryStuck = `SELECT * FROM report_stuck
+ORDER BY since, kind, id, source
+LIMIT 201`
 
-	queryFailures = `SELECT * FROM report_recent_failures`
+	// queryFailures is report_recent_failures in the view's order, the
+	// watch and status breaking its ties (an evaluation's id is its
+	// change's): the keyset of its pages.
+	queryFailures = `SELECT * FROM report_recent_failures
+ORDER BY at DESC, kind, id DESC, watch, status`
 
 	queryHighRetry = `SELECT * FROM report_high_retry LIMIT 201`
 
@@ -85,7 +97,16 @@ const (
 
 	queryDeadCount = `SELECT sink, count(*) AS dead FROM report_dead_letters GROUP BY sink ORDER BY sink`
 
-	queryDead = `SELECT * FROM report_dead_letters`
+	// queryDead is a page of dead letters in the view's order (dead_at
+	// newest first, NULLs last, then id): the sink, source and owner
+	// filters (deadFilters) and, after the first page, deadAfter come
+	// before its LIMIT (deadPage rows and one to tell there are more).
+	queryDead = `SELECT * FROM report_dead_letters LIMIT 201`
+
+	// deadAfter is the keyset of the dead letters' next page: the rows
+	// after the last one shown ($%[1]d its dead_at, NULL when it had
+	// none; $%[2]d its id) in the view's order.
+	deadAfter = `(dead_at < $%[1]d OR (dead_at = $%[1]d AND id < $%[2]d) OR (dead_at IS NULL AND ($%[1]d::timestamptz IS NOT NULL OR id < $%[2]d)))`
 
 	// queryExpensive is the most expensive model calls of the last 24
 	// hours (the view's order: slowest first).
@@ -157,6 +178,13 @@ const (
 	// queryTaskRuns is the task queue (migration 17), most recently
 	// changed first.
 	queryTaskRuns = `SELECT * FROM report_task_runs LIMIT 201`
+
+	// queryTaskRunsAfter is the condition of the task runs' next page: the
+	// rows after the last one shown ($%[1]d its id) in the view's order
+	// (updated_at, then id, newest first; the view does not show
+	// updated_at, so it is read back by the id: task_runs_pkey, then
+	// task_runs_updated_idx).
+	queryTaskRunsAfter = `id IN (SELECT t.id FROM task_runs t, task_runs l WHERE l.id = $%[1]d AND (t.updated_at, t.id) < (l.updated_at, l.id))`
 )
 
 // driftCounts are the counts of the drift table, each with the condition
@@ -171,7 +199,7 @@ var driftCounts = map[string]string{
 }
 
 // Rows behind a number (/admin/rows/{what}): each reads its table by time
-// through an index, newest first; $1 and $2 bound the window (an hour of
+// through an index, newest first (the id breaks ties: a page's keyset); $1 and $2 bound the window (an hour of
 // a chart, or all time for a list picked by a key filter). A source ($3,
 // ” for all) narrows them, and an owner ($4, ” for all; $2 of the
 // untimed ones): a row of a watch (an evaluation, a notification, a model
@@ -184,8 +212,8 @@ var rowQueries = map[string]rowQuery{
 		FROM sync_runs
 		WHERE started_at >= $1 AND started_at < $2 AND ($3 = '' OR source = $3)
 		  AND ($4 = '' OR source IN (SELECT name FROM source_definitions WHERE owner = $4))
-		ORDER BY started_at DESC
-		LIMIT 201`, owned: true, filters: map[string]rowFilter{
+		ORDER BY started_at DESC, id DESC
+		LIMIT 201`, owned: true, keys: keyset{{col: "started_at", desc: true}, {col: "id", field: "run_id", desc: true}}, filters: map[string]rowFilter{
 		"status": {cond: "status = ANY(%s)", list: true},
 		"id":     {cond: "id = %s", number: true, key: true},
 		// The failed runs a source's failure_count counts: those since its
@@ -201,32 +229,32 @@ var rowQueries = map[string]rowQuery{
 		WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR source = $3)
 		  AND ($4 = '' OR source IN (SELECT name FROM source_definitions WHERE owner = $4))
 		ORDER BY hour DESC, source
-		LIMIT 201`, owned: true},
+		LIMIT 201`, owned: true, keys: keyset{{col: "hour", desc: true}, {col: "source"}}},
 	"changes": {title: "Changes", sql: `
 		SELECT id AS change_id, source, record_id, kind, version, changed_fields, created_at, run_id, eval_status
 		FROM changes
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3)
 		  AND ($4 = '' OR source IN (SELECT name FROM source_definitions WHERE owner = $4))
-		ORDER BY created_at DESC
-		LIMIT 201`, owned: true, filters: map[string]rowFilter{
+		ORDER BY created_at DESC, id DESC
+		LIMIT 201`, owned: true, keys: keyset{{col: "created_at", desc: true}, {col: "id", field: "change_id", desc: true}}, filters: map[string]rowFilter{
 		// A run's changes (changes_run_brin).
 		"run_id": {cond: "run_id = %s", number: true, key: true},
 		"kind":   {cond: "kind = ANY(%s)", list: true},
 	}},
 	"evaluations": {title: "Evaluations", sql: `
-		SELECT change_id, source, record_id, watch, step, decision, reason, urgency, created_at
+		SELECT id AS evaluation_id, change_id, source, record_id, watch, step, decision, reason, urgency, created_at
 		FROM evaluations
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3) AND ($4 = '' OR owner = $4)
-		ORDER BY created_at DESC
-		LIMIT 201`, owned: true, filters: map[string]rowFilter{
+		ORDER BY created_at DESC, id DESC
+		LIMIT 201`, owned: true, keys: keyset{{col: "created_at", desc: true}, {col: "id", field: "evaluation_id", desc: true}}, filters: map[string]rowFilter{
 		"decision": {cond: "decision = ANY(%s)", list: true},
 	}},
 	"notifications": {title: "Notifications", sql: `
 		SELECT id, kind, status, source, watch, record_id, sink, change_id, attempts, created_at, delivered_at, last_error
 		FROM notifications
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3) AND ($4 = '' OR owner = $4)
-		ORDER BY created_at DESC
-		LIMIT 201`, owned: true, filters: map[string]rowFilter{
+		ORDER BY created_at DESC, id DESC
+		LIMIT 201`, owned: true, keys: keyset{{col: "created_at", desc: true}, {col: "id", desc: true}}, filters: map[string]rowFilter{
 		// One notification: the row its attempts and duplicates are
 		// counted on.
 		"id": {cond: "id = %s", number: true, key: true},
@@ -236,21 +264,21 @@ var rowQueries = map[string]rowQuery{
 		       prompt_tokens, output_tokens, created_at
 		FROM model_calls
 		WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR source = $3) AND ($4 = '' OR owner = $4)
-		ORDER BY created_at DESC
-		LIMIT 201`, owned: true},
+		ORDER BY created_at DESC, id DESC
+		LIMIT 201`, owned: true, keys: keyset{{col: "created_at", desc: true}, {col: "id", field: "model_call_id", desc: true}}},
 	"pending_changes": {title: "Pending changes", sql: `
 		SELECT id AS change_id, source, record_id, kind, version, created_at, eval_attempts, eval_next_at, eval_owner, eval_error
 		FROM changes
 		WHERE eval_status = 'pending' AND ($1 = '' OR source = $1)
 		  AND ($2 = '' OR source IN (SELECT name FROM source_definitions WHERE owner = $2))
 		ORDER BY id
-		LIMIT 201`, untimed: true, owned: true},
+		LIMIT 201`, untimed: true, owned: true, keys: keyset{{col: "id", field: "change_id"}}},
 	"pending_notifications": {title: "Pending and held notifications", sql: `
 		SELECT id, status, source, watch, record_id, sink, attempts, next_attempt_at, digest_due_at, lease_owner, last_error
 		FROM notifications
 		WHERE (status = 'pending' OR status = 'held') AND ($1 = '' OR source = $1) AND ($2 = '' OR owner = $2)
 		ORDER BY id
-		LIMIT 201`, untimed: true, owned: true, filters: map[string]rowFilter{
+		LIMIT 201`, untimed: true, owned: true, keys: keyset{{col: "id"}}, filters: map[string]rowFilter{
 		"status": {cond: "status = ANY(%s)", list: true},
 	}},
 }
@@ -265,6 +293,9 @@ type rowQuery struct {
 	// filters narrow the list by query parameter: their conditions come
 	// before the ORDER BY, in the order of the parameters' names.
 	filters map[string]rowFilter
+	// keys is the list's ORDER BY: the keyset of its pages (after=,
+	// whose condition comes after the filters').
+	keys keyset
 }
 
 // rowFilter is a condition of a list of rows, given by a query parameter.

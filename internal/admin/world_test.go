@@ -54,7 +54,10 @@ type world struct {
 	failCode int
 	upstream *httptest.Server
 
-	srv       *httptest.Server
+	srv *httptest.Server
+	// listPage is the admin's page of rows (admin.Config.ListPage; 0 for
+	// its default).
+	listPage  int
 	adminTok  string
 	userTok   string
 	revokedID int64
@@ -258,7 +261,7 @@ func (w *world) serve() {
 	}
 	store := definitions.NewStore(w.pool, &definitions.Validator{Global: &w.cfg.Global, Checks: []definitions.Check{evaluator.Build}})
 	svc := control.New(w.pool, store, nil, control.Config{}, w.log)
-	adm, err := admin.New(svc, admin.Config{Config: w.cfg}, w.log)
+	adm, err := admin.New(svc, admin.Config{Config: w.cfg, ListPage: w.listPage}, w.log)
 	if err != nil {
 		w.t.Fatal(err)
 	}

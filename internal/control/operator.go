@@ -112,14 +112,18 @@ func (s *Service) sourceAction(ctx context.Context, p Principal, action, name st
 
 // RetryDead sends the dead notifications f selects back to pending (due
 // now, attempts from zero; outbox.RetryDead) and returns how many. f.ID
-// selects one; a zero Filter retries every dead notification.
+// selects one, f.IDs those listed (the admin page's bulk retry); a zero
+// Filter retries every dead notification.
 func (s *Service) RetryDead(ctx context.Context, p Principal, f outbox.Filter) (int64, error) {
 	if err := s.admin(p, "retrying dead notifications"); err != nil {
 		return 0, err
 	}
 	target := "all"
-	if f.ID != 0 {
+	switch {
+	case f.ID != 0:
 		target = strconv.FormatInt(f.ID, 10)
+	case f.IDs != nil:
+		target = strconv.Itoa(len(f.IDs)) + " listed"
 	}
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -128,6 +132,9 @@ func (s *Service) RetryDead(ctx context.Context, p Principal, f outbox.Filter) (
 			return err
 		}
 		after := map[string]any{"retried": n, "sink": f.Sink, "source": f.Source, "watch": f.Watch, "owner": f.Owner}
+		if f.IDs != nil {
+			after["ids"] = f.IDs
+		}
 		return audit.Record(ctx, tx, entry(p, "retry_dead", "notification", target, ""), nil, after)
 	})
 	if err != nil {

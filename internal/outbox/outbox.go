@@ -372,7 +372,10 @@ func Record(ctx context.Context, q Querier, owner string, outs []Outcome) error 
 // Filter selects rows for RetryDead and List; zero fields match
 // everything.
 type Filter struct {
-	ID     int64
+	ID int64
+	// IDs selects the rows of these ids (none: no such condition): the
+	// rows a page listed, for a bulk action that must act on exactly them.
+	IDs    []int64
 	Sink   string
 	Source string
 	Watch  string
@@ -394,6 +397,10 @@ func (f Filter) where(args []any) (string, []any) {
 	}
 	if f.ID != 0 {
 		add("id", f.ID)
+	}
+	if f.IDs != nil {
+		args = append(args, f.IDs)
+		cond += fmt.Sprintf(" AND id = ANY($%d)", len(args))
 	}
 	if f.Sink != "" {
 		add("sink", f.Sink)

@@ -546,6 +546,20 @@ func withConds(sql string, conds ...string) string {
 	return sql
 }
 
+// viewWhere adds a WHERE to an admin report page's statement before its
+// ORDER BY, and its LIMIT when it has none, as the admin's filtered does.
+func viewWhere(sql, where string) string {
+	base, order, _ := strings.Cut(sql, "\nORDER BY ")
+	if where != "" {
+		base += "\nWHERE " + where
+	}
+	out := base + "\nORDER BY " + order
+	if !strings.Contains(out, "LIMIT") {
+		out += "\nLIMIT 201"
+	}
+	return out
+}
+
 // TestHotQueriesUseIndexes fills the tables with weeks of history and a
 // little pending work, and checks that no query the daemons run in their
 // loops, and no report over pending work, reads a large table whole. Set
@@ -804,6 +818,18 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	// The evaluations behind a count of the drift table: the notify count
 	// of today's cell.
 	today := now.UTC().Truncate(24 * time.Hour)
+	// The report pages whose statements carry their order (the keyset of
+	// their pages), and the keysets of some second pages as the admin's
+	// keyset.cond writes them.
+	stuckQ := sqlFrom(t, adminQ, "SELECT * FROM report_stuck\nORDER BY")
+	failuresQ := sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures\nORDER BY")
+	failuresAfter := "(at < $1 OR at = $2 AND kind > $3 OR at = $4 AND kind = $5 AND id < $6)"
+	taskRunsAfter := fmt.Sprintf(sqlConst(t, adminQ, "queryTaskRunsAfter"), 1)
+	taskRunsBase, _, _ := strings.Cut(sqlFrom(t, adminQ, "SELECT * FROM report_task_runs LIMIT"), " LIMIT ")
+	// A page of dead letters: the view with the page's filters and, after
+	// the first page, its keyset (deadAfter) before the LIMIT.
+	deadBase, _, _ := strings.Cut(sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters LIMIT"), " LIMIT ")
+	deadAfter := func(at, id int) string { return fmt.Sprintf(sqlConst(t, adminQ, "deadAfter"), at, id) }
 	driftRows := sqlConst(t, adminQ, "queryDriftRows") + sqlFrom(t, adminQ, "AND e.decision IN ('notify', 'duplicate')") +
 		sqlConst(t, adminQ, "driftRowsOrder")
 	for _, q := range []hotQuery{
@@ -831,14 +857,26 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			args: []any{[]int64{10000, 9999}}, index: "model_calls_change_idx"},
 		{name: "admin: trail notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, delivered_at, last_error\n\t\tFROM notifications"),
 			args: []any{[]int64{10000, 9999}}, index: "notifications_change_idx"},
-		{name: "admin: stuck", sql: sqlFrom(t, adminQ, "SELECT * FROM report_stuck LIMIT"), allowSources: true},
-		{name: "admin: recent failures", sql: sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures") + "\nWHERE kind = $1\nLIMIT 201",
+		{name: "admin: stuck", sql: viewWhere(stuckQ, ""), allowSources: true},
+		{name: "admin: stuck, second page", sql: viewWhere(stuckQ, "((since > $1 OR since IS NULL) OR since = $2 AND kind > $3)"),
+			args: []any{now.Add(-time.Hour), now.Add(-time.Hour), "change_lease_expired"}, allowSources: true},
+		{name: "admin: recent failures, second page", sql: viewWhere(failuresQ, failuresAfter),
+			args: []any{now.Add(-time.Hour), now.Add(-time.Hour), "evaluation", now.Add(-time.Hour), "evaluation", int64(500)}, allowSources: true},
+		{name: "admin: task runs, second page", sql: taskRunsBase + "\nWHERE " + taskRunsAfter + "\nLIMIT 201", args: []any{int64(120001)},
+			index: "task_runs_updated_idx"},
+		{name: "admin: rows of an hour: changes, second page", sql: withConds(sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"),
+			"(created_at < $5 OR created_at = $6 AND id < $7)"), args: []any{hour, hour.Add(time.Hour), "", "", hour.Add(30 * time.Minute),
+			hour.Add(30 * time.Minute), int64(5000)}},
+		{name: "admin: recent failures", sql: viewWhere(failuresQ, "kind = $1"),
 			args: []any{"sync_run"}, allowSources: true},
 		{name: "admin: high retry", sql: sqlFrom(t, adminQ, "SELECT * FROM report_high_retry LIMIT"), allowSources: true},
 		{name: "admin: disabled", sql: sqlFrom(t, adminQ, "SELECT * FROM report_disabled_sources LIMIT"), allowSources: true},
 		{name: "admin: dead per sink", sql: sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters"), index: "notifications_dead_idx"},
-		{name: "admin: dead letters", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + " LIMIT 201",
-			index: "notifications_dead_idx"},
+		{name: "admin: dead letters", sql: deadBase + "\nLIMIT 201", index: "notifications_dead_idx"},
+		{name: "admin: dead letters, second page", sql: deadBase + "\nWHERE " + deadAfter(1, 2) + "\nLIMIT 201",
+			args: []any{now.Add(-time.Hour), int64(400)}, index: "notifications_dead_idx"},
+		{name: "admin: dead letters of a sink, second page", sql: deadBase + "\nWHERE sink = $1 AND " + deadAfter(2, 3) + "\nLIMIT 201",
+			args: []any{"hook", now.Add(-time.Hour), int64(400)}, index: "notifications_dead_idx"},
 		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "FROM report_expensive_evaluations\n\t\tWHERE created_at"), index: "model_calls_created_idx"},
 		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_daily"), index: "evaluations_judged_created_idx"},
 		{name: "admin: an owner's model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_recent"), args: []any{"alice"},
@@ -847,15 +885,15 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			today.Add(24 * time.Hour), int64(0)}, index: "evaluations_judged_created_idx"},
 		{name: "admin: alice's notify decisions behind a drift number, second page", sql: driftRows, args: []any{today, "llama3.2", "sha256:aaa",
 			"pv-1", "alice", today.Add(time.Hour), int64(123)}, index: "evaluations_judged_created_idx"},
-		{name: "admin: dead letters of a sink", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + "\nWHERE sink = $1\nLIMIT 201",
+		{name: "admin: dead letters of a sink", sql: deadBase + "\nWHERE sink = $1\nLIMIT 201",
 			args: []any{"hook"}, index: "notifications_dead_idx"},
-		{name: "admin: dead letters of an owner", sql: sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters") + "\nWHERE owner = $1\nLIMIT 201",
+		{name: "admin: dead letters of an owner", sql: deadBase + "\nWHERE owner = $1\nLIMIT 201",
 			args: []any{"alice"}},
 		{name: "admin: dead per sink of an owner", sql: strings.Replace(sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters"),
 			" GROUP BY ", "\nWHERE owner = $1\nGROUP BY ", 1), args: []any{"alice"}},
-		{name: "admin: recent failures of a source", sql: sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures") + "\nWHERE source = $1\nLIMIT 201",
+		{name: "admin: recent failures of a source", sql: viewWhere(failuresQ, "source = $1"),
 			args: []any{"src-6"}, allowSources: true},
-		{name: "admin: stuck work of a kind", sql: "SELECT * FROM report_stuck\nWHERE kind = $1\nLIMIT 201", args: []any{"source_overdue"},
+		{name: "admin: stuck work of a kind", sql: viewWhere(stuckQ, "kind = $1"), args: []any{"source_overdue"},
 			allowSources: true},
 		{name: "admin: failing sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND failure_count > 0\nORDER BY name\nLIMIT 51",
 			args: []any{""}},
@@ -919,10 +957,10 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	// expensive calls, as the pages filter them (filtered in pages.go).
 	for _, q := range []hotQuery{
 		{name: "admin: an owner's overview", sql: sqlFrom(t, adminQ, "FROM report_owner_overview"), allowSources: true},
-		{name: "admin: an owner's stuck work", sql: "SELECT * FROM report_stuck\nWHERE definition_owner = $1\nLIMIT 201", allowSources: true},
-		{name: "admin: an owner's recent failures", sql: sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures") + "\nWHERE owner = $1\nLIMIT 201",
+		{name: "admin: an owner's stuck work", sql: viewWhere(stuckQ, "definition_owner = $1"), allowSources: true},
+		{name: "admin: an owner's recent failures", sql: viewWhere(failuresQ, "owner = $1"),
 			allowSources: true},
-		{name: "admin: an owner's failed runs", sql: sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures") + "\nWHERE kind = $1 AND owner = $2\nLIMIT 201",
+		{name: "admin: an owner's failed runs", sql: viewWhere(failuresQ, "kind = $1 AND owner = $2"),
 			args: []any{"sync_run", "alice"}, allowSources: true},
 		{name: "admin: an owner's high retry", sql: "SELECT * FROM report_high_retry\nWHERE owner = $1\nLIMIT 201", allowSources: true},
 		{name: "admin: an owner's disabled sources", sql: "SELECT * FROM report_disabled_sources\nWHERE owner = $1\nLIMIT 201", allowSources: true},
