@@ -133,7 +133,11 @@ func TestAnotherDirectoryNeverDeletesUsersWatches(t *testing.T) {
 		return strings.Contains(configWarning(s1), "replaced: its hash "+first+" differs from the applied generation 2 (hash "+second)
 	})
 
-	// The first directory again: adopted; alice's watch works.
+	// The operator fixes the mistake: the second syncer goes (its
+	// directory resolves the file source's data folder against its own,
+	// so a run it took would read another folder), and the first
+	// directory is applied again: adopted; alice's watch works.
+	s2.Stop()
 	if out, err := apply(e.dir, "--force"); err != nil || !strings.Contains(out, "adopted tasks") {
 		t.Fatalf("apply --force of the first directory: %v\n%s", err, out)
 	}
