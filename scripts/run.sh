@@ -28,7 +28,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+throwaway=0
 if [ -z "${DATABASE_URL:-}" ]; then
+	throwaway=1
 	if ! scripts/pg.sh url >/dev/null 2>&1; then started_pg=1; fi
 	DATABASE_URL="$(scripts/pg.sh start)"
 	echo "== DATABASE_URL unset: started a throwaway PostgreSQL at $DATABASE_URL" >&2
@@ -40,6 +42,14 @@ go build -o bin/ ./cmd/syncer ./cmd/evaluator
 
 bin/syncer --config "$CONFIG" check
 bin/syncer --config "$CONFIG" migrate
+if [ "$throwaway" = 1 ]; then
+	# The throwaway database keeps the definitions of the last `make run`,
+	# whose directory may have been another (or an older examples/config):
+	# a daemon would refuse this one as divergent (docs/config.md,
+	# "Generations"). Here the developer chose it: apply it. A database of
+	# your own (DATABASE_URL set) is never forced.
+	bin/syncer --config "$CONFIG" apply --force >&2
+fi
 
 cat >&2 <<MSG
 == running syncer and evaluator on $CONFIG (Ctrl-C stops both)
