@@ -284,10 +284,15 @@ func measureHost(t *testing.T, sc hostScenario) hostMeasure {
 // that the budget, not idleness, was the bound.
 func (m hostMeasure) check(t *testing.T, sc hostScenario) {
 	t.Helper()
-	if m.maxSliding > m.bound+1 {
-		t.Errorf("%d requests in one second; the host budget allows %d (burst %g + %g/s)", m.maxSliding, m.bound, sc.hostBurst, sc.hostRate)
+	// The upstream counts requests when they arrive, the budget when they
+	// are taken: a replica checks the host's block between the two (a
+	// query), so each replica may hold one taken request that arrives
+	// later than its token says, at either edge of a window.
+	slack := sc.replicas
+	if m.maxSliding > m.bound+slack {
+		t.Errorf("%d requests in one second; the host budget allows %d (burst %g + %g/s) and one in flight per replica", m.maxSliding, m.bound, sc.hostBurst, sc.hostRate)
 	}
-	if limit := sc.hostBurst + sc.hostRate*m.span.Seconds() + 1; float64(m.requests) > limit {
+	if limit := sc.hostBurst + sc.hostRate*m.span.Seconds() + float64(slack); float64(m.requests) > limit {
 		t.Errorf("%d requests in %s; the host budget allows %.0f", m.requests, m.span, limit)
 	}
 	if low := sc.hostRate * sc.duration.Seconds() / 2; float64(m.requests) < low {
