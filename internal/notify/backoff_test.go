@@ -12,33 +12,6 @@ import (
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
-// retryLog records the waits a loop asks service.RetrySleep for, and
-// returns at once: the test counts attempts, not time. Past limit it
-// blocks until the loop stops, so that the loop does not spin.
-type retryLog struct {
-	mu     sync.Mutex
-	delays []time.Duration
-	limit  int
-}
-
-func (r *retryLog) sleep(ctx context.Context, d time.Duration) bool {
-	r.mu.Lock()
-	r.delays = append(r.delays, d)
-	full := len(r.delays) >= r.limit
-	r.mu.Unlock()
-	if full {
-		<-ctx.Done()
-		return false
-	}
-	return ctx.Err() == nil
-}
-
-func (r *retryLog) get() []time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]time.Duration(nil), r.delays...)
-}
-
 // countHandler counts the records whose message is msg.
 type countHandler struct {
 	slog.Handler
@@ -75,17 +48,17 @@ func TestDigesterBacksOffDuringAnOutage(t *testing.T) {
 	errors := 0
 	logger := slog.New(countHandler{Handler: testLogger(t).Handler(), msg: "build digests", mu: &mu, n: &errors})
 	const attempts = 10
-	rec := &retryLog{limit: attempts}
+	rec := &testsignal.Sleeps{Limit: attempts}
 	g := NewDigester(pool, nil, DigesterConfig{PollInterval: 5 * time.Millisecond, BatchSize: DigestBatchDefault}, logger)
 	proxy.Cut()
-	if err := g.Start(service.WithRetrySleep(context.Background(), rec.sleep)); err != nil {
+	if err := g.Start(service.WithRetrySleep(context.Background(), rec.Sleep)); err != nil {
 		t.Fatal(err)
 	}
-	testsignal.Eventually(t, "the digester's retries", func() bool { return len(rec.get()) == attempts })
+	testsignal.Eventually(t, "the digester's retries", func() bool { return len(rec.Delays()) == attempts })
 	if err := g.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	checkGrowth(t, rec.get())
+	checkGrowth(t, rec.Delays())
 	mu.Lock()
 	defer mu.Unlock()
 	if errors != attempts {

@@ -6,6 +6,8 @@
 package testsignal
 
 import (
+	"context"
+	"sync"
 	"time"
 )
 
@@ -96,4 +98,35 @@ func EventuallyWithin(tb TB, within time.Duration, what string, cond func() bool
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+// Sleeps records the waits a loop asks for through a replaceable sleep
+// (service.WithRetrySleep's), and returns at once: a test counts attempts,
+// not time. Once Limit waits are recorded, the next one blocks until ctx
+// is done, so that the loop does not spin.
+type Sleeps struct {
+	Limit int
+
+	mu     sync.Mutex
+	delays []time.Duration
+}
+
+// Sleep records d; it reports false once ctx is done.
+func (s *Sleeps) Sleep(ctx context.Context, d time.Duration) bool {
+	s.mu.Lock()
+	s.delays = append(s.delays, d)
+	full := len(s.delays) >= s.Limit
+	s.mu.Unlock()
+	if full {
+		<-ctx.Done()
+		return false
+	}
+	return ctx.Err() == nil
+}
+
+// Delays returns the waits recorded so far.
+func (s *Sleeps) Delays() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.delays...)
 }
