@@ -1,6 +1,12 @@
 // Package pgtest gives tests a real PostgreSQL: a fresh, migrated schema per
-// test in the database named by TEST_DATABASE_URL (scripts/test.sh starts a
+// test on the cluster named by TEST_DATABASE_URL (scripts/test.sh starts a
 // throwaway cluster and sets it). There is no mocked database.
+//
+// Each test's schema lives in a database of its own, a copy of a template
+// database migrated once per cluster and set of migrations (see
+// fromTemplate); when the role cannot create databases, or with
+// LOOKOUT_PGTEST_TEMPLATE=0, the schema is migrated in TEST_DATABASE_URL's
+// database instead.
 package pgtest
 
 import (
@@ -33,9 +39,9 @@ func URL(t testing.TB) string {
 
 var unsafe = regexp.MustCompile(`[^a-z0-9_]+`)
 
-// Schema creates a fresh schema named after the test, migrates it, and
-// returns a URL whose connections use it as search_path. The schema is
-// dropped when the test ends.
+// Schema creates a fresh, migrated schema named after the test (in a
+// database of the same name copied from the template) and returns a URL whose
+// connections use it as search_path. It is dropped when the test ends.
 func Schema(t testing.TB) (schema, url string) {
 	t.Helper()
 	return SchemaAt(t, 0)
@@ -61,6 +67,11 @@ func SchemaAt(t testing.TB, version uint) (schema, url string) {
 	_, _ = rand.Read(b[:])
 	schema = fmt.Sprintf("t_%s_%s", name, hex.EncodeToString(b[:]))
 
+	if version == 0 {
+		if url, ok := fromTemplate(t, ctx, base, schema); ok {
+			return schema, url
+		}
+	}
 	admin, err := db.Open(ctx, base)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
