@@ -24,7 +24,9 @@
 // anything is hashed. The charset comes from the BOM, the Content-Type
 // header or <meta charset>. A run whose items selector matches nothing
 // fails (allow_empty: true makes it an empty snapshot, under the deletion
-// guard). robots.txt is obeyed unless robots: ignore. See docs/web.md.
+// guard). robots.txt is obeyed unless robots: ignore. render: browser
+// reads the DOM a shared headless Chromium built, every request of the
+// page sent by the connector's client (browser.go). See docs/web.md.
 package web
 
 import (
@@ -105,11 +107,27 @@ type Settings struct {
 	// MaxBytes bounds the page's body. Defaults to 5 MiB (MaxBytesDefault);
 	// at most 64 MiB.
 	MaxBytes int64 `yaml:"max_bytes"`
-	// Render is static (the page as served). Defaults to static.
+	// Render is static (the page as served) or browser (the DOM after
+	// headless Chromium ran the page's scripts). Defaults to static.
 	Render string `yaml:"render"`
+	// Wait is what a browser render waits for. Defaults to 500ms of
+	// network idle, within 30s.
+	Wait *WaitSettings `yaml:"wait"`
 	// Headers are sent with every request; values may use ${ENV}.
 	// Defaults to none.
 	Headers map[string]string `yaml:"headers"`
+}
+
+// WaitSettings is the web.wait: block.
+type WaitSettings struct {
+	// Selector must match the rendered page (CSS, or XPath after xpath:).
+	// Defaults to none.
+	Selector string `yaml:"selector"`
+	// Idle is how long no request of the page may be in flight. Defaults
+	// to 500ms.
+	Idle time.Duration `yaml:"idle"`
+	// Timeout bounds the render. Defaults to 30s.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 var fieldName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -208,9 +226,36 @@ func Decode(src *config.Source) (*Options, error) {
 	switch s.Render {
 	case "", "static":
 	case "browser":
-		bad("web.render", errors.New("browser is not supported yet: lookout reads the page as served (render: static)"))
+		o.Browser = &Wait{Idle: WaitIdleDefault, Timeout: WaitTimeoutDefault}
+		if w := s.Wait; w != nil {
+			if w.Selector != "" {
+				sel, err := CompileSelector(w.Selector)
+				if err != nil {
+					bad("web.wait.selector", fmt.Errorf("%q %w", w.Selector, err))
+				}
+				o.Browser.Selector = sel
+			}
+			switch {
+			case w.Idle < 0:
+				bad("web.wait.idle", fmt.Errorf("must not be negative, not %s", w.Idle))
+			case w.Idle > 0:
+				o.Browser.Idle = w.Idle
+			}
+			switch {
+			case w.Timeout < 0:
+				bad("web.wait.timeout", fmt.Errorf("must not be negative, not %s", w.Timeout))
+			case w.Timeout > 0:
+				o.Browser.Timeout = w.Timeout
+			}
+			if o.Browser.Idle >= o.Browser.Timeout {
+				bad("web.wait.idle", fmt.Errorf("(%s) must be shorter than web.wait.timeout (%s)", o.Browser.Idle, o.Browser.Timeout))
+			}
+		}
 	default:
-		bad("web.render", fmt.Errorf("must be static, not %q", s.Render))
+		bad("web.render", fmt.Errorf("must be static or browser, not %q", s.Render))
+	}
+	if s.Wait != nil && s.Render != "browser" {
+		bad("web.wait", errors.New("needs web.render: browser (a static page is read as served)"))
 	}
 	if s.AllowEmpty && s.Items == "" {
 		bad("web.allow_empty", errors.New("needs web.items: the whole page is never empty"))
@@ -242,6 +287,9 @@ type Options struct {
 	AllowEmpty bool
 	// Robots: obey robots.txt.
 	Robots bool
+	// Browser renders the page in the shared headless Chromium, waiting
+	// for what it says; nil reads the page as served.
+	Browser *Wait
 	// MaxBytes bounds the body. Defaults to MaxBytesDefault.
 	MaxBytes int64
 	// Header is sent with every request.
@@ -342,6 +390,7 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 		}
 	}
 	var res connectors.Result
+	var err error
 	shown := connectors.Redact(c.o.URL)
 	if c.o.Robots {
 		n, err := c.robots.allowed(ctx, c, c.page)
@@ -354,8 +403,15 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 	if st.URL == c.o.URL && st.Config == c.conf {
 		req.ETag, req.LastModified = st.ETag, st.LastModified
 	}
-	res.Requests++
-	resp, err := connectors.Get(ctx, c.client, req)
+	var resp *connectors.Response
+	if c.o.Browser != nil {
+		var n int
+		resp, n, err = c.render(ctx, *c.o.Browser)
+		res.Requests += n
+	} else {
+		res.Requests++
+		resp, err = connectors.Get(ctx, c.client, req)
+	}
 	if err != nil {
 		return res, err
 	}

@@ -358,9 +358,12 @@ func TestBlockErrors(t *testing.T) {
 		{head + "  remove: [\"div..x\"]\n", `sources/s.yaml:5: web.remove[0] "div..x" is not a valid CSS selector: expected identifier, found . instead`},
 		{head + "  robots: no\n", `sources/s.yaml:5: web.robots must be obey or ignore, not "no"`},
 		{head + "  id: \"@data-id\"\n", "sources/s.yaml:5: web.id needs web.items: without it the page is one record, whose id is its URL"},
-		{head + "  render: browser\n", "sources/s.yaml:5: web.render browser is not supported yet: lookout reads the page as served (render: static)"},
+		{head + "  render: chrome\n", `sources/s.yaml:5: web.render must be static or browser, not "chrome"`},
+		{head + "  wait: {selector: li}\n", "sources/s.yaml:5: web.wait needs web.render: browser (a static page is read as served)"},
+		{head + "  render: browser\n  wait:\n    selector: \"li[\"\n", `sources/s.yaml:7: web.wait.selector "li[" is not a valid CSS selector: expected identifier, found EOF instead`},
+		{head + "  render: browser\n  wait:\n    idle: 40s\n", "sources/s.yaml:7: web.wait.idle (40s) must be shorter than web.wait.timeout (30s)"},
 		{head + "  max_bytes: 100\n", "sources/s.yaml:5: web.max_bytes must be between 1024 and 67108864, not 100"},
-		{head + "  wait: 5s\n", "sources/s.yaml:5: web.wait is not a known key (known: allow_empty, fields, headers, id, ignore_regex, ignore_text, items, max_bytes, remove, render, robots, url)"},
+		{head + "  delay: 5s\n", "sources/s.yaml:5: web.delay is not a known key (known: allow_empty, fields, headers, id, ignore_regex, ignore_text, items, max_bytes, remove, render, robots, url, wait)"},
 	}
 	for _, tc := range cases {
 		_, err := conntest.LoadSource(t, tc.src)
