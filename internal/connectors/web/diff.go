@@ -13,9 +13,9 @@ const (
 	MaxDiffBytes = 16 << 10
 	// MaxDiffLines bounds the added and removed lists.
 	MaxDiffLines = 200
-	// MaxKeptText bounds the page text kept in the cursor to diff the next
-	// run against; a longer page's change carries no diff.
-	MaxKeptText = 256 << 10
+	// MaxKeptText bounds the page text kept (gzipped) in the cursor to
+	// diff the next run against; a longer page's change carries no diff.
+	MaxKeptText = 128 << 10
 )
 
 // Diff is the line diff between two versions of a page's text.

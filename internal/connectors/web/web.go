@@ -31,12 +31,14 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -327,8 +329,9 @@ type State struct {
 	LastModified string `json:"last_modified,omitempty"`
 	// TextHash identifies the page text the record holds.
 	TextHash string `json:"text_hash,omitempty"`
-	// Text is that text's lines, when shorter than MaxKeptText.
-	Text []string `json:"text,omitempty"`
+	// Text is that text, gzipped (base64 in JSON: the cursor is stored
+	// with every recorded run and logged), when shorter than MaxKeptText.
+	Text []byte `json:"text_gz,omitempty"`
 	// Diff is the diff the record carries (against the version before).
 	Diff *Diff `json:"diff,omitempty"`
 }
@@ -559,13 +562,14 @@ func (c *Connector) pageItem(prev, next *State, title string, lines []string) ma
 	sum := sha256.Sum256([]byte(text))
 	next.TextHash = hex.EncodeToString(sum[:16])
 	if len(text) <= MaxKeptText {
-		next.Text = lines
+		next.Text = gzipText(text)
 	}
+	prevText, prevOK := gunzipText(prev.Text)
 	switch {
 	case prev.TextHash == next.TextHash:
 		next.Diff = prev.Diff // the same version: the same record
-	case prev.TextHash != "" && prev.Text != nil && next.Text != nil:
-		d := LineDiff(prev.Text, lines)
+	case prev.TextHash != "" && prevOK && next.Text != nil:
+		d := LineDiff(strings.Split(prevText, "\n"), lines)
 		next.Diff = &d
 	case prev.TextHash != "":
 		next.Diff = &Diff{Unified: fmt.Sprintf("(the page's text is longer than %d bytes: no diff)\n", MaxKeptText)}
@@ -582,6 +586,29 @@ func (c *Connector) pageItem(prev, next *State, title string, lines []string) ma
 		item["diff"], item["added"], item["removed"] = "", []any{}, []any{}
 	}
 	return item
+}
+
+func gzipText(s string) []byte {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestSpeed)
+	_, _ = zw.Write([]byte(s))
+	_ = zw.Close()
+	return b.Bytes()
+}
+
+func gunzipText(b []byte) (string, bool) {
+	if len(b) == 0 {
+		return "", false
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return "", false
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, MaxKeptText+1))
+	if err != nil || len(out) > MaxKeptText {
+		return "", false
+	}
+	return string(out), true
 }
 
 func strs(s []string) []any {

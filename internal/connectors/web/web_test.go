@@ -189,13 +189,13 @@ func TestWholePageTextAndDiff(t *testing.T) {
 func TestNormalisesUnicodeAndWhitespace(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
-	s.set("/p", []byte("<ul><li class=x>Cafe\u0301\u00a0\n\t  Zu\u0308rich</li></ul>"), html)
-	r := conntest.Fetch(t, build(t, block("url: "+s.srv.URL+"/p", "items: li.x", "id: li.x")), nil)
+	s.set("/p", []byte("<ul><li class=x>Cafe\u0301\u00a0\n\t  Zu\u0308rich <em>New!</em></li></ul>"), html)
+	r := conntest.Fetch(t, build(t, block("url: "+s.srv.URL+"/p", "items: li.x", "id: li.x", "ignore_text: [NEW!]")), nil)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	if got := r.Items()[0]["body"]; got != "Caf\u00e9 Z\u00fcrich" {
-		t.Errorf("body %q, want NFC with single spaces", got)
+		t.Errorf("body %q, want NFC with single spaces, the ignored text (any case) left out", got)
 	}
 }
 
@@ -379,5 +379,32 @@ func TestCursorRoundTrip(t *testing.T) {
 	r := conntest.Fetch(t, build(t, block("url: https://x.test/")), json.RawMessage(`[1]`))
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "stored cursor is not a cursor of this connector") {
 		t.Errorf("bad cursor: %v", r.Err)
+	}
+}
+
+// A page whose text is too long to keep in the cursor carries a diff that
+// says so, not a wrong one.
+func TestLongPageHasNoDiff(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	long := func(last string) []byte {
+		return []byte("<p>" + strings.Repeat("a line of a long page<br>", web.MaxKeptText/20) + last + "</p>")
+	}
+	s.set("/long", long("v1"), html)
+	conn := build(t, block("url: "+s.srv.URL+"/long"))
+	r1 := conntest.Fetch(t, conn, nil)
+	if r1.Err != nil {
+		t.Fatal(r1.Err)
+	}
+	s.set("/long", long("v2"), html)
+	r2 := conntest.Fetch(t, conn, r1.Cursor(nil))
+	if r2.Err != nil {
+		t.Fatal(r2.Err)
+	}
+	if got, want := r2.Items()[0]["diff"], "(the page's text is longer than 131072 bytes: no diff)\n"; got != want {
+		t.Errorf("diff %q, want %q", got, want)
+	}
+	if n := len(r2.Cursor(nil)); n > 4096 {
+		t.Errorf("cursor of %d bytes, want the long text left out", n)
 	}
 }
