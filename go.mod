@@ -1,6 +1,6 @@
 module github.com/lookout-dev/lookout
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/emersion/go-imap/v2 v2.0.0-beta.8
@@ -32,11 +32,20 @@ require (
 
 require github.com/fsnotify/fsnotify v1.10.1
 
-require github.com/chromedp/chromedp v0.23.0
+require (
+	github.com/andybalholm/cascadia v1.3.5
+	github.com/antchfx/htmlquery v1.3.7
+	github.com/antchfx/xpath v1.3.9
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
+	github.com/ledongthuc/pdf v0.0.0-20260907135840-6c8c28e0e8a0
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2
+	github.com/temoto/robotstxt v1.1.2
+)
 
 require (
-	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/golang/groupcache v0.0.0-20210331224755-41bb18bfe9da // indirect
 )
 
 require (
@@ -61,9 +70,9 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.uber.org/multierr v1.9.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
-	golang.org/x/net v0.57.0
-	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
-	golang.org/x/text v0.40.0 // indirect
+	golang.org/x/net v0.62.0
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.44.0
 	google.golang.org/protobuf v1.36.11 // indirect
 )

@@ -10,4 +10,5 @@ import (
 	_ "github.com/lookout-dev/lookout/internal/connectors/imap"
 	_ "github.com/lookout-dev/lookout/internal/connectors/notion"
 	_ "github.com/lookout-dev/lookout/internal/connectors/rss"
+	_ "github.com/lookout-dev/lookout/internal/connectors/web"
 )
