@@ -9,7 +9,7 @@ TESTFLAGS ?=
 # Extra arguments for `make run` / `make bench`
 ARGS ?=
 
-.PHONY: help build test run bench record-sql pg-start pg-stop fmt vet tidy
+.PHONY: help build test test-scripts run bench record-sql pg-start pg-stop fmt vet tidy
 
 help: ## Show this help
 	@echo 'Usage: make <target>'
@@ -21,6 +21,9 @@ build: ## Build all commands into bin/
 
 test: ## Run the whole test suite (throwaway PostgreSQL, go vet, go test); TESTFLAGS='...'
 	bash scripts/test.sh $(TESTFLAGS)
+
+test-scripts: ## Check the shell scripts' behaviour (scripts/pg_test.sh: its own cluster and port)
+	bash scripts/pg_test.sh
 
 run: ## Run lookout locally (scripts/run.sh); ARGS='...'
 	bash scripts/run.sh $(ARGS)
