@@ -8,8 +8,11 @@ GO ?= go
 TESTFLAGS ?=
 # Extra arguments for `make run` / `make bench`
 ARGS ?=
+# The ports `make run`'s daemons serve /metrics, /healthz and /readyz on (127.0.0.1)
+SYNCER_PORT ?= 9464
+EVALUATOR_PORT ?= 9465
 
-.PHONY: help build test run bench record-sql pg-start pg-stop fmt vet tidy
+.PHONY: help build test test-scripts run bench record-sql pg-start pg-stop fmt vet tidy
 
 help: ## Show this help
 	@echo 'Usage: make <target>'
@@ -22,8 +25,12 @@ build: ## Build all commands into bin/
 test: ## Run the whole test suite (throwaway PostgreSQL, go vet, go test); TESTFLAGS='...'
 	bash scripts/test.sh $(TESTFLAGS)
 
-run: ## Run lookout locally (scripts/run.sh); ARGS='...'
-	bash scripts/run.sh $(ARGS)
+test-scripts: ## Check the shell scripts' behaviour (scripts/pg_test.sh: its own cluster and port; scripts/run_test.sh: needs DATABASE_URL)
+	bash scripts/pg_test.sh
+	bash scripts/run_test.sh
+
+run: ## Run lookout locally (scripts/run.sh); ARGS='...', SYNCER_PORT=9464, EVALUATOR_PORT=9465
+	SYNCER_PORT='$(SYNCER_PORT)' EVALUATOR_PORT='$(EVALUATOR_PORT)' bash scripts/run.sh $(ARGS)
 
 bench: ## Run the benchmarks (scripts/bench.sh); ARGS='...'
 	bash scripts/bench.sh $(ARGS)

@@ -47,8 +47,10 @@
 # so two clusters (different DIRs) starting at the same time cannot pick the
 # same port: the port is chosen and bound while holding the lock. We prefer
 # the port recorded in DIR/port, then 54329, 54330, ...; a port is skipped
-# when something listens on it, and if the server still fails to bind (a
-# process outside our control raced us) the next port is tried.
+# when something listens on it (connections in TIME-WAIT do not count:
+# PostgreSQL binds over them), and if the server still fails to bind (a
+# process outside our control raced us) the next port is tried. Either move
+# is said on stderr, with the port used.
 set -euo pipefail
 
 # stdout is reserved for the URL: keep the real stdout on fd 3 and send
@@ -237,10 +239,14 @@ running_port() {
 
 url_for() { printf 'postgres://%s@127.0.0.1:%s/%s?sslmode=disable\n' "$ROLE" "$1" "$DB"; }
 
+# Whether something listens on port $1. Only listening sockets count:
+# connections in TIME-WAIT (left by a server that stopped with clients
+# connected) do not keep PostgreSQL from binding (it sets SO_REUSEADDR), so
+# they must not move the cluster to another port.
 port_busy() {
 	local p="$1"
 	if command -v ss >/dev/null 2>&1; then
-		[ -n "$(ss -Htan "( sport = :$p )" 2>/dev/null | head -n 1)" ] && return 0
+		[ -n "$(ss -Htln "( sport = :$p )" 2>/dev/null | head -n 1)" ] && return 0
 		return 1
 	fi
 	# Fallback: does anything accept connections there?
@@ -357,6 +363,9 @@ cmd_start() {
 	if [ "$port" != "$want" ] && [ "$want" != "$DEFAULT_PORT" ]; then
 		port="$(next_free_port "$DEFAULT_PORT")"
 	fi
+	if [ "$port" != "$want" ]; then
+		log "port $want is in use (something listens on 127.0.0.1:$want); using port $port instead"
+	fi
 
 	for attempt in 1 2 3 4 5 6 7 8 9 10; do
 		write_conf "$port"
@@ -375,6 +384,9 @@ cmd_start() {
 		die "pg_ctl start failed (see $CROOT/log)"
 	done
 	is_running || die "could not start the server after several ports (see $CROOT/log)"
+	if [ "$port" != "$want" ]; then
+		log "the cluster runs on port $port, not $want (recorded in $DIR/port for the next start)"
+	fi
 
 	echo "$port" > "$DIR/port"
 	wait_ready "$port"

@@ -4,6 +4,11 @@
 #
 #   scripts/run.sh [CONFIG_DIR]      (default examples/config)
 #
+# Each daemon serves /metrics, /healthz and /readyz on 127.0.0.1, at a port
+# of its own variable: SYNCER_PORT (default 9464) and EVALUATOR_PORT
+# (default 9465), e.g. `make run SYNCER_PORT=19464 EVALUATOR_PORT=19465`
+# when another lookout already runs.
+#
 # When DATABASE_URL is unset this script starts a throwaway PostgreSQL under
 # .data/pg (git-ignored) with scripts/pg.sh and stops it on exit; the binaries
 # themselves never start a database. Ctrl-C stops everything.
@@ -12,6 +17,32 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
 CONFIG="${1:-examples/config}"
+SYNCER_PORT="${SYNCER_PORT:-9464}"
+EVALUATOR_PORT="${EVALUATOR_PORT:-9465}"
+
+# listening reports whether something listens on 127.0.0.1:$1.
+listening() {
+	if command -v ss >/dev/null 2>&1; then
+		[ -n "$(ss -Htln "( sport = :$1 )" 2>/dev/null | head -n 1)" ]
+		return
+	fi
+	(exec 7<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+for var in SYNCER_PORT EVALUATOR_PORT; do
+	port="${!var}"
+	if ! [[ "$port" =~ ^[0-9]+$ ]] || [ "$port" -lt 1 ] || [ "$port" -gt 65535 ]; then
+		echo "run.sh: $var=$port is not a TCP port (1-65535)" >&2
+		exit 2
+	fi
+	if listening "$port"; then
+		echo "run.sh: $var=$port: something already listens on 127.0.0.1:$port (another make run?); choose another, e.g. make run $var=$((port + 10000))" >&2
+		exit 2
+	fi
+done
+if [ "$SYNCER_PORT" = "$EVALUATOR_PORT" ]; then
+	echo "run.sh: SYNCER_PORT and EVALUATOR_PORT are both $SYNCER_PORT; give each daemon its own port" >&2
+	exit 2
+fi
 
 started_pg=0
 pids=()
@@ -53,12 +84,14 @@ fi
 
 cat >&2 <<MSG
 == running syncer and evaluator on $CONFIG (Ctrl-C stops both)
+   syncer:    http://127.0.0.1:$SYNCER_PORT/metrics (SYNCER_PORT)
+   evaluator: http://127.0.0.1:$EVALUATOR_PORT/metrics (EVALUATOR_PORT)
    Try: edit a line of examples/data/tasks.jsonl, or drop a new .jsonl file
    into examples/data/, and watch for msg=notification below.
 MSG
-bin/syncer --config "$CONFIG" run &
+bin/syncer --config "$CONFIG" run --listen "127.0.0.1:$SYNCER_PORT" &
 pids+=($!)
-bin/evaluator --config "$CONFIG" run &
+bin/evaluator --config "$CONFIG" run --listen "127.0.0.1:$EVALUATOR_PORT" &
 pids+=($!)
 # Exit when either process exits (wait -n), or on Ctrl-C via the trap.
 wait -n "${pids[@]}"

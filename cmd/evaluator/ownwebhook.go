@@ -38,7 +38,7 @@ func ownWebhooks(pool *pgxpool.Pool, g *config.Global, sinks map[string]notify.S
 	}
 	lane := notify.OwnWebhookSinkConfig()
 	sinks[config.OwnWebhookSink] = notify.NewOwnWebhookSink(notify.OwnWebhookOptions{Target: target, Concurrency: lane.Concurrency,
-		Egress: egress.Policy{DenyPrivate: !g.API.AllowPrivate}})
+		Egress: egress.Untrusted(g.API.AllowPrivate)})
 	dconf.Sinks = maps.Clone(dconf.Sinks)
 	if dconf.Sinks == nil {
 		dconf.Sinks = map[string]*config.Sink{}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/lookout-dev/lookout/internal/cli"
 	"github.com/lookout-dev/lookout/internal/config"
@@ -59,14 +60,17 @@ func checkCommand() cli.Command {
 // verifyUpstream reads what the sources' settings name upstream and
 // checks it (connectors.Verifier: a Notion database's properties, their
 // types and the status options), one source at a time, saying on out what
-// it checked. A property or option the upstream lacks (a configuration
-// error naming the file, line and key), a refused token or a database the
-// token cannot see fails the check; an upstream that cannot be reached now
-// (network, timeout, 429, 5xx) is said and skipped, since the first run
-// checks again and records the same errors. offline skips every read.
+// it checked. A property or option the upstream lacks, a refused token or
+// a database the token cannot see fails the check with a configuration
+// error naming the file, line and key. An upstream that answers "not now"
+// (429, 5xx: a *connectors.RetryLaterError) fails it with exit
+// cli.ExitTryLater, saying when to try again, unless another source's
+// configuration is wrong (exit 1). An upstream that cannot be reached
+// (network, timeout) is said and skipped, since the first run checks
+// again and records the same errors. offline skips every read.
 func verifyUpstream(ctx context.Context, cfg *config.Config, out io.Writer, offline bool) error {
 	hc := &http.Client{Transport: cfg.Global.Egress.Policy().Transport()}
-	var errs []error
+	var errs, later []error
 	for _, sc := range cfg.Sources {
 		conn, err := connectors.New(sc, connectors.Env{Dir: cfg.Dir, HTTP: hc, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
@@ -84,6 +88,7 @@ func verifyUpstream(ctx context.Context, cfg *config.Config, out io.Writer, offl
 		err = v.Verify(vctx)
 		cancel()
 		var ce *config.Error
+		var rl *connectors.RetryLaterError
 		switch {
 		case err == nil:
 			fmt.Fprintf(out, "%s: %s schema read: every property named exists\n", sc.Path, sc.Connector)
@@ -93,9 +98,19 @@ func verifyUpstream(ctx context.Context, cfg *config.Config, out io.Writer, offl
 			errs = append(errs, err)
 		case errors.Is(err, connectors.ErrUnauthorized), errors.Is(err, connectors.ErrNotFound):
 			errs = append(errs, fmt.Errorf("%s: source %s: %w", sc.Path, sc.Name, err))
+		case errors.As(err, &rl):
+			status := ""
+			if rl.Status != 0 {
+				status = fmt.Sprintf(" (%d)", rl.Status)
+			}
+			later = append(later, fmt.Errorf("%s: %s schema not checked: the upstream is rate limited or busy%s; try again after %s: %w",
+				sc.Path, sc.Connector, status, rl.RetryAt.UTC().Format(time.RFC3339), err))
 		default:
 			fmt.Fprintf(out, "%s: %s schema not checked, upstream unreachable (the first run checks it): %v\n", sc.Path, sc.Connector, err)
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 && len(later) > 0 {
+		return &cli.ExitError{Code: cli.ExitTryLater, Err: errors.Join(later...)}
+	}
+	return errors.Join(append(errs, later...)...)
 }

@@ -152,8 +152,31 @@ func TestCheckReadsTheNotionSchema(t *testing.T) {
 		t.Setenv("LOOKOUT_TEST_NOTION_TOKEN", "secret_revoked")
 		dir := writeConfig(t, map[string]string{"sources/tasks.yaml": notionSource(f, f.URL, "  task: {}\n")})
 		_, err := checkDir(dir)
-		if err == nil || !strings.Contains(err.Error(), "sources/tasks.yaml: source tasks: read database "+db) || !strings.Contains(err.Error(), "API token is invalid") {
-			t.Errorf("check with a refused token: %v", err)
+		if want := "sources/tasks.yaml:5: notion.token: the Notion API refused it: read database " + db; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "API token is invalid") {
+			t.Errorf("check with a refused token: %v\nwant it to contain %q", err, want)
+		}
+	})
+	t.Run("unknown database", func(t *testing.T) {
+		other := "0123456789abcdef0123456789abcdef"
+		dir := writeConfig(t, map[string]string{"sources/tasks.yaml": strings.Replace(notionSource(f, f.URL, "  task: {}\n"), db, other, 1)})
+		_, err := checkDir(dir)
+		if want := "sources/tasks.yaml:4: notion.database: database " + other + " not found, or not shared with the integration"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("check of an unknown database: %v\nwant it to contain %q", err, want)
+		}
+	})
+	t.Run("rate limited", func(t *testing.T) {
+		f.FailNext(1, http.StatusTooManyRequests, 30)
+		dir := writeConfig(t, map[string]string{"sources/tasks.yaml": notionSource(f, f.URL, "  task: {}\n")})
+		out, err := checkDir(dir)
+		var ee *cli.ExitError
+		if !errors.As(err, &ee) || ee.Code != cli.ExitTryLater {
+			t.Fatalf("check answered 429: %v (%#v)\n%s, want an exit %d", err, err, out, cli.ExitTryLater)
+		}
+		if want := "sources/tasks.yaml: notion schema not checked: the upstream is rate limited or busy (429); try again after "; !strings.Contains(err.Error(), want) {
+			t.Errorf("check answered 429: %v\nwant it to contain %q", err, want)
+		}
+		if strings.Contains(out, "unreachable") || strings.Contains(out, "is valid") {
+			t.Errorf("check answered 429 said\n%s", out)
 		}
 	})
 	t.Run("usage", func(t *testing.T) {

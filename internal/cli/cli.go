@@ -171,6 +171,10 @@ func (e *UsageError) Error() string { return e.Msg }
 const (
 	ExitFailures = 1
 	ExitSetup    = 2
+	// ExitTryLater is `syncer check`'s exit when the configuration is
+	// valid but an upstream it reads answered "not now" (429, 5xx):
+	// EX_TEMPFAIL of sysexits.h, run it again later.
+	ExitTryLater = 75
 )
 
 // ExitError is a command's error with the exit code Main returns for it.

@@ -128,6 +128,10 @@ var (
 type RetryLaterError struct {
 	RetryAt time.Time
 	Reason  string
+	// Status is the HTTP status code of the answer that asked (429, 503),
+	// or 0 when no upstream answer did (a local rate limit, an IMAP
+	// server).
+	Status int
 }
 
 func (e *RetryLaterError) Error() string {

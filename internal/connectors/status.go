@@ -54,7 +54,7 @@ func CheckStatusAt(resp *http.Response, now time.Time) error {
 	if !ok {
 		at = now.Add(time.Minute)
 	}
-	return &RetryLaterError{RetryAt: at, Reason: resp.Status}
+	return &RetryLaterError{RetryAt: at, Reason: resp.Status, Status: resp.StatusCode}
 }
 
 // RetryAt reads Retry-After (seconds or an HTTP date) or, when the

@@ -145,9 +145,9 @@ func TestCheckURL(t *testing.T) {
 		{"https://user:pw@api.example.com/", false, "must not carry credentials"},
 		{"http://127.0.0.1:5432/", false, "127.0.0.1, a loopback address; lookout does not fetch"},
 		{"http://localhost/", false, "loopback"},
-		{"http://db.internal/", false, "10.0.0.5, a private address"},
+		{"http://db.internal/", false, "10.0.0.5, a private address; lookout does not fetch such addresses for API users (the operator may allow it with api.allow_private)"},
 		{"http://db.internal/", true, ""},
-		{"http://169.254.169.254/latest/meta-data/", true, "a cloud metadata address"},
+		{"http://169.254.169.254/latest/meta-data/", true, "a cloud metadata address; lookout does not fetch such addresses for API users (never, whatever api.allow_private says)"},
 		{"https://rebind.example/", true, "169.254.169.254, a cloud metadata address"},
 		{"https://nope.example/", false, `host "nope.example" does not resolve`},
 	} {

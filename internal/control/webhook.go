@@ -63,7 +63,7 @@ func CheckURL(ctx context.Context, r Resolver, raw, pointer string, allowPrivate
 		return bad("must not carry credentials in the URL; put a token in the source's headers instead")
 	}
 	host := u.Hostname()
-	policy := egress.Policy{DenyPrivate: !allowPrivate}
+	policy := egress.Untrusted(allowPrivate)
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{ip}
@@ -82,8 +82,11 @@ func CheckURL(ctx context.Context, r Resolver, raw, pointer string, allowPrivate
 		if err := policy.Check(a); err != nil {
 			var d *egress.DeniedError
 			if errors.As(err, &d) {
-				return bad("%s resolves to %s, %s; lookout does not fetch such addresses for API users (the operator may allow private ones with api.allow_private)",
-					host, a, strings.TrimSuffix(d.Reason, ", and egress.deny_private is set"))
+				unlock := "the operator may allow it with api.allow_private"
+				if egress.Untrusted(true).Check(a) != nil {
+					unlock = "never, whatever api.allow_private says"
+				}
+				return bad("%s resolves to %s, %s; lookout does not fetch such addresses for API users (%s)", host, a, d.Reason, unlock)
 			}
 			return bad("%v", err)
 		}

@@ -34,6 +34,19 @@ type Policy struct {
 	// Allow lists prefixes that are allowed whatever the other rules say,
 	// e.g. one internal API's 10.1.2.0/24 under DenyPrivate. Defaults to none.
 	Allow []netip.Prefix
+	// Untrusted marks the policy of the URLs API users give (sources and
+	// webhooks created through the API): DenyPrivate is then the negation
+	// of api.allow_private and Allow is empty, and a refusal names
+	// api.allow_private instead of the operator's egress settings.
+	// Defaults to false: the operator's egress policy.
+	Untrusted bool
+}
+
+// Untrusted returns the policy of the URLs API users give: link-local and
+// metadata addresses always refused, loopback and private ones unless
+// allowPrivate (api.allow_private), and no exceptions.
+func Untrusted(allowPrivate bool) Policy {
+	return Policy{DenyPrivate: !allowPrivate, Untrusted: true}
 }
 
 // metadata are cloud instance-metadata endpoints: AWS, GCP, Azure,
@@ -53,12 +66,22 @@ var shared = netip.MustParsePrefix("100.64.0.0/10")
 type DeniedError struct {
 	// Addr is the refused address and port.
 	Addr netip.AddrPort
-	// Reason names the class of the address.
+	// Reason names the class of the address ("a loopback address").
 	Reason string
+	// Rule says which setting refused it and what, if anything, would
+	// allow it ("refused because egress.deny_private is true; egress.allow
+	// can list it").
+	Rule string
+
+	untrusted bool
 }
 
 func (e *DeniedError) Error() string {
-	return fmt.Sprintf("egress policy refuses connections to %s (%s; see egress in docs/config.md)", e.Addr, e.Reason)
+	doc := "egress in docs/config.md"
+	if e.untrusted {
+		doc = "api.allow_private in docs/config.md"
+	}
+	return fmt.Sprintf("egress policy refuses connections to %s (%s, %s; see %s)", e.Addr, e.Reason, e.Rule, doc)
 }
 
 // Check returns a *DeniedError when the policy refuses ip, else nil.
@@ -75,22 +98,43 @@ func (p Policy) check(ap netip.AddrPort) error {
 	}
 	for _, m := range metadata {
 		if ip == m {
-			return &DeniedError{Addr: ap, Reason: "a cloud metadata address"}
+			return p.denied(ap, "a cloud metadata address", false)
 		}
 	}
 	switch {
 	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
-		return &DeniedError{Addr: ap, Reason: "a link-local address"}
+		return p.denied(ap, "a link-local address", false)
 	case !p.DenyPrivate:
 		return nil
 	case ip.IsLoopback():
-		return &DeniedError{Addr: ap, Reason: "a loopback address, and egress.deny_private is set"}
+		return p.denied(ap, "a loopback address", true)
 	case ip.IsUnspecified():
-		return &DeniedError{Addr: ap, Reason: "an unspecified address, and egress.deny_private is set"}
+		return p.denied(ap, "an unspecified address", true)
 	case ip.IsPrivate() || shared.Contains(ip):
-		return &DeniedError{Addr: ap, Reason: "a private address, and egress.deny_private is set"}
+		return p.denied(ap, "a private address", true)
 	}
 	return nil
+}
+
+// denied is the refusal of ap, of the class reason; private says that
+// DenyPrivate refused it (rather than the rule on link-local and metadata
+// addresses that always applies). Its Rule names the setting that refused
+// and what would allow the address.
+func (p Policy) denied(ap netip.AddrPort, reason string, private bool) *DeniedError {
+	var rule string
+	switch {
+	case p.Untrusted && private:
+		rule = "refused for sources and webhooks created through the API because api.allow_private is false; the operator may set it true"
+	case p.Untrusted:
+		rule = "never allowed for sources and webhooks created through the API, whatever api.allow_private and egress.allow say"
+	case private:
+		rule = "refused because egress.deny_private is true; egress.allow can list it"
+	case reason == "a cloud metadata address":
+		rule = "refused by default; egress.allow can list it, at your own risk"
+	default:
+		rule = "refused by default; egress.allow can list it"
+	}
+	return &DeniedError{Addr: ap, Reason: reason, Rule: rule, untrusted: p.Untrusted}
 }
 
 // Control is a net.Dialer Control function: it refuses a connection to an

@@ -121,3 +121,46 @@ func TestTransport(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalNamesTheSetting: a refusal names the setting that refused
+// (egress.deny_private for the operator's policy, api.allow_private for
+// the URLs of API users — never deny_private when it is false) and what
+// could unlock the address, or that nothing can.
+func TestRefusalNamesTheSetting(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		p    Policy
+		ip   string
+		want string
+	}{
+		{"operator metadata", Policy{}, "169.254.169.254",
+			"egress policy refuses connections to 169.254.169.254:0 (a cloud metadata address, refused by default; egress.allow can list it, at your own risk; see egress in docs/config.md)"},
+		{"operator link-local", Policy{}, "169.254.1.1",
+			"egress policy refuses connections to 169.254.1.1:0 (a link-local address, refused by default; egress.allow can list it; see egress in docs/config.md)"},
+		{"operator loopback", Policy{DenyPrivate: true}, "127.0.0.1",
+			"egress policy refuses connections to 127.0.0.1:0 (a loopback address, refused because egress.deny_private is true; egress.allow can list it; see egress in docs/config.md)"},
+		{"operator private", Policy{DenyPrivate: true}, "10.0.0.1",
+			"egress policy refuses connections to 10.0.0.1:0 (a private address, refused because egress.deny_private is true; egress.allow can list it; see egress in docs/config.md)"},
+		{"api loopback", Untrusted(false), "127.0.0.1",
+			"egress policy refuses connections to 127.0.0.1:0 (a loopback address, refused for sources and webhooks created through the API because api.allow_private is false; the operator may set it true; see api.allow_private in docs/config.md)"},
+		{"api unspecified", Untrusted(false), "0.0.0.0",
+			"egress policy refuses connections to 0.0.0.0:0 (an unspecified address, refused for sources and webhooks created through the API because api.allow_private is false; the operator may set it true; see api.allow_private in docs/config.md)"},
+		{"api metadata", Untrusted(true), "169.254.169.254",
+			"egress policy refuses connections to 169.254.169.254:0 (a cloud metadata address, never allowed for sources and webhooks created through the API, whatever api.allow_private and egress.allow say; see api.allow_private in docs/config.md)"},
+		{"api link-local", Untrusted(false), "fe80::1",
+			"egress policy refuses connections to [fe80::1]:0 (a link-local address, never allowed for sources and webhooks created through the API, whatever api.allow_private and egress.allow say; see api.allow_private in docs/config.md)"},
+	} {
+		err := tc.p.Check(netip.MustParseAddr(tc.ip))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v\nwant %s", tc.name, err, tc.want)
+		}
+		var de *DeniedError
+		if !errors.As(err, &de) {
+			t.Errorf("%s: %T, want a *DeniedError", tc.name, err)
+		}
+	}
+	if err := Untrusted(true).Check(netip.MustParseAddr("127.0.0.1")); err != nil {
+		t.Errorf("api.allow_private true, loopback: %v", err)
+	}
+}

@@ -94,7 +94,7 @@ type Config struct {
 func FromConfig(cfg *config.Config) Config {
 	g := &cfg.Global
 	policy := g.Egress.Policy()
-	untrusted := egress.Policy{DenyPrivate: !g.API.AllowPrivate}
+	untrusted := egress.Untrusted(g.API.AllowPrivate)
 	return Config{
 		Egress:          &policy,
 		UntrustedEgress: &untrusted,

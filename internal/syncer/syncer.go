@@ -154,7 +154,8 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 		conf.Egress = &egress.Policy{}
 	}
 	if conf.UntrustedEgress == nil {
-		conf.UntrustedEgress = &egress.Policy{DenyPrivate: true}
+		u := egress.Untrusted(false)
+		conf.UntrustedEgress = &u
 	}
 	if conf.Transport == nil {
 		t := conf.Egress.Transport()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,12 @@ func (c *command) run(ctx context.Context, in input) output {
 	killGroup(cmd)
 	// Grandchildren that keep stdout open must not hold Wait forever.
 	cmd.WaitDelay = time.Second
+	// The parent death signal (Linux) follows the thread that started the
+	// command: keep this goroutine on it until the command ends, so that
+	// no other goroutine can end the thread (LockOSThread without unlock)
+	// and kill the executor with it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	start := time.Now()
 	err := cmd.Run()
 	out := output{stderr: strings.TrimSpace(stderr.String())}

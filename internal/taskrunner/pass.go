@@ -75,12 +75,21 @@ func (r *Runner) pass(ctx context.Context, src *source, runID int64) error {
 			if taken >= w.cfg.Take {
 				break
 			}
-			if run := known[c.key]; run != nil && !run.Claimable(now) {
+			claim := tasks.Claim{Source: name, Task: w.cfg.Name, RecordID: c.ID,
+				RecordVersion: c.Version, ContentVersion: c.version, IdempotencyKey: c.key, Title: c.Title,
+				SyncRunID: runID, By: r.conf.Owner, At: now, Lease: w.cfg.Lease, Executor: w.exec.kind()}
+			claimTask := tasks.ClaimTask
+			switch last := known[c.key]; {
+			case last == nil, last.Claimable(now):
+			case last.Rerunnable(c.Version):
+				// A person moved the finished card back to its todo status.
+				r.logger.Info("task moved back to its todo status after it "+last.Status+"; running it again",
+					"source", name, "task", w.cfg.Name, "record_id", c.ID, "task_run_id", last.ID, "previous_run_id", last.RunID)
+				claimTask = tasks.RerunTask
+			default:
 				continue // in progress, finished, or waiting for its retry
 			}
-			run, err := tasks.ClaimTask(ctx, r.pool, tasks.Claim{Source: name, Task: w.cfg.Name, RecordID: c.ID,
-				RecordVersion: c.Version, ContentVersion: c.version, IdempotencyKey: c.key, Title: c.Title,
-				SyncRunID: runID, By: r.conf.Owner, At: now, Lease: w.cfg.Lease, Executor: w.exec.kind()})
+			run, err := claimTask(ctx, r.pool, claim)
 			if err != nil {
 				return err
 			}

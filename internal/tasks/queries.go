@@ -43,6 +43,24 @@ const queryReclaim = `
 	WHERE idempotency_key = $1 AND status IN ('released', 'lost', 'expired') AND retry_at <= $6
 	RETURNING ` + runColumns
 
+// queryRerun takes a task version again after it finished (completed or
+// failed, the tool showing it: no write due) when the mirror shows it
+// eligible at a newer record version than the last claim's: a person
+// moved the card back to the todo status. It is the next attempt, with
+// the failures reset; the finished attempt goes to history.
+const queryRerun = `
+	UPDATE task_runs SET
+	    history = history || jsonb_build_array(jsonb_build_object(
+	        'attempt', attempt, 'run_id', run_id, 'status', status, 'claimed_by', claimed_by, 'claimed_at', claimed_at,
+	        'started_at', started_at, 'finished_at', finished_at, 'exit_code', exit_code, 'last_error', last_error)),
+	    attempt = attempt + 1, run_id = 'run-' || id || '.' || (attempt + 1), status = 'claimed', failures = 0,
+	    record_version = $2, title = $3, sync_run_id = $4, claimed_by = $5, claimed_at = $6::timestamptz,
+	    claim_expires_at = $6::timestamptz + $7::interval, started_at = NULL, finished_at = NULL, exit_code = NULL,
+	    result = NULL, stderr_tail = NULL, retry_at = NULL, tool_action = 'claim', tool_error = NULL, tool_due_at = NULL,
+	    report_token_hash = NULL, report = NULL, reported_at = NULL, updated_at = $6
+	WHERE idempotency_key = $1 AND status IN ('completed', 'failed') AND tool_action IS NULL AND record_version < $2
+	RETURNING ` + runColumns
+
 // queryConfirming records that the visible claim was written.
 const queryConfirming = `
 	UPDATE task_runs SET status = 'confirming', tool_action = NULL, tool_error = NULL, updated_at = $3

@@ -121,6 +121,16 @@ func (r *Run) Claimable(now time.Time) bool {
 	return false
 }
 
+// Rerunnable reports whether the finished run may be taken again when the
+// mirror shows its task eligible at recordVersion: it completed or failed,
+// the tool shows it (no write due), and the record changed since the last
+// claim. Lookout leaves a finished task in the complete or failed status,
+// so a task eligible again (the todo status) at a newer version is one a
+// person moved back: they ask for it again (docs/tasks.md).
+func (r *Run) Rerunnable(recordVersion int) bool {
+	return (r.Status == StatusCompleted || r.Status == StatusFailed) && r.ToolAction == "" && recordVersion > r.RecordVersion
+}
+
 func scanRun(row pgx.Row, extra ...any) (*Run, error) {
 	r := &Run{}
 	var result, history []byte
@@ -201,6 +211,24 @@ func ClaimTask(ctx context.Context, q Querier, c Claim) (*Run, error) {
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("claim the next attempt of task %s: %w", c.IdempotencyKey, err)
+	}
+	return r, nil
+}
+
+// RerunTask takes c's finished task version again (see Run.Rerunnable):
+// the next attempt, failures reset. It returns nil (and no error) when
+// someone else took it first or it is not rerunnable at c.RecordVersion.
+func RerunTask(ctx context.Context, q Querier, c Claim) (*Run, error) {
+	var sync any
+	if c.SyncRunID != 0 {
+		sync = c.SyncRunID
+	}
+	r, err := scanRun(q.QueryRow(ctx, queryRerun, c.IdempotencyKey, c.RecordVersion, c.Title, sync, c.By, c.At, c.Lease))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("claim task %s again: %w", c.IdempotencyKey, err)
 	}
 	return r, nil
 }

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/emersion/go-message"
-	_ "github.com/emersion/go-message/charset" // charsets beyond UTF-8 and US-ASCII
+	"github.com/emersion/go-message/charset" // charsets beyond UTF-8 and US-ASCII
 	"github.com/emersion/go-message/mail"
 )
 
@@ -234,11 +235,122 @@ func (p *bodyParser) walk(e *message.Entity, path []int, depth int) {
 }
 
 // filename is the part's file name: Content-Disposition's filename, else
-// Content-Type's name.
+// Content-Type's name. RFC 2047 encoded words in them are decoded by
+// go-message; RFC 2231 values in a charset other than UTF-8
+// (filename*=gb2312”%B9%DC...), which mime.ParseMediaType leaves out,
+// by extendedParam, whose value comes first (ParseMediaType keeps only
+// the parts of a continued value it can decode).
 func filename(e *message.Entity, ctParams map[string]string) string {
 	_, dp, _ := e.Header.ContentDisposition()
-	if n := strings.TrimSpace(dp["filename"]); n != "" {
-		return n
+	for _, n := range []string{
+		extendedParam(e.Header.Get("Content-Disposition"), "filename"), dp["filename"],
+		extendedParam(e.Header.Get("Content-Type"), "name"), ctParams["name"],
+	} {
+		if n = strings.TrimSpace(n); n != "" {
+			return n
+		}
 	}
-	return strings.TrimSpace(ctParams["name"])
+	return ""
+}
+
+// extendedParam decodes the RFC 2231 parameter key of a header value
+// (key*=charset'lang'%XX..., or continued as key*0*=, key*1*=, key*2=...)
+// in any charset the charset package knows; "" when there is none or it
+// cannot be decoded.
+func extendedParam(header, key string) string {
+	parts := map[int]string{}
+	encoded := map[int]bool{}
+	for _, p := range splitParams(header) {
+		name, value, ok := strings.Cut(p, "=")
+		if !ok {
+			continue
+		}
+		name = strings.ToLower(strings.TrimSpace(name))
+		rest, ok := strings.CutPrefix(name, key+"*")
+		if !ok {
+			continue
+		}
+		n, enc := 0, false
+		switch {
+		case rest == "":
+			enc = true
+		default:
+			rest, enc = strings.CutSuffix(rest, "*")
+			var err error
+			if n, err = strconv.Atoi(rest); err != nil || n < 0 || n > 100 {
+				continue
+			}
+		}
+		value = strings.TrimSpace(value)
+		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+			value = value[1 : len(value)-1]
+		}
+		parts[n], encoded[n] = value, enc
+	}
+	first, ok := parts[0]
+	if !ok || !encoded[0] {
+		return ""
+	}
+	cs, rest, ok := strings.Cut(first, "'")
+	if !ok {
+		return ""
+	}
+	if _, v, ok := strings.Cut(rest, "'"); ok { // the language
+		parts[0] = v
+	} else {
+		return ""
+	}
+	var raw []byte
+	for i := 0; ; i++ {
+		v, ok := parts[i]
+		if !ok {
+			break
+		}
+		if !encoded[i] {
+			raw = append(raw, v...)
+			continue
+		}
+		u, err := url.PathUnescape(v)
+		if err != nil {
+			return ""
+		}
+		raw = append(raw, u...)
+	}
+	cs = strings.ToLower(cs)
+	if cs == "" || cs == "utf-8" || cs == "us-ascii" {
+		return strings.TrimSpace(strings.ToValidUTF8(string(raw), "\uFFFD"))
+	}
+	r, err := charset.Reader(cs, bytes.NewReader(raw))
+	if err != nil {
+		return ""
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+}
+
+// splitParams splits a header value at the semicolons outside quoted
+// strings; the first element is the value itself.
+func splitParams(s string) []string {
+	var out []string
+	var b strings.Builder
+	quoted, escaped := false, false
+	for _, r := range s {
+		switch {
+		case escaped:
+			escaped = false
+		case quoted && r == '\\':
+			escaped = true
+		case r == '"':
+			quoted = !quoted
+		case r == ';' && !quoted:
+			out = append(out, b.String())
+			b.Reset()
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return append(out, b.String())
 }

@@ -101,3 +101,46 @@ func TestHTMLText(t *testing.T) {
 		}
 	}
 }
+
+// Attachment names in charsets other than UTF-8 are decoded, whether
+// RFC 2231 (filename*=gb2312”..., continuations filename*0*=...) or
+// RFC 2047 encoded words in the parameter (name="=?ISO-2022-JP?B?...?="),
+// as Outlook and Japanese and Chinese mailers send them.
+func TestParseAttachmentNamesInOtherCharsets(t *testing.T) {
+	t.Parallel()
+	m := imap.Parse(crlf(`Message-ID: <names@x>
+Subject: names
+Content-Type: multipart/mixed; boundary=b
+
+--b
+Content-Type: text/plain; charset=utf-8
+
+see attached
+--b
+Content-Type: application/msword
+Content-Disposition: attachment; filename*=gb2312''%B9%DC%C0%ED.doc
+
+x
+--b
+Content-Type: application/pdf; name="=?ISO-2022-JP?B?GyRCSnM5cD1xGyhCLnBkZg==?="
+Content-Disposition: attachment
+
+x
+--b
+Content-Type: text/plain; charset=iso-2022-jp
+Content-Disposition: attachment;
+ filename*0*=iso-2022-jp'ja'%1B%24B5D%3BvO%3F%1B%28B;
+ filename*1=".txt"
+
+x
+--b
+Content-Type: application/msword; name="=?GB2312?B?udzA7S5kb2M=?="
+
+x
+--b--
+`))
+	want := []string{"管理.doc", "報告書.pdf", "議事録.txt", "管理.doc"}
+	if strings.Join(m.Attachments, "|") != strings.Join(want, "|") || len(m.Problems) != 0 {
+		t.Errorf("attachments %q, want %q; problems %q", m.Attachments, want, m.Problems)
+	}
+}

@@ -122,7 +122,7 @@ func (c *client) do(ctx context.Context, method, path string, body any) (any, er
 		if !ok {
 			at = now.Add(RetryDefault)
 		}
-		return nil, &connectors.RetryLaterError{RetryAt: at, Reason: fmt.Sprintf("%s: %s", what, ae)}
+		return nil, &connectors.RetryLaterError{RetryAt: at, Reason: fmt.Sprintf("%s: %s", what, ae), Status: code}
 	case code == http.StatusNotFound:
 		return nil, fmt.Errorf("%s: %w: %w", what, ae, connectors.ErrNotFound)
 	}

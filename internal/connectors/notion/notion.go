@@ -376,11 +376,30 @@ func (s *schema) names() string {
 }
 
 // Verify reads the database's schema and checks every property the source
-// names; see connectors.Verifier.
+// names; see connectors.Verifier. A refused token is a configuration error
+// at notion.token, a database the token cannot see one at notion.database
+// (each still wraps connectors.ErrUnauthorized or ErrNotFound).
 func (c *Connector) Verify(ctx context.Context) error {
 	_, err := c.verify(ctx, nil)
+	switch {
+	case errors.Is(err, connectors.ErrUnauthorized):
+		return &locatedError{cfg: c.o.Errorf("notion.token", ": the Notion API refused it: %v", err), err: err}
+	case errors.Is(err, connectors.ErrNotFound):
+		return &locatedError{cfg: c.o.Errorf("notion.database", ": %v", err), err: err}
+	}
 	return err
 }
+
+// locatedError is an upstream's refusal that a setting of the source
+// causes: it reads as the configuration error (file, line, key) and
+// unwraps to both it and the upstream's error.
+type locatedError struct {
+	cfg error
+	err error
+}
+
+func (e *locatedError) Error() string   { return e.cfg.Error() }
+func (e *locatedError) Unwrap() []error { return []error{e.cfg, e.err} }
 
 // verify returns the checked schema, reading it on first use.
 func (c *Connector) verify(ctx context.Context, res *connectors.Result) (*schema, error) {
