@@ -223,6 +223,27 @@ func TestNotificationStream(t *testing.T) {
 	})
 }
 
+// A stream opened without Last-Event-ID (or ?after) starts from now: the
+// notifications created before it opened, however recent, are not sent
+// (the list endpoint has them); the first event is the first one created
+// after (docs/api.md#the-notification-stream).
+func TestStreamWithoutLastEventIDStartsFromNow(t *testing.T) {
+	f := setup(t)
+	f.enqueue("alice", "gh", "releases", "past-1")
+	f.enqueue("alice", "gh", "releases", "past-2")
+
+	events, stop := f.stream("/v1/notifications/stream", "alice")
+	defer stop()
+	filtered, stopFiltered := f.stream("/v1/notifications/stream?source=gh", "alice")
+	defer stopFiltered()
+	next := f.enqueue("alice", "gh", "releases", "new")
+	for name, ch := range map[string]<-chan event{"unfiltered": events, "?source=gh": filtered} {
+		if ev := testsignal.Receive(t, ch, name+" first event"); ev.ID != strconv.FormatInt(next, 10) {
+			t.Errorf("%s stream without Last-Event-ID: first event %+v, want the notification created after it opened (id %d)", name, ev, next)
+		}
+	}
+}
+
 // A test operation with a body exercises the request problems: unknown
 // fields, wrong types, missing fields, malformed JSON, a body over 1 MiB.
 func TestRequestProblems(t *testing.T) {
