@@ -63,6 +63,7 @@ func New(svc *control.Service, logger *slog.Logger) *API {
 	}
 	cfg.OpenAPI.OnAddOperation = append(cfg.OpenAPI.OnAddOperation, func(oapi *huma.OpenAPI, op *huma.Operation) {
 		registries.Store(op, oapi.Components.Schemas)
+		declareProblems(op)
 	})
 	a.huma = humago.New(a.mux, cfg)
 	a.huma.UseMiddleware(a.requestID, a.authenticate)

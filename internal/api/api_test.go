@@ -223,6 +223,60 @@ func TestNotificationStream(t *testing.T) {
 	})
 }
 
+// A stream opened without Last-Event-ID (or ?after) starts from now: the
+// notifications created before it opened, however recent, are not sent
+// (the list endpoint has them); the first event is the first one created
+// after (docs/api.md#the-notification-stream).
+func TestStreamWithoutLastEventIDStartsFromNow(t *testing.T) {
+	f := setup(t)
+	f.enqueue("alice", "gh", "releases", "past-1")
+	f.enqueue("alice", "gh", "releases", "past-2")
+
+	events, stop := f.stream("/v1/notifications/stream", "alice")
+	defer stop()
+	filtered, stopFiltered := f.stream("/v1/notifications/stream?source=gh", "alice")
+	defer stopFiltered()
+	next := f.enqueue("alice", "gh", "releases", "new")
+	for name, ch := range map[string]<-chan event{"unfiltered": events, "?source=gh": filtered} {
+		if ev := testsignal.Receive(t, ch, name+" first event"); ev.ID != strconv.FormatInt(next, 10) {
+			t.Errorf("%s stream without Last-Event-ID: first event %+v, want the notification created after it opened (id %d)", name, ev, next)
+		}
+	}
+}
+
+// The problems huma answers before a handler runs are the document's
+// (the checking client fails the test on an undeclared status): a body
+// that is a JSON array where an object belongs is a 422 whose error
+// points at the whole body (pointer ""), a body that is not JSON a 400,
+// another content type a 415; a path parameter out of its bounds a 422.
+func TestBodyProblemsAreDocumented(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	for _, op := range []struct{ method, path string }{
+		{http.MethodPost, "/v1/watches"}, {http.MethodPost, "/v1/sources"}, {http.MethodPut, "/v1/sources/gh"},
+		{http.MethodPut, "/v1/watches/gh/w"}, {http.MethodPost, "/v1/dry_run"},
+	} {
+		var raw struct {
+			Errors []map[string]any `json:"errors"`
+		}
+		resp := f.do(op.method, op.path, "alice", strings.NewReader(`[{"name":"x"}]`), &raw)
+		if resp.StatusCode != http.StatusUnprocessableEntity || len(raw.Errors) != 1 {
+			t.Errorf("%s %s with an array: %d %+v, want 422 with one error", op.method, op.path, resp.StatusCode, raw.Errors)
+		} else if ptr, ok := raw.Errors[0]["pointer"]; !ok || ptr != "" || !strings.Contains(fmt.Sprint(raw.Errors[0]["detail"]), "must be a JSON object, got an array") {
+			t.Errorf("%s %s with an array: error %v, want pointer \"\" (the whole body) and a detail naming object and array", op.method, op.path, raw.Errors[0])
+		}
+		p := f.problem(op.method, op.path, "alice", strings.NewReader(`{"name":`), http.StatusBadRequest)
+		if p.Type != ProblemTypeBase+ProblemMalformed {
+			t.Errorf("%s %s malformed: %+v", op.method, op.path, p)
+		}
+		f.problem(op.method, op.path, "alice", strings.NewReader(`name: x`), http.StatusUnsupportedMediaType, "Content-Type", "application/yaml")
+	}
+	p := f.problem(http.MethodGet, "/v1/changes/0/explain", "alice", nil, http.StatusUnprocessableEntity)
+	if len(p.Errors) != 1 || p.Errors[0].Parameter != "change" {
+		t.Errorf("explain of change 0: %+v", p)
+	}
+}
+
 // A test operation with a body exercises the request problems: unknown
 // fields, wrong types, missing fields, malformed JSON, a body over 1 MiB.
 func TestRequestProblems(t *testing.T) {
@@ -236,6 +290,8 @@ func TestRequestProblems(t *testing.T) {
 		Every int     `json:"every_seconds,omitempty"`
 		Watch []inner `json:"watches,omitempty"`
 	}
+	// The test operation is not in docs/openapi.json: its calls are not checked against it.
+	f.client = &http.Client{}
 	huma.Register(f.api.huma, huma.Operation{OperationID: "test_create", Method: http.MethodPost, Path: "/v1/test", Security: bearer},
 		func(ctx context.Context, in *struct{ Body body }) (*struct{}, error) { return &struct{}{}, nil })
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/apitest"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/definitions"
@@ -31,6 +32,10 @@ type fixture struct {
 	svc    *control.Service
 	hub    *control.Hub
 	tokens map[string]string // owner -> secret
+	// client checks every /v1 exchange against docs/openapi.json
+	// (apitest): a handler answering what the document does not say
+	// fails the test.
+	client *http.Client
 }
 
 func setup(t *testing.T) *fixture {
@@ -48,7 +53,7 @@ func setup(t *testing.T) *fixture {
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
 	t.Cleanup(a.Shutdown)
-	f := &fixture{t: t, pool: pool, api: a, srv: srv, store: store, svc: svc, hub: hub, tokens: map[string]string{}}
+	f := &fixture{t: t, pool: pool, api: a, srv: srv, store: store, svc: svc, hub: hub, tokens: map[string]string{}, client: apitest.Client(t)}
 	for owner, scope := range map[string]string{"alice": "user", "bob": "user", "root": "admin"} {
 		_, secret, err := tokens.Create(context.Background(), pool, tokens.NewToken{Owner: owner, Scope: scope})
 		if err != nil {
@@ -75,7 +80,7 @@ func (f *fixture) do(method, path, owner string, body io.Reader, out any, header
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.client.Do(req)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -153,7 +158,7 @@ func (f *fixture) stream(path, owner string, headers ...string) (<-chan event, f
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.client.Do(req)
 	if err != nil {
 		cancel()
 		f.t.Fatal(err)

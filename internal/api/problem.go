@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -53,10 +54,28 @@ type Problem struct {
 // ProblemError is one thing wrong with a request.
 type ProblemError struct {
 	Detail    string `json:"detail" doc:"What is wrong and what a correct value looks like."`
-	Pointer   string `json:"pointer,omitempty" doc:"JSON pointer (RFC 6901) to the field of the request body, e.g. /watch/when."`
+	Pointer   string `json:"pointer,omitempty" doc:"JSON pointer (RFC 6901) to the field of the request body, e.g. /watch/when; present on every error about the body, \"\" for the whole body (an array sent where an object belongs)."`
 	Parameter string `json:"parameter,omitempty" doc:"The query or path parameter, e.g. cursor."`
 	Header    string `json:"header,omitempty" doc:"The request header, e.g. Idempotency-Key."`
 	Value     any    `json:"value,omitempty" doc:"The value sent."`
+}
+
+// MarshalJSON writes pointer on every error that names no parameter or
+// header: such an error is about the body, and "" (RFC 6901: the whole
+// body, as when a JSON array is sent where an object belongs) is a
+// pointer too, which omitempty would drop.
+func (e ProblemError) MarshalJSON() ([]byte, error) {
+	out := struct {
+		Detail    string  `json:"detail"`
+		Pointer   *string `json:"pointer,omitempty"`
+		Parameter string  `json:"parameter,omitempty"`
+		Header    string  `json:"header,omitempty"`
+		Value     any     `json:"value,omitempty"`
+	}{Detail: e.Detail, Parameter: e.Parameter, Header: e.Header, Value: e.Value}
+	if e.Pointer != "" || (e.Parameter == "" && e.Header == "") {
+		out.Pointer = &e.Pointer
+	}
+	return json.Marshal(out)
 }
 
 // Error returns the detail.
@@ -211,6 +230,9 @@ func detailFor(op *huma.Operation, reg huma.Registry, d *huma.ErrorDetail) Probl
 		} else {
 			pe.Detail = fmt.Sprintf("%s %q is required", where, name)
 		}
+	case strings.HasPrefix(msg, "expected ") && isTypeMessage(msg) && where == "body" && len(segs) == 0:
+		pe.Detail = fmt.Sprintf("the request body must be a JSON %s, got %s: send one JSON %s", strings.TrimPrefix(msg, "expected "), jsonTypeName(d.Value), strings.TrimPrefix(msg, "expected "))
+		pe.Value = nil // the whole body: not echoed
 	case strings.HasPrefix(msg, "expected ") && isTypeMessage(msg):
 		pe.Detail = fmt.Sprintf("wrong type: %s, got %s", strings.TrimPrefix(msg, "expected "), jsonTypeName(d.Value))
 	}

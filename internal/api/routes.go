@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,36 @@ func problemResponses(codes ...int) map[string]*huma.Response {
 		}}
 	}
 	return out
+}
+
+// declareProblems adds to op the problems huma and the middleware answer
+// without the handler, so that the document lists every status the
+// operation can answer (apitest checks each answer the tests receive):
+// a body is a 400 when it is not JSON, a 413 over 1 MiB, a 415 in
+// another content type, a 422 when it does not match its schema; a
+// parameter that is not a string or has bounds is a 422 when it is out of
+// them; a bearer operation is a 503 when the token cannot be checked;
+// every operation may fail with a 500.
+func declareProblems(op *huma.Operation) {
+	var codes []int
+	if op.RequestBody != nil {
+		codes = append(codes, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity)
+	}
+	for _, p := range op.Parameters {
+		if s := p.Schema; s != nil && (s.Type != "string" || s.Minimum != nil || s.Maximum != nil || len(s.Enum) > 0 || s.MaxLength != nil || s.MinLength != nil || s.Pattern != "") {
+			codes = append(codes, http.StatusUnprocessableEntity)
+			break
+		}
+	}
+	if slices.ContainsFunc(op.Security, func(s map[string][]string) bool { _, ok := s["bearer"]; return ok }) {
+		codes = append(codes, http.StatusServiceUnavailable)
+	}
+	codes = append(codes, http.StatusInternalServerError)
+	for code, r := range problemResponses(codes...) {
+		if op.Responses[code] == nil {
+			op.Responses[code] = r
+		}
+	}
 }
 
 func (a *API) routes() {

@@ -32,9 +32,16 @@ func (d *Definition) UnmarshalJSON(b []byte) error {
 }
 
 func (a *API) definitionRoutes() {
-	write := problemResponses(http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
-	create := problemResponses(http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusForbidden, http.StatusRequestEntityTooLarge)
-	read := problemResponses(http.StatusNotFound)
+	// Each operation gets maps of its own: huma adds the operation's
+	// success answer to the map it is given, so a shared map gave every
+	// source operation the watch schema of the first watch operation.
+	write := func() map[string]*huma.Response {
+		return problemResponses(http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity)
+	}
+	create := func() map[string]*huma.Response {
+		return problemResponses(http.StatusNotFound, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusForbidden, http.StatusRequestEntityTooLarge)
+	}
+	read := func() map[string]*huma.Response { return problemResponses(http.StatusNotFound) }
 
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "create_watch", Method: http.MethodPost, Path: "/v1/watches", Tags: []string{"watches"}, DefaultStatus: http.StatusCreated,
@@ -45,7 +52,7 @@ func (a *API) definitionRoutes() {
 			"which receives each notification signed the Standard Webhooks way; the answer's watch.webhook_secret is its signing secret, shown this once). " +
 			"The watch is used for every change committed after the call returns; " +
 			"a new source runs at once. Send an Idempotency-Key header so that a retry creates nothing twice (a retry gets the same secret).",
-		Security: bearer, Responses: create,
+		Security: bearer, Responses: create(),
 	}, a.createWatch)
 
 	huma.Register(a.huma, huma.Operation{
@@ -72,33 +79,33 @@ func (a *API) definitionRoutes() {
 	}, a.listWatches)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "get_watch", Method: http.MethodGet, Path: "/v1/watches/{source}/{watch}", Tags: []string{"watches"},
-		Summary: "Read a watch", Security: bearer, Responses: read,
+		Summary: "Read a watch", Security: bearer, Responses: read(),
 	}, a.getWatch)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "update_watch", Method: http.MethodPut, Path: "/v1/watches/{source}/{watch}", Tags: []string{"watches"},
 		Summary: "Replace a watch's definition",
 		Description: "The body is the whole watch (its name unchanged); it is validated like a new one. A webhook keeps its signing secret " +
 			"(leave webhook.secret out, or send back [redacted]); a webhook added by the update gets one, in webhook_secret of the answer, shown this once.",
-		Security: bearer, Responses: write,
+		Security: bearer, Responses: write(),
 	}, a.updateWatch)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "delete_watch", Method: http.MethodDelete, Path: "/v1/watches/{source}/{watch}", Tags: []string{"watches"},
-		Summary: "Delete a watch", Security: bearer, Responses: write, DefaultStatus: http.StatusNoContent,
+		Summary: "Delete a watch", Security: bearer, Responses: write(), DefaultStatus: http.StatusNoContent,
 	}, a.deleteWatch)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "rotate_webhook_secret", Method: http.MethodPost, Path: "/v1/watches/{source}/{watch}/webhook/rotate", Tags: []string{"watches"},
 		Summary: "Give a watch's own webhook a new signing secret",
 		Description: "The answer's webhook_secret is the new secret, shown this once; requests are signed with it from now on " +
 			"(notifications already being sent may still carry the old one's signature). 409 when the watch has no webhook of its own.",
-		Security: bearer, Responses: write,
+		Security: bearer, Responses: write(),
 	}, a.rotateWebhookSecret)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "pause_watch", Method: http.MethodPost, Path: "/v1/watches/{source}/{watch}/pause", Tags: []string{"watches"},
-		Summary: "Pause a watch: changes are not judged by it until resumed", Security: bearer, Responses: write,
+		Summary: "Pause a watch: changes are not judged by it until resumed", Security: bearer, Responses: write(),
 	}, a.pauseWatch)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "resume_watch", Method: http.MethodPost, Path: "/v1/watches/{source}/{watch}/resume", Tags: []string{"watches"},
-		Summary: "Resume a paused watch", Security: bearer, Responses: write,
+		Summary: "Resume a paused watch", Security: bearer, Responses: write(),
 	}, a.resumeWatch)
 
 	huma.Register(a.huma, huma.Operation{
@@ -106,7 +113,7 @@ func (a *API) definitionRoutes() {
 		Summary: "Create a source (and its watches)",
 		Description: "The body is a source definition as in a source file (name, connector, every or cron, the connector's block, watches). " +
 			"Sources created through the API are yours; their URLs may not reach loopback, private, link-local or metadata addresses.",
-		Security: bearer, Responses: create,
+		Security: bearer, Responses: create(),
 	}, a.createSource)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "list_sources", Method: http.MethodGet, Path: "/v1/sources", Tags: []string{"sources"},
@@ -114,27 +121,27 @@ func (a *API) definitionRoutes() {
 	}, a.listSources)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "get_source", Method: http.MethodGet, Path: "/v1/sources/{source}", Tags: []string{"sources"},
-		Summary: "Read a source", Security: bearer, Responses: read,
+		Summary: "Read a source", Security: bearer, Responses: read(),
 	}, a.getSource)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "update_source", Method: http.MethodPut, Path: "/v1/sources/{source}", Tags: []string{"sources"},
-		Summary: "Replace a source's keys (not its watches)", Security: bearer, Responses: write,
+		Summary: "Replace a source's keys (not its watches)", Security: bearer, Responses: write(),
 	}, a.updateSource)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "delete_source", Method: http.MethodDelete, Path: "/v1/sources/{source}", Tags: []string{"sources"},
-		Summary: "Delete a source you created, with its watches", Security: bearer, Responses: write, DefaultStatus: http.StatusNoContent,
+		Summary: "Delete a source you created, with its watches", Security: bearer, Responses: write(), DefaultStatus: http.StatusNoContent,
 	}, a.deleteSource)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "pause_source", Method: http.MethodPost, Path: "/v1/sources/{source}/pause", Tags: []string{"sources"},
-		Summary: "Pause a source you created: it is not polled until resumed", Security: bearer, Responses: write,
+		Summary: "Pause a source you created: it is not polled until resumed", Security: bearer, Responses: write(),
 	}, a.pauseSource)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "resume_source", Method: http.MethodPost, Path: "/v1/sources/{source}/resume", Tags: []string{"sources"},
-		Summary: "Resume a paused source", Security: bearer, Responses: write,
+		Summary: "Resume a paused source", Security: bearer, Responses: write(),
 	}, a.resumeSource)
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "run_now", Method: http.MethodPost, Path: "/v1/sources/{source}/run", Tags: []string{"sources"}, DefaultStatus: http.StatusAccepted,
-		Summary: "Run a source now, whatever its schedule", Security: bearer, Responses: write,
+		Summary: "Run a source now, whatever its schedule", Security: bearer, Responses: write(),
 	}, a.runNow)
 }
 

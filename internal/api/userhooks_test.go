@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lookout-dev/lookout/internal/apitest"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/definitions"
@@ -181,7 +182,7 @@ func setupSealed(t *testing.T, keys *secrets.Ring, allowPrivate bool) *sealed {
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
 	t.Cleanup(a.Shutdown)
-	s.fixture = &fixture{t: t, pool: pool, api: a, srv: srv, store: store, svc: svc, hub: hub, tokens: map[string]string{}}
+	s.fixture = &fixture{t: t, pool: pool, api: a, srv: srv, store: store, svc: svc, hub: hub, tokens: map[string]string{}, client: apitest.Client(t)}
 	for owner, scope := range map[string]string{"alice": "user", "bob": "user"} {
 		_, secret, err := tokens.Create(context.Background(), pool, tokens.NewToken{Owner: owner, Scope: scope})
 		if err != nil {
@@ -285,7 +286,7 @@ func (s *sealed) raw(method, path, owner, body string, headers ...string) (int, 
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apitest.Client(s.t).Do(req) // checked against docs/openapi.json
 	if err != nil {
 		s.t.Fatal(err)
 	}

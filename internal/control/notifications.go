@@ -124,12 +124,20 @@ func (s *Service) Stream(ctx context.Context, p Principal, q StreamQuery, send f
 		wake = ch
 	}
 	cursor := q.After
+	sent := map[int64]time.Time{}
 	if cursor == 0 {
 		latest, err := s.latestID(ctx, p, q)
 		if err != nil {
 			return err
 		}
 		cursor = latest
+		// From now on: the rows of the look-back window that exist now
+		// are the past, marked sent without sending them, so that only
+		// rows committed after the stream opened are streamed (one below
+		// latest whose transaction commits later still is).
+		if _, err := s.streamOnce(ctx, p, q, &cursor, sent, func(Notification) error { return nil }); err != nil {
+			return err
+		}
 	}
 	if keepalive != nil {
 		// Right away, so that the client sees the stream open before the
@@ -138,7 +146,6 @@ func (s *Service) Stream(ctx context.Context, p Principal, q StreamQuery, send f
 			return err
 		}
 	}
-	sent := map[int64]time.Time{}
 	poll := time.NewTicker(s.conf.StreamPoll)
 	defer poll.Stop()
 	quiet := 0

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lookout-dev/lookout/internal/apitest"
 	"github.com/lookout-dev/lookout/internal/clitest"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/syncer/syncertest"
@@ -46,11 +47,21 @@ func (u *upstream) set(id, status string) {
 	u.mu.Unlock()
 }
 
-// client calls the api binary with one owner's token.
+// client calls the api binary with one owner's token; every /v1
+// exchange is checked against docs/openapi.json (apitest).
 type client struct {
 	t     *testing.T
 	base  string
 	token string
+	http  *http.Client
+}
+
+// do sends req through the checking client.
+func (c *client) do(req *http.Request) (*http.Response, error) {
+	if c.http == nil {
+		c.http = apitest.Client(c.t)
+	}
+	return c.http.Do(req)
 }
 
 func (c *client) call(method, path, body string, out any) int {
@@ -64,7 +75,7 @@ func (c *client) call(method, path, body string, out any) int {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -85,7 +96,7 @@ func (c *client) stream() (<-chan string, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/notifications/stream", nil)
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.do(req)
 	if err != nil || resp.StatusCode != 200 {
 		cancel()
 		c.t.Fatalf("stream: %v %v", resp, err)
