@@ -118,13 +118,6 @@ const (
 	// The current state Apply diffs the directory against.
 	queryApplySources = `SELECT name, owner, managed_by, definition_hash, orphaned_at IS NOT NULL FROM source_definitions`
 	queryApplyWatches = `SELECT source, name, owner, managed_by, definition_hash FROM watches`
-
-	// queryRunNow asks for a run of an active source at the next poll:
-	// the statement of `syncer run-now` (syncer.RunNow), the one write of
-	// this package to the syncer's sources table.
-	queryRunNow = `UPDATE sources SET run_requested_at = now(), updated_at = now()
-	WHERE name = $1 AND status = 'active'
-	RETURNING name`
 )
 
 // The generations of the configuration directory (config_generations),

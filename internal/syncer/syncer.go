@@ -35,6 +35,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // ErrLeaseLost means another replica took the source over; the run stops
@@ -289,10 +290,6 @@ func (s *Syncer) Register(ctx context.Context) error {
 	return s.register(ctx, srcs, false)
 }
 
-// definitionPaused is sources.status_reason of a source paused in its
-// definition (definitions.Store.PauseSource).
-const definitionPaused = "paused in its definition"
-
 // register upserts srcs into the sources table. With firstNow, a new
 // source is due at once (a source created at runtime). A source paused in
 // its definition is registered paused, and active again when resumed.
@@ -368,7 +365,7 @@ type storedSource struct {
 // matches reports whether registering src would change nothing.
 func (st storedSource) matches(src *source) bool {
 	sc := src.cfg
-	pausedByDefinition := st.status == "paused" && st.statusReason != nil && *st.statusReason == definitionPaused
+	pausedByDefinition := st.status == "paused" && st.statusReason != nil && *st.statusReason == sources.DefinitionPaused
 	web, _ := webhookProvider(sc).(string)
 	sil, _ := silenceSeconds(sc).(int)
 	return st.hash == sc.Hash && st.connector == sc.Connector && st.schedule == src.schedule.String() &&
@@ -471,7 +468,7 @@ func (s *Syncer) registerBatch(srcs []*source, fresh int, firstNow bool) *pgx.Ba
 			                         WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 			                         THEN 'configuration changed' ELSE sources.status_reason END`,
 			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, insertAt, now,
-			stuckAfterSeconds(sc.StuckAfter), src.paused, first.At, definitionPaused, webhookProvider(sc), silenceSeconds(sc))
+			stuckAfterSeconds(sc.StuckAfter), src.paused, first.At, sources.DefinitionPaused, webhookProvider(sc), silenceSeconds(sc))
 	}
 	return b
 }
