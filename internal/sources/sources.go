@@ -314,3 +314,22 @@ func unknownSource(ctx context.Context, q Querier, name string) error {
 	_ = q.QueryRow(ctx, `SELECT coalesce(array_agg(name ORDER BY name), '{}') FROM sources`).Scan(&known)
 	return fmt.Errorf("%w: %q (known: %s)", ErrUnknownSource, name, strings.Join(known, ", "))
 }
+
+// MakeAllDue makes every source due now and asked for (tests and tools
+// that run the sources at once, as syncertest.SyncNow).
+func MakeAllDue(ctx context.Context, q Querier) error {
+	if _, err := q.Exec(ctx, `UPDATE sources SET next_run_at = now() - interval '1 second', run_requested_at = now()`); err != nil {
+		return fmt.Errorf("make sources due: %w", err)
+	}
+	return nil
+}
+
+// Ensure registers a source row called name for connector if there is
+// none (a row the records of name refer to, for writers without a syncer,
+// as conntest.Mirror).
+func Ensure(ctx context.Context, q Querier, name, connector string) error {
+	if _, err := q.Exec(ctx, `INSERT INTO sources (name, connector, config_hash) VALUES ($1, $2, 'x') ON CONFLICT DO NOTHING`, name, connector); err != nil {
+		return fmt.Errorf("register source %s: %w", name, err)
+	}
+	return nil
+}
