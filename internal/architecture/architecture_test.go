@@ -392,6 +392,28 @@ func TestOneOwnerPerTable(t *testing.T) {
 	})
 }
 
+// TestOnePrunerPerTable: a table that grows with time is pruned by one
+// pruner, internal/retention, honouring its retention.* window; nothing
+// else calls an owner's prune query (the api once pruned idempotency_keys
+// every hour at a fixed 24 h, whatever retention.idempotency_keys said).
+func TestOnePrunerPerTable(t *testing.T) {
+	prune := regexp.MustCompile(`\b(\w+)\.(Prune\w*)\(`)
+	goSources(t, func(dir, path string, src []byte) {
+		if dir == "internal/retention" {
+			return
+		}
+		for _, loc := range prune.FindAllSubmatchIndex(src, -1) {
+			pkg := string(src[loc[2]:loc[3]])
+			if !slices.Contains(slices.Collect(maps.Values(owners)), "internal/"+pkg) {
+				continue
+			}
+			line := 1 + bytes.Count(src[:loc[0]], []byte("\n"))
+			t.Errorf("%s:%d calls %s.%s: only internal/retention prunes (through the owner's prune query, with the table's retention window)",
+				path, line, pkg, src[loc[4]:loc[5]])
+		}
+	})
+}
+
 // setClause finds the SET list of an UPDATE, up to WHERE, FROM or RETURNING.
 var setClause = regexp.MustCompile(`(?is)^update\s+\w+(\s+(as\s+)?\w+)??\s+set\s+(.*?)(\bwhere\b|\bfrom\b|\breturning\b|$)`)
 
