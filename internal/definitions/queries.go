@@ -1,5 +1,7 @@
 package definitions
 
+import "github.com/lookout-dev/lookout/internal/sources"
+
 // The named queries of the definitions tables (source_definitions,
 // watches, config_version, definition_deletions). Only this package
 // writes them.
@@ -167,3 +169,8 @@ const (
 	queryAPISources        = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE managed_by = 'api' ORDER BY name`
 	queryAPIWebhookWatches = `SELECT ` + watchColumns + ` FROM watches WHERE managed_by = 'api' AND definition ? 'webhook' ORDER BY source, name`
 )
+
+// queryMarkSourceRemoved is the sources table's owner's statement that
+// marks the row of a source whose definition Apply deletes removed, in
+// Apply's transaction (sources.MarkRemoved).
+const queryMarkSourceRemoved = sources.QueryMarkRemoved

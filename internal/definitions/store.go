@@ -262,6 +262,9 @@ func (s *Store) DeleteSource(ctx context.Context, a Actor, name string) error {
 		if _, err := tx.Exec(ctx, queryDeleteSource, name); err != nil {
 			return fmt.Errorf("delete source %s: %w", name, err)
 		}
+		if err := sources.MarkRemoved(ctx, tx, name, "deleted by "+a.Owner); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, queryRecordDeletion, v, name, "", cur.Owner, cur.ManagedBy); err != nil {
 			return fmt.Errorf("delete source %s: %w", name, err)
 		}

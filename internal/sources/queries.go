@@ -102,7 +102,19 @@ WHERE s.name = x.name AND $8::text IS NOT NULL
 RETURNING s.name`
 
 const (
-	// QueryRegister registers a configured source (syncer.register): a new row, or the row brought to its configuration; a source paused in its definition ($10) is registered paused with DefinitionPaused ($12), and active again when its definition is resumed.
+	// QueryMarkRemoved marks a source's row removed when its definition is
+	// deleted ($2: why), releasing no lease (a run in progress ends and
+	// writes its outcome; the status stays removed).
+	QueryMarkRemoved = `
+	UPDATE sources SET status = 'removed', status_reason = $2, status_changed_at = now(), run_requested_at = NULL,
+	       updated_at = now()
+	WHERE name = $1`
+
+	// QueryRegister registers a configured source (syncer.register): a new
+	// row, or the row brought to its configuration; a source paused in its
+	// definition ($10) is registered paused with DefinitionPaused ($12), and
+	// active again when its definition is resumed; a removed source defined
+	// again is active again.
 	QueryRegister = `
 	INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at,
 	                     stuck_after_seconds, status, status_reason, webhook, silence_alert_seconds)
@@ -124,14 +136,17 @@ const (
 	                       THEN least(sources.next_run_at, $11) ELSE sources.next_run_at END,
 	    failure_count = CASE WHEN sources.config_hash <> excluded.config_hash THEN 0 ELSE sources.failure_count END,
 	    status_changed_at = CASE WHEN $10 AND sources.status <> 'paused' THEN excluded.status_changed_at
+	                             WHEN sources.status = 'removed' THEN excluded.status_changed_at
 	                             WHEN NOT $10 AND sources.status = 'paused' AND sources.status_reason = $12 THEN excluded.status_changed_at
 	                             WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 	                             THEN excluded.status_changed_at ELSE sources.status_changed_at END,
 	    status = CASE WHEN $10 THEN 'paused'
+	                  WHEN sources.status = 'removed' THEN 'active'
 	                  WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'active'
 	                  WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 	                  THEN 'active' ELSE sources.status END,
 	    status_reason = CASE WHEN $10 THEN $12
+	                         WHEN sources.status = 'removed' THEN 'defined again'
 	                         WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'resumed in its definition'
 	                         WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 	                         THEN 'configuration changed' ELSE sources.status_reason END`

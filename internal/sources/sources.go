@@ -145,6 +145,9 @@ func Resume(ctx context.Context, q Querier, name string, now time.Time) (*State,
 		dp.Source = name
 		return nil, &dp
 	}
+	if prev == "removed" {
+		return nil, &RemovedError{Source: name}
+	}
 	st := State{PreviousStatus: prev}
 	if err := q.QueryRow(ctx, queryResume, name, now).Scan(&st.Name, &st.Status, &st.StatusReason, &st.RunRequested); err != nil {
 		return nil, fmt.Errorf("resume %s: %w", name, err)
@@ -324,6 +327,17 @@ func MakeAllDue(ctx context.Context, q Querier) error {
 	return nil
 }
 
+// MarkRemoved marks the source's row removed (its definition is deleted,
+// in the caller's transaction): no syncer claims it, nothing counts it as
+// due, and a resume refuses it; the syncer registers it active again when
+// it is defined again. A source without a row is left alone.
+func MarkRemoved(ctx context.Context, q Querier, name, reason string) error {
+	if _, err := q.Exec(ctx, QueryMarkRemoved, name, reason); err != nil {
+		return fmt.Errorf("mark source %s removed: %w", name, err)
+	}
+	return nil
+}
+
 // Ensure registers a source row called name for connector if there is
 // none (a row the records of name refer to, for writers without a syncer,
 // as conntest.Mirror).
@@ -332,4 +346,14 @@ func Ensure(ctx context.Context, q Querier, name, connector string) error {
 		return fmt.Errorf("register source %s: %w", name, err)
 	}
 	return nil
+}
+
+// RemovedError is Resume's refusal of a source whose definition is gone
+// (status 'removed'): no syncer runs it.
+type RemovedError struct {
+	Source string
+}
+
+func (e *RemovedError) Error() string {
+	return fmt.Sprintf("source %q was removed (its definition is gone): no syncer runs it; define it again to run it", e.Source)
 }

@@ -368,7 +368,7 @@ func (st storedSource) matches(src *source) bool {
 	pausedByDefinition := st.status == "paused" && st.statusReason != nil && *st.statusReason == sources.DefinitionPaused
 	web, _ := webhookProvider(sc).(string)
 	sil, _ := silenceSeconds(sc).(int)
-	return st.hash == sc.Hash && st.connector == sc.Connector && st.schedule == src.schedule.String() &&
+	return st.status != "removed" && st.hash == sc.Hash && st.connector == sc.Connector && st.schedule == src.schedule.String() &&
 		derefString(st.webhook) == web && derefInt(st.silence) == sil && st.stuckAfter == stuckAfterSeconds(sc.StuckAfter) &&
 		pausedByDefinition == src.paused
 }
