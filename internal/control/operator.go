@@ -76,11 +76,14 @@ func (s *Service) sourceAction(ctx context.Context, p Principal, action, name st
 		return audit.Record(ctx, tx, entry(p, action, "source", name, ""), nil, st)
 	})
 	var dp *sources.DefinitionPausedError
+	var removed *sources.RemovedError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, sources.ErrUnknownSource):
 		return nil, &NotFoundError{Kind: "source", Name: name, Hint: "it is not registered (the syncer registers the sources of its configuration when it starts)"}
 	case errors.As(err, &dp):
 		return nil, &ConflictError{Detail: dp.Error()}
+	case errors.As(err, &removed):
+		return nil, &ConflictError{Detail: removed.Error()}
 	case err != nil:
 		var ce *ConflictError
 		if errors.As(err, &ce) {
