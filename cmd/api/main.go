@@ -139,7 +139,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	}
 	return cli.SuperviseApp(ctx, listen, app, m,
 		[]health.Check{health.Database(pool), health.Migrations(pool), health.Listener("outbox_listener", hub.Listening)},
-		logger, hub, control.NewKeyPruner(pool, logger))
+		logger, hub)
 }
 
 // newApp returns what api run serves beside /metrics, /healthz and

@@ -21,6 +21,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/reload"
+	"github.com/lookout-dev/lookout/internal/sources"
 	"github.com/lookout-dev/lookout/internal/syncer"
 	"github.com/lookout-dev/lookout/internal/taskrunner"
 	"github.com/lookout-dev/lookout/internal/tasks"
@@ -193,11 +194,11 @@ func status(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	states, err := syncer.States(ctx, pool)
+	states, err := sources.States(ctx, pool)
 	if err != nil {
 		return err
 	}
-	return syncer.WriteStatus(env.Stdout, states, time.Now())
+	return sources.WriteStatus(env.Stdout, states, time.Now())
 }
 
 func pause(ctx context.Context, env *cli.Env) error {
@@ -212,7 +213,7 @@ func pause(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	if err := syncer.Pause(ctx, pool, name, *reason, time.Now()); err != nil {
+	if _, err := sources.Pause(ctx, pool, name, *reason, time.Now()); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "paused %s\n", name)
@@ -229,15 +230,19 @@ func resume(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	was, err := syncer.Resume(ctx, pool, name, time.Now())
+	_, st, err := definitions.NewStore(pool, nil).ResumeSource(ctx, definitions.Actor{Owner: "operator", Admin: true}, name, time.Now())
 	if err != nil {
 		return err
 	}
-	if was == "active" {
+	if st == nil {
+		fmt.Fprintf(env.Stdout, "resumed the definition of %s; the syncers register it\n", name)
+		return nil
+	}
+	if st.PreviousStatus == "active" {
 		fmt.Fprintf(env.Stdout, "%s was already active\n", name)
 		return nil
 	}
-	fmt.Fprintf(env.Stdout, "resumed %s (was %s); it is due now\n", name, was)
+	fmt.Fprintf(env.Stdout, "resumed %s (was %s); it is due now\n", name, st.PreviousStatus)
 	return nil
 }
 
@@ -251,7 +256,7 @@ func runNow(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	if err := syncer.RunNow(ctx, pool, name, time.Now()); err != nil {
+	if err := sources.RunNow(ctx, pool, name, time.Now()); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "requested a run of %s; a syncer picks it up at its next poll\n", name)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,31 +280,103 @@ func goSources(t *testing.T, fn func(dir, path string, src []byte)) {
 	}
 }
 
-// TestOneOwnerPerTable greps the SQL in Go sources: only internal/outbox
-// writes notifications, only internal/changes writes records and changes
-// rows, except that the evaluator may set the eval_* columns (and
-// evaluated_at) of changes. internal/retention's pruning of expired history
-// is the one documented exception (it builds its DELETEs per table).
-func TestOneOwnerPerTable(t *testing.T) {
-	owners := map[string]string{
-		"notifications":        "internal/outbox",
-		"notification_keys":    "internal/outbox",
-		"records":              "internal/changes",
-		"changes":              "internal/changes",
-		"api_tokens":           "internal/tokens",
-		"audit_log":            "internal/audit",
-		"idempotency_keys":     "internal/idempotency",
-		"source_definitions":   "internal/definitions",
-		"watches":              "internal/definitions",
-		"config_version":       "internal/definitions",
-		"definition_deletions": "internal/definitions",
-		"config_generations":   "internal/definitions",
-		"inbound_events":       "internal/inbound",
-		"task_runs":            "internal/tasks",
+// owners is the one owner package of every table of the schema: the only
+// package whose Go sources write it (INSERT, UPDATE, DELETE, COPY,
+// TRUNCATE). A new table gets a row here (TestEveryTableHasAnOwner).
+var owners = map[string]string{
+	"notifications":        "internal/outbox",
+	"notification_keys":    "internal/outbox",
+	"records":              "internal/changes",
+	"changes":              "internal/changes",
+	"activity_hour_totals": "internal/changes",
+	"api_tokens":           "internal/tokens",
+	"audit_log":            "internal/audit",
+	"idempotency_keys":     "internal/idempotency",
+	"source_definitions":   "internal/definitions",
+	"watches":              "internal/definitions",
+	"config_version":       "internal/definitions",
+	"definition_deletions": "internal/definitions",
+	"config_generations":   "internal/definitions",
+	"inbound_events":       "internal/inbound",
+	"task_runs":            "internal/tasks",
+	"sources":              "internal/sources",
+	"sync_runs":            "internal/sources",
+	"sync_run_hours":       "internal/syncer",
+	"host_limits":          "internal/syncer",
+	"evaluations":          "internal/evaluator",
+	"verdicts":             "internal/semantic",
+	"briefings":            "internal/semantic",
+	"model_calls":          "internal/semantic",
+	"model_budgets":        "internal/semantic",
+}
+
+// ownerExceptions are the packages that write tables they do not own,
+// each documented in docs/development.md: internal/retention deletes the
+// expired history of the partitioned tables and the hourly rollups (it
+// builds its DELETEs per table), and internal/bench fills the throwaway
+// schemas of its measurements with synthetic sources and runs a raw claim
+// loop as the baseline of the syncer's.
+var ownerExceptions = map[string]bool{"internal/retention": true, "internal/bench": true}
+
+// schemaTables lists the tables the migrations create (and do not drop
+// again), in migrations/*.up.sql.
+func schemaTables(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root(t), "migrations", "*.up.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no migrations found (%v)", err)
 	}
+	slices.Sort(files)
+	create := regexp.MustCompile(`(?i)\bcreate\s+(?:unlogged\s+)?table\s+(?:if\s+not\s+exists\s+)?"?(\w+)"?(\s+partition\s+of\b)?`)
+	drop := regexp.MustCompile(`(?i)\bdrop\s+table\s+(?:if\s+exists\s+)?"?(\w+)"?`)
+	tables := map[string]bool{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = regexp.MustCompile(`--[^\n]*`).ReplaceAll(src, nil)
+		for _, m := range create.FindAllSubmatch(src, -1) {
+			if m[2] == nil { // a partition belongs to its parent
+				tables[strings.ToLower(string(m[1]))] = true
+			}
+		}
+		for _, m := range drop.FindAllSubmatch(src, -1) {
+			delete(tables, strings.ToLower(string(m[1])))
+		}
+	}
+	return slices.Sorted(maps.Keys(tables))
+}
+
+// TestEveryTableHasAnOwner fails for a table of the migrations without a
+// row in owners, and for a row whose table the migrations do not have.
+func TestEveryTableHasAnOwner(t *testing.T) {
+	tables := schemaTables(t)
+	if len(tables) < len(owners)/2 {
+		t.Fatalf("found only %d tables in the migrations: %v", len(tables), tables)
+	}
+	for _, table := range tables {
+		if _, ok := owners[table]; !ok {
+			t.Errorf("table %s has no owner: add it to owners (internal/architecture) with the one package that writes it", table)
+		}
+	}
+	for table := range owners {
+		if !slices.Contains(tables, table) {
+			t.Errorf("owners lists %s, which the migrations do not create", table)
+		}
+	}
+}
+
+// TestOneOwnerPerTable greps the SQL in Go sources: only a table's owner
+// writes it, except that the evaluator may set the eval_* columns (and
+// evaluated_at) of changes, and the exceptions of ownerExceptions.
+func TestOneOwnerPerTable(t *testing.T) {
 	goSources(t, func(dir, path string, src []byte) {
+		if ownerExceptions[dir] {
+			return
+		}
 		for table, owner := range owners {
-			if dir == owner || dir == "internal/retention" {
+			if dir == owner {
 				continue
 			}
 			re := writes(table)
@@ -315,6 +388,28 @@ func TestOneOwnerPerTable(t *testing.T) {
 				}
 				t.Errorf("%s:%d writes %s (%q); only %s may", path, line, table, firstLine(stmt), owner)
 			}
+		}
+	})
+}
+
+// TestOnePrunerPerTable: a table that grows with time is pruned by one
+// pruner, internal/retention, honouring its retention.* window; nothing
+// else calls an owner's prune query (the api once pruned idempotency_keys
+// every hour at a fixed 24 h, whatever retention.idempotency_keys said).
+func TestOnePrunerPerTable(t *testing.T) {
+	prune := regexp.MustCompile(`\b(\w+)\.(Prune\w*)\(`)
+	goSources(t, func(dir, path string, src []byte) {
+		if dir == "internal/retention" {
+			return
+		}
+		for _, loc := range prune.FindAllSubmatchIndex(src, -1) {
+			pkg := string(src[loc[2]:loc[3]])
+			if !slices.Contains(slices.Collect(maps.Values(owners)), "internal/"+pkg) {
+				continue
+			}
+			line := 1 + bytes.Count(src[:loc[0]], []byte("\n"))
+			t.Errorf("%s:%d calls %s.%s: only internal/retention prunes (through the owner's prune query, with the table's retention window)",
+				path, line, pkg, src[loc[4]:loc[5]])
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/definitions"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // WatchView is a watch as the API shows it.
@@ -571,7 +572,8 @@ func (s *Service) DeleteSource(ctx context.Context, p Principal, name string) er
 	})
 }
 
-// PauseSource pauses (paused false: resumes) p's source, audited.
+// PauseSource pauses (paused false: resumes, the one resume of a source:
+// definitions.Store.ResumeSource) p's source, audited.
 func (s *Service) PauseSource(ctx context.Context, p Principal, name string, paused bool, reason string) (*SourceView, error) {
 	var out *SourceView
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -580,8 +582,17 @@ func (s *Service) PauseSource(ctx context.Context, p Principal, name string, pau
 		if err != nil {
 			return fromStore(err, "", "source", name)
 		}
-		src, err := store.PauseSource(ctx, actor(p), name, paused, reason)
+		var src *definitions.Source
+		if paused {
+			src, err = store.PauseSource(ctx, actor(p), name, true, reason)
+		} else {
+			src, _, err = store.ResumeSource(ctx, actor(p), name, time.Now())
+		}
 		if err != nil {
+			var dp *sources.DefinitionPausedError
+			if errors.As(err, &dp) {
+				return &ConflictError{Detail: dp.Error()}
+			}
 			return fromStore(err, "", "source", name)
 		}
 		v := sourceView(src)

@@ -5,49 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/outbox"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // The operator's actions on sources (pause, resume) and on dead
-// notifications (retry), for admins: the admin page's buttons. They act on
-// the source's operational status, whoever manages its definition (a
-// configuration file included) — the statements of `syncer pause` and
-// `syncer resume` (internal/syncer/operator.go), which the api binary does
-// not link — where PauseSource pauses a definition the API may change.
-// Each action is audited in its transaction. Run now is RunNow.
+// notifications (retry), for admins: the admin page's buttons. Pause is
+// the operator's pause of the source's row whoever manages its definition
+// (sources.Pause, as `syncer pause`); resume is the one resume of a source
+// (definitions.Store.ResumeSource, as `syncer resume` and the API's):
+// a definition paused through the API is resumed with it, so that a
+// resumed source runs. Each action is audited in its transaction. Run now
+// is RunNow.
 
 // SourceState is a source's status as an action left it.
-type SourceState struct {
-	Name           string `json:"name"`
-	Status         string `json:"status"`
-	StatusReason   string `json:"status_reason,omitempty"`
-	RunRequested   bool   `json:"run_requested"`
-	PreviousStatus string `json:"previous_status,omitempty"`
-}
-
-const (
-	// queryPauseSource is syncer.Pause's statement.
-	queryPauseSource = `
-		UPDATE sources SET status = 'paused', status_reason = $2, status_changed_at = now(), updated_at = now()
-		WHERE name = $1
-		RETURNING name, status, coalesce(status_reason, ''), run_requested_at IS NOT NULL`
-	// queryResumeSource is syncer.Resume's statement: active again,
-	// failures cleared, due now.
-	queryResumeSource = `
-		WITH prev AS (SELECT name, status FROM sources WHERE name = $1 FOR UPDATE)
-		UPDATE sources s SET status = 'active',
-		       status_reason = CASE WHEN prev.status <> 'active' THEN 'resumed by operator (was ' || prev.status || ')' ELSE s.status_reason END,
-		       failure_count = CASE WHEN prev.status <> 'active' THEN 0 ELSE s.failure_count END,
-		       next_run_at = CASE WHEN prev.status <> 'active' THEN now() ELSE s.next_run_at END,
-		       status_changed_at = CASE WHEN prev.status <> 'active' THEN now() ELSE s.status_changed_at END,
-		       updated_at = now()
-		FROM prev WHERE s.name = prev.name
-		RETURNING s.name, s.status, coalesce(s.status_reason, ''), s.run_requested_at IS NOT NULL, prev.status`
-)
+type SourceState = sources.State
 
 func (s *Service) admin(p Principal, what string) error {
 	if !p.Admin {
@@ -66,24 +43,25 @@ func (s *Service) OperatorPauseSource(ctx context.Context, p Principal, name, re
 		reason = "paused by " + p.Owner
 	}
 	return s.sourceAction(ctx, p, "pause", name, func(tx pgx.Tx) (*SourceState, error) {
-		var st SourceState
-		err := tx.QueryRow(ctx, queryPauseSource, name, reason).Scan(&st.Name, &st.Status, &st.StatusReason, &st.RunRequested)
-		return &st, err
+		return sources.Pause(ctx, tx, name, reason, time.Now())
 	})
 }
 
 // OperatorResumeSource makes a paused, disabled or completed source active
 // again, clears its failures and makes it due now; resuming an active
-// source changes nothing. A source whose definition is paused stays
-// paused: its owner resumes it (PauseSource).
+// source changes nothing. A source paused in its definition through the
+// API is resumed there too (and audited as the admin's); one paused in
+// its file is refused, naming the file.
 func (s *Service) OperatorResumeSource(ctx context.Context, p Principal, name string) (*SourceState, error) {
 	if err := s.admin(p, "resuming a source"); err != nil {
 		return nil, err
 	}
 	return s.sourceAction(ctx, p, "resume", name, func(tx pgx.Tx) (*SourceState, error) {
-		var st SourceState
-		err := tx.QueryRow(ctx, queryResumeSource, name).Scan(&st.Name, &st.Status, &st.StatusReason, &st.RunRequested, &st.PreviousStatus)
-		return &st, err
+		_, st, err := s.store.In(tx).ResumeSource(ctx, actor(p), name, time.Now())
+		if errors.Is(err, sources.ErrUnknownSource) {
+			return nil, pgx.ErrNoRows
+		}
+		return st, err
 	})
 }
 
@@ -97,13 +75,22 @@ func (s *Service) sourceAction(ctx context.Context, p Principal, action, name st
 		out = st
 		return audit.Record(ctx, tx, entry(p, action, "source", name, ""), nil, st)
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	var dp *sources.DefinitionPausedError
+	var removed *sources.RemovedError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, sources.ErrUnknownSource):
 		return nil, &NotFoundError{Kind: "source", Name: name, Hint: "it is not registered (the syncer registers the sources of its configuration when it starts)"}
-	}
-	if err != nil {
+	case errors.As(err, &dp):
+		return nil, &ConflictError{Detail: dp.Error()}
+	case errors.As(err, &removed):
+		return nil, &ConflictError{Detail: removed.Error()}
+	case err != nil:
 		var ce *ConflictError
 		if errors.As(err, &ce) {
 			return nil, ce
+		}
+		if e := fromStore(err, "", "source", name); e != err {
+			return nil, e
 		}
 		return nil, fmt.Errorf("%s source %s: %w", action, name, err)
 	}

@@ -355,7 +355,8 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts App
 				// deleted their watches too).
 				diff.Removed = append(diff.Removed, name)
 				ops = append(ops, op{queryDeleteSource, func(int64) []any { return []any{name} }},
-					op{queryRecordDeletion, func(v int64) []any { return []any{v, name, "", cur.owner, cur.managedBy} }})
+					op{queryRecordDeletion, func(v int64) []any { return []any{v, name, "", cur.owner, cur.managedBy} }},
+					op{queryMarkSourceRemoved, func(int64) []any { return []any{name, FileOf(cur.managedBy) + " left the configuration directory"} }})
 			case !cur.orphaned:
 				diff.Orphaned = append(diff.Orphaned, name)
 				ops = append(ops, op{queryOrphanSource, func(v int64) []any { return []any{name, v} }})

@@ -1,5 +1,7 @@
 package definitions
 
+import "github.com/lookout-dev/lookout/internal/sources"
+
 // The named queries of the definitions tables (source_definitions,
 // watches, config_version, definition_deletions). Only this package
 // writes them.
@@ -118,13 +120,6 @@ const (
 	// The current state Apply diffs the directory against.
 	queryApplySources = `SELECT name, owner, managed_by, definition_hash, orphaned_at IS NOT NULL FROM source_definitions`
 	queryApplyWatches = `SELECT source, name, owner, managed_by, definition_hash FROM watches`
-
-	// queryRunNow asks for a run of an active source at the next poll:
-	// the statement of `syncer run-now` (syncer.RunNow), the one write of
-	// this package to the syncer's sources table.
-	queryRunNow = `UPDATE sources SET run_requested_at = now(), updated_at = now()
-	WHERE name = $1 AND status = 'active'
-	RETURNING name`
 )
 
 // The generations of the configuration directory (config_generations),
@@ -174,3 +169,8 @@ const (
 	queryAPISources        = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE managed_by = 'api' ORDER BY name`
 	queryAPIWebhookWatches = `SELECT ` + watchColumns + ` FROM watches WHERE managed_by = 'api' AND definition ? 'webhook' ORDER BY source, name`
 )
+
+// queryMarkSourceRemoved is the sources table's owner's statement that
+// marks the row of a source whose definition Apply deletes removed, in
+// Apply's transaction (sources.MarkRemoved).
+const queryMarkSourceRemoved = sources.QueryMarkRemoved

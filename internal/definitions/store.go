@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // Store is the Go API of the definitions for the control plane: create,
@@ -261,6 +262,9 @@ func (s *Store) DeleteSource(ctx context.Context, a Actor, name string) error {
 		if _, err := tx.Exec(ctx, queryDeleteSource, name); err != nil {
 			return fmt.Errorf("delete source %s: %w", name, err)
 		}
+		if err := sources.MarkRemoved(ctx, tx, name, "deleted by "+a.Owner); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, queryRecordDeletion, v, name, "", cur.Owner, cur.ManagedBy); err != nil {
 			return fmt.Errorf("delete source %s: %w", name, err)
 		}
@@ -314,8 +318,54 @@ func (s *Store) PauseSource(ctx context.Context, a Actor, name string, paused bo
 	return out, err
 }
 
+// ResumeSource is the one resume of a source, for its owner (the API,
+// MCP) and for an operator (an admin: the admin page, `syncer resume`).
+// A definition paused (source_definitions.paused: the one meaning of
+// "paused in its definition", sources.DefinitionPaused) is resumed first
+// when the actor may change it: its owner or an admin, through the API; a
+// file's pause is its file's, and an admin's resume of it is refused by
+// sources.Resume with a *sources.DefinitionPausedError saying so. Then,
+// for an admin, the source's row is resumed as well (an operator's pause,
+// a disabled or completed source): active and due at now. The owner's
+// resume leaves the row to the syncers, which follow the definition.
+//
+// It returns the definition (nil for a source without one, which only an
+// admin may resume) and, for an admin, the row's state.
+func (s *Store) ResumeSource(ctx context.Context, a Actor, name string, now time.Time) (*Source, *sources.State, error) {
+	var def *Source
+	var st *sources.State
+	err := s.change(ctx, func(tx pgx.Tx, v int64) error {
+		cur, err := getSource(ctx, tx, name, true)
+		switch {
+		case errors.Is(err, ErrNotFound) && a.Admin:
+		case err != nil:
+			return err
+		case !a.sees(cur.Owner, true):
+			return ErrNotFound
+		case cur.Paused && (FileOf(cur.ManagedBy) == "" || !a.Admin):
+			if _, err := s.writableSource(ctx, tx, a, name); err != nil {
+				return err
+			}
+			if cur, err = scanSource(tx.QueryRow(ctx, queryPauseSource, name, false, nil, v)); err != nil {
+				return err
+			}
+		}
+		def = cur
+		if !a.Admin {
+			return nil
+		}
+		st, err = sources.Resume(ctx, tx, name, now)
+		if errors.Is(err, sources.ErrUnknownSource) && def != nil {
+			return nil // not registered yet: the syncers register it active
+		}
+		return err
+	})
+	return def, st, err
+}
+
 // RunNow asks for a run of a source the actor sees at the next poll of
-// any syncer, whatever its schedule, and wakes the syncers.
+// any syncer, whatever its schedule, and wakes the syncers
+// (sources.RunNow).
 func (s *Store) RunNow(ctx context.Context, a Actor, name string) error {
 	src, err := s.GetSource(ctx, a, name)
 	if err != nil {
@@ -325,14 +375,14 @@ func (s *Store) RunNow(ctx context.Context, a Actor, name string) error {
 		return &ConflictError{What: fmt.Sprintf("source %q", name), Msg: "is paused: resume it first"}
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var got string
-		err := tx.QueryRow(ctx, queryRunNow, name).Scan(&got)
-		if errors.Is(err, pgx.ErrNoRows) {
+		err := sources.RunNow(ctx, tx, name, time.Now())
+		var na *sources.NotActiveError
+		if errors.Is(err, sources.ErrUnknownSource) || errors.As(err, &na) {
 			return &ConflictError{What: fmt.Sprintf("source %q", name),
 				Msg: "is not active in the syncer (not registered yet, or paused, disabled or completed)"}
 		}
 		if err != nil {
-			return fmt.Errorf("run %s now: %w", name, err)
+			return err
 		}
 		if _, err := tx.Exec(ctx, queryNotify, "run"); err != nil {
 			return fmt.Errorf("notify config: %w", err)

@@ -102,27 +102,11 @@ func Save(ctx context.Context, tx Querier, owner, key string, s Stored) error {
 	return nil
 }
 
-// pruneBatch is the most keys Prune deletes in one statement.
-const pruneBatch = 5000
-
-// Prune deletes keys older than ttl, in batches of at most 5000 (each its
-// own statement), and returns how many.
-func Prune(ctx context.Context, q Querier, ttl time.Duration) (int64, error) {
-	before := time.Now().Add(-ttl)
-	var total int64
-	for {
-		n, err := PruneBatch(ctx, q, before, pruneBatch)
-		total += n
-		if err != nil || n < pruneBatch {
-			return total, err
-		}
-	}
-}
-
 // PruneBatch deletes at most limit keys made before before and returns how
 // many. A key younger than TTLDefault is in its window (a retry with it
 // must get the first answer): callers pass a before at least TTLDefault
-// ago. internal/retention calls it until a batch is short.
+// ago. internal/retention, the one pruner of the table, calls it with
+// retention.idempotency_keys until a batch is short.
 func PruneBatch(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
 	tag, err := q.Exec(ctx, queryPrune, before, limit)
 	if err != nil {

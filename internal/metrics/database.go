@@ -141,7 +141,7 @@ func (c *dbCollector) read(ctx context.Context) ([]sample, error) {
 	var out []sample
 	b := &pgx.Batch{}
 	if c.gauges&SourceGauges != 0 {
-		statuses := map[string]float64{"active": 0, "paused": 0, "disabled": 0, "completed": 0}
+		statuses := map[string]float64{"active": 0, "paused": 0, "disabled": 0, "completed": 0, "removed": 0}
 		failing, without := map[string]float64{}, map[string]float64{}
 		var due, expired float64
 		b.Queue(`

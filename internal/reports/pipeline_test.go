@@ -19,6 +19,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
+	"github.com/lookout-dev/lookout/internal/sources"
 	"github.com/lookout-dev/lookout/internal/syncer"
 	"github.com/lookout-dev/lookout/internal/tasks"
 )
@@ -227,7 +228,7 @@ func (w *world) populate() {
 	w.write("data/tasks.jsonl", tasksV3)
 	w.sync()
 	w.evaluate()
-	if err := syncer.Pause(w.ctx, w.pool, "archive", "moving the archive", timeNow()); err != nil {
+	if _, err := sources.Pause(w.ctx, w.pool, "archive", "moving the archive", timeNow()); err != nil {
 		w.t.Fatal(err)
 	}
 	// The archive also takes webhooks (what a webhook: block registers):

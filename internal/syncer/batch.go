@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // A claim batch takes due sources by locking their rows (SELECT … FOR
@@ -174,12 +176,7 @@ func (b *claimBatch) end(ctx context.Context) {
 			for i, r := range leased {
 				names[i], ids[i] = r.name, r.runID
 			}
-			rows, err := b.tx.Query(ctx, `
-				UPDATE sources s SET lease_owner = $3, lease_expires_at = $4::timestamptz + $5::interval, run_requested_at = NULL,
-				       run_id = x.run_id
-				FROM unnest($1::text[], $2::bigint[]) AS x(name, run_id)
-				WHERE s.name = x.name
-				RETURNING s.name, s.lease_expires_at`, names, ids, s.conf.Owner, s.conf.Now(), s.conf.Lease)
+			rows, err := b.tx.Query(ctx, sources.QueryLeaseBatchRuns, names, ids, s.conf.Owner, s.conf.Now(), s.conf.Lease)
 			if err != nil {
 				return fmt.Errorf("lease the runs of a claim batch: %w", err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // claim is a leased run of a source, with the source's state as the claim
@@ -44,69 +45,6 @@ type claim struct {
 
 // maxClaim is the most sources one claim statement takes.
 const maxClaim = 500
-
-// claimCTE picks up to $2 active sources: first those an operator asked
-// to run (oldest request first), then those due at $6 (oldest first),
-// skipping rows another replica has locked and sources whose lease is
-// still held, and locks them. Each arm walks its own partial index in
-// order and stops at the limit, so a claim costs the same with ten or a
-// hundred thousand sources due. $1 restricts the claim to the sources this
-// replica knows, when the table holds others (NULL: no restriction). The
-// arms return the state of the locked row versions.
-const claimCTE = `
-WITH req AS (
-    SELECT name, cursor, lease_owner, lease_expires_at, run_id, run_requested_at, next_run_at, interval_reason,
-           failure_count, interval_seconds, last_change_at, last_success_at, last_run_at, created_at
-    FROM sources
-    WHERE run_requested_at IS NOT NULL AND status = 'active'
-      AND (lease_expires_at IS NULL OR lease_expires_at < $4)
-      AND ($1::text[] IS NULL OR name = ANY ($1::text[]))
-    ORDER BY run_requested_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-), due AS (
-    SELECT name, cursor, lease_owner, lease_expires_at, run_id, run_requested_at, next_run_at, interval_reason,
-           failure_count, interval_seconds, last_change_at, last_success_at, last_run_at, created_at
-    FROM sources
-    WHERE status = 'active' AND next_run_at <= $6 AND run_requested_at IS NULL
-      AND (lease_expires_at IS NULL OR lease_expires_at < $4)
-      AND ($1::text[] IS NULL OR name = ANY ($1::text[]))
-    ORDER BY next_run_at
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-), picked AS (
-    SELECT * FROM req
-    UNION ALL
-    (SELECT * FROM due LIMIT $2 - (SELECT count(*) FROM req))
-)`
-
-// claimSQL leases the picked sources: their lease (owner, expiry, run id
-// from sync_runs' sequence) is written and committed at once, so a run
-// can go on as long as it renews it. The sync_runs row itself is written
-// only if the run turns out to be worth a row
-// (docs/acquisition.md#quiet-runs).
-const claimSQL = claimCTE + `
-UPDATE sources s
-SET lease_owner = $3, lease_expires_at = $4::timestamptz + $5::interval, run_requested_at = NULL,
-    run_id = nextval('sync_runs_id_seq')
-FROM picked
-WHERE s.name = picked.name
-RETURNING s.name, s.run_id, picked.cursor, coalesce(picked.lease_owner, ''), picked.run_id, picked.lease_expires_at,
-          picked.run_requested_at, picked.next_run_at, coalesce(picked.interval_reason, ''), picked.failure_count,
-          picked.interval_seconds, picked.last_change_at, picked.last_success_at, picked.last_run_at, picked.created_at,
-          s.lease_expires_at`
-
-// lockSQL only locks the picked sources, in a transaction that stays open
-// while their runs fetch (a claim batch): a run that ends quietly within
-// it is completed in it, and its source row is written once, by the
-// completion. $3 and $5 are unused; the lease expiry returned is NULL.
-const lockSQL = claimCTE + `
-SELECT picked.name, nextval('sync_runs_id_seq'), picked.cursor, coalesce(picked.lease_owner, ''), picked.run_id,
-       picked.lease_expires_at, picked.run_requested_at, picked.next_run_at, coalesce(picked.interval_reason, ''),
-       picked.failure_count, picked.interval_seconds, picked.last_change_at, picked.last_success_at, picked.last_run_at,
-       picked.created_at, NULL::timestamptz
-FROM picked
-WHERE $3::text IS NOT NULL AND $5::interval IS NOT NULL`
 
 // claim leases up to limit active sources that were due at asOf (or that
 // an operator asked to run). A source whose lease expired (its holder
@@ -144,9 +82,9 @@ func (s *Syncer) claimIn(ctx context.Context, tx pgx.Tx, limit int, asOf time.Ti
 	if s.restrict.Load() {
 		names = s.claimable()
 	}
-	sql := claimSQL
+	sql := sources.QueryClaim
 	if locked {
-		sql = lockSQL
+		sql = sources.QueryLock
 	}
 	rows, err := tx.Query(ctx, sql, names, limit, s.conf.Owner, now, s.conf.Lease, asOf)
 	if err != nil {
@@ -302,11 +240,7 @@ func (s *Syncer) spreadOverdue(ctx context.Context, tx pgx.Tx, overdue []claim, 
 		reasons[i] = fmt.Sprintf("%soverdue by %s (interval %s): next run spread over %s, at %s",
 			spreadPrefix, c.lateness.Round(time.Second), s.spreadInterval(c), w.Round(time.Second), at[i].UTC().Format(time.RFC3339))
 	}
-	_, err := tx.Exec(ctx, `
-		UPDATE sources s SET lease_owner = NULL, lease_expires_at = NULL, run_id = x.run_id,
-		       next_run_at = x.at, interval_reason = x.reason
-		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[]) AS x(name, at, reason, run_id)
-		WHERE s.name = x.name AND (s.lease_owner = $5 OR $6)`, names, at, reasons, runs, s.conf.Owner, locked)
+	_, err := tx.Exec(ctx, sources.QuerySpreadOverdue, names, at, reasons, runs, s.conf.Owner, locked)
 	if err != nil {
 		return fmt.Errorf("spread sources that missed runs: %w", err)
 	}
@@ -332,12 +266,7 @@ func (s *Syncer) handBack(ctx context.Context, tx pgx.Tx, unknown []claim) error
 			runs[i] = &c.prevRun
 		}
 	}
-	_, err := tx.Exec(ctx, `
-		UPDATE sources s SET lease_owner = x.owner, lease_expires_at = x.lease_expires_at, run_id = x.run_id,
-		       run_requested_at = x.run_requested_at
-		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
-		    AS x(name, owner, lease_expires_at, run_id, run_requested_at)
-		WHERE s.name = x.name AND s.lease_owner = $6`, names, owners, ends, runs, requested, s.conf.Owner)
+	_, err := tx.Exec(ctx, sources.QueryHandBack, names, owners, ends, runs, requested, s.conf.Owner)
 	if err != nil {
 		return fmt.Errorf("hand back sources of another configuration: %w", err)
 	}
@@ -355,32 +284,21 @@ func (s *Syncer) abandonTaken(ctx context.Context, tx pgx.Tx, taken []claim) err
 		return nil
 	}
 	var ids []int64
-	var sources, owners []string
+	var names, owners []string
 	var started []time.Time
 	for _, c := range taken {
 		if c.prevRun == 0 {
 			continue
 		}
 		ids = append(ids, c.prevRun)
-		sources = append(sources, c.name)
+		names = append(names, c.name)
 		owners = append(owners, c.prevOwner)
 		started = append(started, c.prevEnd.Add(-s.conf.Lease))
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `
-		WITH x AS (
-		    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[]) AS x(id, source, owner, started_at)
-		), abandoned AS (
-		    UPDATE sync_runs r SET status = 'abandoned', finished_at = $5,
-		           error = 'lease expired while running; taken over by ' || $6
-		    FROM x WHERE r.id = x.id AND r.source = x.source AND r.status = 'running'
-		)
-		INSERT INTO sync_runs (id, source, owner, reason, status, started_at, finished_at, error)
-		SELECT x.id, x.source, x.owner, 'schedule', 'abandoned', x.started_at, $5,
-		       'lease expired while running; taken over by ' || $6
-		FROM x WHERE NOT EXISTS (SELECT 1 FROM sync_runs r WHERE r.id = x.id AND r.source = x.source)`, ids, sources, owners, started, s.conf.Now(), s.conf.Owner)
+	_, err := tx.Exec(ctx, sources.QueryAbandonTaken, ids, names, owners, started, s.conf.Now(), s.conf.Owner)
 	if err != nil {
 		return fmt.Errorf("record taken-over runs as abandoned: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lookout-dev/lookout/internal/service"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // claimGap is the shortest time between two claims that found fewer due
@@ -411,9 +412,9 @@ func (s *Syncer) completeQuietIn(ctx context.Context, q queryer, batch []quietRu
 			cursors[i] = &cur
 		}
 	}
-	sql := completeQuietSQL
+	sql := sources.QueryCompleteQuiet
 	if locked {
-		sql = completeLockedSQL
+		sql = sources.QueryCompleteLocked
 	}
 	done := make(map[string]bool, n)
 	rows, err := q.Query(ctx, sql, names, runIDs, finished, next, intervals, reasons, cursors, s.conf.Owner)
@@ -455,38 +456,6 @@ func (s *Syncer) completeQuietIn(ctx context.Context, q queryer, batch []quietRu
 	}
 	return nil
 }
-
-// quietRunsCTE is the batch of quiet runs, $1..$7.
-const quietRunsCTE = `
-WITH x AS (
-    SELECT * FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::float8[], $6::text[], $7::jsonb[])
-        AS x(name, run_id, finished_at, next_run_at, interval_seconds, interval_reason, cursor)
-)`
-
-// completeQuietSQL releases the leases of quiet runs (each only if its
-// lease is still the run's: the fencing check). It returns the sources
-// released; their runs are then counted in the rollup (rollup.go).
-const completeQuietSQL = quietRunsCTE + `
-UPDATE sources s
-SET lease_owner = NULL, lease_expires_at = NULL, last_run_at = x.finished_at, last_success_at = x.finished_at,
-    next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
-    cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
-FROM x
-WHERE s.name = x.name AND s.lease_owner = $8 AND s.run_id = x.run_id
-RETURNING s.name`
-
-// completeLockedSQL records quiet runs of a claim batch, whose source rows
-// the batch's transaction holds locked: it writes only what a run changes
-// (no lease was written), so the row's new version differs from the old
-// in three timestamps for most runs. $8 is unused.
-const completeLockedSQL = quietRunsCTE + `
-UPDATE sources s
-SET last_run_at = x.finished_at, last_success_at = x.finished_at,
-    next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
-    cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
-FROM x
-WHERE s.name = x.name AND $8::text IS NOT NULL
-RETURNING s.name`
 
 // recordLost records quiet runs whose lease was taken over before their
 // completion was written: abandoned, like any run that lost its lease.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/connectors"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 func TestRegisterSpreadsFirstRuns(t *testing.T) {
@@ -397,7 +398,7 @@ func TestPauseResumeRunNow(t *testing.T) {
 	ctx := context.Background()
 	h.runDue(s)
 
-	if err := Pause(ctx, h.pool, "inbox", "vacation", h.clock.Now()); err != nil {
+	if _, err := sources.Pause(ctx, h.pool, "inbox", "vacation", h.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if r := h.source("inbox"); r.Status != "paused" || r.StatusReason != "vacation" {
@@ -407,12 +408,12 @@ func TestPauseResumeRunNow(t *testing.T) {
 	if n := h.runDue(s); n != 0 {
 		t.Fatalf("a paused source ran")
 	}
-	if err := RunNow(ctx, h.pool, "inbox", h.clock.Now()); err == nil || !strings.Contains(err.Error(), `source "inbox" is paused: resume it first`) {
+	if err := sources.RunNow(ctx, h.pool, "inbox", h.clock.Now()); err == nil || !strings.Contains(err.Error(), `source "inbox" is paused: resume it first`) {
 		t.Fatalf("run-now on a paused source: %v", err)
 	}
-	was, err := Resume(ctx, h.pool, "inbox", h.clock.Now())
-	if err != nil || was != "paused" {
-		t.Fatalf("resume: %q %v", was, err)
+	st, err := sources.Resume(ctx, h.pool, "inbox", h.clock.Now())
+	if err != nil || st.PreviousStatus != "paused" {
+		t.Fatalf("resume: %+v %v", st, err)
 	}
 	if r := h.source("inbox"); r.Status != "active" || !strings.Contains(r.StatusReason, "resumed by operator (was paused)") {
 		t.Fatalf("resumed: %s %q", r.Status, r.StatusReason)
@@ -420,15 +421,15 @@ func TestPauseResumeRunNow(t *testing.T) {
 	if n := h.runDue(s); n != 1 {
 		t.Fatalf("a resumed source is due now; ran %d", n)
 	}
-	if was, _ := Resume(ctx, h.pool, "inbox", h.clock.Now()); was != "active" {
-		t.Errorf("resume of an active source reports %q", was)
+	if st, _ := sources.Resume(ctx, h.pool, "inbox", h.clock.Now()); st == nil || st.PreviousStatus != "active" {
+		t.Errorf("resume of an active source reports %+v", st)
 	}
 
 	// run-now: due within the hour, run at once with reason manual.
 	if n := h.runDue(s); n != 0 {
 		t.Fatalf("not due yet, ran %d", n)
 	}
-	if err := RunNow(ctx, h.pool, "inbox", h.clock.Now()); err != nil {
+	if err := sources.RunNow(ctx, h.pool, "inbox", h.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if n := h.runDue(s); n != 1 {
@@ -444,29 +445,29 @@ func TestPauseResumeRunNow(t *testing.T) {
 
 	// A disabled source resumes with its failures cleared.
 	h.exec(`UPDATE sources SET status = 'disabled', status_reason = 'x', failure_count = 7 WHERE name = 'inbox'`)
-	if was, err := Resume(ctx, h.pool, "inbox", h.clock.Now()); err != nil || was != "disabled" {
-		t.Fatalf("resume disabled: %q %v", was, err)
+	if st, err := sources.Resume(ctx, h.pool, "inbox", h.clock.Now()); err != nil || st.PreviousStatus != "disabled" {
+		t.Fatalf("resume disabled: %+v %v", st, err)
 	}
 	if r := h.source("inbox"); r.Failures != 0 {
 		t.Errorf("failures after resume: %d", r.Failures)
 	}
 
 	for _, err := range []error{
-		Pause(ctx, h.pool, "nope", "", h.clock.Now()),
-		RunNow(ctx, h.pool, "nope", h.clock.Now()),
-		func() error { _, err := Resume(ctx, h.pool, "nope", h.clock.Now()); return err }(),
+		func() error { _, err := sources.Pause(ctx, h.pool, "nope", "", h.clock.Now()); return err }(),
+		sources.RunNow(ctx, h.pool, "nope", h.clock.Now()),
+		func() error { _, err := sources.Resume(ctx, h.pool, "nope", h.clock.Now()); return err }(),
 	} {
-		if !errors.Is(err, ErrUnknownSource) || !strings.Contains(err.Error(), `"nope" (known: inbox)`) {
+		if !errors.Is(err, sources.ErrUnknownSource) || !strings.Contains(err.Error(), `"nope" (known: inbox)`) {
 			t.Errorf("unknown source: %v", err)
 		}
 	}
 
-	states, err := States(ctx, h.pool)
+	states, err := sources.States(ctx, h.pool)
 	if err != nil || len(states) != 1 {
 		t.Fatalf("states: %v %v", states, err)
 	}
 	var out bytes.Buffer
-	if err := WriteStatus(&out, states, h.clock.Now()); err != nil {
+	if err := sources.WriteStatus(&out, states, h.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "SOURCE") || !strings.Contains(out.String(), "inbox") || !strings.Contains(out.String(), "active") {

@@ -21,6 +21,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // outcome is what a run ended with.
@@ -320,17 +321,7 @@ func (s *Syncer) heartbeat(ctx context.Context, r *run, lost context.CancelCause
 	c := &r.claim
 	return service.Every(ctx, max(s.conf.Lease/3, 10*time.Millisecond), func(ctx context.Context) bool {
 		var held bool
-		err := s.pool.QueryRow(ctx, `
-			WITH lease AS (
-			    UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval
-			    WHERE name = $1 AND lease_owner = $2 AND run_id = $3
-			    RETURNING 1
-			), running AS (
-			    INSERT INTO sync_runs (id, source, owner, reason, started_at, cursor_before, due_at, due_reason)
-			    SELECT $3, $1, $2, $6, $7, $8::jsonb, $9, $10 FROM lease
-			    ON CONFLICT (id, started_at) DO NOTHING
-			)
-			SELECT EXISTS (SELECT 1 FROM lease)`, c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease,
+		err := s.pool.QueryRow(ctx, sources.QueryHeartbeat, c.name, s.conf.Owner, c.runID, s.conf.Now(), s.conf.Lease,
 			c.reason, c.startedAt, nullJSON(c.cursor), c.dueAt, nullText(c.dueReason)).Scan(&held)
 		switch {
 		case err == nil && !held:
@@ -752,25 +743,7 @@ func (s *Syncer) writeGroup(ctx context.Context, r *run, conn *pgxpool.Conn, gro
 func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, r *run, st changes.Stats, cur json.RawMessage, pages int) error {
 	var held bool
 	repaired := r.repairs(s, st)
-	err := tx.QueryRow(ctx, `
-		WITH lease AS (
-		    UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval, cursor = coalesce($6::jsonb, cursor)
-		    WHERE name = $1 AND lease_owner = $2 AND run_id = $3
-		    RETURNING 1
-		), counters AS (
-		    INSERT INTO sync_runs AS r (id, source, owner, reason, started_at, cursor_before, due_at, due_reason,
-		                                pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired,
-		                                repaired)
-		    SELECT $3, $1, $2, $14, $15, $16::jsonb, $17, $18, $12, $7, $8, $9, $10, $11, $13, $19
-		    FROM lease
-		    ON CONFLICT (id, started_at) DO UPDATE SET
-		        pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
-		        items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
-		        items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
-		        items_repaired = r.items_repaired + excluded.items_repaired, repaired = r.repaired + excluded.repaired
-		    RETURNING 1
-		)
-		SELECT EXISTS (SELECT 1 FROM lease)`,
+	err := tx.QueryRow(ctx, sources.QueryExtendLease,
 		r.name, s.conf.Owner, r.runID, s.conf.Now(), s.conf.Lease, nullJSON(cur),
 		st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, pages, st.Repaired,
 		r.reason, r.startedAt, nullJSON(r.cursor), r.dueAt, nullText(r.dueReason), repaired).Scan(&held)
@@ -999,25 +972,13 @@ func (s *Syncer) finish(ctx context.Context, r *run, src *source, out outcome, r
 		if _, err := tx.Exec(ctx, sql, args...); err != nil {
 			return fmt.Errorf("record run: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE sources SET
-			    lease_owner = NULL, lease_expires_at = NULL, last_run_at = $2,
-			    last_success_at = CASE WHEN $3 THEN $2 ELSE last_success_at END,
-			    last_change_at = $4,
-			    failure_count = $5, last_error = $6, next_run_at = $7,
-			    interval_seconds = $8, interval_reason = $9,
-			    cursor = CASE WHEN $3 THEN coalesce($10::jsonb, cursor) ELSE cursor END,
-			    status = $11, status_reason = coalesce($12, status_reason),
-			    status_changed_at = coalesce($13, status_changed_at), updated_at = now()
-			WHERE name = $1`,
+		if _, err := tx.Exec(ctx, sources.QueryReleaseLease,
 			c.name, now, succeeded, lastChange, fin.failures, nullText(lastError), fin.next.At,
 			newInterval, fin.next.Reason, nullJSON(out.result.Cursor), fin.status, statusReason, statusChanged); err != nil {
 			return fmt.Errorf("release lease: %w", err)
 		}
 		// Record the final cursor in the run too.
-		return tx.QueryRow(ctx, `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2)
-			WHERE id = $1 AND source = $2 AND started_at = $3
-			RETURNING cursor_after`, c.runID, c.name, c.startedAt).Scan(&fin.cursorAfter)
+		return tx.QueryRow(ctx, sources.QueryRunCursorAfter, c.runID, c.name, c.startedAt).Scan(&fin.cursorAfter)
 	})
 	if err == nil && lost {
 		err = ErrLeaseLost
@@ -1044,23 +1005,10 @@ type runEnd struct {
 // (sync_runs is partitioned by started_at: its key is (id, started_at)).
 func (s *Syncer) runRowSQL(r *run, e runEnd) (string, []any) {
 	st, pages, _ := r.withPending(changes.Stats{Seen: e.seen, Unchanged: e.unchanged}, e.pages)
-	return `
-		INSERT INTO sync_runs AS r (id, source, owner, reason, started_at, cursor_before, due_at, due_reason,
-		                            status, finished_at, duration_ms, error, requests, rate_limit_waits,
-		                            pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired)
-		SELECT $1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
-		WHERE NOT EXISTS (SELECT 1 FROM sync_runs WHERE id = $1 AND started_at <> $5)
-		ON CONFLICT (id, started_at) DO UPDATE SET
-		    status = excluded.status, finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
-		    error = excluded.error, requests = excluded.requests, rate_limit_waits = excluded.rate_limit_waits,
-		    pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
-		    items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
-		    items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
-		    items_repaired = r.items_repaired + excluded.items_repaired
-		WHERE r.status = 'running'`, []any{
-			r.runID, r.name, s.conf.Owner, r.reason, r.startedAt, nullJSON(r.cursor), r.dueAt, nullText(r.dueReason),
-			e.status, e.finishedAt, float64(e.finishedAt.Sub(r.startedAt).Microseconds()) / 1000, nullText(e.err), e.requests, e.waits,
-			pages, st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, st.Repaired}
+	return sources.QueryRunEnd, []any{
+		r.runID, r.name, s.conf.Owner, r.reason, r.startedAt, nullJSON(r.cursor), r.dueAt, nullText(r.dueReason),
+		e.status, e.finishedAt, float64(e.finishedAt.Sub(r.startedAt).Microseconds()) / 1000, nullText(e.err), e.requests, e.waits,
+		pages, st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, st.Repaired}
 }
 
 // evalStopWhen evaluates stop.when over the run that just ended and the

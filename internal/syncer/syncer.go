@@ -35,6 +35,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // ErrLeaseLost means another replica took the source over; the run stops
@@ -290,10 +291,6 @@ func (s *Syncer) Register(ctx context.Context) error {
 	return s.register(ctx, srcs, false)
 }
 
-// definitionPaused is sources.status_reason of a source paused in its
-// definition (definitions.Store.PauseSource).
-const definitionPaused = "paused in its definition"
-
 // register upserts srcs into the sources table. With firstNow, a new
 // source is due at once (a source created at runtime). A source paused in
 // its definition is registered paused, and active again when resumed.
@@ -369,10 +366,10 @@ type storedSource struct {
 // matches reports whether registering src would change nothing.
 func (st storedSource) matches(src *source) bool {
 	sc := src.cfg
-	pausedByDefinition := st.status == "paused" && st.statusReason != nil && *st.statusReason == definitionPaused
+	pausedByDefinition := st.status == "paused" && st.statusReason != nil && *st.statusReason == sources.DefinitionPaused
 	web, _ := webhookProvider(sc).(string)
 	sil, _ := silenceSeconds(sc).(int)
-	return st.hash == sc.Hash && st.connector == sc.Connector && st.schedule == src.schedule.String() &&
+	return st.status != "removed" && st.hash == sc.Hash && st.connector == sc.Connector && st.schedule == src.schedule.String() &&
 		derefString(st.webhook) == web && derefInt(st.silence) == sil && st.stuckAfter == stuckAfterSeconds(sc.StuckAfter) &&
 		pausedByDefinition == src.paused
 }
@@ -439,40 +436,9 @@ func (s *Syncer) registerBatch(srcs []*source, fresh int, firstNow bool) *pgx.Ba
 			secs := iv.Seconds()
 			interval = &secs
 		}
-		b.Queue(`
-			INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at,
-			                     stuck_after_seconds, status, status_reason, webhook, silence_alert_seconds)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN 'paused' ELSE 'active' END,
-			        CASE WHEN $10 THEN $12 END, $13, $14)
-			ON CONFLICT (name) DO UPDATE SET
-			    connector = excluded.connector,
-			    webhook = excluded.webhook,
-			    silence_alert_seconds = excluded.silence_alert_seconds,
-			    stuck_after_seconds = excluded.stuck_after_seconds,
-			    schedule = excluded.schedule,
-			    config_hash = excluded.config_hash,
-			    updated_at = now(),
-			    interval_seconds = CASE WHEN sources.config_hash <> excluded.config_hash
-			                            THEN excluded.interval_seconds ELSE sources.interval_seconds END,
-			    interval_reason = CASE WHEN sources.config_hash <> excluded.config_hash
-			                           THEN 'configuration changed; ' || excluded.interval_reason ELSE sources.interval_reason END,
-			    next_run_at = CASE WHEN sources.config_hash <> excluded.config_hash
-			                       THEN least(sources.next_run_at, $11) ELSE sources.next_run_at END,
-			    failure_count = CASE WHEN sources.config_hash <> excluded.config_hash THEN 0 ELSE sources.failure_count END,
-			    status_changed_at = CASE WHEN $10 AND sources.status <> 'paused' THEN excluded.status_changed_at
-			                             WHEN NOT $10 AND sources.status = 'paused' AND sources.status_reason = $12 THEN excluded.status_changed_at
-			                             WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
-			                             THEN excluded.status_changed_at ELSE sources.status_changed_at END,
-			    status = CASE WHEN $10 THEN 'paused'
-			                  WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'active'
-			                  WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
-			                  THEN 'active' ELSE sources.status END,
-			    status_reason = CASE WHEN $10 THEN $12
-			                         WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'resumed in its definition'
-			                         WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
-			                         THEN 'configuration changed' ELSE sources.status_reason END`,
+		b.Queue(sources.QueryRegister,
 			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, insertAt, now,
-			stuckAfterSeconds(sc.StuckAfter), src.paused, first.At, definitionPaused, webhookProvider(sc), silenceSeconds(sc))
+			stuckAfterSeconds(sc.StuckAfter), src.paused, first.At, sources.DefinitionPaused, webhookProvider(sc), silenceSeconds(sc))
 	}
 	return b
 }
@@ -582,13 +548,7 @@ func (s *Syncer) completeExpired(ctx context.Context, now time.Time) error {
 	if len(names) == 0 {
 		return nil
 	}
-	rows, err := s.pool.Query(ctx, `
-		UPDATE sources SET status = 'completed', status_changed_at = $3, updated_at = now(),
-		       status_reason = 'stop.after ' || to_char(x.after AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' reached'
-		FROM unnest($1::text[], $2::timestamptz[]) AS x(name, after)
-		WHERE sources.name = x.name AND sources.status = 'active'
-		  AND (sources.lease_expires_at IS NULL OR sources.lease_expires_at < $3)
-		RETURNING sources.name, sources.status_reason`, names, afters, now)
+	rows, err := s.pool.Query(ctx, sources.QueryCompleteExpired, names, afters, now)
 	if err != nil {
 		return fmt.Errorf("complete sources past stop.after: %w", err)
 	}

@@ -402,19 +402,14 @@ func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 	return out, nil
 }
 
-// stuck finds running runs whose source lease is gone (expired, released,
-// or held for another run) or that run past the source's
-// stuck_after_seconds.
+// stuck finds the stuck runs: the view stuck_runs, the one definition
+// report_stuck (the admin page, the report command) reads too — running
+// runs whose source lease is gone (expired, released, or held for another
+// run) or that run past the source's stuck_after_seconds.
 func (w *Watchdog) stuck(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT r.id, r.source, r.owner, r.started_at, coalesce(s.lease_owner, ''), s.lease_expires_at, s.stuck_after_seconds,
-		       (s.lease_owner IS NULL OR s.run_id IS DISTINCT FROM r.id OR s.lease_expires_at < now()) AS lease_gone,
-		       extract(epoch FROM now() - r.started_at)::float8
-		FROM sync_runs r JOIN sources s ON s.name = r.source
-		WHERE r.status = 'running'
-		  AND (s.lease_owner IS NULL OR s.run_id IS DISTINCT FROM r.id OR s.lease_expires_at < now()
-		       OR r.started_at < now() - make_interval(secs => s.stuck_after_seconds))
-		ORDER BY r.id`)
+		SELECT id, source, owner, started_at, lease_owner, lease_expires_at, stuck_after_seconds, lease_gone, running_seconds
+		FROM stuck_runs ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("look for stuck runs: %w", err)
 	}

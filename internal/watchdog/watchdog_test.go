@@ -232,6 +232,19 @@ func TestStuckRuns(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("raised %v, want %v", got, want)
 	}
+	// One definition of a stuck run: report_stuck (the admin page's Stuck
+	// work) lists the runs the watchdog raised, and no other.
+	rows, err := s.pool.Query(context.Background(), `SELECT source || '/run-' || id FROM report_stuck WHERE kind = 'run_too_long' ORDER BY source`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantListed := []string{"a/run-" + itoa(ra), "b/run-" + itoa(rb)}; !slices.Equal(listed, wantListed) {
+		t.Errorf("report_stuck lists the stuck runs %v, the watchdog raised %v", listed, wantListed)
+	}
 	titles := map[string]string{}
 	for _, a := range res.Raised {
 		titles[a.Source] = a.Title

@@ -20,6 +20,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // Run is what one Fetch did.
@@ -104,8 +105,8 @@ func toString(v any) string {
 func Mirror(t testing.TB, pool *pgxpool.Pool, source string, f normalize.FieldExprs, volatile []string, r Run) changes.Stats {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `INSERT INTO sources (name, connector, config_hash) VALUES ($1, 'test', 'x') ON CONFLICT DO NOTHING`, source); err != nil {
-		t.Fatalf("insert source: %v", err)
+	if err := sources.Ensure(ctx, pool, source, "test"); err != nil {
+		t.Fatal(err)
 	}
 	m, err := normalize.NewMapper(f, volatile)
 	if err != nil {

@@ -374,7 +374,7 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 	var prev State
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &prev); err != nil {
-			return res, fmt.Errorf("stored cursor is not a cursor of this connector (reset it with UPDATE sources SET cursor = '{}'): %w", err)
+			return res, fmt.Errorf("stored cursor is not a cursor of this connector (reset it: set the cursor of its row in the sources table to '{}'): %w", err)
 		}
 	}
 	r := &run{c: c, st: State{Mailboxes: map[string]MailboxState{}}, emit: emit, res: &res, budget: c.o.MaxMessages,

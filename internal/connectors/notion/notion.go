@@ -223,7 +223,7 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 	var st State
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &st); err != nil {
-			return res, fmt.Errorf("stored cursor is not a cursor of the notion connector (reset it with UPDATE sources SET cursor = '{}'): %w", err)
+			return res, fmt.Errorf("stored cursor is not a cursor of the notion connector (reset it: set the cursor of its row in the sources table to '{}'): %w", err)
 		}
 	}
 	if _, err := c.verify(ctx, &res); err != nil {

@@ -132,7 +132,7 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 	var st State
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &st); err != nil {
-			return connectors.Result{}, fmt.Errorf("stored cursor is not a cursor of this connector (reset it with UPDATE sources SET cursor = '{}'): %w", err)
+			return connectors.Result{}, fmt.Errorf("stored cursor is not a cursor of this connector (reset it: set the cursor of its row in the sources table to '{}'): %w", err)
 		}
 	}
 	req := connectors.Request{URL: c.o.URL, Header: c.o.Header, Timeout: c.o.Timeout, Now: c.o.Now}

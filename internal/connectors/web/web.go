@@ -389,7 +389,7 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 	var st State
 	if len(raw) > 0 && string(raw) != "null" && string(raw) != "{}" {
 		if err := json.Unmarshal(raw, &st); err != nil {
-			return connectors.Result{}, fmt.Errorf("stored cursor is not a cursor of this connector (reset it with UPDATE sources SET cursor = '{}'): %w", err)
+			return connectors.Result{}, fmt.Errorf("stored cursor is not a cursor of this connector (reset it: set the cursor of its row in the sources table to '{}'): %w", err)
 		}
 	}
 	var res connectors.Result

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/sources"
 	"github.com/lookout-dev/lookout/internal/syncer"
 )
 
@@ -40,8 +41,8 @@ func SyncNow(t testing.TB, pool *pgxpool.Pool, s *syncer.Syncer) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := pool.Exec(ctx, `UPDATE sources SET next_run_at = now() - interval '1 second', run_requested_at = now()`); err != nil {
-		t.Fatalf("make sources due: %v", err)
+	if err := sources.MakeAllDue(ctx, pool); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := s.RunDue(ctx); err != nil {
 		t.Fatalf("run due: %v", err)

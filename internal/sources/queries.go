@@ -1,0 +1,267 @@
+package sources
+
+// The named queries of the sources and sync_runs tables that the syncer
+// runs: registration, claims, leases, outcomes. The syncer sends them with
+// its arguments; no other package writes these tables (the architecture
+// test, TestOneOwnerPerTable). A change here is a change of the syncer's
+// hot path: run the benchmarks (make bench).
+
+// claimCTE picks up to $2 active sources: first those an operator asked
+// to run (oldest request first), then those due at $6 (oldest first),
+// skipping rows another replica has locked and sources whose lease is
+// still held, and locks them. Each arm walks its own partial index in
+// order and stops at the limit, so a claim costs the same with ten or a
+// hundred thousand sources due. $1 restricts the claim to the sources this
+// replica knows, when the table holds others (NULL: no restriction). The
+// arms return the state of the locked row versions.
+const claimCTE = `
+WITH req AS (
+    SELECT name, cursor, lease_owner, lease_expires_at, run_id, run_requested_at, next_run_at, interval_reason,
+           failure_count, interval_seconds, last_change_at, last_success_at, last_run_at, created_at
+    FROM sources
+    WHERE run_requested_at IS NOT NULL AND status = 'active'
+      AND (lease_expires_at IS NULL OR lease_expires_at < $4)
+      AND ($1::text[] IS NULL OR name = ANY ($1::text[]))
+    ORDER BY run_requested_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), due AS (
+    SELECT name, cursor, lease_owner, lease_expires_at, run_id, run_requested_at, next_run_at, interval_reason,
+           failure_count, interval_seconds, last_change_at, last_success_at, last_run_at, created_at
+    FROM sources
+    WHERE status = 'active' AND next_run_at <= $6 AND run_requested_at IS NULL
+      AND (lease_expires_at IS NULL OR lease_expires_at < $4)
+      AND ($1::text[] IS NULL OR name = ANY ($1::text[]))
+    ORDER BY next_run_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT * FROM req
+    UNION ALL
+    (SELECT * FROM due LIMIT $2 - (SELECT count(*) FROM req))
+)`
+
+// QueryClaim leases the picked sources: their lease (owner, expiry, run id
+// from sync_runs' sequence) is written and committed at once, so a run
+// can go on as long as it renews it. The sync_runs row itself is written
+// only if the run turns out to be worth a row
+// (docs/acquisition.md#quiet-runs).
+const QueryClaim = claimCTE + `
+UPDATE sources s
+SET lease_owner = $3, lease_expires_at = $4::timestamptz + $5::interval, run_requested_at = NULL,
+    run_id = nextval('sync_runs_id_seq')
+FROM picked
+WHERE s.name = picked.name
+RETURNING s.name, s.run_id, picked.cursor, coalesce(picked.lease_owner, ''), picked.run_id, picked.lease_expires_at,
+          picked.run_requested_at, picked.next_run_at, coalesce(picked.interval_reason, ''), picked.failure_count,
+          picked.interval_seconds, picked.last_change_at, picked.last_success_at, picked.last_run_at, picked.created_at,
+          s.lease_expires_at`
+
+// QueryLock only locks the picked sources, in a transaction that stays open
+// while their runs fetch (a claim batch): a run that ends quietly within
+// it is completed in it, and its source row is written once, by the
+// completion. $3 and $5 are unused; the lease expiry returned is NULL.
+const QueryLock = claimCTE + `
+SELECT picked.name, nextval('sync_runs_id_seq'), picked.cursor, coalesce(picked.lease_owner, ''), picked.run_id,
+       picked.lease_expires_at, picked.run_requested_at, picked.next_run_at, coalesce(picked.interval_reason, ''),
+       picked.failure_count, picked.interval_seconds, picked.last_change_at, picked.last_success_at, picked.last_run_at,
+       picked.created_at, NULL::timestamptz
+FROM picked
+WHERE $3::text IS NOT NULL AND $5::interval IS NOT NULL`
+
+// quietRunsCTE is the batch of quiet runs, $1..$7.
+const quietRunsCTE = `
+WITH x AS (
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::timestamptz[], $4::timestamptz[], $5::float8[], $6::text[], $7::jsonb[])
+        AS x(name, run_id, finished_at, next_run_at, interval_seconds, interval_reason, cursor)
+)`
+
+// QueryCompleteQuiet releases the leases of quiet runs (each only if its
+// lease is still the run's: the fencing check). It returns the sources
+// released; their runs are then counted in the rollup (rollup.go).
+const QueryCompleteQuiet = quietRunsCTE + `
+UPDATE sources s
+SET lease_owner = NULL, lease_expires_at = NULL, last_run_at = x.finished_at, last_success_at = x.finished_at,
+    next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
+    cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
+FROM x
+WHERE s.name = x.name AND s.lease_owner = $8 AND s.run_id = x.run_id
+RETURNING s.name`
+
+// QueryCompleteLocked records quiet runs of a claim batch, whose source rows
+// the batch's transaction holds locked: it writes only what a run changes
+// (no lease was written), so the row's new version differs from the old
+// in three timestamps for most runs. $8 is unused.
+const QueryCompleteLocked = quietRunsCTE + `
+UPDATE sources s
+SET last_run_at = x.finished_at, last_success_at = x.finished_at,
+    next_run_at = x.next_run_at, interval_seconds = x.interval_seconds, interval_reason = x.interval_reason,
+    cursor = coalesce(x.cursor, s.cursor), failure_count = 0, last_error = NULL
+FROM x
+WHERE s.name = x.name AND $8::text IS NOT NULL
+RETURNING s.name`
+
+const (
+	// QueryMarkRemoved marks a source's row removed when its definition is
+	// deleted ($2: why), releasing no lease (a run in progress ends and
+	// writes its outcome; the status stays removed).
+	QueryMarkRemoved = `
+	UPDATE sources SET status = 'removed', status_reason = $2, status_changed_at = now(), run_requested_at = NULL,
+	       updated_at = now()
+	WHERE name = $1`
+
+	// QueryRegister registers a configured source (syncer.register): a new
+	// row, or the row brought to its configuration; a source paused in its
+	// definition ($10) is registered paused with DefinitionPaused ($12), and
+	// active again when its definition is resumed; a removed source defined
+	// again is active again.
+	QueryRegister = `
+	INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at,
+	                     stuck_after_seconds, status, status_reason, webhook, silence_alert_seconds)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN 'paused' ELSE 'active' END,
+	        CASE WHEN $10 THEN $12 END, $13, $14)
+	ON CONFLICT (name) DO UPDATE SET
+	    connector = excluded.connector,
+	    webhook = excluded.webhook,
+	    silence_alert_seconds = excluded.silence_alert_seconds,
+	    stuck_after_seconds = excluded.stuck_after_seconds,
+	    schedule = excluded.schedule,
+	    config_hash = excluded.config_hash,
+	    updated_at = now(),
+	    interval_seconds = CASE WHEN sources.config_hash <> excluded.config_hash
+	                            THEN excluded.interval_seconds ELSE sources.interval_seconds END,
+	    interval_reason = CASE WHEN sources.config_hash <> excluded.config_hash
+	                           THEN 'configuration changed; ' || excluded.interval_reason ELSE sources.interval_reason END,
+	    next_run_at = CASE WHEN sources.config_hash <> excluded.config_hash
+	                       THEN least(sources.next_run_at, $11) ELSE sources.next_run_at END,
+	    failure_count = CASE WHEN sources.config_hash <> excluded.config_hash THEN 0 ELSE sources.failure_count END,
+	    status_changed_at = CASE WHEN $10 AND sources.status <> 'paused' THEN excluded.status_changed_at
+	                             WHEN sources.status = 'removed' THEN excluded.status_changed_at
+	                             WHEN NOT $10 AND sources.status = 'paused' AND sources.status_reason = $12 THEN excluded.status_changed_at
+	                             WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
+	                             THEN excluded.status_changed_at ELSE sources.status_changed_at END,
+	    status = CASE WHEN $10 THEN 'paused'
+	                  WHEN sources.status = 'removed' THEN 'active'
+	                  WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'active'
+	                  WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
+	                  THEN 'active' ELSE sources.status END,
+	    status_reason = CASE WHEN $10 THEN $12
+	                         WHEN sources.status = 'removed' THEN 'defined again'
+	                         WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'resumed in its definition'
+	                         WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
+	                         THEN 'configuration changed' ELSE sources.status_reason END`
+
+	// QueryCompleteExpired marks completed the active sources whose stop.after passed and whose lease is not held.
+	QueryCompleteExpired = `
+	UPDATE sources SET status = 'completed', status_changed_at = $3, updated_at = now(),
+	       status_reason = 'stop.after ' || to_char(x.after AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' reached'
+	FROM unnest($1::text[], $2::timestamptz[]) AS x(name, after)
+	WHERE sources.name = x.name AND sources.status = 'active'
+	  AND (sources.lease_expires_at IS NULL OR sources.lease_expires_at < $3)
+	RETURNING sources.name, sources.status_reason`
+
+	// QueryLeaseBatchRuns leases the runs of a claim batch that go on past it.
+	QueryLeaseBatchRuns = `
+	UPDATE sources s SET lease_owner = $3, lease_expires_at = $4::timestamptz + $5::interval, run_requested_at = NULL,
+	       run_id = x.run_id
+	FROM unnest($1::text[], $2::bigint[]) AS x(name, run_id)
+	WHERE s.name = x.name
+	RETURNING s.name, s.lease_expires_at`
+
+	// QuerySpreadOverdue moves the next runs of overdue sources (the spread after an outage) and releases their claims.
+	QuerySpreadOverdue = `
+	UPDATE sources s SET lease_owner = NULL, lease_expires_at = NULL, run_id = x.run_id,
+	       next_run_at = x.at, interval_reason = x.reason
+	FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[]) AS x(name, at, reason, run_id)
+	WHERE s.name = x.name AND (s.lease_owner = $5 OR $6)`
+
+	// QueryHandBack undoes the claim of sources of another configuration.
+	QueryHandBack = `
+	UPDATE sources s SET lease_owner = x.owner, lease_expires_at = x.lease_expires_at, run_id = x.run_id,
+	       run_requested_at = x.run_requested_at
+	FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[], $5::timestamptz[])
+	    AS x(name, owner, lease_expires_at, run_id, run_requested_at)
+	WHERE s.name = x.name AND s.lease_owner = $6`
+
+	// QueryAbandonTaken records the runs whose leases a claim took over as abandoned (a row written for a run that had none).
+	QueryAbandonTaken = `
+	WITH x AS (
+	    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[]) AS x(id, source, owner, started_at)
+	), abandoned AS (
+	    UPDATE sync_runs r SET status = 'abandoned', finished_at = $5,
+	           error = 'lease expired while running; taken over by ' || $6
+	    FROM x WHERE r.id = x.id AND r.source = x.source AND r.status = 'running'
+	)
+	INSERT INTO sync_runs (id, source, owner, reason, status, started_at, finished_at, error)
+	SELECT x.id, x.source, x.owner, 'schedule', 'abandoned', x.started_at, $5,
+	       'lease expired while running; taken over by ' || $6
+	FROM x WHERE NOT EXISTS (SELECT 1 FROM sync_runs r WHERE r.id = x.id AND r.source = x.source)`
+
+	// QueryHeartbeat renews a run's lease and writes its running sync_runs row if it has none; it returns whether the lease is still held.
+	QueryHeartbeat = `
+	WITH lease AS (
+	    UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval
+	    WHERE name = $1 AND lease_owner = $2 AND run_id = $3
+	    RETURNING 1
+	), running AS (
+	    INSERT INTO sync_runs (id, source, owner, reason, started_at, cursor_before, due_at, due_reason)
+	    SELECT $3, $1, $2, $6, $7, $8::jsonb, $9, $10 FROM lease
+	    ON CONFLICT (id, started_at) DO NOTHING
+	)
+	SELECT EXISTS (SELECT 1 FROM lease)`
+
+	// QueryExtendLease renews a run's lease, stores the cursor and adds a batch's counters to the run's sync_runs row (written then if it was not yet).
+	QueryExtendLease = `
+	WITH lease AS (
+	    UPDATE sources SET lease_expires_at = $4::timestamptz + $5::interval, cursor = coalesce($6::jsonb, cursor)
+	    WHERE name = $1 AND lease_owner = $2 AND run_id = $3
+	    RETURNING 1
+	), counters AS (
+	    INSERT INTO sync_runs AS r (id, source, owner, reason, started_at, cursor_before, due_at, due_reason,
+	                                pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired,
+	                                repaired)
+	    SELECT $3, $1, $2, $14, $15, $16::jsonb, $17, $18, $12, $7, $8, $9, $10, $11, $13, $19
+	    FROM lease
+	    ON CONFLICT (id, started_at) DO UPDATE SET
+	        pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
+	        items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
+	        items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
+	        items_repaired = r.items_repaired + excluded.items_repaired, repaired = r.repaired + excluded.repaired
+	    RETURNING 1
+	)
+	SELECT EXISTS (SELECT 1 FROM lease)`
+
+	// QueryReleaseLease writes a run's outcome into its source's row and releases the lease.
+	QueryReleaseLease = `
+	UPDATE sources SET
+	    lease_owner = NULL, lease_expires_at = NULL, last_run_at = $2,
+	    last_success_at = CASE WHEN $3 THEN $2 ELSE last_success_at END,
+	    last_change_at = $4,
+	    failure_count = $5, last_error = $6, next_run_at = $7,
+	    interval_seconds = $8, interval_reason = $9,
+	    cursor = CASE WHEN $3 THEN coalesce($10::jsonb, cursor) ELSE cursor END,
+	    status = $11, status_reason = coalesce($12, status_reason),
+	    status_changed_at = coalesce($13, status_changed_at), updated_at = now()
+	WHERE name = $1`
+
+	// QueryRunCursorAfter records the source's cursor as the run's final cursor.
+	QueryRunCursorAfter = `UPDATE sync_runs SET cursor_after = (SELECT cursor FROM sources WHERE name = $2)
+	WHERE id = $1 AND source = $2 AND started_at = $3
+	RETURNING cursor_after`
+
+	// QueryRunEnd writes the end of a run into its sync_runs row, creating it (with the counters of the batches that wrote nothing) if the run had none; a row another replica marked abandoned stays so.
+	QueryRunEnd = `
+	INSERT INTO sync_runs AS r (id, source, owner, reason, started_at, cursor_before, due_at, due_reason,
+	                            status, finished_at, duration_ms, error, requests, rate_limit_waits,
+	                            pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired)
+	SELECT $1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
+	WHERE NOT EXISTS (SELECT 1 FROM sync_runs WHERE id = $1 AND started_at <> $5)
+	ON CONFLICT (id, started_at) DO UPDATE SET
+	    status = excluded.status, finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
+	    error = excluded.error, requests = excluded.requests, rate_limit_waits = excluded.rate_limit_waits,
+	    pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
+	    items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
+	    items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
+	    items_repaired = r.items_repaired + excluded.items_repaired
+	WHERE r.status = 'running'`
+)
