@@ -89,3 +89,45 @@ func TestSmokeDeliveries(t *testing.T) {
 			"the delivery path regressed (profile it with lookout-bench --only 5 --cpuprofile)", ratio, runs, smokeDeliveriesMin)
 	}
 }
+
+// smokeBacklog is how many changes each backlog run drains.
+const smokeBacklog = 4000
+
+// smokeBacklogMin is the least median ratio of the evaluator's drain to a
+// bare claim-and-update loop over changes of the same shape: half of
+// 0.21, the lower of two medians measured when the guard was written
+// (0.21 and 0.27, load 13 on 2 cores; docs/benchmarks.md).
+const smokeBacklogMin = 0.10
+
+// TestSmokeBacklog guards (4): one evaluator draining a backlog (claim,
+// two deterministic watches, evaluations, notifications, settle) against
+// a bare claim-and-update loop over as many changes written the same way.
+// Each run drains changes of its own, written before it is timed.
+func TestSmokeBacklog(t *testing.T) {
+	pool := pgtest.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	next := 20_000_000
+	fill := func() error {
+		next += smokeBacklog
+		return fillBacklog(ctx, pool, next, smokeBacklog)
+	}
+	ratio, runs := smokeMedian(t,
+		func(int) (time.Duration, error) {
+			if err := fill(); err != nil {
+				return 0, err
+			}
+			return bareDrain(ctx, pool, smokeBacklog)
+		},
+		func(int) (time.Duration, error) {
+			if err := fill(); err != nil {
+				return 0, err
+			}
+			return drainBacklog(ctx, pool, smokeBacklog)
+		})
+	t.Logf("backlog ÷ bare claim-and-update: median %.3f of runs (bare / evaluator) %v; threshold %.3f", ratio, runs, smokeBacklogMin)
+	if ratio < smokeBacklogMin {
+		t.Errorf("the evaluator drains a backlog at %.3f of a bare claim-and-update loop over the same rows (runs %v); want at least %.3f: "+
+			"the evaluator's path regressed (profile it with lookout-bench --only 4 --cpuprofile)", ratio, runs, smokeBacklogMin)
+	}
+}
