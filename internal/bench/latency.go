@@ -255,18 +255,34 @@ func RunLatency(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dura
 // RunBacklog writes n changes (in transactions of 1000), then measures how
 // fast one evaluator drains them.
 func RunBacklog(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duration, error) {
+	const base = 10_000_000 // ids apart from the latency run's
+	if err := fillBacklog(ctx, pool, base, n); err != nil {
+		return 0, err
+	}
+	return drainBacklog(ctx, pool, n)
+}
+
+// fillBacklog commits n created changes of source "gen", records base to
+// base+n-1, in transactions of 1,000.
+func fillBacklog(ctx context.Context, pool *pgxpool.Pool, base, n int) error {
+	h, _ := normalize.NewHasher(nil)
+	for i := 0; i < n; i += 1000 {
+		if _, err := writeChanges(ctx, pool, h, genRecords(h, base+i, min(1000, n-i))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drainBacklog has one evaluator (the benchmark's two deterministic
+// watches) drain the pending changes, n of them, and returns how long it
+// took.
+func drainBacklog(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duration, error) {
 	cfg, cleanup, err := evalConfig()
 	if err != nil {
 		return 0, err
 	}
 	defer cleanup()
-	h, _ := normalize.NewHasher(nil)
-	const base = 10_000_000 // ids apart from the latency run's
-	for i := 0; i < n; i += 1000 {
-		if _, err := writeChanges(ctx, pool, h, genRecords(h, base+i, min(1000, n-i))); err != nil {
-			return 0, err
-		}
-	}
 	econf := evaluator.FromConfig(cfg)
 	econf.Owner = "bench-backlog"
 	ev, err := evaluator.New(pool, econf, slog.New(slog.DiscardHandler))
@@ -283,4 +299,59 @@ func RunBacklog(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duration, 
 		return 0, fmt.Errorf("drained %d changes, want %d", done, n)
 	}
 	return d, nil
+}
+
+// bareBacklogBatch is the bare loop's claim size (the evaluator's default
+// batch).
+const bareBacklogBatch = 500
+
+// bareDrain is the baseline of (4): a bare claim-and-update loop — lock
+// the oldest bareBacklogBatch pending rows with SKIP LOCKED, mark them
+// done, commit — over a copy of the pending changes, n of them, in a table
+// of the benchmark's own like changes (its indexes too): what draining
+// those rows costs without evaluating anything. The changes themselves
+// are left pending (only internal/changes and the evaluator write them),
+// for the evaluator to drain after. The copy is not timed.
+func bareDrain(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duration, error) {
+	for _, q := range []string{
+		`DROP TABLE IF EXISTS bench_bare_changes`,
+		`CREATE TABLE bench_bare_changes (LIKE changes INCLUDING DEFAULTS INCLUDING INDEXES)`,
+		`INSERT INTO bench_bare_changes SELECT * FROM changes WHERE eval_status = 'pending'`,
+		`ANALYZE bench_bare_changes`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			return 0, fmt.Errorf("copy the backlog for the bare loop: %w", err)
+		}
+	}
+	start := time.Now()
+	done := 0
+	for {
+		var got int64
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var ids []int64
+			var created []time.Time
+			if err := tx.QueryRow(ctx, `
+				SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(created_at), '{}') FROM (
+				    SELECT id, created_at FROM bench_bare_changes WHERE eval_status = 'pending'
+				    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) c`, bareBacklogBatch).Scan(&ids, &created); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, `
+				UPDATE bench_bare_changes SET eval_status = 'done', evaluated_at = clock_timestamp()
+				WHERE id = ANY($1) AND created_at = ANY($2)`, ids, created)
+			got = tag.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("bare claim and update: %w", err)
+		}
+		if got == 0 {
+			break
+		}
+		done += int(got)
+	}
+	if done != n {
+		return 0, fmt.Errorf("bare loop drained %d changes, want %d", done, n)
+	}
+	return time.Since(start), nil
 }

@@ -257,13 +257,13 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 				// a free worker may have eaten the margin checked at claim,
 				// and recording may have failed meanwhile.
 				if ctx.Err() != nil || rec.failing.Load() || !d.leaseCovers(l, c) {
-					rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
+					rec.add(outcome{id: c.n.ID, created: c.n.CreatedAt, kind: outcomeUnclaim})
 					continue
 				}
 				rec.acquire()
 				if ctx.Err() != nil || rec.failing.Load() || !d.leaseCovers(l, c) {
 					rec.release()
-					rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
+					rec.add(outcome{id: c.n.ID, created: c.n.CreatedAt, kind: outcomeUnclaim})
 					continue
 				}
 				o := d.attempt(ctx, l, c, logger)
@@ -348,7 +348,7 @@ claim:
 		for i, c := range batch {
 			if ctx.Err() != nil || rec.failing.Load() {
 				for _, r := range batch[i:] {
-					rec.add(outcome{id: r.n.ID, kind: outcomeUnclaim})
+					rec.add(outcome{id: r.n.ID, created: r.n.CreatedAt, kind: outcomeUnclaim})
 				}
 				continue claim
 			}
@@ -356,7 +356,7 @@ claim:
 			// tenth of the lease for recording) goes back unsent: another
 			// replica may take it over before we could record.
 			if !d.leaseCovers(l, c) {
-				rec.add(outcome{id: c.n.ID, kind: outcomeUnclaim})
+				rec.add(outcome{id: c.n.ID, created: c.n.CreatedAt, kind: outcomeUnclaim})
 				continue
 			}
 			select {
@@ -364,7 +364,7 @@ claim:
 				attempted++
 			case <-ctx.Done():
 				for _, r := range batch[i:] {
-					rec.add(outcome{id: r.n.ID, kind: outcomeUnclaim})
+					rec.add(outcome{id: r.n.ID, created: r.n.CreatedAt, kind: outcomeUnclaim})
 				}
 				break claim
 			}
@@ -413,7 +413,7 @@ func (d *Deliverer) claim(ctx context.Context, l *lane) ([]*claimedRow, error) {
 			expired++
 		}
 		n := &Notification{ID: r.ID, DedupeKey: r.DedupeKey, Sink: r.Sink, Source: r.Source, RecordID: r.RecordID,
-			Watch: r.Watch, Kind: r.Kind, Title: r.Title, Body: r.Body, Urgency: r.Urgency, Reason: r.Reason, Attempt: r.Attempts}
+			Watch: r.Watch, Kind: r.Kind, Title: r.Title, Body: r.Body, Urgency: r.Urgency, Reason: r.Reason, Attempt: r.Attempts, CreatedAt: r.CreatedAt}
 		if n.Payload, err = decodePayload(n.ID, r.Payload); err != nil {
 			d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired)
 			return nil, err
@@ -440,7 +440,7 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 		d.conf.Metrics.Delivery(l.name, "delivered", now.Sub(start))
 		logger.Debug("delivered", "notification_id", n.ID, "dedupe_key", n.DedupeKey, "attempt", n.Attempt,
 			"delivery_id", n.DeliveryID, "duration_ms", now.Sub(start).Milliseconds())
-		return outcome{id: n.ID, kind: outcomeDelivered, at: now}
+		return outcome{id: n.ID, created: n.CreatedAt, kind: outcomeDelivered, at: now}
 	}
 	var perm *PermanentError
 	var ra *RetryAfterError
@@ -466,7 +466,7 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 		d.conf.Metrics.Delivery(l.name, "retry", now.Sub(start))
 		logger.Warn("delivery failed; will retry", append(attrs, "next_attempt_at", next)...)
 	}
-	return outcome{id: n.ID, kind: kind, at: now, next: next, err: snippet(err.Error(), 2000)}
+	return outcome{id: n.ID, created: n.CreatedAt, kind: kind, at: now, next: next, err: snippet(err.Error(), 2000)}
 }
 
 // safeDeliver turns a sink's panic into a failed attempt.
@@ -488,12 +488,13 @@ const (
 )
 
 type outcome struct {
-	id   int64
-	kind string
-	at   time.Time
-	next time.Time
-	err  string
-	sent bool // holds a send slot until recorded
+	id      int64
+	created time.Time
+	kind    string
+	at      time.Time
+	next    time.Time
+	err     string
+	sent    bool // holds a send slot until recorded
 }
 
 // recordBatch is the most outcomes one statement writes.
@@ -674,7 +675,7 @@ func (r *recorder) releaseSent(outs []outcome) {
 func (d *Deliverer) record(outs []outcome) error {
 	rows := make([]outbox.Outcome, len(outs))
 	for i, o := range outs {
-		rows[i] = outbox.Outcome{ID: o.id, Kind: o.kind, At: o.at, Next: o.next, Err: o.err}
+		rows[i] = outbox.Outcome{ID: o.id, CreatedAt: o.created, Kind: o.kind, At: o.at, Next: o.next, Err: o.err}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -374,7 +374,7 @@ func TestExpiredLeaseIsTakenOverAndFenced(t *testing.T) {
 		return countStatus(t, pool, "hook", "delivered") == 3
 	})
 	// a comes back and reports a failure: fenced out by lease_owner.
-	outs := []outcome{{id: claimed[0].n.ID, kind: outcomeDead, at: time.Now(), err: "late"}}
+	outs := []outcome{{id: claimed[0].n.ID, created: claimed[0].n.CreatedAt, kind: outcomeDead, at: time.Now(), err: "late"}}
 	if err := a.record(outs); err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,9 @@ type Notification struct {
 	Payload Payload
 	// Attempt is 1 on the first delivery attempt.
 	Attempt int
+	// CreatedAt is when the row was made, the rest of its key in the
+	// outbox (recording an outcome finds the row by ID and CreatedAt).
+	CreatedAt time.Time
 	// DeliveryID is unique per attempt (X-Lookout-Delivery); the dedupe key
 	// is the same for every attempt.
 	DeliveryID string

@@ -235,6 +235,9 @@ type Claimed struct {
 	Payload   []byte
 	// Attempts counts this attempt: 1 on the first.
 	Attempts int
+	// CreatedAt is the row's creation time, the rest of its key: Record
+	// finds the row by (ID, CreatedAt), in its partition.
+	CreatedAt time.Time
 	// TakenOver is set when the row's previous lease expired unrecorded
 	// (its holder died or hung).
 	TakenOver bool
@@ -255,7 +258,7 @@ func Claim(ctx context.Context, q Querier, sink, owner string, limit int, lease 
 	for rows.Next() {
 		var c Claimed
 		if err := rows.Scan(&c.ID, &c.DedupeKey, &c.Sink, &c.Source, &c.RecordID, &c.Watch, &c.Kind, &c.Title, &c.Body,
-			&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.TakenOver); err != nil {
+			&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.CreatedAt, &c.TakenOver); err != nil {
 			return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
 		}
 		out = append(out, c)
@@ -298,7 +301,7 @@ func ClaimFair(ctx context.Context, q Querier, sink, owner string, limit int, le
 		var t turned
 		c := &t.c
 		err := row.Scan(&c.ID, &c.DedupeKey, &c.Sink, &c.Source, &c.RecordID, &c.Watch, &c.Kind, &c.Title, &c.Body,
-			&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.TakenOver, &t.turn, &t.due)
+			&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.CreatedAt, &c.TakenOver, &t.turn, &t.due)
 		return t, err
 	})
 	if err != nil {
@@ -330,8 +333,10 @@ const (
 
 // Outcome is the result of one claimed row's attempt.
 type Outcome struct {
-	ID   int64
-	Kind string
+	// ID and CreatedAt are the row's key (Claimed.ID, Claimed.CreatedAt).
+	ID        int64
+	CreatedAt time.Time
+	Kind      string
 	// At is when the attempt ended (zero for Unclaim).
 	At time.Time
 	// Next is when a Retry is due.
@@ -345,14 +350,29 @@ type Outcome struct {
 // over) are left alone. A row that becomes dead is due for a dead-letter
 // alert again (dead_alerted_at cleared).
 func Record(ctx context.Context, q Querier, owner string, outs []Outcome) error {
+	for i := range outs {
+		if outs[i].CreatedAt.IsZero() {
+			return fmt.Errorf("record %d delivery outcome(s): outcome of notification %d has no CreatedAt", len(outs), outs[i].ID)
+		}
+	}
+	if _, err := q.Exec(ctx, queryRecord, recordArgs(owner, outs)...); err != nil {
+		return fmt.Errorf("record %d delivery outcome(s): %w", len(outs), err)
+	}
+	return nil
+}
+
+// recordArgs are queryRecord's arguments: owner, then the outcomes as
+// parallel arrays.
+func recordArgs(owner string, outs []Outcome) []any {
 	ids := make([]int64, len(outs))
+	created := make([]time.Time, len(outs))
 	kinds := make([]string, len(outs))
 	errs := make([]*string, len(outs))
 	nexts := make([]*time.Time, len(outs))
 	ats := make([]*time.Time, len(outs))
 	for i := range outs {
 		o := &outs[i]
-		ids[i], kinds[i] = o.ID, o.Kind
+		ids[i], created[i], kinds[i] = o.ID, o.CreatedAt, o.Kind
 		if o.Err != "" {
 			errs[i] = &o.Err
 		}
@@ -363,10 +383,7 @@ func Record(ctx context.Context, q Querier, owner string, outs []Outcome) error 
 			ats[i] = &o.At
 		}
 	}
-	if _, err := q.Exec(ctx, queryRecord, owner, ids, kinds, errs, nexts, ats); err != nil {
-		return fmt.Errorf("record %d delivery outcome(s): %w", len(outs), err)
-	}
-	return nil
+	return []any{owner, ids, kinds, errs, nexts, ats, created}
 }
 
 // Filter selects rows for RetryDead and List; zero fields match

@@ -2,7 +2,11 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +46,16 @@ func enqueue(t *testing.T, ctx context.Context, pool *pgxpool.Pool, notes ...out
 		t.Fatalf("Enqueue: %v", err)
 	}
 	return res
+}
+
+// createdAt returns the created_at of notification id, the rest of its key.
+func createdAt(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id int64) time.Time {
+	t.Helper()
+	var at time.Time
+	if err := pool.QueryRow(ctx, `SELECT created_at FROM notifications WHERE id = $1`, id).Scan(&at); err != nil {
+		t.Fatalf("created_at of notification %d: %v", id, err)
+	}
+	return at
 }
 
 type counts struct {
@@ -449,7 +463,7 @@ func TestClaimFairCapsEachOwnersRowsInFlight(t *testing.T) {
 	}
 
 	// An outcome recorded frees a place in alice's window: her next row.
-	if err := outbox.Record(ctx, pool, "me", []outbox.Outcome{{ID: id["a0"], Kind: outbox.Delivered, At: time.Now()}}); err != nil {
+	if err := outbox.Record(ctx, pool, "me", []outbox.Outcome{{ID: id["a0"], CreatedAt: createdAt(t, ctx, pool, id["a0"]), Kind: outbox.Delivered, At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := claim(100); fmt.Sprint(got) != "[a2]" {
@@ -459,7 +473,7 @@ func TestClaimFairCapsEachOwnersRowsInFlight(t *testing.T) {
 	// A row of the window that another claim holds locked is skipped, not
 	// replaced by the owner's next one: the cap holds across replicas.
 	if err := outbox.Record(ctx, pool, "me", []outbox.Outcome{
-		{ID: id["a1"], Kind: outbox.Delivered, At: time.Now()}, {ID: id["a2"], Kind: outbox.Delivered, At: time.Now()}}); err != nil {
+		{ID: id["a1"], CreatedAt: createdAt(t, ctx, pool, id["a1"]), Kind: outbox.Delivered, At: time.Now()}, {ID: id["a2"], CreatedAt: createdAt(t, ctx, pool, id["a2"]), Kind: outbox.Delivered, At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := pool.Begin(ctx)
@@ -482,8 +496,8 @@ func TestClaimFairCapsEachOwnersRowsInFlight(t *testing.T) {
 
 	// A retry due later leaves the window: alice's last row comes in.
 	if err := outbox.Record(ctx, pool, "me", []outbox.Outcome{
-		{ID: id["a3"], Kind: outbox.Retry, At: time.Now(), Next: time.Now().Add(time.Hour), Err: "503"},
-		{ID: id["a4"], Kind: outbox.Delivered, At: time.Now()}}); err != nil {
+		{ID: id["a3"], CreatedAt: createdAt(t, ctx, pool, id["a3"]), Kind: outbox.Retry, At: time.Now(), Next: time.Now().Add(time.Hour), Err: "503"},
+		{ID: id["a4"], CreatedAt: createdAt(t, ctx, pool, id["a4"]), Kind: outbox.Delivered, At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := claim(100); fmt.Sprint(got) != "[a5]" {
@@ -519,11 +533,11 @@ func TestRecordOutcomes(t *testing.T) {
 	at := time.Now().UTC().Truncate(time.Microsecond)
 	next := at.Add(time.Hour)
 	err = outbox.Record(ctx, pool, "me", []outbox.Outcome{
-		{ID: claimed[0].ID, Kind: outbox.Delivered, At: at},
-		{ID: claimed[1].ID, Kind: outbox.Retry, At: at, Next: next, Err: "503"},
-		{ID: claimed[2].ID, Kind: outbox.Dead, At: at, Err: "410 gone"},
-		{ID: claimed[3].ID, Kind: outbox.Unclaim},
-		{ID: claimed[4].ID, Kind: outbox.Delivered, At: at},
+		{ID: claimed[0].ID, CreatedAt: claimed[0].CreatedAt, Kind: outbox.Delivered, At: at},
+		{ID: claimed[1].ID, CreatedAt: claimed[1].CreatedAt, Kind: outbox.Retry, At: at, Next: next, Err: "503"},
+		{ID: claimed[2].ID, CreatedAt: claimed[2].CreatedAt, Kind: outbox.Dead, At: at, Err: "410 gone"},
+		{ID: claimed[3].ID, CreatedAt: claimed[3].CreatedAt, Kind: outbox.Unclaim},
+		{ID: claimed[4].ID, CreatedAt: claimed[4].CreatedAt, Kind: outbox.Delivered, At: at},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -763,5 +777,138 @@ func TestChannelIsTheSchemasOutbox(t *testing.T) {
 	}
 	if len(outbox.Channel("")) > len(db.ChangesChannel("")) {
 		t.Errorf("the outbox channel's suffix is longer than the changes channel's: it may not fit 63 bytes where that one does")
+	}
+}
+
+// planRows walks an EXPLAIN (ANALYZE, FORMAT JSON) plan and returns the
+// most rows any scan node of notifications returned (over all its loops).
+func planRows(node map[string]any) float64 {
+	most := 0.0
+	if rel, _ := node["Relation Name"].(string); rel != "" && len(rel) >= len("notifications") && rel[:len("notifications")] == "notifications" {
+		rows, _ := node["Actual Rows"].(float64)
+		loops, _ := node["Actual Loops"].(float64)
+		most = rows * max(loops, 1)
+	}
+	if kids, ok := node["Plans"].([]any); ok {
+		for _, k := range kids {
+			if m, ok := k.(map[string]any); ok {
+				most = max(most, planRows(m))
+			}
+		}
+	}
+	return most
+}
+
+// TestClaimReadsOnlyItsBatch: a claim of 100 rows out of a backlog of
+// 3,000 enqueued together (one next_attempt_at, as an evaluator's batch
+// has) reads about its 100 rows, not the backlog: before, every claim
+// read and sorted all pending rows of the sink (the due index had no id
+// to break the tie), so draining n rows read n²/200 of them.
+func TestClaimReadsOnlyItsBatch(t *testing.T) {
+	ctx, pool := setup(t)
+	const backlog, limit = 3000, 100
+	notes := make([]outbox.Notification, backlog)
+	for i := range notes {
+		notes[i] = note(fmt.Sprintf("k%d", i), "hook")
+	}
+	enqueue(t, ctx, pool, notes...)
+	if _, err := pool.Exec(ctx, `ANALYZE notifications`); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw []byte
+		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+outbox.QueryClaim, "hook", limit, "me", time.Minute).Scan(&raw)
+		_ = tx.Rollback(ctx)
+		if err != nil {
+			t.Fatalf("explain the claim: %v", err)
+		}
+		var plans []map[string]any
+		if err := json.Unmarshal(raw, &plans); err != nil {
+			t.Fatal(err)
+		}
+		if got := planRows(plans[0]["Plan"].(map[string]any)); got > 2*limit {
+			t.Fatalf("round %d: a claim of %d out of %d pending rows read %.0f rows of notifications; want at most %d",
+				round, limit, backlog, got, 2*limit)
+		}
+		// Claim for real, so that the next round starts past leased rows.
+		if got, err := outbox.Claim(ctx, pool, "hook", "me", limit, time.Minute); err != nil || len(got) != limit {
+			t.Fatalf("Claim = %d rows, %v; want %d", len(got), err, limit)
+		}
+	}
+}
+
+// scannedPartitions returns the partitions of notifications a plan
+// executed a scan of at least once.
+func scannedPartitions(node map[string]any, into map[string]bool) {
+	rel, _ := node["Relation Name"].(string)
+	if loops, _ := node["Actual Loops"].(float64); loops > 0 && rel != "notifications" && strings.HasPrefix(rel, "notifications_") {
+		if _, update := node["Operation"]; !update {
+			into[rel] = true
+		}
+	}
+	if kids, ok := node["Plans"].([]any); ok {
+		for _, k := range kids {
+			if m, ok := k.(map[string]any); ok {
+				scannedPartitions(m, into)
+			}
+		}
+	}
+}
+
+// TestRecordReadsOnlyTheRowsPartitions: recording an outcome looks the
+// row up in its own partition only (by id and created_at, the primary
+// key); by id alone every partition's index was searched for every row.
+func TestRecordReadsOnlyTheRowsPartitions(t *testing.T) {
+	ctx, pool := setup(t)
+	notes := make([]outbox.Notification, 2000)
+	for i := range notes {
+		notes[i] = note(fmt.Sprintf("k%d", i), "hook")
+	}
+	enqueue(t, ctx, pool, notes...)
+	if _, err := pool.Exec(ctx, `ANALYZE notifications`); err != nil {
+		t.Fatal(err)
+	}
+	var parts int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'notifications'::regclass`).Scan(&parts); err != nil {
+		t.Fatal(err)
+	}
+	if parts < 2 {
+		t.Fatalf("notifications has %d partitions; the test needs at least 2", parts)
+	}
+	got, err := outbox.Claim(ctx, pool, "hook", "me", 2, time.Minute)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Claim = %d rows, %v; want 2", len(got), err)
+	}
+	outs := []outbox.Outcome{{ID: got[0].ID, CreatedAt: got[0].CreatedAt, Kind: outbox.Delivered, At: time.Now()},
+		{ID: got[1].ID, CreatedAt: got[1].CreatedAt, Kind: outbox.Delivered, At: time.Now()}}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []byte
+	err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+outbox.QueryRecord, outbox.RecordArgs("me", outs)...).Scan(&raw)
+	_ = tx.Rollback(ctx)
+	if err != nil {
+		t.Fatalf("explain the record: %v", err)
+	}
+	var plans []map[string]any
+	if err := json.Unmarshal(raw, &plans); err != nil {
+		t.Fatal(err)
+	}
+	scanned := map[string]bool{}
+	scannedPartitions(plans[0]["Plan"].(map[string]any), scanned)
+	if len(scanned) != 1 {
+		t.Fatalf("recording 2 outcomes of rows of one partition read partitions %v; want that one only", slices.Sorted(maps.Keys(scanned)))
+	}
+	if err := outbox.Record(ctx, pool, "me", outs); err != nil {
+		t.Fatal(err)
+	}
+	var delivered int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE status = 'delivered' AND lease_owner IS NULL`).Scan(&delivered); err != nil || delivered != 2 {
+		t.Fatalf("delivered rows after Record = %d, %v; want 2", delivered, err)
 	}
 }

@@ -89,7 +89,7 @@ const queryClaim = `
 	WHERE n.id = due.id AND n.created_at = due.created_at
 	  AND n.id = ANY(ARRAY(SELECT id FROM due)) AND n.created_at = ANY(ARRAY(SELECT created_at FROM due))
 	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
-	          n.reason, n.payload, n.attempts, due.expired`
+	          n.reason, n.payload, n.attempts, n.created_at, due.expired`
 
 // queryClaimFair is queryClaim for a sink shared by many owners (the
 // users of the watches): $5 is the most rows of one owner in flight. Each
@@ -143,9 +143,12 @@ const queryClaimFair = `
 	WHERE n.id = due.id AND n.created_at = due.created_at
 	  AND n.id = ANY(ARRAY(SELECT id FROM due)) AND n.created_at = ANY(ARRAY(SELECT created_at FROM due))
 	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
-	          n.reason, n.payload, n.attempts, due.expired, due.turn, due.next_attempt_at`
+	          n.reason, n.payload, n.attempts, n.created_at, due.expired, due.turn, due.next_attempt_at`
 
 // queryRecord writes attempt outcomes of rows still leased to owner $1.
+// Rows are found by their whole key (id, created_at), so that each is
+// looked up in its own partition (run-time pruning) rather than in every
+// partition's index.
 const queryRecord = `
 	UPDATE notifications n SET
 	    status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
@@ -158,9 +161,9 @@ const queryRecord = `
 	                           WHEN u.kind = 'unclaim' THEN now() ELSE n.next_attempt_at END,
 	    attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
 	    lease_owner = NULL, lease_expires_at = NULL
-	FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
-	     AS u(id, kind, err, next, at)
-	WHERE n.id = u.id AND n.lease_owner = $1`
+	FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[])
+	     AS u(id, kind, err, next, at, created_at)
+	WHERE n.id = u.id AND n.created_at = u.created_at AND n.lease_owner = $1`
 
 // queryRetryDead sends dead rows back to pending; the filter's conditions
 // are appended.
