@@ -115,6 +115,18 @@ echo "== chromium: $(command -v chromium || command -v chromium-browser || echo 
 echo "== go vet ./..."
 go vet ./...
 
+# --- The scripts' own checks -----------------------------------------------------
+# A whole run (no flags, no TEST_PKGS) also checks scripts/pg.sh and
+# scripts/run.sh (make test-scripts), beside go test: they mostly wait on
+# their daemons.
+SCRIPTS_PID=""
+SCRIPTS_LOG=""
+if [ $# -eq 0 ] && [ -z "${TEST_PKGS:-}" ]; then
+	SCRIPTS_LOG="$(mktemp)"
+	( bash "$ROOT/scripts/pg_test.sh" && DATABASE_URL="$TEST_DATABASE_URL" bash "$ROOT/scripts/run_test.sh" ) >"$SCRIPTS_LOG" 2>&1 8<&- &
+	SCRIPTS_PID=$!
+fi
+
 echo "== go test -count=1 -timeout 15m $* $PKGS"
 set +e
 # shellcheck disable=SC2086 # PKGS may hold several patterns
@@ -122,4 +134,16 @@ go test -count=1 -timeout 15m "$@" $PKGS
 rc=$?
 set -e
 echo "== go test exit status $rc"
+if [ -n "$SCRIPTS_PID" ]; then
+	set +e
+	wait "$SCRIPTS_PID"
+	src=$?
+	set -e
+	echo "== scripts' checks (scripts/pg_test.sh, scripts/run_test.sh): exit status $src"
+	sed 's/^/   /' "$SCRIPTS_LOG"
+	rm -f "$SCRIPTS_LOG"
+	if [ "$rc" = 0 ] && [ "$src" != 0 ]; then
+		rc=$src
+	fi
+fi
 exit "$rc"
