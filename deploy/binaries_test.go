@@ -296,9 +296,12 @@ func commandFlags(t *testing.T, bin, command string) map[string]bool {
 
 func runHelp(t *testing.T, bin string, args ...string) string {
 	t.Helper()
+	// Build first: the minute is --help's, not the build's (the first
+	// caller builds the three binaries, minutes on a busy machine).
+	path := filepath.Join(binaries(t), bin)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), bin), append(args, "--help")...)
+	cmd := exec.CommandContext(ctx, path, append(args, "--help")...)
 	cmd.Env = []string{} // --help reads no database and no configuration
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

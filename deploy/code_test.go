@@ -33,6 +33,7 @@ var unsetEnv = map[string]string{
 	"USER":              "the api's token commands name the operator by it (an interactive use)",
 	"TEST_DATABASE_URL": "tests only",
 	"LOOKOUT_TOKEN":     "api mcp --stdio: a local assistant's token, not the daemon's",
+	"LOOKOUT_CHROMIUM":  "web sources with render: browser: the default image has no Chromium (docs/web.md: build FROM a base that has it)",
 }
 
 type goPackage struct {

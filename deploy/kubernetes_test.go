@@ -659,9 +659,10 @@ func TestConfigMapUpdateIsSeen(t *testing.T) {
 // test unless the configuration is valid.
 func runCheck(t *testing.T, bin, dir string, env []string) string {
 	t.Helper()
+	path := filepath.Join(binaries(t), bin) // built before the minute starts
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), bin), "--config", dir, "check")
+	cmd := exec.CommandContext(ctx, path, "--config", dir, "check")
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
