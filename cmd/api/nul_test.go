@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -57,6 +58,15 @@ func TestNULInPathOrParameterIs400(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "NUL") {
 			t.Errorf("%s %s: %d %s, want 400 naming the NUL byte", c.method, c.path, resp.StatusCode, b)
+		}
+		// A problem like every other of /v1 (docs/openapi.json's Problem
+		// requires type, title, status and detail).
+		var p struct {
+			Type, Title, Detail string
+			Status              int
+		}
+		if err := json.Unmarshal(b, &p); err != nil || p.Type != "https://lookout.dev/problems/malformed-request" || p.Title == "" || p.Status != 400 || p.Detail == "" {
+			t.Errorf("%s %s: %s (%v), want a problem of type malformed-request", c.method, c.path, b, err)
 		}
 	}
 }

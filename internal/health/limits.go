@@ -142,7 +142,7 @@ func refuseNUL(next http.Handler) http.Handler {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, `{"title":"Bad Request","status":400,"detail":"the path or a query parameter holds a NUL byte (%00), which no name, id or parameter may hold"}`+"\n")
+			_, _ = io.WriteString(w, `{"type":"https://lookout.dev/problems/malformed-request","title":"Bad Request","status":400,"detail":"the path or a query parameter holds a NUL byte (%00), which no name, id or parameter may hold"}`+"\n")
 			return
 		}
 		next.ServeHTTP(w, r)
