@@ -54,6 +54,16 @@ Errors: "invalid arguments" lines name the field as for create_watch, e.g. "/wat
 	}, s.dryRun)
 
 	addTool(s, &mcpsdk.Tool{
+		Name:        "preview",
+		Annotations: &mcpsdk.ToolAnnotations{Title: "Preview a web page's records", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &yes},
+		Description: `Reads a web page now with the selectors of a web block and returns the records a web source would produce, each as a watch's "when" sees it (record.title, record.body, record.extra...). Nothing is saved.
+Use it to write a web source for the user: look at the page, write web.items (a CSS selector, or xpath:..., matching one element per record), web.id and web.fields, preview, correct the selectors until the records are right, then create_watch with new_source {"connector": "web", "web": <the same block>, ...}.
+Example: {"url": "https://booking.example.com/slots", "web": {"items": "table.slots tr.slot", "id": "@data-slot-id", "fields": {"title": "td.when", "link": "a.book@href"}}}. Without items the whole page is one record (its readable text in body; price, currency, availability in extra when the page has structured data).
+The answer: matched (how many records the page gives), records (id, record, origin; the first 50, strings cut at 2,000 characters), missing_fields (web.fields keys that matched in no record) and a summary. An items selector that matches nothing gives matched 0 and a summary saying so: fix the selector (or the page is an error page, or needs JavaScript, which sources created here cannot render).
+Errors: "invalid arguments" lines name the field, e.g. "/web/items: web.items: \"tr[\" is not a valid CSS selector ...", "/url: ... resolves to 10.0.0.5, a private address ..." or "/url: the page could not be read ...: GET https://...: 404 Not Found".`,
+	}, s.preview)
+
+	addTool(s, &mcpsdk.Tool{
 		Name:        "explain",
 		Annotations: readOnly("Explain a decision"),
 		Description: `Returns the decision trail of a change the user's watches judged: the change (source, record, kind, changed fields) and, for each of the user's watches, the step that decided (filter: the when expression; cache or model: the ask question; budget; error; dedupe), the decision (notify, skip, duplicate, hold, error), whether the expression matched, the reason, the model calls and the notifications it made with their delivery state.
@@ -286,6 +296,17 @@ func (s *Server) dryRun(ctx context.Context, p control.Principal, in DryRunInput
 		since = d
 	}
 	return s.svc.DryRun(ctx, p, control.DryRunRequest{Source: in.Source, Watch: marshal(in.Watch), Since: since, UseModel: in.UseModel, MaxCalls: in.MaxCalls})
+}
+
+// PreviewInput are preview's arguments.
+type PreviewInput struct {
+	URL    string     `json:"url,omitempty" jsonschema:"The page to read (http or https). Give it here or as web.url."`
+	Web    definition `json:"web,omitempty" jsonschema:"The web block of a source (docs/web.md): items (selector of the records), id, fields (name to selector, @attr or selector@attr), remove, ignore_text, ignore_regex, headers, robots, max_bytes."`
+	Fields definition `json:"fields,omitempty" jsonschema:"The source's fields mapping (item keys to record fields), as in a source file. Defaults to none: title, body and url fill those record fields, other keys go to extra."`
+}
+
+func (s *Server) preview(ctx context.Context, p control.Principal, in PreviewInput) (*control.PreviewReport, error) {
+	return s.svc.Preview(ctx, p, control.PreviewRequest{URL: in.URL, Web: marshal(in.Web), Fields: marshal(in.Fields)})
 }
 
 // ExplainInput are explain's arguments.
