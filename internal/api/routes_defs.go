@@ -65,6 +65,18 @@ func (a *API) definitionRoutes() {
 	}, a.dryRun)
 
 	huma.Register(a.huma, huma.Operation{
+		OperationID: "preview", Method: http.MethodPost, Path: "/v1/preview", Tags: []string{"sources"},
+		Summary: "Read a web page with a web block's selectors, without saving anything",
+		Description: "Fetches `url` (or `web.url`) now and extracts it with `web` (the web block of a source: items, id, fields, remove, " +
+			"ignore_text, ignore_regex, headers; docs/web.md) and `fields` (the source's fields mapping), and answers the records a web source " +
+			"would produce: each record as a watch's `when` sees it. Nothing is saved. The URL goes through the checks of a source created " +
+			"through the API (no loopback, private, link-local or metadata address; `render: browser` refused) and every connection through the " +
+			"untrusted egress policy; robots.txt is obeyed unless `web.robots: ignore`; at most 45s. An `items` selector that matches nothing " +
+			"is an answer with no records whose summary says so; a page that cannot be read is a 422 at /url (or /web/url).",
+		Security: bearer, Responses: problemResponses(http.StatusUnprocessableEntity),
+	}, a.preview)
+
+	huma.Register(a.huma, huma.Operation{
 		OperationID: "explain", Method: http.MethodGet, Path: "/v1/changes/{change}/explain", Tags: []string{"watches"},
 		Summary: "The decision trail of a change your watches judged",
 		Description: "For each of your watches: the step that decided (filter, cache, model, budget, error, dedupe), the decision, " +
@@ -440,6 +452,29 @@ func (a *API) dryRun(ctx context.Context, in *DryRunInput) (*DryRunOutput, error
 		return nil, a.fail(ctx, err)
 	}
 	return &DryRunOutput{Body: rep}, nil
+}
+
+// PreviewBody is preview's body.
+type PreviewBody struct {
+	URL    string     `json:"url,omitempty" doc:"The page to read, http(s). Defaults to web.url (give it in one of them)."`
+	Web    Definition `json:"web,omitempty" doc:"The web block of a source, as in a source file (docs/web.md): items, id, fields, remove, ignore_text, ignore_regex, headers, robots, max_bytes."`
+	Fields Definition `json:"fields,omitempty" doc:"The source's fields mapping (item keys to record fields), as in a source file. Defaults to none: title, body and url fill those record fields, any other key goes to extra."`
+}
+
+// PreviewInput is preview's request.
+type PreviewInput struct {
+	Body PreviewBody
+}
+
+// PreviewOutput is preview's answer.
+type PreviewOutput struct{ Body *control.PreviewReport }
+
+func (a *API) preview(ctx context.Context, in *PreviewInput) (*PreviewOutput, error) {
+	rep, err := a.svc.Preview(ctx, principal(ctx), control.PreviewRequest{URL: in.Body.URL, Web: marshalDef(in.Body.Web), Fields: marshalDef(in.Body.Fields)})
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &PreviewOutput{Body: rep}, nil
 }
 
 // ExplainInput is explain's request.

@@ -73,6 +73,7 @@ type Service struct {
 	hub      *Hub
 	resolver Resolver
 	logger   *slog.Logger
+	previews chan struct{} // a turn of Preview each
 }
 
 // New returns a service over pool and the definitions store. hub wakes
@@ -84,7 +85,8 @@ func New(pool *pgxpool.Pool, store *definitions.Store, hub *Hub, conf Config, lo
 	if conf.StreamLookback <= 0 {
 		conf.StreamLookback = time.Minute
 	}
-	return &Service{pool: pool, conf: conf, store: store, hub: hub, resolver: net.DefaultResolver, logger: logger.With("component", "control")}
+	return &Service{pool: pool, conf: conf, store: store, hub: hub, resolver: net.DefaultResolver, logger: logger.With("component", "control"),
+		previews: make(chan struct{}, PreviewConcurrency)}
 }
 
 // Pool is the service's database pool (for the transports' readiness checks).

@@ -322,15 +322,25 @@ func (s *Service) checkUntrusted(ctx context.Context, def json.RawMessage, prefi
 	}
 	conn, _ := m["connector"].(string)
 	switch conn {
-	case "http", "rss", "github", "notion":
+	case "http", "rss", "github", "notion", "web":
 	case "file":
 		return &InvalidError{Errors: []FieldError{{Pointer: prefix + "/connector", Value: conn,
-			Detail: "the file connector reads the server's files; sources created through the API may use http, rss, github or notion"}}}
+			Detail: "the file connector reads the server's files; sources created through the API may use http, rss, github, notion or web"}}}
 	default:
 		return &InvalidError{Errors: []FieldError{{Pointer: prefix + "/connector", Value: m["connector"],
-			Detail: "must be one of http, rss, github or notion (sources created through the API)"}}}
+			Detail: "must be one of http, rss, github, notion or web (sources created through the API)"}}}
 	}
 	block, _ := m[conn].(map[string]any)
+	if conn == "web" {
+		// A browser render runs the page's scripts in the syncer's one
+		// shared Chromium (2 renders at a time, about a thousand times a
+		// static check's CPU): an API user's page would take the slots
+		// of the operator's sources. Only the operator's files may.
+		if r, _ := block["render"].(string); r == "browser" {
+			return &InvalidError{Errors: []FieldError{{Pointer: prefix + "/web/render", Value: r,
+				Detail: "render: browser is for sources the operator declares in the configuration directory (one shared Chromium, a thousand times a static check's cost); sources created through the API read the page as served: leave render out or set it to static"}}}
+		}
+	}
 	for key, v := range block {
 		u, ok := v.(string)
 		if !ok || !(key == "url" || strings.HasSuffix(key, "_url")) {

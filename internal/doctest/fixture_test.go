@@ -117,6 +117,19 @@ func newFixture(t *testing.T, bins binaries) *fixture {
 		fx.mu.Unlock()
 	}))
 	t.Cleanup(hook.Close)
+	// A booking page for the preview examples (docs/web.md, api.md, mcp.md).
+	booking := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/slots" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, `<!doctype html><html><head><title>Slots</title></head><body><table class="slots">
+<tr class="slot" data-slot-id="s-0900"><td class="when">Mon 09:00</td><td class="places">0 places</td><td>Full</td></tr>
+<tr class="slot" data-slot-id="s-1100"><td class="when">Mon 11:00</td><td class="places">3 places</td><td><a class="book" href="/book/s-1100">Book</a></td></tr>
+</table></body></html>`)
+	}))
+	t.Cleanup(booking.Close)
 
 	fx.write("config/lookout.yaml", fmt.Sprintf(`# examples/config/lookout.yaml, and the sinks the docs name
 sinks:
@@ -184,6 +197,7 @@ fields:
 		{"lk_...", fx.token},
 		{"https://github.com/lookout-dev/lookout/releases.atom", rel.URL + "/releases.atom"},
 		{"https://hooks.example.com/lookout", hook.URL + "/lookout"},
+		{"https://booking.example.net", booking.URL},
 		{"curl -s ", "curl --fail-with-body -sS "},
 	}
 	return fx

@@ -42,8 +42,9 @@ func TestToolsAndSchemas(t *testing.T) {
 		"run_now":               {"source"},
 		"dry_run":               {"max_calls", "since", "source", "use_model", "watch"},
 		"explain":               {"change_id"},
+		"preview":               {"fields", "url", "web"},
 	}
-	readOnly := map[string]bool{"describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true}
+	readOnly := map[string]bool{"describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true}
 	var names []string
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {

@@ -34,7 +34,7 @@ func (s *Server) addWatchTools() {
 		Annotations: additive("Create a watch", false),
 		Description: `Creates a watch for the user: from now on every change of the source's records is checked against the watch's "when" expression (and its "ask" question, if any), and a match becomes a notification (read them with recent_notifications). The watch judges every change committed after this call returns; a new source runs at once.
 Use it when the user asks you to keep an eye on something. First call describe_source to learn the fields the expression may name, and dry_run to check what the watch would have matched.
-Give either source, the name of an existing source (a shared one declared by the operator, or one the user created), or new_source, a source definition to create with the watch (name, connector: http, rss, github or notion, a schedule: every such as "15m" or cron with timezone, and the connector's block, e.g. {"name": "lookout-releases", "connector": "github", "every": "1h", "github": {"repo": "lookout-dev/lookout", "kind": "releases"}}). A credential the source needs (github.token, notion.token, an Authorization header of http.headers) is given as is: it is stored encrypted, used only to fetch, and shown as "[redacted]" from then on; never write ${...} references.
+Give either source, the name of an existing source (a shared one declared by the operator, or one the user created), or new_source, a source definition to create with the watch (name, connector: http, rss, github, notion or web, a schedule: every such as "15m" or cron with timezone, and the connector's block, e.g. {"name": "lookout-releases", "connector": "github", "every": "1h", "github": {"repo": "lookout-dev/lookout", "kind": "releases"}}). A credential the source needs (github.token, notion.token, an Authorization header of http.headers) is given as is: it is stored encrypted, used only to fetch, and shown as "[redacted]" from then on; never write ${...} references.
 The watch's notifications go to the operator's sinks named in notify, or to the user's own webhook: "webhook": {"url": "https://..."} (a public http(s) URL). The answer's watch.webhook_secret is then the webhook's signing secret (whsec_..., Standard Webhooks: the requests carry webhook-id, webhook-timestamp and webhook-signature). It is shown only in this answer (and to a retry with the same idempotency_key): give it to the user to configure their receiver.
 Example: {"source": "github-lookout", "watch": {"name": "new-releases", "when": "change.kind == \"created\"", "notify": ["log"]}, "idempotency_key": "c0ffee-1"}.
 Example with a webhook: {"source": "github-lookout", "watch": {"name": "new-releases", "when": "change.kind == \"created\"", "webhook": {"url": "https://hooks.example.com/lookout"}}}.
@@ -52,6 +52,16 @@ since is how far back (a duration: 24h, 168h; at most 2160h). A watch with an as
 The answer: changes (in the window), would_notify, matches (change_id, record_id, reason; pass a change_id to explain), filter and model (decisions by outcome) and a one-sentence summary for the user.
 Errors: "invalid arguments" lines name the field as for create_watch, e.g. "/watch/when: ..." or "/since: ..."; "not found": the source does not exist for the user.`,
 	}, s.dryRun)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "preview",
+		Annotations: &mcpsdk.ToolAnnotations{Title: "Preview a web page's records", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: &yes},
+		Description: `Reads a web page now with the selectors of a web block and returns the records a web source would produce, each as a watch's "when" sees it (record.title, record.body, record.extra...). Nothing is saved.
+Use it to write a web source for the user: look at the page, write web.items (a CSS selector, or xpath:..., matching one element per record), web.id and web.fields, preview, correct the selectors until the records are right, then create_watch with new_source {"connector": "web", "web": <the same block>, ...}.
+Example: {"url": "https://booking.example.com/slots", "web": {"items": "table.slots tr.slot", "id": "@data-slot-id", "fields": {"title": "td.when", "link": "a.book@href"}}}. Without items the whole page is one record (its readable text in body; price, currency, availability in extra when the page has structured data).
+The answer: matched (how many records the page gives), records (id, record, origin; the first 50, strings cut at 2,000 characters), missing_fields (web.fields keys that matched in no record) and a summary. An items selector that matches nothing gives matched 0 and a summary saying so: fix the selector (or the page is an error page, or needs JavaScript, which sources created here cannot render).
+Errors: "invalid arguments" lines name the field, e.g. "/web/items: web.items: \"tr[\" is not a valid CSS selector ...", "/url: ... resolves to 10.0.0.5, a private address ..." or "/url: the page could not be read ...: GET https://...: 404 Not Found".`,
+	}, s.preview)
 
 	addTool(s, &mcpsdk.Tool{
 		Name:        "explain",
@@ -125,7 +135,7 @@ Errors: "not found": the source does not exist for the user.`,
 // CreateWatchInput are create_watch's arguments.
 type CreateWatchInput struct {
 	Source         string     `json:"source,omitempty" jsonschema:"An existing source to watch, by name (a shared one or the user's). Give source or new_source, not both."`
-	NewSource      definition `json:"new_source,omitempty" jsonschema:"A source to create with the watch, as a source file declares it (docs/config.md): name, connector (http, rss, github or notion), every or cron, rate_limit, the connector's block, fields. Without watches: the watch goes in watch."`
+	NewSource      definition `json:"new_source,omitempty" jsonschema:"A source to create with the watch, as a source file declares it (docs/config.md): name, connector (http, rss, github, notion or web), every or cron, rate_limit, the connector's block, fields. Without watches: the watch goes in watch."`
 	Watch          definition `json:"watch" jsonschema:"The watch to create. It must have a name and usually a when expression."`
 	IdempotencyKey string     `json:"idempotency_key,omitempty" jsonschema:"Any unique string (at most 255 characters): a retry with the same key and the same arguments returns the first answer and creates nothing."`
 }
@@ -286,6 +296,17 @@ func (s *Server) dryRun(ctx context.Context, p control.Principal, in DryRunInput
 		since = d
 	}
 	return s.svc.DryRun(ctx, p, control.DryRunRequest{Source: in.Source, Watch: marshal(in.Watch), Since: since, UseModel: in.UseModel, MaxCalls: in.MaxCalls})
+}
+
+// PreviewInput are preview's arguments.
+type PreviewInput struct {
+	URL    string     `json:"url,omitempty" jsonschema:"The page to read (http or https). Give it here or as web.url."`
+	Web    definition `json:"web,omitempty" jsonschema:"The web block of a source (docs/web.md): items (selector of the records), id, fields (name to selector, @attr or selector@attr), remove, ignore_text, ignore_regex, headers, robots, max_bytes."`
+	Fields definition `json:"fields,omitempty" jsonschema:"The source's fields mapping (item keys to record fields), as in a source file. Defaults to none: title, body and url fill those record fields, other keys go to extra."`
+}
+
+func (s *Server) preview(ctx context.Context, p control.Principal, in PreviewInput) (*control.PreviewReport, error) {
+	return s.svc.Preview(ctx, p, control.PreviewRequest{URL: in.URL, Web: marshal(in.Web), Fields: marshal(in.Fields)})
 }
 
 // ExplainInput are explain's arguments.
