@@ -555,17 +555,6 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // however long, is not read. Migration 28 dropped the partial index
 // changes_pending_record_idx that served the check before, to make the
 // syncer's inserts cheaper (docs/performance.md#evaluator).
-//
-// The check also bounds the partition key, p.created_at, by the oldest
-// and newest created_at of all changes (InitPlans, each one step into
-// changes_created_idx per partition): no answer changes, since every row
-// lies within them in the statement's snapshot, but PostgreSQL prunes at
-// run time the partitions outside them — the empty weeks made ahead and
-// the default — which the check otherwise searched for every candidate
-// (by source, record and id alone, every partition's index, or a rescan
-// of each empty one). Neither bound is tighter on purpose: created_at is
-// the writer's transaction start, so a change of a record with a larger
-// id may have an earlier created_at than the one before it.
 const claimSQL = `
 	SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, coalesce(ch.new_hash, ''), ch.changed_fields,
 	       coalesce(ch.record, (SELECT record_snapshot(r) FROM records r
@@ -578,9 +567,7 @@ const claimSQL = `
 	      SELECT 1 FROM changes p
 	      WHERE p.source = ch.source AND p.record_id = ch.record_id
 	        AND p.id >= (SELECT min(o.id) FROM changes o WHERE o.eval_status = 'pending')
-	        AND p.id < ch.id AND p.eval_status = 'pending'
-	        AND p.created_at >= (SELECT min(o.created_at) FROM changes o)
-	        AND p.created_at <= (SELECT max(o.created_at) FROM changes o))
+	        AND p.id < ch.id AND p.eval_status = 'pending')
 	ORDER BY ch.id
 	LIMIT $1
 	FOR UPDATE OF ch SKIP LOCKED`
