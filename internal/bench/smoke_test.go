@@ -75,18 +75,21 @@ func TestSmokeDeliveries(t *testing.T) {
 	defer cancel()
 	r := NewReceiver()
 	defer r.Close()
-	ratio, runs := smokeMedian(t,
-		func(int) (time.Duration, error) {
-			took, err := BarePosts(ctx, r, smokeBareFactor*smokeDeliveries)
-			return took / smokeBareFactor, err
-		},
-		func(i int) (time.Duration, error) {
-			return DeliverTo(ctx, pool, r, fmt.Sprintf("s%d", i), smokeDeliveries)
-		})
-	t.Logf("deliveries ÷ bare POSTs: median %.3f of runs (bare per 1000 / outbox) %v; threshold %.3f", ratio, runs, smokeDeliveriesMin)
+	measure := func(try int) (float64, string) {
+		ratio, runs := smokeMedian(t,
+			func(int) (time.Duration, error) {
+				took, err := BarePosts(ctx, r, smokeBareFactor*smokeDeliveries)
+				return took / smokeBareFactor, err
+			},
+			func(i int) (time.Duration, error) {
+				return DeliverTo(ctx, pool, r, fmt.Sprintf("t%ds%d", try, i), smokeDeliveries)
+			})
+		return ratio, fmt.Sprintf("runs (bare per 1000 / outbox) %v", runs)
+	}
+	ratio, detail := smokeConfirm(t, "deliveries ÷ bare POSTs", smokeDeliveriesMin, measure)
 	if ratio < smokeDeliveriesMin {
-		t.Errorf("webhook deliveries run at %.3f of a bare signed POST loop to the same receiver (runs %v); want at least %.3f: "+
-			"the delivery path regressed (profile it with lookout-bench --only 5 --cpuprofile)", ratio, runs, smokeDeliveriesMin)
+		t.Errorf("webhook deliveries run at %.3f of a bare signed POST loop to the same receiver (%s), twice; want at least %.3f: "+
+			"the delivery path regressed (profile it with lookout-bench --only 5 --cpuprofile)", ratio, detail, smokeDeliveriesMin)
 	}
 }
 
@@ -178,18 +181,36 @@ func TestSmokeBacklog(t *testing.T) {
 	if err := run(bareBacklogBatch); err != nil {
 		t.Fatalf("warm-up: %v", err)
 	}
-	pairs, runs = nil, nil
-	for i := range smokeBacklogRuns {
-		if err := run(smokeBacklog); err != nil {
-			t.Fatalf("run %d: %v", i, err)
+	measure := func(int) (float64, string) {
+		pairs, runs = nil, nil
+		for i := range smokeBacklogRuns {
+			if err := run(smokeBacklog); err != nil {
+				t.Fatalf("run %d: %v", i, err)
+			}
 		}
+		slices.Sort(pairs)
+		return pairs[len(pairs)/2], fmt.Sprintf("median of %d pairs of batches, quartiles %.3f and %.3f; runs (bare / evaluator) %v",
+			len(pairs), pairs[len(pairs)/4], pairs[len(pairs)*3/4], runs)
 	}
-	slices.Sort(pairs)
-	ratio := pairs[len(pairs)/2]
-	t.Logf("backlog ÷ bare claim-and-update: median %.3f of %d pairs of batches (quartiles %.3f, %.3f); runs (bare / evaluator) %v; threshold %.3f",
-		ratio, len(pairs), pairs[len(pairs)/4], pairs[len(pairs)*3/4], runs, smokeBacklogMin)
+	ratio, detail := smokeConfirm(t, "backlog ÷ bare claim-and-update", smokeBacklogMin, measure)
 	if ratio < smokeBacklogMin {
-		t.Errorf("the evaluator drains a backlog at %.3f of a bare claim-and-update loop over the same rows (median of %d pairs of batches; runs %v); want at least %.3f: "+
-			"the evaluator's path regressed (profile it with lookout-bench --only 4 --cpuprofile)", ratio, len(pairs), runs, smokeBacklogMin)
+		t.Errorf("the evaluator drains a backlog at %.3f of a bare claim-and-update loop over the same rows (%s), twice; want at least %.3f: "+
+			"the evaluator's path regressed (profile it with lookout-bench --only 4 --cpuprofile)", ratio, detail, smokeBacklogMin)
 	}
+}
+
+// smokeConfirm measures a ratio and, when it falls under min, measures it
+// once more and returns the second: a regression fails both, while a
+// burst of load on a shared machine that happens to fall on one
+// measurement does not fail the suite.
+func smokeConfirm(t *testing.T, what string, min float64, measure func(try int) (float64, string)) (float64, string) {
+	t.Helper()
+	ratio, detail := measure(0)
+	t.Logf("%s: %.3f (%s); threshold %.3f", what, ratio, detail, min)
+	if ratio >= min {
+		return ratio, detail
+	}
+	ratio, detail = measure(1)
+	t.Logf("%s, measured again: %.3f (%s)", what, ratio, detail)
+	return ratio, detail
 }
