@@ -3,6 +3,7 @@ package notify
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,8 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 )
 
@@ -76,17 +79,9 @@ func TestSinkEchoedSecretIsRedacted(t *testing.T) {
 `, srv.URL+"/hook", env, srv.URL+"/busy", env))
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil)) // not redacting: the deliverer must
-	// The sinks as the webhook sink type builds them (no sink type is
-	// linked in this package's tests; notify/all's tests build them
-	// through BuildSinks): Load expanded ${ENV} and noted the token.
-	sinks := map[string]Sink{}
-	for _, name := range []string{"hook", "busy"} {
-		s, err := NewWebhookSink(WebhookOptions{URL: srv.URL + "/" + name, Headers: map[string]string{"Authorization": "Bearer " + token},
-			Concurrency: cfg.Global.Sinks[name].Concurrency})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sinks[name] = s
+	sinks, err := BuildSinks(&cfg.Global, logger)
+	if err != nil {
+		t.Fatal(err)
 	}
 	pool := pgtest.Pool(t)
 	insertNotifications(t, pool, "hook", "h", 2)
@@ -118,5 +113,59 @@ func TestSinkEchoedSecretIsRedacted(t *testing.T) {
 	}
 	if l := logs.String(); strings.Contains(l, token) || !strings.Contains(l, "[REDACTED]") {
 		t.Errorf("logs hold the secret, or no redaction:\n%s", l)
+	}
+}
+
+// TestSinkEgressPolicy: webhook and Slack sinks dial through lookout.yaml's
+// egress policy: a receiver on loopback is reached by default and refused
+// under deny_private, before anything is sent.
+func TestSinkEgressPolicy(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	got := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	sinks := fmt.Sprintf("sinks:\n  hook: {type: webhook, url: %q}\n  chat: {type: slack, url: %q}\n", srv.URL+"/hook", srv.URL+"/chat")
+	n := &Notification{ID: 1, DedupeKey: "k", Title: "t", Body: "b", Attempt: 1, DeliveryID: "1-1-x",
+		Payload: Payload{DedupeKey: "k", Kind: KindSingle, CreatedAt: time.Now()}}
+	for _, tc := range []struct {
+		global string
+		denied bool
+	}{
+		{"", false},
+		{"egress: {deny_private: true}\n", true},
+		{"egress: {deny_private: true, allow: [127.0.0.1]}\n", false},
+	} {
+		cfg := loadGlobal(t, tc.global+sinks)
+		built, err := BuildSinks(&cfg.Global, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"hook", "chat"} {
+			mu.Lock()
+			before := got
+			mu.Unlock()
+			err := built[name].Deliver(context.Background(), n)
+			var de *egress.DeniedError
+			mu.Lock()
+			sent := got - before
+			mu.Unlock()
+			if errors.As(err, &de) != tc.denied || (!tc.denied && err != nil) || (sent == 1) == tc.denied {
+				t.Errorf("%q %s: %v, %d requests received; want denied %t", tc.global, name, err, sent, tc.denied)
+			}
+		}
+		for _, s := range built {
+			switch s := s.(type) {
+			case *WebhookSink:
+				s.client.CloseIdleConnections()
+			case *SlackSink:
+				s.client.CloseIdleConnections()
+			}
+		}
 	}
 }
