@@ -102,6 +102,13 @@ func Kinds() []string {
 	return names
 }
 
+// KindKeys lists the keys of a registered sink type (the yaml names of
+// its settings' fields), sorted; nil for a type not registered.
+func KindKeys(name string) []string {
+	k, _ := lookupKind(name)
+	return slices.Clone(k.keys)
+}
+
 func lookupKind(name string) (kind, bool) {
 	kindsMu.RLock()
 	defer kindsMu.RUnlock()
@@ -156,10 +163,7 @@ type registry struct{}
 
 func (registry) Names() []string { return Kinds() }
 
-func (registry) Keys(name string) []string {
-	k, _ := lookupKind(name)
-	return k.keys
-}
+func (registry) Keys(name string) []string { return KindKeys(name) }
 
 func (registry) Check(s *config.Sink) error {
 	k, ok := lookupKind(s.Type)
