@@ -107,10 +107,11 @@ func newDeliveryID(id int64, attempt int) string {
 	return fmt.Sprintf("%d-%d-%s", id, attempt, hex.EncodeToString(b[:]))
 }
 
-// snippet shortens s to at most n bytes plus "…" for an error message,
+// Snippet shortens s to at most n bytes plus "…" for an error message,
 // never cutting a UTF-8 sequence in two (the result is stored in text
-// columns, which refuse invalid UTF-8).
-func snippet(s string, n int) string {
+// columns, which refuse invalid UTF-8). Sink types use it for what a
+// channel answered.
+func Snippet(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -1,7 +1,7 @@
 // Package command is the command sink type (type: command): an executable
 // run per notification with the payload on standard input
-// (docs/delivery.md, "### command"). It owns the key command; the running
-// is notify.CommandSink.
+// (docs/delivery.md, "### command"). It owns the key command, its check,
+// and the running of the command (Sink).
 package command
 
 import (
@@ -18,7 +18,7 @@ type Settings struct {
 
 func init() {
 	notify.Register("command", Decode, func(_ *config.Sink, st Settings, env notify.Env) (notify.Sink, error) {
-		return notify.NewCommandSink(notify.CommandOptions{Command: st.Command, Logger: env.Logger})
+		return New(Options{Command: st.Command, Logger: env.Logger})
 	})
 }
 
