@@ -1,6 +1,7 @@
 // Package email is the email sink type (type: email): one message per
 // notification through an SMTP submission server (docs/delivery.md,
-// "### email"). It owns the smtp block; the sending is notify.EmailSink.
+// "### email"). It owns the smtp block, its check and defaults, and the
+// sending (Sink).
 package email
 
 import (
@@ -42,7 +43,7 @@ type SMTP struct {
 func init() {
 	notify.Register("email", Decode, func(_ *config.Sink, st Settings, _ notify.Env) (notify.Sink, error) {
 		m := st.SMTP
-		return notify.NewEmailSink(notify.EmailOptions{Host: m.Host, Port: m.Port, Username: m.Username, Password: m.Password,
+		return New(Options{Host: m.Host, Port: m.Port, Username: m.Username, Password: m.Password,
 			From: m.From, To: m.To, StartTLS: m.StartTLS})
 	})
 }
