@@ -36,6 +36,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/ingest"
 	"github.com/lookout-dev/lookout/internal/mcp"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	_ "github.com/lookout-dev/lookout/internal/notify/all" // sink types: lookout.yaml's sinks checked as the evaluator does
 	"github.com/lookout-dev/lookout/internal/secrets"
 	"github.com/lookout-dev/lookout/internal/tokens"
 )

@@ -24,6 +24,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
+	_ "github.com/lookout-dev/lookout/internal/notify/all" // log, webhook, slack, email, command
 	"github.com/lookout-dev/lookout/internal/reload"
 	"github.com/lookout-dev/lookout/internal/retention"
 	"github.com/lookout-dev/lookout/internal/watchdog"

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -136,4 +138,22 @@ func TestAlertsValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadDelivery loads a configuration directory of global and one source
+// file, tasks.yaml. No sink type is linked here: the keys of sink types
+// stay unchecked (see delivery_test.go for those).
+func loadDelivery(t *testing.T, global, source string) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, SourcesDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, GlobalFile), []byte(global), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SourcesDir, "tasks.yaml"), []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Load(dir)
 }

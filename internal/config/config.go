@@ -170,23 +170,15 @@ type Backoff struct {
 	Max time.Duration `yaml:"max"`
 }
 
-// Sink is one notification channel.
+// Sink is one notification channel: the keys every sink has, and the
+// keys of its type kept raw. Each sink type owns the schema of its keys
+// (url:, smtp:, command: ...): its package under internal/notify registers
+// it (notify.Register) and reads them with DecodeBlock; config asks the
+// registry to check them (see SinkRegistry).
 type Sink struct {
-	// Type is log, webhook, slack, email or command. Required.
+	// Type names the sink's type: log, webhook, slack, email, command, or
+	// another registered one. Required.
 	Type string `yaml:"type"`
-	// URL is the endpoint of webhook and slack sinks (http or https).
-	// Required for those types.
-	URL string `yaml:"url"`
-	// Secret signs webhook requests the Standard Webhooks way
-	// (webhook-signature): "whsec_<base64 key>", or any other string used
-	// as the HMAC key as written; write it as ${ENV_VAR}. Defaults to no
-	// signature.
-	Secret string `yaml:"secret"`
-	// Signature is which headers sign a webhook request: standard
-	// (webhook-id, webhook-timestamp, webhook-signature), legacy
-	// (X-Lookout-Signature, X-Lookout-Timestamp, Idempotency-Key), or both
-	// while receivers move over. Defaults to standard.
-	Signature string `yaml:"signature"`
 	// Timeout bounds one delivery attempt; a sink that does not answer in
 	// time fails the attempt, which is retried. Defaults to 10s.
 	Timeout time.Duration `yaml:"timeout"`
@@ -201,17 +193,12 @@ type Sink struct {
 	// the reason, link and change summary.
 	Title string `yaml:"title"`
 	Body  string `yaml:"body"`
-	// Headers are extra HTTP headers for webhook and slack sinks; values
-	// may use ${ENV}. Defaults to none.
-	Headers map[string]string `yaml:"headers"`
-	// SMTP configures an email sink. Required for that type.
-	SMTP *SMTP `yaml:"smtp"`
-	// Command is the executable and its arguments of a command sink; the
-	// payload arrives on standard input. Required for that type.
-	Command []string `yaml:"command"`
 
 	name   string
 	global *Global
+	// block holds the keys of the sink that are not the fields above:
+	// those of its type, decoded by the type's package (DecodeBlock).
+	block *yaml.Node
 }
 
 // Name is the sink's key in lookout.yaml.
@@ -229,24 +216,6 @@ func (s *Sink) Errorf(field, format string, args ...any) error {
 		g = &Global{}
 	}
 	return g.Errorf(key, format, args...)
-}
-
-// SMTP configures an email sink.
-type SMTP struct {
-	// Host is the SMTP server. Required.
-	Host string `yaml:"host"`
-	// Port is the submission port. Defaults to 587.
-	Port int `yaml:"port"`
-	// Username and Password authenticate (AUTH PLAIN, only over TLS);
-	// write the password as ${ENV_VAR}. Defaults to no authentication.
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
-	// From is the sender address. Required.
-	From string `yaml:"from"`
-	// To lists the recipients. Required.
-	To []string `yaml:"to"`
-	// StartTLS is required, optional or none. Defaults to required.
-	StartTLS string `yaml:"starttls"`
 }
 
 // Delivery tunes the deliverer, which claims due notifications per sink

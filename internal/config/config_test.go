@@ -11,6 +11,8 @@ import (
 	// Connector blocks are checked by the registered connectors: the
 	// errors below are the ones the syncer's config check gives.
 	_ "github.com/lookout-dev/lookout/internal/connectors/all"
+	_ "github.com/lookout-dev/lookout/internal/notify/all"
+	"github.com/lookout-dev/lookout/internal/notify/webhook"
 )
 
 const validGlobal = `sinks:
@@ -102,7 +104,11 @@ func TestLoadEnvSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if got := cfg.Global.Sinks["hook"].Secret; got != "s3cr3t" {
+	hook, err := webhook.Decode(cfg.Global.Sinks["hook"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hook.Secret; got != "s3cr3t" {
 		t.Errorf("secret = %q, want the environment value", got)
 	}
 }

@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"os"
@@ -6,6 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	_ "github.com/lookout-dev/lookout/internal/notify/all"
+	"github.com/lookout-dev/lookout/internal/notify/email"
+	"github.com/lookout-dev/lookout/internal/notify/webhook"
 )
 
 const deliveryGlobal = `sinks:
@@ -40,19 +45,21 @@ watches:
       timezone: Europe/Paris
 `
 
-func loadDelivery(t *testing.T, global, source string) (*Config, error) {
+// loadDelivery loads a configuration directory of global and one source
+// file, tasks.yaml, with every sink type linked.
+func loadDelivery(t *testing.T, global, source string) (*config.Config, error) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, SourcesDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, config.SourcesDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, GlobalFile), []byte(global), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, config.GlobalFile), []byte(global), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, SourcesDir, "tasks.yaml"), []byte(source), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, config.SourcesDir, "tasks.yaml"), []byte(source), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return Load(dir)
+	return config.Load(dir)
 }
 
 func TestDeliveryDefaults(t *testing.T) {
@@ -66,11 +73,14 @@ func TestDeliveryDefaults(t *testing.T) {
 		t.Errorf("delivery = %+v", d)
 	}
 	hook := g.Sinks["hook"]
-	if hook.Timeout != 10*time.Second || hook.MaxAttempts != 8 || hook.Concurrency != 4 || hook.Signature != "standard" {
+	if hook.Timeout != 10*time.Second || hook.MaxAttempts != 8 || hook.Concurrency != 4 {
 		t.Errorf("hook = %+v", hook)
 	}
-	if m := g.Sinks["mail"].SMTP; m.Port != 587 || m.StartTLS != "required" {
-		t.Errorf("smtp = %+v", m)
+	if st, err := webhook.Decode(hook); err != nil || st.Signature != "standard" {
+		t.Errorf("webhook settings = %+v, %v", st, err)
+	}
+	if st, err := email.Decode(g.Sinks["mail"]); err != nil || st.SMTP.Port != 587 || st.SMTP.StartTLS != "required" {
+		t.Errorf("smtp = %+v, %v", st.SMTP, err)
 	}
 	if dg := cfg.Sources[0].Watches[0].Digest; dg.Timezone != "Europe/Paris" {
 		t.Errorf("digest = %+v", dg)

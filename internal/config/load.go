@@ -105,6 +105,7 @@ func LoadFor(dir string, uses Uses) (*Config, error) {
 		cfg.Global.uses = uses // decoding lookout.yaml leaves it
 		cfg.Global.lines, globalBad = lines, bad
 		globalErrs = derrs
+		cfg.Global.splitSinkBlocks(root)
 	}
 	cfg.Global.file = GlobalFile
 	// Defaults are applied and checked even after decoding errors, so that
@@ -273,6 +274,12 @@ func checkKeys(file string, node *yaml.Node, t reflect.Type, path string, lines 
 			p := joinPath(path, key.Value)
 			lines[p] = key.Line
 			f, ok := fields[key.Value]
+			if !ok && t == sinkType {
+				// A key of the sink's type: its package checks it
+				// (Sink.DecodeBlock).
+				recordLines(val, p, lines)
+				continue
+			}
 			if !ok {
 				known := slices.Clone(extra)
 				for k := range fields {

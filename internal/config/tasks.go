@@ -218,7 +218,7 @@ func (s *Source) validateTasks() []error {
 			}
 			if w.Secret == "" {
 				bad(".webhook.secret", "is required (as ${ENV_VAR}): the agent verifies the task came from lookout")
-			} else if msg := checkWebhookSecret(w.Secret); msg != "" {
+			} else if msg := CheckWebhookSecret(w.Secret); msg != "" {
 				bad(".webhook.secret", "%s", msg)
 			}
 			for k, v := range w.Headers {

@@ -28,7 +28,6 @@ const (
 	SinkTimeoutDefault       = 10 * time.Second
 	SinkMaxAttemptsDefault   = 8
 	SinkConcurrencyDefault   = 4
-	SMTPPortDefault          = 587
 	DeliveryLeaseDefault     = 2 * time.Minute
 	DeliveryBatchDefault     = 100
 	DeliveryPollDefault      = time.Second
@@ -102,9 +101,6 @@ var FollowRedirectsModes = []string{"same_origin", "any", "none"}
 
 // FollowRedirectsDefault is follow_redirects when a source does not set it.
 const FollowRedirectsDefault = "same_origin"
-
-// SinkTypes lists the sink types a sink may have.
-var SinkTypes = []string{"command", "email", "log", "slack", "webhook"}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
@@ -630,9 +626,9 @@ func (s *Source) validate(g *Global) []error {
 	return errs
 }
 
-// checkWebhookSecret says what is wrong with a Standard Webhooks secret,
+// CheckWebhookSecret says what is wrong with a Standard Webhooks secret,
 // or "". The value is a secret: it says what is wrong, never what it is.
-func checkWebhookSecret(secret string) string {
+func CheckWebhookSecret(secret string) string {
 	if enc, ok := strings.CutPrefix(secret, "whsec_"); ok {
 		if key, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(enc, "=")); err != nil || len(key) == 0 {
 			return "starts with whsec_ but the rest is not a standard base64 key (Standard Webhooks secrets are whsec_ followed by the base64 of 24 to 64 random bytes)"
@@ -697,7 +693,8 @@ func IsLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// validateSink applies a sink's defaults and checks its keys against its type.
+// validateSink applies a sink's defaults, checks the keys every sink has,
+// and has the sink registry (when linked) check the keys of its type.
 func (g *Global) validateSink(key string, s *Sink) []error {
 	var errs []error
 	bad := func(k, format string, args ...any) { errs = append(errs, g.Errorf(key+"."+k, format, args...)) }
@@ -713,76 +710,18 @@ func (g *Global) validateSink(key string, s *Sink) []error {
 	if s.Concurrency < 1 || s.Concurrency > 256 {
 		bad("concurrency", "must be between 1 and 256")
 	}
-	// Keys that only one type reads are mistakes on another.
-	only := func(set bool, k string, types ...string) {
-		if set && !slices.Contains(types, s.Type) {
-			bad(k, "is not used by a %s sink (only by %s)", s.Type, strings.Join(types, ", "))
-		}
-	}
-	if s.Type != "" && slices.Contains(SinkTypes, s.Type) {
-		only(s.URL != "", "url", "webhook", "slack")
-		only(s.Secret != "", "secret", "webhook")
-		only(s.Signature != "", "signature", "webhook")
-		only(len(s.Headers) > 0, "headers", "webhook", "slack")
-		only(s.SMTP != nil, "smtp", "email")
-		only(len(s.Command) > 0, "command", "command")
-	}
-	switch s.Type {
-	case "":
-		bad("type", "is required (one of %s)", strings.Join(SinkTypes, ", "))
-	case "webhook", "slack":
-		if s.Type == "webhook" {
-			s.Signature = cmp.Or(s.Signature, "standard")
-			if !slices.Contains([]string{"standard", "legacy", "both"}, s.Signature) {
-				bad("signature", "must be standard, legacy or both, not %q", s.Signature)
-			}
-			if msg := checkWebhookSecret(s.Secret); msg != "" {
-				bad("secret", "%s", msg)
-			}
-		}
-		switch {
-		case s.URL == "":
-			bad("url", "is required for a %s sink", s.Type)
-		case !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://"):
-			bad("url", "must start with http:// or https://")
-		}
-	case "email":
-		m := s.SMTP
-		if m == nil {
-			bad("smtp", "is required for an email sink (host, from, to)")
-			break
-		}
-		if m.Host == "" {
-			bad("smtp.host", "is required")
-		}
-		if m.From == "" {
-			bad("smtp.from", "is required")
-		}
-		if len(m.To) == 0 {
-			bad("smtp.to", "is required (a list of addresses)")
-		}
-		m.Port = cmp.Or(m.Port, SMTPPortDefault)
-		if m.Port < 1 || m.Port > 65535 {
-			bad("smtp.port", "must be between 1 and 65535")
-		}
-		m.StartTLS = cmp.Or(m.StartTLS, "required")
-		validTLS := slices.Contains([]string{"required", "optional", "none"}, m.StartTLS)
-		if !validTLS {
-			bad("smtp.starttls", "must be required, optional or none, not %q", m.StartTLS)
-		}
-		if m.Password != "" && m.Username == "" {
-			bad("smtp.username", "is required when smtp.password is set")
-		}
-		if validTLS && m.Username != "" && m.StartTLS != "required" {
-			bad("smtp.starttls", "must be required when smtp.username is set: credentials never travel in clear text")
-		}
-	case "command":
-		if len(s.Command) == 0 || s.Command[0] == "" {
-			bad("command", "is required for a command sink (the executable and its arguments)")
-		}
-	case "log":
+	kinds := sinkKinds()
+	switch {
+	case s.Type == "" && len(kinds) == 0:
+		bad("type", "is required")
+	case s.Type == "":
+		bad("type", "is required (one of %s)", strings.Join(kinds, ", "))
+	case len(kinds) == 0:
+		// No sink type linked: the keys of the type stay unchecked.
+	case !slices.Contains(kinds, s.Type):
+		bad("type", "%q is not a sink type (known: %s)", s.Type, strings.Join(kinds, ", "))
 	default:
-		bad("type", "%q is not a sink type (known: %s)", s.Type, strings.Join(SinkTypes, ", "))
+		errs = append(errs, flatten([]error{sinkRegistry.Check(s)})...)
 	}
 	return errs
 }

@@ -466,7 +466,7 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 		d.conf.Metrics.Delivery(l.name, "retry", now.Sub(start))
 		logger.Warn("delivery failed; will retry", append(attrs, "next_attempt_at", next)...)
 	}
-	return outcome{id: n.ID, created: n.CreatedAt, kind: kind, at: now, next: next, err: snippet(err.Error(), 2000)}
+	return outcome{id: n.ID, created: n.CreatedAt, kind: kind, at: now, next: next, err: Snippet(err.Error(), 2000)}
 }
 
 // safeDeliver turns a sink's panic into a failed attempt.

@@ -5,15 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
 	"time"
 	"unicode/utf8"
-
-	"github.com/lookout-dev/lookout/internal/config"
-	"github.com/lookout-dev/lookout/internal/egress"
 )
 
 // Notification is a claimed outbox row, as a sink sees it.
@@ -86,77 +80,6 @@ func (e *RetryAfterError) Error() string {
 }
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
-// SinkFactory builds a sink from its configuration; HTTP sinks dial
-// through policy (lookout.yaml's egress).
-type SinkFactory func(cfg *config.Sink, policy egress.Policy, logger *slog.Logger) (Sink, error)
-
-// sinkFactories maps sink types to factories.
-var sinkFactories = map[string]SinkFactory{
-	"log": func(_ *config.Sink, _ egress.Policy, logger *slog.Logger) (Sink, error) {
-		return &LogSink{Logger: logger}, nil
-	},
-	"webhook": func(c *config.Sink, policy egress.Policy, _ *slog.Logger) (Sink, error) {
-		return NewWebhookSink(WebhookOptions{URL: c.URL, Secret: c.Secret, Signature: c.Signature, Headers: c.Headers, Concurrency: c.Concurrency, Egress: policy})
-	},
-	"slack": func(c *config.Sink, policy egress.Policy, _ *slog.Logger) (Sink, error) {
-		return NewSlackSink(SlackOptions{URL: c.URL, Headers: c.Headers, Concurrency: c.Concurrency, Egress: policy})
-	},
-	"email": func(c *config.Sink, _ egress.Policy, _ *slog.Logger) (Sink, error) {
-		m := c.SMTP
-		return NewEmailSink(EmailOptions{Host: m.Host, Port: m.Port, Username: m.Username, Password: m.Password,
-			From: m.From, To: m.To, StartTLS: m.StartTLS})
-	},
-	"command": func(c *config.Sink, _ egress.Policy, logger *slog.Logger) (Sink, error) {
-		return NewCommandSink(CommandOptions{Command: c.Command, Logger: logger})
-	},
-}
-
-// BuildSinks builds every sink of the global configuration; webhook and
-// Slack sinks connect under g's egress policy. Errors name the sink's key
-// in lookout.yaml.
-func BuildSinks(g *config.Global, logger *slog.Logger) (map[string]Sink, error) {
-	policy := g.Egress.Policy()
-	out := map[string]Sink{}
-	var errs []error
-	names := make([]string, 0, len(g.Sinks))
-	for name := range g.Sinks {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		sc := g.Sinks[name]
-		f := sinkFactories[sc.Type]
-		if f == nil {
-			errs = append(errs, g.Errorf("sinks."+name+".type", "%q is not supported by this build", sc.Type))
-			continue
-		}
-		s, err := f(sc, policy, logger.With("sink", name))
-		if err != nil {
-			errs = append(errs, g.Errorf("sinks."+name, "%v", err))
-			continue
-		}
-		out[name] = s
-	}
-	return out, errors.Join(errs...)
-}
-
-// LogSink writes notifications to the log: the sink of the offline demo.
-type LogSink struct {
-	Logger *slog.Logger
-}
-
-var _ Sink = (*LogSink)(nil)
-
-// Deliver logs the notification at info level.
-func (s *LogSink) Deliver(_ context.Context, n *Notification) error {
-	s.Logger.Info("notification",
-		"notification_id", n.ID, "dedupe_key", n.DedupeKey, "kind", n.Kind, "source", n.Source, "record_id", n.RecordID,
-		"watch", n.Watch, "title", n.Title, "body", n.Body, "urgency", n.Urgency, "reason", n.Reason,
-		"url", n.Payload.Record.URL, "change", n.Payload.Change.Kind, "changed_fields", n.Payload.Change.ChangedFields,
-		"attempt", n.Attempt, "delivery_id", n.DeliveryID)
-	return nil
-}
-
 func decodePayload(id int64, raw []byte) (Payload, error) {
 	var p Payload
 	if err := json.Unmarshal(raw, &p); err != nil {
@@ -184,10 +107,11 @@ func newDeliveryID(id int64, attempt int) string {
 	return fmt.Sprintf("%d-%d-%s", id, attempt, hex.EncodeToString(b[:]))
 }
 
-// snippet shortens s to at most n bytes plus "…" for an error message,
+// Snippet shortens s to at most n bytes plus "…" for an error message,
 // never cutting a UTF-8 sequence in two (the result is stored in text
-// columns, which refuse invalid UTF-8).
-func snippet(s string, n int) string {
+// columns, which refuse invalid UTF-8). Sink types use it for what a
+// channel answered.
+func Snippet(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -7,15 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 func TestVerifyLegacySignature(t *testing.T) {
@@ -202,65 +197,6 @@ func TestSlackMessage(t *testing.T) {
 	var perm *PermanentError
 	if err := s.Deliver(context.Background(), testNotification()); !errors.As(err, &perm) {
 		t.Errorf("a 404 no_service = %v, want permanent", err)
-	}
-}
-
-func TestCommandSink(t *testing.T) {
-	// Not parallel: it sets DATABASE_URL to show the command does not see it.
-	dir := t.TempDir()
-	script := filepath.Join(dir, "hook.sh")
-	write := func(body string) {
-		if err := os.WriteFile(script, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out := filepath.Join(dir, "out")
-	write(`cat > "` + out + `.json"; printf '%s %s %s' "$LOOKOUT_DEDUPE_KEY" "$LOOKOUT_ATTEMPT" "${DATABASE_URL:-unset}" > "` + out + `.env"`)
-	t.Setenv("DATABASE_URL", "postgres://secret")
-	s, err := NewCommandSink(CommandOptions{Command: []string{script}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := testNotification()
-	if err := s.Deliver(context.Background(), n); err != nil {
-		t.Fatal(err)
-	}
-	stdin, _ := os.ReadFile(out + ".json")
-	if string(stdin) != string(n.JSON()) {
-		t.Errorf("stdin = %s, want the payload %s", stdin, n.JSON())
-	}
-	if env, _ := os.ReadFile(out + ".env"); string(env) != "src/r1/w/v2-abc 1 unset" {
-		t.Errorf("environment = %q, want the dedupe key, the attempt and no DATABASE_URL", env)
-	}
-
-	write(`echo "mailbox full" >&2; exit 3`)
-	err = s.Deliver(context.Background(), n)
-	var perm *PermanentError
-	if err == nil || errors.As(err, &perm) || !strings.Contains(err.Error(), "status 3") || !strings.Contains(err.Error(), "mailbox full") {
-		t.Errorf("failing command = %v, want a retryable error with status and stderr", err)
-	}
-
-	// A command that outlives the timeout is killed with its children.
-	pidFile := filepath.Join(dir, "child.pid")
-	write(`sleep 60 & echo $! > "` + pidFile + `"; wait`)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	err = s.Deliver(ctx, n)
-	if err == nil || !strings.Contains(err.Error(), "killed") || time.Since(start) > 3*time.Second {
-		t.Fatalf("hanging command = %v after %s, want killed at the timeout", err, time.Since(start))
-	}
-	raw, _ := os.ReadFile(pidFile)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if pid == 0 {
-		t.Fatal("the script did not record its child")
-	}
-	testsignal.Eventually(t, "the grandchild to die", func() bool {
-		return syscall.Kill(pid, 0) != nil
-	})
-
-	if _, err := NewCommandSink(CommandOptions{Command: []string{filepath.Join(dir, "missing")}}); err == nil {
-		t.Error("a missing executable was accepted")
 	}
 }
 

@@ -214,9 +214,9 @@ func TestSnippetKeepsUTF8Valid(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{strings.Repeat("é", 300), strings.Repeat("🚀", 300), "a" + strings.Repeat("€", 300)} {
 		for n := 1; n < 20; n++ {
-			got := snippet(s, n)
+			got := Snippet(s, n)
 			if !utf8.ValidString(got) || len(got) > n+len("…") || !strings.HasSuffix(got, "…") {
-				t.Fatalf("snippet(%q…, %d) = %q", s[:8], n, got)
+				t.Fatalf("Snippet(%q…, %d) = %q", s[:8], n, got)
 			}
 		}
 	}

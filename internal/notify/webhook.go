@@ -282,7 +282,7 @@ func post(ctx context.Context, client *http.Client, url string, h http.Header, b
 	if code >= 200 && code < 300 {
 		return nil
 	}
-	err = fmt.Errorf("%s answered %s: %s", what, resp.Status, snippet(strings.TrimSpace(string(msg)), 200))
+	err = fmt.Errorf("%s answered %s: %s", what, resp.Status, Snippet(strings.TrimSpace(string(msg)), 200))
 	switch {
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
 		if at, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {

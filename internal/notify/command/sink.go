@@ -1,4 +1,4 @@
-package notify
+package command
 
 import (
 	"bytes"
@@ -11,17 +11,19 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/notify"
 )
 
-// CommandOptions configure a command sink.
-type CommandOptions struct {
+// Options configure a command sink.
+type Options struct {
 	// Command is the executable and its arguments. Required.
 	Command []string
 	// Logger receives the command's standard output at debug level.
 	Logger *slog.Logger
 }
 
-// CommandSink runs a local executable per notification with the payload
+// Sink runs a local executable per notification with the payload
 // JSON on standard input. Exit status 0 is success; any other status, or a
 // command still running at the sink's timeout (its whole process group is
 // killed), is a failed attempt that is retried. The command sees only PATH,
@@ -32,14 +34,14 @@ type CommandOptions struct {
 //	LOOKOUT_DELIVERY_ID      unique per attempt
 //	LOOKOUT_ATTEMPT          1 on the first attempt
 //	LOOKOUT_SINK, LOOKOUT_SOURCE, LOOKOUT_WATCH, LOOKOUT_URGENCY, LOOKOUT_TITLE
-type CommandSink struct {
-	opts CommandOptions
+type Sink struct {
+	opts Options
 }
 
-var _ Sink = (*CommandSink)(nil)
+var _ notify.Sink = (*Sink)(nil)
 
-// NewCommandSink returns a command sink. The executable must exist now.
-func NewCommandSink(o CommandOptions) (*CommandSink, error) {
+// New returns a command sink. The executable must exist now.
+func New(o Options) (*Sink, error) {
 	if len(o.Command) == 0 || o.Command[0] == "" {
 		return nil, errors.New("a command sink needs a command")
 	}
@@ -49,14 +51,14 @@ func NewCommandSink(o CommandOptions) (*CommandSink, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &CommandSink{opts: o}, nil
+	return &Sink{opts: o}, nil
 }
 
 // passEnv are the variables of lookout's environment a command inherits.
 var passEnv = []string{"PATH", "HOME", "LANG", "TZ", "TMPDIR"}
 
 // Deliver runs the command.
-func (s *CommandSink) Deliver(ctx context.Context, n *Notification) error {
+func (s *Sink) Deliver(ctx context.Context, n *notify.Notification) error {
 	cmd := exec.CommandContext(ctx, s.opts.Command[0], s.opts.Command[1:]...)
 	cmd.Stdin = bytes.NewReader(n.JSON())
 	var stdout, stderr limitedBuffer
@@ -84,7 +86,7 @@ func (s *CommandSink) Deliver(ctx context.Context, n *Notification) error {
 	start := time.Now()
 	err := cmd.Run()
 	if out := strings.TrimSpace(stdout.String()); out != "" {
-		s.opts.Logger.Debug("command output", "notification_id", n.ID, "stdout", snippet(out, 1000))
+		s.opts.Logger.Debug("command output", "notification_id", n.ID, "stdout", notify.Snippet(out, 1000))
 	}
 	if err == nil {
 		return nil
@@ -95,7 +97,7 @@ func (s *CommandSink) Deliver(ctx context.Context, n *Notification) error {
 	msg := strings.TrimSpace(stderr.String())
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return fmt.Errorf("command %s exited with status %d: %s", s.opts.Command[0], ee.ExitCode(), snippet(msg, 500))
+		return fmt.Errorf("command %s exited with status %d: %s", s.opts.Command[0], ee.ExitCode(), notify.Snippet(msg, 500))
 	}
 	return fmt.Errorf("command %s: %w", s.opts.Command[0], err)
 }

@@ -1,4 +1,4 @@
-package notify
+package email
 
 import (
 	"bytes"
@@ -14,11 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lookout-dev/lookout/internal/notify"
 	mail "github.com/wneessen/go-mail"
 )
 
-// EmailOptions configure an email sink.
-type EmailOptions struct {
+// Options configure an email sink.
+type Options struct {
 	// Host and Port name the SMTP submission server. Port defaults to 587.
 	Host string
 	Port int
@@ -38,25 +39,25 @@ type EmailOptions struct {
 	Timeout time.Duration
 }
 
-// EmailSink sends one message per notification over SMTP: a text/plain
+// Sink sends one message per notification over SMTP: a text/plain
 // part and a text/html alternative, with the dedupe key in the
 // X-Lookout-Dedupe-Key header and a Message-ID derived from it, so a repeat
 // after a crash carries the same Message-ID and mail clients can fold it.
-type EmailSink struct {
-	opts   EmailOptions
+type Sink struct {
+	opts   Options
 	policy mail.TLSPolicy
 }
 
-var _ Sink = (*EmailSink)(nil)
+var _ notify.Sink = (*Sink)(nil)
 
-// NewEmailSink returns an email sink.
-func NewEmailSink(o EmailOptions) (*EmailSink, error) {
+// New returns an email sink.
+func New(o Options) (*Sink, error) {
 	if o.Host == "" || o.From == "" || len(o.To) == 0 {
 		return nil, errors.New("an email sink needs smtp host, from and to")
 	}
 	o.Port = cmp.Or(o.Port, 587)
 	o.Timeout = cmp.Or(o.Timeout, 30*time.Second)
-	s := &EmailSink{opts: o}
+	s := &Sink{opts: o}
 	switch cmp.Or(o.StartTLS, "required") {
 	case "required":
 		s.policy = mail.TLSMandatory
@@ -82,21 +83,21 @@ func NewEmailSink(o EmailOptions) (*EmailSink, error) {
 }
 
 // Message builds the mail for n.
-func (s *EmailSink) Message(n *Notification) (*mail.Msg, error) {
+func (s *Sink) Message(n *notify.Notification) (*mail.Msg, error) {
 	m := mail.NewMsg()
 	if err := m.From(s.opts.From); err != nil {
-		return nil, &PermanentError{Err: fmt.Errorf("smtp from: %w", err)}
+		return nil, &notify.PermanentError{Err: fmt.Errorf("smtp from: %w", err)}
 	}
 	if err := m.To(s.opts.To...); err != nil {
-		return nil, &PermanentError{Err: fmt.Errorf("smtp to: %w", err)}
+		return nil, &notify.PermanentError{Err: fmt.Errorf("smtp to: %w", err)}
 	}
 	m.Subject(n.Title)
 	m.SetDate()
 	m.SetMessageIDWithValue(MessageID(n.DedupeKey, n.Sink, s.opts.From))
 	m.SetGenHeader(mail.Header("Auto-Submitted"), "auto-generated")
-	m.SetGenHeader(mail.Header(HeaderDedupeKey), n.DedupeKey)
-	m.SetGenHeader(mail.Header(HeaderDelivery), n.DeliveryID)
-	m.SetGenHeader(mail.Header(HeaderNotification), strconv.FormatInt(n.ID, 10))
+	m.SetGenHeader(mail.Header(notify.HeaderDedupeKey), n.DedupeKey)
+	m.SetGenHeader(mail.Header(notify.HeaderDelivery), n.DeliveryID)
+	m.SetGenHeader(mail.Header(notify.HeaderNotification), strconv.FormatInt(n.ID, 10))
 	m.SetGenHeader(mail.Header("X-Lookout-Urgency"), n.Urgency)
 	if n.Urgency == "high" {
 		m.SetGenHeader(mail.Header("Importance"), "high")
@@ -104,7 +105,7 @@ func (s *EmailSink) Message(n *Notification) (*mail.Msg, error) {
 	m.SetBodyString(mail.TypeTextPlain, emailText(n))
 	html, err := emailHTML(n)
 	if err != nil {
-		return nil, &PermanentError{Err: err}
+		return nil, &notify.PermanentError{Err: err}
 	}
 	m.AddAlternativeString(mail.TypeTextHTML, html)
 	return m, nil
@@ -124,7 +125,7 @@ func MessageID(dedupeKey, sink, from string) string {
 // Deliver sends the mail. A permanent SMTP answer (5xx) makes the row dead
 // at once; temporary answers (4xx), connection and TLS problems are
 // retried.
-func (s *EmailSink) Deliver(ctx context.Context, n *Notification) error {
+func (s *Sink) Deliver(ctx context.Context, n *notify.Notification) error {
 	msg, err := s.Message(n)
 	if err != nil {
 		return err
@@ -147,7 +148,7 @@ func (s *EmailSink) Deliver(ctx context.Context, n *Notification) error {
 	}
 	c, err := mail.NewClient(s.opts.Host, opts...)
 	if err != nil {
-		return &PermanentError{Err: fmt.Errorf("smtp client: %w", err)}
+		return &notify.PermanentError{Err: fmt.Errorf("smtp client: %w", err)}
 	}
 	conn, err := c.DialToSMTPClientWithContext(ctx)
 	if err != nil {
@@ -157,7 +158,7 @@ func (s *EmailSink) Deliver(ctx context.Context, n *Notification) error {
 		_ = c.CloseWithSMTPClient(conn)
 		var se *mail.SendError
 		if errors.As(err, &se) && !se.IsTemp() && se.ErrorCode() >= 500 {
-			return &PermanentError{Err: fmt.Errorf("smtp %s rejected the message: %w", s.opts.Host, err)}
+			return &notify.PermanentError{Err: fmt.Errorf("smtp %s rejected the message: %w", s.opts.Host, err)}
 		}
 		return fmt.Errorf("smtp %s: %w", s.opts.Host, err)
 	}
@@ -166,7 +167,7 @@ func (s *EmailSink) Deliver(ctx context.Context, n *Notification) error {
 	return nil
 }
 
-func emailText(n *Notification) string {
+func emailText(n *notify.Notification) string {
 	var b strings.Builder
 	if body := strings.TrimSpace(n.Body); body != "" {
 		b.WriteString(body)
@@ -188,7 +189,7 @@ var emailHTMLTemplate = template.Must(template.New("email").Parse(`<!DOCTYPE htm
 </body></html>
 `))
 
-func emailHTML(n *Notification) (string, error) {
+func emailHTML(n *notify.Notification) (string, error) {
 	var paras []string
 	for _, p := range strings.Split(strings.TrimSpace(n.Body), "\n\n") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -196,7 +197,7 @@ func emailHTML(n *Notification) (string, error) {
 		}
 	}
 	u := n.Payload.Record.URL
-	if n.Kind == KindDigest {
+	if n.Kind == notify.KindDigest {
 		u = ""
 	}
 	var b bytes.Buffer

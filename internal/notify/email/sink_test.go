@@ -1,4 +1,4 @@
-package notify
+package email
 
 import (
 	"context"
@@ -22,6 +22,8 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+
+	"github.com/lookout-dev/lookout/internal/notify"
 )
 
 // smtpServer is an in-process SMTP submission server (go-smtp) with
@@ -169,15 +171,15 @@ func (s *smtpSession) Data(r io.Reader) error {
 func (s *smtpSession) Reset()        { s.from, s.to = "", nil }
 func (s *smtpSession) Logout() error { return nil }
 
-func (s *smtpServer) sink(t *testing.T, mut func(*EmailOptions)) *EmailSink {
+func (s *smtpServer) sink(t *testing.T, mut func(*Options)) *Sink {
 	t.Helper()
-	o := EmailOptions{Host: s.addr, Port: s.port, Username: s.user, Password: s.pass, From: "lookout@example.com",
+	o := Options{Host: s.addr, Port: s.port, Username: s.user, Password: s.pass, From: "lookout@example.com",
 		To: []string{"ops@example.com", "oncall@example.com"}, StartTLS: "required",
 		TLSConfig: &tls.Config{RootCAs: s.roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}}
 	if mut != nil {
 		mut(&o)
 	}
-	sink, err := NewEmailSink(o)
+	sink, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +259,7 @@ func TestEmailSinkSendsTextAndHTMLOverSTARTTLS(t *testing.T) {
 func TestEmailSinkFailures(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	var perm *PermanentError
+	var perm *notify.PermanentError
 
 	t.Run("rejected recipient is permanent", func(t *testing.T) {
 		t.Parallel()
@@ -280,7 +282,7 @@ func TestEmailSinkFailures(t *testing.T) {
 	t.Run("wrong password is retried", func(t *testing.T) {
 		t.Parallel()
 		srv := newSMTPServer(t, true)
-		err := srv.sink(t, func(o *EmailOptions) { o.Password = "wrong" }).Deliver(ctx, testNotification())
+		err := srv.sink(t, func(o *Options) { o.Password = "wrong" }).Deliver(ctx, testNotification())
 		if err == nil || errors.As(err, &perm) || len(srv.received()) != 0 {
 			t.Errorf("Deliver = %v, want a retryable auth failure and nothing sent", err)
 		}
@@ -296,16 +298,24 @@ func TestEmailSinkFailures(t *testing.T) {
 	t.Run("untrusted certificate is refused", func(t *testing.T) {
 		t.Parallel()
 		srv := newSMTPServer(t, true)
-		err := srv.sink(t, func(o *EmailOptions) { o.TLSConfig = &tls.Config{ServerName: "127.0.0.1"} }).Deliver(ctx, testNotification())
+		err := srv.sink(t, func(o *Options) { o.TLSConfig = &tls.Config{ServerName: "127.0.0.1"} }).Deliver(ctx, testNotification())
 		if err == nil || len(srv.received()) != 0 {
 			t.Errorf("Deliver = %v, want a TLS failure", err)
 		}
 	})
 	t.Run("no STARTTLS with a password is a config error", func(t *testing.T) {
 		t.Parallel()
-		_, err := NewEmailSink(EmailOptions{Host: "h", From: "a@b.c", To: []string{"d@e.f"}, Username: "u", StartTLS: "none"})
+		_, err := New(Options{Host: "h", From: "a@b.c", To: []string{"d@e.f"}, Username: "u", StartTLS: "none"})
 		if err == nil {
 			t.Error("accepted a password over a clear-text connection")
 		}
 	})
+}
+
+func testNotification() *notify.Notification {
+	return &notify.Notification{ID: 7, DedupeKey: "src/r1/w/v2-abc", Sink: "s", Source: "src", RecordID: "r1", Watch: "w",
+		Kind: notify.KindSingle, Title: "[w] Disk <full> & failing", Body: "The disk is full.\n\nSecond paragraph.", Urgency: "high",
+		Reason: "status changed", Attempt: 1, DeliveryID: "7-1-abc",
+		Payload: notify.Payload{NotificationID: 7, DedupeKey: "src/r1/w/v2-abc", Kind: notify.KindSingle, Title: "[w] Disk <full> & failing",
+			Record: notify.PayloadRecord{ID: "r1", URL: "https://example.com/r1"}, Urgency: "high", Reason: "status changed"}}
 }
