@@ -339,213 +339,158 @@ func (s *Syncer) heartbeat(ctx context.Context, r *run, lost context.CancelCause
 
 // fetch runs the connector and writes its pages. Mapping the next page
 // (connector I/O, JSON decoding, hashing: Go's core) overlaps with writing
-// the previous ones (Postgres's): a writer goroutine commits batches in
-// order while emit maps the next page; the batches queued when it begins a
-// transaction share it, and on a first sync two transactions are in
-// flight at once (docs/acquisition.md#writing-a-runs-pages).
+// the previous ones (Postgres's): a pageWriter commits batches in order
+// while the pageMapper maps the next page; the batches queued when it
+// begins a transaction share it, and on a first sync two transactions are
+// in flight at once (docs/acquisition.md#writing-a-runs-pages). The
+// connector's end decides the run's status (fetchStatus); a complete
+// snapshot then deletes the records it did not see (tombstone).
 func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
-	var out outcome
-	// For snapshot sources, the ids seen in this run (with where, for
-	// duplicate errors) decide which records were deleted. Incremental
-	// sources check duplicates within a page only and keep nothing per run.
-	var seen map[string]string
-	if sn, ok := src.conn.(connectors.Snapshotter); ok && sn.Snapshot() {
-		seen = map[string]string{}
-	}
-
-	// A source that stores no record yet (its first sync) has its batches
-	// prepared as new records on this goroutine (changes.PrepareFresh)
-	// and written without reading stored hashes, until a batch finds a
-	// record stored after all (changes.ErrStored). Whether it stores any
-	// is asked once, at the first page with items of a source that never
-	// completed a run: a run that brings nothing asks nothing.
-	var fresh atomic.Bool
-	probe := r.lastSuccess == nil
-	jobs := make(chan job, 2)
-	var writeErr error
-	var written changes.Stats
-	writerDone := make(chan struct{})
-	wctx, cancelWriter := context.WithCancel(ctx)
-	defer cancelWriter()
-	go func() {
-		defer close(writerDone)
-		// flight are the transactions of new records in flight, oldest
-		// first: each is written beside the ones before it and commits
-		// after them.
-		var flight []*inflight
-		settle := func() {
-			p := flight[0]
-			flight = flight[1:]
-			<-p.done
-			if p.err != nil {
-				if writeErr == nil {
-					writeErr = p.err
-				}
-				cancelWriter()
-				return
-			}
-			written.Add(p.st)
-		}
-		defer func() {
-			for len(flight) > 0 {
-				settle()
-			}
-		}()
-		for j := range jobs {
-			if writeErr != nil {
-				continue // drain after a failure
-			}
-			// The batches that waited for the writer share its
-			// transaction: one commit and one lease extension for them.
-			group := append(make([]job, 0, maxGroup), j)
-		more:
-			for len(group) < maxGroup {
-				select {
-				case next, ok := <-jobs:
-					if !ok {
-						break more
-					}
-					group = append(group, next)
-				default:
-					break more
-				}
-			}
-			if fresh.Load() && prepared(group) {
-				// New records only: several cores work on the
-				// database. The transaction's writing slot and
-				// connection are taken here, in order: the ones in
-				// flight hold their own, so none waits for a later
-				// one's (no deadlock when many runs write at once).
-				for len(flight) >= maxInFlight {
-					settle()
-				}
-				if writeErr != nil {
-					continue
-				}
-				release, conn, err := s.writingConn(wctx)
-				if err != nil {
-					for len(flight) > 0 {
-						settle()
-					}
-					if writeErr == nil {
-						writeErr = fmt.Errorf("write batch: %w", err)
-					}
-					cancelWriter()
-					continue
-				}
-				var after *inflight
-				if len(flight) > 0 {
-					after = flight[len(flight)-1]
-				}
-				cur := &inflight{done: make(chan struct{})}
-				go func() {
-					defer close(cur.done)
-					defer release()
-					cur.st, cur.err = s.writeFresh(wctx, r, conn, group, &fresh, after)
-				}()
-				flight = append(flight, cur)
-				continue
-			}
-			for len(flight) > 0 {
-				settle()
-			}
-			if writeErr != nil {
-				continue
-			}
-			st, err := s.writeBatch(wctx, r, group, &fresh)
-			if err != nil {
-				writeErr = err
-				cancelWriter()
-				continue
-			}
-			written.Add(st)
-		}
-	}()
-
-	emit := func(ctx context.Context, page connectors.Page) error {
-		out.pages++
-		recs := make([]normalize.Record, 0, len(page.Items))
-		pageLocs := make(map[string]string, len(page.Items))
-		for _, it := range page.Items {
-			r, err := src.mapper.Map(it.Value, it.Raw)
-			if err != nil {
-				return &connectors.ItemError{Loc: it.Loc, Err: err}
-			}
-			if prev, dup := pageLocs[r.ID]; dup {
-				return &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
-			}
-			if prev, dup := seen[r.ID]; dup {
-				return &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
-			}
-			pageLocs[r.ID] = it.Loc
-			if r.Repaired && out.repairedAt == "" {
-				out.repairedAt = it.Loc
-			}
-			recs = append(recs, r)
-		}
-		if seen != nil {
-			for id, loc := range pageLocs {
-				seen[id] = loc
-			}
-		}
-		if probe && len(recs) > 0 {
-			probe = false
-			empty, err := changes.SourceEmpty(ctx, s.pool, r.name)
-			fresh.Store(err == nil && empty) // on error, the writer reads what is stored
-		}
-		for i := 0; i < len(recs) || (i == 0 && page.Cursor != nil); i += s.conf.BatchSize {
-			j := job{recs: recs[i:min(i+s.conf.BatchSize, len(recs))]}
-			if i+s.conf.BatchSize >= len(recs) {
-				j.cursor, j.pageEnd = page.Cursor, true
-			}
-			if fresh.Load() {
-				j.fresh = changes.PrepareFresh(r.name, r.runID, j.recs, src.mapper.Hasher())
-			}
-			select {
-			case jobs <- j:
-			case <-wctx.Done():
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return errWriterFailed
-			}
-		}
-		return nil
-	}
-	res, err := src.conn.Fetch(ctx, r.cursor, emit)
-	close(jobs)
-	<-writerDone
-	out.stats.Add(written)
-	out.result = res
+	w := s.startPageWriter(ctx, r)
+	defer w.stop()
+	m := newPageMapper(s, r, src, w)
+	res, err := src.conn.Fetch(ctx, r.cursor, m.emit)
+	written, writeErr := w.close()
 	if writeErr != nil {
 		err = writeErr // the root cause; the connector only saw errWriterFailed
 	}
-	var retry *connectors.RetryLaterError
-	switch {
-	case err == nil:
-		out.status = sources.RunSucceeded
-	case errors.Is(err, connectors.ErrNotModified):
-		out.status = sources.RunNotModified
-		return out
-	case errors.As(err, &retry):
-		out.status, out.err, out.retryAt = sources.RunDeferred, err, retry.RetryAt
-		return out
-	case errors.Is(err, connectors.ErrUnauthorized):
-		out.status, out.err = sources.RunFailed, err
-		out.disable = "authorization refused by upstream: " + err.Error()
-		return out
-	default:
-		out.status, out.err = sources.RunFailed, err
-		return out
-	}
-	if res.Complete && seen != nil {
-		st, err := s.tombstone(ctx, r, src, seen)
+	out := outcome{stats: written, pages: m.pages, result: res, repairedAt: m.repairedAt}
+	out.status, out.err, out.retryAt, out.disable = fetchStatus(err)
+	if out.status == sources.RunSucceeded && res.Complete && m.seen != nil {
+		st, err := s.tombstone(ctx, r, src, m.seen)
 		out.stats.Add(st)
 		if err != nil {
 			out.status, out.err = sources.RunFailed, err
 		}
 	}
 	return out
+}
+
+// fetchStatus classifies the error a fetch ended with: none succeeded; an
+// upstream's "not modified" is no error; a RetryLaterError defers the run
+// to its time; a refused authorization fails it and disables the source
+// (disable says why); anything else fails it.
+func fetchStatus(err error) (status sources.RunStatus, runErr error, retryAt time.Time, disable string) {
+	var retry *connectors.RetryLaterError
+	switch {
+	case err == nil:
+		return sources.RunSucceeded, nil, time.Time{}, ""
+	case errors.Is(err, connectors.ErrNotModified):
+		return sources.RunNotModified, nil, time.Time{}, ""
+	case errors.As(err, &retry):
+		return sources.RunDeferred, err, retry.RetryAt, ""
+	case errors.Is(err, connectors.ErrUnauthorized):
+		return sources.RunFailed, err, time.Time{}, "authorization refused by upstream: " + err.Error()
+	default:
+		return sources.RunFailed, err, time.Time{}, ""
+	}
+}
+
+// pageMapper maps the pages the connector emits into records and queues
+// them, in batches of syncer.batch_size, for the run's pageWriter. Only
+// the connector's goroutine calls emit.
+type pageMapper struct {
+	s   *Syncer
+	r   *run
+	src *source
+	w   *pageWriter
+
+	pages      int
+	repairedAt string // the first item whose text was repaired
+	// seen are, for a snapshot source, the ids seen in this run (with
+	// where, for duplicate errors): they decide which records were
+	// deleted. Incremental sources check duplicates within a page only
+	// and keep nothing per run (nil).
+	seen map[string]string
+	// probe is whether the first page with items asks if the source
+	// stores any record yet (it never completed a run).
+	probe bool
+}
+
+// newPageMapper returns the mapper of run r's pages of src, queueing
+// them for w.
+func newPageMapper(s *Syncer, r *run, src *source, w *pageWriter) *pageMapper {
+	m := &pageMapper{s: s, r: r, src: src, w: w, probe: r.lastSuccess == nil}
+	if sn, ok := src.conn.(connectors.Snapshotter); ok && sn.Snapshot() {
+		m.seen = map[string]string{}
+	}
+	return m
+}
+
+// emit is the connector's emit function: it maps the page, probes
+// whether the source is fresh, and queues the page's batches.
+func (m *pageMapper) emit(ctx context.Context, page connectors.Page) error {
+	m.pages++
+	recs, err := m.mapPage(page)
+	if err != nil {
+		return err
+	}
+	if m.probe && len(recs) > 0 {
+		m.probeFresh(ctx)
+	}
+	return m.queue(ctx, recs, page.Cursor)
+}
+
+// mapPage maps a page's items into records. A duplicate id within the
+// page (or, for a snapshot source, the run) is an ItemError naming both
+// locations; the ids of a snapshot source's page are added to seen.
+func (m *pageMapper) mapPage(page connectors.Page) ([]normalize.Record, error) {
+	recs := make([]normalize.Record, 0, len(page.Items))
+	pageLocs := make(map[string]string, len(page.Items))
+	for _, it := range page.Items {
+		r, err := m.src.mapper.Map(it.Value, it.Raw)
+		if err != nil {
+			return nil, &connectors.ItemError{Loc: it.Loc, Err: err}
+		}
+		if prev, dup := pageLocs[r.ID]; dup {
+			return nil, &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
+		}
+		if prev, dup := m.seen[r.ID]; dup {
+			return nil, &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
+		}
+		pageLocs[r.ID] = it.Loc
+		if r.Repaired && m.repairedAt == "" {
+			m.repairedAt = it.Loc
+		}
+		recs = append(recs, r)
+	}
+	if m.seen != nil {
+		for id, loc := range pageLocs {
+			m.seen[id] = loc
+		}
+	}
+	return recs, nil
+}
+
+// probeFresh asks, once, whether the source stores no record yet (its
+// first sync): its batches are then prepared as new records on this
+// goroutine (changes.PrepareFresh) and written without reading stored
+// hashes, until a batch finds a record stored after all
+// (changes.ErrStored). A run that brings nothing asks nothing.
+func (m *pageMapper) probeFresh(ctx context.Context) {
+	m.probe = false
+	empty, err := changes.SourceEmpty(ctx, m.s.pool, m.r.name)
+	m.w.fresh.Store(err == nil && empty) // on error, the writer reads what is stored
+}
+
+// queue cuts a page's records into batches of syncer.batch_size and
+// queues them for the writer; the page's last batch carries its cursor. A
+// page without items but with a cursor is queued as one empty batch.
+func (m *pageMapper) queue(ctx context.Context, recs []normalize.Record, cursor json.RawMessage) error {
+	size := m.s.conf.BatchSize
+	for i := 0; i < len(recs) || (i == 0 && cursor != nil); i += size {
+		j := job{recs: recs[i:min(i+size, len(recs))]}
+		if i+size >= len(recs) {
+			j.cursor, j.pageEnd = cursor, true
+		}
+		if m.w.fresh.Load() {
+			j.fresh = changes.PrepareFresh(m.r.name, m.r.runID, j.recs, m.src.mapper.Hasher())
+		}
+		if err := m.w.send(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // errWriterFailed stops the connector when a batch write failed; the
