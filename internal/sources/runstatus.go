@@ -26,6 +26,10 @@ const (
 	RunAbandoned RunStatus = "abandoned"
 )
 
+// runStatuses are every RunStatus, for the test that holds them to the
+// schema's CHECK on sync_runs.status.
+var runStatuses = []RunStatus{RunRunning, RunSucceeded, RunNotModified, RunFailed, RunDeferred, RunAbandoned}
+
 // Succeeded reports whether the run completed without error (succeeded or
 // not modified): the source's cursor and last_success_at move on.
 func (s RunStatus) Succeeded() bool {
