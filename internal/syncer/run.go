@@ -174,7 +174,7 @@ func (s *Syncer) runClaim(ctx context.Context, r *run) {
 			out.status, out.err = sources.RunFailed, fmt.Errorf("%w: %w", cause, out.err)
 		}
 	}
-	if after := s.conf.AfterRun; after != nil && (out.status == sources.RunSucceeded || out.status == sources.RunNotModified) {
+	if after := s.conf.AfterRun; after != nil && out.status.Succeeded() {
 		defer after(c.name, c.runID)
 	}
 	// The outcome (next run, stop conditions) follows the source's
@@ -258,7 +258,7 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 func (s *Syncer) quiet(r *run, src *source, out outcome, rs *runStats) (quietRun, bool) {
 	c := r.claim
 	if c.reason != "schedule" || c.failures != 0 || r.recorded.Load() || out.err != nil || out.disable != "" ||
-		(out.status != sources.RunSucceeded && out.status != sources.RunNotModified) || out.stats.Changed() > 0 || out.stats.Repaired > 0 {
+		!out.status.Succeeded() || out.stats.Changed() > 0 || out.stats.Repaired > 0 {
 		return quietRun{}, false
 	}
 	now := s.conf.Now()
