@@ -231,6 +231,13 @@ const (
 	)
 	SELECT EXISTS (SELECT 1 FROM lease)`
 
+	// QueryLeasedState locks the row of a source this replica leases for
+	// run $3 and reads the state its outcome is decided from; no row: the
+	// lease is another replica's by now.
+	QueryLeasedState = `
+	SELECT failure_count, status, interval_seconds, last_change_at, last_success_at, created_at
+	FROM sources WHERE name = $1 AND lease_owner = $2 AND run_id = $3 FOR UPDATE`
+
 	// QueryReleaseLease writes a run's outcome into its source's row and releases the lease.
 	QueryReleaseLease = `
 	UPDATE sources SET

@@ -368,7 +368,7 @@ func (c *completer) loop(ctx context.Context, wake <-chan struct{}, stopped chan
 // nothing, for the completer.
 type quietRun struct {
 	c           claim
-	status      string // succeeded or not_modified
+	status      sources.RunStatus // succeeded or not_modified
 	finishedAt  time.Time
 	next        time.Time
 	interval    float64
@@ -462,7 +462,7 @@ func (s *Syncer) completeQuietIn(ctx context.Context, q queryer, batch []quietRu
 func (s *Syncer) recordLost(ctx context.Context, lost []quietRun) error {
 	b := &pgx.Batch{}
 	for _, q := range lost {
-		sql, args := s.runRowSQL(&run{claim: q.c}, runEnd{status: "abandoned", finishedAt: q.finishedAt, err: ErrLeaseLost.Error(),
+		sql, args := s.runRowSQL(&run{claim: q.c}, runEnd{status: sources.RunAbandoned, finishedAt: q.finishedAt, err: ErrLeaseLost.Error(),
 			requests: q.requests, waits: q.waits, pages: q.pages, seen: q.seen, unchanged: q.unchangedN})
 		b.Queue(sql, args...)
 	}
@@ -470,9 +470,9 @@ func (s *Syncer) recordLost(ctx context.Context, lost []quietRun) error {
 		return err
 	}
 	for _, q := range lost {
-		s.conf.Metrics.PollFinished(q.c.name, "abandoned", q.finishedAt.Sub(q.c.startedAt))
-		s.stats.finished("abandoned", false, 0)
-		s.logger.Error("record run outcome", "source", q.c.name, "run_id", q.c.runID, "status", "abandoned", "error", ErrLeaseLost)
+		s.conf.Metrics.PollFinished(q.c.name, string(sources.RunAbandoned), q.finishedAt.Sub(q.c.startedAt))
+		s.stats.finished(sources.RunAbandoned, false, 0)
+		s.logger.Error("record run outcome", "source", q.c.name, "run_id", q.c.runID, "status", string(sources.RunAbandoned), "error", ErrLeaseLost)
 	}
 	return nil
 }
@@ -482,10 +482,10 @@ func (s *Syncer) recordLost(ctx context.Context, lost []quietRun) error {
 func (s *Syncer) quietDone(q quietRun) {
 	s.hours.add(q)
 	d := q.finishedAt.Sub(q.c.startedAt)
-	s.conf.Metrics.PollFinished(q.c.name, q.status, d)
+	s.conf.Metrics.PollFinished(q.c.name, string(q.status), d)
 	s.stats.finished(q.status, true, 0)
 	if s.logger.Enabled(context.Background(), slog.LevelDebug) {
-		s.logger.Debug("run finished", "source", q.c.name, "run_id", q.c.runID, "status", q.status, "requests", q.requests,
+		s.logger.Debug("run finished", "source", q.c.name, "run_id", q.c.runID, "status", string(q.status), "requests", q.requests,
 			"seen", q.seen, "lateness_ms", q.c.lateness.Milliseconds(), "duration_ms", d.Milliseconds(), "next_run_at", q.next)
 	}
 }
@@ -493,7 +493,7 @@ func (s *Syncer) quietDone(q quietRun) {
 // quietFailed reports a quiet run whose completion could not be written;
 // its lease expires and another claim runs the source again.
 func (s *Syncer) quietFailed(q quietRun, err error) {
-	s.conf.Metrics.PollFinished(q.c.name, "failed", q.finishedAt.Sub(q.c.startedAt))
-	s.stats.finished("failed", false, 0)
-	s.logger.Error("record run outcome", "source", q.c.name, "run_id", q.c.runID, "status", q.status, "error", err)
+	s.conf.Metrics.PollFinished(q.c.name, string(sources.RunFailed), q.finishedAt.Sub(q.c.startedAt))
+	s.stats.finished(sources.RunFailed, false, 0)
+	s.logger.Error("record run outcome", "source", q.c.name, "run_id", q.c.runID, "status", string(q.status), "error", err)
 }

@@ -26,7 +26,7 @@ import (
 
 // outcome is what a run ended with.
 type outcome struct {
-	status  string // succeeded, failed, not_modified, deferred
+	status  sources.RunStatus // succeeded, not_modified, failed, deferred or abandoned
 	err     error
 	stats   changes.Stats
 	pages   int
@@ -165,16 +165,16 @@ func (s *Syncer) runClaim(ctx context.Context, r *run) {
 			// leaving a lease for another replica to wait out. This is no
 			// failure of the upstream: it resumes from its cursor at once,
 			// without backoff and without counting towards max_failures.
-			out.status, out.err = "abandoned", fmt.Errorf("interrupted by shutdown: %w", out.err)
+			out.status, out.err = sources.RunAbandoned, fmt.Errorf("interrupted by shutdown: %w", out.err)
 		case errors.Is(cause, errRunTimeout):
-			out.status, out.err = "failed", fmt.Errorf("%w (%s): %w", errRunTimeout, s.conf.RunTimeout, out.err)
+			out.status, out.err = sources.RunFailed, fmt.Errorf("%w (%s): %w", errRunTimeout, s.conf.RunTimeout, out.err)
 		case errors.Is(cause, ErrLeaseLost):
-			out.status, out.err = "failed", fmt.Errorf("%w: %w", ErrLeaseLost, out.err)
+			out.status, out.err = sources.RunFailed, fmt.Errorf("%w: %w", ErrLeaseLost, out.err)
 		case errors.Is(cause, errBatchFailed):
-			out.status, out.err = "failed", fmt.Errorf("%w: %w", cause, out.err)
+			out.status, out.err = sources.RunFailed, fmt.Errorf("%w: %w", cause, out.err)
 		}
 	}
-	if after := s.conf.AfterRun; after != nil && (out.status == "succeeded" || out.status == "not_modified") {
+	if after := s.conf.AfterRun; after != nil && out.status.Succeeded() {
 		defer after(c.name, c.runID)
 	}
 	// The outcome (next run, stop conditions) follows the source's
@@ -204,22 +204,22 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 	repaired := int(r.repaired.Load())
 	s.conf.Metrics.WebhookRepaired(repaired)
 	if err != nil {
-		status := "failed"
+		status := sources.RunFailed
 		if errors.Is(err, ErrLeaseLost) {
-			status = "abandoned"
+			status = sources.RunAbandoned
 		}
-		s.conf.Metrics.PollFinished(c.name, status, s.conf.Now().Sub(c.startedAt))
+		s.conf.Metrics.PollFinished(c.name, string(status), s.conf.Now().Sub(c.startedAt))
 		s.stats.finished(status, false, out.stats.Changed())
-		logger.Error("record run outcome", "status", status, claimAttr, "error", err)
+		logger.Error("record run outcome", "status", string(status), claimAttr, "error", err)
 		return
 	}
-	s.conf.Metrics.PollFinished(c.name, out.status, s.conf.Now().Sub(c.startedAt))
+	s.conf.Metrics.PollFinished(c.name, string(out.status), s.conf.Now().Sub(c.startedAt))
 	s.stats.finished(out.status, false, out.stats.Changed())
 	// A run requested (run-now) while this one held the source's lease was
 	// skipped by the claims meanwhile: look for it now rather than at the
 	// next poll or due time.
 	s.Wake()
-	attrs := []any{"status", out.status, "reason", c.reason, claimAttr, "cursor_before", json.RawMessage(c.cursor), "cursor_after", fin.cursorAfter,
+	attrs := []any{"status", string(out.status), "reason", c.reason, claimAttr, "cursor_before", json.RawMessage(c.cursor), "cursor_after", fin.cursorAfter,
 		"seen", out.stats.Seen, "created", out.stats.Created,
 		"updated", out.stats.Updated, "unchanged", out.stats.Unchanged, "deleted", out.stats.Deleted,
 		"pages", out.pages, "requests", fin.requests, "rate_limit_waits", fin.waits, "lateness_ms", c.lateness.Milliseconds(),
@@ -234,9 +234,9 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 			"items_repaired", out.stats.Repaired, "first_item", out.repairedAt)
 	}
 	switch {
-	case out.err != nil && out.status == "deferred":
+	case out.err != nil && out.status == sources.RunDeferred:
 		logger.Warn("run deferred by upstream", append(attrs, "error", out.err, "retry_at", fin.next.At)...)
-	case out.status == "abandoned":
+	case out.status == sources.RunAbandoned:
 		logger.Warn("run interrupted by shutdown", append(attrs, "error", out.err)...)
 	case out.err != nil:
 		logger.Error("run failed", append(attrs, "error", out.err, "failure_count", fin.failures)...)
@@ -258,7 +258,7 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 func (s *Syncer) quiet(r *run, src *source, out outcome, rs *runStats) (quietRun, bool) {
 	c := r.claim
 	if c.reason != "schedule" || c.failures != 0 || r.recorded.Load() || out.err != nil || out.disable != "" ||
-		(out.status != "succeeded" && out.status != "not_modified") || out.stats.Changed() > 0 || out.stats.Repaired > 0 {
+		!out.status.Succeeded() || out.stats.Changed() > 0 || out.stats.Repaired > 0 {
 		return quietRun{}, false
 	}
 	now := s.conf.Now()
@@ -284,8 +284,8 @@ func (s *Syncer) quiet(r *run, src *source, out outcome, rs *runStats) (quietRun
 	}
 	q := quietRun{c: c, status: out.status, finishedAt: now, next: next.At, interval: next.Interval.Seconds(), reason: next.Reason,
 		requests: fin.requests, waits: fin.waits, seen: out.stats.Seen, pages: out.pages, unchangedN: out.stats.Unchanged,
-		notModified: out.status == "not_modified"}
-	if out.status == "succeeded" {
+		notModified: out.status == sources.RunNotModified}
+	if out.status == sources.RunSucceeded {
 		q.cursor = nullJSONBytes(out.result.Cursor)
 	}
 	return q, true
@@ -339,213 +339,158 @@ func (s *Syncer) heartbeat(ctx context.Context, r *run, lost context.CancelCause
 
 // fetch runs the connector and writes its pages. Mapping the next page
 // (connector I/O, JSON decoding, hashing: Go's core) overlaps with writing
-// the previous ones (Postgres's): a writer goroutine commits batches in
-// order while emit maps the next page; the batches queued when it begins a
-// transaction share it, and on a first sync two transactions are in
-// flight at once (docs/acquisition.md#writing-a-runs-pages).
+// the previous ones (Postgres's): a pageWriter commits batches in order
+// while the pageMapper maps the next page; the batches queued when it
+// begins a transaction share it, and on a first sync two transactions are
+// in flight at once (docs/acquisition.md#writing-a-runs-pages). The
+// connector's end decides the run's status (fetchStatus); a complete
+// snapshot then deletes the records it did not see (tombstone).
 func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
-	var out outcome
-	// For snapshot sources, the ids seen in this run (with where, for
-	// duplicate errors) decide which records were deleted. Incremental
-	// sources check duplicates within a page only and keep nothing per run.
-	var seen map[string]string
-	if sn, ok := src.conn.(connectors.Snapshotter); ok && sn.Snapshot() {
-		seen = map[string]string{}
-	}
-
-	// A source that stores no record yet (its first sync) has its batches
-	// prepared as new records on this goroutine (changes.PrepareFresh)
-	// and written without reading stored hashes, until a batch finds a
-	// record stored after all (changes.ErrStored). Whether it stores any
-	// is asked once, at the first page with items of a source that never
-	// completed a run: a run that brings nothing asks nothing.
-	var fresh atomic.Bool
-	probe := r.lastSuccess == nil
-	jobs := make(chan job, 2)
-	var writeErr error
-	var written changes.Stats
-	writerDone := make(chan struct{})
-	wctx, cancelWriter := context.WithCancel(ctx)
-	defer cancelWriter()
-	go func() {
-		defer close(writerDone)
-		// flight are the transactions of new records in flight, oldest
-		// first: each is written beside the ones before it and commits
-		// after them.
-		var flight []*inflight
-		settle := func() {
-			p := flight[0]
-			flight = flight[1:]
-			<-p.done
-			if p.err != nil {
-				if writeErr == nil {
-					writeErr = p.err
-				}
-				cancelWriter()
-				return
-			}
-			written.Add(p.st)
-		}
-		defer func() {
-			for len(flight) > 0 {
-				settle()
-			}
-		}()
-		for j := range jobs {
-			if writeErr != nil {
-				continue // drain after a failure
-			}
-			// The batches that waited for the writer share its
-			// transaction: one commit and one lease extension for them.
-			group := append(make([]job, 0, maxGroup), j)
-		more:
-			for len(group) < maxGroup {
-				select {
-				case next, ok := <-jobs:
-					if !ok {
-						break more
-					}
-					group = append(group, next)
-				default:
-					break more
-				}
-			}
-			if fresh.Load() && prepared(group) {
-				// New records only: several cores work on the
-				// database. The transaction's writing slot and
-				// connection are taken here, in order: the ones in
-				// flight hold their own, so none waits for a later
-				// one's (no deadlock when many runs write at once).
-				for len(flight) >= maxInFlight {
-					settle()
-				}
-				if writeErr != nil {
-					continue
-				}
-				release, conn, err := s.writingConn(wctx)
-				if err != nil {
-					for len(flight) > 0 {
-						settle()
-					}
-					if writeErr == nil {
-						writeErr = fmt.Errorf("write batch: %w", err)
-					}
-					cancelWriter()
-					continue
-				}
-				var after *inflight
-				if len(flight) > 0 {
-					after = flight[len(flight)-1]
-				}
-				cur := &inflight{done: make(chan struct{})}
-				go func() {
-					defer close(cur.done)
-					defer release()
-					cur.st, cur.err = s.writeFresh(wctx, r, conn, group, &fresh, after)
-				}()
-				flight = append(flight, cur)
-				continue
-			}
-			for len(flight) > 0 {
-				settle()
-			}
-			if writeErr != nil {
-				continue
-			}
-			st, err := s.writeBatch(wctx, r, group, &fresh)
-			if err != nil {
-				writeErr = err
-				cancelWriter()
-				continue
-			}
-			written.Add(st)
-		}
-	}()
-
-	emit := func(ctx context.Context, page connectors.Page) error {
-		out.pages++
-		recs := make([]normalize.Record, 0, len(page.Items))
-		pageLocs := make(map[string]string, len(page.Items))
-		for _, it := range page.Items {
-			r, err := src.mapper.Map(it.Value, it.Raw)
-			if err != nil {
-				return &connectors.ItemError{Loc: it.Loc, Err: err}
-			}
-			if prev, dup := pageLocs[r.ID]; dup {
-				return &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
-			}
-			if prev, dup := seen[r.ID]; dup {
-				return &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
-			}
-			pageLocs[r.ID] = it.Loc
-			if r.Repaired && out.repairedAt == "" {
-				out.repairedAt = it.Loc
-			}
-			recs = append(recs, r)
-		}
-		if seen != nil {
-			for id, loc := range pageLocs {
-				seen[id] = loc
-			}
-		}
-		if probe && len(recs) > 0 {
-			probe = false
-			empty, err := changes.SourceEmpty(ctx, s.pool, r.name)
-			fresh.Store(err == nil && empty) // on error, the writer reads what is stored
-		}
-		for i := 0; i < len(recs) || (i == 0 && page.Cursor != nil); i += s.conf.BatchSize {
-			j := job{recs: recs[i:min(i+s.conf.BatchSize, len(recs))]}
-			if i+s.conf.BatchSize >= len(recs) {
-				j.cursor, j.pageEnd = page.Cursor, true
-			}
-			if fresh.Load() {
-				j.fresh = changes.PrepareFresh(r.name, r.runID, j.recs, src.mapper.Hasher())
-			}
-			select {
-			case jobs <- j:
-			case <-wctx.Done():
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return errWriterFailed
-			}
-		}
-		return nil
-	}
-	res, err := src.conn.Fetch(ctx, r.cursor, emit)
-	close(jobs)
-	<-writerDone
-	out.stats.Add(written)
-	out.result = res
+	w := s.startPageWriter(ctx, r)
+	defer w.stop()
+	m := newPageMapper(s, r, src, w)
+	res, err := src.conn.Fetch(ctx, r.cursor, m.emit)
+	written, writeErr := w.close()
 	if writeErr != nil {
 		err = writeErr // the root cause; the connector only saw errWriterFailed
 	}
-	var retry *connectors.RetryLaterError
-	switch {
-	case err == nil:
-		out.status = "succeeded"
-	case errors.Is(err, connectors.ErrNotModified):
-		out.status = "not_modified"
-		return out
-	case errors.As(err, &retry):
-		out.status, out.err, out.retryAt = "deferred", err, retry.RetryAt
-		return out
-	case errors.Is(err, connectors.ErrUnauthorized):
-		out.status, out.err = "failed", err
-		out.disable = "authorization refused by upstream: " + err.Error()
-		return out
-	default:
-		out.status, out.err = "failed", err
-		return out
-	}
-	if res.Complete && seen != nil {
-		st, err := s.tombstone(ctx, r, src, seen)
+	out := outcome{stats: written, pages: m.pages, result: res, repairedAt: m.repairedAt}
+	out.status, out.err, out.retryAt, out.disable = fetchStatus(err)
+	if out.status == sources.RunSucceeded && res.Complete && m.seen != nil {
+		st, err := s.tombstone(ctx, r, src, m.seen)
 		out.stats.Add(st)
 		if err != nil {
-			out.status, out.err = "failed", err
+			out.status, out.err = sources.RunFailed, err
 		}
 	}
 	return out
+}
+
+// fetchStatus classifies the error a fetch ended with: none succeeded; an
+// upstream's "not modified" is no error; a RetryLaterError defers the run
+// to its time; a refused authorization fails it and disables the source
+// (disable says why); anything else fails it.
+func fetchStatus(err error) (status sources.RunStatus, runErr error, retryAt time.Time, disable string) {
+	var retry *connectors.RetryLaterError
+	switch {
+	case err == nil:
+		return sources.RunSucceeded, nil, time.Time{}, ""
+	case errors.Is(err, connectors.ErrNotModified):
+		return sources.RunNotModified, nil, time.Time{}, ""
+	case errors.As(err, &retry):
+		return sources.RunDeferred, err, retry.RetryAt, ""
+	case errors.Is(err, connectors.ErrUnauthorized):
+		return sources.RunFailed, err, time.Time{}, "authorization refused by upstream: " + err.Error()
+	default:
+		return sources.RunFailed, err, time.Time{}, ""
+	}
+}
+
+// pageMapper maps the pages the connector emits into records and queues
+// them, in batches of syncer.batch_size, for the run's pageWriter. Only
+// the connector's goroutine calls emit.
+type pageMapper struct {
+	s   *Syncer
+	r   *run
+	src *source
+	w   *pageWriter
+
+	pages      int
+	repairedAt string // the first item whose text was repaired
+	// seen are, for a snapshot source, the ids seen in this run (with
+	// where, for duplicate errors): they decide which records were
+	// deleted. Incremental sources check duplicates within a page only
+	// and keep nothing per run (nil).
+	seen map[string]string
+	// probe is whether the first page with items asks if the source
+	// stores any record yet (it never completed a run).
+	probe bool
+}
+
+// newPageMapper returns the mapper of run r's pages of src, queueing
+// them for w.
+func newPageMapper(s *Syncer, r *run, src *source, w *pageWriter) *pageMapper {
+	m := &pageMapper{s: s, r: r, src: src, w: w, probe: r.lastSuccess == nil}
+	if sn, ok := src.conn.(connectors.Snapshotter); ok && sn.Snapshot() {
+		m.seen = map[string]string{}
+	}
+	return m
+}
+
+// emit is the connector's emit function: it maps the page, probes
+// whether the source is fresh, and queues the page's batches.
+func (m *pageMapper) emit(ctx context.Context, page connectors.Page) error {
+	m.pages++
+	recs, err := m.mapPage(page)
+	if err != nil {
+		return err
+	}
+	if m.probe && len(recs) > 0 {
+		m.probeFresh(ctx)
+	}
+	return m.queue(ctx, recs, page.Cursor)
+}
+
+// mapPage maps a page's items into records. A duplicate id within the
+// page (or, for a snapshot source, the run) is an ItemError naming both
+// locations; the ids of a snapshot source's page are added to seen.
+func (m *pageMapper) mapPage(page connectors.Page) ([]normalize.Record, error) {
+	recs := make([]normalize.Record, 0, len(page.Items))
+	pageLocs := make(map[string]string, len(page.Items))
+	for _, it := range page.Items {
+		r, err := m.src.mapper.Map(it.Value, it.Raw)
+		if err != nil {
+			return nil, &connectors.ItemError{Loc: it.Loc, Err: err}
+		}
+		if prev, dup := pageLocs[r.ID]; dup {
+			return nil, &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
+		}
+		if prev, dup := m.seen[r.ID]; dup {
+			return nil, &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
+		}
+		pageLocs[r.ID] = it.Loc
+		if r.Repaired && m.repairedAt == "" {
+			m.repairedAt = it.Loc
+		}
+		recs = append(recs, r)
+	}
+	if m.seen != nil {
+		for id, loc := range pageLocs {
+			m.seen[id] = loc
+		}
+	}
+	return recs, nil
+}
+
+// probeFresh asks, once, whether the source stores no record yet (its
+// first sync): its batches are then prepared as new records on this
+// goroutine (changes.PrepareFresh) and written without reading stored
+// hashes, until a batch finds a record stored after all
+// (changes.ErrStored). A run that brings nothing asks nothing.
+func (m *pageMapper) probeFresh(ctx context.Context) {
+	m.probe = false
+	empty, err := changes.SourceEmpty(ctx, m.s.pool, m.r.name)
+	m.w.fresh.Store(err == nil && empty) // on error, the writer reads what is stored
+}
+
+// queue cuts a page's records into batches of syncer.batch_size and
+// queues them for the writer; the page's last batch carries its cursor. A
+// page without items but with a cursor is queued as one empty batch.
+func (m *pageMapper) queue(ctx context.Context, recs []normalize.Record, cursor json.RawMessage) error {
+	size := m.s.conf.BatchSize
+	for i := 0; i < len(recs) || (i == 0 && cursor != nil); i += size {
+		j := job{recs: recs[i:min(i+size, len(recs))]}
+		if i+size >= len(recs) {
+			j.cursor, j.pageEnd = cursor, true
+		}
+		if m.w.fresh.Load() {
+			j.fresh = changes.PrepareFresh(m.r.name, m.r.runID, j.recs, m.src.mapper.Hasher())
+		}
+		if err := m.w.send(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // errWriterFailed stops the connector when a batch write failed; the
@@ -849,13 +794,11 @@ type finished struct {
 // lease, unless another replica holds it by now. It decides the next run
 // (schedule, backoff or deferral) and applies the stop conditions: 401/403
 // and stop.max_failures disable the source, stop.when and stop.after
-// complete it.
+// complete it. Its steps, in one transaction: readLeased, then nextRun,
+// stopConditions and recordOutcome, or recordLeaseLost.
 func (s *Syncer) finish(ctx context.Context, r *run, src *source, out outcome, rs *runStats) (finished, error) {
-	c, started := r.claim, r.startedAt
 	now := s.conf.Now()
-	sc := src.cfg
 	fin := finished{requests: max(out.result.Requests, int(rs.requests.Load())), waits: int(rs.waits.Load())}
-	lost := false
 	if err := r.leased(ctx); err != nil {
 		return fin, err
 	}
@@ -864,121 +807,23 @@ func (s *Syncer) finish(ctx context.Context, r *run, src *source, out outcome, r
 		return fin, err
 	}
 	defer release()
+	lost := false
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var prevFailures int
-		var status string
-		var interval *float64
-		var lastChange, lastSuccess *time.Time
-		var since time.Time
-		err := tx.QueryRow(ctx, `
-			SELECT failure_count, status, interval_seconds, last_change_at, last_success_at, created_at
-			FROM sources WHERE name = $1 AND lease_owner = $2 AND run_id = $3 FOR UPDATE`,
-			c.name, s.conf.Owner, c.runID).Scan(&prevFailures, &status, &interval, &lastChange, &lastSuccess, &since)
-		if errors.Is(err, pgx.ErrNoRows) {
+		prev, held, err := s.readLeased(ctx, tx, r.claim)
+		if err != nil {
+			return err
+		}
+		if !held {
 			// Another replica holds the source now: record that this run was
 			// abandoned (committed), and report the lost lease afterwards.
-			sql, args := s.runRowSQL(r, runEnd{status: "abandoned", finishedAt: now, err: ErrLeaseLost.Error(),
-				requests: fin.requests, waits: fin.waits})
-			_, err = tx.Exec(ctx, sql, args...)
+			err := s.recordLeaseLost(ctx, tx, r, fin, now)
 			lost = err == nil
 			return err
 		}
-		if err != nil {
-			return fmt.Errorf("read source state: %w", err)
-		}
-		succeeded := out.status == "succeeded" || out.status == "not_modified"
-		cur := time.Duration(0)
-		if interval != nil {
-			cur = time.Duration(*interval * float64(time.Second))
-		}
-		if out.stats.Changed() > 0 {
-			lastChange = &now
-		}
-		if lastChange != nil {
-			since = *lastChange
-		}
-		if succeeded {
-			lastSuccess = &now
-		}
-		run := schedule.Run{Interval: cur, Changes: out.stats.Changed(), Quiet: now.Sub(since), MinInterval: out.result.MinInterval, Due: c.dueAt}
-
-		// Failures and the next run.
-		fin.failures = 0
-		newInterval := interval
-		switch out.status {
-		case "deferred":
-			fin.failures = prevFailures
-			at := out.retryAt
-			if b := rs.blockedUntil(); b.After(at) {
-				at = b
-			}
-			switch {
-			case at.IsZero():
-				at = now.Add(DefaultBlock)
-			case at.Before(now.Add(minDefer)):
-				// "Retry-After: 0" must not turn into a request per poll.
-				at = now.Add(minDefer)
-			}
-			fin.next = schedule.Deferred(now, at, errText(out.err))
-		case "abandoned":
-			fin.failures = prevFailures
-			fin.next = schedule.Deferred(now, now, "interrupted by shutdown; due again at once")
-		case "failed":
-			fin.failures = prevFailures + 1
-			fin.next = src.schedule.Retry(now, fin.failures, s.conf.Backoff, run)
-		default:
-			fin.next = src.schedule.Next(now, run)
-			secs := fin.next.Interval.Seconds()
-			newInterval = &secs
-		}
-
-		// Stop conditions.
-		fin.status = status
-		lastError := errText(out.err)
-		maxFailures := 0
-		if sc.Stop != nil && sc.Stop.MaxFailures != nil {
-			maxFailures = *sc.Stop.MaxFailures
-		}
-		switch {
-		case out.disable != "":
-			fin.status, fin.reason = "disabled", out.disable
-		case out.status == "failed" && maxFailures > 0 && fin.failures >= maxFailures:
-			fin.status = "disabled"
-			fin.reason = fmt.Sprintf("stop.max_failures: disabled after %d consecutive failures; last error: %s", fin.failures, lastError)
-		default:
-			if src.stopWhen != nil {
-				stop, err := evalStopWhen(src, out, fin, c, started, now, lastChange, lastSuccess)
-				switch {
-				case err != nil:
-					lastError = strings.TrimPrefix(lastError+"; ", "; ") + err.Error()
-					s.logger.Warn("stop.when failed; the source keeps running", "source", c.name, "run_id", c.runID, "error", err)
-				case stop:
-					fin.status = "completed"
-					fin.reason = fmt.Sprintf("stop.when %q was true after run %d", sc.Stop.When, c.runID)
-				}
-			}
-			if fin.status == status && sc.Stop != nil && sc.Stop.After != nil && !fin.next.At.Before(*sc.Stop.After) {
-				fin.status = "completed"
-				fin.reason = fmt.Sprintf("stop.after %s reached: no run after it", sc.Stop.After.UTC().Format(time.RFC3339))
-			}
-		}
-		var statusReason, statusChanged any
-		if fin.status != status {
-			statusReason, statusChanged = fin.reason, now
-		}
-
-		sql, args := s.runRowSQL(r, runEnd{status: out.status, finishedAt: now, err: errText(out.err),
-			requests: fin.requests, waits: fin.waits})
-		if _, err := tx.Exec(ctx, sql, args...); err != nil {
-			return fmt.Errorf("record run: %w", err)
-		}
-		if _, err := tx.Exec(ctx, sources.QueryReleaseLease,
-			c.name, now, succeeded, lastChange, fin.failures, nullText(lastError), fin.next.At,
-			newInterval, fin.next.Reason, nullJSON(out.result.Cursor), fin.status, statusReason, statusChanged); err != nil {
-			return fmt.Errorf("release lease: %w", err)
-		}
-		// Record the final cursor in the run too.
-		return tx.QueryRow(ctx, sources.QueryRunCursorAfter, c.runID, c.name, c.startedAt).Scan(&fin.cursorAfter)
+		after := prev.after(r.claim, out, now)
+		fin.failures, fin.next, after.interval = s.nextRun(src, out, prev, after.run, rs, now)
+		fin.status, fin.reason, after.lastError = s.stopConditions(src, r.claim, out, fin, prev.status, after, now)
+		return s.recordOutcome(ctx, tx, r, out, &fin, prev.status, after, now)
 	})
 	if err == nil && lost {
 		err = ErrLeaseLost
@@ -986,9 +831,165 @@ func (s *Syncer) finish(ctx context.Context, r *run, src *source, out outcome, r
 	return fin, err
 }
 
+// leasedState is the row of a source this replica leases, as finish reads
+// it before deciding the run's outcome.
+type leasedState struct {
+	failures                int    // failure_count before the run
+	status                  string // the source's status before the run
+	interval                *float64
+	lastChange, lastSuccess *time.Time
+	createdAt               time.Time
+}
+
+// sourceAfter is the source's row after a run, as finish decides it.
+type sourceAfter struct {
+	lastChange, lastSuccess *time.Time
+	run                     schedule.Run // what the schedule decides the next run from
+	interval                *float64     // interval_seconds after the run
+	lastError               string       // last_error: the run's error and a failed stop.when's
+}
+
+// readLeased locks the row of c's source and reads its state, if this
+// replica still leases it for c's run; held is false when another replica
+// holds it by now.
+func (s *Syncer) readLeased(ctx context.Context, tx pgx.Tx, c claim) (st leasedState, held bool, err error) {
+	err = tx.QueryRow(ctx, sources.QueryLeasedState, c.name, s.conf.Owner, c.runID).Scan(
+		&st.failures, &st.status, &st.interval, &st.lastChange, &st.lastSuccess, &st.createdAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return st, false, nil
+	case err != nil:
+		return st, false, fmt.Errorf("read source state: %w", err)
+	}
+	return st, true, nil
+}
+
+// recordLeaseLost records in run r's sync_runs row that it was abandoned: its
+// lease is another replica's.
+func (s *Syncer) recordLeaseLost(ctx context.Context, tx pgx.Tx, r *run, fin finished, now time.Time) error {
+	sql, args := s.runRowSQL(r, runEnd{status: sources.RunAbandoned, finishedAt: now, err: ErrLeaseLost.Error(),
+		requests: fin.requests, waits: fin.waits})
+	_, err := tx.Exec(ctx, sql, args...)
+	return err
+}
+
+// after returns the source's last change and success after outcome out
+// at now, and the run the schedule decides the next one from; interval
+// stays the one before the run until nextRun decides.
+func (p leasedState) after(c claim, out outcome, now time.Time) sourceAfter {
+	a := sourceAfter{lastChange: p.lastChange, lastSuccess: p.lastSuccess, interval: p.interval}
+	cur := time.Duration(0)
+	if p.interval != nil {
+		cur = time.Duration(*p.interval * float64(time.Second))
+	}
+	if out.stats.Changed() > 0 {
+		a.lastChange = &now
+	}
+	since := p.createdAt
+	if a.lastChange != nil {
+		since = *a.lastChange
+	}
+	if out.status.Succeeded() {
+		a.lastSuccess = &now
+	}
+	a.run = schedule.Run{Interval: cur, Changes: out.stats.Changed(), Quiet: now.Sub(since), MinInterval: out.result.MinInterval, Due: c.dueAt}
+	return a
+}
+
+// nextRun decides the source's failure count and next run after outcome
+// out: a deferral at the time the upstream (or the host's budget) gave,
+// at least minDefer away; an abandoned run due again at once; a failure
+// backed off; otherwise the schedule's next run and interval. Only a
+// success changes the interval (prev's is returned otherwise).
+func (s *Syncer) nextRun(src *source, out outcome, prev leasedState, run schedule.Run, rs *runStats, now time.Time) (failures int, next schedule.Decision, interval *float64) {
+	switch out.status {
+	case sources.RunDeferred:
+		at := out.retryAt
+		if b := rs.blockedUntil(); b.After(at) {
+			at = b
+		}
+		switch {
+		case at.IsZero():
+			at = now.Add(DefaultBlock)
+		case at.Before(now.Add(minDefer)):
+			// "Retry-After: 0" must not turn into a request per poll.
+			at = now.Add(minDefer)
+		}
+		return prev.failures, schedule.Deferred(now, at, errText(out.err)), prev.interval
+	case sources.RunAbandoned:
+		return prev.failures, schedule.Deferred(now, now, "interrupted by shutdown; due again at once"), prev.interval
+	case sources.RunFailed:
+		failures = prev.failures + 1
+		return failures, src.schedule.Retry(now, failures, s.conf.Backoff, run), prev.interval
+	default:
+		next = src.schedule.Next(now, run)
+		secs := next.Interval.Seconds()
+		return 0, next, &secs
+	}
+}
+
+// stopConditions decides the source's status after the run (fin holds its
+// failures and next run) and why it changed: a refused authorization
+// (out.disable) or stop.max_failures disables it; stop.when or stop.after
+// completes it. A stop.when that fails to evaluate is logged and added to
+// lastError, and the source keeps running.
+func (s *Syncer) stopConditions(src *source, c claim, out outcome, fin finished, prevStatus string, after sourceAfter, now time.Time) (status, reason, lastError string) {
+	sc := src.cfg
+	status, lastError = prevStatus, errText(out.err)
+	maxFailures := 0
+	if sc.Stop != nil && sc.Stop.MaxFailures != nil {
+		maxFailures = *sc.Stop.MaxFailures
+	}
+	switch {
+	case out.disable != "":
+		return "disabled", out.disable, lastError
+	case out.status == sources.RunFailed && maxFailures > 0 && fin.failures >= maxFailures:
+		return "disabled", fmt.Sprintf("stop.max_failures: disabled after %d consecutive failures; last error: %s", fin.failures, lastError), lastError
+	}
+	if src.stopWhen != nil {
+		stop, err := evalStopWhen(src, out, fin, c, c.startedAt, now, after.lastChange, after.lastSuccess)
+		switch {
+		case err != nil:
+			lastError = strings.TrimPrefix(lastError+"; ", "; ") + err.Error()
+			s.logger.Warn("stop.when failed; the source keeps running", "source", c.name, "run_id", c.runID, "error", err)
+		case stop:
+			status = "completed"
+			reason = fmt.Sprintf("stop.when %q was true after run %d", sc.Stop.When, c.runID)
+		}
+	}
+	if status == prevStatus && sc.Stop != nil && sc.Stop.After != nil && !fin.next.At.Before(*sc.Stop.After) {
+		status = "completed"
+		reason = fmt.Sprintf("stop.after %s reached: no run after it", sc.Stop.After.UTC().Format(time.RFC3339))
+	}
+	return status, reason, lastError
+}
+
+// recordOutcome writes run r's end into its sync_runs row, writes the
+// source's row after it (fin, after) and releases the lease, then reads
+// the source's cursor into the run's row and fin.cursorAfter.
+func (s *Syncer) recordOutcome(ctx context.Context, tx pgx.Tx, r *run, out outcome, fin *finished, prevStatus string, after sourceAfter, now time.Time) error {
+	c := r.claim
+	var statusReason, statusChanged any
+	if fin.status != prevStatus {
+		statusReason, statusChanged = fin.reason, now
+	}
+	sql, args := s.runRowSQL(r, runEnd{status: out.status, finishedAt: now, err: errText(out.err),
+		requests: fin.requests, waits: fin.waits})
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("record run: %w", err)
+	}
+	if _, err := tx.Exec(ctx, sources.QueryReleaseLease,
+		c.name, now, out.status.Succeeded(), after.lastChange, fin.failures, nullText(after.lastError), fin.next.At,
+		after.interval, fin.next.Reason, nullJSON(out.result.Cursor), fin.status, statusReason, statusChanged); err != nil {
+		return fmt.Errorf("release lease: %w", err)
+	}
+	// Record the final cursor in the run too.
+	return tx.QueryRow(ctx, sources.QueryRunCursorAfter, c.runID, c.name, c.startedAt).Scan(&fin.cursorAfter)
+}
+
 // runEnd is the end of a run, for its sync_runs row.
 type runEnd struct {
-	status     string
+	status     sources.RunStatus
 	finishedAt time.Time
 	err        string
 	requests   int
@@ -1007,7 +1008,7 @@ func (s *Syncer) runRowSQL(r *run, e runEnd) (string, []any) {
 	st, pages, _ := r.withPending(changes.Stats{Seen: e.seen, Unchanged: e.unchanged}, e.pages)
 	return sources.QueryRunEnd, []any{
 		r.runID, r.name, s.conf.Owner, r.reason, r.startedAt, nullJSON(r.cursor), r.dueAt, nullText(r.dueReason),
-		e.status, e.finishedAt, float64(e.finishedAt.Sub(r.startedAt).Microseconds()) / 1000, nullText(e.err), e.requests, e.waits,
+		string(e.status), e.finishedAt, float64(e.finishedAt.Sub(r.startedAt).Microseconds()) / 1000, nullText(e.err), e.requests, e.waits,
 		pages, st.Seen, st.Created, st.Updated, st.Unchanged, st.Deleted, st.Repaired}
 }
 
@@ -1017,7 +1018,7 @@ func evalStopWhen(src *source, out outcome, fin finished, c claim, started, now 
 	run := map[string]any{
 		"id":               c.runID,
 		"reason":           c.reason,
-		"status":           out.status,
+		"status":           string(out.status),
 		"error":            errText(out.err),
 		"pages":            out.pages,
 		"requests":         fin.requests,

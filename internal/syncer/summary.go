@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/sources"
 )
 
 // tally counts what a replica did since its last summary line: runs by
@@ -53,10 +55,10 @@ func (t *tally) spread(n int) {
 
 // finished counts a run's outcome: its status, whether it was quiet (no
 // sync_runs row), and the changes it wrote.
-func (t *tally) finished(status string, quiet bool, changes int) {
+func (t *tally) finished(status sources.RunStatus, quiet bool, changes int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.byStatus[status]++
+	t.byStatus[string(status)]++
 	t.changes += changes
 	t.totalRuns++
 	if quiet {
