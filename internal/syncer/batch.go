@@ -194,7 +194,8 @@ func (b *claimBatch) end(ctx context.Context) {
 				return fmt.Errorf("lease the runs of a claim batch: %w", err)
 			}
 			for _, r := range leased {
-				r.leaseEnd = ends[r.name]
+				end := ends[r.name]
+				r.leasedUntil.Store(&end)
 			}
 		}
 		if err := b.tx.Commit(ctx); err != nil {

@@ -66,6 +66,21 @@ type run struct {
 	mu           sync.Mutex
 	pending      changes.Stats // counters of batches that wrote nothing, not in the row yet
 	pendingPages int
+
+	// leasedUntil is the lease's expiry written when the claim batch that
+	// held the source ends while the run goes on (claimBatch.end, another
+	// goroutine than the run's: never claim.leaseEnd, which the run's
+	// goroutines copy).
+	leasedUntil atomic.Pointer[time.Time]
+}
+
+// leaseExpiry is the lease's expiry as last set: by the claim batch's end,
+// else as claimed.
+func (r *run) leaseExpiry() time.Time {
+	if t := r.leasedUntil.Load(); t != nil {
+		return *t
+	}
+	return r.claim.leaseEnd
 }
 
 // addPending counts a batch that wrote nothing.
@@ -122,7 +137,7 @@ func (s *Syncer) runClaim(ctx context.Context, r *run) {
 	}
 	if debug {
 		logDetail().Debug("run started", "reason", c.reason, "lateness_ms", c.lateness.Milliseconds(),
-			slog.Group("claim", "owner", s.conf.Owner, "expires_at", c.leaseEnd.UTC()), "cursor_before", json.RawMessage(c.cursor))
+			slog.Group("claim", "owner", s.conf.Owner, "expires_at", r.leaseExpiry().UTC()), "cursor_before", json.RawMessage(c.cursor))
 	}
 
 	rs := &runStats{}
@@ -198,7 +213,7 @@ func (s *Syncer) runClaim(ctx context.Context, r *run) {
 // recordFull records a run that is worth a sync_runs row, and logs it.
 func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcome, rs *runStats, logger *slog.Logger) {
 	c := r.claim
-	claimAttr := slog.Group("claim", "owner", s.conf.Owner, "expires_at", c.leaseEnd.UTC())
+	claimAttr := slog.Group("claim", "owner", s.conf.Owner, "expires_at", r.leaseExpiry().UTC())
 	fin, err := s.finish(context.WithoutCancel(ctx), r, src, out, rs)
 	s.conf.Metrics.RecordsChanged(c.name, out.stats.Created, out.stats.Updated, out.stats.Deleted)
 	repaired := int(r.repaired.Load())
