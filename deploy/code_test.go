@@ -23,9 +23,9 @@ const module = "github.com/lookout-dev/lookout"
 // dynamicEnv are the places that read an environment variable whose name
 // is not a constant, and why the manifests need not name it.
 var dynamicEnv = map[string]string{
-	"internal/config":     "the ${ENV} references of the configuration directory (checked by running check with the container's environment)",
-	"internal/notify":     "a command sink passes on the variables its env: key names",
-	"internal/taskrunner": "a task watch's command executor passes on PATH, HOME, LANG, TZ and TMPDIR, whichever are set",
+	"internal/config":         "the ${ENV} references of the configuration directory (checked by running check with the container's environment)",
+	"internal/notify/command": "a command sink passes on the variables its env: key names",
+	"internal/taskrunner":     "a task watch's command executor passes on PATH, HOME, LANG, TZ and TMPDIR, whichever are set",
 }
 
 // unsetEnv are variables the code reads that a deployment does not set.

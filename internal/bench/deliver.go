@@ -20,6 +20,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/notify"
+	_ "github.com/lookout-dev/lookout/internal/notify/all" // the sink types the measurements configure
 	"github.com/lookout-dev/lookout/internal/outbox"
 )
 
