@@ -32,8 +32,9 @@ var templates struct {
 }
 
 type templateResult struct {
-	name string
-	err  error // errNoTemplates: use a schema in the base database
+	name     string
+	strategy string // " STRATEGY FILE_COPY" from PostgreSQL 15 on, where WAL_LOG is the default (before, files are always copied)
+	err      error  // errNoTemplates: use a schema in the base database
 }
 
 // errNoTemplates says the role or the URL cannot make databases: Schema
@@ -51,7 +52,7 @@ func fromTemplate(t testing.TB, ctx context.Context, base, schema string) (strin
 	if os.Getenv("LOOKOUT_PGTEST_TEMPLATE") == "0" {
 		return "", false
 	}
-	tmpl, err := template(ctx, base)
+	tmpl, strategy, err := template(ctx, base)
 	if errors.Is(err, errNoTemplates) {
 		return "", false
 	}
@@ -66,8 +67,8 @@ func fromTemplate(t testing.TB, ctx context.Context, base, schema string) (strin
 	// FILE_COPY copies the template's files after a checkpoint: with the
 	// suite's fsync off it is several times faster than WAL_LOG, which
 	// writes every page of the copy to the WAL.
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s STRATEGY FILE_COPY",
-		db.Quote(schema), db.Quote(tmpl))); err != nil {
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s%s",
+		db.Quote(schema), db.Quote(tmpl), strategy)); err != nil {
 		t.Fatalf("pgtest: copy template %s: %v", tmpl, err)
 	}
 	t.Cleanup(func() { dropDatabase(t, base, schema) })
@@ -92,79 +93,86 @@ func fromTemplate(t testing.TB, ctx context.Context, base, schema string) (strin
 // the migrations embedded in this binary, making it when it is missing. An
 // advisory lock in the base database makes concurrent test binaries (go test
 // runs packages in parallel) wait for the one that builds it.
-func template(ctx context.Context, base string) (string, error) {
+func template(ctx context.Context, base string) (name, strategy string, err error) {
 	templates.Lock()
 	defer templates.Unlock()
 	if r, ok := templates.byBase[base]; ok {
-		return r.name, r.err
+		return r.name, r.strategy, r.err
 	}
-	name, err := makeTemplate(ctx, base)
+	name, strategy, err = makeTemplate(ctx, base)
 	if templates.byBase == nil {
 		templates.byBase = map[string]templateResult{}
 	}
 	// A failure other than errNoTemplates (the cluster down, a broken
 	// migration) is not cached: the next test tries again and says why.
 	if err == nil || errors.Is(err, errNoTemplates) {
-		templates.byBase[base] = templateResult{name: name, err: err}
+		templates.byBase[base] = templateResult{name: name, strategy: strategy, err: err}
 	}
-	return name, err
+	return name, strategy, err
 }
 
-func makeTemplate(ctx context.Context, base string) (string, error) {
+func makeTemplate(ctx context.Context, base string) (name, strategy string, err error) {
 	if _, err := withDatabase(base, "x"); err != nil {
-		return "", errNoTemplates
+		return "", "", errNoTemplates
 	}
 	sum, err := migrationsHash()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	name := "lookout_template_" + sum
+	name = "lookout_template_" + sum
 
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		return "", fmt.Errorf("connect: %w", err)
+		return "", "", fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
 	var canCreate bool
 	if err := conn.QueryRow(ctx, `SELECT rolcreatedb OR rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&canCreate); err != nil {
-		return "", fmt.Errorf("read the role's privileges: %w", err)
+		return "", "", fmt.Errorf("read the role's privileges: %w", err)
 	}
 	if !canCreate {
-		return "", errNoTemplates
+		return "", "", errNoTemplates
+	}
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return "", "", fmt.Errorf("read the server's version: %w", err)
+	}
+	if version >= 150000 {
+		strategy = " STRATEGY FILE_COPY"
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext('lookout.pgtest.template'))`); err != nil {
-		return "", fmt.Errorf("lock: %w", err)
+		return "", "", fmt.Errorf("lock: %w", err)
 	}
 	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('lookout.pgtest.template'))`) //nolint:errcheck // the connection closes next
 
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return "", fmt.Errorf("look for %s: %w", name, err)
+		return "", "", fmt.Errorf("look for %s: %w", name, err)
 	}
 	if exists {
-		return name, nil
+		return name, strategy, nil
 	}
 	// Build under another name, then rename: a binary killed halfway
 	// leaves a _build database the next one drops, never a template
 	// with half its migrations.
 	build := name + "_build"
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db.Quote(build)+" WITH (FORCE)"); err != nil {
-		return "", fmt.Errorf("drop %s: %w", build, err)
+		return "", "", fmt.Errorf("drop %s: %w", build, err)
 	}
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+db.Quote(build)); err != nil {
-		return "", fmt.Errorf("create %s: %w", build, err)
+		return "", "", fmt.Errorf("create %s: %w", build, err)
 	}
 	url, err := withDatabase(base, build)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if err := migrateTemplate(ctx, url); err != nil {
-		return "", fmt.Errorf("migrate %s: %w", build, err)
+		return "", "", fmt.Errorf("migrate %s: %w", build, err)
 	}
 	if _, err := conn.Exec(ctx, "ALTER DATABASE "+db.Quote(build)+" RENAME TO "+db.Quote(name)); err != nil {
-		return "", fmt.Errorf("rename %s: %w", build, err)
+		return "", "", fmt.Errorf("rename %s: %w", build, err)
 	}
-	return name, nil
+	return name, strategy, nil
 }
 
 func migrateTemplate(ctx context.Context, url string) error {
