@@ -3,6 +3,8 @@ package syncer
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,7 +139,7 @@ func (s *Syncer) runClaim(ctx context.Context, r *run) {
 	}
 	if debug {
 		logDetail().Debug("run started", "reason", c.reason, "lateness_ms", c.lateness.Milliseconds(),
-			slog.Group("claim", "owner", s.conf.Owner, "expires_at", r.leaseExpiry().UTC()), "cursor_before", json.RawMessage(c.cursor))
+			slog.Group("claim", "owner", s.conf.Owner, "expires_at", r.leaseExpiry().UTC()), "cursor_before", logCursor(c.cursor))
 	}
 
 	rs := &runStats{}
@@ -234,7 +236,7 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 	// skipped by the claims meanwhile: look for it now rather than at the
 	// next poll or due time.
 	s.Wake()
-	attrs := []any{"status", string(out.status), "reason", c.reason, claimAttr, "cursor_before", json.RawMessage(c.cursor), "cursor_after", fin.cursorAfter,
+	attrs := []any{"status", string(out.status), "reason", c.reason, claimAttr, "cursor_before", logCursor(c.cursor), "cursor_after", logCursor(fin.cursorAfter),
 		"seen", out.stats.Seen, "created", out.stats.Created,
 		"updated", out.stats.Updated, "unchanged", out.stats.Unchanged, "deleted", out.stats.Deleted,
 		"pages", out.pages, "requests", fin.requests, "rate_limit_waits", fin.waits, "lateness_ms", c.lateness.Milliseconds(),
@@ -1101,4 +1103,20 @@ func nullJSON(b json.RawMessage) any {
 		return nil
 	}
 	return string(b)
+}
+
+// maxLoggedCursor is the largest cursor a run's log lines show whole.
+const maxLoggedCursor = 1 << 10
+
+// logCursor is a cursor as a run's log lines show it: whole up to
+// maxLoggedCursor bytes, else its size and the start of its SHA-256 (a web
+// source's whole-page cursor keeps the page's last text, up to 128 KiB
+// compressed: logged whole, every run of it would log the page). The
+// sync_runs row keeps the cursor whole.
+func logCursor(c json.RawMessage) any {
+	if len(c) <= maxLoggedCursor {
+		return c
+	}
+	sum := sha256.Sum256(c)
+	return slog.GroupValue(slog.Int("bytes", len(c)), slog.String("sha256", hex.EncodeToString(sum[:8])))
 }
