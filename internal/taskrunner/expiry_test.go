@@ -52,8 +52,10 @@ func TestKilledExecutorClaimExpiresAndIsRetried(t *testing.T) {
 	if err := b.runner.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	testsignal.Eventually(t, "the expired claim released in the tool", func() bool {
-		return w.status(id) == "Todo" && w.fake.Value(id, "RetryCount") == float64(1)
+	// The tool's write lands before the run records it done (tool action
+	// cleared): wait for both, or the check below can read in between.
+	testsignal.Eventually(t, "the expired claim released in the tool and recorded", func() bool {
+		return w.status(id) == "Todo" && w.fake.Value(id, "RetryCount") == float64(1) && w.run(id).ToolAction == ""
 	})
 	_ = b.runner.Stop()
 	r := w.run(id)
