@@ -21,6 +21,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/evaluator"
+	"github.com/lookout-dev/lookout/internal/explain"
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
@@ -231,7 +232,7 @@ func runExplain(ctx context.Context, env *cli.Env) error {
 	if err := env.Parse(fs, env.Args); err != nil {
 		return err
 	}
-	q := evaluator.ExplainQuery{ChangeID: *changeID, Limit: *limit}
+	q := explain.Query{ChangeID: *changeID, Limit: *limit}
 	switch {
 	case *changeID != 0 && fs.NArg() == 0:
 	case *changeID == 0 && fs.NArg() == 1:
@@ -259,11 +260,11 @@ func runExplain(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	trails, err := evaluator.Explain(ctx, pool, snap.Config, q)
+	trails, err := explain.Trails(ctx, pool, snap.Config, q)
 	if err != nil {
 		return err
 	}
-	evaluator.WriteTrails(env.Stdout, trails)
+	explain.WriteTrails(env.Stdout, trails)
 	return nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/lookout-dev/lookout/internal/evaluator"
+	"github.com/lookout-dev/lookout/internal/explain"
 )
 
 // recordData is a record's page: the record, its changes newest first, and
@@ -82,13 +82,13 @@ func (a *Admin) record(w http.ResponseWriter, r *http.Request, c *caller) {
 		d.Changes = append(d.Changes, ct)
 	}
 	if len(ids) > 0 {
-		trails, err := evaluator.Explain(ctx, a.pool, a.conf.Config, evaluator.ExplainQuery{Source: source, RecordID: id, Limit: 20})
+		trails, err := explain.Trails(ctx, a.pool, a.conf.Config, explain.Query{Source: source, RecordID: id, Limit: 20})
 		if err != nil {
 			a.failErr(w, r, err)
 			return
 		}
 		var buf bytes.Buffer
-		evaluator.WriteTrails(&buf, trails)
+		explain.WriteTrails(&buf, trails)
 		d.Explain = buf.String()
 	}
 	p.Data = d

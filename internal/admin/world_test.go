@@ -30,6 +30,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/syncer"
 	"github.com/lookout-dev/lookout/internal/tokens"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 // world is a lookout filled by the real pipeline — the syncer over an
@@ -259,7 +260,7 @@ func (w *world) serve() {
 	if _, err := definitions.Apply(w.ctx, w.pool, w.cfg, definitions.ApplyOptions{Force: true}); err != nil {
 		w.t.Fatal(err)
 	}
-	store := definitions.NewStore(w.pool, &definitions.Validator{Global: &w.cfg.Global, Checks: []definitions.Check{evaluator.Build}})
+	store := definitions.NewStore(w.pool, &definitions.Validator{Global: &w.cfg.Global, Checks: []definitions.Check{watchspec.Check}})
 	svc := control.New(w.pool, store, nil, control.Config{}, w.log)
 	adm, err := admin.New(svc, admin.Config{Config: w.cfg, ListPage: w.listPage}, w.log)
 	if err != nil {

@@ -242,6 +242,68 @@ func TestBinariesLinkTheirSide(t *testing.T) {
 	check("cmd/api", module+"/internal/syncer")
 }
 
+// apiModelEdges are the only imports through which cmd/api may still
+// reach the evaluator or the model client (internal/semantic, the
+// Ollama API package), each with why: a ratchet that
+// TestAPILinksNoEvaluatorOrModel keeps from growing. Remove an edge once
+// its reason is gone; never add one without an issue.
+var apiModelEdges = map[[2]string]string{
+	{"internal/control", "internal/evaluator"}: "control.DryRun runs evaluator.Replay, whose use_model asks the model (issue 21: dry runs " +
+		"with the model belong to the evaluator deployment)",
+	{"internal/watchspec", "internal/semantic"}: "semantic.NewQuestion resolves an ask's model settings and checks its options " +
+		"against the Ollama API's options",
+	{"internal/notify", "internal/semantic"}: "the digest briefings (Summarizer) and their questions",
+}
+
+// TestAPILinksNoEvaluatorOrModel: the api validates watches through
+// watchspec, below the evaluator; no package cmd/api links may import
+// internal/evaluator, internal/semantic or the Ollama API package except
+// through an edge of apiModelEdges (the imports inside those packages
+// are theirs).
+func TestAPILinksNoEvaluatorOrModel(t *testing.T) {
+	pkgs := map[string]pkg{}
+	for _, p := range list(t) {
+		pkgs[p.ImportPath] = p
+	}
+	banned := func(path string) bool {
+		switch {
+		case path == module+"/internal/evaluator", path == module+"/internal/semantic":
+			return true
+		case strings.HasPrefix(path, "github.com/ollama/ollama/"):
+			return true
+		}
+		return false
+	}
+	api, ok := pkgs[module+"/cmd/api"]
+	if !ok {
+		t.Fatal("no package cmd/api")
+	}
+	linked := append([]string{api.ImportPath}, api.Deps...)
+	used := map[[2]string]bool{}
+	for _, path := range linked {
+		p, ok := pkgs[path]
+		if !ok || banned(path) {
+			continue // outside the module, or inside what is banned
+		}
+		for _, imp := range p.Imports {
+			if !banned(imp) {
+				continue
+			}
+			edge := [2]string{rel(p.ImportPath), rel(imp)}
+			if _, ok := apiModelEdges[edge]; !ok {
+				t.Errorf("cmd/api links %s through %s, which imports it: the api links no evaluator and no model client", rel(imp), rel(p.ImportPath))
+				continue
+			}
+			used[edge] = true
+		}
+	}
+	for edge, why := range apiModelEdges {
+		if !used[edge] {
+			t.Errorf("apiModelEdges allows %s → %s (%s), which cmd/api no longer links: remove the edge", edge[0], edge[1], why)
+		}
+	}
+}
+
 // writes finds a statement that writes table in Go source: INSERT INTO,
 // UPDATE, DELETE FROM, COPY, TRUNCATE, or a pgx CopyFrom on its identifier.
 func writes(table string) *regexp.Regexp {

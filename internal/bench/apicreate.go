@@ -17,8 +17,8 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/definitions"
-	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/tokens"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 // CreatesResult is the API create measurement.
@@ -38,7 +38,7 @@ type CreatesResult struct {
 func RunCreates(ctx context.Context, pool *pgxpool.Pool, n, clients int) (*CreatesResult, error) {
 	global := &config.Global{Sinks: map[string]*config.Sink{"log": {Type: "log"}}}
 	logger := slog.New(slog.DiscardHandler)
-	store := definitions.NewStore(pool, &definitions.Validator{Global: global, Checks: []definitions.Check{evaluator.Build}})
+	store := definitions.NewStore(pool, &definitions.Validator{Global: global, Checks: []definitions.Check{watchspec.Check}})
 	// A shared source (owner ""), as an operator's would be.
 	if _, _, err := store.CreateSource(ctx, definitions.Actor{Admin: true},
 		[]byte(`{"name": "shared", "connector": "http", "every": "1h", "http": {"url": "https://example.com/items"}}`)); err != nil {

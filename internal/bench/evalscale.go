@@ -13,6 +13,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/evaluator"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 // ManyWatchesResult is measurement (12): the evaluator's commit-to-decision
@@ -126,7 +127,7 @@ func RunManyWatches(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.
 		return nil, err
 	}
 
-	store := definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global, Checks: []definitions.Check{evaluator.Build}})
+	store := definitions.NewStore(pool, &definitions.Validator{Global: &cfg.Global, Checks: []definitions.Check{watchspec.Check}})
 	admin := definitions.Actor{Admin: true}
 	per := (watches + sources - 1) / sources
 	start := time.Now()

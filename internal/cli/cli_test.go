@@ -13,8 +13,8 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	_ "github.com/lookout-dev/lookout/internal/connectors/file"
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
-	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/syncer"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -26,7 +26,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 
 // buildBoth is both binaries' sides of the config check together.
 func buildBoth(cfg *config.Config) error {
-	return errors.Join(syncer.Build(cfg), evaluator.Build(cfg))
+	return errors.Join(syncer.Build(cfg), watchspec.Check(cfg))
 }
 
 func TestCheckExampleConfig(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/evaluator"
+	"github.com/lookout-dev/lookout/internal/explain"
 )
 
 // DryRunRequest backtests a watch over a source's stored history.
@@ -200,7 +201,7 @@ func (s *Service) Explain(ctx context.Context, p Principal, changeID int64) (*Tr
 			mine[w] = true
 		}
 	}
-	trails, err := evaluator.Explain(ctx, s.pool, nil, evaluator.ExplainQuery{ChangeID: changeID})
+	trails, err := explain.Trails(ctx, s.pool, nil, explain.Query{ChangeID: changeID})
 	if err != nil {
 		return nil, fmt.Errorf("explain change %d: %w", changeID, err)
 	}

@@ -1,14 +1,11 @@
 package control
 
 import (
-	"log/slog"
-
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	_ "github.com/lookout-dev/lookout/internal/connectors/all" // the decoders and constructors of the validation path
 	"github.com/lookout-dev/lookout/internal/definitions"
-	"github.com/lookout-dev/lookout/internal/evaluator"
-	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 // NewValidator returns the validator of definitions made through the api
@@ -17,17 +14,10 @@ import (
 // source's keys, schedule, expressions and sinks, and its connector block
 // with the connector's own decoder (the connectors are linked);
 // connectors.Check builds the connector without I/O, as `syncer check`
-// does (the block's expressions, its URL); evaluator.Build compiles the
-// watches (expressions, templates, model options) and the digest
-// briefings' questions are built as `evaluator check` builds them
-// (digest.summarize model options). g holds lookout.yaml's defaults and
-// sinks.
+// does (the block's expressions, its URL); watchspec.Check compiles the
+// watches (expressions, model options, templates, digest briefings) as
+// `evaluator check` does, without the evaluator. g holds lookout.yaml's
+// defaults and sinks.
 func NewValidator(g *config.Global) *definitions.Validator {
-	return &definitions.Validator{Global: g, Checks: []definitions.Check{connectors.Check, evaluator.Build, checkBriefings}}
-}
-
-// checkBriefings is `evaluator check`'s check of digest briefings.
-func checkBriefings(cfg *config.Config) error {
-	_, err := notify.SummarizerFrom(nil, cfg, "", nil, slog.New(slog.DiscardHandler))
-	return err
+	return &definitions.Validator{Global: g, Checks: []definitions.Check{connectors.Check, watchspec.Check}}
 }

@@ -17,7 +17,7 @@
 //
 // Validation is the one path of `check`: config.ParseSource (keys, types,
 // defaults, the connector's block) and the binary's build of what it runs
-// (Check: syncer.Build, evaluator.Build), with errors located by a JSON
+// (Check: syncer.Build, watchspec.Check), with errors located by a JSON
 // pointer (*ValidationError).
 package definitions
 

@@ -14,7 +14,7 @@ import (
 )
 
 // Check is a binary's side of the configuration check, as `check` runs
-// it: syncer.Build (connectors, mappings, schedules) or evaluator.Build
+// it: syncer.Build (connectors, mappings, schedules) or watchspec.Check
 // (watch expressions, model options, templates).
 type Check func(*config.Config) error
 

@@ -10,8 +10,8 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	_ "github.com/lookout-dev/lookout/internal/connectors/all"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
-	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/syncer"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
@@ -36,7 +36,7 @@ func TestConnectorDocExamplesBuild(t *testing.T) {
 		dir := conntest.WriteConfig(t, map[string]string{"sources/example.yaml": src})
 		cfg, err := config.Load(dir)
 		if err == nil {
-			err = errors.Join(syncer.Build(cfg), evaluator.Build(cfg))
+			err = errors.Join(syncer.Build(cfg), watchspec.Check(cfg))
 		}
 		if err != nil {
 			t.Errorf("docs example does not build:\n%s\n%v", src, err)

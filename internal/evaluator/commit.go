@@ -120,7 +120,7 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 	for _, c := range claimed {
 		if h := heldBy[c.ID]; h != nil {
 			held, heldUntil = append(held, c), append(heldUntil, h.retryAt)
-			heldReason = append(heldReason, h.watch.cfg.Name+": "+h.reason)
+			heldReason = append(heldReason, h.watch.Config.Name+": "+h.reason)
 			continue
 		}
 		done = append(done, c)
@@ -226,7 +226,7 @@ func (e *Evaluator) enqueue(ctx context.Context, tx pgx.Tx, decs []decision, own
 		if !owned[d.change.ID] || d.verdict != "notify" {
 			continue
 		}
-		for _, sink := range d.watch.cfg.Sinks() {
+		for _, sink := range d.watch.Config.Sinks() {
 			notes = append(notes, e.buildNote(i, d, sink, now))
 		}
 	}
@@ -241,7 +241,7 @@ func (e *Evaluator) enqueue(ctx context.Context, tx pgx.Tx, decs []decision, own
 		d := &decs[i]
 		if d.verdict == "notify" && d.inserted == 0 && d.suppressed > 0 {
 			d.verdict, d.step = "duplicate", "dedupe"
-			d.reason += "; already notified (dedupe " + d.watch.cfg.Dedupe + ")"
+			d.reason += "; already notified (dedupe " + d.watch.Config.Dedupe + ")"
 		}
 	}
 	return created, nil
@@ -267,8 +267,8 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		evChangeAt = append(evChangeAt, d.change.CreatedAt)
 		evSource = append(evSource, d.change.Source)
 		evRecord = append(evRecord, d.change.RecordID)
-		evWatch = append(evWatch, d.watch.cfg.Name)
-		evOwner = append(evOwner, d.watch.owner)
+		evWatch = append(evWatch, d.watch.Config.Name)
+		evOwner = append(evOwner, d.watch.Owner)
 		evHash = append(evHash, d.change.NewHash)
 		evStep = append(evStep, d.step)
 		evMatched = append(evMatched, d.matched)
@@ -348,11 +348,11 @@ func (e *Evaluator) logDecisions(decs []decision) {
 		}
 		if d.verdict == "hold" {
 			e.logger.Warn("decision held", "source", d.change.Source, "change_id", d.change.ID, "record_id", d.change.RecordID,
-				"watch", d.watch.cfg.Name, "step", d.step, "reason", d.reason)
+				"watch", d.watch.Config.Name, "step", d.step, "reason", d.reason)
 		}
 		if d.verdict == "notify" || d.verdict == "duplicate" {
 			e.logger.Info("decision", "source", d.change.Source, "change_id", d.change.ID, "record_id", d.change.RecordID,
-				"watch", d.watch.cfg.Name, "decision", d.verdict, "reason", d.reason, "dedupe_key", d.dedupeKey)
+				"watch", d.watch.Config.Name, "decision", d.verdict, "reason", d.reason, "dedupe_key", d.dedupeKey)
 		}
 	}
 }
@@ -361,7 +361,7 @@ func (e *Evaluator) logDecisions(decs []decision) {
 // body from the templates (stored, so what is sent is what was decided),
 // the payload, and for a digest watch the end of the period it waits for.
 func (e *Evaluator) buildNote(i int, d *decision, sink string, now time.Time) note {
-	c, w := d.change, d.watch.cfg
+	c, w := d.change, d.watch.Config
 	key := DedupeKey(w.Dedupe, c.Source, c.RecordID, w.Name, c.Kind, c.NewHash, c.Version)
 	d.dedupeKey = key
 	rec := notify.RecordFromFields(c.Record)
@@ -371,7 +371,7 @@ func (e *Evaluator) buildNote(i int, d *decision, sink string, now time.Time) no
 		v.Confidence = *d.confidence
 	}
 	out := e.composer.Compose(&notify.Match{
-		Source: c.Source, Watch: w, Owner: d.watch.owner, Sink: sink, DedupeKey: key, Record: rec,
+		Source: c.Source, Watch: w, Owner: d.watch.Owner, Sink: sink, DedupeKey: key, Record: rec,
 		Change:  notify.PayloadChange{ID: c.ID, Kind: c.Kind, Version: c.Version, ChangedFields: nonNil(c.ChangedFields)},
 		Verdict: v, Confidence: d.confidence, Now: now,
 	})
@@ -380,7 +380,7 @@ func (e *Evaluator) buildNote(i int, d *decision, sink string, now time.Time) no
 	}
 	changeID := c.ID
 	n := note{dec: i, row: outbox.Notification{
-		DedupeKey: key, Sink: sink, Source: c.Source, RecordID: c.RecordID, Watch: w.Name, Owner: d.watch.owner, ChangeID: &changeID,
+		DedupeKey: key, Sink: sink, Source: c.Source, RecordID: c.RecordID, Watch: w.Name, Owner: d.watch.Owner, ChangeID: &changeID,
 		ContentHash: c.NewHash, Title: out.Title, Body: out.Body, Urgency: d.urgency, Reason: d.reason,
 		Payload: out.Payload, Status: outbox.StatusPending,
 	}}
@@ -404,11 +404,11 @@ func suppressWindow(ctx context.Context, tx pgx.Tx, decs []decision, notes []not
 	for i := range notes {
 		n := &notes[i]
 		d := &decs[n.dec]
-		win := d.watch.cfg.DedupeWindow()
+		win := d.watch.Config.DedupeWindow()
 		if win <= 0 {
 			continue
 		}
-		recent, err := outbox.SuppressRecent(ctx, tx, d.change.Source, d.change.RecordID, d.watch.cfg.Name, n.row.Sink, win)
+		recent, err := outbox.SuppressRecent(ctx, tx, d.change.Source, d.change.RecordID, d.watch.Config.Name, n.row.Sink, win)
 		if err != nil {
 			return err
 		}

@@ -378,7 +378,7 @@ func TestCommitTwoChangesOfOneRecordInOneBatch(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, d := range decs {
-		got[d.watch.cfg.Name+"/v"+strconv.Itoa(d.change.Version)] = d.verdict
+		got[d.watch.Config.Name+"/v"+strconv.Itoa(d.change.Version)] = d.verdict
 	}
 	want := map[string]string{"rec/v1": "notify", "rec/v2": "duplicate", "ver/v1": "notify", "ver/v2": "notify"}
 	if !equalMaps(got, want) {

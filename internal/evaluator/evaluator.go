@@ -45,13 +45,13 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/lookout-dev/lookout/internal/changes"
-	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 // Evaluator evaluates changes against watches.
@@ -117,15 +117,6 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Evaluator, erro
 // digester of the same process shares it, so that it follows the
 // definitions too.
 func (e *Evaluator) Composer() *notify.Composer { return e.composer }
-
-// Build checks that every watch of cfg compiles, with its templates and
-// model options: the evaluator's side of the config check.
-func Build(cfg *config.Config) error {
-	conf := FromConfig(cfg)
-	conf.Owner = "check"
-	_, err := New(nil, conf, slog.New(slog.DiscardHandler))
-	return err
-}
 
 // Listening reports whether the LISTEN connection is up.
 func (e *Evaluator) Listening() bool { return e.listener != nil && e.listener.Connected() }
@@ -738,7 +729,7 @@ func decodeSnapshot(b []byte) (map[string]any, error) {
 // decision is the outcome of one (change, watch).
 type decision struct {
 	change  *change
-	watch   *watch
+	watch   *watchspec.Watch
 	step    string // filter, cache, model, budget, error, dedupe
 	matched bool
 	verdict string // notify, skip, duplicate, hold, error
@@ -773,18 +764,18 @@ func (e *Evaluator) evaluate(claimed []*change, decided map[int64]map[string]boo
 		}
 		env := whenEnv(c)
 		for _, w := range ws {
-			if decided[c.ID][w.cfg.Name] {
+			if decided[c.ID][w.Config.Name] {
 				continue
 			}
-			d := decision{change: c, watch: w, step: "filter", urgency: w.cfg.Urgency}
-			ok, err := w.match(env)
+			d := decision{change: c, watch: w, step: "filter", urgency: w.Config.Urgency}
+			ok, err := w.Match(env)
 			switch {
 			case err != nil:
-				d.verdict, d.reason = "error", fmt.Sprintf("when %q: %v", w.cfg.When, err)
+				d.verdict, d.reason = "error", fmt.Sprintf("when %q: %v", w.Config.When, err)
 			case !ok:
-				d.verdict, d.reason = "skip", fmt.Sprintf("when %q is false", w.cfg.When)
+				d.verdict, d.reason = "skip", fmt.Sprintf("when %q is false", w.Config.When)
 			default:
-				d.matched, d.verdict, d.reason = true, "notify", fmt.Sprintf("when %q is true", w.cfg.When)
+				d.matched, d.verdict, d.reason = true, "notify", fmt.Sprintf("when %q is true", w.Config.When)
 			}
 			out = append(out, d)
 		}

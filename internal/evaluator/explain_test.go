@@ -13,6 +13,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/lookout-dev/lookout/internal/definitions"
+	"github.com/lookout-dev/lookout/internal/explain"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 )
 
@@ -23,7 +24,7 @@ func TestExplainPrintsTheDecisionTrail(t *testing.T) {
 	h.drain()
 	id := h.lastChange("tasks", "T-1")
 
-	trails, err := Explain(h.ctx, h.pool, h.cfg, ExplainQuery{ChangeID: id})
+	trails, err := explain.Trails(h.ctx, h.pool, h.cfg, explain.Query{ChangeID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestExplainPrintsTheDecisionTrail(t *testing.T) {
 		t.Fatalf("urgent trail: %+v", urgent)
 	}
 	var out bytes.Buffer
-	WriteTrails(&out, trails)
+	explain.WriteTrails(&out, trails)
 	text := out.String()
 	for _, want := range []string{
 		"· tasks/T-1 · created v1 · ",
@@ -65,12 +66,12 @@ func TestExplainPrintsTheDecisionTrail(t *testing.T) {
 	})
 	h.sync("tasks", rec("T-2", "x", "open"))
 	h.drain()
-	trails, err = Explain(h.ctx, h.pool, h.cfg, ExplainQuery{Source: "tasks", RecordID: "T-2"})
+	trails, err = explain.Trails(h.ctx, h.pool, h.cfg, explain.Query{Source: "tasks", RecordID: "T-2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
-	WriteTrails(&out, trails)
+	explain.WriteTrails(&out, trails)
 	text = out.String()
 	for _, want := range []string{
 		"  state:    pending, held until ",
@@ -88,12 +89,12 @@ func TestExplainPrintsTheDecisionTrail(t *testing.T) {
 	h.fake.SetAnswer(ollamatest.DefaultAnswer)
 	h.sync("tasks", rec("T-1", "URGENT: database down", "open"))
 	h.drain()
-	trails, err = Explain(h.ctx, h.pool, h.cfg, ExplainQuery{Source: "tasks", RecordID: "T-1", Limit: 1})
+	trails, err = explain.Trails(h.ctx, h.pool, h.cfg, explain.Query{Source: "tasks", RecordID: "T-1", Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()
-	WriteTrails(&out, trails)
+	explain.WriteTrails(&out, trails)
 	if want := regexp.MustCompile(`verdict of call #1 \(cached: judged for change \d+\): llama3.2`); !want.MatchString(out.String()) {
 		t.Errorf("cached explain output lacks %s:\n%s", want, out.String())
 	}
@@ -101,7 +102,7 @@ func TestExplainPrintsTheDecisionTrail(t *testing.T) {
 		t.Errorf("dedupe not explained:\n%s", out.String())
 	}
 
-	if _, err := Explain(h.ctx, h.pool, h.cfg, ExplainQuery{ChangeID: 999}); err == nil || err.Error() != "change 999 does not exist" {
+	if _, err := explain.Trails(h.ctx, h.pool, h.cfg, explain.Query{ChangeID: 999}); err == nil || err.Error() != "change 999 does not exist" {
 		t.Errorf("missing change: %v", err)
 	}
 }
@@ -269,7 +270,7 @@ func TestExplainShowsTheWatchesOfTheDefinitions(t *testing.T) {
 	}
 	h.sync("tasks", rec("T-9", "Printer", "open"))
 	h.drain()
-	trails, err := Explain(h.ctx, h.pool, h.cfg, ExplainQuery{ChangeID: h.lastChange("tasks", "T-9")})
+	trails, err := explain.Trails(h.ctx, h.pool, h.cfg, explain.Query{ChangeID: h.lastChange("tasks", "T-9")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestExplainShowsTheWatchesOfTheDefinitions(t *testing.T) {
 		t.Errorf("watches in the trail: %v, want the definitions' alices, closed, urgent", names)
 	}
 	var out bytes.Buffer
-	WriteTrails(&out, trails)
+	explain.WriteTrails(&out, trails)
 	if !strings.Contains(out.String(), "  watch alices\n             no decision (the watch did not exist when the change was evaluated)\n") {
 		t.Errorf("explain output:\n%s", out.String())
 	}

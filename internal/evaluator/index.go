@@ -10,8 +10,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
-	"github.com/lookout-dev/lookout/internal/normalize"
-	"github.com/lookout-dev/lookout/internal/semantic"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 // index holds the compiled watches by source: a change is evaluated
@@ -21,7 +20,7 @@ import (
 // it read while the definitions move on.
 type index struct {
 	mu       sync.RWMutex
-	bySource map[string][]*watch
+	bySource map[string][]*watchspec.Watch
 	sources  map[string]*config.Source
 	// broken are the definitions this evaluator cannot build and had no
 	// earlier version of, by source, then watch ("" for the source
@@ -30,7 +29,7 @@ type index struct {
 }
 
 func newIndex() *index {
-	return &index{bySource: map[string][]*watch{}, sources: map[string]*config.Source{}, broken: map[string]map[string]error{}}
+	return &index{bySource: map[string][]*watchspec.Watch{}, sources: map[string]*config.Source{}, broken: map[string]map[string]error{}}
 }
 
 // unbuilt returns why the watches of source cannot all be built, or nil.
@@ -71,7 +70,7 @@ func (ix *index) mend(source, watch string) {
 }
 
 // of returns the watches of source.
-func (ix *index) of(source string) []*watch {
+func (ix *index) of(source string) []*watchspec.Watch {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.bySource[source]
@@ -93,7 +92,7 @@ func (ix *index) volatile(name string) []string {
 }
 
 // each calls fn for every source and its watches.
-func (ix *index) each(fn func(source string, ws []*watch)) {
+func (ix *index) each(fn func(source string, ws []*watchspec.Watch)) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	for s, ws := range ix.bySource {
@@ -112,23 +111,10 @@ func (ix *index) count() int {
 	return n
 }
 
-// compile builds watch i of src, owned by owner.
-func (e *Evaluator) compile(src *config.Source, i int, wc *config.Watch, owner string) (*watch, error) {
-	p, err := normalize.CompileWhen(wc.When, src.Fields.Exprs())
-	if err != nil {
-		var errs []error
-		for _, p := range normalize.Problems(err) {
-			errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].when", i), ": %v", p))
-		}
-		return nil, errors.Join(errs...)
-	}
-	w := &watch{cfg: wc, source: src.Name, owner: owner, when: p}
-	if wc.Ask != "" {
-		if w.question, err = semantic.NewQuestion(e.conf.Model, wc); err != nil {
-			return nil, src.Errorf(fmt.Sprintf("watches[%d].model.options", i), "%v", err)
-		}
-	}
-	return w, nil
+// compile builds watch i of src, owned by owner (watchspec.Compile with
+// the evaluator's model settings).
+func (e *Evaluator) compile(src *config.Source, i int, wc *config.Watch, owner string) (*watchspec.Watch, error) {
+	return watchspec.Compile(src, i, wc, owner, e.conf.Model)
 }
 
 // Follow makes the evaluator check the definitions' version after each
@@ -162,7 +148,7 @@ func (e *Evaluator) Apply(_ context.Context, d *definitions.Delta) error {
 		for name := range ix.bySource {
 			e.composer.RemoveSource(name)
 		}
-		ix.bySource, ix.sources = map[string][]*watch{}, map[string]*config.Source{}
+		ix.bySource, ix.sources = map[string][]*watchspec.Watch{}, map[string]*config.Source{}
 		ix.broken = map[string]map[string]error{}
 	}
 	for _, name := range d.RemovedSources {
@@ -178,12 +164,12 @@ func (e *Evaluator) Apply(_ context.Context, d *definitions.Delta) error {
 	}
 	for _, def := range d.Sources {
 		src := def.Config
-		old := map[string]*watch{}
+		old := map[string]*watchspec.Watch{}
 		for _, w := range ix.bySource[src.Name] {
-			old[w.cfg.Name] = w
+			old[w.Config.Name] = w
 		}
 		delete(ix.broken, src.Name)
-		var ws []*watch
+		var ws []*watchspec.Watch
 		for i, wc := range src.Watches {
 			row := def.Watches[i]
 			w, err := e.apply(src, i, wc, row, old[wc.Name])
@@ -205,9 +191,9 @@ func (e *Evaluator) Apply(_ context.Context, d *definitions.Delta) error {
 	for _, def := range d.Watches {
 		name := def.Row.Name
 		ws := ix.bySource[def.Row.Source]
-		var prev *watch
+		var prev *watchspec.Watch
 		for _, w := range ws {
-			if w.cfg.Name == name {
+			if w.Config.Name == name {
 				prev = w
 			}
 		}
@@ -231,7 +217,7 @@ func (e *Evaluator) Apply(_ context.Context, d *definitions.Delta) error {
 			switch {
 			case ie.Watch == "" && ix.sources[source] == nil:
 				ix.markBroken(source, "", ie)
-			case ie.Watch != "" && !slices.ContainsFunc(ix.bySource[source], func(w *watch) bool { return w.cfg.Name == ie.Watch }):
+			case ie.Watch != "" && !slices.ContainsFunc(ix.bySource[source], func(w *watchspec.Watch) bool { return w.Config.Name == ie.Watch }):
 				ix.markBroken(source, ie.Watch, ie)
 			}
 		}
@@ -263,7 +249,7 @@ func (e *Evaluator) Unbuilt() error {
 // new one, the previous one when the new one does not compile, or nil
 // for a paused watch or one that does not compile and had no previous
 // version (then with the error).
-func (e *Evaluator) apply(src *config.Source, i int, wc *config.Watch, row definitions.Watch, prev *watch) (*watch, error) {
+func (e *Evaluator) apply(src *config.Source, i int, wc *config.Watch, row definitions.Watch, prev *watchspec.Watch) (*watchspec.Watch, error) {
 	if row.Paused {
 		e.composer.RemoveWatch(src.Name, wc.Name)
 		return nil, nil
@@ -281,10 +267,10 @@ func (e *Evaluator) apply(src *config.Source, i int, wc *config.Watch, row defin
 }
 
 // without returns ws without the watch called name (a new slice).
-func without(ws []*watch, name string) []*watch {
-	out := make([]*watch, 0, len(ws))
+func without(ws []*watchspec.Watch, name string) []*watchspec.Watch {
+	out := make([]*watchspec.Watch, 0, len(ws))
 	for _, w := range ws {
-		if w.cfg.Name != name {
+		if w.Config.Name != name {
 			out = append(out, w)
 		}
 	}

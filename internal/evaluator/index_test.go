@@ -50,7 +50,7 @@ func TestIndexFollowsDeltas(t *testing.T) {
 	if n := e.index.count(); n != 6 {
 		t.Fatalf("watches = %d, want 6", n)
 	}
-	if ws := e.index.of("src-00001"); len(ws) != 2 || ws[0].source != "src-00001" || ws[1].owner != "user-1" {
+	if ws := e.index.of("src-00001"); len(ws) != 2 || ws[0].Source != "src-00001" || ws[1].Owner != "user-1" {
 		t.Fatalf("watches of src-00001 = %+v", ws)
 	}
 	src := e.index.source("src-00001")
@@ -64,7 +64,7 @@ func TestIndexFollowsDeltas(t *testing.T) {
 		t.Fatal(err)
 	}
 	ws := e.index.of("src-00001")
-	if len(ws) != 2 || ws[1].cfg.Urgency != "high" || ws[1].owner != "bob" {
+	if len(ws) != 2 || ws[1].Config.Urgency != "high" || ws[1].Owner != "bob" {
 		t.Errorf("after a change: %+v", ws)
 	}
 	if n := len(e.index.of("src-00002")); n != 0 {
@@ -78,8 +78,8 @@ func TestIndexFollowsDeltas(t *testing.T) {
 	if err := e.Apply(ctx, &definitions.Delta{From: 2, To: 3, Watches: []*definitions.WatchDef{{Row: definitions.Watch{Source: "src-00001", Name: "w-000"}, Config: bad, Source: src}}}); err != nil {
 		t.Fatal(err)
 	}
-	if ws := e.index.of("src-00001"); len(ws) != 2 || ws[1].cfg.When != `record.status == "open" && "label-0" in record.labels && change.kind != "deleted"` {
-		t.Errorf("after a bad watch: %v", ws[1].cfg.When)
+	if ws := e.index.of("src-00001"); len(ws) != 2 || ws[1].Config.When != `record.status == "open" && "label-0" in record.labels && change.kind != "deleted"` {
+		t.Errorf("after a bad watch: %v", ws[1].Config.When)
 	}
 }
 
@@ -92,7 +92,7 @@ func BenchmarkWatchMemory(b *testing.B) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		d := watchDelta(sources, per) // the parsed definitions are kept (watch.cfg)
+		d := watchDelta(sources, per) // the parsed definitions are kept (watch.Config)
 		e := newBare(b)
 		if err := e.Apply(context.Background(), d); err != nil {
 			b.Fatal(err)

@@ -58,12 +58,12 @@ func (e *Evaluator) decidedWatches(ctx context.Context, tx pgx.Tx, claimed []*ch
 func (e *Evaluator) request(d *decision) *semantic.Request {
 	c, w := d.change, d.watch
 	r := &semantic.Request{
-		ChangeID: c.ID, Source: c.Source, RecordID: c.RecordID, Watch: w.cfg.Name, Owner: w.owner, ContentHash: c.NewHash,
-		Question: w.question,
+		ChangeID: c.ID, Source: c.Source, RecordID: c.RecordID, Watch: w.Config.Name, Owner: w.Owner, ContentHash: c.NewHash,
+		Question: w.Question,
 		Input: semantic.Input{Source: c.Source, Kind: c.Kind, ChangedFields: c.ChangedFields,
 			Record: c.Record, Previous: c.Previous, Omit: e.index.volatile(c.Source)},
 	}
-	if b := w.cfg.Budget; b != nil {
+	if b := w.Config.Budget; b != nil {
 		r.Budget = *b
 	}
 	return r
@@ -72,7 +72,7 @@ func (e *Evaluator) request(d *decision) *semantic.Request {
 // needsModel reports whether the decision waits for the model step: its
 // filter matched and its watch has an ask.
 func (d *decision) needsModel() bool {
-	return d.matched && d.verdict == "notify" && d.watch.question != nil
+	return d.matched && d.verdict == "notify" && d.watch.Question != nil
 }
 
 // modelRequests builds the model requests of the decisions that need the
@@ -132,7 +132,7 @@ func (e *Evaluator) applyResult(d *decision, r semantic.Result, now time.Time) {
 	if r.Err != nil {
 		why = r.Err.Error()
 	}
-	policy := d.watch.cfg.OnModelError
+	policy := d.watch.Config.OnModelError
 	switch {
 	case policy == "hold" && r.Outcome == semantic.OutcomeMalformed && d.change.Attempts >= e.conf.MaxAttempts:
 		// A model that keeps answering outside the schema would hold the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/semantic"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 // ReplayQuery selects the stored changes to re-evaluate.
@@ -96,7 +97,7 @@ func (e *Evaluator) Replay(ctx context.Context, q ReplayQuery) (*ReplayReport, e
 	if q.Watch != "" {
 		kept := decs[:0]
 		for _, d := range decs {
-			if d.watch.cfg.Name == q.Watch {
+			if d.watch.Config.Name == q.Watch {
 				kept = append(kept, d)
 			}
 		}
@@ -135,8 +136,8 @@ func (e *Evaluator) Replay(ctx context.Context, q ReplayQuery) (*ReplayReport, e
 	}
 	for i := range decs {
 		d := &decs[i]
-		o := old[[2]any{d.change.ID, d.watch.cfg.Name}]
-		row := ReplayRow{ChangeID: d.change.ID, Source: d.change.Source, RecordID: d.change.RecordID, Watch: d.watch.cfg.Name,
+		o := old[[2]any{d.change.ID, d.watch.Config.Name}]
+		row := ReplayRow{ChangeID: d.change.ID, Source: d.change.Source, RecordID: d.change.RecordID, Watch: d.watch.Config.Name,
 			Old: o[0], OldStep: o[1], New: d.verdict, NewStep: d.step, Reason: d.reason}
 		oldNorm := row.Old
 		if oldNorm == "duplicate" {
@@ -161,12 +162,12 @@ func (e *Evaluator) Replay(ctx context.Context, q ReplayQuery) (*ReplayReport, e
 
 func (e *Evaluator) hasWatch(source, name string) bool {
 	found := false
-	e.index.each(func(src string, ws []*watch) {
+	e.index.each(func(src string, ws []*watchspec.Watch) {
 		if source != "" && src != source {
 			return
 		}
 		for _, w := range ws {
-			if w.cfg.Name == name {
+			if w.Config.Name == name {
 				found = true
 			}
 		}
@@ -292,3 +293,5 @@ func counts(m map[string]int, order ...string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+func ts(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }

@@ -353,25 +353,6 @@ func TestLeaseIsKeptDuringASlowModelStep(t *testing.T) {
 	}
 }
 
-func TestBuildRejectsBadModelOptions(t *testing.T) {
-	t.Parallel()
-	cfg := loadConfig(t, strings.ReplaceAll(baseGlobal, "{{OLLAMA}}", "http://127.0.0.1:1"), map[string]string{"tasks.yaml": `
-name: tasks
-connector: file
-file: {paths: ["x"]}
-watches:
-  - name: urgent
-    ask: Is it urgent?
-    model:
-      options: {temprature: 0}
-`})
-	err := Build(cfg)
-	want := `sources/tasks.yaml:9: watches[0].model.options model option "temprature" is not an Ollama option (known: `
-	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Fatalf("Build: %v\nwant prefix %s", err, want)
-	}
-}
-
 // TestSemanticFigures measures what the model step costs on a realistic
 // mix: most changes fail the deterministic filter, and a re-sync of
 // unchanged content is answered from the verdict cache. The figures are

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/changes"
+	"github.com/lookout-dev/lookout/internal/explain"
 	"github.com/lookout-dev/lookout/internal/normalize"
 )
 
@@ -100,12 +101,12 @@ func TestCreatedChangeIsJudgedAtItsVersion(t *testing.T) {
 // rows of every change, the text an operator compares.
 func explainAndReplay(t *testing.T, pool *pgxpool.Pool, e *Evaluator, id int64, since time.Time) string {
 	t.Helper()
-	trails, err := Explain(context.Background(), pool, nil, ExplainQuery{ChangeID: id})
+	trails, err := explain.Trails(context.Background(), pool, nil, explain.Query{ChangeID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	WriteTrails(&out, trails)
+	explain.WriteTrails(&out, trails)
 	rep, err := e.Replay(context.Background(), ReplayQuery{Since: since, Until: time.Now().Add(time.Hour), NoModel: true})
 	if err != nil {
 		t.Fatal(err)

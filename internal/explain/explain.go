@@ -1,4 +1,9 @@
-package evaluator
+// Package explain reads the decision trail of a change: the change, what
+// each watch of its source decided (evaluations), the model calls and
+// the notifications of those decisions. It only reads, so the commands
+// and pages that show a trail (`evaluator explain`, the api's
+// explain_change, the admin page's record page) need no evaluator.
+package explain
 
 import (
 	"cmp"
@@ -17,9 +22,9 @@ import (
 	"github.com/lookout-dev/lookout/internal/definitions"
 )
 
-// ExplainQuery selects the changes to explain: one change by id, or the
+// Query selects the changes to explain: one change by id, or the
 // newest changes of a record.
-type ExplainQuery struct {
+type Query struct {
 	ChangeID int64
 	Source   string
 	RecordID string
@@ -102,12 +107,12 @@ type TrailNote struct {
 	ChangeID             *int64
 }
 
-// Explain reads the decision trails of the changes q selects. The watches
+// Trails reads the decision trails of the changes q selects. The watches
 // of a change's source are read from the definitions (the files as
 // applied and the watches made through the API); cfg names them only for
 // a source the database holds no definition of (may be nil: then only
 // recorded decisions show).
-func Explain(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, q ExplainQuery) ([]Trail, error) {
+func Trails(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, q Query) ([]Trail, error) {
 	var rows pgx.Rows
 	var err error
 	const cols = `id, source, record_id, kind, version, coalesce(record->>'title', ''), coalesce(new_hash, ''), changed_fields,

@@ -1,0 +1,94 @@
+// Package watchspec compiles a watch: its `when` expression type-checked
+// against its source's record shape (normalize.CompileWhen), the model
+// settings and prompt of its ask (semantic.NewQuestion), and, in Check,
+// the templates and digest schedules of the sinks and watches
+// (notify.NewComposer) and the briefing questions of summarized digests.
+//
+// It is the one compile step of a watch: the evaluator runs the watches
+// Compile returns, and the validation path of definitions (`evaluator
+// check` on a file, the api's control.NewValidator on a definition made
+// through HTTP or MCP) refuses what Check refuses, so neither needs the
+// other. It touches no database and calls no model.
+package watchspec
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/semantic"
+)
+
+// Watch is a compiled config.Watch.
+type Watch struct {
+	// Config is the watch's parsed definition.
+	Config *config.Watch
+	// Source is the name of the watch's source.
+	Source string
+	// When is the watch's condition, compiled and type-checked against
+	// the source's record shape by normalize.CompileWhen (the check
+	// config.Load runs too).
+	When *normalize.Condition
+	// Owner is the user the watch belongs to ("" for the operator's).
+	Owner string
+	// Question is the model step of a watch with an ask; nil without.
+	Question *semantic.Question
+}
+
+// Compile builds watch i of src (wc, src.Watches[i] or a definition made
+// through the API), owned by owner, with the model defaults of model
+// (lookout.yaml's ollama block). Its errors name the file, the line and
+// the key: watches[i].when, watches[i].model.options.
+func Compile(src *config.Source, i int, wc *config.Watch, owner string, model semantic.Config) (*Watch, error) {
+	p, err := normalize.CompileWhen(wc.When, src.Fields.Exprs())
+	if err != nil {
+		var errs []error
+		for _, p := range normalize.Problems(err) {
+			errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].when", i), ": %v", p))
+		}
+		return nil, errors.Join(errs...)
+	}
+	w := &Watch{Config: wc, Source: src.Name, Owner: owner, When: p}
+	if wc.Ask != "" {
+		if w.Question, err = semantic.NewQuestion(model, wc); err != nil {
+			return nil, src.Errorf(fmt.Sprintf("watches[%d].model.options", i), "%v", err)
+		}
+	}
+	return w, nil
+}
+
+// Match runs the watch's condition against one change: env holds the
+// variables normalize.CompileWhen declares (record, previous, change,
+// source, changed).
+func (w *Watch) Match(env map[string]any) (bool, error) {
+	return w.When.Run(env)
+}
+
+// Check compiles every watch of cfg (Compile, over lookout.yaml's model
+// settings), the templates and digest schedules of its sinks and watches
+// (notify.NewComposer) and the briefing questions of its summarized
+// digests (notify.SummarizerFrom without a database): the watch side of
+// the configuration check, as `evaluator check` runs it on a directory
+// and definitions.Validator on a definition made through the API. It
+// returns every error, joined.
+func Check(cfg *config.Config) error {
+	model := semantic.FromConfig(cfg.Global.Ollama)
+	var errs []error
+	for _, src := range cfg.Sources {
+		for i, wc := range src.Watches {
+			if _, err := Compile(src, i, wc, "", model); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if _, err := notify.NewComposer(cfg.Global.Sinks, cfg.Sources); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := notify.SummarizerFrom(nil, cfg, "", nil, slog.New(slog.DiscardHandler)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

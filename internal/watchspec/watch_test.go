@@ -1,0 +1,93 @@
+package watchspec_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/definitions"
+	"github.com/lookout-dev/lookout/internal/semantic"
+	"github.com/lookout-dev/lookout/internal/watchspec"
+)
+
+// validator is the api's validation path with watchspec.Check as its only
+// check, over the defaults of an empty configuration directory.
+func validator(t *testing.T) *definitions.Validator {
+	t.Helper()
+	cfg, err := config.Load(t.TempDir())
+	if err != nil {
+		t.Fatalf("config.Load of an empty directory: %v", err)
+	}
+	return &definitions.Validator{Global: &cfg.Global, Checks: []definitions.Check{watchspec.Check}}
+}
+
+const source = `{"name": "tasks", "connector": "file", "file": {"paths": ["x"]}, "watches": [%s]}`
+
+// TestCheckRefusesWhatTheEvaluatorCannotBuild changes one key of a valid
+// watch and checks the problem Check reports through the validation path
+// of definitions made through the API (a JSON pointer and a message).
+func TestCheckRefusesWhatTheEvaluatorCannotBuild(t *testing.T) {
+	t.Parallel()
+	v := validator(t)
+	for _, tc := range []struct {
+		name, watch, pointer, message string
+	}{
+		{"valid", `{"name": "urgent", "when": "record.status == 'open'", "ask": "Is it urgent?", "title": "{{.Record.Title}}"}`, "", ""},
+		{"model option", `{"name": "urgent", "ask": "Is it urgent?", "model": {"options": {"temprature": 0}}}`,
+			"/watches/0/model/options", `model option "temprature" is not an Ollama option (known: `},
+		{"title template", `{"name": "urgent", "title": "{{.Nope}}"}`,
+			"/watches/0/title", `can't evaluate field Nope`},
+		{"briefing model option", `{"name": "daily", "digest": {"cron": "0 9 * * *", "summarize": {"ask": "What matters?", "model": {"options": {"tempreture": 1}}}}}`,
+			"/watches/0/digest/summarize/model/options", `model option "tempreture" is not an Ollama option`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.Source([]byte(strings.Replace(source, "%s", tc.watch, 1)))
+			if tc.pointer == "" {
+				if err != nil {
+					t.Fatalf("Source: %v, want nil", err)
+				}
+				return
+			}
+			var ve *definitions.ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) != 1 {
+				t.Fatalf("Source: %v, want one problem at %s", err, tc.pointer)
+			}
+			if p := ve.Problems[0]; p.Pointer != tc.pointer || !strings.Contains(p.Message, tc.message) {
+				t.Errorf("problem %s: %s\nwant %s: ...%s...", p.Pointer, p.Message, tc.pointer, tc.message)
+			}
+		})
+	}
+}
+
+// TestCompileMatchesAChange compiles a watch as the evaluator does and
+// runs its condition.
+func TestCompileMatchesAChange(t *testing.T) {
+	t.Parallel()
+	src, err := validator(t).Source([]byte(strings.Replace(source, "%s",
+		`{"name": "open", "when": "record.status == 'open' && changed('status')", "ask": "Is it urgent?"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchspec.Compile(src, 0, src.Watches[0], "alice", semantic.Config{Model: "llama3.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Source != "tasks" || w.Owner != "alice" || w.Question == nil || w.Question.Model != "llama3.2" {
+		t.Fatalf("compiled: %+v", w)
+	}
+	for _, tc := range []struct {
+		status  string
+		changed []string
+		want    bool
+	}{{"open", []string{"status"}, true}, {"open", []string{"title"}, false}, {"done", []string{"status"}, false}} {
+		env := map[string]any{
+			"record": map[string]any{"status": tc.status}, "previous": nil, "source": "tasks",
+			"change":  map[string]any{"id": int64(1), "kind": "updated", "version": 2, "changed_fields": []any{}},
+			"changed": func(f string) bool { return tc.changed[0] == f },
+		}
+		if got, err := w.Match(env); err != nil || got != tc.want {
+			t.Errorf("status %s, changed %v: Match = %v, %v; want %v", tc.status, tc.changed, got, err, tc.want)
+		}
+	}
+}
