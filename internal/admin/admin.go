@@ -35,8 +35,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
@@ -83,7 +81,6 @@ type Config struct {
 
 // Admin serves the admin page.
 type Admin struct {
-	pool   *pgxpool.Pool
 	svc    *control.Service
 	conf   Config
 	logger *slog.Logger
@@ -99,7 +96,7 @@ func New(svc *control.Service, conf Config, logger *slog.Logger) (*Admin, error)
 	if conf.ListPage <= 0 || conf.ListPage > 200 {
 		conf.ListPage = 200
 	}
-	a := &Admin{pool: svc.Pool(), svc: svc, conf: conf, logger: logger.With("component", "admin"), now: time.Now}
+	a := &Admin{svc: svc, conf: conf, logger: logger.With("component", "admin"), now: time.Now}
 	if err := a.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -207,7 +204,7 @@ func (a *Admin) authenticate(r *http.Request) (*caller, int, string) {
 		if !strings.EqualFold(scheme, "bearer") {
 			return nil, http.StatusUnauthorized, "The Authorization header must be `Bearer <token>`."
 		}
-		tok, err := tokens.Authenticate(ctx, a.pool, strings.TrimSpace(secret))
+		tok, err := a.svc.Authenticate(ctx, strings.TrimSpace(secret))
 		if err != nil {
 			st, msg := a.tokenRefusal(err, rid)
 			return nil, st, msg
@@ -221,7 +218,7 @@ func (a *Admin) authenticate(r *http.Request) (*caller, int, string) {
 	if err != nil || ck.Value == "" {
 		return nil, http.StatusUnauthorized, "Sign in with an admin token."
 	}
-	s, err := tokens.VerifySession(ctx, a.pool, ck.Value, a.now())
+	s, err := a.svc.VerifySession(ctx, ck.Value, a.now())
 	if err != nil {
 		st, msg := a.tokenRefusal(err, rid)
 		return nil, st, msg
@@ -297,7 +294,7 @@ func (a *Admin) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	tok, err := tokens.Authenticate(ctx, a.pool, strings.TrimSpace(r.PostFormValue("token")))
+	tok, err := a.svc.Authenticate(ctx, strings.TrimSpace(r.PostFormValue("token")))
 	if err != nil {
 		status, msg := a.tokenRefusal(err, requestID())
 		a.showLogin(w, r, status, msg)
@@ -311,7 +308,7 @@ func (a *Admin) login(w http.ResponseWriter, r *http.Request) {
 	if tok.ExpiresAt != nil && tok.ExpiresAt.Before(expires) {
 		expires = *tok.ExpiresAt
 	}
-	value, _, err := tokens.NewSession(ctx, a.pool, tok, expires)
+	value, err := a.svc.NewSession(ctx, tok, expires)
 	if err != nil {
 		a.logger.Error("new session", "error", err)
 		a.showLogin(w, r, http.StatusServiceUnavailable, "The session could not be made (database unavailable); retry shortly.")

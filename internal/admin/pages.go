@@ -21,17 +21,18 @@ import (
 )
 
 func newPage(c *caller, title, nav string) *page {
-	return &page{Title: title, Nav: nav, CSRF: c.csrf, User: c.p.Owner}
+	return &page{Title: title, Nav: nav, CSRF: c.csrf, User: c.p.Owner, who: c.p}
 }
 
 // ownerFilter offers the owner filter on p and returns the owner chosen
 // ("" for all).
 func (a *Admin) ownerFilter(ctx context.Context, r *http.Request, p *page) (string, error) {
-	rows, err := a.pool.Query(ctx, queryOwners)
-	if err != nil {
-		return "", fmt.Errorf("owners: %w", err)
-	}
-	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	var owners []string
+	err := a.svc.Report(ctx, p.who, queryOwners, nil, func(rows pgx.Rows) error {
+		var err error
+		owners, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("owners: %w", err)
 	}

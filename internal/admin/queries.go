@@ -14,6 +14,10 @@ const pageSize = 50
 const deadPage = 200
 
 const (
+	// queryViewDef is the definition of a report view ($1), shown under
+	// the statements that read it.
+	queryViewDef = `SELECT pg_get_viewdef(to_regclass($1), true)`
+
 	queryOverview = `SELECT * FROM report_overview`
 
 	// queryOwnerOverview is report_overview's numbers for one owner ($1;

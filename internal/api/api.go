@@ -21,7 +21,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/control"
@@ -39,7 +38,6 @@ type API struct {
 	huma   huma.API
 	mux    *http.ServeMux
 	svc    *control.Service
-	pool   *pgxpool.Pool
 	logger *slog.Logger
 
 	closing   chan struct{}
@@ -48,7 +46,7 @@ type API struct {
 
 // New builds the API over the control service.
 func New(svc *control.Service, logger *slog.Logger) *API {
-	a := &API{mux: http.NewServeMux(), svc: svc, pool: svc.Pool(), logger: logger.With("component", "api"), closing: make(chan struct{})}
+	a := &API{mux: http.NewServeMux(), svc: svc, logger: logger.With("component", "api"), closing: make(chan struct{})}
 	cfg := huma.DefaultConfig("lookout API", Version)
 	// No $schema links in bodies, no docs UI (it loads scripts from the
 	// internet): the document is at /openapi.json.
@@ -127,7 +125,7 @@ func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 	if h != "" && !strings.EqualFold(scheme, "bearer") {
 		secret = ""
 	}
-	tok, err := tokens.Authenticate(ctx.Context(), a.pool, strings.TrimSpace(secret))
+	tok, err := a.svc.Authenticate(ctx.Context(), strings.TrimSpace(secret))
 	if err != nil {
 		var p *Problem
 		switch {

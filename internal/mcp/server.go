@@ -27,7 +27,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -61,7 +60,6 @@ type Config struct {
 // Server is lookout's MCP server over one control service.
 type Server struct {
 	svc    *control.Service
-	pool   *pgxpool.Pool
 	srv    *mcpsdk.Server
 	conf   Config
 	logger *slog.Logger
@@ -73,7 +71,7 @@ func New(svc *control.Service, conf Config, logger *slog.Logger) *Server {
 	if conf.SessionTimeout <= 0 {
 		conf.SessionTimeout = 30 * time.Minute
 	}
-	s := &Server{svc: svc, pool: svc.Pool(), conf: conf, logger: logger.With("component", "mcp")}
+	s := &Server{svc: svc, conf: conf, logger: logger.With("component", "mcp")}
 	s.feeds = newFeeds(s)
 	s.srv = mcpsdk.NewServer(&mcpsdk.Implementation{Name: "lookout", Title: "lookout", Version: Version}, &mcpsdk.ServerOptions{
 		Instructions: instructions,
@@ -146,7 +144,7 @@ func (e tokenError) Is(target error) bool { return target == auth.ErrInvalidToke
 
 // verify is the SDK's TokenVerifier over lookout's tokens.
 func (s *Server) verify(ctx context.Context, secret string, _ *http.Request) (*auth.TokenInfo, error) {
-	tok, err := tokens.Authenticate(ctx, s.pool, secret)
+	tok, err := s.svc.Authenticate(ctx, secret)
 	if err != nil {
 		if errors.Is(err, tokens.ErrMissing) || errors.Is(err, tokens.ErrUnknown) || errors.Is(err, tokens.ErrRevoked) || errors.Is(err, tokens.ErrExpired) {
 			return nil, tokenError{err}
@@ -184,7 +182,7 @@ func (s *Server) Run(ctx context.Context, t mcpsdk.Transport) error {
 
 // local authenticates the configured token.
 func (s *Server) local(ctx context.Context) (control.Principal, error) {
-	tok, err := tokens.Authenticate(ctx, s.pool, s.conf.Token)
+	tok, err := s.svc.Authenticate(ctx, s.conf.Token)
 	if err != nil {
 		return control.Principal{}, fmt.Errorf("authenticate the token: %w", err)
 	}
