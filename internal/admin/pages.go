@@ -190,7 +190,8 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 	for _, st := range []string{"due", "running", "requested", "lease expired", "scheduled", "orphaned"} {
 		d.Filters = append(d.Filters, card{st, "", "/admin/sources?state=" + url.QueryEscape(st), cls(d.State == st)})
 	}
-	args := []any{qs.Get("after"), opt(d.Status), opt(d.State), opt(owner), qs.Get("failing") != "", qs.Get("due") != ""}
+	args := sourcesFilter{After: qs.Get("after"), Status: d.Status, State: d.State, Owner: owner,
+		Failing: qs.Get("failing") != "", Due: qs.Get("due") != ""}.args()
 	d.Table, err = a.rowsOf(ctx, p, query{title: "A page of sources, by name", sql: querySources, args: args}, pageSize, sourceLinks)
 	if err != nil {
 		a.failErr(w, r, err)
@@ -499,7 +500,7 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 		}
 	}
 	counts, err := a.rowsOf(ctx, p, query{title: "Dead notifications per sink", sql: queryDeadCount,
-		args: []any{opt(others.Get("source")), opt(others.Get("owner"))}}, 0, nil)
+		args: deadFilter{Source: others.Get("source"), Owner: others.Get("owner")}.countArgs()}, 0, nil)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -524,14 +525,14 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 		d.Total += n
 		d.Sinks = append(d.Sinks, card{sink, num(n), deadLink(sink), cls(d.Sink == sink)})
 	}
-	cursor := []any{nil, nil}
+	f := deadFilter{Sink: d.Sink, Source: d.Source, Owner: qs.Get("owner")}
 	if after := qs.Get("after"); after != "" {
-		if cursor, err = deadCursor(after); err != nil {
+		if f.AfterAt, f.AfterID, err = deadCursor(after); err != nil {
 			a.fail(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
 	}
-	args := append(filterArgs(qs, deadFilters), cursor...)
+	args := f.args()
 	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: queryDead, args: args}, min(a.conf.ListPage, deadPage), links); err != nil {
 		a.failErr(w, r, err)
 		return
@@ -560,23 +561,22 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 }
 
 // deadCursor reads the after= of a dead letters page: the dead_at of the
-// last row shown (RFC 3339, or "none" when it had none), a comma, its id;
-// it returns queryDead's $4 and $5.
-func deadCursor(after string) ([]any, error) {
+// last row shown (RFC 3339, or "none" when it had none: nil), a comma,
+// its id.
+func deadCursor(after string) (*time.Time, int64, error) {
 	at, id, _ := strings.Cut(after, ",")
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
+		return nil, 0, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
 	}
-	var t any // NULL: the last row shown had no dead_at
-	if at != "none" {
-		x, err := time.Parse(time.RFC3339Nano, at)
-		if err != nil {
-			return nil, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
-		}
-		t = x
+	if at == "none" {
+		return nil, n, nil
 	}
-	return []any{t, n}, nil
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return nil, 0, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
+	}
+	return &t, n, nil
 }
 
 // retryDead retries the dead notifications whose ids are posted (id=,
@@ -896,7 +896,8 @@ func (a *Admin) driftRows(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	d.Hint += ": the rows the models page counts, newest first."
 	q := query{title: "The evaluations counted in the cell", sql: queryDriftRows,
-		args: []any{day, model, digest, prompt, owner, beforeAt, beforeID, count}}
+		args: driftRowsFilter{Day: day, Model: model, Digest: digest, Prompt: prompt, Owner: owner,
+			BeforeAt: beforeAt, BeforeID: beforeID, Count: count}.args()}
 	if d.Table, err = a.rowsOf(ctx, p, q, 200, links); err != nil {
 		a.failErr(w, r, err)
 		return

@@ -1,5 +1,7 @@
 package admin
 
+import "time"
+
 // The statements of the admin pages. Numbers come from the report_* views
 // (migrations 3, 4, 5, 14, 18 and 22), so the page and a SQL user read the same
 // definitions; the lists of rows behind them read the tables through the
@@ -449,3 +451,57 @@ const (
 		WHERE change_id = ANY($1)
 		ORDER BY change_id DESC, id`
 )
+
+// sourcesFilter is querySources' parameters.
+type sourcesFilter struct {
+	// After is the name of the last source of the page before ("" for the
+	// first page).
+	After string
+	// Status, State and Owner narrow the list ("" for any).
+	Status, State, Owner string
+	// Failing keeps the sources whose failure_count is above 0; Due the
+	// sources due now.
+	Failing, Due bool
+}
+
+func (f sourcesFilter) args() []any {
+	return []any{f.After, opt(f.Status), opt(f.State), opt(f.Owner), f.Failing, f.Due}
+}
+
+// deadFilter is the parameters of queryDead and queryDeadCount.
+type deadFilter struct {
+	// Sink, Source and Owner narrow the list ("" for any; the counts per
+	// sink take Source and Owner).
+	Sink, Source, Owner string
+	// AfterAt and AfterID are the dead_at (nil: none) and id of the last
+	// row of the page before (AfterID 0: the first page).
+	AfterAt *time.Time
+	AfterID int64
+}
+
+func (f deadFilter) args() []any {
+	var at, id any
+	if f.AfterID != 0 {
+		id = f.AfterID
+		if f.AfterAt != nil {
+			at = *f.AfterAt
+		}
+	}
+	return []any{opt(f.Sink), opt(f.Source), opt(f.Owner), at, id}
+}
+
+func (f deadFilter) countArgs() []any { return []any{opt(f.Source), opt(f.Owner)} }
+
+// driftRowsFilter is queryDriftRows' parameters: the cell of the drift
+// table (its day, model, digest, prompt version, owner: "" for all, and
+// count, one of driftCounts) and the page's end (BeforeAt, BeforeID).
+type driftRowsFilter struct {
+	Day                                 time.Time
+	Model, Digest, Prompt, Owner, Count string
+	BeforeAt                            time.Time
+	BeforeID                            int64
+}
+
+func (f driftRowsFilter) args() []any {
+	return []any{f.Day, f.Model, f.Digest, f.Prompt, f.Owner, f.BeforeAt, f.BeforeID, f.Count}
+}
