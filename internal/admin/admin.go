@@ -35,12 +35,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
-	"github.com/lookout-dev/lookout/internal/tokens"
 )
 
 // Prefix is where the admin page is served.
@@ -83,7 +80,6 @@ type Config struct {
 
 // Admin serves the admin page.
 type Admin struct {
-	pool   *pgxpool.Pool
 	svc    *control.Service
 	conf   Config
 	logger *slog.Logger
@@ -99,7 +95,7 @@ func New(svc *control.Service, conf Config, logger *slog.Logger) (*Admin, error)
 	if conf.ListPage <= 0 || conf.ListPage > 200 {
 		conf.ListPage = 200
 	}
-	a := &Admin{pool: svc.Pool(), svc: svc, conf: conf, logger: logger.With("component", "admin"), now: time.Now}
+	a := &Admin{svc: svc, conf: conf, logger: logger.With("component", "admin"), now: time.Now}
 	if err := a.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -175,7 +171,12 @@ func (a *Admin) authed(h authedHandler) http.Handler {
 		c, status, msg := a.authenticate(r)
 		if c == nil {
 			if status == http.StatusUnauthorized && r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
-				http.Redirect(w, r, "/admin/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				target := "/admin/login?next=" + url.QueryEscape(r.URL.RequestURI())
+				if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" {
+					// A session that ended says why on the sign-in form.
+					target += "&error=" + url.QueryEscape(msg)
+				}
+				http.Redirect(w, r, target, http.StatusSeeOther)
 				return
 			}
 			if status == http.StatusUnauthorized {
@@ -200,52 +201,37 @@ func (a *Admin) authed(h authedHandler) http.Handler {
 
 // authenticate returns the caller, or the status and message of a refusal.
 func (a *Admin) authenticate(r *http.Request) (*caller, int, string) {
-	ctx := r.Context()
 	rid := requestID()
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, secret, _ := strings.Cut(strings.TrimSpace(h), " ")
-		if !strings.EqualFold(scheme, "bearer") {
-			return nil, http.StatusUnauthorized, "The Authorization header must be `Bearer <token>`."
+	creds := control.Credentials{Header: r.Header.Get("Authorization"), Admin: true, Via: audit.ViaAdmin, RequestID: rid, Now: a.now()}
+	if creds.Header == "" {
+		ck, err := r.Cookie(sessionCookie)
+		if err != nil || ck.Value == "" {
+			return nil, http.StatusUnauthorized, "Sign in with an admin token."
 		}
-		tok, err := tokens.Authenticate(ctx, a.pool, strings.TrimSpace(secret))
-		if err != nil {
-			st, msg := a.tokenRefusal(err, rid)
-			return nil, st, msg
-		}
-		if !tok.Admin() {
-			return nil, http.StatusForbidden, userScope
-		}
-		return &caller{p: principal(tok, rid)}, 0, ""
+		creds.Session = ck.Value
 	}
-	ck, err := r.Cookie(sessionCookie)
-	if err != nil || ck.Value == "" {
-		return nil, http.StatusUnauthorized, "Sign in with an admin token."
-	}
-	s, err := tokens.VerifySession(ctx, a.pool, ck.Value, a.now())
+	auth, err := a.svc.Authorize(r.Context(), creds)
 	if err != nil {
-		st, msg := a.tokenRefusal(err, rid)
+		st, msg := a.refusal(err, rid)
 		return nil, st, msg
 	}
-	if !s.Token.Admin() {
-		return nil, http.StatusForbidden, userScope
+	if auth.Session != nil {
+		return &caller{p: auth.Principal, csrf: auth.Session.Bind("csrf"), session: true}, 0, ""
 	}
-	return &caller{p: principal(s.Token, rid), csrf: s.Bind("csrf"), session: true}, 0, ""
+	return &caller{p: auth.Principal}, 0, ""
 }
 
-const userScope = "This token has the user scope; the admin page needs a token with the admin scope (api token create --owner NAME --scope admin)."
-
-func (a *Admin) tokenRefusal(err error, rid string) (int, string) {
+// refusal is the status and message of a refusal of control.Authorize.
+func (a *Admin) refusal(err error, rid string) (int, string) {
+	var refused *control.AuthError
 	switch {
-	case errors.Is(err, tokens.ErrMissing), errors.Is(err, tokens.ErrUnknown), errors.Is(err, tokens.ErrRevoked),
-		errors.Is(err, tokens.ErrExpired), errors.Is(err, tokens.ErrBadSession):
-		return http.StatusUnauthorized, err.Error()
+	case errors.As(err, &refused) && refused.Forbidden:
+		return http.StatusForbidden, refused.Error()
+	case errors.As(err, &refused):
+		return http.StatusUnauthorized, refused.Error()
 	}
 	a.logger.Error("authenticate", "error", err, "request_id", rid)
-	return http.StatusServiceUnavailable, "The token could not be checked (database unavailable); retry shortly."
-}
-
-func principal(tok *tokens.Token, rid string) control.Principal {
-	return control.Principal{Owner: tok.Owner, Admin: tok.Admin(), TokenID: tok.ID, Via: audit.ViaAdmin, RequestID: rid}
+	return http.StatusServiceUnavailable, control.AuthUnavailable
 }
 
 func requestID() string {
@@ -297,21 +283,18 @@ func (a *Admin) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	tok, err := tokens.Authenticate(ctx, a.pool, strings.TrimSpace(r.PostFormValue("token")))
+	auth, err := a.svc.Authorize(ctx, control.Credentials{Secret: r.PostFormValue("token"), Admin: true, Via: audit.ViaAdmin})
 	if err != nil {
-		status, msg := a.tokenRefusal(err, requestID())
+		status, msg := a.refusal(err, requestID())
 		a.showLogin(w, r, status, msg)
 		return
 	}
-	if !tok.Admin() {
-		a.showLogin(w, r, http.StatusForbidden, userScope)
-		return
-	}
+	tok := auth.Token
 	expires := a.now().Add(a.conf.SessionTTL)
 	if tok.ExpiresAt != nil && tok.ExpiresAt.Before(expires) {
 		expires = *tok.ExpiresAt
 	}
-	value, _, err := tokens.NewSession(ctx, a.pool, tok, expires)
+	value, err := a.svc.NewSession(ctx, tok, expires)
 	if err != nil {
 		a.logger.Error("new session", "error", err)
 		a.showLogin(w, r, http.StatusServiceUnavailable, "The session could not be made (database unavailable); retry shortly.")

@@ -55,14 +55,19 @@ func (k keyset) after(row map[string]any) (url.Values, error) {
 	return v, nil
 }
 
-// cond returns the condition picking the rows after the cursor (the
-// after= values of a page's next link) in the list's order, with its
-// arguments: each %[n]d of it numbers the placeholder of the n-th.
-func (k keyset) cond(after []string) (keyCond, error) {
-	if len(after) != len(k) {
-		return keyCond{}, fmt.Errorf("after= is not a cursor of this list: %d values, want %d", len(after), len(k))
-	}
+// values returns the cursor of a page (the after= values of the previous
+// page's next link): the values of the keyset's columns, in order, each
+// NULL when the last row shown had NULL there; a list's statement takes
+// them as its last parameters and reads the rows after them in its
+// order. Without after= (the first page) every value is NULL.
+func (k keyset) values(after []string) ([]any, error) {
 	vals := make([]any, len(k))
+	if len(after) == 0 {
+		return vals, nil
+	}
+	if len(after) != len(k) {
+		return nil, fmt.Errorf("after= is not a cursor of this list: %d values, want %d", len(after), len(k))
+	}
 	for i, a := range after {
 		typ, s, _ := strings.Cut(a, ":")
 		var err error
@@ -81,57 +86,10 @@ func (k keyset) cond(after []string) (keyCond, error) {
 			err = fmt.Errorf("%q is not a cursor value (null:, t:TIME, i:NUMBER or s:TEXT)", a)
 		}
 		if err != nil {
-			return keyCond{}, fmt.Errorf("after= is not a cursor of this list: value %d: %w", i+1, err)
+			return nil, fmt.Errorf("after= is not a cursor of this list: value %d: %w", i+1, err)
 		}
 	}
-	// Term i of the OR: the columns before i equal the cursor's, column
-	// i comes after it. An atom is rendered with its placeholder when a
-	// term uses it, so that every argument has one.
-	type atom struct {
-		col, op string
-		val     any
-		orNull  bool
-	}
-	var terms [][]atom
-	var eqs []atom
-	for i, c := range k {
-		// After a NULL come only NULLs (sorted last): no row is strictly
-		// after it in this column.
-		if vals[i] != nil {
-			op := ">"
-			if c.desc {
-				op = "<"
-			}
-			terms = append(terms, append(append([]atom(nil), eqs...), atom{c.col, op, vals[i], c.nulls}))
-		}
-		if vals[i] == nil {
-			eqs = append(eqs, atom{col: c.col, op: "IS NULL"})
-		} else {
-			eqs = append(eqs, atom{col: c.col, op: "=", val: vals[i]})
-		}
-	}
-	if len(terms) == 0 {
-		return keyCond{cond: "false"}, nil
-	}
-	var args []any
-	var ors []string
-	for _, term := range terms {
-		var ands []string
-		for _, a := range term {
-			if a.val == nil {
-				ands = append(ands, a.col+" "+a.op)
-				continue
-			}
-			args = append(args, a.val)
-			cond := fmt.Sprintf("%s %s $%%[%d]d", a.col, a.op, len(args))
-			if a.orNull {
-				cond = "(" + cond + " OR " + a.col + " IS NULL)"
-			}
-			ands = append(ands, cond)
-		}
-		ors = append(ors, strings.Join(ands, " AND "))
-	}
-	return keyCond{cond: "(" + strings.Join(ors, " OR ") + ")", args: args}, nil
+	return vals, nil
 }
 
 // nextLink is path with qs's parameters but after=, and the cursor of

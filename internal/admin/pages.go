@@ -21,17 +21,18 @@ import (
 )
 
 func newPage(c *caller, title, nav string) *page {
-	return &page{Title: title, Nav: nav, CSRF: c.csrf, User: c.p.Owner}
+	return &page{Title: title, Nav: nav, CSRF: c.csrf, User: c.p.Owner, who: c.p}
 }
 
 // ownerFilter offers the owner filter on p and returns the owner chosen
 // ("" for all).
 func (a *Admin) ownerFilter(ctx context.Context, r *http.Request, p *page) (string, error) {
-	rows, err := a.pool.Query(ctx, queryOwners)
-	if err != nil {
-		return "", fmt.Errorf("owners: %w", err)
-	}
-	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	var owners []string
+	err := a.svc.Report(ctx, p.who, queryOwners, nil, func(rows pgx.Rows) error {
+		var err error
+		owners, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("owners: %w", err)
 	}
@@ -189,28 +190,9 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 	for _, st := range []string{"due", "running", "requested", "lease expired", "scheduled", "orphaned"} {
 		d.Filters = append(d.Filters, card{st, "", "/admin/sources?state=" + url.QueryEscape(st), cls(d.State == st)})
 	}
-	sql := querySources
-	args := []any{qs.Get("after")}
-	if d.Status != "" {
-		args = append(args, d.Status)
-		sql += fmt.Sprintf(" AND status = $%d", len(args))
-	}
-	if d.State != "" {
-		args = append(args, d.State)
-		sql += fmt.Sprintf(" AND state = $%d", len(args)) + stateHint[d.State]
-	}
-	if owner != "" {
-		args = append(args, owner)
-		sql += fmt.Sprintf(" AND owner = $%d", len(args))
-	}
-	if qs.Get("failing") != "" {
-		sql += " AND failure_count > 0"
-	}
-	if qs.Get("due") != "" {
-		sql += dueNow
-	}
-	sql += fmt.Sprintf("\nORDER BY name\nLIMIT %d", pageSize+1)
-	d.Table, err = a.rowsOf(ctx, p, query{title: "A page of sources, by name", sql: sql, args: args}, pageSize, sourceLinks)
+	args := sourcesFilter{After: qs.Get("after"), Status: d.Status, State: d.State, Owner: owner,
+		Failing: qs.Get("failing") != "", Due: qs.Get("due") != ""}.args()
+	d.Table, err = a.rowsOf(ctx, p, query{title: "A page of sources, by name", sql: querySources, args: args}, pageSize, sourceLinks)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -238,31 +220,12 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 	a.render(w, r, http.StatusOK, "sources", p)
 }
 
-// dueNow is the condition of the overview's "due now" (report_overview's
-// sources_due): active sources past their next run or asked to run, whose
-// lease, if any, expired — the states due, requested and lease expired of
-// active sources. The names of the due sources are read first, through
-// the indexes of the two ways of being due (sources_due_idx,
-// sources_run_requested_idx), then the sources by name: a plan that
-// reads every source in name order, or whole, to find a few due ones is
-// never open to the planner.
-const dueNow = " AND name = ANY(ARRAY(SELECT name FROM sources WHERE status = 'active' AND next_run_at <= now()" +
-	" UNION SELECT name FROM sources WHERE status = 'active' AND run_requested_at IS NOT NULL))" +
-	" AND (lease_expires_at IS NULL OR lease_expires_at < now())"
-
-// stateHint restates a state of report_sources in conditions an index
-// answers (the view's state is a CASE no index holds), so that a filter on
-// a rare state does not read every source: due and scheduled sources are
-// active ones by next_run_at (sources_due_idx), requested ones have
-// run_requested_at (sources_run_requested_idx), running ones and expired
-// leases have a lease (sources_lease_expires_idx).
-var stateHint = map[string]string{
-	"due":           " AND status = 'active' AND next_run_at <= now()",
-	"scheduled":     " AND status = 'active' AND next_run_at > now()",
-	"requested":     " AND run_requested_at IS NOT NULL",
-	"running":       " AND lease_owner IS NOT NULL AND lease_expires_at >= now()",
-	"lease expired": " AND lease_owner IS NOT NULL AND lease_expires_at < now()",
-	"orphaned":      " AND orphaned_at IS NOT NULL",
+// opt is an optional filter's argument: NULL when it is not given.
+func opt(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
 }
 
 func cls(on bool) string {
@@ -404,22 +367,18 @@ func (a *Admin) reportPage(which string) authedHandler {
 		filters          []string
 		// keys is the view's order: the keyset of the pages.
 		keys keyset
-		// afterID, when set, is the condition of the next page, from the
-		// id of the last row shown (keys is that id): for a view that
-		// does not show the columns of its order.
-		afterID string
 	}
 	specs := map[string]spec{
 		"stuck": {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source", "owner:definition_owner"},
-			keyset{{col: "since", nulls: true}, {col: "kind"}, {col: "id", nulls: true}, {col: "source"}}, ""},
+			keyset{{col: "since", nulls: true}, {col: "kind"}, {col: "id", nulls: true}, {col: "source"}}},
 		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink", "owner"},
-			keyset{{col: "at", desc: true}, {col: "kind"}, {col: "id", desc: true}, {col: "watch", nulls: true}, {col: "status"}}, ""},
+			keyset{{col: "at", desc: true}, {col: "kind"}, {col: "id", desc: true}, {col: "watch", nulls: true}, {col: "status"}}},
 		"retry": {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source", "owner"},
-			keyset{{col: "attempts", desc: true}, {col: "kind"}, {col: "source"}, {col: "id", nulls: true}}, ""},
+			keyset{{col: "attempts", desc: true}, {col: "kind"}, {col: "source"}, {col: "id", nulls: true}}},
 		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status", "owner"},
-			keyset{{col: "since", desc: true, nulls: true}, {col: "name"}}, ""},
+			keyset{{col: "since", desc: true, nulls: true}, {col: "name"}}},
 		"tasks": {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id", "owner"},
-			keyset{{col: "id", desc: true}}, queryTaskRunsAfter},
+			keyset{{col: "id", desc: true}}},
 	}
 	s := specs[which]
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -431,23 +390,13 @@ func (a *Admin) reportPage(which string) authedHandler {
 			return
 		}
 		qs := r.URL.Query()
-		var keyset []keyCond
-		if after := qs["after"]; len(after) > 0 {
-			k, err := s.keys.cond(after)
-			if err != nil {
-				a.fail(w, r, http.StatusBadRequest, err.Error())
-				return
-			}
-			if s.afterID != "" {
-				k = keyCond{cond: s.afterID, args: k.args[:1]}
-			}
-			keyset = append(keyset, k)
+		cursor, err := s.keys.values(qs["after"])
+		if err != nil {
+			a.fail(w, r, http.StatusBadRequest, err.Error())
+			return
 		}
-		sql, args := filtered(s.sql, qs, s.filters, keyset...)
-		if !strings.Contains(sql, "LIMIT") {
-			sql += "\nLIMIT 201"
-		}
-		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: sql, args: args}, a.conf.ListPage, links)
+		args := append(filterArgs(qs, s.filters), cursor...)
+		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: s.sql, args: args}, a.conf.ListPage, links)
 		if err != nil {
 			a.failErr(w, r, err)
 			return
@@ -472,76 +421,31 @@ type reportData struct {
 	Next string
 }
 
-// filtered adds equality filters on the given columns (from the query
-// string) to a SELECT from a report view, before its GROUP BY, ORDER BY
-// or LIMIT. A
-// column is named by its query parameter, or written "param:column" when
-// they differ (report_stuck's owner filter reads definition_owner: its
-// owner column is the holder of a lease).
-//
-// extra conditions (a page's keyset) follow the filters: each is a
-// constant condition whose %[1]d, %[2]d, … number its arguments'
-// placeholders.
-func filtered(sql string, qs url.Values, cols []string, extra ...keyCond) (string, []any) {
-	tail := " LIMIT "
-	switch {
-	case strings.Contains(sql, " GROUP BY "):
-		tail = " GROUP BY "
-	case strings.Contains(sql, "\nORDER BY "):
-		tail = "\nORDER BY "
-	}
-	base, rest, hasTail := strings.Cut(sql, tail)
-	var conds []string
-	var args []any
-	for _, pc := range cols {
-		param, col, renamed := strings.Cut(pc, ":")
-		if !renamed {
-			col = param
-		}
-		if v := qs.Get(param); v != "" {
-			if col == "id" {
-				// An id is a number: anything else picks no row.
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					conds = append(conds, "false")
-					continue
-				}
-				args = append(args, n)
-			} else {
-				args = append(args, v)
+// filterArgs returns the arguments of a page's equality filters, in
+// order (NULL for one not given): each is a query parameter, written
+// "param:column" in the page's list when the statement's column differs
+// (report_stuck's owner filter reads definition_owner: its owner column
+// is the holder of a lease). An id is a number: anything else is an id
+// no row has.
+func filterArgs(qs url.Values, filters []string) []any {
+	args := make([]any, 0, len(filters))
+	for _, pc := range filters {
+		param, _, _ := strings.Cut(pc, ":")
+		v := qs.Get(param)
+		switch {
+		case v == "":
+			args = append(args, nil)
+		case param == "id":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				n = -1
 			}
-			conds = append(conds, fmt.Sprintf("%s = $%d", col, len(args)))
+			args = append(args, n)
+		default:
+			args = append(args, v)
 		}
 	}
-	for _, e := range extra {
-		conds = append(conds, e.numbered(len(args)+1))
-		args = append(args, e.args...)
-	}
-	if len(conds) > 0 {
-		base += "\nWHERE " + strings.Join(conds, " AND ")
-	}
-	if hasTail {
-		base += "\n" + strings.TrimSpace(tail) + " " + rest
-	}
-	return base, args
-}
-
-// keyCond is a condition of a page's keyset and its arguments.
-type keyCond struct {
-	cond string
-	args []any
-}
-
-// numbered is the condition with its placeholders numbered from next.
-func (k keyCond) numbered(next int) string {
-	if len(k.args) == 0 {
-		return k.cond
-	}
-	nums := make([]any, len(k.args))
-	for i := range k.args {
-		nums[i] = next + i
-	}
-	return fmt.Sprintf(k.cond, nums...)
+	return args
 }
 
 func activeFilters(qs url.Values, cols []string) [][2]string {
@@ -595,8 +499,8 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 			others.Set(k, v)
 		}
 	}
-	sql, args := filtered(queryDeadCount, others, deadFilters)
-	counts, err := a.rowsOf(ctx, p, query{title: "Dead notifications per sink", sql: sql, args: args}, 0, nil)
+	counts, err := a.rowsOf(ctx, p, query{title: "Dead notifications per sink", sql: queryDeadCount,
+		args: deadFilter{Source: others.Get("source"), Owner: others.Get("owner")}.countArgs()}, 0, nil)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -621,17 +525,15 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 		d.Total += n
 		d.Sinks = append(d.Sinks, card{sink, num(n), deadLink(sink), cls(d.Sink == sink)})
 	}
-	var keyset []keyCond
+	f := deadFilter{Sink: d.Sink, Source: d.Source, Owner: qs.Get("owner")}
 	if after := qs.Get("after"); after != "" {
-		k, err := deadCursor(after)
-		if err != nil {
+		if f.AfterAt, f.AfterID, err = deadCursor(after); err != nil {
 			a.fail(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		keyset = append(keyset, k)
 	}
-	sql, args = filtered(queryDead, qs, deadFilters, keyset...)
-	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: sql, args: args}, min(a.conf.ListPage, deadPage), links); err != nil {
+	args := f.args()
+	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: queryDead, args: args}, min(a.conf.ListPage, deadPage), links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
@@ -659,22 +561,22 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 }
 
 // deadCursor reads the after= of a dead letters page: the dead_at of the
-// last row shown (RFC 3339, or "none" when it had none), a comma, its id.
-func deadCursor(after string) (keyCond, error) {
+// last row shown (RFC 3339, or "none" when it had none: nil), a comma,
+// its id.
+func deadCursor(after string) (*time.Time, int64, error) {
 	at, id, _ := strings.Cut(after, ",")
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
-		return keyCond{}, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
+		return nil, 0, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
 	}
-	var t any // NULL: the last row shown had no dead_at
-	if at != "none" {
-		x, err := time.Parse(time.RFC3339Nano, at)
-		if err != nil {
-			return keyCond{}, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
-		}
-		t = x
+	if at == "none" {
+		return nil, n, nil
 	}
-	return keyCond{cond: deadAfter, args: []any{t, n}}, nil
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return nil, 0, fmt.Errorf("after=%q is not a cursor of this list (a time or none, a comma, a notification id).", after)
+	}
+	return &t, n, nil
 }
 
 // retryDead retries the dead notifications whose ids are posted (id=,
@@ -869,7 +771,7 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 	d := &rowsData{What: what, Title: spec.title}
 	source := qs.Get("source")
 	var args []any
-	conds, fargs, keyed, err := spec.conditions(qs, spec.params()+1)
+	fargs, filteredBy, keyed, err := spec.filterArgs(qs)
 	if err != nil {
 		a.fail(w, r, http.StatusBadRequest, err.Error())
 		return
@@ -880,7 +782,7 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		next[k] = vs
 	}
 	if spec.untimed {
-		args = []any{source}
+		args = []any{opt(source)}
 	} else {
 		since, until, hint := a.window(qs, keyed)
 		d.Hint = hint
@@ -903,7 +805,7 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 				}
 			}
 		}
-		args = []any{since, until, source}
+		args = []any{since, until, opt(source)}
 	}
 	if spec.owned {
 		owner, err := a.ownerFilter(ctx, r, p)
@@ -911,23 +813,16 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 			a.failErr(w, r, err)
 			return
 		}
-		args = append(args, owner)
+		args = append(args, opt(owner))
 	}
 	args = append(args, fargs...)
-	if after := qs["after"]; len(after) > 0 {
-		k, err := spec.keys.cond(after)
-		if err != nil {
-			a.fail(w, r, http.StatusBadRequest, err.Error())
-			return
-		}
-		conds = append(conds, k.numbered(len(args)+1))
-		args = append(args, k.args...)
+	cursor, err := spec.keys.values(qs["after"])
+	if err != nil {
+		a.fail(w, r, http.StatusBadRequest, err.Error())
+		return
 	}
-	sql := spec.sql
-	for _, cond := range conds {
-		sql = strings.Replace(sql, "\n\t\tORDER BY", "\n\t\t  AND "+cond+"\n\t\tORDER BY", 1)
-	}
-	if d.Table, err = a.rowsOf(ctx, p, query{title: spec.title, sql: sql, args: args}, a.conf.ListPage, links); err != nil {
+	args = append(args, cursor...)
+	if d.Table, err = a.rowsOf(ctx, p, query{title: spec.title, sql: spec.sql, args: args}, a.conf.ListPage, links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
@@ -937,9 +832,10 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 			return
 		}
 	}
-	if what == "runs" && qs.Get("quiet") != "" && len(conds) == 0 {
+	if what == "runs" && qs.Get("quiet") != "" && !filteredBy && len(qs["after"]) == 0 {
 		q := rowQueries["quiet"]
-		if d.Quiet, err = a.rowsOf(ctx, p, query{title: q.title, sql: q.sql, args: args[:q.params()]}, 200, links); err != nil {
+		quiet := append(append([]any(nil), args[:q.params()]...), make([]any, len(q.keys))...)
+		if d.Quiet, err = a.rowsOf(ctx, p, query{title: q.title, sql: q.sql, args: quiet}, 200, links); err != nil {
 			a.failErr(w, r, err)
 			return
 		}
@@ -968,8 +864,7 @@ func (a *Admin) driftRows(w http.ResponseWriter, r *http.Request, c *caller) {
 	defer cancel()
 	qs := r.URL.Query()
 	count := qs.Get("count")
-	cond, ok := driftCounts[count]
-	if !ok {
+	if !driftCounts[count] {
 		a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("count=%q is not a count of the drift table (evaluations, judged, cache_hits, notify, skip).", count))
 		return
 	}
@@ -1000,8 +895,9 @@ func (a *Admin) driftRows(w http.ResponseWriter, r *http.Request, c *caller) {
 		d.Hint += ", of " + owner
 	}
 	d.Hint += ": the rows the models page counts, newest first."
-	q := query{title: "The evaluations counted in the cell", sql: queryDriftRows + cond + driftRowsOrder,
-		args: []any{day, model, digest, prompt, owner, beforeAt, beforeID}}
+	q := query{title: "The evaluations counted in the cell", sql: queryDriftRows,
+		args: driftRowsFilter{Day: day, Model: model, Digest: digest, Prompt: prompt, Owner: owner,
+			BeforeAt: beforeAt, BeforeID: beforeID, Count: count}.args()}
 	if d.Table, err = a.rowsOf(ctx, p, q, 200, links); err != nil {
 		a.failErr(w, r, err)
 		return
@@ -1031,43 +927,40 @@ func (q rowQuery) params() int {
 	return n
 }
 
-// conditions returns the conditions of the filters given in qs (in the
-// order of their names, their placeholders numbered from next), their
-// arguments, and whether a key filter picks the rows.
-func (q rowQuery) conditions(qs url.Values, next int) (conds []string, args []any, keyed bool, err error) {
-	names := make([]string, 0, len(q.filters))
-	for name := range q.filters {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		f, v := q.filters[name], qs.Get(name)
+// filterArgs returns the arguments of the list's filters, in order (NULL,
+// or false for a flag, when one is not given), whether any was given, and
+// whether a key filter picks the rows.
+func (q rowQuery) filterArgs(qs url.Values) (args []any, given, keyed bool, err error) {
+	for _, f := range q.filters {
+		v := qs.Get(f.name)
 		if v == "" {
+			if f.flag {
+				args = append(args, false)
+			} else {
+				args = append(args, nil)
+			}
 			continue
 		}
 		if f.needsSource && qs.Get("source") == "" {
-			return nil, nil, false, fmt.Errorf("%s= needs source=", name)
+			return nil, false, false, fmt.Errorf("%s= needs source=", f.name)
 		}
-		keyed = keyed || f.key
+		given, keyed = true, keyed || f.key
 		switch {
 		case f.flag:
-			conds = append(conds, f.cond)
-			continue
+			args = append(args, true)
 		case f.list:
 			args = append(args, strings.Split(v, ","))
 		case f.number:
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return nil, nil, false, fmt.Errorf("%s=%q is not a number", name, v)
+				return nil, false, false, fmt.Errorf("%s=%q is not a number", f.name, v)
 			}
 			args = append(args, n)
 		default:
 			args = append(args, v)
 		}
-		conds = append(conds, fmt.Sprintf(f.cond, fmt.Sprintf("$%d", next)))
-		next++
 	}
-	return conds, args, keyed, nil
+	return args, given, keyed, nil
 }
 
 // window reads the window of a timed list: since= (a time, or "all"),

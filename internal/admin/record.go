@@ -82,7 +82,7 @@ func (a *Admin) record(w http.ResponseWriter, r *http.Request, c *caller) {
 		d.Changes = append(d.Changes, ct)
 	}
 	if len(ids) > 0 {
-		trails, err := explain.Trails(ctx, a.pool, a.conf.Config, explain.Query{Source: source, RecordID: id, Limit: 20})
+		trails, err := a.svc.ExplainRecord(ctx, c.p, a.conf.Config, source, id, 20)
 		if err != nil {
 			a.failErr(w, r, err)
 			return

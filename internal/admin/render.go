@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/reports"
 )
 
@@ -37,6 +38,9 @@ type page struct {
 	// Path is the page's path (the owner filter's form action).
 	Path string
 	Data any
+	// who reads the page: its statements run as this caller's
+	// (control.Service.Report).
+	who control.Principal
 }
 
 // shown is one statement a page ran, as it ran.
@@ -156,7 +160,12 @@ func (a *Admin) show(ctx context.Context, p *page, q query) {
 			continue
 		}
 		var def string
-		if err := a.pool.QueryRow(ctx, `SELECT pg_get_viewdef(to_regclass($1), true)`, v).Scan(&def); err == nil && def != "" {
+		err := a.svc.Report(ctx, p.who, queryViewDef, []any{v}, func(rows pgx.Rows) error {
+			var err error
+			def, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[string])
+			return err
+		})
+		if err == nil && def != "" {
 			viewDefs.Store(v, def)
 			s.Views = append(s.Views, viewDef{v, def})
 		}
@@ -209,83 +218,56 @@ type linker func(col string, row map[string]any) string
 // (at most limit; More when there were more: q should ask for limit+1).
 func (a *Admin) rowsOf(ctx context.Context, p *page, q query, limit int, link linker) (*table, error) {
 	a.show(ctx, p, q)
-	tx, err := a.begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", q.title, err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, q.sql, q.args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", q.title, err)
-	}
-	defer rows.Close()
 	t := &table{}
-	for _, fd := range rows.FieldDescriptions() {
-		t.Columns = append(t.Columns, fd.Name)
-	}
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", q.title, err)
+	err := a.svc.Report(ctx, p.who, q.sql, q.args, func(rows pgx.Rows) error {
+		for _, fd := range rows.FieldDescriptions() {
+			t.Columns = append(t.Columns, fd.Name)
 		}
-		if limit > 0 && len(t.Rows) == limit {
-			t.More = true
-			continue
-		}
-		m := make(map[string]any, len(vals))
-		for i, v := range vals {
-			m[t.Columns[i]] = v
-		}
-		cells := make([]cellv, len(vals))
-		for i, v := range vals {
-			c := cellv{Text: reports.Cell(v)}
-			if c.Text != "-" && link != nil {
-				c.Href = link(t.Columns[i], m)
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				return err
 			}
-			switch v.(type) {
-			case int64, int32, int16, float64, float32, pgtype.Numeric:
-				c.Class = "n"
+			if limit > 0 && len(t.Rows) == limit {
+				t.More = true
+				continue
 			}
-			cells[i] = c
+			m := make(map[string]any, len(vals))
+			for i, v := range vals {
+				m[t.Columns[i]] = v
+			}
+			cells := make([]cellv, len(vals))
+			for i, v := range vals {
+				c := cellv{Text: reports.Cell(v)}
+				if c.Text != "-" && link != nil {
+					c.Href = link(t.Columns[i], m)
+				}
+				switch v.(type) {
+				case int64, int32, int16, float64, float32, pgtype.Numeric:
+					c.Class = "n"
+				}
+				cells[i] = c
+			}
+			t.Rows = append(t.Rows, cells)
+			t.Raw = append(t.Raw, m)
 		}
-		t.Rows = append(t.Rows, cells)
-		t.Raw = append(t.Raw, m)
-	}
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", q.title, err)
 	}
 	return t, nil
 }
 
-// begin starts the read-only transaction of a page's statement, without
-// JIT: the pages' statements read a few thousand rows at most, and the
-// planner, which cannot know how many rows "the last 24 hours" holds,
-// would otherwise spend seconds compiling them.
-func (a *Admin) begin(ctx context.Context) (pgx.Tx, error) {
-	tx, err := a.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
-		tx.Rollback(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return tx, nil
-}
-
 // one runs q and returns its single row by column.
 func (a *Admin) one(ctx context.Context, p *page, q query) (map[string]any, error) {
 	a.show(ctx, p, q)
-	tx, err := a.begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", q.title, err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, q.sql, q.args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", q.title, err)
-	}
-	m, err := pgx.CollectExactlyOneRow(rows, pgx.RowToMap)
+	var m map[string]any
+	err := a.svc.Report(ctx, p.who, q.sql, q.args, func(rows pgx.Rows) error {
+		var err error
+		m, err = pgx.CollectExactlyOneRow(rows, pgx.RowToMap)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", q.title, err)
 	}

@@ -16,16 +16,13 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/control"
-	"github.com/lookout-dev/lookout/internal/tokens"
 )
 
 // Version is the API's version in the OpenAPI document.
@@ -39,7 +36,6 @@ type API struct {
 	huma   huma.API
 	mux    *http.ServeMux
 	svc    *control.Service
-	pool   *pgxpool.Pool
 	logger *slog.Logger
 
 	closing   chan struct{}
@@ -48,7 +44,7 @@ type API struct {
 
 // New builds the API over the control service.
 func New(svc *control.Service, logger *slog.Logger) *API {
-	a := &API{mux: http.NewServeMux(), svc: svc, pool: svc.Pool(), logger: logger.With("component", "api"), closing: make(chan struct{})}
+	a := &API{mux: http.NewServeMux(), svc: svc, logger: logger.With("component", "api"), closing: make(chan struct{})}
 	cfg := huma.DefaultConfig("lookout API", Version)
 	// No $schema links in bodies, no docs UI (it loads scripts from the
 	// internet): the document is at /openapi.json.
@@ -122,38 +118,29 @@ func (a *API) authenticate(ctx huma.Context, next func(huma.Context)) {
 		return
 	}
 	rid, _ := ctx.Context().Value(requestIDKey).(string)
-	h := ctx.Header("Authorization")
-	scheme, secret, _ := strings.Cut(strings.TrimSpace(h), " ")
-	if h != "" && !strings.EqualFold(scheme, "bearer") {
-		secret = ""
-	}
-	tok, err := tokens.Authenticate(ctx.Context(), a.pool, strings.TrimSpace(secret))
+	admin, _ := op.Metadata["admin"].(bool)
+	auth, err := a.svc.Authorize(ctx.Context(), control.Credentials{Header: ctx.Header("Authorization"), Admin: admin, Via: audit.ViaAPI, RequestID: rid})
 	if err != nil {
 		var p *Problem
+		var refused *control.AuthError
 		switch {
-		case errors.Is(err, tokens.ErrMissing) && h != "":
-			p = newProblem(http.StatusUnauthorized, ProblemUnauthorized, "the Authorization header must be `Bearer <token>`")
-		case errors.Is(err, tokens.ErrMissing), errors.Is(err, tokens.ErrUnknown), errors.Is(err, tokens.ErrRevoked), errors.Is(err, tokens.ErrExpired):
-			p = newProblem(http.StatusUnauthorized, ProblemUnauthorized, err.Error())
+		case errors.As(err, &refused) && refused.Forbidden:
+			p = newProblem(http.StatusForbidden, ProblemForbidden, refused.Error())
+		case errors.As(err, &refused):
+			p = newProblem(http.StatusUnauthorized, ProblemUnauthorized, refused.Error())
+			p.Errors = []ProblemError{{Header: "Authorization", Detail: p.Detail}}
+			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lookout"`)
 		default:
 			a.logger.Error("authenticate", "error", err, "request_id", rid)
-			p = newProblem(http.StatusServiceUnavailable, ProblemInternal, "the token could not be checked (database unavailable); retry shortly")
+			p = newProblem(http.StatusServiceUnavailable, ProblemInternal, control.AuthUnavailable)
+			p.Errors = []ProblemError{{Header: "Authorization", Detail: p.Detail}}
+			ctx.SetHeader("WWW-Authenticate", `Bearer realm="lookout"`)
 		}
 		p.Instance = rid
-		p.Errors = []ProblemError{{Header: "Authorization", Detail: p.Detail}}
-		ctx.SetHeader("WWW-Authenticate", `Bearer realm="lookout"`)
 		_ = huma.WriteErr(a.huma, ctx, p.Status, p.Detail, p)
 		return
 	}
-	if admin, _ := op.Metadata["admin"].(bool); admin && !tok.Admin() {
-		p := newProblem(http.StatusForbidden, ProblemForbidden, "this operation needs a token with the admin scope")
-		p.Instance = rid
-		_ = huma.WriteErr(a.huma, ctx, p.Status, p.Detail, p)
-		return
-	}
-	next(huma.WithValue(ctx, principalKey, control.Principal{
-		Owner: tok.Owner, Admin: tok.Admin(), TokenID: tok.ID, Via: audit.ViaAPI, RequestID: rid,
-	}))
+	next(huma.WithValue(ctx, principalKey, auth.Principal))
 }
 
 // fail turns a control error into the problem the handler returns; any

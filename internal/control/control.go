@@ -89,9 +89,6 @@ func New(pool *pgxpool.Pool, store *definitions.Store, hub *Hub, conf Config, lo
 		previews: make(chan struct{}, PreviewConcurrency)}
 }
 
-// Pool is the service's database pool (for the transports' readiness checks).
-func (s *Service) Pool() *pgxpool.Pool { return s.pool }
-
 // scope returns the outbox selection of p's notifications.
 func (s *Service) scope(ctx context.Context, p Principal) (outbox.PageQuery, error) {
 	if p.Admin {

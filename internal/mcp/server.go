@@ -23,17 +23,14 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/control"
-	"github.com/lookout-dev/lookout/internal/tokens"
 )
 
 // Version is the server's version in the MCP initialize answer.
@@ -61,7 +58,6 @@ type Config struct {
 // Server is lookout's MCP server over one control service.
 type Server struct {
 	svc    *control.Service
-	pool   *pgxpool.Pool
 	srv    *mcpsdk.Server
 	conf   Config
 	logger *slog.Logger
@@ -73,7 +69,7 @@ func New(svc *control.Service, conf Config, logger *slog.Logger) *Server {
 	if conf.SessionTimeout <= 0 {
 		conf.SessionTimeout = 30 * time.Minute
 	}
-	s := &Server{svc: svc, pool: svc.Pool(), conf: conf, logger: logger.With("component", "mcp")}
+	s := &Server{svc: svc, conf: conf, logger: logger.With("component", "mcp")}
 	s.feeds = newFeeds(s)
 	s.srv = mcpsdk.NewServer(&mcpsdk.Implementation{Name: "lookout", Title: "lookout", Version: Version}, &mcpsdk.ServerOptions{
 		Instructions: instructions,
@@ -107,10 +103,9 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The SDK's middleware answers a missing header with its own
 		// words; say what lookout's tokens are instead.
-		scheme, secret, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-		if !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(secret) == "" {
+		if _, err := control.BearerSecret(r.Header.Get("Authorization")); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="lookout"`)
-			http.Error(w, tokens.ErrMissing.Error(), http.StatusUnauthorized)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		protect.ServeHTTP(challenge{w}, r)
@@ -137,31 +132,32 @@ func (c challenge) Flush() { _ = http.NewResponseController(c.ResponseWriter).Fl
 // the event streams, deadlines).
 func (c challenge) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-// tokenError is a token refused by tokens.Authenticate: it is the SDK's
+// tokenError is a token refused by control.Authorize: it is the SDK's
 // ErrInvalidToken (a 401) with lookout's message.
 type tokenError struct{ err error }
 
 func (e tokenError) Error() string        { return e.err.Error() }
 func (e tokenError) Is(target error) bool { return target == auth.ErrInvalidToken }
 
-// verify is the SDK's TokenVerifier over lookout's tokens.
+// verify is the SDK's TokenVerifier over control.Authorize.
 func (s *Server) verify(ctx context.Context, secret string, _ *http.Request) (*auth.TokenInfo, error) {
-	tok, err := tokens.Authenticate(ctx, s.pool, secret)
+	a, err := s.svc.Authorize(ctx, control.Credentials{Secret: secret, Via: audit.ViaMCP})
 	if err != nil {
-		if errors.Is(err, tokens.ErrMissing) || errors.Is(err, tokens.ErrUnknown) || errors.Is(err, tokens.ErrRevoked) || errors.Is(err, tokens.ErrExpired) {
-			return nil, tokenError{err}
+		var refused *control.AuthError
+		if errors.As(err, &refused) {
+			return nil, tokenError{refused}
 		}
 		s.logger.Error("authenticate", "error", err)
-		return nil, errors.New("the token could not be checked (database unavailable); retry shortly")
+		return nil, errors.New(control.AuthUnavailable)
 	}
 	info := &auth.TokenInfo{
-		Scopes: []string{tok.Scope},
+		Scopes: []string{a.Token.Scope},
 		// A session is bound to the token that opened it.
-		UserID: "token:" + strconv.FormatInt(tok.ID, 10),
-		Extra:  map[string]any{principalExtra: control.Principal{Owner: tok.Owner, Admin: tok.Admin(), TokenID: tok.ID, Via: audit.ViaMCP}},
+		UserID: "token:" + strconv.FormatInt(a.Token.ID, 10),
+		Extra:  map[string]any{principalExtra: a.Principal},
 	}
-	if tok.ExpiresAt != nil {
-		info.Expiration = *tok.ExpiresAt
+	if a.Token.ExpiresAt != nil {
+		info.Expiration = *a.Token.ExpiresAt
 	}
 	return info, nil
 }
@@ -184,11 +180,11 @@ func (s *Server) Run(ctx context.Context, t mcpsdk.Transport) error {
 
 // local authenticates the configured token.
 func (s *Server) local(ctx context.Context) (control.Principal, error) {
-	tok, err := tokens.Authenticate(ctx, s.pool, s.conf.Token)
+	a, err := s.svc.Authorize(ctx, control.Credentials{Secret: s.conf.Token, Via: audit.ViaMCP})
 	if err != nil {
 		return control.Principal{}, fmt.Errorf("authenticate the token: %w", err)
 	}
-	return control.Principal{Owner: tok.Owner, Admin: tok.Admin(), TokenID: tok.ID, Via: audit.ViaMCP}, nil
+	return a.Principal, nil
 }
 
 // Close ends the notification feeds and every open session, so that a

@@ -537,29 +537,6 @@ var (
 	allUntil = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 )
 
-// withConds adds conditions to an admin list's statement before its ORDER
-// BY, as the admin's rows page does with its filters.
-func withConds(sql string, conds ...string) string {
-	for _, c := range conds {
-		sql = strings.Replace(sql, "\n\t\tORDER BY", "\n\t\t  AND "+c+"\n\t\tORDER BY", 1)
-	}
-	return sql
-}
-
-// viewWhere adds a WHERE to an admin report page's statement before its
-// ORDER BY, and its LIMIT when it has none, as the admin's filtered does.
-func viewWhere(sql, where string) string {
-	base, order, _ := strings.Cut(sql, "\nORDER BY ")
-	if where != "" {
-		base += "\nWHERE " + where
-	}
-	out := base + "\nORDER BY " + order
-	if !strings.Contains(out, "LIMIT") {
-		out += "\nLIMIT 201"
-	}
-	return out
-}
-
 // TestHotQueriesUseIndexes fills the tables with weeks of history and a
 // little pending work, and checks that no query the daemons run in their
 // loops, and no report over pending work, reads a large table whole. Set
@@ -751,17 +728,19 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		q.who = tasksQ
 		queries = append(queries, q)
 	}
-	// The task runs page of the admin with its filters.
+	// The task runs page of the admin with its filters (queryTaskRuns:
+	// id, source, status, record_id, owner, then the cursor).
 	for _, f := range []struct {
-		col, value, index string
-	}{{"", "", "task_runs_updated_idx"}, {"source", "src-7", "task_runs_source_updated_idx"},
-		{"status", "failed", "task_runs_status_updated_idx"}, {"record_id", "r-56", "task_runs_record_id_idx"}} {
-		base, _, _ := strings.Cut(sqlFrom(t, "internal/admin/queries.go", "SELECT * FROM report_task_runs LIMIT"), " LIMIT ")
-		q := hotQuery{name: "admin: task runs", who: "internal/admin/queries.go", sql: base + "\nLIMIT 201", index: f.index}
+		col, index string
+		args       []any
+	}{{"", "task_runs_updated_idx", []any{nil, nil, nil, nil, nil, nil}},
+		{"source", "task_runs_source_updated_idx", []any{nil, "src-7", nil, nil, nil, nil}},
+		{"status", "task_runs_status_updated_idx", []any{nil, nil, "failed", nil, nil, nil}},
+		{"record_id", "task_runs_record_id_idx", []any{nil, nil, nil, "r-56", nil, nil}}} {
+		q := hotQuery{name: "admin: task runs", who: "internal/admin/queries.go", sql: sqlFrom(t, "internal/admin/queries.go", "SELECT * FROM report_task_runs\nWHERE"),
+			args: f.args, index: f.index}
 		if f.col != "" {
 			q.name += " of a " + f.col
-			q.sql = base + "\nWHERE " + f.col + " = $1\nLIMIT 201"
-			q.args = []any{f.value}
 		}
 		queries = append(queries, q)
 	}
@@ -813,35 +792,42 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			sql: "SELECT * FROM " + v, allowSources: true, allowCurrent: true})
 	}
 	// The admin page's statements (internal/admin/queries.go), with the
-	// arguments its pages pass.
+	// arguments its pages pass (NULL: a filter not given, or the cursor
+	// of a first page; control.Report plans each for its arguments).
 	const adminQ = "internal/admin/queries.go"
 	hour := now.Add(-time.Hour).Truncate(time.Hour)
 	// The evaluations behind a count of the drift table: the notify count
 	// of today's cell.
 	today := now.UTC().Truncate(24 * time.Hour)
-	// The report pages whose statements carry their order (the keyset of
-	// their pages), and the keysets of some second pages as the admin's
-	// keyset.cond writes them.
-	stuckQ := sqlFrom(t, adminQ, "SELECT * FROM report_stuck\nORDER BY")
-	failuresQ := sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures\nORDER BY")
-	failuresAfter := "(at < $1 OR at = $2 AND kind > $3 OR at = $4 AND kind = $5 AND id < $6)"
-	taskRunsAfter := fmt.Sprintf(sqlConst(t, adminQ, "queryTaskRunsAfter"), 1)
-	taskRunsBase, _, _ := strings.Cut(sqlFrom(t, adminQ, "SELECT * FROM report_task_runs LIMIT"), " LIMIT ")
-	// A page of dead letters: the view with the page's filters and, after
-	// the first page, its keyset (deadAfter) before the LIMIT.
-	deadBase, _, _ := strings.Cut(sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters LIMIT"), " LIMIT ")
-	deadAfter := func(at, id int) string { return fmt.Sprintf(sqlConst(t, adminQ, "deadAfter"), at, id) }
-	driftRows := sqlConst(t, adminQ, "queryDriftRows") + sqlFrom(t, adminQ, "AND e.decision IN ('notify', 'duplicate')") +
-		sqlConst(t, adminQ, "driftRowsOrder")
+	sourcesQ := sqlFrom(t, adminQ, "FROM report_sources\n\t\tWHERE name > $1")
+	// sources is querySources' arguments: after, status, state, owner,
+	// failing, due.
+	sources := func(after string, status, state, owner any, failing, due bool) []any {
+		return []any{after, status, state, owner, failing, due}
+	}
+	stuckQ := sqlFrom(t, adminQ, "SELECT * FROM report_stuck\nWHERE")
+	failuresQ := sqlFrom(t, adminQ, "SELECT * FROM report_recent_failures\nWHERE")
+	retryQ := sqlFrom(t, adminQ, "SELECT * FROM report_high_retry\nWHERE")
+	disabledQ := sqlFrom(t, adminQ, "SELECT * FROM report_disabled_sources\nWHERE")
+	deadCountQ := sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters")
+	deadQ := sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters\nWHERE")
+	taskRunsQ := sqlFrom(t, adminQ, "SELECT * FROM report_task_runs\nWHERE")
+	runsQ := sqlFrom(t, adminQ, "AS changed, error")
+	quietQ := sqlFrom(t, adminQ, "ORDER BY hour DESC, source")
+	changesQ := sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n")
+	evaluationsQ := sqlFrom(t, adminQ, "decision, reason, urgency, created_at\n\t\tFROM evaluations")
+	notificationsQ := sqlFrom(t, adminQ, "change_id, attempts, created_at, delivered_at, last_error")
+	modelCallsQ := sqlFrom(t, adminQ, "prompt_tokens, output_tokens, created_at\n\t\tFROM model_calls")
+	pendingChangesQ := sqlFrom(t, adminQ, "eval_next_at, eval_owner, eval_error")
+	pendingNotificationsQ := sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner")
+	driftRows := sqlConst(t, adminQ, "queryDriftRows")
 	for _, q := range []hotQuery{
 		{name: "admin: overview charts", sql: sqlFrom(t, adminQ, "SELECT * FROM report_activity_hourly"), allowSources: true,
 			index: "activity_hour_totals_pkey"},
-		{name: "admin: a page of sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND status = $2\nORDER BY name\nLIMIT 51",
-			args: []any{"src-100", "active"}, index: "sources_pkey"},
-		{name: "admin: due sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND state = $2 AND status = 'active' AND next_run_at <= now()\nORDER BY name\nLIMIT 51",
-			args: []any{"", "due"}, index: "sources_due_idx"},
-		{name: "admin: sources whose lease expired", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND state = $2 AND lease_owner IS NOT NULL AND lease_expires_at < now()\nORDER BY name\nLIMIT 51",
-			args: []any{"", "lease expired"}, index: "sources_lease_expires_idx"},
+		{name: "admin: a page of sources", sql: sourcesQ, args: sources("src-100", "active", nil, nil, false, false), index: "sources_pkey"},
+		{name: "admin: due sources", sql: sourcesQ, args: sources("", nil, "due", nil, false, false), index: "sources_due_idx"},
+		{name: "admin: sources whose lease expired", sql: sourcesQ, args: sources("", nil, "lease expired", nil, false, false),
+			index: "sources_lease_expires_idx"},
 		{name: "admin: a source", sql: sqlFrom(t, adminQ, "FROM report_sources WHERE name = $1"), args: []any{"src-6"}, index: "sources_pkey"},
 		{name: "admin: a source's runs", sql: sqlFrom(t, adminQ, "started_at - due_at AS late, items_seen, items_created"), args: []any{"src-6"},
 			index: "sync_runs_source_started_idx"},
@@ -858,96 +844,80 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			args: []any{[]int64{10000, 9999}}, index: "model_calls_change_idx"},
 		{name: "admin: trail notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, delivered_at, last_error\n\t\tFROM notifications"),
 			args: []any{[]int64{10000, 9999}}, index: "notifications_change_idx"},
-		{name: "admin: stuck", sql: viewWhere(stuckQ, ""), allowSources: true},
-		{name: "admin: stuck, second page", sql: viewWhere(stuckQ, "((since > $1 OR since IS NULL) OR since = $2 AND kind > $3)"),
-			args: []any{now.Add(-time.Hour), now.Add(-time.Hour), "change_lease_expired"}, allowSources: true},
-		{name: "admin: recent failures, second page", sql: viewWhere(failuresQ, failuresAfter),
-			args: []any{now.Add(-time.Hour), now.Add(-time.Hour), "evaluation", now.Add(-time.Hour), "evaluation", int64(500)}, allowSources: true},
-		{name: "admin: task runs, second page", sql: taskRunsBase + "\nWHERE " + taskRunsAfter + "\nLIMIT 201", args: []any{int64(120001)},
+		{name: "admin: stuck", sql: stuckQ, args: []any{nil, nil, nil, nil, nil, nil, nil}, allowSources: true},
+		{name: "admin: stuck, second page", sql: stuckQ, args: []any{nil, nil, nil, now.Add(-time.Hour), "change_lease_expired", nil, "src-6"},
+			allowSources: true},
+		{name: "admin: recent failures, second page", sql: failuresQ,
+			args: []any{nil, nil, nil, nil, nil, now.Add(-time.Hour), "evaluation", int64(500), nil, "failed"}, allowSources: true},
+		{name: "admin: task runs, second page", sql: taskRunsQ, args: []any{nil, nil, nil, nil, nil, int64(120001)},
 			index: "task_runs_updated_idx"},
-		{name: "admin: rows of an hour: changes, second page", sql: withConds(sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"),
-			"(created_at < $5 OR created_at = $6 AND id < $7)"), args: []any{hour, hour.Add(time.Hour), "", "", hour.Add(30 * time.Minute),
-			hour.Add(30 * time.Minute), int64(5000)}},
-		{name: "admin: recent failures", sql: viewWhere(failuresQ, "kind = $1"),
-			args: []any{"sync_run"}, allowSources: true},
-		{name: "admin: high retry", sql: sqlFrom(t, adminQ, "SELECT * FROM report_high_retry LIMIT"), allowSources: true},
-		{name: "admin: disabled", sql: sqlFrom(t, adminQ, "SELECT * FROM report_disabled_sources LIMIT"), allowSources: true},
-		{name: "admin: dead per sink", sql: sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters"), index: "notifications_dead_idx"},
-		{name: "admin: dead letters", sql: deadBase + "\nLIMIT 201", index: "notifications_dead_idx"},
-		{name: "admin: dead letters, second page", sql: deadBase + "\nWHERE " + deadAfter(1, 2) + "\nLIMIT 201",
-			args: []any{now.Add(-time.Hour), int64(400)}, index: "notifications_dead_idx"},
-		{name: "admin: dead letters of a sink, second page", sql: deadBase + "\nWHERE sink = $1 AND " + deadAfter(2, 3) + "\nLIMIT 201",
-			args: []any{"hook", now.Add(-time.Hour), int64(400)}, index: "notifications_dead_idx"},
+		{name: "admin: rows of an hour: changes, second page", sql: changesQ,
+			args: []any{hour, hour.Add(time.Hour), nil, nil, nil, nil, hour.Add(30 * time.Minute), int64(5000)}},
+		{name: "admin: recent failures", sql: failuresQ, args: []any{"sync_run", nil, nil, nil, nil, nil, nil, nil, nil, nil}, allowSources: true},
+		{name: "admin: high retry", sql: retryQ, args: []any{nil, nil, nil, nil, nil, nil, nil}, allowSources: true},
+		{name: "admin: disabled", sql: disabledQ, args: []any{nil, nil, nil, nil}, allowSources: true},
+		{name: "admin: dead per sink", sql: deadCountQ, args: []any{nil, nil}, index: "notifications_dead_idx"},
+		{name: "admin: dead letters", sql: deadQ, args: []any{nil, nil, nil, nil, nil}, index: "notifications_dead_idx"},
+		{name: "admin: dead letters, second page", sql: deadQ, args: []any{nil, nil, nil, now.Add(-time.Hour), int64(400)},
+			index: "notifications_dead_idx"},
+		{name: "admin: dead letters of a sink, second page", sql: deadQ, args: []any{"hook", nil, nil, now.Add(-time.Hour), int64(400)},
+			index: "notifications_dead_idx"},
 		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "FROM report_expensive_evaluations\n\t\tWHERE created_at"), index: "model_calls_created_idx"},
 		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_daily"), index: "evaluations_judged_created_idx"},
 		{name: "admin: an owner's model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_recent"), args: []any{"alice"},
 			index: "evaluations_judged_created_idx"},
 		{name: "admin: the notify decisions behind a drift number", sql: driftRows, args: []any{today, "llama3.2", "sha256:aaa", "pv-1", "",
-			today.Add(24 * time.Hour), int64(0)}, index: "evaluations_judged_created_idx"},
+			today.Add(24 * time.Hour), int64(0), "notify"}, index: "evaluations_judged_created_idx"},
 		{name: "admin: alice's notify decisions behind a drift number, second page", sql: driftRows, args: []any{today, "llama3.2", "sha256:aaa",
-			"pv-1", "alice", today.Add(time.Hour), int64(123)}, index: "evaluations_judged_created_idx"},
-		{name: "admin: dead letters of a sink", sql: deadBase + "\nWHERE sink = $1\nLIMIT 201",
-			args: []any{"hook"}, index: "notifications_dead_idx"},
-		{name: "admin: dead letters of an owner", sql: deadBase + "\nWHERE owner = $1\nLIMIT 201",
-			args: []any{"alice"}},
-		{name: "admin: dead per sink of an owner", sql: strings.Replace(sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters"),
-			" GROUP BY ", "\nWHERE owner = $1\nGROUP BY ", 1), args: []any{"alice"}},
-		{name: "admin: recent failures of a source", sql: viewWhere(failuresQ, "source = $1"),
-			args: []any{"src-6"}, allowSources: true},
-		{name: "admin: stuck work of a kind", sql: viewWhere(stuckQ, "kind = $1"), args: []any{"source_overdue"},
+			"pv-1", "alice", today.Add(time.Hour), int64(123), "notify"}, index: "evaluations_judged_created_idx"},
+		{name: "admin: dead letters of a sink", sql: deadQ, args: []any{"hook", nil, nil, nil, nil}, index: "notifications_dead_idx"},
+		{name: "admin: dead letters of an owner", sql: deadQ, args: []any{nil, nil, "alice", nil, nil}},
+		{name: "admin: dead per sink of an owner", sql: deadCountQ, args: []any{nil, "alice"}},
+		{name: "admin: recent failures of a source", sql: failuresQ, args: []any{nil, "src-6", nil, nil, nil, nil, nil, nil, nil, nil},
 			allowSources: true},
-		{name: "admin: failing sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND failure_count > 0\nORDER BY name\nLIMIT 51",
-			args: []any{""}},
-		{name: "admin: requested sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND state = $2 AND run_requested_at IS NOT NULL\nORDER BY name\nLIMIT 51",
-			args: []any{"", "requested"}},
-		{name: "admin: running sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND state = $2 AND lease_owner IS NOT NULL AND lease_expires_at >= now()\nORDER BY name\nLIMIT 51",
-			args: []any{"", "running"}, index: "sources_lease_expires_idx"},
-		{name: "admin: rows of an hour: quiet runs", sql: sqlFrom(t, adminQ, "ORDER BY hour DESC, source"), args: []any{hour, hour.Add(time.Hour), "", ""},
+		{name: "admin: stuck work of a kind", sql: stuckQ, args: []any{"source_overdue", nil, nil, nil, nil, nil, nil}, allowSources: true},
+		{name: "admin: failing sources", sql: sourcesQ, args: sources("", nil, nil, nil, true, false)},
+		{name: "admin: requested sources", sql: sourcesQ, args: sources("", nil, "requested", nil, false, false)},
+		{name: "admin: running sources", sql: sourcesQ, args: sources("", nil, "running", nil, false, false), index: "sources_lease_expires_idx"},
+		{name: "admin: rows of an hour: quiet runs", sql: quietQ, args: []any{hour, hour.Add(time.Hour), nil, nil, nil, nil},
 			index: "sync_run_hours_hour_idx"},
-		{name: "admin: rows of an hour: one source's runs", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), "src-6", ""}},
-		{name: "admin: rows of an hour: one source's changes", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"),
-			args: []any{hour, hour.Add(time.Hour), "src-6", ""}},
+		{name: "admin: rows of an hour: one source's runs", sql: runsQ, args: []any{hour, hour.Add(time.Hour), "src-6", nil, nil, false, nil, nil, nil}},
+		{name: "admin: rows of an hour: one source's changes", sql: changesQ, args: []any{hour, hour.Add(time.Hour), "src-6", nil, nil, nil, nil, nil}},
 		{name: "admin: owners", sql: sqlFrom(t, adminQ, "SELECT owner FROM source_definitions")},
-		{name: "admin: a page of alice's sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND owner = $2\nORDER BY name\nLIMIT 51",
-			args: []any{"", "alice"}, allowSources: true},
-		{name: "admin: rows of an hour: runs", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), "", ""},
+		{name: "admin: a page of alice's sources", sql: sourcesQ, args: sources("", nil, nil, "alice", false, false), allowSources: true},
+		{name: "admin: rows of an hour: runs", sql: runsQ, args: []any{hour, hour.Add(time.Hour), nil, nil, nil, false, nil, nil, nil},
 			index: "sync_runs_started_idx"},
-		{name: "admin: rows of an hour: changes", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"), args: []any{hour, hour.Add(time.Hour), "", ""},
+		{name: "admin: rows of an hour: changes", sql: changesQ, args: []any{hour, hour.Add(time.Hour), nil, nil, nil, nil, nil, nil},
 			index: "changes_created_idx"},
-		{name: "admin: rows of an hour: evaluations", sql: sqlFrom(t, adminQ, "decision, reason, urgency, created_at\n\t\tFROM evaluations"),
-			args: []any{hour, hour.Add(time.Hour), "", ""}, index: "evaluations_created_idx"},
-		{name: "admin: rows of an hour: notifications", sql: sqlFrom(t, adminQ, "change_id, attempts, created_at, delivered_at, last_error"),
-			args: []any{hour, hour.Add(time.Hour), "", ""}, index: "notifications_created_idx"},
-		{name: "admin: rows of an hour: model calls", sql: sqlFrom(t, adminQ, "prompt_tokens, output_tokens, created_at\n\t\tFROM model_calls"),
-			args: []any{hour, hour.Add(time.Hour), "", ""}, index: "model_calls_created_idx"},
-		{name: "admin: pending changes", sql: sqlFrom(t, adminQ, "eval_next_at, eval_owner, eval_error"), args: []any{"", ""}, index: "changes_pending_idx"},
-		{name: "admin: pending and held notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"), args: []any{"", ""}},
-		// The filters of the lists behind numbers (rowQueries' filters,
-		// their conditions before the ORDER BY; a key filter's list spans
-		// all time).
-		{name: "admin: sources due now", sql: sqlFrom(t, adminQ, "WHERE name > $1") + sqlFrom(t, "internal/admin/pages.go", " AND name = ANY(ARRAY(SELECT name FROM sources WHERE status = 'active' AND next_run_at <= now()") +
-			sqlFrom(t, "internal/admin/pages.go", " UNION SELECT name FROM sources WHERE status = 'active' AND run_requested_at IS NOT NULL))") +
-			sqlFrom(t, "internal/admin/pages.go", " AND (lease_expires_at IS NULL OR lease_expires_at < now())") + "\nORDER BY name\nLIMIT 51",
-			args: []any{""}, index: "sources_due_idx"},
-		{name: "admin: failed runs of an hour", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = ANY($5)"),
-			args: []any{hour, hour.Add(time.Hour), "", "", []string{"failed", "deferred", "abandoned"}}},
-		{name: "admin: a run", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "id = $5"),
-			args: []any{allSince, allUntil, "src-6", "", int64(5000)}, index: "sync_runs_source_started_idx"},
+		{name: "admin: rows of an hour: evaluations", sql: evaluationsQ, args: []any{hour, hour.Add(time.Hour), nil, nil, nil, nil, nil},
+			index: "evaluations_created_idx"},
+		{name: "admin: rows of an hour: notifications", sql: notificationsQ, args: []any{hour, hour.Add(time.Hour), nil, nil, nil, nil, nil},
+			index: "notifications_created_idx"},
+		{name: "admin: rows of an hour: model calls", sql: modelCallsQ, args: []any{hour, hour.Add(time.Hour), nil, nil, nil, nil},
+			index: "model_calls_created_idx"},
+		{name: "admin: pending changes", sql: pendingChangesQ, args: []any{nil, nil, nil}, index: "changes_pending_idx"},
+		{name: "admin: pending and held notifications", sql: pendingNotificationsQ, args: []any{nil, nil, nil, nil}},
+		// The filters of the lists behind numbers (rowQueries' filters; a
+		// key filter's list spans all time).
+		{name: "admin: sources due now", sql: sourcesQ, args: sources("", nil, nil, nil, false, true), index: "sources_due_idx"},
+		{name: "admin: failed runs of an hour", sql: runsQ,
+			args: []any{hour, hour.Add(time.Hour), nil, nil, nil, false, []string{"failed", "deferred", "abandoned"}, nil, nil}},
+		{name: "admin: a run", sql: runsQ, args: []any{allSince, allUntil, "src-6", nil, int64(5000), false, nil, nil, nil},
+			index: "sync_runs_source_started_idx"},
 		{name: "admin: when a source last succeeded", sql: sqlFrom(t, adminQ, "SELECT last_success_at FROM sources"), args: []any{"src-6"},
 			index: "sources_pkey"},
-		{name: "admin: a source's failed runs (it never succeeded)", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = 'failed'"),
-			args: []any{allSince, allUntil, "src-6", ""}, index: "sync_runs_source_started_idx"},
-		{name: "admin: a source's failed runs since its last success", sql: withConds(sqlFrom(t, adminQ, "AS changed, error"), "status = 'failed'"),
-			args: []any{now.Add(-24 * time.Hour), allUntil, "src-6", ""}},
-		{name: "admin: a run's changes of a kind", sql: withConds(sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"), "kind = ANY($5)", "run_id = $6"),
-			args: []any{allSince, allUntil, "src-6", "", []string{"created"}, int64(5000)}},
-		{name: "admin: notify decisions of an hour", sql: withConds(sqlFrom(t, adminQ, "decision, reason, urgency, created_at\n\t\tFROM evaluations"), "decision = ANY($5)"),
-			args: []any{hour, hour.Add(time.Hour), "", "", []string{"notify"}}, index: "evaluations_created_idx"},
-		{name: "admin: a notification", sql: withConds(sqlFrom(t, adminQ, "change_id, attempts, created_at, delivered_at, last_error"), "id = $5"),
-			args: []any{allSince, allUntil, "", "", int64(300)}, index: "notifications_pkey"},
-		{name: "admin: pending notifications", sql: withConds(sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"), "status = ANY($3)"),
-			args: []any{"", "", []string{"pending"}}},
-		{name: "admin: a task run", sql: "SELECT * FROM report_task_runs\nWHERE id = $1\nLIMIT 201", args: []any{int64(120001)}, index: "task_runs_pkey"},
+		{name: "admin: a source's failed runs (it never succeeded)", sql: runsQ, args: []any{allSince, allUntil, "src-6", nil, nil, true, nil, nil, nil},
+			index: "sync_runs_source_started_idx"},
+		{name: "admin: a source's failed runs since its last success", sql: runsQ,
+			args: []any{now.Add(-24 * time.Hour), allUntil, "src-6", nil, nil, true, nil, nil, nil}},
+		{name: "admin: a run's changes of a kind", sql: changesQ,
+			args: []any{allSince, allUntil, "src-6", nil, []string{"created"}, int64(5000), nil, nil}},
+		{name: "admin: notify decisions of an hour", sql: evaluationsQ,
+			args: []any{hour, hour.Add(time.Hour), nil, nil, []string{"notify"}, nil, nil}, index: "evaluations_created_idx"},
+		{name: "admin: a notification", sql: notificationsQ, args: []any{allSince, allUntil, nil, nil, int64(300), nil, nil},
+			index: "notifications_pkey"},
+		{name: "admin: pending notifications", sql: pendingNotificationsQ, args: []any{nil, nil, []string{"pending"}, nil}},
+		{name: "admin: a task run", sql: taskRunsQ, args: []any{int64(120001), nil, nil, nil, nil, nil}, index: "task_runs_pkey"},
 	} {
 		q.who = adminQ
 		q.allowCurrent = true // a report page
@@ -955,34 +925,28 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	}
 	// The admin pages of one owner (?owner=alice): the owner's overview,
 	// the report views' owner columns (migration 26), the models page's
-	// expensive calls, as the pages filter them (filtered in pages.go).
+	// expensive calls, as the pages filter them.
 	for _, q := range []hotQuery{
-		{name: "admin: an owner's overview", sql: sqlFrom(t, adminQ, "FROM report_owner_overview"), allowSources: true},
-		{name: "admin: an owner's stuck work", sql: viewWhere(stuckQ, "definition_owner = $1"), allowSources: true},
-		{name: "admin: an owner's recent failures", sql: viewWhere(failuresQ, "owner = $1"),
+		{name: "admin: an owner's overview", sql: sqlFrom(t, adminQ, "FROM report_owner_overview"), args: []any{"alice"}, allowSources: true},
+		{name: "admin: an owner's stuck work", sql: stuckQ, args: []any{nil, nil, "alice", nil, nil, nil, nil}, allowSources: true},
+		{name: "admin: an owner's recent failures", sql: failuresQ, args: []any{nil, nil, nil, nil, "alice", nil, nil, nil, nil, nil},
 			allowSources: true},
-		{name: "admin: an owner's failed runs", sql: viewWhere(failuresQ, "kind = $1 AND owner = $2"),
-			args: []any{"sync_run", "alice"}, allowSources: true},
-		{name: "admin: an owner's high retry", sql: "SELECT * FROM report_high_retry\nWHERE owner = $1\nLIMIT 201", allowSources: true},
-		{name: "admin: an owner's disabled sources", sql: "SELECT * FROM report_disabled_sources\nWHERE owner = $1\nLIMIT 201", allowSources: true},
-		{name: "admin: an owner's task runs", sql: "SELECT * FROM report_task_runs\nWHERE owner = $1\nLIMIT 201"},
-		{name: "admin: an owner's expensive model calls", sql: sqlFrom(t, adminQ, "WHERE owner = $1 AND created_at"), index: "model_calls_created_idx"},
-		{name: "admin: an owner's runs of an hour", sql: sqlFrom(t, adminQ, "AS changed, error"), args: []any{hour, hour.Add(time.Hour), "", "alice"},
+		{name: "admin: an owner's failed runs", sql: failuresQ, args: []any{"sync_run", nil, nil, nil, "alice", nil, nil, nil, nil, nil},
+			allowSources: true},
+		{name: "admin: an owner's high retry", sql: retryQ, args: []any{nil, nil, "alice", nil, nil, nil, nil}, allowSources: true},
+		{name: "admin: an owner's disabled sources", sql: disabledQ, args: []any{nil, "alice", nil, nil}, allowSources: true},
+		{name: "admin: an owner's task runs", sql: taskRunsQ, args: []any{nil, nil, nil, nil, "alice", nil}},
+		{name: "admin: an owner's expensive model calls", sql: sqlFrom(t, adminQ, "WHERE owner = $1 AND created_at"), args: []any{"alice"},
+			index: "model_calls_created_idx"},
+		{name: "admin: an owner's runs of an hour", sql: runsQ, args: []any{hour, hour.Add(time.Hour), nil, "alice", nil, false, nil, nil, nil},
 			index: "sync_runs_started_idx"},
-		{name: "admin: an owner's quiet runs of an hour", sql: sqlFrom(t, adminQ, "ORDER BY hour DESC, source"),
-			args: []any{hour, hour.Add(time.Hour), "", "alice"}},
-		{name: "admin: an owner's changes of an hour", sql: sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n"),
-			args: []any{hour, hour.Add(time.Hour), "", "alice"}, index: "changes_created_idx"},
-		{name: "admin: an owner's pending changes", sql: sqlFrom(t, adminQ, "eval_next_at, eval_owner, eval_error"), args: []any{"", "alice"},
-			index: "changes_pending_idx"},
-		{name: "admin: an owner's pending and held notifications", sql: sqlFrom(t, adminQ, "next_attempt_at, digest_due_at, lease_owner"),
-			args: []any{"", "alice"}},
-		{name: "admin: scheduled sources", sql: sqlFrom(t, adminQ, "WHERE name > $1") + " AND state = $2 AND status = 'active' AND next_run_at > now()\nORDER BY name\nLIMIT 51",
-			args: []any{"", "scheduled"}, allowSources: true},
+		{name: "admin: an owner's quiet runs of an hour", sql: quietQ, args: []any{hour, hour.Add(time.Hour), nil, "alice", nil, nil}},
+		{name: "admin: an owner's changes of an hour", sql: changesQ, args: []any{hour, hour.Add(time.Hour), nil, "alice", nil, nil, nil, nil},
+			index: "changes_created_idx"},
+		{name: "admin: an owner's pending changes", sql: pendingChangesQ, args: []any{nil, "alice", nil}, index: "changes_pending_idx"},
+		{name: "admin: an owner's pending and held notifications", sql: pendingNotificationsQ, args: []any{nil, "alice", nil, nil}},
+		{name: "admin: scheduled sources", sql: sourcesQ, args: sources("", nil, "scheduled", nil, false, false), allowSources: true},
 	} {
-		if q.args == nil && strings.Contains(q.sql, "$1") {
-			q.args = []any{"alice"}
-		}
 		q.who, q.allowCurrent = adminQ, true
 		queries = append(queries, q)
 	}
