@@ -448,7 +448,11 @@ func (c *Connector) sqlError(doing string, err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "25006": // read_only_sql_transaction
-			return c.o.Errorf(c.fromKey(), "tries to write (%s): the connector reads in a READ ONLY transaction; give it a SELECT", pgErr.Message)
+			return c.o.Errorf(c.fromKey(), "tries to write, and the connector reads in a READ ONLY transaction (PostgreSQL said: %s); give it a SELECT that only reads", pgErr.Message)
+		case "0A000": // feature_not_supported: a WITH that writes, under the connector's WITH
+			if c.o.Query != "" {
+				return c.o.Errorf("postgres.query", "is not a plain read (%s): the connector reads in a READ ONLY transaction; give it a SELECT", pgErr.Message)
+			}
 		case "57014": // query_canceled: statement_timeout
 			return fmt.Errorf("%s %s: the statement ran longer than postgres.statement_timeout %s (add an index on the cursor and key, or raise it): %w",
 				doing, c.what(), c.o.StatementTimeout, err)
@@ -541,6 +545,9 @@ func (c *Connector) readPage(ctx context.Context, conn *pgx.Conn, p *plan, st St
 		after := "from the start"
 		if st.Key != nil {
 			after = "after " + p.key.name + " " + *st.Key
+		}
+		if ctx.Err() != nil {
+			return nil, st, fmt.Errorf("page %d (%s) of %s: %w", page, after, c.what(), err)
 		}
 		if conn.IsClosed() || pgconn.SafeToRetry(err) || isConnLost(err) {
 			return nil, st, fmt.Errorf("page %d (%s) of %s: the connection to %s was lost; the pages before it are kept and the next run resumes %s: %w",
