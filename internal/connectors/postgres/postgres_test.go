@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -75,10 +76,24 @@ func tasks(u *upstream) postgres.Options {
 	return postgres.Options{DSN: u.url, Table: "agent_tasks", Key: "id", Cursor: "updated_at", PageSize: 1000}
 }
 
-// fetch runs c from cursor; a failed run fails the test.
-func fetch(t *testing.T, c connectors.Connector, cursor json.RawMessage) conntest.Run {
+// run runs c from cursor as conntest.Fetch does, bounded by five minutes
+// rather than its 30 s: 100 pages on a loaded machine can take longer.
+func run(t *testing.T, c *postgres.Connector, cursor json.RawMessage) conntest.Run {
 	t.Helper()
-	r := conntest.Fetch(t, c, cursor)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	r := conntest.Run{Snapshot: c.Snapshot()}
+	r.Result, r.Err = c.Fetch(ctx, cursor, func(_ context.Context, p connectors.Page) error {
+		r.Pages = append(r.Pages, p)
+		return nil
+	})
+	return r
+}
+
+// fetch runs c from cursor; a failed run fails the test.
+func fetch(t *testing.T, c *postgres.Connector, cursor json.RawMessage) conntest.Run {
+	t.Helper()
+	r := run(t, c, cursor)
 	if r.Err != nil {
 		t.Fatalf("fetch: %v", r.Err)
 	}
@@ -169,7 +184,7 @@ func TestConnectionDroppedMidRun(t *testing.T) {
 		}
 	}
 	c := connector(t, o)
-	r1 := conntest.Fetch(t, c, nil)
+	r1 := run(t, c, nil)
 	if r1.Err == nil {
 		t.Fatal("run with its connection terminated succeeded")
 	}
@@ -215,7 +230,7 @@ func TestLookbackReadsLateCommits(t *testing.T) {
 	// A lookback needs a timestamp cursor.
 	o = tasks(up)
 	o.Cursor, o.Lookback = "priority", 1e9
-	err := conntest.Fetch(t, connector(t, o), nil).Err
+	err := run(t, connector(t, o), nil).Err
 	if err == nil || err.Error() != "postgres.lookback needs a date or timestamp cursor column; priority is not one" {
 		t.Errorf("lookback on an integer cursor: %v", err)
 	}
@@ -271,7 +286,7 @@ func TestSnapshotDeletions(t *testing.T) {
 		t.Errorf("deleted_when expression: read %v", ids)
 	}
 	o.DeletedWhen = "statuss = 'cancelled'"
-	err := conntest.Fetch(t, connector(t, o), nil).Err
+	err := run(t, connector(t, o), nil).Err
 	if err == nil || !strings.HasPrefix(err.Error(), `postgres.deleted_when is not a boolean SQL expression over the columns (id, title, agent_name, status, executor, priority, surveillance_score, result_json, correction_count, deleted_at, created_at, updated_at): column "statuss" does not exist`) {
 		t.Errorf("bad deleted_when: %v", err)
 	}
@@ -292,7 +307,7 @@ func TestQueryThatWritesFails(t *testing.T) {
 			"(WITH clause containing a data-modifying statement must be at the top level): the connector reads in a READ ONLY transaction; give it a SELECT",
 	} {
 		o := postgres.Options{DSN: up.url, Query: q, Key: "id", Cursor: "updated_at"}
-		err := conntest.Fetch(t, connector(t, o), nil).Err
+		err := run(t, connector(t, o), nil).Err
 		if err == nil || err.Error() != want {
 			t.Errorf("query %q: %v\nwant %s", q, err, want)
 		}
@@ -328,7 +343,7 @@ func TestFirstRunErrors(t *testing.T) {
 	for _, tc := range cases {
 		tc.o.DSN = up.url
 		c := connector(t, tc.o)
-		err := conntest.Fetch(t, c, nil).Err
+		err := run(t, c, nil).Err
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v\nwant %q", tc.o, err, tc.want)
 		}
@@ -337,7 +352,7 @@ func TestFirstRunErrors(t *testing.T) {
 		}
 	}
 	o := postgres.Options{DSN: up.url, Query: "SELECT id, updated_at FROM agent_tasks, pg_sleep(60)", Key: "id", Cursor: "updated_at", StatementTimeout: 1e9}
-	err := conntest.Fetch(t, connector(t, o), nil).Err
+	err := run(t, connector(t, o), nil).Err
 	if err == nil || !strings.HasPrefix(err.Error(), "page 1 (from the start): read the query: the statement ran longer than postgres.statement_timeout 1s (add an index on the cursor and key, or raise it): ERROR: canceling statement due to statement timeout (SQLSTATE 57014)") {
 		t.Errorf("statement timeout: %v", err)
 	}
@@ -398,7 +413,7 @@ func TestSourceFileBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ids := fetch(t, c, nil).IDs(); len(ids) != 3 {
+	if ids := conntest.Fetch(t, c, nil).IDs(); len(ids) != 3 {
 		t.Errorf("read %v", ids)
 	}
 }
