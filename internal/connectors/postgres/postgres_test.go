@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
 	"github.com/lookout-dev/lookout/internal/connectors/postgres"
+	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 )
@@ -415,5 +417,19 @@ func TestSourceFileBuilds(t *testing.T) {
 	}
 	if ids := conntest.Fetch(t, c, nil).IDs(); len(ids) != 3 {
 		t.Errorf("read %v", ids)
+	}
+}
+
+// The connection goes through the Dial the syncer gives (its egress
+// policy): a DSN whose host is refused fails before connecting.
+func TestEgressPolicyApplies(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	o := tasks(up)
+	o.Dial = egress.Policy{DenyPrivate: true}.Dialer().DialContext
+	err := run(t, connector(t, o), nil).Err
+	var denied *egress.DeniedError
+	if !errors.As(err, &denied) || !strings.HasPrefix(err.Error(), `connect to database "up_testegresspolicyapplies_`) {
+		t.Errorf("connect to a loopback DSN under deny_private: %v", err)
 	}
 }
