@@ -184,10 +184,10 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 			return res, fmt.Errorf("stored cursor is not a cursor of this connector (reset it: set the cursor of its row in the sources table to '{}'): %w", err)
 		}
 	}
-	if c.o.Snapshot {
-		st.Cursor = nil
-	} else if st.Cursor == nil {
-		st.Key = nil
+	// A cursor of the other mode (the source's snapshot key changed)
+	// starts from the beginning.
+	if c.o.Snapshot && st.Cursor != nil || !c.o.Snapshot && st.Cursor == nil {
+		st = State{}
 	}
 	resumed := st.Key != nil
 	conn, err := c.connect(ctx)

@@ -279,6 +279,12 @@ func TestSnapshotDeletions(t *testing.T) {
 		t.Error("a resumed snapshot run reported complete")
 	}
 
+	// A cursor left by the incremental mode (the source became a
+	// snapshot) starts from the beginning: a complete run.
+	if r := fetch(t, c, json.RawMessage(`{"cursor":"2026-01-01 00:00:01+00","key":"12"}`)); !r.Result.Complete || len(r.IDs()) != 22 {
+		t.Errorf("snapshot run from an incremental cursor: complete %v, %d rows", r.Result.Complete, len(r.IDs()))
+	}
+
 	// deleted_when as an expression.
 	o.DeletedWhen = "status = 'cancelled' OR correction_count > 2"
 	up.exec(t, `UPDATE agent_tasks SET status = 'cancelled' WHERE id = 1`)
