@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -437,5 +438,24 @@ func TestEgressPolicyApplies(t *testing.T) {
 	var denied *egress.DeniedError
 	if !errors.As(err, &denied) || !strings.HasPrefix(err.Error(), `connect to database "up_testegresspolicyapplies_`) {
 		t.Errorf("connect to a loopback DSN under deny_private: %v", err)
+	}
+}
+
+// Credentials the server refuses (here a role that does not exist,
+// SQLSTATE 28000) are connectors.ErrUnauthorized: the syncer disables the
+// source until its configuration changes.
+func TestRefusedRoleIsUnauthorized(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	o := tasks(up)
+	u, err := neturl.Parse(up.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.User("no_such_reader")
+	o.DSN = u.String()
+	err = run(t, connector(t, o), nil).Err
+	if !errors.Is(err, connectors.ErrUnauthorized) || !strings.Contains(err.Error(), `role "no_such_reader" does not exist`) {
+		t.Errorf("refused role: %v", err)
 	}
 }
