@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/cli"
-	_ "github.com/lookout-dev/lookout/internal/connectors/all" // file, github, http, imap, notion, rss
+	_ "github.com/lookout-dev/lookout/internal/connectors/all" // file, github, http, imap, notion, postgres, rss, web
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/metrics"

@@ -127,7 +127,7 @@ func TestLoadErrors(t *testing.T) {
 		name, global, source, want string
 	}{
 		{"unknown key", validGlobal, replace("every: 30s", "evry: 30s"),
-			`sources/tasks.yaml:3: evry is not a known key (known: adaptive, connector, cron, every, fields, file, follow_redirects, github, http, imap, jitter, max_delete_fraction, name, notion, rate_limit, rss, stale_after, stop, stuck_after, tasks, timeout, timezone, volatile, watches, web, webhook)`},
+			`sources/tasks.yaml:3: evry is not a known key (known: adaptive, connector, cron, every, fields, file, follow_redirects, github, http, imap, jitter, max_delete_fraction, name, notion, postgres, rate_limit, rss, stale_after, stop, stuck_after, tasks, timeout, timezone, volatile, watches, web, webhook)`},
 		{"unknown nested key", validGlobal, replace("  burst: 3", "  brust: 3"),
 			`sources/tasks.yaml:6: rate_limit.brust is not a known key (known: burst, per_second)`},
 		{"unknown key in a watch", validGlobal, replace("    notify: [log]", "    notfy: [log]"),
@@ -139,9 +139,9 @@ func TestLoadErrors(t *testing.T) {
 		{"missing name", validGlobal, replace("name: tasks\n", ""),
 			`sources/tasks.yaml:1: name is required`},
 		{"missing connector", validGlobal, replace("connector: file\n", ""),
-			`sources/tasks.yaml:1: connector is required (one of file, github, http, imap, notion, rss, web)`},
+			`sources/tasks.yaml:1: connector is required (one of file, github, http, imap, notion, postgres, rss, web)`},
 		{"unknown connector", validGlobal, replace("connector: file", "connector: jira"),
-			`sources/tasks.yaml:2: connector "jira" is not known (known: file, github, http, imap, notion, rss, web)`},
+			`sources/tasks.yaml:2: connector "jira" is not known (known: file, github, http, imap, notion, postgres, rss, web)`},
 		{"connector block missing", validGlobal, replace("connector: file", "connector: http"),
 			"sources/tasks.yaml:2: connector \"http\" needs a http: block\nsources/tasks.yaml:7: file block is set but the connector is \"http\""},
 		{"bad rate", validGlobal, replace("per_second: 2", "per_second: 0"),

@@ -49,6 +49,7 @@ func sealedValue(ref string) string { return ref[len(sealedPrefix) : len(ref)-1]
 var credentialKeys = map[string]bool{
 	"token": true, "secret": true, "password": true, "passwd": true, "api_key": true, "apikey": true,
 	"access_token": true, "auth_token": true, "bearer_token": true, "client_secret": true, "private_key": true,
+	"dsn": true, // a postgres connection string holds the password
 }
 
 // sensitiveHeader matches header names whose values are credentials.

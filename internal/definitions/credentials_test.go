@@ -91,3 +91,26 @@ func TestCredentialsSealOpenRedact(t *testing.T) {
 		t.Errorf("no key ring: %v", err)
 	}
 }
+
+// A postgres source's dsn holds the password: it is a credential, sealed
+// at rest and redacted when shown, like a token.
+func TestPostgresDSNIsACredential(t *testing.T) {
+	t.Parallel()
+	keys := testRing(t)
+	def := json.RawMessage(`{"name": "s", "connector": "postgres", "every": "1h",
+		"postgres": {"dsn": "postgres://reader:pw-4321@db.example.com/agents", "table": "agent_tasks", "key": "id", "cursor": "updated_at"}}`)
+	sealed, err := sealCredentials(keys, "s", def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(sealed), "pw-4321") || !strings.Contains(string(sealed), `"table":"agent_tasks"`) {
+		t.Errorf("sealed: %s", sealed)
+	}
+	if shown := string(RedactCredentials(sealed)); !strings.Contains(shown, `"dsn":"[redacted]"`) {
+		t.Errorf("shown: %s", shown)
+	}
+	opened, _, err := OpenCredentials(keys, "s", sealed)
+	if err != nil || !strings.Contains(string(opened), `"dsn":"postgres://reader:pw-4321@db.example.com/agents"`) {
+		t.Errorf("opened: %v %s", err, opened)
+	}
+}

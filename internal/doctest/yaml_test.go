@@ -46,6 +46,8 @@ func testValue(name string) string {
 	switch {
 	case strings.HasSuffix(name, "_URL"):
 		return "https://hooks.example.com/test"
+	case strings.HasSuffix(name, "_DSN"):
+		return "postgres://lookout_reader@db.example.com:5432/agents"
 	case strings.Contains(name, "SECRET"):
 		return "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	}

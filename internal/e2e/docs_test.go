@@ -26,6 +26,7 @@ func TestConnectorDocExamplesBuild(t *testing.T) {
 	for _, env := range []string{"TICKETS_TOKEN", "SHOP_KEY", "GITHUB_TOKEN", "IMAP_PASSWORD", "NOTION_TOKEN"} {
 		t.Setenv(env, "x")
 	}
+	t.Setenv("AGENT_TASKS_DSN", "postgres://lookout_reader@db.example.com:5432/agents")
 	n := 0
 	for _, m := range yamlBlock.FindAllStringSubmatch(string(doc), -1) {
 		src := m[1]

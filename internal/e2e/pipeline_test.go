@@ -355,7 +355,7 @@ func TestUnknownConnector(t *testing.T) {
 	e := newEnv(t)
 	e.write("sources/x.yaml", "name: x\nconnector: jira\n")
 	_, err := loadErr(e)
-	want := `sources/x.yaml:2: connector "jira" is not known (known: file, github, http, imap, notion, rss, web)`
+	want := `sources/x.yaml:2: connector "jira" is not known (known: file, github, http, imap, notion, postgres, rss, web)`
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n got: %v\nwant: %s", err, want)
 	}

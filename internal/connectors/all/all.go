@@ -9,6 +9,7 @@ import (
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
 	_ "github.com/lookout-dev/lookout/internal/connectors/imap"
 	_ "github.com/lookout-dev/lookout/internal/connectors/notion"
+	_ "github.com/lookout-dev/lookout/internal/connectors/postgres"
 	_ "github.com/lookout-dev/lookout/internal/connectors/rss"
 	_ "github.com/lookout-dev/lookout/internal/connectors/web"
 )
