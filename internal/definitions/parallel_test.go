@@ -192,3 +192,40 @@ func TestFollowerSeesAChangeCommittedLateWithASmallerVersion(t *testing.T) {
 		t.Errorf("Behind after the catch-up = %v, %v; want false", behind, err)
 	}
 }
+
+// Watches of different owners on one shared source are created in
+// parallel too: while alice's create of a watch on blog is open, bob's
+// completes. (The source's row was locked FOR UPDATE by each.)
+func TestWatchCreatesOnASharedSourceCommitInParallel(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	apply(t, pool, dir)
+	ctx := context.Background()
+	s := newStore(t, pool)
+
+	aliceTx, _ := beginOn(t, pool)
+	if _, err := s.In(aliceTx).CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "blog", []byte(`{"name": "alices"}`)); err != nil {
+		t.Fatal(err)
+	}
+	bobTx, bobPID := beginOn(t, pool)
+	completesWithoutWaiting(t, pool, aliceTx, bobTx, bobPID, func(tx pgx.Tx) error {
+		if _, err := s.In(tx).CreateWatch(ctx, definitions.Actor{Owner: "bob"}, "blog", []byte(`{"name": "bobs"}`)); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+	if err := aliceTx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := definitions.WatchesOf(ctx, pool, "blog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range ws {
+		names = append(names, w.Name)
+	}
+	if fmt.Sprint(names) != "[alices any bobs]" {
+		t.Errorf("watches of blog = %v, want [alices any bobs]", names)
+	}
+}

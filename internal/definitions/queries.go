@@ -63,6 +63,11 @@ const (
 
 	queryGetSource       = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE name = $1`
 	queryGetSourceLocked = queryGetSource + ` FOR UPDATE`
+	// queryGetSourceShared reads a source that a watch is created on:
+	// its definition cannot change, nor the source be orphaned or
+	// deleted, until the transaction ends, while watches of other owners
+	// are created on it at the same time.
+	queryGetSourceShared = queryGetSource + ` FOR SHARE`
 
 	// queryListSources lists the sources an actor sees: every one for an
 	// admin ($1), else its own ($2) and the shared ones, by name after $3.

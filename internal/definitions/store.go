@@ -421,7 +421,12 @@ func (s *Store) writableSource(ctx context.Context, tx pgx.Tx, a Actor, name str
 func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []byte) (*Watch, error) {
 	var out *Watch
 	err := s.change(ctx, func(tx pgx.Tx, v int64) error {
-		src, err := getSource(ctx, tx, source, true)
+		// FOR SHARE: watches of several owners are created on one shared
+		// source in parallel.
+		src, err := scanSource(tx.QueryRow(ctx, queryGetSourceShared, source))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
 		if err != nil {
 			return err
 		}
