@@ -90,7 +90,7 @@ func TestRunStaleCheckFollowsTheDefinitions(t *testing.T) {
 		return count(`SELECT count(*) FROM source_definitions WHERE name IN ('added', 'dropped')`) == 1 &&
 			count(`SELECT count(*) FROM source_definitions WHERE name = 'added'`) == 1
 	})
-	version := count(`SELECT version FROM config_version`)
+	version := count(`SELECT last_value FROM config_version_seq`)
 	d.WaitFor("the evaluator at the reloaded version", func() bool {
 		_, m := d.Get("/metrics")
 		return clitest.Value(m, "lookout_config_version") >= float64(version)

@@ -21,8 +21,8 @@ import (
 
 // Diff is what Apply changed: "source" or "source/watch" names, sorted.
 type Diff struct {
-	// Version is the config version after the change; unchanged when
-	// nothing changed.
+	// Version is the config version of the change; when nothing
+	// changed, the last version taken.
 	Version                 int64
 	Added, Changed, Removed []string
 	// Orphaned are the sources whose file left the directory while users
@@ -393,8 +393,8 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts App
 				return fmt.Errorf("read config version: %w", err)
 			}
 		} else {
-			if err := tx.QueryRow(ctx, queryBump).Scan(&diff.Version); err != nil {
-				return fmt.Errorf("bump config version: %w", err)
+			if err := tx.QueryRow(ctx, queryNextVersion).Scan(&diff.Version); err != nil {
+				return fmt.Errorf("take a config version: %w", err)
 			}
 			// Sources before their watches: inserts and updates in plan
 			// order; a removed source after its watches.

@@ -1,19 +1,24 @@
 // Package definitions owns the definitions of sources and watches in
-// PostgreSQL (source_definitions, watches, config_version,
-// definition_deletions): the single truth the syncer and the evaluator
-// read. The configuration directory is loaded into them (Apply, one
+// PostgreSQL (source_definitions, watches, config_version and
+// config_version_seq, definition_deletions): the single truth the syncer
+// and the evaluator read. The configuration directory is loaded into them (Apply, one
 // transaction, by content hash); the control plane (cmd/api) creates,
 // changes, pauses and deletes them through Store, scoped by owner; the
-// daemons follow them (Follower, Watcher) by version, woken by NOTIFY on
-// <schema>.config.
+// daemons follow them (Follower, Watcher) by MVCC snapshot, woken by
+// NOTIFY on <schema>.config.
 //
 // A definition is the validated source or watch as JSON in the shape of
 // a source file (the connector block raw, ${ENV} references unexpanded),
 // with its owner (” for the operator's shared sources) and who manages
 // it: "file:sources/acme.yaml" or "api". A file-managed definition is
 // read-only to the API (*ConflictError naming the file). Every change
-// bumps config_version in its transaction; the row lock orders the
-// changes, so a reader that sees version V sees every change up to V.
+// takes a config version from a sequence (config_version_seq), without a
+// lock, so changes of different owners commit in parallel; versions are
+// for people, logs and metrics, and do not order commits. Every row
+// records the transaction that wrote it (xid, stamped by a trigger): a
+// follower keeps the snapshot of its last catch-up and reads the rows
+// that snapshot did not see, so it never misses a change, even one that
+// committed after a change with a larger version.
 //
 // Validation is the one path of `check`: config.ParseSource (keys, types,
 // defaults, the connector's block) and the binary's build of what it runs

@@ -17,6 +17,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 const acme = `name: acme
@@ -402,6 +403,17 @@ func TestFollowerLoadsWholeAfterPrunedDeletions(t *testing.T) {
 		t.Fatal(err)
 	}
 	apply(t, pool, dir) // version 2: blog deleted
+	// A follower whose snapshot has a transaction older than the pruned
+	// deletion in progress (another test's, in the shared cluster) loads
+	// whole too, to be safe: the follower that had applied the deletion
+	// catches up once those ended.
+	testsignal.Eventually(t, "the transactions older than the deletion to end", func() bool {
+		var after bool
+		if err := pool.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > (SELECT max(xid) FROM definition_deletions)`).Scan(&after); err != nil {
+			t.Fatal(err)
+		}
+		return after
+	})
 	current, currentGot := follower()
 
 	if n, err := definitions.CountDeletions(ctx, pool, time.Now().Add(time.Hour)); err != nil || n != 1 {

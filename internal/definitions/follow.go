@@ -19,10 +19,13 @@ import (
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
-// Delta is what changed in the definitions between two config versions,
-// parsed with the daemon's lookout.yaml.
+// Delta is what changed in the definitions between two catch-ups (two
+// snapshots of the database), parsed with the daemon's lookout.yaml.
 type Delta struct {
-	// From (exclusive) and To are the versions the delta spans.
+	// From is the version applied before and To the highest version
+	// committed in the delta's snapshot, for logs and metrics: versions
+	// are taken in one order and committed in another, so a delta may
+	// hold a change whose version is below From.
 	From, To int64
 	// Full is set on the first load: everything is in Sources, and the
 	// consumer replaces what it had.
@@ -90,9 +93,15 @@ type WatchDef struct {
 
 // Follower keeps a consumer (the syncer's sources, the evaluator's
 // watches) current with the definitions: CatchUp reads what changed
-// since the version it applied last, in one snapshot, parses it, and
-// hands it to the consumer. A NOTIFY is a wake-up only; the version is
-// the truth.
+// since the snapshot it read last, in one repeatable-read snapshot,
+// parses it, and hands it to the consumer. A NOTIFY is a wake-up only.
+//
+// Changes take their versions from a sequence and commit in parallel,
+// so a version number says nothing of what committed before it. The
+// follower keeps the MVCC snapshot of its last catch-up instead, and
+// reads the rows whose transaction (xid, stamped on every row) that
+// snapshot did not see: exactly the changes committed since, a late one
+// with a smaller version included.
 type Follower struct {
 	pool      *pgxpool.Pool
 	validator *Validator
@@ -100,7 +109,15 @@ type Follower struct {
 
 	mu      sync.Mutex
 	version atomic.Int64
-	loaded  bool
+	seen    atomic.Pointer[followPoint] // nil before the first load
+}
+
+// followPoint is where a follower is: the snapshot of its last catch-up
+// (pg_snapshot as text) and the highest pruned deletion's transaction
+// read in it.
+type followPoint struct {
+	snapshot string
+	pruned   string
 }
 
 // NewFollower returns a follower that parses definitions with the
@@ -119,71 +136,106 @@ func (f *Follower) WithKeys(keys *secrets.Ring) *Follower {
 	return f
 }
 
-// Version is the config version applied last (0 before the first load).
+// Version is the highest config version applied (0 before the first
+// load).
 func (f *Follower) Version() int64 { return f.version.Load() }
 
-// CatchUp applies what changed since the version applied last; the first
-// call loads everything (Delta.Full). It returns the delta it applied
-// (nil when nothing changed).
+// CatchUp applies what changed since the last catch-up; the first call
+// loads everything (Delta.Full). It returns the delta it applied (nil
+// when nothing changed).
 func (f *Follower) CatchUp(ctx context.Context) (*Delta, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	d, err := f.since(ctx, f.version.Load(), !f.loaded)
+	prev := f.seen.Load()
+	d, next, changed, err := f.since(ctx, prev)
 	if err != nil {
 		return nil, err
 	}
-	if f.loaded && d.To == d.From {
+	if prev != nil && !changed {
+		f.seen.Store(next)
 		return nil, nil
 	}
 	if err := f.apply(ctx, d); err != nil {
 		return nil, err
 	}
-	f.loaded = true
+	f.seen.Store(next)
 	f.version.Store(d.To)
 	return d, nil
 }
 
-// CatchUpTo makes sure the definitions of version v at least are applied.
-func (f *Follower) CatchUpTo(ctx context.Context, v int64) error {
-	if f.version.Load() >= v {
-		return nil
+// Behind reports whether q's snapshot sees a change to the definitions
+// that the follower has not applied (always before the first load). The
+// evaluator asks in its claim transaction, after the claim: a claimed
+// change committed after the definitions it must be judged with, so q
+// sees them.
+func (f *Follower) Behind(ctx context.Context, q queryRower) (bool, error) {
+	p := f.seen.Load()
+	if p == nil {
+		return true, nil
 	}
-	_, err := f.CatchUp(ctx)
+	var behind bool
+	if err := q.QueryRow(ctx, queryBehind, p.snapshot, p.pruned).Scan(&behind); err != nil {
+		return false, fmt.Errorf("look for changes to the definitions: %w", err)
+	}
+	return behind, nil
+}
+
+// CatchUpWith makes sure every change to the definitions that q's
+// snapshot sees is applied: it catches up when the follower is Behind.
+func (f *Follower) CatchUpWith(ctx context.Context, q queryRower) error {
+	behind, err := f.Behind(ctx, q)
+	if err != nil || !behind {
+		return err
+	}
+	_, err = f.CatchUp(ctx)
 	return err
 }
 
-// since reads and parses the changes after version from.
-func (f *Follower) since(ctx context.Context, from int64, full bool) (*Delta, error) {
-	if full {
-		from = 0
+// since reads and parses the changes committed since prev (everything
+// when prev is nil, or when a deletion prev may not have seen was pruned:
+// Delta.Full). It returns where the follower is after it, and whether
+// any row changed.
+func (f *Follower) since(ctx context.Context, prev *followPoint) (*Delta, *followPoint, bool, error) {
+	d := &Delta{From: f.version.Load(), Full: prev == nil}
+	var prevSnapshot, prevPruned *string
+	if prev != nil {
+		prevSnapshot, prevPruned = &prev.snapshot, &prev.pruned
 	}
-	d := &Delta{From: from, Full: full}
+	next := &followPoint{}
 	var sources []Source
 	var watches []Watch
 	var parents []Source
+	var deletions int
 	err := pgx.BeginTxFunc(ctx, f.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var pruned int64
-		if err := tx.QueryRow(ctx, queryFollowVersion).Scan(&d.To, &pruned); err != nil {
-			return fmt.Errorf("read config version: %w", err)
+		var pruned bool
+		if err := tx.QueryRow(ctx, queryFollowState, prevSnapshot, prevPruned).Scan(&next.snapshot, &d.To, &next.pruned, &pruned); err != nil {
+			return fmt.Errorf("read the definitions' snapshot: %w", err)
 		}
-		if d.To == from && !full {
-			return nil
-		}
-		if !full && from < pruned {
-			// Deletions after from were pruned (retention): the delta
-			// could miss one, so load everything.
-			full, from = true, 0
-			d.Full, d.From = true, 0
+		if pruned {
+			// A deletion the previous snapshot may not have seen was
+			// pruned (retention): the delta could miss it, so load
+			// everything.
+			d.Full = true
 		}
 		var err error
-		if sources, err = collect[Source](tx.Query(ctx, querySourcesSince, from))(scanSource); err != nil {
+		if d.Full {
+			sources, err = collect[Source](tx.Query(ctx, queryAllSources))(scanSource)
+		} else {
+			sources, err = collect[Source](tx.Query(ctx, querySourcesSince, prev.snapshot))(scanSource)
+		}
+		if err != nil {
 			return err
 		}
 		names := make([]string, len(sources))
 		for i := range sources {
 			names[i] = sources[i].Name
 		}
-		if watches, err = collect[Watch](tx.Query(ctx, queryWatchesSince, from, names))(scanWatch); err != nil {
+		if d.Full {
+			watches, err = collect[Watch](tx.Query(ctx, queryAllWatches))(scanWatch)
+		} else {
+			watches, err = collect[Watch](tx.Query(ctx, queryWatchesSince, prev.snapshot, names))(scanWatch)
+		}
+		if err != nil {
 			return err
 		}
 		changed := map[string]bool{}
@@ -203,10 +255,10 @@ func (f *Follower) since(ctx context.Context, from int64, full bool) (*Delta, er
 				return err
 			}
 		}
-		if full {
+		if d.Full {
 			return nil
 		}
-		rows, err := tx.Query(ctx, queryDeletionsSince, from)
+		rows, err := tx.Query(ctx, queryDeletionsSince, prev.snapshot)
 		if err != nil {
 			return fmt.Errorf("read deletions: %w", err)
 		}
@@ -216,6 +268,7 @@ func (f *Follower) since(ctx context.Context, from int64, full bool) (*Delta, er
 			if err := rows.Scan(&v, &source, &watch); err != nil {
 				return fmt.Errorf("read deletions: %w", err)
 			}
+			deletions++
 			if watch == "" {
 				d.RemovedSources = append(d.RemovedSources, source)
 			} else {
@@ -225,10 +278,14 @@ func (f *Follower) since(ctx context.Context, from int64, full bool) (*Delta, er
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read definitions since version %d: %w", from, err)
+		return nil, nil, false, fmt.Errorf("read the definitions changed since version %d: %w", d.From, err)
 	}
+	if d.Full {
+		d.From = 0
+	}
+	d.To = max(d.To, d.From)
 	f.parse(d, sources, watches, parents)
-	return d, nil
+	return d, next, d.Full || len(sources)+len(watches)+deletions > 0, nil
 }
 
 // parse fills d from the rows read.

@@ -169,7 +169,7 @@ func TestApplyRefusesDivergentDirectory(t *testing.T) {
 		t.Fatalf("first apply = %+v, want generation 1", first)
 	}
 	other := conntest.WriteConfig(t, map[string]string{"sources/blog.yaml": blog})
-	version := count(t, pool, `SELECT version FROM config_version`)
+	version := count(t, pool, `SELECT last_value FROM config_version_seq`)
 
 	_, err := definitions.Apply(ctx, pool, load(t, other), definitions.ApplyOptions{By: "syncer on b"})
 	var de *definitions.DivergedError
@@ -185,7 +185,7 @@ func TestApplyRefusesDivergentDirectory(t *testing.T) {
 			t.Errorf("refusal %q does not say %q", err, want)
 		}
 	}
-	if v := count(t, pool, `SELECT version FROM config_version`); v != version {
+	if v := count(t, pool, `SELECT last_value FROM config_version_seq`); v != version {
 		t.Errorf("config version moved from %d to %d on a refused directory", version, v)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM source_definitions WHERE name = 'acme'`); n != 1 {

@@ -3,24 +3,52 @@ package definitions
 import "github.com/lookout-dev/lookout/internal/sources"
 
 // The named queries of the definitions tables (source_definitions,
-// watches, config_version, definition_deletions). Only this package
+// watches, config_version and config_version_seq, definition_deletions).
+// Only this package
 // writes them.
 
 const (
-	// queryBump bumps the config version; its row lock orders every
-	// change to the definitions until the transaction ends.
-	queryBump = `UPDATE config_version SET version = version + 1, changed_at = now() RETURNING version`
+	// queryNextVersion takes the version of a change from the sequence:
+	// no lock, so that changes of different owners commit in parallel.
+	// Versions are unique and grow in the order they are taken, not in
+	// the order they commit: followers track MVCC snapshots (xid), not
+	// numbers.
+	queryNextVersion = `SELECT nextval('config_version_seq')`
 
 	// queryNotify wakes the daemons following the definitions when the
 	// transaction commits; the payload (the version) is a hint only.
 	queryNotify = `SELECT pg_notify(current_schema() || '.config', $1::text)`
 
-	queryVersion = `SELECT version FROM config_version`
+	// queryVersion is the last version taken (0 before any).
+	queryVersion = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM config_version_seq`
 
-	// queryFollowVersion is the version a follower catches up to, and the
-	// highest version of a deletion pruned: a follower behind it loads
-	// everything.
-	queryFollowVersion = `SELECT version, deletions_pruned_through FROM config_version`
+	// queryFollowState starts a follower's catch-up, the first statement
+	// of its repeatable-read transaction: the transaction's snapshot, the
+	// highest version committed in it (a pruned deletion's included), the
+	// highest transaction of a deletion pruned, and whether a deletion
+	// the previous snapshot $1 may not have seen was pruned since the
+	// follower read $2: a pruned transaction at or past the snapshot's
+	// xmin (NULL $1: the first load).
+	queryFollowState = `SELECT pg_current_snapshot()::text,
+	       greatest((SELECT max(version) FROM source_definitions), (SELECT max(version) FROM watches),
+	                (SELECT max(version) FROM definition_deletions), deletions_pruned_through, 0),
+	       deletions_pruned_xid::text,
+	       coalesce(deletions_pruned_xid > $2::xid8 AND deletions_pruned_xid >= pg_snapshot_xmin($1::pg_snapshot), false)
+	FROM config_version`
+
+	// since is the condition of a row written by a transaction snapshot
+	// $1 did not see (committed since): xid is indexed, and a transaction
+	// before the snapshot's xmin is one it saw.
+	since = `(xid >= pg_snapshot_xmin($1::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $1::pg_snapshot))`
+
+	// queryBehind tells whether the caller's snapshot sees a change to
+	// the definitions that snapshot $1 did not (or a deletion pruned
+	// since the follower read $2 that it may not have seen): the
+	// evaluator's probe in its claim transaction, three index lookups.
+	queryBehind = `SELECT EXISTS (SELECT 1 FROM source_definitions WHERE ` + since + `)
+	    OR EXISTS (SELECT 1 FROM watches WHERE ` + since + `)
+	    OR EXISTS (SELECT 1 FROM definition_deletions WHERE ` + since + `)
+	    OR (SELECT deletions_pruned_xid > $2::xid8 AND deletions_pruned_xid >= pg_snapshot_xmin($1::pg_snapshot) FROM config_version)`
 
 	// queryApplyLock serializes the loads of the configuration directory
 	// by every replica of every daemon (a transaction-scoped advisory lock
@@ -35,6 +63,11 @@ const (
 
 	queryGetSource       = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE name = $1`
 	queryGetSourceLocked = queryGetSource + ` FOR UPDATE`
+	// queryGetSourceShared reads a source that a watch is created on:
+	// its definition cannot change, nor the source be orphaned or
+	// deleted, until the transaction ends, while watches of other owners
+	// are created on it at the same time.
+	queryGetSourceShared = queryGetSource + ` FOR SHARE`
 
 	// queryListSources lists the sources an actor sees: every one for an
 	// admin ($1), else its own ($2) and the shared ones, by name after $3.
@@ -106,16 +139,21 @@ const (
 	queryDeleteWatchesOf = `DELETE FROM watches WHERE source = $1 RETURNING name, owner, managed_by`
 
 	// queryRecordDeletion records a deleted source (watch '') or watch
-	// for the daemons catching up by version.
+	// for the daemons catching up (its xid is stamped by a trigger).
 	queryRecordDeletion = `INSERT INTO definition_deletions (version, source, watch, owner, managed_by) VALUES ($1, $2, $3, $4, $5)`
 
-	// The catch-up of a follower, in one repeatable-read snapshot:
-	// sources changed after $1, watches changed after $1 or of a source
-	// in $2 (a changed source is re-read with all its watches), and
-	// deletions after $1.
-	querySourcesSince   = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE version > $1 ORDER BY name`
-	queryWatchesSince   = `SELECT ` + watchColumns + ` FROM watches WHERE version > $1 OR source = ANY($2) ORDER BY source, name`
-	queryDeletionsSince = `SELECT version, source, watch FROM definition_deletions WHERE version > $1 ORDER BY version`
+	// The catch-up of a follower, in one repeatable-read snapshot: the
+	// sources written by a transaction its previous snapshot $1 did not
+	// see, the watches likewise or of a source in $2 (a changed source is
+	// re-read with all its watches), and the deletions likewise. Every
+	// row's xid is stamped by a trigger (migration 33).
+	querySourcesSince   = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE ` + since + ` ORDER BY name`
+	queryWatchesSince   = `SELECT ` + watchColumns + ` FROM watches WHERE ` + since + ` OR source = ANY($2) ORDER BY source, name`
+	queryDeletionsSince = `SELECT version, source, watch FROM definition_deletions WHERE ` + since + ` ORDER BY version`
+
+	// A follower's first load (and a Snapshot): everything.
+	queryAllSources = `SELECT ` + sourceColumns + ` FROM source_definitions ORDER BY name`
+	queryAllWatches = `SELECT ` + watchColumns + ` FROM watches ORDER BY source, name`
 
 	// The current state Apply diffs the directory against.
 	queryApplySources = `SELECT name, owner, managed_by, definition_hash, orphaned_at IS NOT NULL FROM source_definitions`
@@ -141,9 +179,9 @@ const (
 const queryGetSources = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE name = ANY($1)`
 
 // queryPruneDeletions deletes up to $2 deletions recorded before $1 and
-// notes the highest version it deleted in config_version (a follower that
-// applied an older version then loads the definitions whole). It reads
-// definition_deletions_deleted_idx.
+// notes the highest transaction (and version) it deleted in
+// config_version: a follower whose snapshot may not have seen it loads
+// the definitions whole. It reads definition_deletions_deleted_idx.
 const queryPruneDeletions = `
 	WITH gone AS (
 	    DELETE FROM definition_deletions WHERE ctid = ANY (ARRAY(
@@ -152,9 +190,10 @@ const queryPruneDeletions = `
 	        ORDER BY deleted_at
 	        LIMIT $2
 	        FOR UPDATE SKIP LOCKED))
-	    RETURNING version
+	    RETURNING version, xid
 	), mark AS (
-	    UPDATE config_version SET deletions_pruned_through = greatest(deletions_pruned_through, (SELECT max(version) FROM gone))
+	    UPDATE config_version SET deletions_pruned_through = greatest(deletions_pruned_through, (SELECT max(version) FROM gone)),
+	        deletions_pruned_xid = greatest(deletions_pruned_xid, (SELECT max(xid) FROM gone))
 	    WHERE EXISTS (SELECT 1 FROM gone)
 	)
 	SELECT count(*) FROM gone`

@@ -10,12 +10,12 @@ import (
 	"github.com/lookout-dev/lookout/internal/secrets"
 )
 
-// Snapshot is every definition of the database at one config version,
+// Snapshot is every definition of the database in one MVCC snapshot,
 // parsed the way the daemons parse them: the truth a one-shot command
 // (evaluator replay and explain) reads instead of the configuration
 // files, so that it sees the watches made through the API too.
 type Snapshot struct {
-	// Version is the config version read.
+	// Version is the highest config version committed in the snapshot.
 	Version int64
 	// Config holds g and every source that parses, with its watches
 	// (Config.Source finds one by name); paused ones included.
@@ -41,7 +41,7 @@ func Load(ctx context.Context, pool *pgxpool.Pool, g *config.Global) (*Snapshot,
 // definition is in Invalid.
 func LoadWithKeys(ctx context.Context, pool *pgxpool.Pool, g *config.Global, keys *secrets.Ring) (*Snapshot, error) {
 	f := NewFollower(pool, g, func(context.Context, *Delta) error { return nil }).WithKeys(keys)
-	d, err := f.since(ctx, 0, true)
+	d, _, _, err := f.since(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("load the definitions: %w", err)
 	}

@@ -19,7 +19,8 @@ import (
 // Store is the Go API of the definitions for the control plane: create,
 // read, change, pause and delete sources and watches, scoped by the
 // actor's owner. Every write validates through the Validator, runs in one
-// transaction with a config version bump, and wakes the daemons.
+// transaction with a new config version (from a sequence: writes of
+// different definitions commit in parallel), and wakes the daemons.
 type Store struct {
 	pool      database
 	validator *Validator
@@ -34,8 +35,7 @@ type database interface {
 }
 
 // In returns the store running in the caller's transaction tx: its
-// changes are savepoints that commit (with their version bump and
-// NOTIFY) when tx does, so that the control plane's audit row and
+// changes are savepoints that commit (with their version and NOTIFY) when tx does, so that the control plane's audit row and
 // idempotency key commit with the change, or nothing does.
 func (s *Store) In(tx pgx.Tx) *Store { return &Store{pool: tx, validator: s.validator} }
 
@@ -65,7 +65,8 @@ func (o ListOptions) limit() int {
 	return o.Limit
 }
 
-// Version returns the current config version.
+// Version returns the last config version taken (by a change that may
+// not have committed yet).
 func (s *Store) Version(ctx context.Context) (int64, error) {
 	var v int64
 	if err := s.pool.QueryRow(ctx, queryVersion).Scan(&v); err != nil {
@@ -74,13 +75,16 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-// change runs fn in a transaction that bumps the config version (passed
-// to fn) and wakes the daemons when it commits.
+// change runs fn in a transaction with a new config version (passed to
+// fn) and wakes the daemons when it commits. The version is taken from a
+// sequence, without a lock: changes commit in parallel, not necessarily
+// in the order of their versions (followers track snapshots, not
+// numbers: follow.go).
 func (s *Store) change(ctx context.Context, fn func(tx pgx.Tx, version int64) error) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var v int64
-		if err := tx.QueryRow(ctx, queryBump).Scan(&v); err != nil {
-			return fmt.Errorf("bump config version: %w", err)
+		if err := tx.QueryRow(ctx, queryNextVersion).Scan(&v); err != nil {
+			return fmt.Errorf("take a config version: %w", err)
 		}
 		if err := fn(tx, v); err != nil {
 			return err
@@ -417,7 +421,12 @@ func (s *Store) writableSource(ctx context.Context, tx pgx.Tx, a Actor, name str
 func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []byte) (*Watch, error) {
 	var out *Watch
 	err := s.change(ctx, func(tx pgx.Tx, v int64) error {
-		src, err := getSource(ctx, tx, source, true)
+		// FOR SHARE: watches of several owners are created on one shared
+		// source in parallel.
+		src, err := scanSource(tx.QueryRow(ctx, queryGetSourceShared, source))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
 		if err != nil {
 			return err
 		}
@@ -790,18 +799,6 @@ func scanWatch(row pgx.Row) (*Watch, error) {
 		return nil, fmt.Errorf("read watch definition: %w", err)
 	}
 	return &w, nil
-}
-
-// CurrentVersion reads the config version through q (a transaction, so
-// that a claim and the version it is judged by are read in order: the
-// evaluator reads it after claiming changes, and catches up when it is
-// behind).
-func CurrentVersion(ctx context.Context, q queryRower) (int64, error) {
-	var v int64
-	if err := q.QueryRow(ctx, queryVersion).Scan(&v); err != nil {
-		return 0, fmt.Errorf("read config version: %w", err)
-	}
-	return v, nil
 }
 
 // Lookup returns the definition of source name whoever owns it, or

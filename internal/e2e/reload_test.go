@@ -84,7 +84,7 @@ func TestReloadWhileRunning(t *testing.T) {
 	if !strings.Contains(s.Logs()+ev.Logs(), `"msg":"configuration reloaded"`) {
 		t.Errorf("no reload logged:\n%s\n%s", s.Logs(), ev.Logs())
 	}
-	version := e.count(`SELECT version FROM config_version`)
+	version := e.count(`SELECT last_value FROM config_version_seq`)
 
 	// An invalid edit: refused by both daemons, reported, nothing applied.
 	e.write("sources/tasks.yaml", strings.Replace(edited, "jitter: 0s", "jitter: 0s\nrate_limit: {per_second: -1}", 1))
@@ -114,7 +114,7 @@ func TestReloadWhileRunning(t *testing.T) {
 			t.Errorf("no ERROR naming file:line: key:\n%s", d.Logs())
 		}
 	}
-	if v := e.count(`SELECT version FROM config_version`); v != version {
+	if v := e.count(`SELECT last_value FROM config_version_seq`); v != version {
 		t.Errorf("config version moved from %d to %d on an invalid edit", version, v)
 	}
 	// Work goes on with the last valid configuration.

@@ -318,15 +318,13 @@ func (e *Evaluator) batch(ctx context.Context, rescue bool) (int, int, error) {
 	if rescue {
 		e.logger.Info("taking over changes whose lease expired", "changes", len(claimed))
 	}
-	// Read after the claim: every change claimed committed after the
-	// definitions it must be judged with, so this version covers them.
+	// Asked after the claim: every change claimed committed after the
+	// definitions it must be judged with, so the claim transaction sees
+	// them; the follower catches up only when it sees one it has not
+	// applied (an indexed probe, no shared row read).
 	if e.follower != nil {
-		v, err := definitions.CurrentVersion(ctx, tx)
-		if err != nil {
-			return 0, 0, err
-		}
-		if err := e.follower.CatchUpTo(ctx, v); err != nil {
-			return 0, 0, fmt.Errorf("catch up with the definitions (version %d): %w", v, err)
+		if err := e.follower.CatchUpWith(ctx, tx); err != nil {
+			return 0, 0, fmt.Errorf("catch up with the definitions: %w", err)
 		}
 	}
 	all := len(claimed)

@@ -1,0 +1,231 @@
+package definitions_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/definitions"
+)
+
+// fileSource is the definition of a file source named name, as the API
+// receives it.
+func fileSource(name string) []byte {
+	return fmt.Appendf(nil, `{"name": %q, "connector": "file", "file": {"paths": ["%s.json"]}, "watches": [{"name": "any"}]}`, name, name)
+}
+
+// beginOn begins a transaction on a connection of its own, released (and
+// the transaction rolled back if still open) when the test ends.
+func beginOn(t *testing.T, pool *pgxpool.Pool) (pgx.Tx, uint32) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		conn.Release()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tx.Rollback(context.Background())
+		conn.Release()
+	})
+	return tx, conn.Conn().PgConn().PID()
+}
+
+// completesWithoutWaiting runs create in tx (on backend pid) while
+// another transaction, holder, is open, and fails the test if the backend
+// waits for a lock instead of completing: then holder is rolled back to
+// let it go. No timing: the backend either returns or shows up in
+// pg_blocking_pids.
+func completesWithoutWaiting(t *testing.T, pool *pgxpool.Pool, holder, tx pgx.Tx, pid uint32, create func(pgx.Tx) error) {
+	t.Helper()
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- create(tx) }()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("create while another transaction is open: %v", err)
+			}
+			return
+		case <-tick.C:
+			var blockers []int32
+			if err := pool.QueryRow(ctx, `SELECT pg_blocking_pids($1)`, int32(pid)).Scan(&blockers); err != nil {
+				t.Fatal(err)
+			}
+			if len(blockers) > 0 {
+				var query string
+				_ = pool.QueryRow(ctx, `SELECT query FROM pg_stat_activity WHERE pid = $1`, int32(pid)).Scan(&query)
+				_ = holder.Rollback(ctx)
+				<-done
+				t.Fatalf("the create waits for a lock held by backend %v (the other owner's open transaction) in: %s", blockers, query)
+			}
+		case <-deadline:
+			t.Fatal("the create neither completed nor waited for a lock in a minute")
+		}
+	}
+}
+
+// Creates of different owners commit in parallel: while alice's create
+// is open (not committed), bob's create completes and commits. (They
+// used to wait for each other on the config_version row.)
+func TestCreatesOfDifferentOwnersCommitInParallel(t *testing.T) {
+	t.Parallel()
+	pool, _ := setup(t)
+	ctx := context.Background()
+	s := newStore(t, pool)
+
+	aliceTx, _ := beginOn(t, pool)
+	a, _, err := s.In(aliceTx).CreateSource(ctx, definitions.Actor{Owner: "alice"}, fileSource("alices"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobTx, bobPID := beginOn(t, pool)
+	var b *definitions.Source
+	completesWithoutWaiting(t, pool, aliceTx, bobTx, bobPID, func(tx pgx.Tx) error {
+		var err error
+		if b, _, err = s.In(tx).CreateSource(ctx, definitions.Actor{Owner: "bob"}, fileSource("bobs")); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+	if err := aliceTx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a.Version == b.Version {
+		t.Errorf("alice's and bob's creates have the same version %d", a.Version)
+	}
+	for _, name := range []string{"alices", "bobs"} {
+		if _, err := definitions.Lookup(ctx, pool, name); err != nil {
+			t.Errorf("source %s after both commits: %v", name, err)
+		}
+	}
+}
+
+// A follower never misses a change, even one that commits after a change
+// with a larger version it already applied: alice's create takes its
+// version first and commits last.
+func TestFollowerSeesAChangeCommittedLateWithASmallerVersion(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	apply(t, pool, dir)
+	cfg, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var got []*definitions.Delta
+	f := definitions.NewFollower(pool, &cfg.Global, func(_ context.Context, d *definitions.Delta) error {
+		got = append(got, d)
+		return nil
+	})
+	if _, err := f.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, pool)
+
+	aliceTx, _ := beginOn(t, pool)
+	early, _, err := s.In(aliceTx).CreateSource(ctx, definitions.Actor{Owner: "alice"}, fileSource("early"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobTx, bobPID := beginOn(t, pool)
+	var late *definitions.Source
+	completesWithoutWaiting(t, pool, aliceTx, bobTx, bobPID, func(tx pgx.Tx) error {
+		var err error
+		if late, _, err = s.In(tx).CreateSource(ctx, definitions.Actor{Owner: "bob"}, fileSource("late")); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+	if early.Version >= late.Version {
+		t.Fatalf("versions: early %d, late %d; want early < late", early.Version, late.Version)
+	}
+
+	names := func(d *definitions.Delta) []string {
+		var out []string
+		for _, s := range d.Sources {
+			out = append(out, s.Row.Name)
+		}
+		return out
+	}
+	d, err := f.CatchUp(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d == nil || d.Full || fmt.Sprint(names(d)) != "[late]" || d.To != late.Version {
+		t.Fatalf("catch-up after bob's commit = %+v, want a delta of late to version %d", d, late.Version)
+	}
+	if behind, err := f.Behind(ctx, pool); err != nil || behind {
+		t.Errorf("Behind before alice's commit = %v, %v; want false", behind, err)
+	}
+
+	if err := aliceTx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if behind, err := f.Behind(ctx, pool); err != nil || !behind {
+		t.Errorf("Behind after alice's commit = %v, %v; want true", behind, err)
+	}
+	d, err = f.CatchUp(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d == nil || d.Full || fmt.Sprint(names(d)) != "[early]" {
+		t.Fatalf("catch-up after alice's commit = %+v, want a delta of early (version %d, committed after version %d)", d, early.Version, late.Version)
+	}
+	if d.To != late.Version || f.Version() != late.Version {
+		t.Errorf("version after the late commit: delta to %d, follower %d; want %d (the highest applied)", d.To, f.Version(), late.Version)
+	}
+	if behind, err := f.Behind(ctx, pool); err != nil || behind {
+		t.Errorf("Behind after the catch-up = %v, %v; want false", behind, err)
+	}
+}
+
+// Watches of different owners on one shared source are created in
+// parallel too: while alice's create of a watch on blog is open, bob's
+// completes. (The source's row was locked FOR UPDATE by each.)
+func TestWatchCreatesOnASharedSourceCommitInParallel(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	apply(t, pool, dir)
+	ctx := context.Background()
+	s := newStore(t, pool)
+
+	aliceTx, _ := beginOn(t, pool)
+	if _, err := s.In(aliceTx).CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "blog", []byte(`{"name": "alices"}`)); err != nil {
+		t.Fatal(err)
+	}
+	bobTx, bobPID := beginOn(t, pool)
+	completesWithoutWaiting(t, pool, aliceTx, bobTx, bobPID, func(tx pgx.Tx) error {
+		if _, err := s.In(tx).CreateWatch(ctx, definitions.Actor{Owner: "bob"}, "blog", []byte(`{"name": "bobs"}`)); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	})
+	if err := aliceTx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := definitions.WatchesOf(ctx, pool, "blog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range ws {
+		names = append(names, w.Name)
+	}
+	if fmt.Sprint(names) != "[alices any bobs]" {
+		t.Errorf("watches of blog = %v, want [alices any bobs]", names)
+	}
+}
