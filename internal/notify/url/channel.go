@@ -34,6 +34,8 @@ type Channel struct {
 	redacted string
 	// endpoint is the base of the requests (scheme and host, no secret):
 	// what a user's channel is checked against the egress policy with.
+	// For Discord and Telegram it is their API (DiscordAPI, TelegramAPI),
+	// which Options.APIBase replaces.
 	endpoint string
 	build    func(n *notify.Notification, base string) ([]call, error)
 }
@@ -108,15 +110,10 @@ func (c *Channel) Secrets() []string { return slices.Clone(c.secrets) }
 // errors and views show.
 func (c *Channel) Redacted() string { return c.redacted }
 
-// Endpoint is the scheme and host the channel's requests go to (with
-// base, the API of a service whose host is not in the URL: "" for the
-// real one).
-func (c *Channel) Endpoint(base string) string {
-	if c.endpoint != "" {
-		return c.endpoint
-	}
-	return base
-}
+// Endpoint is the scheme and host the channel's requests go to, without
+// any secret: what the egress policy of a user's channel is checked with
+// before it is stored.
+func (c *Channel) Endpoint() string { return c.endpoint }
 
 // secretsOf returns the credential parts of u.
 func secretsOf(u *neturl.URL) []string {
@@ -221,6 +218,7 @@ func parseDiscord(c *Channel, u *neturl.URL) error {
 		return err
 	}
 	cfg := svc.Config
+	c.endpoint = DiscordAPI
 	if cfg.JSON {
 		return errors.New("the /raw form (the message as the whole payload) is not supported: lookout composes the message")
 	}
@@ -248,7 +246,7 @@ func parseDiscord(c *Channel, u *neturl.URL) error {
 		if err != nil {
 			return nil, err
 		}
-		target := cmpOr(base, DiscordAPI) + "/api/webhooks/" + neturl.PathEscape(cfg.WebhookID) + "/" + neturl.PathEscape(cfg.Token) + "?" + q.Encode()
+		target := cmpOr(base, c.endpoint) + "/api/webhooks/" + neturl.PathEscape(cfg.WebhookID) + "/" + neturl.PathEscape(cfg.Token) + "?" + q.Encode()
 		return []call{{url: target, header: jsonHeader(), body: body}}, nil
 	}
 	return nil
@@ -260,6 +258,7 @@ func parseTelegram(c *Channel, u *neturl.URL) error {
 		return err
 	}
 	cfg := svc.Config
+	c.endpoint = TelegramAPI
 	c.build = func(n *notify.Notification, base string) ([]call, error) {
 		// sendMessage (core.telegram.org/bots/api#sendmessage), one per
 		// chat; plain text, so nothing in the notification is markup.
@@ -271,7 +270,7 @@ func parseTelegram(c *Channel, u *neturl.URL) error {
 			if err != nil {
 				return nil, err
 			}
-			calls = append(calls, call{url: cmpOr(base, TelegramAPI) + "/bot" + cfg.Token + "/sendMessage", header: jsonHeader(), body: body})
+			calls = append(calls, call{url: cmpOr(base, c.endpoint) + "/bot" + cfg.Token + "/sendMessage", header: jsonHeader(), body: body})
 		}
 		return calls, nil
 	}

@@ -115,6 +115,28 @@ func (s *Server) Accepted(title string) int {
 	return s.accepted[title]
 }
 
+// Total is how many messages the fake accepted, every title counted.
+func (s *Server) Total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.accepted {
+		n += c
+	}
+	return n
+}
+
+// Titles lists the titles of the messages accepted.
+func (s *Server) Titles() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for t := range s.accepted {
+		out = append(out, t)
+	}
+	return out
+}
+
 // Body is the last JSON body accepted for title.
 func (s *Server) Body(title string) map[string]any {
 	s.mu.Lock()
