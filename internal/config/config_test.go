@@ -253,6 +253,25 @@ watches:
 	}
 }
 
+// A watch's own channel is for watches made through the API (its URL is
+// stored sealed): a source file that declares one is refused, naming the
+// key.
+func TestFileWatchChannelRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "name: a\nconnector: file\nevery: 1h\nfile: {paths: [x.jsonl]}\nwatches:\n  - name: w\n    channel: {url: \"ntfy://ntfy.sh/t\", secret: whatever}\n"
+	if err := os.WriteFile(filepath.Join(dir, "sources", "a.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "sources/a.yaml:7: watches[0].channel is for watches created through the API (lookout seals its URL); in a file, declare a url sink") {
+		t.Errorf("Load: %v", err)
+	}
+}
+
 // A watch's own webhook is for watches made through the API: a source
 // file that declares one is refused, naming the key.
 func TestFileWatchWebhookRefused(t *testing.T) {
