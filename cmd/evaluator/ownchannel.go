@@ -12,6 +12,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/notify/channel"
 	urlsink "github.com/lookout-dev/lookout/internal/notify/url"
 	"github.com/lookout-dev/lookout/internal/secrets"
 )
@@ -36,7 +37,7 @@ func ownChannels(pool *pgxpool.Pool, g *config.Global, sinks map[string]notify.S
 		case err != nil:
 			return "", err
 		}
-		if ch, err := urlsink.Parse(raw); err == nil {
+		if ch, err := channel.Parse(raw); err == nil {
 			g.Redactor().Add(ch.Secrets()...)
 		}
 		return raw, nil

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/lookout-dev/lookout/internal/definitions"
-	urlsink "github.com/lookout-dev/lookout/internal/notify/url"
+	"github.com/lookout-dev/lookout/internal/notify/channel"
 	"github.com/lookout-dev/lookout/internal/secrets"
 )
 
@@ -58,7 +58,7 @@ func (s *Service) prepareChannel(ctx context.Context, source string, def, prior 
 	if sealed != "" {
 		return nil, Invalid(pointer+"/channel/secret", "is set by lookout (the URL, sealed): give only url")
 	}
-	c, err := urlsink.Parse(u)
+	c, err := channel.Parse(u)
 	if err != nil {
 		return nil, Invalid(pointer+"/channel/url", "%v", err) // Parse's errors never quote the URL's secrets
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/notify/channel"
 	"github.com/lookout-dev/lookout/internal/redact"
 )
 
@@ -31,8 +32,8 @@ type Options struct {
 	// Policy (link-local and metadata addresses refused).
 	Egress egress.Policy
 	// APIBase replaces the API of a service whose host is not in its URL
-	// (DiscordAPI, TelegramAPI), e.g. a test's fake. Defaults to the
-	// service's.
+	// (channel.DiscordAPI, channel.TelegramAPI), e.g. a test's fake.
+	// Defaults to the service's.
 	APIBase string
 	// Now replaces the clock that Retry-After delays count from (tests).
 	Now func() time.Time
@@ -43,7 +44,7 @@ type Options struct {
 // repeat after a crash (or after a Telegram chat failed when an earlier
 // one had the message) shows twice.
 type Sink struct {
-	ch     *Channel
+	ch     *channel.Channel
 	base   string
 	client *http.Client
 	red    *redact.Redactor
@@ -54,7 +55,7 @@ var _ notify.Sink = (*Sink)(nil)
 
 // New parses o.URL and returns its sink.
 func New(o Options) (*Sink, error) {
-	ch, err := Parse(o.URL)
+	ch, err := channel.Parse(o.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -67,15 +68,15 @@ func New(o Options) (*Sink, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Sink{ch: ch, base: strings.TrimSuffix(o.APIBase, "/"), client: client, red: redact.New(ch.secrets...), now: now}, nil
+	return &Sink{ch: ch, base: strings.TrimSuffix(o.APIBase, "/"), client: client, red: redact.New(ch.Secrets()...), now: now}, nil
 }
 
 // Channel is the sink's parsed URL.
-func (s *Sink) Channel() *Channel { return s.ch }
+func (s *Sink) Channel() *channel.Channel { return s.ch }
 
 // Deliver sends n. Its errors never hold the URL's secrets.
 func (s *Sink) Deliver(ctx context.Context, n *notify.Notification) error {
-	calls, err := s.ch.build(n, s.base)
+	calls, err := s.ch.Requests(n, s.base)
 	if err != nil {
 		return &notify.PermanentError{Err: fmt.Errorf("%s message: %w", s.ch.Service, err)}
 	}
@@ -93,13 +94,13 @@ func (s *Sink) Deliver(ctx context.Context, n *notify.Notification) error {
 // Telegram's parameters.retry_after); 3xx and the other 4xx are permanent;
 // transport errors and timeouts are retried (a connection the egress
 // policy refused is permanent).
-func (s *Sink) send(ctx context.Context, c call) error {
+func (s *Sink) send(ctx context.Context, c channel.Request) error {
 	what := s.ch.Service
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(c.Body))
 	if err != nil {
 		return &notify.PermanentError{Err: fmt.Errorf("%s request: %w", what, stripURL(err))}
 	}
-	req.Header = c.header
+	req.Header = c.Header
 	resp, err := s.client.Do(req)
 	if err != nil {
 		// A *url.Error quotes the request's URL, which carries the token

@@ -3,7 +3,8 @@
 // (docs/delivery.md, "### url"), such as ntfy://ntfy.sh/topic or
 // discord://token@id. shoutrrr (github.com/nicholas-fedor/shoutrrr)
 // parses and checks the URL with each service's own configuration; lookout
-// builds the request from it and sends it itself (Sink), through the
+// builds the request from it (internal/notify/channel) and sends it
+// itself (Sink), through the
 // egress policy, so that the outbox's rules hold: one request per attempt,
 // 429 and 5xx retried (Retry-After and the services' retry_after), other
 // 4xx dead at once. It owns the key url.
@@ -12,6 +13,7 @@ package url
 import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/notify/channel"
 )
 
 // Settings are the keys of a url sink.
@@ -46,7 +48,7 @@ func Decode(s *config.Sink) (Settings, error) {
 	if st.URL == "" {
 		return st, s.Errorf("url", "is required for a url sink: a notification URL such as ntfy://ntfy.sh/<topic>")
 	}
-	if _, err := Parse(st.URL); err != nil {
+	if _, err := channel.Parse(st.URL); err != nil {
 		return st, s.Errorf("url", "%v", err)
 	}
 	return st, nil

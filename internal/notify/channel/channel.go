@@ -1,4 +1,11 @@
-package url
+// Package channel reads notification URLs in the shoutrrr format
+// (github.com/nicholas-fedor/shoutrrr): ntfy://, discord://, telegram://,
+// gotify://. Parse checks a URL offline with shoutrrr's own parser of its
+// service (its keys, defaults and checks) and knows its secrets (Secrets,
+// Redacted); Requests builds the HTTP requests of a notification, which
+// the url sink (internal/notify/url) sends. It registers nothing, so the
+// api's validation of users' channels can link it alone.
+package channel
 
 import (
 	"encoding/json"
@@ -22,9 +29,9 @@ import (
 
 // Channel is one notification URL in the shoutrrr format, parsed by
 // shoutrrr's own service configuration (its keys, defaults and checks)
-// without any I/O. lookout sends the requests itself (Sink), so that every
-// connection goes through the egress policy and every answer is classified
-// for the outbox.
+// without any I/O. lookout sends the requests itself (the url sink), so
+// that every connection goes through the egress policy and every answer is
+// classified for the outbox.
 type Channel struct {
 	// Service is the URL's scheme: discord, gotify, ntfy or telegram.
 	Service string
@@ -37,14 +44,20 @@ type Channel struct {
 	// For Discord and Telegram it is their API (DiscordAPI, TelegramAPI),
 	// which Options.APIBase replaces.
 	endpoint string
-	build    func(n *notify.Notification, base string) ([]call, error)
+	build    func(n *notify.Notification, base string) ([]Request, error)
 }
 
-// call is one HTTP request of a delivery (Telegram sends one per chat).
-type call struct {
-	url    string
-	header http.Header
-	body   []byte
+// Request is one HTTP POST of a delivery (Telegram sends one per chat).
+type Request struct {
+	URL    string
+	Header http.Header
+	Body   []byte
+}
+
+// Requests returns the POSTs that deliver n; base replaces the API of
+// Discord and Telegram ("" for theirs), e.g. a test's fake.
+func (c *Channel) Requests(n *notify.Notification, base string) ([]Request, error) {
+	return c.build(n, base)
 }
 
 // Services lists the URL schemes the url sink sends to, sorted.
@@ -66,7 +79,7 @@ var parsers = map[string]func(c *Channel, u *neturl.URL) error{
 }
 
 // API hosts of the services whose host is not in the URL; a test points
-// them at its fake (Options.APIBase).
+// them at its fake (the base of Requests).
 const (
 	DiscordAPI  = "https://discord.com"
 	TelegramAPI = "https://api.telegram.org"
@@ -168,7 +181,7 @@ func parseNtfy(c *Channel, u *neturl.URL) error {
 		return errors.New("disabletlsverification is not supported by lookout: certificates are always verified")
 	}
 	c.endpoint = scheme + "://" + cfg.Host
-	c.build = func(n *notify.Notification, _ string) ([]call, error) {
+	c.build = func(n *notify.Notification, _ string) ([]Request, error) {
 		// ntfy's JSON publishing (docs.ntfy.sh/publish/#publish-as-json):
 		// a POST of the message to the server's root.
 		prio := int(cfg.Priority)
@@ -207,7 +220,7 @@ func parseNtfy(c *Channel, u *neturl.URL) error {
 		if !cfg.Firebase {
 			h.Set("Firebase", "no")
 		}
-		return []call{{url: c.endpoint + "/", header: h, body: body}}, nil
+		return []Request{{URL: c.endpoint + "/", Header: h, Body: body}}, nil
 	}
 	return nil
 }
@@ -222,7 +235,7 @@ func parseDiscord(c *Channel, u *neturl.URL) error {
 	if cfg.JSON {
 		return errors.New("the /raw form (the message as the whole payload) is not supported: lookout composes the message")
 	}
-	c.build = func(n *notify.Notification, base string) ([]call, error) {
+	c.build = func(n *notify.Notification, base string) ([]Request, error) {
 		// Execute Webhook (discord.com/developers/docs/resources/webhook):
 		// wait=true makes Discord answer 200 with the message once it is
 		// stored, rather than 204 before.
@@ -247,7 +260,7 @@ func parseDiscord(c *Channel, u *neturl.URL) error {
 			return nil, err
 		}
 		target := cmpOr(base, c.endpoint) + "/api/webhooks/" + neturl.PathEscape(cfg.WebhookID) + "/" + neturl.PathEscape(cfg.Token) + "?" + q.Encode()
-		return []call{{url: target, header: jsonHeader(), body: body}}, nil
+		return []Request{{URL: target, Header: jsonHeader(), Body: body}}, nil
 	}
 	return nil
 }
@@ -259,10 +272,10 @@ func parseTelegram(c *Channel, u *neturl.URL) error {
 	}
 	cfg := svc.Config
 	c.endpoint = TelegramAPI
-	c.build = func(n *notify.Notification, base string) ([]call, error) {
+	c.build = func(n *notify.Notification, base string) ([]Request, error) {
 		// sendMessage (core.telegram.org/bots/api#sendmessage), one per
 		// chat; plain text, so nothing in the notification is markup.
-		var calls []call
+		var calls []Request
 		for _, chat := range cfg.Chats {
 			msg := map[string]any{"chat_id": chat, "text": cut(messageText(n, true), 4096),
 				"link_preview_options": map[string]bool{"is_disabled": !cfg.Preview}, "disable_notification": !cfg.Notification}
@@ -270,7 +283,7 @@ func parseTelegram(c *Channel, u *neturl.URL) error {
 			if err != nil {
 				return nil, err
 			}
-			calls = append(calls, call{url: cmpOr(base, c.endpoint) + "/bot" + cfg.Token + "/sendMessage", header: jsonHeader(), body: body})
+			calls = append(calls, Request{URL: cmpOr(base, c.endpoint) + "/bot" + cfg.Token + "/sendMessage", Header: jsonHeader(), Body: body})
 		}
 		return calls, nil
 	}
@@ -294,7 +307,7 @@ func parseGotify(c *Channel, u *neturl.URL) error {
 		scheme = "http"
 	}
 	c.endpoint = scheme + "://" + cfg.Host
-	c.build = func(n *notify.Notification, _ string) ([]call, error) {
+	c.build = func(n *notify.Notification, _ string) ([]Request, error) {
 		// POST /message (gotify.net/api-docs): the token in X-Gotify-Key,
 		// never in the query, so that no URL lookout handles carries it.
 		prio := cfg.Priority
@@ -318,7 +331,7 @@ func parseGotify(c *Channel, u *neturl.URL) error {
 		}
 		h := jsonHeader()
 		h.Set("X-Gotify-Key", cfg.Token)
-		return []call{{url: c.endpoint + strings.TrimSuffix("/"+strings.Trim(cfg.Path, "/"), "/") + "/message", header: h, body: body}}, nil
+		return []Request{{URL: c.endpoint + strings.TrimSuffix("/"+strings.Trim(cfg.Path, "/"), "/") + "/message", Header: h, Body: body}}, nil
 	}
 	return nil
 }
