@@ -303,18 +303,16 @@ func OwnChannel(ctx context.Context, pool *pgxpool.Pool, keys *secrets.Ring, sou
 		}
 		return "", fmt.Errorf("read watch %s of source %s: %w", watch, source, err)
 	}
-	var def struct {
-		Channel *struct {
-			Secret string `json:"secret"`
-		} `json:"channel"`
-	}
-	if err := json.Unmarshal(w.Definition, &def); err != nil {
-		return "", fmt.Errorf("watch %s of source %s: decode definition: %w", watch, source, err)
-	}
-	if def.Channel == nil || def.Channel.Secret == "" {
+	return OwnChannelOf(keys, source, watch, w.Definition)
+}
+
+// OwnChannelOf opens the sealed channel URL of def, the definition of
+// watch of source.
+func OwnChannelOf(keys *secrets.Ring, source, watch string, def json.RawMessage) (string, error) {
+	sealed := channelSecretOf(def)
+	if sealed == "" {
 		return "", fmt.Errorf("watch %s of source %s: %w", watch, source, ErrNoChannel)
 	}
-	sealed := def.Channel.Secret
 	if !IsSealed(sealed) {
 		return "", fmt.Errorf("the channel URL of watch %s of source %s is not sealed", watch, source)
 	}
