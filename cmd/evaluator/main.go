@@ -112,6 +112,10 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	p := &parts{cfg: cfg, pool: pool, logger: logger, prn: retention.New(pool, rconf, logger), start: start}
 	dconf := notify.DelivererConfigFrom(&cfg.Global)
 	dconf.Metrics = m
+	if err := ownChannels(pool, &cfg.Global, sinks, &dconf); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := ownWebhooks(pool, &cfg.Global, sinks, &dconf); err != nil {
 		pool.Close()
 		return nil, err
@@ -168,7 +172,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer p.pool.Close()
-	sinks := append(slices.Sorted(maps.Keys(p.cfg.Global.Sinks)), config.OwnWebhookSink)
+	sinks := append(slices.Sorted(maps.Keys(p.cfg.Global.Sinks)), config.OwnWebhookSink, config.OwnChannelSink)
 	m.CollectDatabase(p.pool, metrics.OutboxGauges, sinks, 0)
 	watcher := definitions.NewWatcher(p.pool, p.follower, definitions.WatcherConfig{CatchUpInterval: p.cfg.Global.Evaluator.CatchUpInterval}, p.logger)
 	reloader := env.Reloader(p.pool, check, m, p.logger, p.start)

@@ -749,6 +749,11 @@ type Watch struct {
 	// once and stores it sealed). Source files declare webhook sinks
 	// instead. Defaults to none.
 	Webhook *WatchWebhook `yaml:"webhook"`
+	// Channel is the watch's own notification URL (a url sink's channel:
+	// ntfy, Discord, Telegram, Gotify), for watches created through the
+	// API: the API stores the URL sealed and shows it with its secrets
+	// redacted. Source files declare url sinks instead. Defaults to none.
+	Channel *WatchChannel `yaml:"channel"`
 	// Dedupe is version (once per record version, the default), record
 	// (once per record ever) or a duration such as 1h (at most once per
 	// window per record).
@@ -768,6 +773,22 @@ type Watch struct {
 // lookout.yaml, so it never collides with one.
 const OwnWebhookSink = "@webhook"
 
+// OwnChannelSink is the sink name of the notifications sent to a watch's
+// own channel (notifications.sink); like OwnWebhookSink it cannot be the
+// name of a sink of lookout.yaml.
+const OwnChannelSink = "@channel"
+
+// WatchChannel is a watch's own channel.
+type WatchChannel struct {
+	// URL is the notification URL with its secrets replaced by
+	// [REDACTED], as the API shows it (ntfy://[REDACTED]@ntfy.sh/[REDACTED]).
+	// Required.
+	URL string `yaml:"url"`
+	// Secret is the whole URL sealed ("${sealed:...}"), set by the API;
+	// the deliverer opens it with LOOKOUT_SECRET_KEY. Required.
+	Secret string `yaml:"secret"`
+}
+
 // WatchWebhook is a watch's own webhook.
 type WatchWebhook struct {
 	// URL receives a POST of each notification's payload (http or https).
@@ -779,13 +800,21 @@ type WatchWebhook struct {
 	Secret string `yaml:"secret"`
 }
 
-// Sinks are the sinks the watch's notifications go to: Notify, and
-// OwnWebhookSink when the watch has a webhook of its own.
+// Sinks are the sinks the watch's notifications go to: Notify,
+// OwnWebhookSink when the watch has a webhook of its own and
+// OwnChannelSink when it has a channel of its own.
 func (w *Watch) Sinks() []string {
-	if w.Webhook == nil {
+	if w.Webhook == nil && w.Channel == nil {
 		return w.Notify
 	}
-	return append(slices.Clip(w.Notify), OwnWebhookSink)
+	out := slices.Clip(w.Notify)
+	if w.Webhook != nil {
+		out = append(out, OwnWebhookSink)
+	}
+	if w.Channel != nil {
+		out = append(out, OwnChannelSink)
+	}
+	return out
 }
 
 // WatchModel overrides model settings for one watch.

@@ -131,7 +131,7 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown nested key", validGlobal, replace("  burst: 3", "  brust: 3"),
 			`sources/tasks.yaml:6: rate_limit.brust is not a known key (known: burst, per_second)`},
 		{"unknown key in a watch", validGlobal, replace("    notify: [log]", "    notfy: [log]"),
-			`sources/tasks.yaml:12: watches[0].notfy is not a known key (known: ask, body, budget, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, webhook, when)`},
+			`sources/tasks.yaml:12: watches[0].notfy is not a known key (known: ask, body, budget, channel, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, webhook, when)`},
 		{"wrong type", validGlobal, replace("per_second: 2", "per_second: fast"),
 			`sources/tasks.yaml:5: rate_limit.per_second must be a number, not "fast"`},
 		{"wrong duration", validGlobal, replace("every: 30s", "every: often"),
@@ -153,7 +153,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad dedupe", validGlobal, replace("    notify: [log]", "    notify: [log]\n    dedupe: sometimes"),
 			`sources/tasks.yaml:13: watches[0].dedupe must be version, record or a positive duration such as 1h, not "sometimes"`},
 		{"sink without type", "sinks:\n  pager: {url: http://x}\n", validSource,
-			"lookout.yaml:2: sinks.pager.type is required (one of command, email, log, slack, webhook)\nsources/tasks.yaml:12: watches[0].notify[0] names sink \"log\", which lookout.yaml does not declare (declared: pager)"},
+			"lookout.yaml:2: sinks.pager.type is required (one of command, email, log, slack, url, webhook)\nsources/tasks.yaml:12: watches[0].notify[0] names sink \"log\", which lookout.yaml does not declare (declared: pager)"},
 		{"yaml syntax", validGlobal, replace("watches:", "watches: ["),
 			`sources/tasks.yaml:9: did not find expected node content`},
 		{"empty file", validGlobal, " ",
@@ -244,12 +244,31 @@ watches:
 		`sources/tasks.yaml:9: file.paths must be a list, not "data/*.jsonl"`,
 		`sources/tasks.yaml:12: watches[0].when: unknown field record.stauts (did you mean record.status?)`,
 		`sources/tasks.yaml:13: watches[0].dedupe must be version, record or a positive duration such as 1h, not "sometimes"`,
-		`sources/tasks.yaml:14: watches[0].urgncy is not a known key (known: ask, body, budget, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, webhook, when)`,
+		`sources/tasks.yaml:14: watches[0].urgncy is not a known key (known: ask, body, budget, channel, counter_examples, dedupe, digest, examples, model, name, notify, on_model_error, title, urgency, webhook, when)`,
 		`sources/tasks.yaml:15: watches[1].name "urgent" is used by another watch of this source`,
 		`sources/tasks.yaml:16: watches[1].notify[1] names sink "log" twice`,
 	}, "\n")
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n got: %v\nwant: %s", err, want)
+	}
+}
+
+// A watch's own channel is for watches made through the API (its URL is
+// stored sealed): a source file that declares one is refused, naming the
+// key.
+func TestFileWatchChannelRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := "name: a\nconnector: file\nevery: 1h\nfile: {paths: [x.jsonl]}\nwatches:\n  - name: w\n    channel: {url: \"ntfy://ntfy.sh/t\", secret: whatever}\n"
+	if err := os.WriteFile(filepath.Join(dir, "sources", "a.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := config.Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "sources/a.yaml:7: watches[0].channel is for watches created through the API (lookout seals its URL); in a file, declare a url sink") {
+		t.Errorf("Load: %v", err)
 	}
 }
 

@@ -385,6 +385,10 @@ func fileWebhooks(src *Source) []error {
 			errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].webhook", i),
 				"is for watches created through the API (lookout generates and seals its secret); in a file, declare a webhook sink in lookout.yaml and name it in notify"))
 		}
+		if w.Channel != nil {
+			errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].channel", i),
+				"is for watches created through the API (lookout seals its URL); in a file, declare a url sink in lookout.yaml and name it in notify"))
+		}
 	}
 	return errs
 }

@@ -554,8 +554,19 @@ func (s *Source) validate(g *Global) []error {
 		w.When = cmp.Or(strings.TrimSpace(w.When), "true")
 		_, err := normalize.CompileWhen(w.When, s.Fields.Exprs())
 		errs = append(errs, s.exprErrors(key+".when", err)...)
-		if len(w.Notify) == 0 && w.Webhook == nil {
+		if len(w.Notify) == 0 && w.Webhook == nil && w.Channel == nil {
 			w.Notify = g.Defaults.Notify
+		}
+		if c := w.Channel; c != nil {
+			if c.URL == "" {
+				bad(key+".channel.url", "is missing: lookout sets it when the channel is created through the API")
+			}
+			if c.Secret == "" {
+				bad(key+".channel.secret", "is missing: lookout sets it when the channel is created through the API")
+			}
+			if w.Digest != nil {
+				bad(key+".channel", "cannot be combined with digest: a digest goes to the sinks named in notify")
+			}
 		}
 		if h := w.Webhook; h != nil {
 			if u, err := url.Parse(h.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {

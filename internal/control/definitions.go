@@ -163,6 +163,9 @@ func (s *Service) CreateWatch(ctx context.Context, tx pgx.Tx, p Principal, req C
 	if err != nil {
 		return nil, err
 	}
+	if def, err = s.prepareChannel(ctx, source, def, nil, "/watch"); err != nil {
+		return nil, err
+	}
 	def, _, err = s.allotModelCalls(ctx, tx, p, def, "/watch", "", "", 0)
 	if err != nil {
 		return nil, err
@@ -432,6 +435,9 @@ func (s *Service) UpdateWatch(ctx context.Context, p Principal, source, name str
 		}
 		def, secret, err := s.prepareWebhook(ctx, source, def, before.Definition, "")
 		if err != nil {
+			return err
+		}
+		if def, err = s.prepareChannel(ctx, source, def, before.Definition, ""); err != nil {
 			return err
 		}
 		def, _, err = s.allotModelCalls(ctx, tx, p, def, "", source, name, 0)

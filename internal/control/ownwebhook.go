@@ -132,6 +132,10 @@ func noWebhooksIn(def json.RawMessage, prefix string) error {
 			return Invalid(fmt.Sprintf("%s/watches/%d/webhook", prefix, i),
 				"a watch with a webhook of its own is created with create_watch (POST /v1/watches), which returns its signing secret once")
 		}
+		if _, ok := w["channel"]; ok {
+			return Invalid(fmt.Sprintf("%s/watches/%d/channel", prefix, i),
+				"a watch with a channel of its own is created with create_watch (POST /v1/watches), which stores its URL sealed")
+		}
 	}
 	return nil
 }
@@ -219,17 +223,20 @@ func (s *Service) Reseal(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// withoutWebhook returns a watch definition without its webhook (for a
-// dry run, which delivers nothing and needs no secret).
+// withoutWebhook returns a watch definition without its webhook or
+// channel (for a dry run, which delivers nothing and needs no secret).
 func withoutWebhook(def json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(def, &m) != nil {
 		return def
 	}
-	if _, ok := m["webhook"]; !ok {
+	_, hook := m["webhook"]
+	_, channel := m["channel"]
+	if !hook && !channel {
 		return def
 	}
 	delete(m, "webhook")
+	delete(m, "channel")
 	b, err := json.Marshal(m)
 	if err != nil {
 		return def

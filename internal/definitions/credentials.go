@@ -114,6 +114,9 @@ func credentialContext(source, pointer string) string {
 	return "credential:" + source + ":" + pointer
 }
 
+// ChannelContext binds a watch's sealed channel URL to the watch.
+func ChannelContext(source, watch string) string { return "channel:" + source + "/" + watch }
+
 // WebhookContext binds a watch's webhook secret to the watch.
 func WebhookContext(source, watch string) string { return "webhook:" + source + "/" + watch }
 
@@ -283,4 +286,43 @@ func OwnWebhook(ctx context.Context, pool *pgxpool.Pool, keys *secrets.Ring, sou
 		return "", "", err
 	}
 	return def.Webhook.URL, secret, nil
+}
+
+// ErrNoChannel is OwnChannel's error for a watch without a channel of its
+// own (it was removed after the notification was made).
+var ErrNoChannel = errors.New("the watch has no channel of its own any more")
+
+// OwnChannel returns the opened notification URL of the own channel of
+// watch of source (a watch made through the API with a channel), read
+// now: a changed URL applies to the next delivery. A watch that no longer
+// exists is ErrNotFound; one without a channel is ErrNoChannel.
+func OwnChannel(ctx context.Context, pool *pgxpool.Pool, keys *secrets.Ring, source, watch string) (string, error) {
+	w, err := getWatch(ctx, pool, source, watch, false)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return "", err
+		}
+		return "", fmt.Errorf("read watch %s of source %s: %w", watch, source, err)
+	}
+	return OwnChannelOf(keys, source, watch, w.Definition)
+}
+
+// OwnChannelOf opens the sealed channel URL of def, the definition of
+// watch of source.
+func OwnChannelOf(keys *secrets.Ring, source, watch string, def json.RawMessage) (string, error) {
+	sealed := channelSecretOf(def)
+	if sealed == "" {
+		return "", fmt.Errorf("watch %s of source %s: %w", watch, source, ErrNoChannel)
+	}
+	if !IsSealed(sealed) {
+		return "", fmt.Errorf("the channel URL of watch %s of source %s is not sealed", watch, source)
+	}
+	if keys == nil {
+		return "", fmt.Errorf("the channel URL of watch %s of source %s is stored encrypted and %s is not set in this process's environment", watch, source, secrets.KeyEnv)
+	}
+	b, err := keys.Open(sealedValue(sealed), ChannelContext(source, watch))
+	if err != nil {
+		return "", fmt.Errorf("open the channel URL of watch %s of source %s: %w", watch, source, err)
+	}
+	return string(b), nil
 }

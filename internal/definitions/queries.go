@@ -206,7 +206,7 @@ const queryCountDeletions = `SELECT count(*) FROM definition_deletions WHERE del
 // transaction).
 const (
 	queryAPISources        = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE managed_by = 'api' ORDER BY name`
-	queryAPIWebhookWatches = `SELECT ` + watchColumns + ` FROM watches WHERE managed_by = 'api' AND definition ? 'webhook' ORDER BY source, name`
+	queryAPIWebhookWatches = `SELECT ` + watchColumns + ` FROM watches WHERE managed_by = 'api' AND (definition ? 'webhook' OR definition ? 'channel') ORDER BY source, name`
 )
 
 // queryMarkSourceRemoved is the sources table's owner's statement that

@@ -14,7 +14,7 @@ import (
 // credential of a source made through the API that is stored in clear
 // (rows written before credentials were sealed) or sealed with another
 // key (after a rotation of LOOKOUT_SECRET_KEY), and every watch's webhook
-// secret sealed with another key. It changes nothing else and returns how
+// secret and channel URL sealed with another key. It changes nothing else and returns how
 // many definitions it rewrote, in one transaction (one config version).
 // The api runs it at start; once it returned, the old key may leave the
 // ring.
@@ -39,10 +39,13 @@ func (s *Store) Reseal(ctx context.Context) (int, error) {
 		}
 		allW, err := collect[Watch](tx.Query(ctx, qw))(scanWatch)
 		if err != nil {
-			return nil, nil, fmt.Errorf("read the watches with a webhook: %w", err)
+			return nil, nil, fmt.Errorf("read the watches with a webhook or a channel: %w", err)
+		}
+		stale := func(sealed string) bool {
+			return IsSealed(sealed) && secrets.KeyOf(sealedValue(sealed)) != keys.KeyID()
 		}
 		for _, w := range allW {
-			if sealed := webhookSecretOf(w.Definition); IsSealed(sealed) && secrets.KeyOf(sealedValue(sealed)) != keys.KeyID() {
+			if stale(webhookSecretOf(w.Definition)) || stale(channelSecretOf(w.Definition)) {
 				ws = append(ws, w)
 			}
 		}
@@ -74,13 +77,24 @@ func (s *Store) Reseal(ctx context.Context) (int, error) {
 			n++
 		}
 		for _, w := range ws {
-			secret, err := OpenWebhookSecret(keys, w.Source, w.Name, webhookSecretOf(w.Definition))
-			if err != nil {
-				return fmt.Errorf("reseal: %w", err)
+			def := w.Definition
+			if IsSealed(webhookSecretOf(def)) {
+				secret, err := OpenWebhookSecret(keys, w.Source, w.Name, webhookSecretOf(def))
+				if err != nil {
+					return fmt.Errorf("reseal: %w", err)
+				}
+				if def, err = WithWebhookSecret(keys, w.Source, w.Name, def, secret); err != nil {
+					return err
+				}
 			}
-			def, err := WithWebhookSecret(keys, w.Source, w.Name, w.Definition, secret)
-			if err != nil {
-				return err
+			if IsSealed(channelSecretOf(def)) {
+				url, err := OwnChannelOf(keys, w.Source, w.Name, def)
+				if err != nil {
+					return fmt.Errorf("reseal: %w", err)
+				}
+				if def, err = withChannelSecret(keys, w.Source, w.Name, def, url); err != nil {
+					return err
+				}
 			}
 			if _, err := tx.Exec(ctx, queryUpdateWatch, w.Source, w.Name, w.Owner, w.ManagedBy, def, hash(def), v); err != nil {
 				return fmt.Errorf("reseal watch %s of source %s: %w", w.Name, w.Source, err)
@@ -129,5 +143,43 @@ func WithWebhookSecret(keys *secrets.Ring, source, watch string, def json.RawMes
 		return nil, err
 	}
 	m["webhook"] = b
+	return canonical(m)
+}
+
+// channelSecretOf returns the stored channel.secret (the sealed URL) of a
+// watch definition.
+func channelSecretOf(def json.RawMessage) string {
+	var d struct {
+		Channel *struct {
+			Secret string `json:"secret"`
+		} `json:"channel"`
+	}
+	if json.Unmarshal(def, &d) != nil || d.Channel == nil {
+		return ""
+	}
+	return d.Channel.Secret
+}
+
+// withChannelSecret returns the watch definition def (which has a channel
+// object) with channel.secret set to url sealed for the watch.
+func withChannelSecret(keys *secrets.Ring, source, watch string, def json.RawMessage, url string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(def, &m); err != nil {
+		return nil, fmt.Errorf("watch %s of source %s: decode definition: %w", watch, source, err)
+	}
+	var ch map[string]any
+	if err := json.Unmarshal(m["channel"], &ch); err != nil || ch == nil {
+		return nil, fmt.Errorf("watch %s of source %s: channel is not an object", watch, source)
+	}
+	sealed, err := keys.Seal([]byte(url), ChannelContext(source, watch))
+	if err != nil {
+		return nil, fmt.Errorf("seal the channel URL of watch %s of source %s: %w", watch, source, err)
+	}
+	ch["secret"] = SealedRef(sealed)
+	b, err := json.Marshal(ch)
+	if err != nil {
+		return nil, err
+	}
+	m["channel"] = b
 	return canonical(m)
 }

@@ -90,18 +90,19 @@ type lane struct {
 	cfg  *config.Sink
 	wake chan struct{}
 	// perOwner, when not 0, makes the lane fair across the users it
-	// serves (a sharedSink): at most perOwner rows of one owner in flight
+	// serves (a SharedSink): at most perOwner rows of one owner in flight
 	// (outbox.ClaimFair).
 	perOwner int
 }
 
-// sharedSink is a sink many users share, whose lane is fair across them:
-// the lane claims at most perOwner() rows of one owner (the user of the
+// SharedSink is a sink many users share (watches' own webhooks, their own
+// channels), whose lane is fair across them: the lane claims at most
+// PerOwner() rows of one owner (the user of the
 // watch) at a time, so one user's slow or hanging receiver holds at most
 // that many of the lane's workers and never a whole claim batch.
-type sharedSink interface {
+type SharedSink interface {
 	Sink
-	perOwner() int
+	PerOwner() int
 }
 
 // DelivererConfigFrom returns the deliverer settings of lookout.yaml's
@@ -132,8 +133,8 @@ func NewDeliverer(p *pgxpool.Pool, sinks map[string]Sink, conf DelivererConfig, 
 			continue
 		}
 		l := &lane{name: name, sink: sinks[name], cfg: sc, wake: make(chan struct{}, 1)}
-		if s, ok := l.sink.(sharedSink); ok {
-			l.perOwner = max(s.perOwner(), 1)
+		if s, ok := l.sink.(SharedSink); ok {
+			l.perOwner = max(s.PerOwner(), 1)
 		}
 		d.lanes = append(d.lanes, l)
 		conf.Metrics.InitSink(name)

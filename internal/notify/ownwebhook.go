@@ -47,7 +47,7 @@ type OwnWebhookSink struct {
 	client *http.Client
 }
 
-var _ sharedSink = (*OwnWebhookSink)(nil)
+var _ SharedSink = (*OwnWebhookSink)(nil)
 
 // OwnWebhookPerOwner is the most notifications of one owner (the API user
 // whose watches they are) that the own-webhook lane has in flight at once,
@@ -59,8 +59,8 @@ var _ sharedSink = (*OwnWebhookSink)(nil)
 // others deliver; that user's backlog waits for its own turns.
 const OwnWebhookPerOwner = 2
 
-// perOwner makes the own-webhook lane fair across users (sharedSink).
-func (s *OwnWebhookSink) perOwner() int { return OwnWebhookPerOwner }
+// PerOwner makes the own-webhook lane fair across users (SharedSink).
+func (s *OwnWebhookSink) PerOwner() int { return OwnWebhookPerOwner }
 
 // NewOwnWebhookSink returns the sink of watches' own webhooks.
 func NewOwnWebhookSink(o OwnWebhookOptions) *OwnWebhookSink {

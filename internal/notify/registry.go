@@ -10,6 +10,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/egress"
+	"github.com/lookout-dev/lookout/internal/redact"
 )
 
 // Decoder reads the keys of a sink's type into the type's settings S:
@@ -30,6 +31,10 @@ type Env struct {
 	Egress egress.Policy
 	// Logger is the logger of the sink (with its name).
 	Logger *slog.Logger
+	// Redactor hides secrets in logs and stored errors: a sink adds the
+	// credentials it finds in its settings (a url sink's token) that were
+	// not written as ${ENV}. Defaults to nil: Add does nothing.
+	Redactor *redact.Redactor
 }
 
 // Constructor builds the sink s declares from the settings its Decoder
@@ -143,7 +148,7 @@ func BuildSinks(g *config.Global, logger *slog.Logger) (map[string]Sink, error) 
 	slices.Sort(names)
 	for _, name := range names {
 		sc := g.Sinks[name]
-		s, err := NewSink(sc, Env{Egress: policy, Logger: logger.With("sink", name)})
+		s, err := NewSink(sc, Env{Egress: policy, Logger: logger.With("sink", name), Redactor: g.Redactor()})
 		var ce *config.Error
 		switch {
 		case err == nil:

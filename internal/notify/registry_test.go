@@ -103,7 +103,7 @@ func TestSinkTypeKeys(t *testing.T) {
 		{"key of another type", "sinks:\n  hook:\n    type: webhook\n    url: https://example.com\n    routing_key: abc\n",
 			"lookout.yaml:5: sinks.hook.routing_key is not used by a webhook sink (only by pager)"},
 		{"key of several types", "sinks:\n  oncall:\n    type: pager\n    routing_key: abc\n    url: https://example.com\n",
-			"lookout.yaml:5: sinks.oncall.url is not used by a pager sink (only by slack, webhook)"},
+			"lookout.yaml:5: sinks.oncall.url is not used by a pager sink (only by slack, url, webhook)"},
 		{"unknown key", "sinks:\n  oncall:\n    type: pager\n    routing_key: abc\n    severty: high\n",
 			"lookout.yaml:5: sinks.oncall.severty is not a known key (known: body, concurrency, max_attempts, routing_key, severity, timeout, title, type)"},
 		{"required key of the type", "sinks:\n  oncall:\n    type: pager\n    severity: high\n",
@@ -111,9 +111,9 @@ func TestSinkTypeKeys(t *testing.T) {
 		{"wrong value type", "sinks:\n  oncall:\n    type: pager\n    routing_key: [a, b]\n",
 			"lookout.yaml:4: sinks.oncall.routing_key must be a string, not a list"},
 		{"type names the registered ones", "sinks:\n  oncall:\n    routing_key: abc\n",
-			"lookout.yaml:2: sinks.oncall.type is required (one of command, email, log, pager, slack, webhook)"},
+			"lookout.yaml:2: sinks.oncall.type is required (one of command, email, log, pager, slack, url, webhook)"},
 		{"unknown type", "sinks:\n  oncall:\n    type: pagr\n",
-			`lookout.yaml:3: sinks.oncall.type "pagr" is not a sink type (known: command, email, log, pager, slack, webhook)`},
+			`lookout.yaml:3: sinks.oncall.type "pagr" is not a sink type (known: command, email, log, pager, slack, url, webhook)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

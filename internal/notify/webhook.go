@@ -296,6 +296,11 @@ func post(ctx context.Context, client *http.Client, url string, h http.Header, b
 	}
 }
 
+// ParseRetryAfter reads a Retry-After header value, delay seconds (at
+// most a year) or an HTTP date, as the time to retry at; false when v is
+// empty or neither. Sink types use it for what their channel answered.
+func ParseRetryAfter(v string, now time.Time) (time.Time, bool) { return parseRetryAfter(v, now) }
+
 // parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
 func parseRetryAfter(v string, now time.Time) (time.Time, bool) {
 	v = strings.TrimSpace(v)

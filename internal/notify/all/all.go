@@ -9,5 +9,6 @@ import (
 	_ "github.com/lookout-dev/lookout/internal/notify/email"
 	_ "github.com/lookout-dev/lookout/internal/notify/log"
 	_ "github.com/lookout-dev/lookout/internal/notify/slack"
+	_ "github.com/lookout-dev/lookout/internal/notify/url"
 	_ "github.com/lookout-dev/lookout/internal/notify/webhook"
 )

@@ -12,7 +12,7 @@ import (
 
 // Every sink type lookout ships is registered by importing all.
 func TestEverySinkTypeIsRegistered(t *testing.T) {
-	want := []string{"command", "email", "log", "slack", "webhook"}
+	want := []string{"command", "email", "log", "slack", "url", "webhook"}
 	if got := notify.Kinds(); !slices.Equal(got, want) {
 		t.Errorf("registered %v, want %v", got, want)
 	}

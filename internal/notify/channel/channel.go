@@ -1,0 +1,390 @@
+// Package channel reads notification URLs in the shoutrrr format
+// (github.com/nicholas-fedor/shoutrrr): ntfy://, discord://, telegram://,
+// gotify://. Parse checks a URL offline with shoutrrr's own parser of its
+// service (its keys, defaults and checks) and knows its secrets (Secrets,
+// Redacted); Requests builds the HTTP requests of a notification, which
+// the url sink (internal/notify/url) sends. It registers nothing, so the
+// api's validation of users' channels can link it alone.
+package channel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	neturl "net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/discord"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/telegram"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/push/gotify"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/push/ntfy"
+	"github.com/nicholas-fedor/shoutrrr/pkg/types"
+
+	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/redact"
+)
+
+// Channel is one notification URL in the shoutrrr format, parsed by
+// shoutrrr's own service configuration (its keys, defaults and checks)
+// without any I/O. lookout sends the requests itself (the url sink), so
+// that every connection goes through the egress policy and every answer is
+// classified for the outbox.
+type Channel struct {
+	// Service is the URL's scheme: discord, gotify, ntfy or telegram.
+	Service string
+
+	raw      string
+	secrets  []string
+	redacted string
+	// endpoint is the base of the requests (scheme and host, no secret):
+	// what a user's channel is checked against the egress policy with.
+	// For Discord and Telegram it is their API (DiscordAPI, TelegramAPI),
+	// which Options.APIBase replaces.
+	endpoint string
+	build    func(n *notify.Notification, base string) ([]Request, error)
+}
+
+// Request is one HTTP POST of a delivery (Telegram sends one per chat).
+type Request struct {
+	URL    string
+	Header http.Header
+	Body   []byte
+}
+
+// Requests returns the POSTs that deliver n; base replaces the API of
+// Discord and Telegram ("" for theirs), e.g. a test's fake.
+func (c *Channel) Requests(n *notify.Notification, base string) ([]Request, error) {
+	return c.build(n, base)
+}
+
+// Services lists the URL schemes the url sink sends to, sorted.
+func Services() []string {
+	return slices.Sorted(func(yield func(string) bool) {
+		for k := range parsers {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+}
+
+var parsers = map[string]func(c *Channel, u *neturl.URL) error{
+	"discord":  parseDiscord,
+	"gotify":   parseGotify,
+	"ntfy":     parseNtfy,
+	"telegram": parseTelegram,
+}
+
+// API hosts of the services whose host is not in the URL; a test points
+// them at its fake (the base of Requests).
+const (
+	DiscordAPI  = "https://discord.com"
+	TelegramAPI = "https://api.telegram.org"
+)
+
+// Parse reads a notification URL. Its errors never quote a secret of the
+// URL (tokens, passwords, webhook ids and paths show as [REDACTED]).
+func Parse(raw string) (*Channel, error) {
+	raw = strings.TrimSpace(raw)
+	c := &Channel{raw: raw}
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		// url.Parse quotes the whole input: say only what is wrong.
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("is not a URL: %w", err)
+	}
+	c.secrets = secretsOf(u)
+	c.redacted = redact.New(c.secrets...).String(raw)
+	c.Service = strings.ToLower(u.Scheme)
+	parse, ok := parsers[c.Service]
+	if !ok {
+		if c.Service == "" {
+			return nil, fmt.Errorf("has no scheme: write it as <service>://..., the service one of %s", strings.Join(Services(), ", "))
+		}
+		return nil, fmt.Errorf("has scheme %q, which is not a channel of the url sink (known: %s)", u.Scheme, strings.Join(Services(), ", "))
+	}
+	if err := parse(c, u); err != nil {
+		return nil, fmt.Errorf("is not a valid %s URL (%s): %s", c.Service, c.redacted, redact.New(c.secrets...).String(err.Error()))
+	}
+	return c, nil
+}
+
+// Secrets are the parts of the URL that are credentials: the user and
+// password, every path segment, and Discord's webhook id.
+func (c *Channel) Secrets() []string { return slices.Clone(c.secrets) }
+
+// Redacted is the URL with its secrets replaced by [REDACTED]: what logs,
+// errors and views show.
+func (c *Channel) Redacted() string { return c.redacted }
+
+// Endpoint is the scheme and host the channel's requests go to, without
+// any secret: what the egress policy of a user's channel is checked with
+// before it is stored.
+func (c *Channel) Endpoint() string { return c.endpoint }
+
+// secretsOf returns the credential parts of u.
+func secretsOf(u *neturl.URL) []string {
+	var out []string
+	if u.User != nil {
+		out = append(out, u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			out = append(out, p, u.User.Username()+":"+p)
+		}
+	}
+	for seg := range strings.SplitSeq(u.Path, "/") {
+		if seg != "" {
+			out = append(out, seg)
+		}
+	}
+	if strings.EqualFold(u.Scheme, "discord") && u.Host != "" {
+		out = append(out, u.Host)
+	}
+	for k, vs := range u.Query() {
+		switch strings.ToLower(k) {
+		case "token", "password", "secret", "apikey", "key":
+			out = append(out, vs...)
+		}
+	}
+	return slices.DeleteFunc(out, func(s string) bool { return s == "" })
+}
+
+// initialize runs svc's own parsing of u: its defaults, its keys, its
+// checks. It does no I/O for the services listed in parsers.
+func initialize(svc types.Service, u *neturl.URL) error {
+	cp := *u
+	return svc.Initialize(&cp, nil)
+}
+
+func parseNtfy(c *Channel, u *neturl.URL) error {
+	svc := &ntfy.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	if cfg.Host == "" {
+		return errors.New("has no host: write ntfy://ntfy.sh/<topic> (or your server's host)")
+	}
+	scheme := cfg.Scheme
+	if cfg.DisableTLS {
+		scheme = "http"
+	}
+	if scheme != "http" && scheme != "https" {
+		return fmt.Errorf("scheme=%s: must be http or https", scheme)
+	}
+	if cfg.DisableTLSVerification {
+		return errors.New("disabletlsverification is not supported by lookout: certificates are always verified")
+	}
+	c.endpoint = scheme + "://" + cfg.Host
+	c.build = func(n *notify.Notification, _ string) ([]Request, error) {
+		// ntfy's JSON publishing (docs.ntfy.sh/publish/#publish-as-json):
+		// a POST of the message to the server's root.
+		prio := int(cfg.Priority)
+		if cfg.Priority == ntfy.PriorityDefault {
+			prio = map[string]int{"high": 4, "low": 2}[n.Urgency]
+		}
+		msg := map[string]any{"topic": cfg.Topic, "title": cmpOr(cfg.Title, n.Title), "message": cut(messageText(n, false), 4096)}
+		if prio != 0 {
+			msg["priority"] = prio
+		}
+		if len(cfg.Tags) > 0 {
+			msg["tags"] = cfg.Tags
+		}
+		if click := cmpOr(cfg.Click, recordURL(n)); click != "" {
+			msg["click"] = click
+		}
+		if cfg.Icon != "" {
+			msg["icon"] = cfg.Icon
+		}
+		body, err := json.Marshal(msg)
+		if err != nil {
+			return nil, err
+		}
+		h := jsonHeader()
+		if cfg.Username != "" || cfg.Password != "" {
+			if cfg.Username == "" {
+				h.Set("Authorization", "Bearer "+cfg.Password) // an access token
+			} else {
+				r := &http.Request{Header: h}
+				r.SetBasicAuth(cfg.Username, cfg.Password)
+			}
+		}
+		if !cfg.Cache {
+			h.Set("Cache", "no")
+		}
+		if !cfg.Firebase {
+			h.Set("Firebase", "no")
+		}
+		return []Request{{URL: c.endpoint + "/", Header: h, Body: body}}, nil
+	}
+	return nil
+}
+
+func parseDiscord(c *Channel, u *neturl.URL) error {
+	svc := &discord.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	c.endpoint = DiscordAPI
+	if cfg.JSON {
+		return errors.New("the /raw form (the message as the whole payload) is not supported: lookout composes the message")
+	}
+	c.build = func(n *notify.Notification, base string) ([]Request, error) {
+		// Execute Webhook (discord.com/developers/docs/resources/webhook):
+		// wait=true makes Discord answer 200 with the message once it is
+		// stored, rather than 204 before.
+		q := neturl.Values{"wait": {"true"}}
+		if cfg.ThreadID != "" {
+			q.Set("thread_id", cfg.ThreadID)
+		}
+		color := map[string]uint{"high": cfg.ColorError, "medium": cfg.ColorWarn, "low": cfg.ColorInfo}[n.Urgency]
+		embed := map[string]any{"title": cut(n.Title, 256), "description": cut(messageText(n, false), 4096), "color": cmpOr(color, cfg.Color)}
+		if u := recordURL(n); u != "" {
+			embed["url"] = u
+		}
+		msg := map[string]any{"embeds": []any{embed}, "allowed_mentions": map[string]any{"parse": []string{}}}
+		if cfg.Username != "" {
+			msg["username"] = cfg.Username
+		}
+		if cfg.Avatar != "" {
+			msg["avatar_url"] = cfg.Avatar
+		}
+		body, err := json.Marshal(msg)
+		if err != nil {
+			return nil, err
+		}
+		target := cmpOr(base, c.endpoint) + "/api/webhooks/" + neturl.PathEscape(cfg.WebhookID) + "/" + neturl.PathEscape(cfg.Token) + "?" + q.Encode()
+		return []Request{{URL: target, Header: jsonHeader(), Body: body}}, nil
+	}
+	return nil
+}
+
+func parseTelegram(c *Channel, u *neturl.URL) error {
+	svc := &telegram.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	c.endpoint = TelegramAPI
+	c.build = func(n *notify.Notification, base string) ([]Request, error) {
+		// sendMessage (core.telegram.org/bots/api#sendmessage), one per
+		// chat; plain text, so nothing in the notification is markup.
+		var calls []Request
+		for _, chat := range cfg.Chats {
+			msg := map[string]any{"chat_id": chat, "text": cut(messageText(n, true), 4096),
+				"link_preview_options": map[string]bool{"is_disabled": !cfg.Preview}, "disable_notification": !cfg.Notification}
+			body, err := json.Marshal(msg)
+			if err != nil {
+				return nil, err
+			}
+			calls = append(calls, Request{URL: cmpOr(base, c.endpoint) + "/bot" + cfg.Token + "/sendMessage", Header: jsonHeader(), Body: body})
+		}
+		return calls, nil
+	}
+	return nil
+}
+
+func parseGotify(c *Channel, u *neturl.URL) error {
+	svc := &gotify.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	if cfg.Token == "" {
+		return errors.New("has no application token: write gotify://host/<token>")
+	}
+	if cfg.InsecureSkipVerify {
+		return errors.New("insecureskipverify is not supported by lookout: certificates are always verified")
+	}
+	scheme := "https"
+	if cfg.DisableTLS {
+		scheme = "http"
+	}
+	c.endpoint = scheme + "://" + cfg.Host
+	c.build = func(n *notify.Notification, _ string) ([]Request, error) {
+		// POST /message (gotify.net/api-docs): the token in X-Gotify-Key,
+		// never in the query, so that no URL lookout handles carries it.
+		prio := cfg.Priority
+		if prio == 0 {
+			prio = map[string]int{"high": 8, "medium": 5, "low": 2}[n.Urgency]
+		}
+		extras := map[string]any{}
+		for k, v := range cfg.Extras {
+			extras[k] = v
+		}
+		if u := recordURL(n); u != "" {
+			extras["client::notification"] = map[string]any{"click": map[string]string{"url": u}}
+		}
+		msg := map[string]any{"title": n.Title, "message": messageText(n, false), "priority": prio}
+		if len(extras) > 0 {
+			msg["extras"] = extras
+		}
+		body, err := json.Marshal(msg)
+		if err != nil {
+			return nil, err
+		}
+		h := jsonHeader()
+		h.Set("X-Gotify-Key", cfg.Token)
+		return []Request{{URL: c.endpoint + strings.TrimSuffix("/"+strings.Trim(cfg.Path, "/"), "/") + "/message", Header: h, Body: body}}, nil
+	}
+	return nil
+}
+
+func jsonHeader() http.Header {
+	return http.Header{"Content-Type": {"application/json"}, "User-Agent": {"lookout-url/1"}}
+}
+
+// messageText is the text of a channel without a title field of its own
+// (withTitle) or the body under the title it has, the record's link at
+// the end when the body does not hold it.
+func messageText(n *notify.Notification, withTitle bool) string {
+	var b strings.Builder
+	if withTitle {
+		b.WriteString(n.Title)
+	}
+	if body := strings.TrimSpace(n.Body); body != "" {
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(body)
+	}
+	if u := recordURL(n); u != "" && !strings.Contains(n.Body, u) {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(u)
+	}
+	if b.Len() == 0 {
+		return n.Title
+	}
+	return b.String()
+}
+
+func recordURL(n *notify.Notification) string {
+	if n.Kind == notify.KindDigest {
+		return ""
+	}
+	return n.Payload.Record.URL
+}
+
+// cut returns at most limit characters of s, ending in "…" when cut.
+func cut(s string, limit int) string {
+	if utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	return string([]rune(s)[:limit-1]) + "…"
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

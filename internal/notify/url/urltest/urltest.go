@@ -1,0 +1,317 @@
+// Package urltest fakes the APIs of the channels of the url sink for
+// tests (httptest servers answering as the public API docs say, failures
+// included): ntfy (docs.ntfy.sh/publish, JSON publishing), Discord
+// (Execute Webhook), Telegram (Bot API sendMessage) and Gotify (POST
+// /message). Each fake checks every request (path, credentials, JSON
+// body) and counts the messages it accepted by title.
+package urltest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Credentials the fakes accept.
+const (
+	NtfyUser       = "lookout"
+	NtfyPassword   = "ntfy-pass-7731"
+	NtfyTopic      = "alerts-93ab"
+	DiscordID      = "112233445566778899"
+	DiscordToken   = "discord-tok-AbC_dEf-123"
+	TelegramToken  = "123456789:AAF-telegram_tok3n"
+	TelegramChat   = "-1001234567"
+	GotifyToken    = "AgotifyToken123"
+	TelegramChat2  = "@lookout_ch"
+	discordMsgPath = "/api/webhooks/" + DiscordID + "/" + DiscordToken
+)
+
+// Server is a fake of one service.
+type Server struct {
+	// Service is ntfy, discord, telegram or gotify.
+	Service string
+	srv     *httptest.Server
+
+	// Answer, when set, gives the status to answer the n-th request (1 on
+	// the first) of the message titled title instead of accepting it: 429
+	// answers the service's rate-limit body with RetryAfter, 5xx and 4xx
+	// the service's error body. 0 accepts.
+	Answer func(title string, n int) int
+	// RetryAfter is the seconds a 429 asks to wait. Defaults to 0.
+	RetryAfter int
+
+	mu       sync.Mutex
+	requests map[string]int
+	accepted map[string]int
+	bodies   map[string]map[string]any
+	problems []string
+}
+
+// New starts a fake of service (ntfy, discord, telegram or gotify),
+// closed when t ends.
+func New(t testing.TB, service string) *Server {
+	s := &Server{Service: service, requests: map[string]int{}, accepted: map[string]int{}, bodies: map[string]map[string]any{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// Base is the fake's http://127.0.0.1:port.
+func (s *Server) Base() string { return s.srv.URL }
+
+// NotificationURL is a notification URL pointing at the fake: the host of
+// ntfy and Gotify is the fake's; Discord and Telegram need Base as their
+// API base.
+func (s *Server) NotificationURL() string {
+	host := strings.TrimPrefix(s.srv.URL, "http://")
+	switch s.Service {
+	case "ntfy":
+		return fmt.Sprintf("ntfy://%s:%s@%s/%s?scheme=http&tags=eyes", NtfyUser, NtfyPassword, host, NtfyTopic)
+	case "discord":
+		return fmt.Sprintf("discord://%s@%s?username=lookout", DiscordToken, DiscordID)
+	case "telegram":
+		return fmt.Sprintf("telegram://%s@telegram?chats=%s,%s", TelegramToken, TelegramChat, TelegramChat2)
+	case "gotify":
+		return fmt.Sprintf("gotify://%s/%s?disabletls=yes", host, GotifyToken)
+	}
+	panic("urltest: unknown service " + s.Service)
+}
+
+// Secrets are the credentials in NotificationURL: none may show in an
+// error, a log line or a view.
+func (s *Server) Secrets() []string {
+	switch s.Service {
+	case "ntfy":
+		return []string{NtfyPassword}
+	case "discord":
+		return []string{DiscordToken, DiscordID}
+	case "telegram":
+		return []string{TelegramToken, strings.SplitN(TelegramToken, ":", 2)[1]}
+	case "gotify":
+		return []string{GotifyToken}
+	}
+	return nil
+}
+
+// Requests is how many requests came for the message titled title
+// (Telegram: per chat, summed).
+func (s *Server) Requests(title string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[title]
+}
+
+// Accepted is how many times the message titled title was accepted
+// (Telegram: per chat, summed).
+func (s *Server) Accepted(title string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepted[title]
+}
+
+// Total is how many messages the fake accepted, every title counted.
+func (s *Server) Total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.accepted {
+		n += c
+	}
+	return n
+}
+
+// Titles lists the titles of the messages accepted.
+func (s *Server) Titles() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for t := range s.accepted {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Body is the last JSON body accepted for title.
+func (s *Server) Body(title string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bodies[title]
+}
+
+// Problems lists the requests the real API would have refused for a
+// reason the test did not plan (a wrong path, missing credentials, a
+// malformed body).
+func (s *Server) Problems() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.problems...)
+}
+
+func (s *Server) problem(w http.ResponseWriter, status int, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	s.problems = append(s.problems, s.Service+": "+msg)
+	s.mu.Unlock()
+	s.fail(w, status, msg)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		s.problem(w, http.StatusMethodNotAllowed, "method %s, want POST", r.Method)
+		return
+	}
+	raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	var body map[string]any
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") || json.Unmarshal(raw, &body) != nil {
+		s.problem(w, http.StatusBadRequest, "body is not JSON (Content-Type %q): %.100s", r.Header.Get("Content-Type"), raw)
+		return
+	}
+	title, ok := s.check(w, r, body)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	s.requests[title]++
+	n := s.requests[title]
+	s.mu.Unlock()
+	if s.Answer != nil {
+		if code := s.Answer(title, n); code != 0 {
+			s.fail(w, code, "planned failure")
+			return
+		}
+	}
+	s.mu.Lock()
+	s.accepted[title]++
+	s.bodies[title] = body
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch s.Service {
+	case "ntfy":
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "sPs71M8A2T", "time": 1700000000, "event": "message",
+			"topic": body["topic"], "title": body["title"], "message": body["message"]})
+	case "discord":
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "1203", "type": 0, "content": "", "channel_id": "99",
+			"webhook_id": DiscordID, "embeds": body["embeds"]})
+	case "telegram":
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "result": map[string]any{"message_id": n,
+			"chat": map[string]any{"id": body["chat_id"]}, "text": body["text"]}})
+	case "gotify":
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": n, "appid": 1, "title": body["title"],
+			"message": body["message"], "priority": body["priority"], "date": "2026-12-01T10:00:00Z"})
+	}
+}
+
+// check verifies a request as the real API would and returns the
+// message's title.
+func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	switch s.Service {
+	case "ntfy":
+		// POST / with {"topic", "message", "title", ...}; basic auth.
+		if r.URL.Path != "/" {
+			s.problem(w, http.StatusNotFound, "path %s, want / (JSON publishing)", r.URL.Path)
+			return "", false
+		}
+		if u, p, ok := r.BasicAuth(); !ok || u != NtfyUser || p != NtfyPassword {
+			s.problem(w, http.StatusUnauthorized, "basic auth %q/%q", u, p)
+			return "", false
+		}
+		if str("topic") != NtfyTopic || str("message") == "" {
+			s.problem(w, http.StatusBadRequest, "topic %q, message %q", str("topic"), str("message"))
+			return "", false
+		}
+		return str("title"), true
+	case "discord":
+		// POST /api/webhooks/{id}/{token}?wait=true with embeds.
+		if r.URL.Path != discordMsgPath {
+			s.problem(w, http.StatusNotFound, "path %s, want the webhook's", r.URL.Path)
+			return "", false
+		}
+		embeds, _ := body["embeds"].([]any)
+		if len(embeds) != 1 || str("content") != "" && len(str("content")) > 2000 {
+			s.problem(w, http.StatusBadRequest, "want one embed, got %d", len(embeds))
+			return "", false
+		}
+		e, _ := embeds[0].(map[string]any)
+		title, _ := e["title"].(string)
+		if title == "" || len([]rune(title)) > 256 {
+			s.problem(w, http.StatusBadRequest, "embed title %q", title)
+			return "", false
+		}
+		return title, true
+	case "telegram":
+		// POST /bot<token>/sendMessage with {"chat_id", "text"}.
+		if r.URL.Path != "/bot"+TelegramToken+"/sendMessage" {
+			s.problem(w, http.StatusNotFound, "path %s, want /bot<token>/sendMessage", r.URL.Path)
+			return "", false
+		}
+		if c := str("chat_id"); c != TelegramChat && c != TelegramChat2 {
+			s.problem(w, http.StatusBadRequest, "chat_id %q", c)
+			return "", false
+		}
+		text := str("text")
+		if text == "" || len([]rune(text)) > 4096 {
+			s.problem(w, http.StatusBadRequest, "text of %d characters", len([]rune(text)))
+			return "", false
+		}
+		title, _, _ := strings.Cut(text, "\n")
+		return title, true
+	case "gotify":
+		// POST /message with X-Gotify-Key and {"title", "message", "priority"}.
+		if r.URL.Path != "/message" {
+			s.problem(w, http.StatusNotFound, "path %s, want /message", r.URL.Path)
+			return "", false
+		}
+		if r.Header.Get("X-Gotify-Key") != GotifyToken || r.URL.Query().Has("token") {
+			s.problem(w, http.StatusUnauthorized, "X-Gotify-Key %q, token in the query %t", r.Header.Get("X-Gotify-Key"), r.URL.Query().Has("token"))
+			return "", false
+		}
+		if str("message") == "" {
+			s.problem(w, http.StatusBadRequest, "empty message")
+			return "", false
+		}
+		if _, ok := body["priority"].(float64); !ok {
+			s.problem(w, http.StatusBadRequest, "priority %v is not a number", body["priority"])
+			return "", false
+		}
+		return str("title"), true
+	}
+	return "", false
+}
+
+// fail answers status with the service's error body.
+func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	var body any
+	switch s.Service {
+	case "ntfy":
+		if status == http.StatusTooManyRequests {
+			msg = "limit reached: too many requests, please be nice"
+		}
+		body = map[string]any{"code": status*100 + 1, "http": status, "error": msg}
+	case "discord":
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", strconv.Itoa(s.RetryAfter))
+			body = map[string]any{"message": "You are being rate limited.", "retry_after": float64(s.RetryAfter), "global": false}
+		} else {
+			body = map[string]any{"message": msg, "code": 10015}
+		}
+	case "telegram":
+		b := map[string]any{"ok": false, "error_code": status, "description": http.StatusText(status) + ": " + msg}
+		if status == http.StatusTooManyRequests {
+			b["description"] = fmt.Sprintf("Too Many Requests: retry after %d", s.RetryAfter)
+			b["parameters"] = map[string]any{"retry_after": s.RetryAfter}
+		}
+		body = b
+	case "gotify":
+		body = map[string]any{"error": http.StatusText(status), "errorCode": status, "errorDescription": msg}
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
