@@ -363,7 +363,7 @@ func TestBlockErrors(t *testing.T) {
 		{head + "  render: browser\n  wait:\n    selector: \"li[\"\n", `sources/s.yaml:7: web.wait.selector "li[" is not a valid CSS selector: expected identifier, found EOF instead`},
 		{head + "  render: browser\n  wait:\n    idle: 40s\n", "sources/s.yaml:7: web.wait.idle (40s) must be shorter than web.wait.timeout (30s)"},
 		{head + "  max_bytes: 100\n", "sources/s.yaml:5: web.max_bytes must be between 1024 and 67108864, not 100"},
-		{head + "  delay: 5s\n", "sources/s.yaml:5: web.delay is not a known key (known: allow_empty, fields, headers, id, ignore_regex, ignore_text, items, max_bytes, remove, render, robots, url, wait)"},
+		{head + "  delay: 5s\n", "sources/s.yaml:5: web.delay is not a known key (known: allow_empty, fields, headers, id, ignore_regex, ignore_text, items, login, max_bytes, remove, render, robots, url, wait)"},
 	}
 	for _, tc := range cases {
 		_, err := conntest.LoadSource(t, tc.src)
