@@ -58,7 +58,13 @@ type browser struct {
 	ctx    context.Context // the browser's; tabs derive from it
 	cancel context.CancelFunc
 	sem    chan struct{}
+	// waiting counts the renders waiting for a slot.
+	waiting atomic.Int64
 }
+
+// BrowserWaiting is how many renders wait now for a slot of the shared
+// browser (at most BrowserConcurrency render at a time).
+func BrowserWaiting() int { return int(shared.waiting.Load()) }
 
 var shared = &browser{sem: make(chan struct{}, BrowserConcurrency)}
 
@@ -131,10 +137,13 @@ var blockedTypes = map[network.ResourceType]bool{
 // request). Requests counts every request made for it.
 func (c *Connector) render(ctx context.Context, w Wait) (resp *connectors.Response, requests int, err error) {
 	shown := connectors.Redact(c.o.URL)
+	shared.waiting.Add(1)
 	select {
 	case shared.sem <- struct{}{}:
+		shared.waiting.Add(-1)
 		defer func() { <-shared.sem }()
 	case <-ctx.Done():
+		shared.waiting.Add(-1)
 		return nil, 0, ctx.Err()
 	}
 	bctx, err := shared.start()
