@@ -47,6 +47,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/html"
@@ -599,7 +600,10 @@ func (c *Connector) pageItem(prev, next *State, title string, lines []string) ma
 	text := strings.Join(lines, "\n")
 	sum := sha256.Sum256([]byte(text))
 	next.TextHash = hex.EncodeToString(sum[:16])
-	if len(text) <= MaxKeptText {
+	switch {
+	case prev.TextHash == next.TextHash && len(prev.Text) > 0:
+		next.Text = prev.Text // a quiet check compresses nothing
+	case len(text) <= MaxKeptText:
 		next.Text = gzipText(text)
 	}
 	prevText, prevOK := gunzipText(prev.Text)
@@ -626,9 +630,17 @@ func (c *Connector) pageItem(prev, next *State, title string, lines []string) ma
 	return item
 }
 
+// gzipWriters are reused: a gzip.Writer allocates over 1 MB of state.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	return zw
+}}
+
 func gzipText(s string) []byte {
 	var b bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&b, gzip.BestSpeed)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(&b)
 	_, _ = zw.Write([]byte(s))
 	_ = zw.Close()
 	return b.Bytes()

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -406,5 +408,40 @@ func TestLongPageHasNoDiff(t *testing.T) {
 	}
 	if n := len(r2.Cursor(nil)); n > 4096 {
 		t.Errorf("cursor of %d bytes, want the long text left out", n)
+	}
+}
+
+// A quiet check of a whole page (the text did not change) allocates
+// about what parsing the page takes: the text kept in the cursor is not
+// compressed again. Not parallel: it reads the process's allocations.
+func TestQuietWholePageCheckAllocates(t *testing.T) {
+	page := fixture(t, "slots.html")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/slots/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", html) // no validators: the page is sent again
+		_, _ = w.Write(page)
+	}))
+	t.Cleanup(srv.Close)
+	conn := build(t, pageBlock(srv.URL+"/slots/"))
+	r := conntest.Fetch(t, conn, nil)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	cursor := r.Cursor(nil)
+	const checks = 5
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range checks {
+		if r := conntest.Fetch(t, conn, cursor); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / checks; per > 256<<10 {
+		t.Errorf("a quiet whole-page check of a %d-byte page allocates %d bytes, want under 256 KiB (parsing it takes about 40 KB)", len(page), per)
 	}
 }
