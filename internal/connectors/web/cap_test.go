@@ -102,18 +102,8 @@ func TestBrowserConcurrencyCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go func() {
-			// The runs that wait for a slot wait through the others: a
-			// bound longer than conntest.Fetch's.
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			var r conntest.Run
-			r.Result, r.Err = conn.Fetch(ctx, nil, func(_ context.Context, p connectors.Page) error {
-				r.Pages = append(r.Pages, p)
-				return nil
-			})
-			done <- result{page, r}
-		}()
+		// The runs that wait for a slot wait through the others.
+		go func() { done <- result{page, fetchWithin(conn, 5*time.Minute)} }()
 	}
 	settled := func(waiting int) func() bool {
 		return func() bool {
@@ -153,4 +143,19 @@ func TestBrowserConcurrencyCap(t *testing.T) {
 	if _, maxOpen, opened := h.state(); maxOpen != web.BrowserConcurrency || len(opened) != runs {
 		t.Errorf("at most %d pages open at once, %d opened; want %d and %d", maxOpen, len(opened), web.BrowserConcurrency, runs)
 	}
+}
+
+// fetchWithin is conntest.Fetch with a longer bound than its 30s: a
+// render starts Chromium, opens a browser context and may wait for a
+// slot, which a loaded machine makes slow; web.wait.timeout bounds the
+// render itself.
+func fetchWithin(conn connectors.Connector, within time.Duration) conntest.Run {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	var r conntest.Run
+	r.Result, r.Err = conn.Fetch(ctx, nil, func(_ context.Context, p connectors.Page) error {
+		r.Pages = append(r.Pages, p)
+		return nil
+	})
+	return r
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
 	"github.com/lookout-dev/lookout/internal/connectors/web"
@@ -158,7 +159,7 @@ func TestBrowserLogsInToAPortal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := conntest.Fetch(t, conn, nil)
+	r := fetchWithin(conn, 3*time.Minute)
 	if r.Err != nil {
 		t.Fatalf("run: %v; the portal saw %q", r.Err, p.requests())
 	}
@@ -175,7 +176,7 @@ func TestBrowserLogsInToAPortal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = conntest.Fetch(t, anon, nil)
+	r = fetchWithin(anon, 3*time.Minute)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -190,7 +191,7 @@ func TestBrowserLogsInToAPortal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = conntest.Fetch(t, conn, nil)
+	r = fetchWithin(conn, 3*time.Minute)
 	if r.Err == nil || !strings.Contains(r.Err.Error(), `web.login.steps[3]: wait "span#welcome"`) {
 		t.Errorf("run with a wrong password: %v, want the wait step's failure", r.Err)
 	}
