@@ -606,13 +606,16 @@ func (c *Connector) pageItem(prev, next *State, title string, lines []string) ma
 	case len(text) <= MaxKeptText:
 		next.Text = gzipText(text)
 	}
-	prevText, prevOK := gunzipText(prev.Text)
 	switch {
 	case prev.TextHash == next.TextHash:
 		next.Diff = prev.Diff // the same version: the same record
-	case prev.TextHash != "" && prevOK && next.Text != nil:
-		d := LineDiff(strings.Split(prevText, "\n"), lines)
-		next.Diff = &d
+	case prev.TextHash != "" && next.Text != nil:
+		if prevText, ok := gunzipText(prev.Text); ok {
+			d := LineDiff(strings.Split(prevText, "\n"), lines)
+			next.Diff = &d
+			break
+		}
+		fallthrough
 	case prev.TextHash != "":
 		next.Diff = &Diff{Unified: fmt.Sprintf("(the page's text is longer than %d bytes: no diff)\n", MaxKeptText)}
 	}
