@@ -504,6 +504,9 @@ func parseHTML(resp *connectors.Response) (*html.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode charset: %w", err)
 	}
+	// The UTF-8 decoder keeps a byte order mark, which would be the
+	// first character of the page's text.
+	body = bytes.TrimPrefix(body, []byte("\uFEFF"))
 	doc, err := html.Parse(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("parse HTML: %w", err)
