@@ -210,6 +210,10 @@ web:
 		{"shoe", `(get(record.extra, "price") ?? 1e9) < 100 && (previous == nil || (get(previous.extra, "price") ?? 1e9) >= 100)`, []string{srv.URL + "/shoe"}},
 		{"shoe", `get(record.extra, "availability") == "InStock" && previous != nil && get(previous.extra, "availability") != "InStock"`, []string{srv.URL + "/shoe"}},
 		{"shoe", `change.kind == "updated" && any(get(record.extra, "added") ?? [], {# contains "Book"})`, nil},
+		// Block while text present: a change notifies only while the
+		// page does not say it.
+		{"shoe", `change.kind == "updated" && !(record.body contains "sold out")`, []string{srv.URL + "/shoe"}},
+		{"shoe", `change.kind == "updated" && !(record.body contains "in stock")`, nil},
 	} {
 		rep := call[control.DryRunReport](t, alice, "dry_run", map[string]any{"source": tc.source, "since": "1h", "watch": map[string]any{"name": "w", "when": tc.when}})
 		var got []string
