@@ -80,7 +80,7 @@ document.getElementById('login').addEventListener('submit', e => {
 	}
 }
 
-func portalSource(name, url, env string) string {
+func portalSource(name, url, env, timeout string) string {
 	return `name: ` + name + `
 connector: web
 every: 1h
@@ -88,7 +88,7 @@ jitter: 0s
 web:
   url: ` + url + `/documents
   render: browser
-  wait: {idle: 100ms, timeout: 45s}
+  wait: {idle: 100ms, timeout: ` + timeout + `}
   items: ul.documents li.doc
   id: a@href
   fields:
@@ -123,18 +123,18 @@ func TestWebLoginSecretsNeverShown(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := newEnv(t)
 	e.write("lookout.yaml", "sinks:\n  log: {type: log}\nlog: {level: debug}\nsyncer:\n  poll_interval: 100ms\n")
-	e.write("sources/portal.yaml", portalSource("portal", srv.URL, "PORTAL_PASSWORD"))
-	e.write("sources/portal-old.yaml", portalSource("portal-old", srv.URL, "PORTAL_OLD_PASSWORD"))
+	e.write("sources/portal.yaml", portalSource("portal", srv.URL, "PORTAL_PASSWORD", "2m"))
+	e.write("sources/portal-old.yaml", portalSource("portal-old", srv.URL, "PORTAL_OLD_PASSWORD", "30s"))
 	sb := clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/syncer")
 	s := clitest.StartBinaryEnv(t, sb, e.dir, e.url, "PORTAL_PASSWORD="+portalPassword, "PORTAL_OLD_PASSWORD="+portalOldPassword)
 	e.daemons = []*clitest.DaemonTest{s}
 	// A render starts Chromium and a failed login spends web.wait.timeout:
 	// the waits are longer than a run's bound, not a guess at its speed.
 	tb := logsTB{t, s}
-	testsignal.EventuallyWithin(tb, 2*time.Minute, "the documents behind the login", func() bool {
+	testsignal.EventuallyWithin(tb, 4*time.Minute, "the documents behind the login", func() bool {
 		return e.count(`SELECT count(*) FROM records WHERE source = 'portal'`) == 2
 	})
-	testsignal.EventuallyWithin(tb, 2*time.Minute, "the failed run of the old password", func() bool {
+	testsignal.EventuallyWithin(tb, 4*time.Minute, "the failed run of the old password", func() bool {
 		return e.count(`SELECT count(*) FROM sync_runs WHERE source = 'portal-old' AND status = 'failed'`) >= 1
 	})
 	var errText string
