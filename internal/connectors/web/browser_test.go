@@ -88,7 +88,7 @@ func TestBrowserRendersAJavaScriptPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := conntest.Fetch(t, conn, nil)
+	r := fetchWithin(conn, 3*time.Minute)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -111,7 +111,7 @@ func TestBrowserRendersAJavaScriptPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = conntest.Fetch(t, whole, nil)
+	r = fetchWithin(whole, 3*time.Minute)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -130,7 +130,7 @@ func TestBrowserWaitTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	r := conntest.Fetch(t, conn, nil)
+	r := fetchWithin(conn, 3*time.Minute)
 	if r.Err == nil || !strings.Contains(r.Err.Error(), `no page within web.wait.timeout 2s waiting for web.wait.selector "table.ready"`) || !errors.Is(r.Err, context.DeadlineExceeded) {
 		t.Errorf("err %v, want the wait's timeout", r.Err)
 	}
