@@ -103,7 +103,7 @@ func (a *API) routes() {
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "describe_connector", Method: http.MethodGet, Path: "/v1/connectors/{connector}/fields", Tags: []string{"sources"},
 		Summary:     "Describe the fields of a connector kind's records",
-		Description: "Like describe_source, over every source of the connector kind (http, rss, github, file) you can see.",
+		Description: "Like describe_source, over every source of the connector kind (http, rss, github, notion, web, imap, file) you can see.",
 		Security:    bearer, Responses: problemResponses(http.StatusUnprocessableEntity),
 	}, a.describeConnector)
 
@@ -236,7 +236,7 @@ type DescribeSourceInput struct {
 
 // DescribeConnectorInput are describe_connector's parameters.
 type DescribeConnectorInput struct {
-	Connector string `path:"connector" doc:"The connector kind: http, rss, github, file, ..."`
+	Connector string `path:"connector" doc:"The connector kind: http, rss, github, notion, web, imap or file"`
 	Sample    int    `query:"sample" minimum:"1" maximum:"1000" default:"200" doc:"How many of the newest records to read."`
 }
 

@@ -6,7 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/control"
@@ -138,5 +141,84 @@ func TestPreview(t *testing.T) {
 	var n int
 	if err := f.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM source_definitions) + (SELECT count(*) FROM audit_log) + (SELECT count(*) FROM sources)`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("preview saved %d rows (%v)", n, err)
+	}
+}
+
+// changingPage serves a booking table whose rows the test sets.
+type changingPage struct {
+	mu   sync.Mutex
+	rows string
+}
+
+func (p *changingPage) set(rows string) {
+	p.mu.Lock()
+	p.rows = rows
+	p.mu.Unlock()
+}
+
+func (p *changingPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/slots" {
+		http.NotFound(w, r) // robots.txt too: everything allowed
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = io.WriteString(w, `<!doctype html><html><head><title>Slots</title></head><body><table class="slots">`+p.rows+`</table></body></html>`)
+}
+
+// describe_source and dry_run over HTTP on a web source alice created:
+// after two runs of the real syncer (a slot becomes bookable), its
+// fields are described with examples for web pages, and dry_run of the
+// "trigger on text" watch of docs/web.md matches the slot that became
+// bookable, and only it.
+func TestDescribeAndDryRunWebSource(t *testing.T) {
+	t.Parallel()
+	keys := ring(t, newKey(t, "k1"))
+	s := setupSealed(t, keys, true) // the page is on loopback
+	page := &changingPage{}
+	site := httptest.NewServer(page)
+	t.Cleanup(site.Close)
+	const (
+		full = `<tr class="slot" data-slot-id="s-0900"><td class="when">Mon 09:00</td><td class="places">0 places</td><td>Full</td></tr>`
+		free = `<tr class="slot" data-slot-id="s-0900"><td class="when">Mon 09:00</td><td class="places">2 places</td><td><a href="/book/s-0900">Book</a></td></tr>`
+		late = `<tr class="slot" data-slot-id="s-1700"><td class="when">Mon 17:00</td><td class="places">0 places</td><td>Full</td></tr>`
+	)
+	if code, got, _ := s.raw(http.MethodPost, "/v1/sources", "alice", `{"name":"alice-slots","connector":"web","every":"1h","jitter":"0s",
+		"web":{"url":"`+site.URL+`/slots","items":"table.slots tr.slot","id":"@data-slot-id","fields":{"title":"td.when","places":"td.places","link":"a@href"}}}`); code != http.StatusCreated {
+		t.Fatalf("create the web source: %d %s", code, got)
+	}
+	page.set(full + late)
+	s.sync(keys)
+	page.set(free + late)
+	s.sync(keys)
+
+	var d control.SourceDescription
+	if resp := s.do(http.MethodGet, "/v1/sources/alice-slots/fields", "alice", nil, &d); resp.StatusCode != http.StatusOK {
+		t.Fatalf("describe: %d", resp.StatusCode)
+	}
+	fields := map[string]control.FieldInfo{}
+	for _, fi := range d.Fields {
+		fields[fi.Path] = fi
+	}
+	if d.Connector != "web" || d.Sampled != 2 || !slices.Contains(fields["record.extra.link"].Examples, any(site.URL+"/book/s-0900")) ||
+		!slices.Contains(fields["record.extra.places"].Examples, any("2 places")) {
+		t.Errorf("describe_source = %+v", d)
+	}
+	const trigger = `record.body contains "Book" && !((previous?.body ?? "") contains "Book")`
+	if !slices.Contains(d.Examples, trigger) || slices.Contains(d.Examples, `record.title contains "release"`) {
+		t.Errorf("describe_source examples for a web source: %q", d.Examples)
+	}
+	var byKind control.SourceDescription
+	if resp := s.do(http.MethodGet, "/v1/connectors/web/fields", "alice", nil, &byKind); resp.StatusCode != http.StatusOK || !slices.Equal(byKind.Sources, []string{"alice-slots"}) {
+		t.Errorf("describe_connector web: %d %+v", resp.StatusCode, byKind)
+	}
+
+	var rep control.DryRunReport
+	if resp := s.do(http.MethodPost, "/v1/dry_run", "alice", body(`{"source":"alice-slots","since":"1h","watch":{"name":"bookable","when":`+strconv.Quote(trigger)+`}}`), &rep); resp.StatusCode != http.StatusOK {
+		t.Fatalf("dry_run: %d", resp.StatusCode)
+	}
+	if rep.Changes != 3 || rep.WouldNotify != 1 || len(rep.Matches) != 1 || rep.Matches[0].RecordID != "s-0900" {
+		t.Errorf("dry_run of %s = %+v", trigger, rep)
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // DescribeQuery names what to describe: a source, or every source of a
-// connector kind (http, rss, github, file, ...).
+// connector kind (http, rss, github, notion, web, imap, file).
 type DescribeQuery struct {
 	Source    string
 	Connector string
@@ -67,7 +67,7 @@ func (s *Service) DescribeSource(ctx context.Context, p Principal, q DescribeQue
 		return nil, InvalidParameter("sample", sample, "sample must be between 1 and 1000")
 	}
 	if (q.Source == "") == (q.Connector == "") {
-		return nil, InvalidParameter("source", q.Source, "give either source (a source name) or connector (a kind such as http, rss, github, file), not both and not neither")
+		return nil, InvalidParameter("source", q.Source, "give either source (a source name) or connector (a kind such as http, rss, github, notion, web, imap or file), not both and not neither")
 	}
 	out := &SourceDescription{Source: q.Source, Connector: q.Connector, Environment: environment, Fields: []FieldInfo{}}
 	var sources []string
@@ -135,7 +135,7 @@ func (s *Service) DescribeSource(ctx context.Context, p Principal, q DescribeQue
 		f := fields[path]
 		out.Fields = append(out.Fields, FieldInfo{Path: path, Types: f.types, Present: f.present, Examples: f.examples})
 	}
-	out.Examples = examples(out.Fields)
+	out.Examples = examples(out.Connector, out.Fields)
 	return out, nil
 }
 
@@ -225,9 +225,14 @@ func jsonType(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// examples writes a few expressions over the fields described.
-func examples(fields []FieldInfo) []string {
+// examples writes a few expressions over the fields described: for a
+// web source, the conditions of docs/web.md (a text appears, a line is
+// added, a price falls under a threshold, a restock) over its values.
+func examples(connector string, fields []FieldInfo) []string {
 	out := []string{`change.kind == "created"`}
+	if connector == "web" {
+		return append(out, webExamples(fields)...)
+	}
 	for _, f := range fields {
 		if len(f.Examples) == 0 {
 			continue
@@ -257,4 +262,65 @@ func examples(fields []FieldInfo) []string {
 		}
 	}
 	return out
+}
+
+// webExamples are the conditions of docs/web.md over a web source's
+// fields. A whole-page record (it has extra.diff) gets a line that
+// appears; an item gets a text that appears in its body.
+func webExamples(fields []FieldInfo) []string {
+	byPath := make(map[string]FieldInfo, len(fields))
+	for _, f := range fields {
+		byPath[f.Path] = f
+	}
+	var out []string
+	if _, page := byPath["record.extra.diff"]; page {
+		for _, ex := range byPath["record.extra.added"].Examples {
+			if a, ok := ex.([]any); ok && len(a) > 0 {
+				if line, ok := a[0].(string); ok && line != "" {
+					out = append(out, fmt.Sprintf(`any(get(record.extra, "added") ?? [], {# contains %q})`, clipWords(line, 40)))
+					break
+				}
+			}
+		}
+	} else if body := byPath["record.body"]; len(body.Examples) > 0 {
+		if s, ok := body.Examples[0].(string); ok {
+			if w := lastWord(s); w != "" {
+				out = append(out, fmt.Sprintf(`record.body contains %q && !((previous?.body ?? "") contains %q)`, w, w))
+			}
+		}
+	}
+	if p := byPath["record.extra.price"]; len(p.Examples) > 0 && slices.Equal(p.Types, []string{"number"}) {
+		out = append(out, fmt.Sprintf(`(get(record.extra, "price") ?? 1e9) < %v && (previous == nil || (get(previous.extra, "price") ?? 1e9) >= %v)`, p.Examples[0], p.Examples[0]))
+	}
+	if a := byPath["record.extra.availability"]; len(a.Examples) > 0 {
+		out = append(out, `get(record.extra, "availability") == "InStock" && previous != nil && get(previous.extra, "availability") != "InStock"`)
+	}
+	return out
+}
+
+// lastWord is the last whole word of an example text (its last word
+// when the example was cut), without punctuation around it.
+func lastWord(s string) string {
+	cut := strings.HasSuffix(s, "…")
+	words := strings.Fields(strings.TrimSuffix(s, "…"))
+	if cut && len(words) > 0 {
+		words = words[:len(words)-1]
+	}
+	for i := len(words) - 1; i >= 0; i-- {
+		if w := strings.Trim(words[i], `.,;:!?()[]{}"'`); w != "" {
+			return w
+		}
+	}
+	return ""
+}
+
+// clipWords cuts s to at most n bytes, at a word boundary.
+func clipWords(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if i := strings.LastIndexByte(s[:n], ' '); i > 0 {
+		return s[:i]
+	}
+	return s
 }

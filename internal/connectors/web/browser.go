@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -56,7 +58,13 @@ type browser struct {
 	ctx    context.Context // the browser's; tabs derive from it
 	cancel context.CancelFunc
 	sem    chan struct{}
+	// waiting counts the renders waiting for a slot.
+	waiting atomic.Int64
 }
+
+// BrowserWaiting is how many renders wait now for a slot of the shared
+// browser (at most BrowserConcurrency render at a time).
+func BrowserWaiting() int { return int(shared.waiting.Load()) }
 
 var shared = &browser{sem: make(chan struct{}, BrowserConcurrency)}
 
@@ -129,17 +137,23 @@ var blockedTypes = map[network.ResourceType]bool{
 // request). Requests counts every request made for it.
 func (c *Connector) render(ctx context.Context, w Wait) (resp *connectors.Response, requests int, err error) {
 	shown := connectors.Redact(c.o.URL)
+	shared.waiting.Add(1)
 	select {
 	case shared.sem <- struct{}{}:
+		shared.waiting.Add(-1)
 		defer func() { <-shared.sem }()
 	case <-ctx.Done():
+		shared.waiting.Add(-1)
 		return nil, 0, ctx.Err()
 	}
 	bctx, err := shared.start()
 	if err != nil {
 		return nil, 0, fmt.Errorf("page %s: %w", shown, err)
 	}
-	tab, closeTab := chromedp.NewContext(bctx)
+	// Each render has a browser context of its own: its cookies (a
+	// login's session) and storage are gone when it ends, never seen by
+	// another source's render.
+	tab, closeTab := chromedp.NewContext(bctx, chromedp.WithNewBrowserContext())
 	defer closeTab()
 	stop := context.AfterFunc(ctx, closeTab)
 	defer stop()
@@ -162,6 +176,12 @@ func (c *Connector) render(ctx context.Context, w Wait) (resp *connectors.Respon
 	}
 	if _, err := chromedp.Call(tab, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*"}}}); err != nil {
 		return nil, 0, fmt.Errorf("page %s: intercept the browser's requests: %w", shown, err)
+	}
+	if c.o.Login != nil {
+		in.loginURL = c.o.Login.URL
+		if err := c.login(tctx, ctx, in, w); err != nil {
+			return nil, in.count(), err
+		}
 	}
 	navErr := chromedp.Do(tctx, chromedp.Navigate(c.o.URL))
 	if err := in.failure(); err != nil {
@@ -229,6 +249,11 @@ type interceptor struct {
 	tab  context.Context
 	ctx  context.Context
 	page string
+	// loginURL is the sign-in page, and loggingIn true while the login
+	// steps run: its form may be posted then, and no URL it requests is
+	// logged with its query (a form sent with GET carries the password).
+	loginURL  string
+	loggingIn atomic.Bool
 
 	inflight atomic.Int64
 	last     atomic.Int64 // unix nanos of the last request start or end
@@ -273,9 +298,11 @@ func (in *interceptor) document() (int, http.Header) {
 	return in.status, in.header
 }
 
-// handle answers one paused request: refused (not http(s), not a GET, a
-// resource type that is not loaded), or fetched with the connector's
-// client and fulfilled.
+// handle answers one paused request: refused (not http(s), not a GET —
+// a POST is let through while logging in —, a resource type that is not
+// loaded), or fetched with the connector's client, with the cookies the
+// render's browser context holds for it, and fulfilled; the cookies the
+// response sets go to that browser context.
 func (in *interceptor) handle(ev fetch.EventRequestPaused) {
 	defer func() {
 		in.inflight.Add(-1)
@@ -285,21 +312,32 @@ func (in *interceptor) handle(ev fetch.EventRequestPaused) {
 		_, _ = chromedp.Call(in.tab, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: reason})
 	}
 	u := ev.Request.URL
-	isDoc := ev.ResourceType == network.ResourceTypeDocument && strings.TrimSuffix(u, "#"+ev.Request.URLFragment) == in.page
+	loggingIn := in.loggingIn.Load()
+	shown := connectors.Redact(u)
+	if loggingIn {
+		shown = withoutQuery(u)
+	}
+	bare := strings.TrimSuffix(u, "#"+ev.Request.URLFragment)
+	isDoc := ev.ResourceType == network.ResourceTypeDocument && (bare == in.page || loggingIn && bare == in.loginURL)
+	method := ev.Request.Method
 	switch {
 	case !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://"):
-		in.c.o.Logger.Warn("browser request refused: not http(s)", "url", connectors.Redact(u), "page", connectors.Redact(in.page))
+		in.c.o.Logger.Warn("browser request refused: not http(s)", "url", shown, "page", connectors.Redact(in.page))
 		refuse(network.ErrorReasonBlockedByClient)
 		return
 	case blockedTypes[ev.ResourceType]:
 		refuse(network.ErrorReasonBlockedByClient)
 		return
-	case ev.Request.Method != http.MethodGet && ev.Request.Method != http.MethodHead:
+	case method != http.MethodGet && method != http.MethodHead && !(loggingIn && method == http.MethodPost):
 		refuse(network.ErrorReasonBlockedByClient)
 		return
 	}
 	in.requests.Add(1)
-	req, err := http.NewRequestWithContext(in.ctx, ev.Request.Method, u, nil)
+	var sent io.Reader
+	if method == http.MethodPost {
+		sent = bytes.NewReader(in.postData(ev))
+	}
+	req, err := http.NewRequestWithContext(in.ctx, method, u, sent)
 	if err != nil {
 		refuse(network.ErrorReasonFailed)
 		return
@@ -309,6 +347,9 @@ func (in *interceptor) handle(ev fetch.EventRequestPaused) {
 			req.Header.Set(k, s)
 		}
 	}
+	if cookie := in.cookies(u); cookie != "" {
+		req.Header.Set("Cookie", cookie)
+	}
 	if isDoc {
 		for k, vs := range in.c.o.Header {
 			req.Header[k] = vs
@@ -316,9 +357,9 @@ func (in *interceptor) handle(ev fetch.EventRequestPaused) {
 	}
 	resp, err := in.c.client.Do(req)
 	if err != nil {
-		in.c.o.Logger.Warn("browser request failed", "url", connectors.Redact(u), "error", err)
+		in.c.o.Logger.Warn("browser request failed", "url", shown, "error", err)
 		if isDoc {
-			in.fail(fmt.Errorf("GET %s: %w", connectors.Redact(u), err))
+			in.fail(fmt.Errorf("%s %s: %w", method, shown, err))
 		}
 		refuse(network.ErrorReasonAddressUnreachable)
 		return
@@ -326,7 +367,7 @@ func (in *interceptor) handle(ev fetch.EventRequestPaused) {
 	defer resp.Body.Close()
 	if isDoc {
 		if err := connectors.CheckStatusAt(resp, in.c.o.Now()); err != nil {
-			in.fail(fmt.Errorf("GET %s: %w", connectors.Redact(u), err))
+			in.fail(fmt.Errorf("%s %s: %w", method, shown, err))
 			refuse(network.ErrorReasonFailed)
 			return
 		}
@@ -334,6 +375,7 @@ func (in *interceptor) handle(ev fetch.EventRequestPaused) {
 		in.status, in.header = resp.StatusCode, resp.Header.Clone()
 		in.mu.Unlock()
 	}
+	in.setCookies(u, resp)
 	left := in.c.o.MaxBytes - in.bytes.Load()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, left+1))
 	if err == nil && int64(len(body)) > left {
@@ -358,4 +400,48 @@ func (in *interceptor) handle(ev fetch.EventRequestPaused) {
 	_, _ = chromedp.Call(in.tab, fetch.FulfillRequest, fetch.FulfillRequestParams{
 		RequestID: ev.RequestID, ResponseCode: int64(resp.StatusCode), ResponseHeaders: headers, Body: body,
 	})
+}
+
+// postData is the body of a paused POST: its entries, else what the
+// browser gives for it.
+func (in *interceptor) postData(ev fetch.EventRequestPaused) []byte {
+	var b []byte
+	for _, e := range ev.Request.PostDataEntries {
+		b = append(b, e.Bytes...)
+	}
+	if len(b) == 0 && ev.Request.HasPostData {
+		if r, err := chromedp.Call(in.tab, network.GetRequestPostData, network.GetRequestPostDataParams{RequestID: ev.NetworkID}); err == nil {
+			b = r.PostData
+		}
+	}
+	return b
+}
+
+// cookies is the Cookie header the render's browser context has for u:
+// those its responses set (setCookies) and those its scripts set.
+func (in *interceptor) cookies(u string) string {
+	r, err := chromedp.Call(in.tab, network.GetCookies, network.GetCookiesParams{URLs: []string{u}})
+	if err != nil || len(r.Cookies) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(r.Cookies))
+	for _, c := range r.Cookies {
+		parts = append(parts, c.Name+"="+c.Value)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// setCookies stores the cookies resp sets in the render's browser
+// context, where the page's scripts and its next requests see them.
+func (in *interceptor) setCookies(u string, resp *http.Response) {
+	for _, c := range resp.Cookies() {
+		p := network.SetCookieParams{Name: c.Name, Value: c.Value, URL: u, Domain: c.Domain, Path: c.Path,
+			Secure: &c.Secure, HTTPOnly: &c.HttpOnly}
+		if !c.Expires.IsZero() {
+			p.Expires = cdp.TimeSinceEpoch(float64(c.Expires.UnixMilli()) / 1000)
+		}
+		if _, err := chromedp.Call(in.tab, network.SetCookie, p); err != nil {
+			in.c.o.Logger.Debug("browser cookie not stored", "name", c.Name, "error", err)
+		}
+	}
 }

@@ -88,7 +88,7 @@ func TestBrowserRendersAJavaScriptPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := conntest.Fetch(t, conn, nil)
+	r := fetchWithin(conn, 3*time.Minute)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -111,7 +111,7 @@ func TestBrowserRendersAJavaScriptPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = conntest.Fetch(t, whole, nil)
+	r = fetchWithin(whole, 3*time.Minute)
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -130,7 +130,7 @@ func TestBrowserWaitTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	r := conntest.Fetch(t, conn, nil)
+	r := fetchWithin(conn, 3*time.Minute)
 	if r.Err == nil || !strings.Contains(r.Err.Error(), `no page within web.wait.timeout 2s waiting for web.wait.selector "table.ready"`) || !errors.Is(r.Err, context.DeadlineExceeded) {
 		t.Errorf("err %v, want the wait's timeout", r.Err)
 	}
@@ -151,4 +151,24 @@ func options(t *testing.T, url string, lines ...string) web.Options {
 		t.Fatal(err)
 	}
 	return *o
+}
+
+// max_bytes bounds everything a rendered page loads together: a page of
+// 1 KB whose script fetches 64 KB fails the run under max_bytes 16384.
+func TestBrowserBoundsBytes(t *testing.T) {
+	needChromium(t)
+	t.Cleanup(web.CloseBrowser)
+	s := newSite(t)
+	s.set("/app", []byte(`<html><body><p id="n">0</p><script>
+fetch('/big.json').then(r => r.text()).then(t => { document.getElementById('n').textContent = t.length; });
+</script></body></html>`), html)
+	s.set("/big.json", []byte(`"`+strings.Repeat("x", 64<<10)+`"`), "application/json")
+	conn, err := web.New(nil, options(t, s.srv.URL+"/app", "render: browser", "max_bytes: 16384", "wait:", "  idle: 100ms", "  timeout: 1m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fetchWithin(conn, 3*time.Minute)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "the page and what it loads are larger than web.max_bytes 16384") {
+		t.Errorf("err %v, want the bound on bytes", r.Err)
+	}
 }

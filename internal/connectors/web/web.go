@@ -26,7 +26,9 @@
 // fails (allow_empty: true makes it an empty snapshot, under the deletion
 // guard). robots.txt is obeyed unless robots: ignore. render: browser
 // reads the DOM a shared headless Chromium built, every request of the
-// page sent by the connector's client (browser.go). See docs/web.md.
+// page sent by the connector's client (browser.go), after login steps
+// (fill, click, wait) on a sign-in page when web.login says so
+// (login.go). See docs/web.md.
 package web
 
 import (
@@ -45,6 +47,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/html"
@@ -118,6 +121,33 @@ type Settings struct {
 	// Headers are sent with every request; values may use ${ENV}.
 	// Defaults to none.
 	Headers map[string]string `yaml:"headers"`
+	// Login signs in before the page is rendered (render: browser only).
+	// Defaults to none.
+	Login *LoginSettings `yaml:"login"`
+}
+
+// LoginSettings is the web.login: block: a sign-in form the browser
+// fills before it loads the page, in the same render.
+type LoginSettings struct {
+	// URL of the sign-in page. Required.
+	URL string `yaml:"url"`
+	// Steps are done in order on it. At least one is required.
+	Steps []LoginStepSettings `yaml:"steps"`
+}
+
+// LoginStepSettings is one step of web.login.steps: exactly one of Fill,
+// Click or Wait.
+type LoginStepSettings struct {
+	// Fill types Value into the input this selector finds. Defaults to none.
+	Fill string `yaml:"fill"`
+	// Value is what Fill types; a secret is written as ${ENV_VAR}.
+	// Required with Fill.
+	Value string `yaml:"value"`
+	// Click clicks the element this selector finds. Defaults to none.
+	Click string `yaml:"click"`
+	// Wait waits until this selector finds a visible element. Defaults
+	// to none.
+	Wait string `yaml:"wait"`
 }
 
 // WaitSettings is the web.wait: block.
@@ -256,6 +286,12 @@ func Decode(src *config.Source) (*Options, error) {
 	default:
 		bad("web.render", fmt.Errorf("must be static or browser, not %q", s.Render))
 	}
+	if s.Login != nil {
+		if s.Render != "browser" {
+			bad("web.login", errors.New("needs web.render: browser (the steps fill and click in the browser)"))
+		}
+		o.Login, errs = decodeLogin(src, s.Login, errs)
+	}
 	if s.Wait != nil && s.Render != "browser" {
 		bad("web.wait", errors.New("needs web.render: browser (a static page is read as served)"))
 	}
@@ -292,6 +328,9 @@ type Options struct {
 	// Browser renders the page in the shared headless Chromium, waiting
 	// for what it says; nil reads the page as served.
 	Browser *Wait
+	// Login signs in, in the same render, before the page is loaded;
+	// nil does not. Needs Browser.
+	Login *Login
 	// MaxBytes bounds the body. Defaults to MaxBytesDefault.
 	MaxBytes int64
 	// Header is sent with every request.
@@ -465,6 +504,9 @@ func parseHTML(resp *connectors.Response) (*html.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode charset: %w", err)
 	}
+	// The UTF-8 decoder keeps a byte order mark, which would be the
+	// first character of the page's text.
+	body = bytes.TrimPrefix(body, []byte("\uFEFF"))
 	doc, err := html.Parse(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("parse HTML: %w", err)
@@ -561,16 +603,22 @@ func (c *Connector) pageItem(prev, next *State, title string, lines []string) ma
 	text := strings.Join(lines, "\n")
 	sum := sha256.Sum256([]byte(text))
 	next.TextHash = hex.EncodeToString(sum[:16])
-	if len(text) <= MaxKeptText {
+	switch {
+	case prev.TextHash == next.TextHash && len(prev.Text) > 0:
+		next.Text = prev.Text // a quiet check compresses nothing
+	case len(text) <= MaxKeptText:
 		next.Text = gzipText(text)
 	}
-	prevText, prevOK := gunzipText(prev.Text)
 	switch {
 	case prev.TextHash == next.TextHash:
 		next.Diff = prev.Diff // the same version: the same record
-	case prev.TextHash != "" && prevOK && next.Text != nil:
-		d := LineDiff(strings.Split(prevText, "\n"), lines)
-		next.Diff = &d
+	case prev.TextHash != "" && next.Text != nil:
+		if prevText, ok := gunzipText(prev.Text); ok {
+			d := LineDiff(strings.Split(prevText, "\n"), lines)
+			next.Diff = &d
+			break
+		}
+		fallthrough
 	case prev.TextHash != "":
 		next.Diff = &Diff{Unified: fmt.Sprintf("(the page's text is longer than %d bytes: no diff)\n", MaxKeptText)}
 	}
@@ -588,9 +636,17 @@ func (c *Connector) pageItem(prev, next *State, title string, lines []string) ma
 	return item
 }
 
+// gzipWriters are reused: a gzip.Writer allocates over 1 MB of state.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	return zw
+}}
+
 func gzipText(s string) []byte {
 	var b bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&b, gzip.BestSpeed)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(&b)
 	_, _ = zw.Write([]byte(s))
 	_ = zw.Close()
 	return b.Bytes()

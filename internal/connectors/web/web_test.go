@@ -3,8 +3,11 @@ package web_test
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -262,6 +265,15 @@ func TestCharsets(t *testing.T) {
 	if got := r.Items()[0]["body"]; got != "Créneau libre : jeudi à 18h - café offert" {
 		t.Errorf("ISO-8859-1 page (meta charset) read as %q", got)
 	}
+	// A byte order mark wins over the header and <meta>.
+	s.set("/bom", []byte("\xEF\xBB\xBF<html><head><meta charset=\"iso-8859-1\"></head><body><p>Kräutersuppe – 4,50 €</p></body></html>"), "text/html; charset=windows-1252")
+	r = conntest.Fetch(t, build(t, block("url: "+s.srv.URL+"/bom")), nil)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if got := r.Items()[0]["body"]; got != "Kräutersuppe – 4,50 €" {
+		t.Errorf("UTF-8 page with a BOM (header and meta say otherwise) read as %q", got)
+	}
 }
 
 func TestPDF(t *testing.T) {
@@ -317,6 +329,13 @@ func TestUpstreamFailures(t *testing.T) {
 			http.Error(w, "slow down", http.StatusTooManyRequests)
 		case "/loop":
 			http.Redirect(w, r, "/loop?n="+r.URL.Query().Get("n")+"x", http.StatusFound)
+		case "/never":
+			// Headers and a first part, then nothing until the client
+			// gives up: a page that never finishes loading.
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = io.WriteString(w, "<html><body><p>loading")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
 		case "/huge":
 			w.Header().Set("Content-Type", "text/html")
 			chunk := []byte(strings.Repeat("<p>filler text</p>", 4096))
@@ -339,6 +358,10 @@ func TestUpstreamFailures(t *testing.T) {
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "redirects") {
 		t.Errorf("redirect loop: %v", r.Err)
 	}
+	r = conntest.Fetch(t, build(t, block("url: "+s.srv.URL+"/never")), nil)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "/never: no complete response within 5s") {
+		t.Errorf("a page that never finishes: %v, want the source's timeout", r.Err)
+	}
 	r = conntest.Fetch(t, build(t, block("url: "+s.srv.URL+"/huge")), nil)
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "body larger than 5242880 bytes") {
 		t.Errorf("50 MB page: %v", r.Err)
@@ -350,6 +373,7 @@ func TestBlockErrors(t *testing.T) {
 	head := "name: s\nconnector: web\nweb:\n  url: https://shop.example/p\n"
 	cases := []struct{ src, want string }{
 		{"name: s\nconnector: web\nweb:\n  items: li\n", "sources/s.yaml:3: web.url is required"},
+		{"name: s\nconnector: web\nweb:\n  url: file:///etc/passwd\n", `sources/s.yaml:4: web.url must start with http:// or https://, not "file:///etc/passwd"`},
 		{head + "  items: \"li[\"\n", `sources/s.yaml:5: web.items "li[" is not a valid CSS selector: expected identifier, found EOF instead`},
 		{head + "  items: \"xpath://li[\"\n", `sources/s.yaml:5: web.items "xpath://li[" is not a valid XPath expression: expression must evaluate to a node-set`},
 		{head + "  items: li\n  fields:\n    price: \".price >\"\n", `sources/s.yaml:7: web.fields.price ".price >" is not a valid CSS selector: expected selector, found EOF instead`},
@@ -363,7 +387,7 @@ func TestBlockErrors(t *testing.T) {
 		{head + "  render: browser\n  wait:\n    selector: \"li[\"\n", `sources/s.yaml:7: web.wait.selector "li[" is not a valid CSS selector: expected identifier, found EOF instead`},
 		{head + "  render: browser\n  wait:\n    idle: 40s\n", "sources/s.yaml:7: web.wait.idle (40s) must be shorter than web.wait.timeout (30s)"},
 		{head + "  max_bytes: 100\n", "sources/s.yaml:5: web.max_bytes must be between 1024 and 67108864, not 100"},
-		{head + "  delay: 5s\n", "sources/s.yaml:5: web.delay is not a known key (known: allow_empty, fields, headers, id, ignore_regex, ignore_text, items, max_bytes, remove, render, robots, url, wait)"},
+		{head + "  delay: 5s\n", "sources/s.yaml:5: web.delay is not a known key (known: allow_empty, fields, headers, id, ignore_regex, ignore_text, items, login, max_bytes, remove, render, robots, url, wait)"},
 	}
 	for _, tc := range cases {
 		_, err := conntest.LoadSource(t, tc.src)
@@ -406,5 +430,40 @@ func TestLongPageHasNoDiff(t *testing.T) {
 	}
 	if n := len(r2.Cursor(nil)); n > 4096 {
 		t.Errorf("cursor of %d bytes, want the long text left out", n)
+	}
+}
+
+// A quiet check of a whole page (the text did not change) allocates
+// about what parsing the page takes: the text kept in the cursor is not
+// compressed again. Not parallel: it reads the process's allocations.
+func TestQuietWholePageCheckAllocates(t *testing.T) {
+	page := fixture(t, "slots.html")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/slots/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", html) // no validators: the page is sent again
+		_, _ = w.Write(page)
+	}))
+	t.Cleanup(srv.Close)
+	conn := build(t, pageBlock(srv.URL+"/slots/"))
+	r := conntest.Fetch(t, conn, nil)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	cursor := r.Cursor(nil)
+	const checks = 5
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range checks {
+		if r := conntest.Fetch(t, conn, cursor); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / checks; per > 64<<10 {
+		t.Errorf("a quiet whole-page check of a %d-byte page allocates %d bytes, want under 64 KiB (parsing it takes about 40 KB)", len(page), per)
 	}
 }
