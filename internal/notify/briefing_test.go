@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/pgtest"
-	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -81,7 +81,7 @@ sinks:
 	return f
 }
 
-// briefNow is the briefing fixtures' model clock (semantic.Config.Now):
+// briefNow is the briefing fixtures' model clock (modelspec.Config.Now):
 // 2026-12-01 09:30 UTC, a month's first day (docs/development.md#tests),
 // so that the watches' budgets have one day (2026-12-01) in a run across
 // 00:00 UTC. It is in the past: the model calls the database records now
@@ -91,7 +91,7 @@ var briefNow = time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 // digester returns a digester of replica owner, its model clock at briefNow.
 func (f *briefFixture) digester(owner string) *Digester {
 	f.t.Helper()
-	mc := semantic.FromConfig(f.cfg.Global.Ollama)
+	mc := modelspec.FromConfig(f.cfg.Global.Ollama)
 	mc.Now = func() time.Time { return briefNow }
 	s, err := summarizerFrom(f.pool, f.cfg, mc, owner, nil, testLogger(f.t))
 	if err != nil {

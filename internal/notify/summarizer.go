@@ -13,6 +13,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/semantic"
 )
 
@@ -24,7 +25,7 @@ import (
 // a summarized watch made or changed at runtime is briefed too.
 type Summarizer struct {
 	briefer *semantic.Briefer
-	model   semantic.Config
+	model   modelspec.Config
 	logger  *slog.Logger
 
 	mu sync.Mutex
@@ -48,13 +49,13 @@ type summaryWatch struct {
 // without a pool it only checks (the check command) and returns nil when
 // no digest is summarized.
 func SummarizerFrom(pool *pgxpool.Pool, cfg *config.Config, owner string, m *metrics.Metrics, logger *slog.Logger) (*Summarizer, error) {
-	return summarizerFrom(pool, cfg, semantic.FromConfig(cfg.Global.Ollama), owner, m, logger)
+	return summarizerFrom(pool, cfg, modelspec.FromConfig(cfg.Global.Ollama), owner, m, logger)
 }
 
 // summarizerFrom is SummarizerFrom with the model settings mc, those of
 // cfg's ollama block: tests set their clock there (mc.Now, the day of the
 // watches' budgets).
-func summarizerFrom(pool *pgxpool.Pool, cfg *config.Config, mc semantic.Config, owner string, m *metrics.Metrics, logger *slog.Logger) (*Summarizer, error) {
+func summarizerFrom(pool *pgxpool.Pool, cfg *config.Config, mc modelspec.Config, owner string, m *metrics.Metrics, logger *slog.Logger) (*Summarizer, error) {
 	s := &Summarizer{watches: map[string]*summaryWatch{}, model: mc, logger: logger.With("component", "digester")}
 	var errs []error
 	for _, src := range cfg.Sources {

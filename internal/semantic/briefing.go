@@ -16,6 +16,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/normalize"
 )
 
@@ -69,7 +70,7 @@ type BriefQuestion struct {
 
 // NewBriefQuestion resolves the model settings of s over the defaults of
 // o. The error names the first bad option.
-func NewBriefQuestion(o Config, s *config.Summarize) (*BriefQuestion, error) {
+func NewBriefQuestion(o modelspec.Config, s *config.Summarize) (*BriefQuestion, error) {
 	q := &BriefQuestion{Ask: strings.TrimSpace(s.Ask), MaxItems: s.MaxItems, Model: o.Model, Timeout: o.Timeout}
 	opts := maps.Clone(o.Options)
 	if opts == nil {
@@ -80,7 +81,7 @@ func NewBriefQuestion(o Config, s *config.Summarize) (*BriefQuestion, error) {
 		q.Timeout = cmp.Or(m.Timeout, q.Timeout)
 		maps.Copy(opts, m.Options)
 	}
-	norm, err := normalizeOptions(opts)
+	norm, err := modelspec.NormalizeOptions(opts)
 	if err != nil {
 		return nil, err
 	}

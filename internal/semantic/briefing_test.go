@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 )
 
 func TestParseBriefing(t *testing.T) {
@@ -66,7 +67,7 @@ func TestParseBriefing(t *testing.T) {
 
 func TestBriefQuestion(t *testing.T) {
 	t.Parallel()
-	conf := Config{Model: "llama3.2", Options: map[string]any{"temperature": 0, "seed": 42}}
+	conf := modelspec.Config{Model: "llama3.2", Options: map[string]any{"temperature": 0, "seed": 42}}
 	q, err := NewBriefQuestion(conf, &config.Summarize{Ask: "What needs me?", MaxItems: 5})
 	if err != nil {
 		t.Fatal(err)
