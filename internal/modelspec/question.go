@@ -2,10 +2,12 @@
 // model settings (Config, lookout.yaml's ollama block), a watch's ask
 // resolved over them (Question: the system message with its answer
 // schema, the options, the prompt version; Input: a change as the model
-// sees it) and the check of model options against Ollama's (OllamaOptions,
-// NormalizeOptions). It links no Ollama module and touches no database:
-// watchspec compiles a watch's question with it wherever a watch is
-// validated (the api included), and semantic, the model path, sends it.
+// sees it), a digest's summarize block resolved over them (BriefQuestion,
+// BriefItem; a briefing's BriefRequest and BriefResult), and the check of
+// model options against Ollama's (OllamaOptions, NormalizeOptions). It
+// links no Ollama module and touches no database: watchspec and notify
+// check questions with it wherever a watch is validated (the api
+// included), and semantic, the model path, sends them.
 package modelspec
 
 import (

@@ -70,7 +70,7 @@ func (w *Watch) Match(env map[string]any) (bool, error) {
 // Check compiles every watch of cfg (Compile, over lookout.yaml's model
 // settings), the templates and digest schedules of its sinks and watches
 // (notify.NewComposer) and the briefing questions of its summarized
-// digests (notify.SummarizerFrom without a database): the watch side of
+// digests (notify.SummarizerFrom without a briefer): the watch side of
 // the configuration check, as `evaluator check` runs it on a directory
 // and definitions.Validator on a definition made through the API. It
 // returns every error, joined.
@@ -87,7 +87,7 @@ func Check(cfg *config.Config) error {
 	if _, err := notify.NewComposer(cfg.Global.Sinks, cfg.Sources); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := notify.SummarizerFrom(nil, cfg, "", nil, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := notify.SummarizerFrom(cfg, nil, slog.New(slog.DiscardHandler)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
