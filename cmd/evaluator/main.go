@@ -153,7 +153,12 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	p.eval.Follow(p.follower)
 	gconf := notify.DigesterConfigFrom(&cfg.Global)
 	gconf.OnDigest = func(int) { p.del.Wake() }
-	if gconf.Summarizer, err = notify.SummarizerFrom(pool, cfg, "", m, logger); err != nil {
+	briefer, err := p.eval.Briefer()
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+	}
+	if gconf.Summarizer, err = notify.SummarizerFrom(cfg, briefer, logger); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}

@@ -250,9 +250,6 @@ func TestBinariesLinkTheirSide(t *testing.T) {
 var apiModelEdges = map[[2]string]string{
 	{"internal/control", "internal/evaluator"}: "control.DryRun runs evaluator.Replay, whose use_model asks the model (issue 21: dry runs " +
 		"with the model belong to the evaluator deployment)",
-	{"internal/watchspec", "internal/semantic"}: "semantic.NewQuestion resolves an ask's model settings and checks its options " +
-		"against the Ollama API's options",
-	{"internal/notify", "internal/semantic"}: "the digest briefings (Summarizer) and their questions",
 }
 
 // TestAPILinksNoEvaluatorOrModel: the api validates watches through

@@ -10,8 +10,8 @@ import (
 
 	"github.com/ollama/ollama/api"
 
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/normalize"
-	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -20,13 +20,13 @@ import (
 // with 2 workers each, all judging at once: the model is asked exactly
 // budget times. The model's answers are held until the budget is spent,
 // so that every batch judges while no call has finished yet. The budget's
-// day is that of one fixed clock (semantic.Config.Now): a run across
+// day is that of one fixed clock (modelspec.Config.Now): a run across
 // 00:00 UTC would otherwise start a second day's budget.
 func TestBudgetIsACapAcrossEvaluators(t *testing.T) {
 	t.Parallel()
 	const budget, records = 5, 40
 	// 2026-12-01 09:30 UTC, a month's first day (docs/development.md#tests).
-	day := semantic.Config{Now: func() time.Time { return time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC) }}
+	day := modelspec.Config{Now: func() time.Time { return time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC) }}
 	global := strings.Replace(strings.Replace(baseGlobal, "timeout: 2s", "timeout: 60s", 1), "lease: 10s", "lease: 2m", 1)
 	h := newHarness(t, global, map[string]string{"tasks.yaml": fmt.Sprintf(`
 name: tasks

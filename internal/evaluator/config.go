@@ -5,7 +5,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/metrics"
-	"github.com/lookout-dev/lookout/internal/semantic"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 )
 
 // Config are the evaluator's typed settings. New uses them as given; the
@@ -19,7 +19,7 @@ type Config struct {
 	// notifications. Defaults to none (the built-in templates).
 	Sinks map[string]*config.Sink
 	// Model are the model settings of watches with an ask (ollama).
-	Model semantic.Config
+	Model modelspec.Config
 	// Owner identifies this replica in leases. Defaults to hostname:pid.
 	Owner string
 	// Lease is how long a claim on a batch of changes lasts
@@ -59,7 +59,7 @@ func FromConfig(cfg *config.Config) Config {
 	return Config{
 		Sources:         cfg.Sources,
 		Sinks:           g.Sinks,
-		Model:           semantic.FromConfig(g.Ollama),
+		Model:           modelspec.FromConfig(g.Ollama),
 		Lease:           g.Evaluator.Lease,
 		BatchSize:       g.Evaluator.BatchSize,
 		CatchUpInterval: g.Evaluator.CatchUpInterval,

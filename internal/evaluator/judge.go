@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
 )
@@ -60,7 +61,7 @@ func (e *Evaluator) request(d *decision) *semantic.Request {
 	r := &semantic.Request{
 		ChangeID: c.ID, Source: c.Source, RecordID: c.RecordID, Watch: w.Config.Name, Owner: w.Owner, ContentHash: c.NewHash,
 		Question: w.Question,
-		Input: semantic.Input{Source: c.Source, Kind: c.Kind, ChangedFields: c.ChangedFields,
+		Input: modelspec.Input{Source: c.Source, Kind: c.Kind, ChangedFields: c.ChangedFields,
 			Record: c.Record, Previous: c.Previous, Omit: e.index.volatile(c.Source)},
 	}
 	if b := w.Config.Budget; b != nil {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/ollama/ollama/api"
 
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/normalize"
-	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -249,7 +249,7 @@ watches:
 
 // TestBudgetExhaustedHoldsUntilTheNextDay: a change past its watch's
 // calls_per_day is held until the next UTC midnight of the model's clock
-// (semantic.Config.Now), at fixed dates named below (docs/development.md#tests).
+// (modelspec.Config.Now), at fixed dates named below (docs/development.md#tests).
 func TestBudgetExhaustedHoldsUntilTheNextDay(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -264,7 +264,7 @@ func TestBudgetExhaustedHoldsUntilTheNextDay(t *testing.T) {
 	} {
 		t.Run(tc.date, func(t *testing.T) {
 			t.Parallel()
-			h := newHarnessWith(t, Config{Model: semantic.Config{Now: func() time.Time { return tc.now }}}, baseGlobal,
+			h := newHarnessWith(t, Config{Model: modelspec.Config{Now: func() time.Time { return tc.now }}}, baseGlobal,
 				map[string]string{"tasks.yaml": `
 name: tasks
 connector: file

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
@@ -81,19 +82,31 @@ sinks:
 	return f
 }
 
-// briefNow is the briefing fixtures' model clock (semantic.Config.Now):
+// briefNow is the briefing fixtures' model clock (modelspec.Config.Now):
 // 2026-12-01 09:30 UTC, a month's first day (docs/development.md#tests),
 // so that the watches' budgets have one day (2026-12-01) in a run across
 // 00:00 UTC. It is in the past: the model calls the database records now
 // are of that day or later.
 var briefNow = time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
 
+// testBriefer is the model path the evaluator gives the digester
+// (evaluator's Briefer): semantic's briefer of replica owner over a model
+// client of mc.
+func testBriefer(t *testing.T, pool *pgxpool.Pool, mc modelspec.Config, owner string) *semantic.Briefer {
+	t.Helper()
+	client, err := semantic.NewClient(mc, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return semantic.NewBriefer(pool, client, owner, testLogger(t))
+}
+
 // digester returns a digester of replica owner, its model clock at briefNow.
 func (f *briefFixture) digester(owner string) *Digester {
 	f.t.Helper()
-	mc := semantic.FromConfig(f.cfg.Global.Ollama)
+	mc := modelspec.FromConfig(f.cfg.Global.Ollama)
 	mc.Now = func() time.Time { return briefNow }
-	s, err := summarizerFrom(f.pool, f.cfg, mc, owner, nil, testLogger(f.t))
+	s, err := SummarizerFrom(f.cfg, testBriefer(f.t, f.pool, mc, owner), testLogger(f.t))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -255,9 +268,9 @@ func TestBriefingOfAWatchFromTheDefinitions(t *testing.T) {
 	t.Parallel()
 	f := setupBriefing(t, "", 3, "log")
 	files := &config.Config{Dir: f.cfg.Dir, Global: f.cfg.Global} // no source in the files
-	s, err := SummarizerFrom(f.pool, files, "a", nil, testLogger(t))
+	s, err := SummarizerFrom(files, testBriefer(t, f.pool, modelspec.FromConfig(files.Global.Ollama), "a"), testLogger(t))
 	if err != nil || s == nil {
-		t.Fatalf("SummarizerFrom with a pool = %v, %v; want a summarizer that follows the composer", s, err)
+		t.Fatalf("SummarizerFrom with a briefer = %v, %v; want a summarizer that follows the composer", s, err)
 	}
 	comp, err := NewComposer(f.cfg.Global.Sinks, nil)
 	if err != nil {
@@ -454,12 +467,12 @@ func TestSummarizerFromNamesBadModelOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = SummarizerFrom(nil, cfg, "", nil, testLogger(t))
+	_, err = SummarizerFrom(cfg, nil, testLogger(t))
 	want := `sources/tasks.yaml:15: watches[0].digest.summarize.model.options model option "temprature" is not an Ollama option`
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error = %v\nwant %s…", err, want)
 	}
-	if s, err := SummarizerFrom(nil, mustLoad(t, composerGlobal, composerSource), "", nil, testLogger(t)); s != nil || err != nil {
+	if s, err := SummarizerFrom(mustLoad(t, composerGlobal, composerSource), nil, testLogger(t)); s != nil || err != nil {
 		t.Errorf("no summarized digest: SummarizerFrom = %v, %v; want nil, nil", s, err)
 	}
 }

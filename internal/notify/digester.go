@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/outbox"
-	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -30,7 +30,7 @@ type DigesterConfig struct {
 	OnDigest func(n int)
 	// Summarizer writes the briefings of summarized digests
 	// (digest.summarize); nil summarizes none. Defaults to nil
-	// (SummarizerFrom builds it).
+	// (SummarizerFrom builds it over the evaluator's Briefer).
 	Summarizer *Summarizer
 }
 
@@ -134,7 +134,7 @@ func (grp *digestGroup) key() string { return grp.ref() + "/" + grp.sink }
 // preparedBrief is the briefing of a group, written before the group is
 // folded, and the input hash it was written for.
 type preparedBrief struct {
-	res   semantic.BriefResult
+	res   modelspec.BriefResult
 	tries int
 }
 
@@ -231,7 +231,7 @@ func (g *Digester) prepare(ctx context.Context, grp *digestGroup, briefs map[str
 		return err
 	}
 	p := briefs[grp.key()]
-	res, err := g.conf.Summarizer.briefer.Brief(ctx, &semantic.BriefRequest{
+	res, err := g.conf.Summarizer.briefer.Brief(ctx, &modelspec.BriefRequest{
 		Source: grp.source, Watch: grp.watch, Ref: grp.ref(), Question: sw.q, Items: briefItems(d.data.Items, sw.q.MaxItems), Budget: sw.budget,
 	})
 	if err != nil {
@@ -305,7 +305,7 @@ func (d *digest) missing(reason string) {
 // listed item would be dropped here, never invented. Only grounded
 // sentences are in res (semantic.ParseBriefing dropped the others); the
 // drop is said in a line that never quotes them.
-func (d *digest) brief(res *semantic.BriefResult) {
+func (d *digest) brief(res *modelspec.BriefResult) {
 	if res.Briefing == nil {
 		d.missing(res.Missing)
 		return
@@ -316,7 +316,7 @@ func (d *digest) brief(res *semantic.BriefResult) {
 	}
 	bd := &BriefingData{Headline: res.Briefing.Headline}
 	if n := res.Briefing.Dropped; n > 0 {
-		bd.Dropped = semantic.DroppedNote(n)
+		bd.Dropped = modelspec.DroppedNote(n)
 	}
 	pb := &PayloadBriefing{Headline: res.Briefing.Headline, HeadlineCitations: slices.Clone(res.Briefing.HeadlineCitations),
 		Items: []PayloadBriefingItem{}, DroppedSentences: res.Briefing.Dropped, Model: res.Model,

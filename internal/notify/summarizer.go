@@ -1,30 +1,38 @@
 package notify
 
 import (
-	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/lookout-dev/lookout/internal/config"
-	"github.com/lookout-dev/lookout/internal/metrics"
-	"github.com/lookout-dev/lookout/internal/semantic"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 )
+
+// Briefer writes the briefing of one digest: the model path
+// (semantic.Briefer: cache, claim, budget, model_calls), which the
+// evaluator gives the digester (evaluator.NewBriefer). notify links no
+// model client: the api, which links notify for its sinks, does not link
+// the model through it.
+type Briefer interface {
+	// Brief returns the briefing of r, or why it is missing (Missing) or
+	// that another replica is writing it (Busy); the error is a database
+	// failure or ctx's end, after which the digest may be tried again.
+	Brief(ctx context.Context, r *modelspec.BriefRequest) (modelspec.BriefResult, error)
+}
 
 // Summarizer has the model write the briefings of summarized digests
 // (digest.summarize): the digester asks it for each summary of such a
-// watch, through the model path (semantic.Briefer: cache, claim, budget,
-// model_calls). The watch's settings are those the digester's Composer
-// holds now: the composer follows the definitions (files and the API), so
-// a summarized watch made or changed at runtime is briefed too.
+// watch, and it asks its Briefer. The watch's settings are those the
+// digester's Composer holds now: the composer follows the definitions
+// (files and the API), so a summarized watch made or changed at runtime
+// is briefed too.
 type Summarizer struct {
-	briefer *semantic.Briefer
-	model   semantic.Config
+	briefer Briefer
+	model   modelspec.Config
 	logger  *slog.Logger
 
 	mu sync.Mutex
@@ -34,35 +42,28 @@ type Summarizer struct {
 }
 
 type summaryWatch struct {
-	q      *semantic.BriefQuestion
+	q      *modelspec.BriefQuestion
 	budget config.Budget
 	from   *config.Watch
 }
 
 // SummarizerFrom checks the briefing questions of cfg's digest watches
-// with a summarize block; a bad model option is an error naming file, line
-// and key. With a pool it also builds the model client of lookout.yaml's
-// ollama block and the briefer, whose claims and model_calls rows name
-// owner (hostname:pid when empty), and returns a summarizer even when no
-// watch of cfg is summarized (the definitions may bring one at any time);
-// without a pool it only checks (the check command) and returns nil when
+// with a summarize block over lookout.yaml's ollama block; a bad model
+// option is an error naming file, line and key. With a briefer it returns
+// a summarizer that has b write the briefings, even when no watch of cfg
+// is summarized (the definitions may bring one at any time); without one
+// it only checks (the check command, watchspec.Check) and returns nil when
 // no digest is summarized.
-func SummarizerFrom(pool *pgxpool.Pool, cfg *config.Config, owner string, m *metrics.Metrics, logger *slog.Logger) (*Summarizer, error) {
-	return summarizerFrom(pool, cfg, semantic.FromConfig(cfg.Global.Ollama), owner, m, logger)
-}
-
-// summarizerFrom is SummarizerFrom with the model settings mc, those of
-// cfg's ollama block: tests set their clock there (mc.Now, the day of the
-// watches' budgets).
-func summarizerFrom(pool *pgxpool.Pool, cfg *config.Config, mc semantic.Config, owner string, m *metrics.Metrics, logger *slog.Logger) (*Summarizer, error) {
-	s := &Summarizer{watches: map[string]*summaryWatch{}, model: mc, logger: logger.With("component", "digester")}
+func SummarizerFrom(cfg *config.Config, b Briefer, logger *slog.Logger) (*Summarizer, error) {
+	s := &Summarizer{watches: map[string]*summaryWatch{}, model: modelspec.FromConfig(cfg.Global.Ollama),
+		briefer: b, logger: logger.With("component", "digester")}
 	var errs []error
 	for _, src := range cfg.Sources {
 		for i, w := range src.Watches {
 			if w == nil || w.Digest == nil || w.Digest.Summarize == nil {
 				continue
 			}
-			q, err := semantic.NewBriefQuestion(mc, w.Digest.Summarize)
+			q, err := modelspec.NewBriefQuestion(s.model, w.Digest.Summarize)
 			if err != nil {
 				errs = append(errs, src.Errorf(fmt.Sprintf("watches[%d].digest.summarize.model.options", i), "%v", err))
 				continue
@@ -73,34 +74,13 @@ func summarizerFrom(pool *pgxpool.Pool, cfg *config.Config, mc semantic.Config, 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if pool == nil {
-		if len(s.watches) == 0 {
-			return nil, nil
-		}
-		return s, nil
+	if b == nil && len(s.watches) == 0 {
+		return nil, nil
 	}
-	client, err := semantic.NewClient(mc, logger)
-	if err != nil {
-		return nil, err
-	}
-	if owner == "" {
-		host, _ := os.Hostname()
-		owner = fmt.Sprintf("%s:%d", cmp.Or(host, "evaluator"), os.Getpid())
-	}
-	s.briefer = semantic.NewBriefer(pool, client, owner, logger)
-	s.briefer.SetMetrics(m)
 	return s, nil
 }
 
-// Briefer returns the briefer (nil when built without a pool).
-func (s *Summarizer) Briefer() *semantic.Briefer {
-	if s == nil {
-		return nil
-	}
-	return s.briefer
-}
-
-func newSummaryWatch(q *semantic.BriefQuestion, w *config.Watch) *summaryWatch {
+func newSummaryWatch(q *modelspec.BriefQuestion, w *config.Watch) *summaryWatch {
 	sw := &summaryWatch{q: q, from: w}
 	if w.Budget != nil {
 		sw.budget = *w.Budget
@@ -124,7 +104,7 @@ func (s *Summarizer) watch(c *Composer, source, watch string) *summaryWatch {
 	if sw := s.watches[key]; sw != nil && sw.from == w {
 		return sw
 	}
-	q, err := semantic.NewBriefQuestion(s.model, w.Digest.Summarize)
+	q, err := modelspec.NewBriefQuestion(s.model, w.Digest.Summarize)
 	if err != nil {
 		// The validation path refuses such a definition; one that slips
 		// through goes out without a briefing.
@@ -138,15 +118,15 @@ func (s *Summarizer) watch(c *Composer, source, watch string) *summaryWatch {
 
 // briefItems picks the items shown to the model: the most urgent first,
 // then the oldest, at most max.
-func briefItems(items []DigestItem, max int) []semantic.BriefItem {
+func briefItems(items []DigestItem, max int) []modelspec.BriefItem {
 	order := slices.Clone(items)
 	slices.SortStableFunc(order, func(a, b DigestItem) int {
 		return urgencyRank[b.Verdict.Urgency] - urgencyRank[a.Verdict.Urgency]
 	})
 	order = order[:min(len(order), max)]
-	out := make([]semantic.BriefItem, len(order))
+	out := make([]modelspec.BriefItem, len(order))
 	for i, it := range order {
-		out[i] = semantic.BriefItem{RecordID: it.Record.ID, Title: it.Record.Title, URL: it.Record.URL,
+		out[i] = modelspec.BriefItem{RecordID: it.Record.ID, Title: it.Record.Title, URL: it.Record.URL,
 			Author: it.Record.Author, Labels: it.Record.Labels, Body: it.Record.Body, Kind: it.Change.Kind,
 			Version: it.Change.Version, Urgency: it.Verdict.Urgency, Reason: it.Verdict.Reason}
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ollama/ollama/api"
 
-	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 )
 
 // PurposeBriefing is model_calls.purpose of a briefing request.
@@ -42,7 +42,7 @@ const MissingMaxChars = 300
 // model_calls with purpose 'briefing'. A malformed answer, or one citing a
 // record that is not in the digest, is retried once with a correction; a
 // sentence that cites no item is dropped, and a briefing left with none
-// is missing (DroppedNote says how many sentences were left out).
+// is missing (modelspec.DroppedNote says how many sentences were left out).
 type Briefer struct {
 	pool   *pgxpool.Pool
 	client *Client
@@ -64,54 +64,16 @@ func (b *Briefer) SetMetrics(m *metrics.Metrics) { b.metrics = m }
 // Client returns the model client.
 func (b *Briefer) Client() *Client { return b.client }
 
-// BriefRequest asks for the briefing of one digest.
-type BriefRequest struct {
-	// Source and Watch are the digest's watch (budget and model_calls).
-	Source, Watch string
-	// Ref names the digest in model_calls.input_ref.
-	Ref string
-	// Question is the watch's summarize block.
-	Question *BriefQuestion
-	// Items are the items shown to the model (at most Question.MaxItems).
-	Items []BriefItem
-	// Budget is the watch's daily budget; zero values mean no limit.
-	Budget config.Budget
-}
-
-// BriefResult is what became of a BriefRequest: a Briefing, or Missing
-// saying why there is none, or Busy.
-type BriefResult struct {
-	// Briefing is the validated briefing (from the model or the cache).
-	Briefing *Briefing
-	// Missing says in one line why there is no briefing; the digest goes
-	// out without one.
-	Missing string
-	// Busy means another replica is writing this briefing now: try again
-	// later (at most its claim, two model timeouts, later).
-	Busy bool
-	// Cached is true when the briefing (or its failure) was found in the
-	// cache, without a model call.
-	Cached bool
-	// Model, ModelDigest, PromptVersion and InputHash identify the
-	// question, the model and the input.
-	Model, ModelDigest, PromptVersion, InputHash string
-	// ModelCallID is the model_calls row of the answer (or of the last
-	// failed call).
-	ModelCallID *int64
-	// Calls is the number of model requests this Brief made.
-	Calls int
-}
-
 // Brief returns the briefing of r: from the cache, or written by the
 // model now, bounded by two model calls of the question's timeout. Model
 // failures, invalid answers and an exhausted budget are Results with
 // Missing set (and are cached: the same digest is not asked again); the
 // error is a database failure or ctx's end, after which nothing is cached
 // and the digest may be tried again.
-func (b *Briefer) Brief(ctx context.Context, r *BriefRequest) (BriefResult, error) {
+func (b *Briefer) Brief(ctx context.Context, r *modelspec.BriefRequest) (modelspec.BriefResult, error) {
 	q := r.Question
-	msgs, hash := q.Messages(r.Source, r.Watch, r.Items)
-	res := BriefResult{Model: q.Model, PromptVersion: q.Version, InputHash: hash}
+	msgs, hash := briefMessages(q, r.Source, r.Watch, r.Items)
+	res := modelspec.BriefResult{Model: q.Model, PromptVersion: q.Version, InputHash: hash}
 	if len(r.Items) == 0 {
 		res.Missing = "the digest has no items"
 		return res, nil
@@ -167,7 +129,7 @@ func (b *Briefer) Brief(ctx context.Context, r *BriefRequest) (BriefResult, erro
 
 // hit reads a finished briefing of key, or reports that another replica
 // is writing it.
-func (b *Briefer) hit(ctx context.Context, key []any, res BriefResult) (BriefResult, error) {
+func (b *Briefer) hit(ctx context.Context, key []any, res modelspec.BriefResult) (modelspec.BriefResult, error) {
 	var state, missing string
 	var doc []byte
 	err := b.pool.QueryRow(ctx, queryBriefHit, key...).Scan(&state, &doc, &missing, &res.ModelCallID)
@@ -183,7 +145,7 @@ func (b *Briefer) hit(ctx context.Context, key []any, res BriefResult) (BriefRes
 		res.Missing = missing
 		return res, nil
 	}
-	var br Briefing
+	var br modelspec.Briefing
 	if err := json.Unmarshal(doc, &br); err != nil {
 		return res, fmt.Errorf("read a cached briefing: %w", err)
 	}
@@ -193,7 +155,7 @@ func (b *Briefer) hit(ctx context.Context, key []any, res BriefResult) (BriefRes
 
 // write asks the model under the claim: a reservation per request, the
 // answer validated, a malformed one retried once with a correction.
-func (b *Briefer) write(ctx context.Context, r *BriefRequest, msgs []api.Message, res BriefResult) (BriefResult, error) {
+func (b *Briefer) write(ctx context.Context, r *modelspec.BriefRequest, msgs []api.Message, res modelspec.BriefResult) (modelspec.BriefResult, error) {
 	q := r.Question
 	ids := make([]string, 0, len(r.Items))
 	for _, it := range r.Items {
@@ -227,7 +189,7 @@ func (b *Briefer) write(ctx context.Context, r *BriefRequest, msgs []api.Message
 			return res, nil
 		}
 		row := briefCall{attempt: attempt, reply: reply, msgs: msgs}
-		var br Briefing
+		var br modelspec.Briefing
 		var perr error
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
@@ -264,7 +226,7 @@ func (b *Briefer) write(ctx context.Context, r *BriefRequest, msgs []api.Message
 			if !br.Grounded() {
 				// Not one sentence cites an item: nothing of it is shown,
 				// and the reader learns only how much was left out.
-				res.Missing = DroppedNote(br.Dropped)
+				res.Missing = modelspec.DroppedNote(br.Dropped)
 				return res, nil
 			}
 			res.Briefing = &br
@@ -293,7 +255,7 @@ type briefCall struct {
 	err     error
 }
 
-func (b *Briefer) insertCall(ctx context.Context, r *BriefRequest, res BriefResult, c *briefCall) (int64, error) {
+func (b *Briefer) insertCall(ctx context.Context, r *modelspec.BriefRequest, res modelspec.BriefResult, c *briefCall) (int64, error) {
 	q := r.Question
 	sizes := make([]map[string]any, len(c.msgs))
 	for i, m := range c.msgs {

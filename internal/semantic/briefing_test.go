@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 )
 
 func TestParseBriefing(t *testing.T) {
@@ -33,9 +34,9 @@ func TestParseBriefing(t *testing.T) {
 		br.Grounded() || br.Dropped != 1 {
 		t.Errorf("nothing grounded = %+v (grounded %v), %v", br, br.Grounded(), err)
 	}
-	if DroppedNote(1) != "1 sentence of the model's briefing was dropped: not grounded in the items" ||
-		DroppedNote(2) != "2 sentences of the model's briefing were dropped: not grounded in the items" {
-		t.Errorf("DroppedNote = %q, %q", DroppedNote(1), DroppedNote(2))
+	if modelspec.DroppedNote(1) != "1 sentence of the model's briefing was dropped: not grounded in the items" ||
+		modelspec.DroppedNote(2) != "2 sentences of the model's briefing were dropped: not grounded in the items" {
+		t.Errorf("modelspec.DroppedNote = %q, %q", modelspec.DroppedNote(1), modelspec.DroppedNote(2))
 	}
 	h := `{"text": "h", "citations": ["a"]}`
 	tests := []struct{ name, content, want string }{
@@ -54,7 +55,7 @@ func TestParseBriefing(t *testing.T) {
 		{"extra key", `{"headline": ` + h + `, "items": [], "mood": "ok"}`, `unexpected key "mood"`},
 		{"extra item key", `{"headline": ` + h + `, "items": [{"record_id": "a", "why_it_matters": "w", "score": 1}]}`, `items[0] has unexpected key "score"`},
 		{"items not a list", `{"headline": ` + h + `, "items": "a"}`, `items must be a list of objects`},
-		{"long headline", `{"headline": {"text": "` + strings.Repeat("x", HeadlineMaxChars+1) + `", "citations": ["a"]}, "items": []}`, `headline.text has 201 characters, more than 200`},
+		{"long headline", `{"headline": {"text": "` + strings.Repeat("x", modelspec.HeadlineMaxChars+1) + `", "citations": ["a"]}, "items": []}`, `headline.text has 201 characters, more than 200`},
 	}
 	for _, tt := range tests {
 		_, _, err := ParseBriefing(tt.content, ids, 2)
@@ -66,23 +67,23 @@ func TestParseBriefing(t *testing.T) {
 
 func TestBriefQuestion(t *testing.T) {
 	t.Parallel()
-	conf := Config{Model: "llama3.2", Options: map[string]any{"temperature": 0, "seed": 42}}
-	q, err := NewBriefQuestion(conf, &config.Summarize{Ask: "What needs me?", MaxItems: 5})
+	conf := modelspec.Config{Model: "llama3.2", Options: map[string]any{"temperature": 0, "seed": 42}}
+	q, err := modelspec.NewBriefQuestion(conf, &config.Summarize{Ask: "What needs me?", MaxItems: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q2, _ := NewBriefQuestion(conf, &config.Summarize{Ask: "What needs me now?", MaxItems: 5})
+	q2, _ := modelspec.NewBriefQuestion(conf, &config.Summarize{Ask: "What needs me now?", MaxItems: 5})
 	if !strings.HasPrefix(q.Version, "pb-") || q.Version == q2.Version || !strings.Contains(q.System(), "What needs me?") {
 		t.Errorf("versions %s %s; a new ask must be a new prompt version", q.Version, q2.Version)
 	}
-	if _, err := NewBriefQuestion(conf, &config.Summarize{Ask: "x", MaxItems: 5, Model: &config.WatchModel{Options: map[string]any{"temprature": 1}}}); err == nil {
+	if _, err := modelspec.NewBriefQuestion(conf, &config.Summarize{Ask: "x", MaxItems: 5, Model: &config.WatchModel{Options: map[string]any{"temprature": 1}}}); err == nil {
 		t.Errorf("a misspelt option is accepted")
 	}
 	// The input is what the model is shown: the same items make the same
 	// hash whatever their notifications, a changed item a new one.
-	items := []BriefItem{{RecordID: "a", Title: "Deploy failed", Kind: "created", Version: 1, Body: strings.Repeat("b", BriefBodyChars+50)}}
-	msgs, hash := q.Messages("src", "w", items)
-	if hash != q.InputHash("src", "w", items) || !strings.Contains(msgs[1].Content, `"id":"a"`) || strings.Contains(msgs[1].Content, strings.Repeat("b", BriefBodyChars+1)) {
+	items := []modelspec.BriefItem{{RecordID: "a", Title: "Deploy failed", Kind: "created", Version: 1, Body: strings.Repeat("b", modelspec.BriefBodyChars+50)}}
+	msgs, hash := briefMessages(q, "src", "w", items)
+	if hash != q.InputHash("src", "w", items) || !strings.Contains(msgs[1].Content, `"id":"a"`) || strings.Contains(msgs[1].Content, strings.Repeat("b", modelspec.BriefBodyChars+1)) {
 		t.Errorf("user message:\n%s", msgs[1].Content)
 	}
 	items[0].Title = "Deploy failed again"

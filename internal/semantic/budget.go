@@ -22,7 +22,7 @@ import (
 // pass it by their own tokens). A nil *budgets reserves nothing (replay).
 type budgets struct {
 	pool *pgxpool.Pool
-	// now is the calendar of the days (semantic.Config.Now).
+	// now is the calendar of the days (modelspec.Config.Now).
 	now func() time.Time
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/metrics"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 )
 
 // Steps a Result can end in. cache, model, budget and error are also the
@@ -53,8 +54,8 @@ type Request struct {
 	Owner string
 	// ContentHash is the record's content hash at the change.
 	ContentHash string
-	Question    *Question
-	Input       Input
+	Question    *modelspec.Question
+	Input       modelspec.Input
 	// Budget is the watch's daily budget; zero values mean no limit.
 	Budget config.Budget
 }
@@ -140,7 +141,7 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 	var live []int
 	for i, r := range reqs {
 		q := r.Question
-		m, hash := q.Messages(r.Input)
+		m, hash := messages(q, r.Input)
 		msgs[i] = m
 		res[i] = Result{Model: q.Model, PromptVersion: q.Version, InputHash: hash}
 		d, ok := digests[q.Model]
@@ -272,7 +273,7 @@ func (j *Judge) call(ctx context.Context, r *Request, msgs []api.Message, res Re
 				return res
 			}
 		}
-		reply, err := j.client.Chat(ctx, q.Model, msgs, q.schema, q.Options, q.Timeout)
+		reply, err := j.client.Chat(ctx, q.Model, msgs, q.Schema(), q.Options, q.Timeout)
 		if errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			// No request was made (breaker open), or we are shutting down:
 			// the reserved call goes back to the budget.
@@ -292,7 +293,7 @@ func (j *Judge) call(ctx context.Context, r *Request, msgs []api.Message, res Re
 		case err != nil:
 			row.outcome, row.err = OutcomeError, err
 		default:
-			verdict, row.output, perr = q.Parse(reply.Content)
+			verdict, row.output, perr = ParseVerdict(reply.Content, q.ReasonMax)
 			if perr != nil && reply.DoneReason == "length" {
 				perr = truncated(perr, q)
 			}
@@ -338,7 +339,7 @@ func (j *Judge) call(ctx context.Context, r *Request, msgs []api.Message, res Re
 
 // truncated explains a malformed answer the model server cut short
 // (done_reason "length"): the answer hit num_predict.
-func truncated(perr error, q *Question) error {
+func truncated(perr error, q *modelspec.Question) error {
 	limit := "its default"
 	if n, ok := q.Options["num_predict"]; ok {
 		limit = fmt.Sprint(n)

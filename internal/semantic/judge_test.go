@@ -14,6 +14,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
@@ -26,17 +27,17 @@ type fixture struct {
 	t     *testing.T
 	pool  *pgxpool.Pool
 	fake  *ollamatest.Server
-	o     semantic.Config
+	o     modelspec.Config
 	judge *semantic.Judge
 }
 
 // setup returns a Judge on a fresh schema and a fake Ollama serving
 // llama3.2 with digest1. tune adjusts the settings before the client is built.
-func setup(t *testing.T, tune func(o *semantic.Config)) *fixture {
+func setup(t *testing.T, tune func(o *modelspec.Config)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, pool: pgtest.Pool(t)}
 	f.fake = ollamatest.New(t, map[string]string{"llama3.2:latest": digest1})
-	f.o = semantic.Config{
+	f.o = modelspec.Config{
 		Host: f.fake.URL, Model: "llama3.2", Timeout: 5 * time.Second, Concurrency: 2,
 		Options:   map[string]any{"temperature": 0, "seed": 42},
 		PerSecond: 1000, Burst: 10, HoldMin: 30 * time.Second, HoldMax: 15 * time.Minute,
@@ -53,19 +54,19 @@ func setup(t *testing.T, tune func(o *semantic.Config)) *fixture {
 	return f
 }
 
-func (f *fixture) question(w *config.Watch) *semantic.Question {
+func (f *fixture) question(w *config.Watch) *modelspec.Question {
 	f.t.Helper()
-	q, err := semantic.NewQuestion(f.o, w)
+	q, err := modelspec.NewQuestion(f.o, w)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	return q
 }
 
-func request(q *semantic.Question, watch, id, title string) *semantic.Request {
+func request(q *modelspec.Question, watch, id, title string) *semantic.Request {
 	return &semantic.Request{
 		Source: "tasks", RecordID: id, Watch: watch, ContentHash: "hash-" + id + "-" + title, Question: q,
-		Input: semantic.Input{Source: "tasks", Kind: "created", Record: map[string]any{"id": id, "title": title}},
+		Input: modelspec.Input{Source: "tasks", Kind: "created", Record: map[string]any{"id": id, "title": title}},
 	}
 }
 
@@ -153,9 +154,9 @@ func TestJudgeAsksTheModelOnceThenUsesTheCache(t *testing.T) {
 
 func TestJudgeAsksAgainWhenModelDigestOrPromptChanges(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *semantic.Config) { o.DigestTTL = time.Nanosecond })
+	f := setup(t, func(o *modelspec.Config) { o.DigestTTL = time.Nanosecond })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
-	r := func(q *semantic.Question) *semantic.Request { return request(q, "w", "1", "URGENT") }
+	r := func(q *modelspec.Question) *semantic.Request { return request(q, "w", "1", "URGENT") }
 
 	f.judgeAll(semantic.Options{}, r(q))
 	if res := f.judgeAll(semantic.Options{}, r(q)); res[0].Step != semantic.StepCache {
@@ -237,7 +238,7 @@ func TestJudgeRetriesAMalformedAnswerOnce(t *testing.T) {
 // settings to change.
 func TestJudgeSaysWhenTheAnswerWasCutOff(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *semantic.Config) { o.Options["num_predict"] = 24 })
+	f := setup(t, func(o *modelspec.Config) { o.Options["num_predict"] = 24 })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	cut := ollamatest.Answer{Content: `{"should_notify": true, "urgency": "high", "reason": "The customer writes that the`, DoneReason: "length"}
 	f.fake.Answers(cut, cut)
@@ -291,7 +292,7 @@ func TestJudgeServerErrorOpensTheBreaker(t *testing.T) {
 
 func TestJudgeTimesOutASlowModel(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *semantic.Config) { o.Timeout = 200 * time.Millisecond })
+	f := setup(t, func(o *modelspec.Config) { o.Timeout = 200 * time.Millisecond })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	f.fake.Answers(ollamatest.Answer{Hang: true})
 	start := time.Now()
@@ -326,7 +327,7 @@ func TestJudgeBudgets(t *testing.T) {
 	// One day for the whole test: a run across midnight UTC does not move
 	// the budget's day between two calls.
 	now := time.Now().UTC()
-	f := setup(t, func(o *semantic.Config) { o.Now = func() time.Time { return now } })
+	f := setup(t, func(o *modelspec.Config) { o.Now = func() time.Time { return now } })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	calls := func(id string) *semantic.Request {
 		r := request(q, "calls", id, id)
@@ -368,7 +369,7 @@ func TestJudgeBudgets(t *testing.T) {
 }
 
 // TestBudgetDaysAtCalendarEdges exhausts a watch's daily budget with the
-// clock (semantic.Config.Now) at the last instant of the days around the
+// clock (modelspec.Config.Now) at the last instant of the days around the
 // dates every calendar rule is tested at (docs/development.md#tests): the
 // call counts against that UTC day, and the budget resets at the next
 // midnight UTC, also into a month's first day, a new year and across 29
@@ -398,7 +399,7 @@ func TestBudgetDaysAtCalendarEdges(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := setup(t, func(o *semantic.Config) { o.Now = func() time.Time { return tc.now } })
+			f := setup(t, func(o *modelspec.Config) { o.Now = func() time.Time { return tc.now } })
 			q := f.question(&config.Watch{Ask: "Is it urgent?"})
 			calls := func(id string) *semantic.Request {
 				r := request(q, "w", id, id)
@@ -433,7 +434,7 @@ func TestBudgetDaysAtCalendarEdges(t *testing.T) {
 // starts a second day between the calls.
 func TestJudgeGivesBackUnusedReservations(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *semantic.Config) {
+	f := setup(t, func(o *modelspec.Config) {
 		o.Now = func() time.Time { return time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC) }
 	})
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
@@ -481,7 +482,7 @@ func TestJudgeSameInputInOneBatchIsAskedOnce(t *testing.T) {
 
 func TestJudgeBoundsConcurrency(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *semantic.Config) { o.Concurrency = 2; o.Timeout = 10 * time.Second })
+	f := setup(t, func(o *modelspec.Config) { o.Concurrency = 2; o.Timeout = 10 * time.Second })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	f.fake.SetAnswer(func(req *api.ChatRequest) ollamatest.Answer {
 		a := ollamatest.DefaultAnswer(req)
@@ -518,7 +519,7 @@ func TestJudgeBoundsConcurrency(t *testing.T) {
 
 func TestJudgeRateLimit(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *semantic.Config) { o.PerSecond, o.Burst = 20, 1 })
+	f := setup(t, func(o *modelspec.Config) { o.PerSecond, o.Burst = 20, 1 })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	start := time.Now()
 	f.judgeAll(semantic.Options{}, request(q, "w", "1", "1"), request(q, "w", "2", "2"), request(q, "w", "3", "3"), request(q, "w", "4", "4"))
@@ -551,7 +552,7 @@ func TestJudgeNoModelAndCallLimit(t *testing.T) {
 
 func TestJudgeUsesTheLastDigestWhileTagsFail(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(o *semantic.Config) { o.DigestTTL = time.Nanosecond })
+	f := setup(t, func(o *modelspec.Config) { o.DigestTTL = time.Nanosecond })
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	f.judgeAll(semantic.Options{}, request(q, "w", "1", "URGENT"))
 	f.fake.TagsDown(true)

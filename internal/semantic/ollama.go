@@ -16,6 +16,7 @@ import (
 	"github.com/ollama/ollama/api"
 	"golang.org/x/time/rate"
 
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/service"
 )
 
@@ -38,7 +39,7 @@ type Client struct {
 	ttl     time.Duration
 	logger  *slog.Logger
 	now     func() time.Time
-	// calendar is Config.Now: the day of the budgets.
+	// calendar is modelspec.Config.Now: the day of the budgets.
 	calendar func() time.Time
 
 	mu      sync.Mutex
@@ -54,7 +55,7 @@ type digestEntry struct {
 }
 
 // NewClient returns a client for the server of c.
-func NewClient(c Config, logger *slog.Logger) (*Client, error) {
+func NewClient(c modelspec.Config, logger *slog.Logger) (*Client, error) {
 	base, err := url.Parse(c.Host)
 	if err != nil {
 		return nil, fmt.Errorf("ollama.host %q: %w", c.Host, err)

@@ -37,32 +37,12 @@ type Verdict struct {
 // Urgencies are the values Verdict.Urgency may take.
 var Urgencies = []string{"low", "medium", "high"}
 
-// ConfidenceSteps are the confidence values the schema offers the model.
-// A grammar cannot bound a free JSON number, so the schema lists the values
-// (Ollama turns the schema into a grammar that the output must follow);
-// ParseVerdict accepts any number in [0, 1], for servers that do not
-// enforce the format.
-var ConfidenceSteps = []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
-
-// SchemaFor is the JSON schema sent as the request's format, with reason
-// at most reasonMax characters (a bound the grammar enforces, which keeps a
-// small model from rambling until num_predict cuts the JSON short).
-// ParseVerdict checks the answer against it.
-func SchemaFor(reasonMax int) json.RawMessage {
-	steps, _ := json.Marshal(ConfidenceSteps)
-	return json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
-		`"should_notify":{"type":"boolean"},`+
-		`"urgency":{"type":"string","enum":["low","medium","high"]},`+
-		`"reason":{"type":"string","minLength":1,"maxLength":%d},`+
-		`"confidence":{"type":"number","enum":%s}},`+
-		`"required":["should_notify","urgency","reason","confidence"],"additionalProperties":false}`, reasonMax, steps))
-}
-
-// ErrMalformed marks an answer that does not satisfy Schema.
+// ErrMalformed marks an answer that does not satisfy the schema of its
+// question (modelspec.SchemaFor).
 var ErrMalformed = errors.New("malformed answer")
 
 // ParseVerdict decodes and validates the model's answer against
-// SchemaFor(reasonMax). It returns the answer as JSON when it is JSON at
+// modelspec.SchemaFor(reasonMax). It returns the answer as JSON when it is JSON at
 // all (for the record, even when invalid) and an error wrapping
 // ErrMalformed that says what is wrong.
 func ParseVerdict(content string, reasonMax int) (Verdict, json.RawMessage, error) {

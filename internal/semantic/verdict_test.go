@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/lookout-dev/lookout/internal/modelspec"
 )
 
 func TestParseVerdict(t *testing.T) {
@@ -78,7 +80,7 @@ func TestSchemaIsValidJSONAndBoundsTheAnswer(t *testing.T) {
 		Required             []string `json:"required"`
 		AdditionalProperties bool     `json:"additionalProperties"`
 	}
-	if err := json.Unmarshal(SchemaFor(64), &s); err != nil {
+	if err := json.Unmarshal(modelspec.SchemaFor(64), &s); err != nil {
 		t.Fatalf("schema is not JSON: %v", err)
 	}
 	if s.Properties.Reason.MaxLength != 64 {

@@ -1,6 +1,6 @@
 // Package watchspec compiles a watch: its `when` expression type-checked
 // against its source's record shape (normalize.CompileWhen), the model
-// settings and prompt of its ask (semantic.NewQuestion), and, in Check,
+// settings and prompt of its ask (modelspec.NewQuestion), and, in Check,
 // the templates and digest schedules of the sinks and watches
 // (notify.NewComposer) and the briefing questions of summarized digests.
 //
@@ -17,9 +17,9 @@ import (
 	"log/slog"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/notify"
-	"github.com/lookout-dev/lookout/internal/semantic"
 )
 
 // Watch is a compiled config.Watch.
@@ -35,14 +35,14 @@ type Watch struct {
 	// Owner is the user the watch belongs to ("" for the operator's).
 	Owner string
 	// Question is the model step of a watch with an ask; nil without.
-	Question *semantic.Question
+	Question *modelspec.Question
 }
 
 // Compile builds watch i of src (wc, src.Watches[i] or a definition made
 // through the API), owned by owner, with the model defaults of model
 // (lookout.yaml's ollama block). Its errors name the file, the line and
 // the key: watches[i].when, watches[i].model.options.
-func Compile(src *config.Source, i int, wc *config.Watch, owner string, model semantic.Config) (*Watch, error) {
+func Compile(src *config.Source, i int, wc *config.Watch, owner string, model modelspec.Config) (*Watch, error) {
 	p, err := normalize.CompileWhen(wc.When, src.Fields.Exprs())
 	if err != nil {
 		var errs []error
@@ -53,7 +53,7 @@ func Compile(src *config.Source, i int, wc *config.Watch, owner string, model se
 	}
 	w := &Watch{Config: wc, Source: src.Name, Owner: owner, When: p}
 	if wc.Ask != "" {
-		if w.Question, err = semantic.NewQuestion(model, wc); err != nil {
+		if w.Question, err = modelspec.NewQuestion(model, wc); err != nil {
 			return nil, src.Errorf(fmt.Sprintf("watches[%d].model.options", i), "%v", err)
 		}
 	}
@@ -70,12 +70,12 @@ func (w *Watch) Match(env map[string]any) (bool, error) {
 // Check compiles every watch of cfg (Compile, over lookout.yaml's model
 // settings), the templates and digest schedules of its sinks and watches
 // (notify.NewComposer) and the briefing questions of its summarized
-// digests (notify.SummarizerFrom without a database): the watch side of
+// digests (notify.SummarizerFrom without a briefer): the watch side of
 // the configuration check, as `evaluator check` runs it on a directory
 // and definitions.Validator on a definition made through the API. It
 // returns every error, joined.
 func Check(cfg *config.Config) error {
-	model := semantic.FromConfig(cfg.Global.Ollama)
+	model := modelspec.FromConfig(cfg.Global.Ollama)
 	var errs []error
 	for _, src := range cfg.Sources {
 		for i, wc := range src.Watches {
@@ -87,7 +87,7 @@ func Check(cfg *config.Config) error {
 	if _, err := notify.NewComposer(cfg.Global.Sinks, cfg.Sources); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := notify.SummarizerFrom(nil, cfg, "", nil, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := notify.SummarizerFrom(cfg, nil, slog.New(slog.DiscardHandler)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

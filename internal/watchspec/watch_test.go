@@ -7,7 +7,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
-	"github.com/lookout-dev/lookout/internal/semantic"
+	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
@@ -69,7 +69,7 @@ func TestCompileMatchesAChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := watchspec.Compile(src, 0, src.Watches[0], "alice", semantic.Config{Model: "llama3.2"})
+	w, err := watchspec.Compile(src, 0, src.Watches[0], "alice", modelspec.Config{Model: "llama3.2"})
 	if err != nil {
 		t.Fatal(err)
 	}
