@@ -206,7 +206,7 @@ const (
 	), running AS (
 	    INSERT INTO sync_runs (id, source, owner, reason, started_at, cursor_before, due_at, due_reason)
 	    SELECT $3, $1, $2, $6, $7, $8::jsonb, $9, $10 FROM lease
-	    ON CONFLICT (id, started_at) DO NOTHING
+	    ON CONFLICT ON CONSTRAINT sync_runs_pkey DO NOTHING
 	)
 	SELECT EXISTS (SELECT 1 FROM lease)`
 
@@ -222,7 +222,7 @@ const (
 	                                repaired)
 	    SELECT $3, $1, $2, $14, $15, $16::jsonb, $17, $18, $12, $7, $8, $9, $10, $11, $13, $19
 	    FROM lease
-	    ON CONFLICT (id, started_at) DO UPDATE SET
+	    ON CONFLICT ON CONSTRAINT sync_runs_pkey DO UPDATE SET
 	        pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
 	        items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
 	        items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
@@ -263,7 +263,7 @@ const (
 	                            pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired)
 	SELECT $1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
 	WHERE NOT EXISTS (SELECT 1 FROM sync_runs WHERE id = $1 AND started_at <> $5)
-	ON CONFLICT (id, started_at) DO UPDATE SET
+	ON CONFLICT ON CONSTRAINT sync_runs_pkey DO UPDATE SET
 	    status = excluded.status, finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
 	    error = excluded.error, requests = excluded.requests, rate_limit_waits = excluded.rate_limit_waits,
 	    pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
