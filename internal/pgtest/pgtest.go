@@ -4,9 +4,10 @@
 //
 // Each test's schema lives in a database of its own, a copy of a template
 // database migrated once per cluster and set of migrations (see
-// fromTemplate); when the role cannot create databases, or with
-// LOOKOUT_PGTEST_TEMPLATE=0, the schema is migrated in TEST_DATABASE_URL's
-// database instead.
+// fromTemplate); when the role cannot create databases, on Citus (the
+// database has the citus extension), or with LOOKOUT_PGTEST_TEMPLATE=0, the
+// schema is migrated in TEST_DATABASE_URL's database instead (on Citus the
+// migration distributes it: db.Migrate).
 package pgtest
 
 import (
