@@ -96,7 +96,9 @@ psql "$URL" -XAc "SELECT logicalrelid::regclass AS \"table\", CASE partmethod WH
 # schema per test in the coordinator's database instead (it also detects Citus).
 export TEST_DATABASE_URL="$URL"
 export LOOKOUT_PGTEST_TEMPLATE=0
-echo "== TEST_DATABASE_URL=$TEST_DATABASE_URL LOOKOUT_PGTEST_TEMPLATE=0"
+# Distributing a schema's tables takes a minute or more on a busy machine.
+export LOOKOUT_PGTEST_MIGRATE_TIMEOUT="${LOOKOUT_PGTEST_MIGRATE_TIMEOUT:-10m}"
+echo "== TEST_DATABASE_URL=$TEST_DATABASE_URL LOOKOUT_PGTEST_TEMPLATE=0 LOOKOUT_PGTEST_MIGRATE_TIMEOUT=$LOOKOUT_PGTEST_MIGRATE_TIMEOUT"
 echo "== go test -count=1 -timeout 30m $* $PKGS"
 set +e
 # shellcheck disable=SC2086 # PKGS holds several patterns

@@ -54,7 +54,7 @@ func Schema(t testing.TB) (schema, url string) {
 func SchemaAt(t testing.TB, version uint) (schema, url string) {
 	t.Helper()
 	base := URL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout(t))
 	defer cancel()
 
 	name := strings.ToLower(t.Name())
@@ -122,6 +122,25 @@ func SchemaAt(t testing.TB, version uint) (schema, url string) {
 		t.Fatalf("pgtest: migrate %s: %v", schema, err)
 	}
 	return schema, url
+}
+
+// MigrateTimeoutEnv names the environment variable that bounds making a
+// test's schema (a Go duration; default 1m). On Citus each schema's
+// tables are distributed as it is migrated, which takes minutes on a
+// busy machine: scripts/test_citus.sh sets it to 10m.
+const MigrateTimeoutEnv = "LOOKOUT_PGTEST_MIGRATE_TIMEOUT"
+
+func migrateTimeout(t testing.TB) time.Duration {
+	t.Helper()
+	v := os.Getenv(MigrateTimeoutEnv)
+	if v == "" {
+		return time.Minute
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("pgtest: %s=%q is not a positive duration (for example 10m)", MigrateTimeoutEnv, v)
+	}
+	return d
 }
 
 // Pool returns a pool on a fresh migrated schema (see Schema), closed when
