@@ -322,7 +322,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 			    SET content_hash = EXCLUDED.content_hash, step = EXCLUDED.step, matched = EXCLUDED.matched,
 			        decision = EXCLUDED.decision, reason = EXCLUDED.reason, urgency = EXCLUDED.urgency,
 			        notification_id = EXCLUDED.notification_id, evaluator = EXCLUDED.evaluator,
-			        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = clock_timestamp()
+			        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = EXCLUDED.created_at
 			    WHERE evaluations.decision = 'hold'`,
 			e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote,
 			evCall, evConfidence, evOwner, evChangeAt)

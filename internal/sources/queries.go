@@ -114,7 +114,9 @@ const (
 	// row, or the row brought to its configuration; a source paused in its
 	// definition ($10) is registered paused with DefinitionPaused ($12), and
 	// active again when its definition is resumed; a removed source defined
-	// again is active again.
+	// again is active again. The DO UPDATE calls no function that is not
+	// immutable (updated_at is the inserted row's, its default now()):
+	// Citus refuses one there on a distributed table.
 	QueryRegister = `
 	INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at,
 	                     stuck_after_seconds, status, status_reason, webhook, silence_alert_seconds)
@@ -127,7 +129,7 @@ const (
 	    stuck_after_seconds = excluded.stuck_after_seconds,
 	    schedule = excluded.schedule,
 	    config_hash = excluded.config_hash,
-	    updated_at = now(),
+	    updated_at = excluded.updated_at,
 	    interval_seconds = CASE WHEN sources.config_hash <> excluded.config_hash
 	                            THEN excluded.interval_seconds ELSE sources.interval_seconds END,
 	    interval_reason = CASE WHEN sources.config_hash <> excluded.config_hash
