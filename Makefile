@@ -12,7 +12,7 @@ ARGS ?=
 SYNCER_PORT ?= 9464
 EVALUATOR_PORT ?= 9465
 
-.PHONY: help build test test-scripts run bench record-sql pg-start pg-stop fmt vet tidy
+.PHONY: help build test test-citus test-scripts run bench record-sql pg-start pg-stop fmt vet tidy
 
 help: ## Show this help
 	@echo 'Usage: make <target>'
@@ -24,6 +24,9 @@ build: ## Build all commands into bin/
 
 test: ## Run the whole test suite (throwaway PostgreSQL, go vet, go test); TESTFLAGS='...'
 	bash scripts/test.sh $(TESTFLAGS)
+
+test-citus: ## The e2e tests and the routed packages on a local 3-node Citus cluster (builds Citus first if missing; scripts/test_citus.sh); TESTFLAGS='...'
+	bash scripts/test_citus.sh $(TESTFLAGS)
 
 test-scripts: ## Check the shell scripts' behaviour (scripts/pg_test.sh: its own cluster and port; scripts/run_test.sh: needs DATABASE_URL)
 	bash scripts/pg_test.sh

@@ -150,7 +150,8 @@ func ChangesChannel(schema string) string { return schema + ".changes" }
 // migration is refused with instructions instead of being touched; a
 // schema newer than this binary is left as it is and its version returned
 // (greater than LatestVersion), so that an old pod restarting during a
-// rolling upgrade comes back.
+// rolling upgrade comes back. On a database with the citus extension it
+// then lays the schema out for Citus (Distribute).
 func Migrate(ctx context.Context, pool *pgxpool.Pool) (uint, error) {
 	m, closeFn, err := newMigrator(ctx, pool)
 	if err != nil {
@@ -174,6 +175,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (uint, error) {
 			return 0, fmt.Errorf("database schema is dirty at version %d (a migration failed half-way): fix the schema by hand, then run `migrate --force %d`: %w", dirty.Version, dirty.Version-1, err)
 		}
 		return 0, fmt.Errorf("apply migrations: %w", err)
+	}
+	if _, err := Distribute(ctx, pool); err != nil {
+		return 0, fmt.Errorf("lay the schema out on citus: %w", err)
 	}
 	v, _, err := m.Version()
 	if err != nil {

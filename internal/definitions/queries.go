@@ -169,8 +169,13 @@ const (
 	// queryGenerationOf is the last generation that had hash $1 (0: none).
 	queryGenerationOf = `SELECT coalesce(max(generation), 0) FROM config_generations WHERE hash = $1`
 
-	queryInsertGeneration = `INSERT INTO config_generations (generation, hash, version, forced, applied_by)
-	SELECT coalesce(max(generation), 0) + 1, $1, $2, $3, $4 FROM config_generations
+	// queryInsertGeneration takes the next number in a CTE: Citus
+	// deparses an INSERT … SELECT max(…) FROM the same reference table
+	// without its FROM ("missing FROM-clause entry for table
+	// config_generations"); the CTE form runs on both.
+	queryInsertGeneration = `WITH last AS (SELECT coalesce(max(generation), 0) + 1 AS next FROM config_generations)
+	INSERT INTO config_generations (generation, hash, version, forced, applied_by)
+	SELECT last.next, $1, $2, $3, $4 FROM last
 	RETURNING generation, hash, version, forced, applied_by, applied_at`
 )
 

@@ -318,11 +318,11 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 			            $16::timestamptz[])
 			     AS u(change_id, source, record_id, watch, hash, step, matched, decision, reason, urgency, note, call, confidence,
 			          owner, change_at)
-			ON CONFLICT (change_id, watch, change_created_at) DO UPDATE
+			ON CONFLICT ON CONSTRAINT evaluations_change_id_watch_key DO UPDATE
 			    SET content_hash = EXCLUDED.content_hash, step = EXCLUDED.step, matched = EXCLUDED.matched,
 			        decision = EXCLUDED.decision, reason = EXCLUDED.reason, urgency = EXCLUDED.urgency,
 			        notification_id = EXCLUDED.notification_id, evaluator = EXCLUDED.evaluator,
-			        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = clock_timestamp()
+			        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = EXCLUDED.created_at
 			    WHERE evaluations.decision = 'hold'`,
 			e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote,
 			evCall, evConfidence, evOwner, evChangeAt)

@@ -4,9 +4,10 @@
 //
 // Each test's schema lives in a database of its own, a copy of a template
 // database migrated once per cluster and set of migrations (see
-// fromTemplate); when the role cannot create databases, or with
-// LOOKOUT_PGTEST_TEMPLATE=0, the schema is migrated in TEST_DATABASE_URL's
-// database instead.
+// fromTemplate); when the role cannot create databases, on Citus (the
+// database has the citus extension), or with LOOKOUT_PGTEST_TEMPLATE=0, the
+// schema is migrated in TEST_DATABASE_URL's database instead (on Citus the
+// migration distributes it: db.Migrate).
 package pgtest
 
 import (
@@ -53,7 +54,7 @@ func Schema(t testing.TB) (schema, url string) {
 func SchemaAt(t testing.TB, version uint) (schema, url string) {
 	t.Helper()
 	base := URL(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout(t))
 	defer cancel()
 
 	name := strings.ToLower(t.Name())
@@ -121,6 +122,25 @@ func SchemaAt(t testing.TB, version uint) (schema, url string) {
 		t.Fatalf("pgtest: migrate %s: %v", schema, err)
 	}
 	return schema, url
+}
+
+// MigrateTimeoutEnv names the environment variable that bounds making a
+// test's schema (a Go duration; default 1m). On Citus each schema's
+// tables are distributed as it is migrated, which takes minutes on a
+// busy machine: scripts/test_citus.sh sets it to 10m.
+const MigrateTimeoutEnv = "LOOKOUT_PGTEST_MIGRATE_TIMEOUT"
+
+func migrateTimeout(t testing.TB) time.Duration {
+	t.Helper()
+	v := os.Getenv(MigrateTimeoutEnv)
+	if v == "" {
+		return time.Minute
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("pgtest: %s=%q is not a positive duration (for example 10m)", MigrateTimeoutEnv, v)
+	}
+	return d
 }
 
 // Pool returns a pool on a fresh migrated schema (see Schema), closed when

@@ -6,14 +6,16 @@ package semantic
 
 // queryBriefClaim claims a briefing for owner $7 until now() + $8: a new
 // row, or one whose writer's claim expired. It returns a row only when
-// the caller now holds the claim.
+// the caller now holds the claim. The DO UPDATE and its WHERE call no
+// function that is not immutable (EXCLUDED.updated_at is the inserted
+// row's default, now()): Citus refuses one there.
 const queryBriefClaim = `
 	INSERT INTO briefings (prompt_version, model_digest, input_hash, source, watch, model, state, owner,
 	                       lease_expires_at, items)
 	VALUES ($1, $2, $3, $4, $5, $6, 'writing', $7, now() + $8::interval, $9)
 	ON CONFLICT (prompt_version, model_digest, input_hash) DO UPDATE
-	    SET owner = EXCLUDED.owner, lease_expires_at = EXCLUDED.lease_expires_at, updated_at = now()
-	    WHERE briefings.state = 'writing' AND briefings.lease_expires_at < now()
+	    SET owner = EXCLUDED.owner, lease_expires_at = EXCLUDED.lease_expires_at, updated_at = EXCLUDED.updated_at
+	    WHERE briefings.state = 'writing' AND briefings.lease_expires_at < EXCLUDED.updated_at
 	RETURNING true`
 
 // queryBriefHit reads a finished briefing (ok or failed) and counts the hit.

@@ -154,7 +154,7 @@ func (j *Judge) insertVerdict(ctx context.Context, r *Request, res Result, callI
 		INSERT INTO verdicts (prompt_version, model_digest, input_hash, content_hash, model, source, watch,
 		                      should_notify, urgency, confidence, reason, model_call_id)
 		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, $8, $9, $10, $11, $12)
-		ON CONFLICT (prompt_version, model_digest, input_hash) DO NOTHING`,
+		ON CONFLICT ON CONSTRAINT verdicts_pkey DO NOTHING`,
 		res.PromptVersion, res.ModelDigest, res.InputHash, r.ContentHash, res.Model, r.Source, r.Watch,
 		v.ShouldNotify, v.Urgency, v.Confidence, v.Reason, callID)
 	if err != nil {

@@ -114,7 +114,9 @@ const (
 	// row, or the row brought to its configuration; a source paused in its
 	// definition ($10) is registered paused with DefinitionPaused ($12), and
 	// active again when its definition is resumed; a removed source defined
-	// again is active again.
+	// again is active again. The DO UPDATE calls no function that is not
+	// immutable (updated_at is the inserted row's, its default now()):
+	// Citus refuses one there on a distributed table.
 	QueryRegister = `
 	INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at,
 	                     stuck_after_seconds, status, status_reason, webhook, silence_alert_seconds)
@@ -127,7 +129,7 @@ const (
 	    stuck_after_seconds = excluded.stuck_after_seconds,
 	    schedule = excluded.schedule,
 	    config_hash = excluded.config_hash,
-	    updated_at = now(),
+	    updated_at = excluded.updated_at,
 	    interval_seconds = CASE WHEN sources.config_hash <> excluded.config_hash
 	                            THEN excluded.interval_seconds ELSE sources.interval_seconds END,
 	    interval_reason = CASE WHEN sources.config_hash <> excluded.config_hash
@@ -206,7 +208,7 @@ const (
 	), running AS (
 	    INSERT INTO sync_runs (id, source, owner, reason, started_at, cursor_before, due_at, due_reason)
 	    SELECT $3, $1, $2, $6, $7, $8::jsonb, $9, $10 FROM lease
-	    ON CONFLICT (id, started_at) DO NOTHING
+	    ON CONFLICT ON CONSTRAINT sync_runs_pkey DO NOTHING
 	)
 	SELECT EXISTS (SELECT 1 FROM lease)`
 
@@ -222,7 +224,7 @@ const (
 	                                repaired)
 	    SELECT $3, $1, $2, $14, $15, $16::jsonb, $17, $18, $12, $7, $8, $9, $10, $11, $13, $19
 	    FROM lease
-	    ON CONFLICT (id, started_at) DO UPDATE SET
+	    ON CONFLICT ON CONSTRAINT sync_runs_pkey DO UPDATE SET
 	        pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,
 	        items_created = r.items_created + excluded.items_created, items_updated = r.items_updated + excluded.items_updated,
 	        items_unchanged = r.items_unchanged + excluded.items_unchanged, items_deleted = r.items_deleted + excluded.items_deleted,
@@ -263,7 +265,7 @@ const (
 	                            pages, items_seen, items_created, items_updated, items_unchanged, items_deleted, items_repaired)
 	SELECT $1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21
 	WHERE NOT EXISTS (SELECT 1 FROM sync_runs WHERE id = $1 AND started_at <> $5)
-	ON CONFLICT (id, started_at) DO UPDATE SET
+	ON CONFLICT ON CONSTRAINT sync_runs_pkey DO UPDATE SET
 	    status = excluded.status, finished_at = excluded.finished_at, duration_ms = excluded.duration_ms,
 	    error = excluded.error, requests = excluded.requests, rate_limit_waits = excluded.rate_limit_waits,
 	    pages = r.pages + excluded.pages, items_seen = r.items_seen + excluded.items_seen,

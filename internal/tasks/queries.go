@@ -23,7 +23,7 @@ const queryClaimNew = `
 	SELECT n.id, $1, $2, $3, $4, $5, $6, $7, 1, 'run-' || n.id || '.1', $8, 'claimed', $9, $10::timestamptz,
 	       $10::timestamptz + $11::interval, $12, 'claim', $10, $10
 	FROM (SELECT nextval(pg_get_serial_sequence('task_runs', 'id')) AS id) n
-	ON CONFLICT (idempotency_key) DO NOTHING
+	ON CONFLICT ON CONSTRAINT task_runs_idempotency_key_key DO NOTHING
 	RETURNING ` + runColumns
 
 // queryReclaim takes the next attempt of a task version whose last

@@ -1,0 +1,101 @@
+package db_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+)
+
+func hasCitus(t *testing.T, pool *pgxpool.Pool) bool {
+	t.Helper()
+	var citus bool
+	if err := pool.QueryRow(context.Background(),
+		`SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		t.Fatal(err)
+	}
+	return citus
+}
+
+// On plain PostgreSQL, Distribute reports that there is no Citus and
+// leaves the schema alone; on Citus (make test-citus) the migrated schema
+// is laid out as CitusLayout says, and a second run changes nothing.
+func TestDistributeLaysOutTheSchemaOnCitusOnly(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t) // migrated: on Citus, distributed already
+	ctx := context.Background()
+	citus := hasCitus(t, pool)
+	got, err := db.Distribute(ctx, pool)
+	if err != nil {
+		t.Fatalf("Distribute a second time: %v", err)
+	}
+	if got != citus {
+		t.Fatalf("Distribute reported citus = %t on a database where the extension's presence is %t", got, citus)
+	}
+	if !citus {
+		// The keys are the plain layout's: no source appended.
+		var cols []string
+		if err := pool.QueryRow(ctx, `SELECT array(SELECT a.attname::text FROM pg_constraint c, unnest(c.conkey) k(n)
+			JOIN pg_attribute a ON a.attnum = k.n WHERE a.attrelid = c.conrelid AND c.conrelid = 'changes'::regclass AND c.contype = 'p')`).Scan(&cols); err != nil {
+			t.Fatal(err)
+		}
+		if len(cols) == 0 || slices.Contains(cols, "source") {
+			t.Errorf("changes' primary key on plain PostgreSQL = %v, want it without source", cols)
+		}
+		return
+	}
+	schema, err := db.CurrentSchema(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := map[string]int{}
+	for _, want := range db.CitusLayout {
+		rel := db.Quote(schema) + "." + db.Quote(want.Name)
+		var method, model, column string
+		var colocation int
+		err := pool.QueryRow(ctx, `
+			SELECT partmethod::text, repmodel::text, coalesce(column_to_column_name(logicalrelid, partkey), ''), colocationid
+			FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, rel).Scan(&method, &model, &column, &colocation)
+		if err != nil {
+			t.Errorf("%s: not in pg_dist_partition: %v", want.Name, err)
+			continue
+		}
+		switch {
+		case want.Column == "" && (method != "n" || model != "t"):
+			t.Errorf("%s: partition method %q, replication model %q, want a reference table", want.Name, method, model)
+		case want.Column != "" && (method != "h" || column != want.Column):
+			t.Errorf("%s: partition method %q by %q, want distributed by %s", want.Name, method, column, want.Column)
+		}
+		if want.Column == "" {
+			continue
+		}
+		groups[want.Name] = colocation
+		if want.ColocateWith != "none" && groups[want.ColocateWith] != colocation {
+			t.Errorf("%s: co-location group %d, want %s's (%d)", want.Name, colocation, want.ColocateWith, groups[want.ColocateWith])
+		}
+		if want.ColocateWith == "none" {
+			for other, g := range groups {
+				if other != want.Name && g == colocation {
+					t.Errorf("%s: shares co-location group %d with %s, want a group of its own", want.Name, colocation, other)
+				}
+			}
+		}
+		// Every primary key and unique constraint holds the distribution column.
+		var missing []string
+		if err := pool.QueryRow(ctx, `
+			SELECT array(SELECT c.conname::text FROM pg_constraint c
+			             WHERE c.conrelid = $1::regclass AND c.contype IN ('p', 'u')
+			               AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.conrelid
+			                               AND a.attname = $2 AND a.attnum = ANY (c.conkey)))`,
+			rel, want.Column).Scan(&missing); err != nil {
+			t.Fatal(err)
+		}
+		if len(missing) > 0 {
+			t.Errorf("%s: keys without %s: %v", want.Name, want.Column, missing)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The tests on a real Citus cluster (docs/scaling.md "On Citus", docs/development.md):
+# builds Citus when it is missing, starts a coordinator and two workers on this
+# machine, migrates a schema (which distributes it), runs the end-to-end tests
+# and the packages whose statements Citus routes against the coordinator, and
+# stops the cluster.
+#
+#   scripts/test_citus.sh [go test flags...]      e.g. scripts/test_citus.sh -run TestPipeline -v
+#
+# Environment:
+#   LOOKOUT_CITUS_SCRIPTS  the directory of build.sh and cluster.sh (default: shared/citus
+#                          beside the checkout, or beside its parent for a worktree)
+#   CITUS_GIT_DIR          a git directory of github.com/citusdata/citus for build.sh (default:
+#                          .mirror/citusdata+citus/repo beside shared/, else a shallow bare
+#                          clone of the tag into .data/citus-src.git)
+#   LOOKOUT_CITUS_DIR      the cluster's directory (default .data/citus)
+#   LOOKOUT_CITUS_PORT     the coordinator's port; the workers take the next two (default 54400)
+#   LOOKOUT_CITUS_SHARDS   citus.shard_count of the test database (default 4: every test
+#                          migrates its own schema, and 32 shards of each table make that slow)
+#   LOOKOUT_CITUS_KEEP=1   leave the cluster running afterwards
+#   TEST_PKGS              packages to test (default: the end-to-end tests and
+#                          db changes outbox evaluator syncer taskrunner)
+#
+# The exit status is go test's (or the first step's that failed).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "$ROOT"
+
+scripts="${LOOKOUT_CITUS_SCRIPTS:-}"
+if [ -z "$scripts" ]; then
+	for d in "$ROOT/../shared/citus" "$ROOT/../../shared/citus"; do
+		if [ -x "$d/cluster.sh" ]; then
+			scripts="$(cd "$d" && pwd -P)"
+			break
+		fi
+	done
+fi
+if [ -z "$scripts" ] || [ ! -x "$scripts/cluster.sh" ] || [ ! -x "$scripts/build.sh" ]; then
+	echo "test_citus: no build.sh and cluster.sh found (set LOOKOUT_CITUS_SCRIPTS to shared/citus)" >&2
+	exit 2
+fi
+TAG=v13.2.2
+DIR="$(realpath -m -- "${LOOKOUT_CITUS_DIR:-$ROOT/.data/citus}")"
+PORT="${LOOKOUT_CITUS_PORT:-54400}"
+SHARDS="${LOOKOUT_CITUS_SHARDS:-4}"
+PKGS="${TEST_PKGS:-./internal/e2e/ ./internal/db/ ./internal/changes/ ./internal/outbox/ ./internal/evaluator/ ./internal/syncer/ ./internal/taskrunner/}"
+
+# --- Citus ---------------------------------------------------------------------
+echo "== Citus $TAG ($scripts/build.sh; a no-op when installed, about 6 minutes otherwise)"
+git_dir="${CITUS_GIT_DIR:-}"
+if [ -z "$git_dir" ]; then
+	mirror="$(cd "$scripts/../.." && pwd -P)/.mirror/citusdata+citus/repo"
+	if [ -d "$mirror" ]; then
+		git_dir="$mirror"
+	else
+		git_dir="$ROOT/.data/citus-src.git"
+		if [ ! -d "$git_dir" ]; then
+			git clone --quiet --bare --depth 1 --branch "$TAG" https://github.com/citusdata/citus.git "$git_dir"
+		fi
+	fi
+fi
+"$scripts/build.sh" "$git_dir" "$TAG"
+
+# --- The cluster ------------------------------------------------------------------
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ "${LOOKOUT_CITUS_KEEP:-0}" != 1 ]; then
+		echo "== stopping the Citus cluster ($DIR)"
+		"$scripts/cluster.sh" stop "$DIR" || true
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+echo "== starting a coordinator on $PORT and 2 workers ($DIR)"
+URL="$("$scripts/cluster.sh" start "$DIR" "$PORT" 2)"
+psql "$URL" -XAtqc "ALTER DATABASE lookout SET citus.shard_count = $SHARDS" >/dev/null
+echo "   $(psql "$URL" -XAtc "SELECT 'citus ' || extversion || ', ' || (SELECT count(*) FROM pg_dist_node WHERE noderole = 'primary') || ' nodes' FROM pg_extension WHERE extname = 'citus'")"
+
+# --- Migrations -------------------------------------------------------------------
+# A schema of its own, migrated (and so distributed) by the binaries' own
+# migrate command, then checked: every table docs/scaling.md names is where it
+# says. The tests below migrate a schema per test the same way.
+SCHEMA=citus_check
+psql "$URL" -XAtqc "DROP SCHEMA IF EXISTS $SCHEMA CASCADE; CREATE SCHEMA $SCHEMA" >/dev/null
+echo "== migrate (twice: the distribution step is idempotent)"
+DATABASE_URL="$URL&search_path=$SCHEMA" go run ./cmd/api migrate
+DATABASE_URL="$URL&search_path=$SCHEMA" go run ./cmd/api migrate
+psql "$URL" -XAc "SELECT logicalrelid::regclass AS \"table\", CASE partmethod WHEN 'h' THEN 'distributed by ' || column_to_column_name(logicalrelid, partkey) WHEN 'n' THEN 'reference' END AS layout, colocationid AS colocation FROM pg_dist_partition WHERE logicalrelid::regclass::text LIKE '$SCHEMA.%' AND NOT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = logicalrelid) ORDER BY partmethod, colocationid, 1"
+
+# --- Tests ------------------------------------------------------------------------
+# Per-test databases copied from a template have no Citus: pgtest migrates a
+# schema per test in the coordinator's database instead (it also detects Citus).
+export TEST_DATABASE_URL="$URL"
+export LOOKOUT_PGTEST_TEMPLATE=0
+# Distributing a schema's tables takes a minute or more on a busy machine.
+export LOOKOUT_PGTEST_MIGRATE_TIMEOUT="${LOOKOUT_PGTEST_MIGRATE_TIMEOUT:-10m}"
+echo "== TEST_DATABASE_URL=$TEST_DATABASE_URL LOOKOUT_PGTEST_TEMPLATE=0 LOOKOUT_PGTEST_MIGRATE_TIMEOUT=$LOOKOUT_PGTEST_MIGRATE_TIMEOUT"
+echo "== go test -count=1 -timeout 30m $* $PKGS"
+set +e
+# shellcheck disable=SC2086 # PKGS holds several patterns
+go test -count=1 -timeout 30m "$@" $PKGS
+rc=$?
+set -e
+echo "== go test exit status $rc"
+exit "$rc"
