@@ -1,11 +1,9 @@
 package modelspec
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -64,21 +62,11 @@ type BriefQuestion struct {
 // NewBriefQuestion resolves the model settings of s over the defaults of
 // o. The error names the first bad option.
 func NewBriefQuestion(o Config, s *config.Summarize) (*BriefQuestion, error) {
-	q := &BriefQuestion{Ask: strings.TrimSpace(s.Ask), MaxItems: s.MaxItems, Model: o.Model, Timeout: o.Timeout}
-	opts := maps.Clone(o.Options)
-	if opts == nil {
-		opts = map[string]any{}
-	}
-	if m := s.Model; m != nil {
-		q.Model = cmp.Or(m.Name, q.Model)
-		q.Timeout = cmp.Or(m.Timeout, q.Timeout)
-		maps.Copy(opts, m.Options)
-	}
-	norm, err := NormalizeOptions(opts)
-	if err != nil {
+	q := &BriefQuestion{Ask: strings.TrimSpace(s.Ask), MaxItems: s.MaxItems}
+	var err error
+	if q.Model, q.Timeout, q.Options, err = o.resolve(s.Model); err != nil {
 		return nil, err
 	}
-	q.Options = norm
 	q.system = fmt.Sprintf(briefSystemTemplate, q.Ask, HeadlineMaxChars, q.MaxItems, WhyMaxChars)
 	sum := sha256.New()
 	fmt.Fprintf(sum, "%s\x00%s\x00%s", BriefTemplateVersion, q.system, normalize.Canonical(q.Options))

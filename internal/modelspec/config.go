@@ -1,6 +1,8 @@
 package modelspec
 
 import (
+	"cmp"
+	"maps"
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
@@ -52,4 +54,24 @@ func FromConfig(o config.Ollama) Config {
 		c.HoldMin, c.HoldMax = b.Min, b.Max
 	}
 	return c
+}
+
+// resolve gives the model, timeout and options a question asks with: o's
+// defaults, overridden by m (a watch's or a digest's model block, nil for
+// none), the options checked against Ollama's types (NormalizeOptions).
+func (o Config) resolve(m *config.WatchModel) (model string, timeout time.Duration, options map[string]any, err error) {
+	model, timeout = o.Model, o.Timeout
+	opts := maps.Clone(o.Options)
+	if opts == nil {
+		opts = map[string]any{}
+	}
+	if m != nil {
+		model = cmp.Or(m.Name, model)
+		timeout = cmp.Or(m.Timeout, timeout)
+		maps.Copy(opts, m.Options)
+	}
+	if options, err = NormalizeOptions(opts); err != nil {
+		return "", 0, nil, err
+	}
+	return model, timeout, options, nil
 }

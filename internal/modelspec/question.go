@@ -11,7 +11,6 @@
 package modelspec
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -78,24 +77,12 @@ func NewQuestion(o Config, w *config.Watch) (*Question, error) {
 		Ask:             strings.TrimSpace(w.Ask),
 		Examples:        w.Examples,
 		CounterExamples: w.CounterExamples,
-		Model:           o.Model,
-		Timeout:         o.Timeout,
 		ReasonMax:       o.ReasonMaxChars,
 	}
-	opts := maps.Clone(o.Options)
-	if opts == nil {
-		opts = map[string]any{}
-	}
-	if m := w.Model; m != nil {
-		q.Model = cmp.Or(m.Name, q.Model)
-		q.Timeout = cmp.Or(m.Timeout, q.Timeout)
-		maps.Copy(opts, m.Options)
-	}
-	norm, err := NormalizeOptions(opts)
-	if err != nil {
+	var err error
+	if q.Model, q.Timeout, q.Options, err = o.resolve(w.Model); err != nil {
 		return nil, err
 	}
-	q.Options = norm
 	q.schema = SchemaFor(q.ReasonMax)
 	q.system = fmt.Sprintf(systemTemplate, q.schema, q.questionBlock())
 	sum := sha256.New()
