@@ -367,18 +367,21 @@ func (a *Admin) reportPage(which string) authedHandler {
 		filters          []string
 		// keys is the view's order: the keyset of the pages.
 		keys keyset
+		// after, when set, is the statement of the next pages (sql's
+		// filters, then the cursor); sql then takes the filters only.
+		after string
 	}
 	specs := map[string]spec{
 		"stuck": {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source", "owner:definition_owner"},
-			keyset{{col: "since", nulls: true}, {col: "kind"}, {col: "id", nulls: true}, {col: "source"}}},
+			keyset{{col: "since", nulls: true}, {col: "kind"}, {col: "id", nulls: true}, {col: "source"}}, ""},
 		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink", "owner"},
-			keyset{{col: "at", desc: true}, {col: "kind"}, {col: "id", desc: true}, {col: "watch", nulls: true}, {col: "status"}}},
+			keyset{{col: "at", desc: true}, {col: "kind"}, {col: "id", desc: true}, {col: "watch", nulls: true}, {col: "status"}}, ""},
 		"retry": {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source", "owner"},
-			keyset{{col: "attempts", desc: true}, {col: "kind"}, {col: "source"}, {col: "id", nulls: true}}},
+			keyset{{col: "attempts", desc: true}, {col: "kind"}, {col: "source"}, {col: "id", nulls: true}}, ""},
 		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status", "owner"},
-			keyset{{col: "since", desc: true, nulls: true}, {col: "name"}}},
+			keyset{{col: "since", desc: true, nulls: true}, {col: "name"}}, ""},
 		"tasks": {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id", "owner"},
-			keyset{{col: "id", desc: true}}},
+			keyset{{col: "id", desc: true}}, queryTaskRunsAfter},
 	}
 	s := specs[which]
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -395,8 +398,15 @@ func (a *Admin) reportPage(which string) authedHandler {
 			a.fail(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		args := append(filterArgs(qs, s.filters), cursor...)
-		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: s.sql, args: args}, a.conf.ListPage, links)
+		sql, args := s.sql, append(filterArgs(qs, s.filters), cursor...)
+		if s.after != "" {
+			if len(qs["after"]) == 0 {
+				args = args[:len(s.filters)]
+			} else {
+				sql = s.after
+			}
+		}
+		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: sql, args: args}, a.conf.ListPage, links)
 		if err != nil {
 			a.failErr(w, r, err)
 			return

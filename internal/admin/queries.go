@@ -275,18 +275,27 @@ LIMIT 201`
 
 	// queryTaskRuns is the task queue (migration 17), most recently
 	// changed first: filters id, source, status, record_id, owner
-	// ($1-$5) and, after the first page, the rows after the last one
-	// shown ($6 its id) in the view's order (updated_at, then id, newest
-	// first; the view does not show updated_at, so it is read back by the
-	// id: task_runs_pkey, then task_runs_updated_idx).
+	// ($1-$5); its first page. queryTaskRunsAfter is a next page: the same
+	// filters and the rows after the last one shown ($6 its id) in the
+	// view's order (updated_at, then id, newest first; the view does not
+	// show updated_at, so it is read back by the id: task_runs_pkey, then
+	// task_runs_updated_idx). Two statements, not one with "$6 IS NULL
+	// OR": under an OR the IN cannot become a join, and PostgreSQL may
+	// hash the whole subquery (every task run older than the cursor).
 	queryTaskRuns = `SELECT * FROM report_task_runs
 WHERE ($1::bigint IS NULL OR id = $1)
   AND ($2::text IS NULL OR source = $2)
   AND ($3::text IS NULL OR status = $3)
   AND ($4::text IS NULL OR record_id = $4)
   AND ($5::text IS NULL OR owner = $5)
-  AND ($6::bigint IS NULL
-       OR id IN (SELECT t.id FROM task_runs t, task_runs l WHERE l.id = $6 AND (t.updated_at, t.id) < (l.updated_at, l.id)))
+LIMIT 201`
+	queryTaskRunsAfter = `SELECT * FROM report_task_runs
+WHERE ($1::bigint IS NULL OR id = $1)
+  AND ($2::text IS NULL OR source = $2)
+  AND ($3::text IS NULL OR status = $3)
+  AND ($4::text IS NULL OR record_id = $4)
+  AND ($5::text IS NULL OR owner = $5)
+  AND id IN (SELECT t.id FROM task_runs t, task_runs l WHERE l.id = $6 AND (t.updated_at, t.id) < (l.updated_at, l.id))
 LIMIT 201`
 )
 

@@ -604,7 +604,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			sql:  sqlFrom(t, "internal/sources/queries.go", "'lease expired while running; taken over by '"),
 			args: []any{[]int64{5, 6}, []string{"src-1", "src-2"}, []string{"syncer-1", "syncer-2"}, []time.Time{now, now}, now, "syncer-x"}},
 		{name: "syncer: renew the lease (heartbeat)", who: "internal/sources/queries.go QueryHeartbeat",
-			sql:  sqlFrom(t, "internal/sources/queries.go", "ON CONFLICT (id, started_at) DO NOTHING"),
+			sql:  sqlFrom(t, "internal/sources/queries.go", "ON CONFLICT ON CONSTRAINT sync_runs_pkey DO NOTHING"),
 			args: []any{"src-7", "syncer-1", int64(50001), now, lease, "schedule", now, nil, now, "every 1m0s"}},
 		{name: "syncer: commit a batch's lease and counters", who: "internal/sources/queries.go QueryExtendLease",
 			sql:  sqlFrom(t, "internal/sources/queries.go", "counters AS ("),
@@ -733,11 +733,11 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	for _, f := range []struct {
 		col, index string
 		args       []any
-	}{{"", "task_runs_updated_idx", []any{nil, nil, nil, nil, nil, nil}},
-		{"source", "task_runs_source_updated_idx", []any{nil, "src-7", nil, nil, nil, nil}},
-		{"status", "task_runs_status_updated_idx", []any{nil, nil, "failed", nil, nil, nil}},
-		{"record_id", "task_runs_record_id_idx", []any{nil, nil, nil, "r-56", nil, nil}}} {
-		q := hotQuery{name: "admin: task runs", who: "internal/admin/queries.go", sql: sqlFrom(t, "internal/admin/queries.go", "SELECT * FROM report_task_runs\nWHERE"),
+	}{{"", "task_runs_updated_idx", []any{nil, nil, nil, nil, nil}},
+		{"source", "task_runs_source_updated_idx", []any{nil, "src-7", nil, nil, nil}},
+		{"status", "task_runs_status_updated_idx", []any{nil, nil, "failed", nil, nil}},
+		{"record_id", "task_runs_record_id_idx", []any{nil, nil, nil, "r-56", nil}}} {
+		q := hotQuery{name: "admin: task runs", who: "internal/admin/queries.go", sql: sqlConst(t, "internal/admin/queries.go", "queryTaskRuns"),
 			args: f.args, index: f.index}
 		if f.col != "" {
 			q.name += " of a " + f.col
@@ -811,7 +811,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 	disabledQ := sqlFrom(t, adminQ, "SELECT * FROM report_disabled_sources\nWHERE")
 	deadCountQ := sqlFrom(t, adminQ, "count(*) AS dead FROM report_dead_letters")
 	deadQ := sqlFrom(t, adminQ, "SELECT * FROM report_dead_letters\nWHERE")
-	taskRunsQ := sqlFrom(t, adminQ, "SELECT * FROM report_task_runs\nWHERE")
+	taskRunsQ := sqlConst(t, adminQ, "queryTaskRuns")
+	taskRunsAfterQ := sqlConst(t, adminQ, "queryTaskRunsAfter")
 	runsQ := sqlFrom(t, adminQ, "AS changed, error")
 	quietQ := sqlFrom(t, adminQ, "ORDER BY hour DESC, source")
 	changesQ := sqlFrom(t, adminQ, "changed_fields, created_at, run_id, eval_status\n")
@@ -849,7 +850,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			allowSources: true},
 		{name: "admin: recent failures, second page", sql: failuresQ,
 			args: []any{nil, nil, nil, nil, nil, now.Add(-time.Hour), "evaluation", int64(500), nil, "failed"}, allowSources: true},
-		{name: "admin: task runs, second page", sql: taskRunsQ, args: []any{nil, nil, nil, nil, nil, int64(120001)},
+		{name: "admin: task runs, second page", sql: taskRunsAfterQ, args: []any{nil, nil, nil, nil, nil, int64(120001)},
 			index: "task_runs_updated_idx"},
 		{name: "admin: rows of an hour: changes, second page", sql: changesQ,
 			args: []any{hour, hour.Add(time.Hour), nil, nil, nil, nil, hour.Add(30 * time.Minute), int64(5000)}},
@@ -917,7 +918,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "admin: a notification", sql: notificationsQ, args: []any{allSince, allUntil, nil, nil, int64(300), nil, nil},
 			index: "notifications_pkey"},
 		{name: "admin: pending notifications", sql: pendingNotificationsQ, args: []any{nil, nil, []string{"pending"}, nil}},
-		{name: "admin: a task run", sql: taskRunsQ, args: []any{int64(120001), nil, nil, nil, nil, nil}, index: "task_runs_pkey"},
+		{name: "admin: a task run", sql: taskRunsQ, args: []any{int64(120001), nil, nil, nil, nil}, index: "task_runs_pkey"},
 	} {
 		q.who = adminQ
 		q.allowCurrent = true // a report page
@@ -935,7 +936,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			allowSources: true},
 		{name: "admin: an owner's high retry", sql: retryQ, args: []any{nil, nil, "alice", nil, nil, nil, nil}, allowSources: true},
 		{name: "admin: an owner's disabled sources", sql: disabledQ, args: []any{nil, "alice", nil, nil}, allowSources: true},
-		{name: "admin: an owner's task runs", sql: taskRunsQ, args: []any{nil, nil, nil, nil, "alice", nil}},
+		{name: "admin: an owner's task runs", sql: taskRunsQ, args: []any{nil, nil, nil, nil, "alice"}},
 		{name: "admin: an owner's expensive model calls", sql: sqlFrom(t, adminQ, "WHERE owner = $1 AND created_at"), args: []any{"alice"},
 			index: "model_calls_created_idx"},
 		{name: "admin: an owner's runs of an hour", sql: runsQ, args: []any{hour, hour.Add(time.Hour), nil, "alice", nil, false, nil, nil, nil},
