@@ -351,6 +351,10 @@ func (s *Service) importWatch(ctx context.Context, tx pgx.Tx, store *definitions
 	}
 	created, err := s.CreateWatch(ctx, tx, p, CreateWatchRequest{Source: source, Watch: def})
 	if err != nil {
+		var ce *ConflictError
+		if errors.As(err, &ce) {
+			return nil, &ConflictError{Pointer: pointer + "/name", Detail: fmt.Sprintf("watch %q (%s): %s", full, pointer, ce.Detail)}
+		}
 		return nil, repoint(err, "/watch", pointer)
 	}
 	return &ImportItem{Kind: "watch", Name: full, Action: "created", WebhookSecret: created.Watch.WebhookSecret}, nil
