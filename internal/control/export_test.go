@@ -194,3 +194,53 @@ func TestExportYAMLIsSourceFiles(t *testing.T) {
 		t.Fatalf("loaded %d sources", len(cfg.Sources))
 	}
 }
+
+// A watch's own webhook exports with its secret [redacted]; imported
+// into another owner it gets a new secret, shown once in the answer
+// (never in a dry run), and importing it again keeps it unchanged.
+func TestImportWebhookGetsNewSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := defService(t)
+	mustCreateSource(t, s, alice, feedSource)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := s.CreateWatch(ctx, tx, alice, CreateWatchRequest{Source: "go-blog", Watch: json.RawMessage(`{"name": "hook", "when": "true", "webhook": {"url": "https://hooks.example/in"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exp, err := s.Export(ctx, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(exp.Sources[0]), created.Watch.WebhookSecret) || !strings.Contains(string(exp.Sources[0]), `"secret":"[redacted]"`) {
+		t.Fatalf("export of the webhook: %s", exp.Sources[0])
+	}
+	src := json.RawMessage(strings.Replace(string(exp.Sources[0]), `"name":"go-blog"`, `"name":"bobs-blog"`, 1))
+	dry, err := s.Import(ctx, bob, ImportRequest{Sources: []json.RawMessage{src}, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry.Items[1].WebhookSecret != "" {
+		t.Fatalf("a dry run showed a secret: %+v", dry.Items)
+	}
+	res, err := s.Import(ctx, bob, ImportRequest{Sources: []json.RawMessage{src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Created != 2 || !strings.HasPrefix(res.Items[1].WebhookSecret, "whsec_") || res.Items[1].WebhookSecret == created.Watch.WebhookSecret {
+		t.Fatalf("import of the webhook: %+v", res.Items)
+	}
+	again, err := s.Import(ctx, bob, ImportRequest{Sources: []json.RawMessage{src}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Unchanged != 2 || again.Items[1].WebhookSecret != "" {
+		t.Fatalf("import again: %+v", again.Items)
+	}
+}
