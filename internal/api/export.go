@@ -117,6 +117,7 @@ type ImportBody struct {
 	Note    string          `json:"note,omitempty" doc:"Ignored: the export's note."`
 	Sources []Definition    `json:"sources,omitempty" doc:"Sources to create, each a source file's keys with its watches."`
 	Watches []ImportedWatch `json:"watches,omitempty" doc:"Watches of sources you did not create."`
+	YAML    string          `json:"yaml,omitempty" doc:"Instead of sources and watches: the YAML export (?format=yaml) or one source file (sources/NAME.yaml), as text."`
 	DryRun  bool            `json:"dry_run,omitempty" doc:"Check and answer what would be created, saving nothing."`
 }
 
@@ -136,6 +137,16 @@ type ImportOutput struct{ Body *control.ImportResult }
 
 func (a *API) importDefs(ctx context.Context, in *ImportInput) (*ImportOutput, error) {
 	req := control.ImportRequest{DryRun: in.Body.DryRun}
+	if in.Body.YAML != "" {
+		if len(in.Body.Sources) > 0 || len(in.Body.Watches) > 0 {
+			return nil, a.fail(ctx, control.Invalid("/yaml", "give either yaml or sources and watches, not both"))
+		}
+		y, err := control.ParseImportYAML(in.Body.YAML)
+		if err != nil {
+			return nil, a.fail(ctx, err)
+		}
+		req.Sources, req.Watches = y.Sources, y.Watches
+	}
 	for _, s := range in.Body.Sources {
 		req.Sources = append(req.Sources, marshalDef(s))
 	}

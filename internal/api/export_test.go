@@ -30,9 +30,24 @@ func TestExportImportOverHTTP(t *testing.T) {
 	if len(exp.Sources) != 1 || len(exp.Watches) != 1 || exp.Watches[0].Source != "news" || exp.Note == "" {
 		t.Fatalf("export: %+v", exp)
 	}
-	resp := f.do(http.MethodGet, "/v1/export?format=yaml", "alice", nil, nil)
-	if ct := resp.Header.Get("Content-Type"); ct != "application/yaml" {
-		t.Fatalf("YAML export: Content-Type %q", ct)
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/export", nil)
+	req.Header.Set("Authorization", "Bearer "+f.tokens["alice"])
+	req.Header.Set("Accept", "application/yaml")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/yaml" || !strings.Contains(string(y), "name: blog") {
+		t.Fatalf("YAML export: Content-Type %q\n%s", ct, y)
+	}
+	// The YAML export imports back into alice unchanged.
+	yb, _ := json.Marshal(map[string]any{"yaml": string(y)})
+	var back control.ImportResult
+	f.do(http.MethodPost, "/v1/import", "alice", strings.NewReader(string(yb)), &back)
+	if back.Created != 0 || back.Unchanged != 3 {
+		t.Fatalf("import of the YAML export: %+v", back)
 	}
 
 	// Bob: rename the source (alice holds "blog"), keep the watch of news.

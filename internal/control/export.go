@@ -464,3 +464,45 @@ func noRedacted(def json.RawMessage, prefix string, source bool) error {
 	}
 	return nil
 }
+
+// ParseImportYAML reads what import takes from YAML text: an export as
+// export writes it with ?format=yaml (its sources and watches), or one
+// source file (sources/NAME.yaml: a mapping with name and connector).
+// Errors name the line.
+func ParseImportYAML(text string) (*ImportRequest, error) {
+	if len(text) > OPMLMaxBytes {
+		return nil, Invalid("/yaml", "is larger than %d bytes", OPMLMaxBytes)
+	}
+	var doc any
+	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
+		return nil, Invalid("/yaml", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return nil, Invalid("/yaml", "must be a mapping: an export (format, sources, watches) or one source file (name, connector, ...)")
+	}
+	req := &ImportRequest{}
+	if _, isSource := m["connector"]; isSource {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, Invalid("/yaml", "cannot be read as JSON: %v", err)
+		}
+		req.Sources = []json.RawMessage{b}
+		return req, nil
+	}
+	for k := range m {
+		if k != "format" && k != "note" && k != "sources" && k != "watches" {
+			return nil, Invalid("/yaml", "%q is not a key of an export (format, note, sources, watches) nor is this a source file (it has no connector)", k)
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, Invalid("/yaml", "cannot be read as JSON: %v", err)
+	}
+	var exp Export
+	if err := json.Unmarshal(b, &exp); err != nil {
+		return nil, Invalid("/yaml", "is not an export: %v", err)
+	}
+	req.Sources, req.Watches = exp.Sources, exp.Watches
+	return req, nil
+}

@@ -244,3 +244,44 @@ func TestImportWebhookGetsNewSecret(t *testing.T) {
 		t.Fatalf("import again: %+v", again.Items)
 	}
 }
+
+// The YAML export, and one source file, read back as an import.
+func TestParseImportYAML(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := defService(t)
+	mustCreateSource(t, s, alice, ghSource)
+	exp, err := s.Export(ctx, alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := exp.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := ParseImportYAML(string(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Import(ctx, alice, *req)
+	if err != nil || res.Unchanged != 2 {
+		t.Fatalf("import of the YAML export: %+v, %v", res, err)
+	}
+	file, err := SourceFileYAML(json.RawMessage(feedSource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err = ParseImportYAML(string(file))
+	if err != nil || len(req.Sources) != 1 {
+		t.Fatalf("a source file: %+v, %v", req, err)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"sources:\n  - name: a\n\tconnector: rss\n", "/yaml: line 2: found a tab character that violates indentation"},
+		{"- a\n", "must be a mapping"},
+		{"format: x\nsourcez: []\n", `"sourcez" is not a key of an export`},
+	} {
+		if _, err := ParseImportYAML(tc.text); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseImportYAML(%q) = %v, want %q", tc.text, err, tc.want)
+		}
+	}
+}

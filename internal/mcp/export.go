@@ -22,7 +22,7 @@ Credentials (tokens, passwords, credential headers) show as "[redacted]": the us
 		Name:        "import",
 		Annotations: additive("Import sources and watches", true),
 		Description: `Creates sources and watches from an export (the answer of export, as is or edited): sources (source definitions with their watches) and watches (watches of sources the user did not create: {"source": "news", "watch": {...}}), in one transaction, with the checks and limits of create_watch.
-What exists already with the same definition is unchanged, so importing the same export twice changes nothing. Pass dry_run: true first to see what would be created (items with action created or unchanged); nothing is saved.
+What exists already with the same definition is unchanged, so importing the same export twice changes nothing. Instead of sources and watches, yaml may hold the YAML export (export with format yaml) or one source file as text. Pass dry_run: true first to see what would be created (items with action created or unchanged); nothing is saved.
 A created watch's own webhook gets a new signing secret, in its item's webhook_secret, shown this once.
 Errors: "invalid arguments" names the field, e.g. "/sources/0/github/token: is [redacted] ...: give the credential's value"; "conflict" names the source or watch that exists with another definition (or whose name is taken): rename it or update the existing one; nothing was saved.`,
 	}, s.importDefs)
@@ -87,11 +87,22 @@ type ImportInput struct {
 	Note    string          `json:"note,omitempty" jsonschema:"Ignored (the export's note)."`
 	Sources []definition    `json:"sources,omitempty" jsonschema:"Sources to create, each a source definition with its watches."`
 	Watches []ImportedWatch `json:"watches,omitempty" jsonschema:"Watches of sources the user did not create."`
+	YAML    string          `json:"yaml,omitempty" jsonschema:"Instead of sources and watches: the YAML export (export with format yaml) or one source file, as text."`
 	DryRun  bool            `json:"dry_run,omitempty" jsonschema:"Check and answer what would be created, saving nothing."`
 }
 
 func (s *Server) importDefs(ctx context.Context, p control.Principal, in ImportInput) (*control.ImportResult, error) {
 	req := control.ImportRequest{DryRun: in.DryRun}
+	if in.YAML != "" {
+		if len(in.Sources) > 0 || len(in.Watches) > 0 {
+			return nil, control.Invalid("/yaml", "give either yaml or sources and watches, not both")
+		}
+		y, err := control.ParseImportYAML(in.YAML)
+		if err != nil {
+			return nil, err
+		}
+		req.Sources, req.Watches = y.Sources, y.Watches
+	}
 	for _, d := range in.Sources {
 		req.Sources = append(req.Sources, marshal(d))
 	}

@@ -31,13 +31,17 @@ func TestExportImportTools(t *testing.T) {
 		t.Fatalf("YAML export:\n%s", y.Text)
 	}
 
-	src := exp.Export.Sources[0]
-	src["name"] = "bobs-blog"
 	type result struct {
 		DryRun    bool `json:"dry_run"`
 		Created   int  `json:"created"`
 		Unchanged int  `json:"unchanged"`
 	}
+	if back := call[result](t, alice, "import", map[string]any{"yaml": y.Text}); back.Created != 0 || back.Unchanged != 2 {
+		t.Fatalf("import of the YAML export: %+v", back)
+	}
+
+	src := exp.Export.Sources[0]
+	src["name"] = "bobs-blog"
 	dry := call[result](t, bob, "import", map[string]any{"sources": []any{src}, "dry_run": true})
 	if !dry.DryRun || dry.Created != 2 {
 		t.Fatalf("dry run: %+v", dry)

@@ -44,7 +44,7 @@ func TestToolsAndSchemas(t *testing.T) {
 		"explain":               {"change_id"},
 		"preview":               {"fields", "url", "web"},
 		"export":                {"format"},
-		"import":                {"dry_run", "format", "note", "sources", "watches"},
+		"import":                {"dry_run", "format", "note", "sources", "watches", "yaml"},
 		"import_feeds":          {"dry_run", "every", "kind", "opml", "urls"},
 	}
 	readOnly := map[string]bool{"export": true, "describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true}
