@@ -84,6 +84,7 @@ func (a *API) routes() {
 	}, map[string]any{"notification": control.Notification{}, "keepalive": Keepalive{}}, a.streamNotifications)
 
 	a.definitionRoutes()
+	a.importExportRoutes()
 
 	huma.Register(a.huma, huma.Operation{
 		OperationID: "list_audit", Method: http.MethodGet, Path: "/v1/audit", Tags: []string{"account"},

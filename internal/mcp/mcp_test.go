@@ -43,8 +43,11 @@ func TestToolsAndSchemas(t *testing.T) {
 		"dry_run":               {"max_calls", "since", "source", "use_model", "watch"},
 		"explain":               {"change_id"},
 		"preview":               {"fields", "url", "web"},
+		"export":                {"format"},
+		"import":                {"dry_run", "format", "note", "sources", "watches", "yaml"},
+		"import_feeds":          {"dry_run", "every", "kind", "opml", "urls"},
 	}
-	readOnly := map[string]bool{"describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true}
+	readOnly := map[string]bool{"export": true, "describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true}
 	var names []string
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {

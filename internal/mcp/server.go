@@ -82,6 +82,7 @@ func New(svc *control.Service, conf Config, logger *slog.Logger) *Server {
 	s.srv.AddReceivingMiddleware(s.authorize)
 	s.addTools()
 	s.addWatchTools()
+	s.addExportTools()
 	s.addResources()
 	return s
 }
