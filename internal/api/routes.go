@@ -237,7 +237,7 @@ type DescribeSourceInput struct {
 
 // DescribeConnectorInput are describe_connector's parameters.
 type DescribeConnectorInput struct {
-	Connector string `path:"connector" doc:"The connector kind: http, rss, github, notion, web, imap or file"`
+	Connector string `path:"connector" doc:"The connector kind: http, rss, github, notion, web, imap, file or postgres"`
 	Sample    int    `query:"sample" minimum:"1" maximum:"1000" default:"200" doc:"How many of the newest records to read."`
 }
 

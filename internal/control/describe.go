@@ -67,7 +67,7 @@ func (s *Service) DescribeSource(ctx context.Context, p Principal, q DescribeQue
 		return nil, InvalidParameter("sample", sample, "sample must be between 1 and 1000")
 	}
 	if (q.Source == "") == (q.Connector == "") {
-		return nil, InvalidParameter("source", q.Source, "give either source (a source name) or connector (a kind such as http, rss, github, notion, web, imap or file), not both and not neither")
+		return nil, InvalidParameter("source", q.Source, "give either source (a source name) or connector (a kind such as http, rss, github, notion, web, imap, file or postgres), not both and not neither")
 	}
 	out := &SourceDescription{Source: q.Source, Connector: q.Connector, Environment: environment, Fields: []FieldInfo{}}
 	var sources []string

@@ -106,7 +106,7 @@ func notFoundText(nf *control.NotFoundError) string {
 	text := fmt.Sprintf("%s: %s %q does not exist for you (it does not exist, or it is another user's)", errNotFound, nf.Kind, nf.Name)
 	switch nf.Kind {
 	case "source":
-		text += `: call describe_source with connector (http, rss, github, notion, web, imap or file) to see the sources of that kind you can watch`
+		text += `: call describe_source with connector (http, rss, github, notion, web, imap, file or postgres) to see the sources of that kind you can watch`
 	case "watch":
 		text += ": call list_watches to see your watches (a watch is named by its source and its name)"
 	case "change":

@@ -59,7 +59,7 @@ func (s *Server) addTools() {
 		Description: `Lists the fields of a source's records as a watch's "when" expression names them (record.title, record.status, record.labels, record.extra.stars, ...), with the JSON types seen and up to three example values, read from the newest mirrored records. It also lists the other names an expression sees (previous, change.kind, change.changed_fields, changed(name), source) and example expressions over these fields.
 A web source's records (connector web: a page's items, or the whole page as one record) have record.body (the item's text, or the page's readable text), record.url, record.title when a field gives it, and under record.extra its web.fields, and, for a whole page, record.extra.diff, record.extra.added and record.extra.removed (the lines of the last change) and record.extra.price, record.extra.currency and record.extra.availability (InStock, OutOfStock, ...) from its structured data; read them with get(record.extra, "price"). Its examples are the conditions of a page watch: a text that appears, a line added, a price under a threshold, a restock.
 Call it before create_watch or dry_run, so that your expression names fields that exist and compares them with values of the right type.
-Give either source (a source name, e.g. {"source": "github-lookout"}) or connector (a kind: http, rss, github, notion, web, imap or file, e.g. {"connector": "rss"}, which describes every source of that kind you can see), not both.
+Give either source (a source name, e.g. {"source": "github-lookout"}) or connector (a kind: http, rss, github, notion, web, imap, file or postgres, e.g. {"connector": "rss"}, which describes every source of that kind you can see), not both.
 Errors: "not found" means no source of that name exists for you (it may belong to another user); "invalid arguments" names the argument to correct, e.g. "/sample: sample must be between 1 and 1000".`,
 	}, s.describeSource)
 
@@ -76,7 +76,7 @@ Errors: "invalid arguments" names the argument to correct, e.g. "/limit: limit m
 // DescribeSourceInput are describe_source's arguments.
 type DescribeSourceInput struct {
 	Source    string `json:"source,omitempty" jsonschema:"The source to describe, by name, e.g. github-lookout. Give source or connector, not both."`
-	Connector string `json:"connector,omitempty" jsonschema:"Describe every source of this connector kind you can see instead: http, rss, github, notion, web, imap or file."`
+	Connector string `json:"connector,omitempty" jsonschema:"Describe every source of this connector kind you can see instead: http, rss, github, notion, web, imap, file or postgres."`
 	Sample    int    `json:"sample,omitempty" jsonschema:"How many of the newest records to read, 1 to 1000. Defaults to 200."`
 }
 
