@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/inspector"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
@@ -157,7 +158,12 @@ func (c *Connector) render(ctx context.Context, w Wait) (resp *connectors.Respon
 	defer closeTab()
 	stop := context.AfterFunc(ctx, closeTab)
 	defer stop()
-	tctx, cancel := context.WithTimeout(tab, w.Timeout)
+	// A renderer that dies (its scripts past the 256 MB heap, or any
+	// other crash) never finishes loading: crashed ends the render then,
+	// not at web.wait.timeout.
+	live, crashed := context.WithCancel(tab)
+	defer crashed()
+	tctx, cancel := context.WithTimeout(live, w.Timeout)
 	defer cancel()
 
 	in := &interceptor{c: c, tab: tab, ctx: tctx, page: c.o.URL}
@@ -166,10 +172,14 @@ func (c *Connector) render(ctx context.Context, w Wait) (resp *connectors.Respon
 	// them from a subscription that may start late): registered before
 	// Fetch.enable, no request of the page is missed and left paused.
 	if err := chromedp.Listen(tab, func(ev any) {
-		if p, ok := ev.(*fetch.EventRequestPaused); ok {
+		switch ev := ev.(type) {
+		case *fetch.EventRequestPaused:
 			in.inflight.Add(1)
 			in.touch()
-			go in.handle(*p)
+			go in.handle(*ev)
+		case *inspector.EventTargetCrashed:
+			in.fail(fmt.Errorf("page %s: browser: the page's renderer crashed (out of memory? its scripts get 256 MB of JavaScript heap)", shown))
+			crashed()
 		}
 	}); err != nil {
 		return nil, 0, fmt.Errorf("page %s: open a browser tab: %w", shown, err)
@@ -188,14 +198,14 @@ func (c *Connector) render(ctx context.Context, w Wait) (resp *connectors.Respon
 		return nil, in.count(), err
 	}
 	if navErr != nil {
-		return nil, in.count(), c.renderErr(tctx, ctx, w, "load", navErr)
+		return nil, in.count(), c.renderErr(in, tctx, ctx, w, "load", navErr)
 	}
 	var dom string
 	for {
 		if in.idleFor() >= w.Idle {
 			dom, err = chromedp.Run(tctx, chromedp.Evaluate[string]("document.documentElement.outerHTML"))
 			if err != nil {
-				return nil, in.count(), c.renderErr(tctx, ctx, w, "read the page", err)
+				return nil, in.count(), c.renderErr(in, tctx, ctx, w, "read the page", err)
 			}
 			if w.Selector == nil {
 				break
@@ -212,7 +222,7 @@ func (c *Connector) render(ctx context.Context, w Wait) (resp *connectors.Respon
 		select {
 		case <-tctx.Done():
 			t.Stop()
-			return nil, in.count(), c.renderErr(tctx, ctx, w, "wait", tctx.Err())
+			return nil, in.count(), c.renderErr(in, tctx, ctx, w, "wait", tctx.Err())
 		case <-t.C:
 		}
 	}
@@ -228,8 +238,11 @@ func (c *Connector) render(ctx context.Context, w Wait) (resp *connectors.Respon
 	return &connectors.Response{Status: status, Header: header, Body: []byte(dom)}, in.count(), nil
 }
 
-func (c *Connector) renderErr(tctx, ctx context.Context, w Wait, what string, err error) error {
+func (c *Connector) renderErr(in *interceptor, tctx, ctx context.Context, w Wait, what string, err error) error {
 	shown := connectors.Redact(c.o.URL)
+	if ferr := in.failure(); ferr != nil { // the renderer crashed
+		return ferr
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("page %s: %w", shown, ctx.Err())
 	}
