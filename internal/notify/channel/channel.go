@@ -1,6 +1,6 @@
 // Package channel reads notification URLs in the shoutrrr format
 // (github.com/nicholas-fedor/shoutrrr): ntfy://, discord://, telegram://,
-// gotify://. Parse checks a URL offline with shoutrrr's own parser of its
+// gotify://, generic://, teams://, mattermost://. Parse checks a URL offline with shoutrrr's own parser of its
 // service (its keys, defaults and checks) and knows its secrets (Secrets,
 // Redacted); Requests builds the HTTP requests of a notification, which
 // the url sink (internal/notify/url) sends. It registers nothing, so the
@@ -15,12 +15,16 @@ import (
 	neturl "net/url"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/discord"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/mattermost"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/teams"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/telegram"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/push/gotify"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/push/ntfy"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/specialized/generic"
 	"github.com/nicholas-fedor/shoutrrr/pkg/types"
 
 	"github.com/lookout-dev/lookout/internal/notify"
@@ -33,7 +37,7 @@ import (
 // that every connection goes through the egress policy and every answer is
 // classified for the outbox.
 type Channel struct {
-	// Service is the URL's scheme: discord, gotify, ntfy or telegram.
+	// Service is the URL's scheme, one of Services.
 	Service string
 
 	raw      string
@@ -42,20 +46,23 @@ type Channel struct {
 	// endpoint is the base of the requests (scheme and host, no secret):
 	// what a user's channel is checked against the egress policy with.
 	// For Discord and Telegram it is their API (DiscordAPI, TelegramAPI),
-	// which Options.APIBase replaces.
+	// for Teams the URL's host; Options.APIBase replaces them.
 	endpoint string
 	build    func(n *notify.Notification, base string) ([]Request, error)
 }
 
-// Request is one HTTP POST of a delivery (Telegram sends one per chat).
+// Request is one HTTP request of a delivery (Telegram sends one per
+// chat).
 type Request struct {
+	// Method is POST unless a generic webhook's URL says otherwise.
+	Method string
 	URL    string
 	Header http.Header
 	Body   []byte
 }
 
-// Requests returns the POSTs that deliver n; base replaces the API of
-// Discord and Telegram ("" for theirs), e.g. a test's fake.
+// Requests returns the requests that deliver n; base replaces the API of
+// Discord, Telegram and Teams ("" for theirs), e.g. a test's fake.
 func (c *Channel) Requests(n *notify.Notification, base string) ([]Request, error) {
 	return c.build(n, base)
 }
@@ -72,10 +79,13 @@ func Services() []string {
 }
 
 var parsers = map[string]func(c *Channel, u *neturl.URL) error{
-	"discord":  parseDiscord,
-	"gotify":   parseGotify,
-	"ntfy":     parseNtfy,
-	"telegram": parseTelegram,
+	"discord":    parseDiscord,
+	"generic":    parseGeneric,
+	"gotify":     parseGotify,
+	"mattermost": parseMattermost,
+	"ntfy":       parseNtfy,
+	"teams":      parseTeams,
+	"telegram":   parseTelegram,
 }
 
 // API hosts of the services whose host is not in the URL; a test points
@@ -116,7 +126,12 @@ func Parse(raw string) (*Channel, error) {
 }
 
 // Secrets are the parts of the URL that are credentials: the user and
-// password, every path segment, and Discord's webhook id.
+// password (Mattermost's user is a display name, not one), every path
+// segment (a generic webhook's of 12 characters or more; Mattermost's
+// first, its webhook token), Discord's
+// webhook id, Teams' tenant id, the values of a generic webhook's headers
+// (@Authorization=...) and of query keys named token, password, secret,
+// key, apikey.
 func (c *Channel) Secrets() []string { return slices.Clone(c.secrets) }
 
 // Redacted is the URL with its secrets replaced by [REDACTED]: what logs,
@@ -137,18 +152,43 @@ func secretsOf(u *neturl.URL) []string {
 			out = append(out, p, u.User.Username()+":"+p)
 		}
 	}
-	for seg := range strings.SplitSeq(u.Path, "/") {
-		if seg != "" {
+	generic := strings.EqualFold(u.Scheme, "generic")
+	mattermost := strings.EqualFold(u.Scheme, "mattermost")
+	i := 0
+	for seg := range strings.SplitSeq(strings.TrimPrefix(u.Path, "/"), "/") {
+		i++
+		// A generic webhook's path is mostly words (/api/hooks/...): only
+		// a segment long enough to be a token is one. Mattermost's second
+		// segment is the channel.
+		if seg != "" && (!generic || len(seg) >= 12) && (!mattermost || i == 1) {
 			out = append(out, seg)
 		}
 	}
-	if strings.EqualFold(u.Scheme, "discord") && u.Host != "" {
-		out = append(out, u.Host)
+	switch strings.ToLower(u.Scheme) {
+	case "discord", "teams": // the webhook id, the tenant id
+		if u.Host != "" {
+			out = append(out, u.Host, u.Hostname())
+		}
+	case "mattermost": // the user is the name the message shows, not a credential
+		if u.User != nil {
+			out = slices.DeleteFunc(out, func(s string) bool { return s == u.User.Username() })
+		}
 	}
 	for k, vs := range u.Query() {
-		switch strings.ToLower(k) {
-		case "token", "password", "secret", "apikey", "key":
-			out = append(out, vs...)
+		switch {
+		case strings.HasPrefix(k, "@") && strings.EqualFold(u.Scheme, "generic"):
+			// a generic webhook's headers: Authorization, X-Api-Key, ...
+			for _, v := range vs {
+				out = append(out, v)
+				if _, cred, ok := strings.Cut(v, " "); ok { // "Bearer <token>"
+					out = append(out, strings.TrimSpace(cred))
+				}
+			}
+		default:
+			switch strings.ToLower(strings.TrimLeft(k, "$")) {
+			case "token", "password", "secret", "apikey", "api_key", "key":
+				out = append(out, vs...)
+			}
 		}
 	}
 	return slices.DeleteFunc(out, func(s string) bool { return s == "" })
@@ -332,6 +372,176 @@ func parseGotify(c *Channel, u *neturl.URL) error {
 		h := jsonHeader()
 		h.Set("X-Gotify-Key", cfg.Token)
 		return []Request{{URL: c.endpoint + strings.TrimSuffix("/"+strings.Trim(cfg.Path, "/"), "/") + "/message", Header: h, Body: body}}, nil
+	}
+	return nil
+}
+
+func parseGeneric(c *Channel, u *neturl.URL) error {
+	svc := &generic.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	if u.Host == "" {
+		return errors.New("has no host: write generic://host/path (https) or add ?disabletls=yes for http")
+	}
+	method := strings.ToUpper(cfg.RequestMethod)
+	switch method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return fmt.Errorf("method=%s: must be POST, PUT or PATCH (a notification has a body)", cfg.RequestMethod)
+	}
+	tmpl := strings.ToLower(cfg.Template)
+	if tmpl != "" && tmpl != "json" {
+		return fmt.Errorf("template=%s: only template=json (or none, for plain text) is supported", cfg.Template)
+	}
+	// shoutrrr keeps the headers (@Key=value) and extra fields ($key=value)
+	// unexported: read them from the URL as it does.
+	headers, extra := http.Header{}, map[string]string{}
+	for k, vs := range u.Query() {
+		if len(k) < 2 || len(vs) == 0 {
+			continue
+		}
+		switch k[0] {
+		case '@':
+			headers.Set(genericHeaderKey(k[1:]), vs[0])
+		case '$':
+			extra[k[1:]] = vs[0]
+		}
+	}
+	target := cfg.WebhookURL()
+	target.User = nil // generic://user:pass@host is basic auth, not a URL's userinfo
+	user, pass := "", ""
+	if u.User != nil {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+	}
+	c.endpoint = target.Scheme + "://" + target.Host
+	c.build = func(n *notify.Notification, _ string) ([]Request, error) {
+		// shoutrrr's generic webhook: plain text of the message, or with
+		// template=json {titlekey: title, messagekey: message} plus the
+		// $extra fields.
+		h := http.Header{"User-Agent": {"lookout-url/1"}}
+		var body []byte
+		if tmpl == "" {
+			h.Set("Content-Type", "text/plain; charset=utf-8")
+			body = []byte(messageText(n, true))
+		} else {
+			h.Set("Content-Type", cfg.ContentType)
+			msg := map[string]any{}
+			for k, v := range extra {
+				msg[k] = v
+			}
+			msg[cfg.TitleKey] = cmpOr(cfg.Title, n.Title)
+			msg[cfg.MessageKey] = messageText(n, false)
+			var err error
+			if body, err = json.Marshal(msg); err != nil {
+				return nil, err
+			}
+		}
+		for k, v := range headers {
+			h[k] = v
+		}
+		if user != "" || pass != "" {
+			r := &http.Request{Header: h}
+			r.SetBasicAuth(user, pass)
+		}
+		return []Request{{Method: method, URL: target.String(), Header: h, Body: body}}, nil
+	}
+	return nil
+}
+
+// genericHeaderKey is shoutrrr's spelling of a header key of a generic
+// URL: XApiKey and x-api-key are both X-Api-Key.
+func genericHeaderKey(k string) string {
+	var b strings.Builder
+	for i, r := range k {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			if i > 0 && k[i-1] != '-' {
+				b.WriteByte('-')
+			}
+		case i == 0 || k[i-1] == '-':
+			r = unicode.ToUpper(r)
+		}
+		b.WriteRune(r)
+	}
+	return http.CanonicalHeaderKey(b.String())
+}
+
+func parseTeams(c *Channel, u *neturl.URL) error {
+	svc := &teams.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	if !teams.HostValidator.MatchString(cfg.Host) {
+		return fmt.Errorf("host=%s: must be your organization's <name>.webhook.office.com (the host of the webhook's URL)", cfg.Host)
+	}
+	c.endpoint = "https://" + cfg.Host
+	c.build = func(n *notify.Notification, base string) ([]Request, error) {
+		// An Incoming Webhook's MessageCard (learn.microsoft.com,
+		// "Create an Incoming Webhook"): the title, the body as a section,
+		// the record's link as an OpenUri action; markdown off, so
+		// nothing in a notification is read as markup.
+		section := map[string]any{"text": cut(messageText(n, false), 20000)}
+		card := map[string]any{"@type": "MessageCard", "@context": "http://schema.org/extensions",
+			"summary": cut(n.Title, 200), "title": cut(cmpOr(cfg.Title, n.Title), 256), "markdown": false,
+			"sections": []any{section}}
+		if color := cmpOr(cfg.Color, map[string]string{"high": "D13438", "medium": "FFB900", "low": "0078D4"}[n.Urgency]); color != "" {
+			card["themeColor"] = color
+		}
+		if u := recordURL(n); u != "" {
+			card["potentialAction"] = []any{map[string]any{"@type": "OpenUri", "name": "Open",
+				"targets": []any{map[string]string{"os": "default", "uri": u}}}}
+		}
+		body, err := json.Marshal(card)
+		if err != nil {
+			return nil, err
+		}
+		path := "/webhookb2/" + cfg.Group + "@" + cfg.Tenant + "/IncomingWebhook/" + cfg.AltID + "/" + cfg.GroupOwner + "/" + neturl.PathEscape(cfg.ExtraID)
+		return []Request{{URL: cmpOr(base, c.endpoint) + path, Header: jsonHeader(), Body: body}}, nil
+	}
+	return nil
+}
+
+func parseMattermost(c *Channel, u *neturl.URL) error {
+	svc := &mattermost.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	if cfg.Host == "" {
+		return errors.New("has no host: write mattermost://[username@]host/<webhook token>[/channel]")
+	}
+	scheme := "https"
+	if cfg.DisableTLS {
+		scheme = "http"
+	}
+	c.endpoint = scheme + "://" + cfg.Host
+	c.build = func(n *notify.Notification, _ string) ([]Request, error) {
+		// An incoming webhook (developers.mattermost.com, "Incoming
+		// webhooks"): POST /hooks/<token> with text, username, channel,
+		// icon_url or icon_emoji.
+		msg := map[string]any{"text": cut(messageText(n, true), 16383)}
+		if cfg.UserName != "" {
+			msg["username"] = cfg.UserName
+		}
+		if cfg.Channel != "" {
+			msg["channel"] = cfg.Channel
+		}
+		if cfg.Icon != "" {
+			if strings.HasPrefix(cfg.Icon, "http://") || strings.HasPrefix(cfg.Icon, "https://") {
+				msg["icon_url"] = cfg.Icon
+			} else {
+				msg["icon_emoji"] = cfg.Icon
+			}
+		}
+		body, err := json.Marshal(msg)
+		if err != nil {
+			return nil, err
+		}
+		return []Request{{URL: c.endpoint + "/hooks/" + neturl.PathEscape(cfg.Token), Header: jsonHeader(), Body: body}}, nil
 	}
 	return nil
 }

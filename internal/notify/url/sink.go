@@ -2,6 +2,7 @@ package url
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,7 +33,8 @@ type Options struct {
 	// Policy (link-local and metadata addresses refused).
 	Egress egress.Policy
 	// APIBase replaces the API of a service whose host is not in its URL
-	// (channel.DiscordAPI, channel.TelegramAPI), e.g. a test's fake.
+	// (channel.DiscordAPI, channel.TelegramAPI) and the Teams host, e.g. a
+	// test's fake.
 	// Defaults to the service's.
 	APIBase string
 	// Now replaces the clock that Retry-After delays count from (tests).
@@ -96,7 +98,7 @@ func (s *Sink) Deliver(ctx context.Context, n *notify.Notification) error {
 // policy refused is permanent).
 func (s *Sink) send(ctx context.Context, c channel.Request) error {
 	what := s.ch.Service
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(c.Body))
+	req, err := http.NewRequestWithContext(ctx, cmp.Or(c.Method, http.MethodPost), c.URL, bytes.NewReader(c.Body))
 	if err != nil {
 		return &notify.PermanentError{Err: fmt.Errorf("%s request: %w", what, stripURL(err))}
 	}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
-var services = []string{"ntfy", "discord", "telegram", "gotify"}
+var services = []string{"ntfy", "discord", "telegram", "gotify", "generic", "teams", "mattermost"}
 
 // newSink builds the url sink of fake's notification URL, dialing through
 // policy (the zero policy allows the fake's 127.0.0.1, as tests of webhook
@@ -163,7 +164,8 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 
 // TestRateLimitAnswers: a 429 is retried no sooner than the service asks:
 // Discord's Retry-After header, Telegram's parameters.retry_after (its
-// only way), ntfy and Gotify's plain 429 with the deliverer's backoff.
+// only way), a generic webhook's Retry-After header; ntfy, Gotify, Teams
+// and Mattermost's plain 429 with the deliverer's backoff.
 func TestRateLimitAnswers(t *testing.T) {
 	t.Parallel()
 	for _, service := range services {
@@ -183,7 +185,7 @@ func TestRateLimitAnswers(t *testing.T) {
 			switch {
 			case err == nil || errors.As(err, &perm):
 				t.Fatalf("429: %v, want a retried error", err)
-			case service == "discord" || service == "telegram":
+			case service == "discord" || service == "telegram" || service == "generic":
 				if !errors.As(err, &ra) || !ra.At.Equal(now.Add(7*time.Second)) {
 					t.Fatalf("429: %v, want a retry at %s", err, now.Add(7*time.Second))
 				}
@@ -283,5 +285,33 @@ func TestBuildSinksHidesTheURLsSecrets(t *testing.T) {
 	got := cfg.Global.Redactor().String("POST https://api.telegram.org/bot123456789:AAF-inline_tok3n/sendMessage failed")
 	if strings.Contains(got, "AAF-inline_tok3n") {
 		t.Fatalf("redactor after BuildSinks: %q still shows the token", got)
+	}
+}
+
+// TestRedactedHidesEachChannelsSecrets: the parsed URL of every channel
+// lists its credentials (what the configuration's redactor learns) and
+// its Redacted form shows none of them, while what is not a credential
+// stays readable (a generic webhook's /api/webhook, Mattermost's
+// username and channel, Teams' host).
+func TestRedactedHidesEachChannelsSecrets(t *testing.T) {
+	t.Parallel()
+	readable := map[string][]string{"generic": {"/api/webhook/", "template=json"}, "mattermost": {"lookout-bot@", "/alerts"},
+		"teams": {"host=example.webhook.office.com"}}
+	for _, service := range services {
+		fake := urltest.New(t, service)
+		s := newSink(t, fake, egress.Policy{})
+		secrets := s.Channel().Secrets()
+		for _, sec := range fake.Secrets() {
+			if !slices.Contains(secrets, sec) {
+				t.Errorf("%s: Secrets() = %q, missing %q", service, secrets, sec)
+			}
+		}
+		red := s.Channel().Redacted()
+		noSecrets(t, fake, "redacted URL", red)
+		for _, want := range readable[service] {
+			if !strings.Contains(red, want) {
+				t.Errorf("%s: redacted URL %q hides %q, which is no credential", service, red, want)
+			}
+		}
 	}
 }

@@ -1,8 +1,9 @@
 // Package urltest fakes the APIs of the channels of the url sink for
 // tests (httptest servers answering as the public API docs say, failures
 // included): ntfy (docs.ntfy.sh/publish, JSON publishing), Discord
-// (Execute Webhook), Telegram (Bot API sendMessage) and Gotify (POST
-// /message). Each fake checks every request (path, credentials, JSON
+// (Execute Webhook), Telegram (Bot API sendMessage), Gotify (POST
+// /message), a generic JSON webhook (shoutrrr's generic://), a Microsoft
+// Teams Incoming Webhook (MessageCard) and a Mattermost incoming webhook. Each fake checks every request (path, credentials, JSON
 // body) and counts the messages it accepted by title.
 package urltest
 
@@ -29,6 +30,15 @@ const (
 	TelegramChat   = "-1001234567"
 	GotifyToken    = "AgotifyToken123"
 	TelegramChat2  = "@lookout_ch"
+	GenericPath    = "/api/webhook/lookout-hook-5f2c9e"
+	GenericKey     = "generic-key-0c4e7a11"
+	TeamsGroup     = "11111111-2222-3333-4444-555555555555"
+	TeamsTenant    = "66666666-7777-8888-9999-aaaaaaaaaaaa"
+	TeamsAltID     = "0123456789abcdef0123456789abcdef"
+	TeamsOwner     = "bbbbbbbb-cccc-dddd-eeee-ffffffffffff"
+	TeamsExtraID   = "V2teams-extra-SECRET-id"
+	MattermostHook = "mmhook7xk3s9d8f1q2w3e4r5t6y"
+	teamsPath      = "/webhookb2/" + TeamsGroup + "@" + TeamsTenant + "/IncomingWebhook/" + TeamsAltID + "/" + TeamsOwner + "/" + TeamsExtraID
 	discordMsgPath = "/api/webhooks/" + DiscordID + "/" + DiscordToken
 )
 
@@ -79,6 +89,12 @@ func (s *Server) NotificationURL() string {
 		return fmt.Sprintf("telegram://%s@telegram?chats=%s,%s", TelegramToken, TelegramChat, TelegramChat2)
 	case "gotify":
 		return fmt.Sprintf("gotify://%s/%s?disabletls=yes", host, GotifyToken)
+	case "generic":
+		return fmt.Sprintf("generic://%s%s?disabletls=yes&template=json&messagekey=text&@X-Api-Key=%s&$source=lookout", host, GenericPath, GenericKey)
+	case "teams":
+		return fmt.Sprintf("teams://%s@%s/%s/%s/%s?host=example.webhook.office.com", TeamsGroup, TeamsTenant, TeamsAltID, TeamsOwner, TeamsExtraID)
+	case "mattermost":
+		return fmt.Sprintf("mattermost://lookout-bot@%s/%s/alerts?disabletls=yes&icon=:eyes:", host, MattermostHook)
 	}
 	panic("urltest: unknown service " + s.Service)
 }
@@ -95,6 +111,12 @@ func (s *Server) Secrets() []string {
 		return []string{TelegramToken, strings.SplitN(TelegramToken, ":", 2)[1]}
 	case "gotify":
 		return []string{GotifyToken}
+	case "generic":
+		return []string{GenericKey}
+	case "teams":
+		return []string{TeamsGroup, TeamsTenant, TeamsAltID, TeamsOwner, TeamsExtraID}
+	case "mattermost":
+		return []string{MattermostHook}
 	}
 	return nil
 }
@@ -192,6 +214,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch s.Service {
+	case "generic":
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(map[string]any{"received": true})
+	case "teams": // the connector answers 200 with the text "1"
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "1")
+	case "mattermost":
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok")
 	case "ntfy":
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": "sPs71M8A2T", "time": 1700000000, "event": "message",
 			"topic": body["topic"], "title": body["title"], "message": body["message"]})
@@ -281,6 +312,47 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]a
 			return "", false
 		}
 		return str("title"), true
+	case "generic":
+		// The receiver's own path, its key in X-Api-Key, the JSON template
+		// with messagekey=text and the $source extra field.
+		if r.URL.Path != GenericPath {
+			s.problem(w, http.StatusNotFound, "path %s, want %s", r.URL.Path, GenericPath)
+			return "", false
+		}
+		if r.Header.Get("X-Api-Key") != GenericKey {
+			s.problem(w, http.StatusUnauthorized, "X-Api-Key %q", r.Header.Get("X-Api-Key"))
+			return "", false
+		}
+		if str("text") == "" || str("source") != "lookout" {
+			s.problem(w, http.StatusBadRequest, "text %q, source %q", str("text"), str("source"))
+			return "", false
+		}
+		return str("title"), true
+	case "teams":
+		// POST /webhookb2/{group}@{tenant}/IncomingWebhook/{id}/{owner}/{extra}
+		// with a MessageCard.
+		if r.URL.Path != teamsPath {
+			s.problem(w, http.StatusNotFound, "path %s, want the webhook's", r.URL.Path)
+			return "", false
+		}
+		sections, _ := body["sections"].([]any)
+		if str("@type") != "MessageCard" || str("summary") == "" && str("text") == "" || len(sections) == 0 {
+			s.problem(w, http.StatusBadRequest, "Summary or Text is required (@type %q, %d sections)", str("@type"), len(sections))
+			return "", false
+		}
+		return str("title"), true
+	case "mattermost":
+		// POST /hooks/{token} with {"text", "username", "channel", ...}.
+		if r.URL.Path != "/hooks/"+MattermostHook {
+			s.problem(w, http.StatusBadRequest, "path %s: invalid webhook", r.URL.Path)
+			return "", false
+		}
+		if str("text") == "" || str("channel") != "alerts" || str("username") != "lookout-bot" {
+			s.problem(w, http.StatusBadRequest, "text %q, channel %q, username %q", str("text"), str("channel"), str("username"))
+			return "", false
+		}
+		title, _, _ := strings.Cut(str("text"), "\n")
+		return title, true
 	}
 	return "", false
 }
@@ -311,6 +383,24 @@ func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
 		body = b
 	case "gotify":
 		body = map[string]any{"error": http.StatusText(status), "errorCode": status, "errorDescription": msg}
+	case "generic":
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", strconv.Itoa(s.RetryAfter))
+		}
+		body = map[string]any{"error": msg}
+	case "teams": // text, not JSON
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(status)
+		if status == http.StatusTooManyRequests {
+			msg = "Microsoft Teams endpoint returned HTTP error 429 with ContextId tcid=0,server=msgapi-production-eus-azsc2-4-170,cv=deadbeef.0"
+		} else if status == http.StatusBadRequest {
+			msg = "Bad payload received by generic incoming webhook. " + msg
+		}
+		_, _ = io.WriteString(w, msg)
+		return
+	case "mattermost":
+		body = map[string]any{"id": "web.incoming_webhook.error", "message": msg, "detailed_error": "",
+			"request_id": "q7a3kx9", "status_code": status}
 	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
