@@ -1,6 +1,7 @@
 // Package channel reads notification URLs in the shoutrrr format
 // (github.com/nicholas-fedor/shoutrrr): ntfy://, discord://, telegram://,
-// gotify://, generic://, teams://, mattermost://. Parse checks a URL offline with shoutrrr's own parser of its
+// gotify://, generic://, teams://, mattermost://, rocketchat://,
+// googlechat://. Parse checks a URL offline with shoutrrr's own parser of its
 // service (its keys, defaults and checks) and knows its secrets (Secrets,
 // Redacted); Requests builds the HTTP requests of a notification, which
 // the url sink (internal/notify/url) sends. It registers nothing, so the
@@ -11,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	neturl "net/url"
 	"slices"
@@ -19,7 +21,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/discord"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/googlechat"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/mattermost"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/rocketchat"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/teams"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/telegram"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/push/gotify"
@@ -46,7 +50,8 @@ type Channel struct {
 	// endpoint is the base of the requests (scheme and host, no secret):
 	// what a user's channel is checked against the egress policy with.
 	// For Discord and Telegram it is their API (DiscordAPI, TelegramAPI),
-	// for Teams the URL's host; Options.APIBase replaces them.
+	// for Teams, Rocket.Chat and Google Chat the URL's host (always
+	// https); Options.APIBase replaces them.
 	endpoint string
 	build    func(n *notify.Notification, base string) ([]Request, error)
 }
@@ -81,9 +86,11 @@ func Services() []string {
 var parsers = map[string]func(c *Channel, u *neturl.URL) error{
 	"discord":    parseDiscord,
 	"generic":    parseGeneric,
+	"googlechat": parseGoogleChat,
 	"gotify":     parseGotify,
 	"mattermost": parseMattermost,
 	"ntfy":       parseNtfy,
+	"rocketchat": parseRocketChat,
 	"teams":      parseTeams,
 	"telegram":   parseTelegram,
 }
@@ -152,15 +159,27 @@ func secretsOf(u *neturl.URL) []string {
 			out = append(out, p, u.User.Username()+":"+p)
 		}
 	}
-	generic := strings.EqualFold(u.Scheme, "generic")
-	mattermost := strings.EqualFold(u.Scheme, "mattermost")
+	scheme := strings.ToLower(u.Scheme)
 	i := 0
 	for seg := range strings.SplitSeq(strings.TrimPrefix(u.Path, "/"), "/") {
 		i++
 		// A generic webhook's path is mostly words (/api/hooks/...): only
 		// a segment long enough to be a token is one. Mattermost's second
-		// segment is the channel.
-		if seg != "" && (!generic || len(seg) >= 12) && (!mattermost || i == 1) {
+		// segment and Rocket.Chat's third are the channel; Google Chat's
+		// path (/v1/spaces/<space>/messages) names the space, its
+		// credentials are the key and token of the query.
+		secret := seg != ""
+		switch scheme {
+		case "generic":
+			secret = secret && len(seg) >= 12
+		case "mattermost":
+			secret = secret && i == 1
+		case "rocketchat":
+			secret = secret && i <= 2
+		case "googlechat":
+			secret = false
+		}
+		if secret {
 			out = append(out, seg)
 		}
 	}
@@ -169,7 +188,7 @@ func secretsOf(u *neturl.URL) []string {
 		if u.Host != "" {
 			out = append(out, u.Host, u.Hostname())
 		}
-	case "mattermost": // the user is the name the message shows, not a credential
+	case "mattermost", "rocketchat": // the user is the name the message shows, not a credential
 		if u.User != nil {
 			out = slices.DeleteFunc(out, func(s string) bool { return s == u.User.Username() })
 		}
@@ -542,6 +561,70 @@ func parseMattermost(c *Channel, u *neturl.URL) error {
 			return nil, err
 		}
 		return []Request{{URL: c.endpoint + "/hooks/" + neturl.PathEscape(cfg.Token), Header: jsonHeader(), Body: body}}, nil
+	}
+	return nil
+}
+
+func parseRocketChat(c *Channel, u *neturl.URL) error {
+	svc := &rocketchat.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	if cfg.Host == "" || cfg.TokenA == "" || cfg.TokenB == "" {
+		return errors.New("needs a host and both parts of the webhook's token: write rocketchat://[username@]host[:port]/<token a>/<token b>[/channel]")
+	}
+	host := cfg.Host
+	if cfg.Port != "" {
+		host = net.JoinHostPort(cfg.Host, cfg.Port)
+	}
+	c.endpoint = "https://" + host
+	c.build = func(n *notify.Notification, base string) ([]Request, error) {
+		// An incoming webhook integration (docs.rocket.chat, "Incoming
+		// webhook"): POST /hooks/<token a>/<token b> with text, username,
+		// channel.
+		msg := map[string]any{"text": messageText(n, true)}
+		if cfg.UserName != "" {
+			msg["username"] = cfg.UserName
+		}
+		if cfg.Channel != "" {
+			msg["channel"] = cfg.Channel
+		}
+		body, err := json.Marshal(msg)
+		if err != nil {
+			return nil, err
+		}
+		return []Request{{URL: cmpOr(base, c.endpoint) + "/hooks/" + neturl.PathEscape(cfg.TokenA) + "/" + neturl.PathEscape(cfg.TokenB),
+			Header: jsonHeader(), Body: body}}, nil
+	}
+	return nil
+}
+
+func parseGoogleChat(c *Channel, u *neturl.URL) error {
+	svc := &googlechat.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	if cfg.Key == "" || cfg.Token == "" {
+		return errors.New("needs the webhook's key and token: write googlechat://chat.googleapis.com/v1/spaces/<space>/messages?key=<key>&token=<token>")
+	}
+	if cfg.Host == "" || !strings.HasPrefix(cfg.Path, "/v1/spaces/") {
+		return errors.New("is not a space's webhook: write googlechat://chat.googleapis.com/v1/spaces/<space>/messages?key=<key>&token=<token>")
+	}
+	c.endpoint = "https://" + cfg.Host
+	c.build = func(n *notify.Notification, base string) ([]Request, error) {
+		// A space's incoming webhook (developers.google.com/workspace/chat,
+		// "Build a Google Chat app as a webhook"): POST of {"text"} to the
+		// webhook's URL.
+		body, err := json.Marshal(map[string]any{"text": cut(messageText(n, true), 4000)})
+		if err != nil {
+			return nil, err
+		}
+		q := neturl.Values{"key": {cfg.Key}, "token": {cfg.Token}}
+		h := jsonHeader()
+		h.Set("Content-Type", "application/json; charset=UTF-8")
+		return []Request{{URL: cmpOr(base, c.endpoint) + cfg.Path + "?" + q.Encode(), Header: h, Body: body}}, nil
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 func TestParseRefusesWithoutSecrets(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ url, want string }{
-		{"slackish://xoxb-secret-token@chan", `has scheme "slackish", which is not a channel of the url sink (known: discord, generic, gotify, mattermost, ntfy, teams, telegram)`},
+		{"slackish://xoxb-secret-token@chan", `has scheme "slackish", which is not a channel of the url sink (known: discord, generic, googlechat, gotify, mattermost, ntfy, rocketchat, teams, telegram)`},
 		{"ntfy.sh/topic-secret", "has no scheme"},
 		{"discord://@1234567890", "is not a valid discord URL (discord://@[REDACTED]): "},
 		{"discord://tok3n-secret-value@", "is not a valid discord URL (discord://[REDACTED]@): "},
@@ -32,6 +32,10 @@ func TestParseRefusesWithoutSecrets(t *testing.T) {
 			"host=evil.example: must be your organization's <name>.webhook.office.com"},
 		{"teams://group@tenant/short-secret/x/y?host=org.webhook.office.com", "is not a valid teams URL"},
 		{"mattermost://chat.example", "is not a valid mattermost URL"},
+		{"rocketchat://chat.example/only-a-secret-token", "is not a valid rocketchat URL (rocketchat://chat.example/[REDACTED])"},
+		{"googlechat://chat.googleapis.com/v1/spaces/AAAA/messages?key=k-secret", "needs the webhook's key and token"},
+		{"googlechat://chat.googleapis.com/v1/spaces/AAAA/messages?key=k-secret&token=", "is not a valid googlechat URL"},
+		{"googlechat://chat.googleapis.com/elsewhere?key=k-secret&token=t-secret", "is not a space's webhook"},
 	} {
 		_, err := channel.Parse(tc.url)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -48,7 +52,8 @@ func TestParseRefusesWithoutSecrets(t *testing.T) {
 		"gotify://gotify.example/sub/Atoken", "ntfy://:tk_token@ntfy.example/t?priority=high",
 		"generic://hooks.example/api/hook", "generic://u:p@hooks.example/in?template=json&method=put&@Authorization=Bearer+x",
 		"teams://11111111-2222-3333-4444-555555555555@66666666-7777-8888-9999-aaaaaaaaaaaa/0123456789abcdef0123456789abcdef/bbbbbbbb-cccc-dddd-eeee-ffffffffffff/V2x?host=org.webhook.office.com",
-		"mattermost://chat.example/hooktoken", "mattermost://bot@chat.example:8065/hooktoken/town-square?icon=https://i.example/a.png"} {
+		"mattermost://chat.example/hooktoken", "rocketchat://chat.example:3000/a/b/@someone",
+		"googlechat://chat.googleapis.com/v1/spaces/AAAA/messages?key=k&token=t", "mattermost://bot@chat.example:8065/hooktoken/town-square?icon=https://i.example/a.png"} {
 		if _, err := channel.Parse(ok); err != nil {
 			t.Errorf("Parse(%q): %v", ok, err)
 		}

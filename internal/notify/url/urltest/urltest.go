@@ -3,7 +3,8 @@
 // included): ntfy (docs.ntfy.sh/publish, JSON publishing), Discord
 // (Execute Webhook), Telegram (Bot API sendMessage), Gotify (POST
 // /message), a generic JSON webhook (shoutrrr's generic://), a Microsoft
-// Teams Incoming Webhook (MessageCard) and a Mattermost incoming webhook. Each fake checks every request (path, credentials, JSON
+// Teams Incoming Webhook (MessageCard), a Mattermost incoming webhook, a
+// Rocket.Chat incoming webhook and a Google Chat space's webhook. Each fake checks every request (path, credentials, JSON
 // body) and counts the messages it accepted by title.
 package urltest
 
@@ -38,6 +39,11 @@ const (
 	TeamsOwner     = "bbbbbbbb-cccc-dddd-eeee-ffffffffffff"
 	TeamsExtraID   = "V2teams-extra-SECRET-id"
 	MattermostHook = "mmhook7xk3s9d8f1q2w3e4r5t6y"
+	RocketTokenA   = "qkW3zTbFJ8mYv2Lx4"
+	RocketTokenB   = "Xr7hGf2pQmZ9cV1nB6sD0kJ3tY8wE5uA"
+	ChatSpace      = "AAAAq1w2e3r"
+	ChatKey        = "AIzaSy-chat-key-4f1d9"
+	ChatToken      = "chat-tok-Zx8_Qw9Rt7Yu6"
 	teamsPath      = "/webhookb2/" + TeamsGroup + "@" + TeamsTenant + "/IncomingWebhook/" + TeamsAltID + "/" + TeamsOwner + "/" + TeamsExtraID
 	discordMsgPath = "/api/webhooks/" + DiscordID + "/" + DiscordToken
 )
@@ -95,6 +101,10 @@ func (s *Server) NotificationURL() string {
 		return fmt.Sprintf("teams://%s@%s/%s/%s/%s?host=example.webhook.office.com", TeamsGroup, TeamsTenant, TeamsAltID, TeamsOwner, TeamsExtraID)
 	case "mattermost":
 		return fmt.Sprintf("mattermost://lookout-bot@%s/%s/alerts?disabletls=yes&icon=:eyes:", host, MattermostHook)
+	case "rocketchat":
+		return fmt.Sprintf("rocketchat://lookout-bot@chat.example/%s/%s/alerts", RocketTokenA, RocketTokenB)
+	case "googlechat":
+		return fmt.Sprintf("googlechat://chat.googleapis.com/v1/spaces/%s/messages?key=%s&token=%s", ChatSpace, ChatKey, ChatToken)
 	}
 	panic("urltest: unknown service " + s.Service)
 }
@@ -117,6 +127,10 @@ func (s *Server) Secrets() []string {
 		return []string{TeamsGroup, TeamsTenant, TeamsAltID, TeamsOwner, TeamsExtraID}
 	case "mattermost":
 		return []string{MattermostHook}
+	case "rocketchat":
+		return []string{RocketTokenA, RocketTokenB}
+	case "googlechat":
+		return []string{ChatKey, ChatToken}
 	}
 	return nil
 }
@@ -223,6 +237,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case "mattermost":
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ok")
+	case "rocketchat":
+		_ = json.NewEncoder(w).Encode(map[string]any{"success": true})
+	case "googlechat":
+		_ = json.NewEncoder(w).Encode(map[string]any{"name": fmt.Sprintf("spaces/%s/messages/m%d", ChatSpace, n),
+			"text": body["text"], "createTime": "2026-12-01T10:00:00.000000Z", "space": map[string]any{"name": "spaces/" + ChatSpace}})
 	case "ntfy":
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": "sPs71M8A2T", "time": 1700000000, "event": "message",
 			"topic": body["topic"], "title": body["title"], "message": body["message"]})
@@ -353,6 +372,35 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]a
 		}
 		title, _, _ := strings.Cut(str("text"), "\n")
 		return title, true
+	case "rocketchat":
+		// POST /hooks/{token a}/{token b} with {"text", "username", "channel"}.
+		if r.URL.Path != "/hooks/"+RocketTokenA+"/"+RocketTokenB {
+			s.problem(w, http.StatusNotFound, "path %s: invalid integration", r.URL.Path)
+			return "", false
+		}
+		if str("text") == "" || str("channel") != "#alerts" || str("username") != "lookout-bot" {
+			s.problem(w, http.StatusBadRequest, "text %q, channel %q, username %q", str("text"), str("channel"), str("username"))
+			return "", false
+		}
+		title, _, _ := strings.Cut(str("text"), "\n")
+		return title, true
+	case "googlechat":
+		// POST /v1/spaces/{space}/messages?key=&token= with {"text"}.
+		if r.URL.Path != "/v1/spaces/"+ChatSpace+"/messages" {
+			s.problem(w, http.StatusNotFound, "path %s, want the space's messages", r.URL.Path)
+			return "", false
+		}
+		if q := r.URL.Query(); q.Get("key") != ChatKey || q.Get("token") != ChatToken {
+			s.problem(w, http.StatusUnauthorized, "key %q, token %q", q.Get("key"), q.Get("token"))
+			return "", false
+		}
+		text := str("text")
+		if text == "" || len([]rune(text)) > 4096 {
+			s.problem(w, http.StatusBadRequest, "text of %d characters", len([]rune(text)))
+			return "", false
+		}
+		title, _, _ := strings.Cut(text, "\n")
+		return title, true
 	}
 	return "", false
 }
@@ -398,6 +446,12 @@ func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
 		}
 		_, _ = io.WriteString(w, msg)
 		return
+	case "rocketchat":
+		body = map[string]any{"success": false, "error": msg}
+	case "googlechat":
+		st := map[int]string{400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+			429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}[status]
+		body = map[string]any{"error": map[string]any{"code": status, "message": msg, "status": st}}
 	case "mattermost":
 		body = map[string]any{"id": "web.incoming_webhook.error", "message": msg, "detailed_error": "",
 			"request_id": "q7a3kx9", "status_code": status}
