@@ -1,7 +1,7 @@
 // Package channel reads notification URLs in the shoutrrr format
 // (github.com/nicholas-fedor/shoutrrr): ntfy://, discord://, telegram://,
 // gotify://, generic://, teams://, mattermost://, rocketchat://,
-// googlechat://. Parse checks a URL offline with shoutrrr's own parser of its
+// googlechat://, zulip://, pushover://. Parse checks a URL offline with shoutrrr's own parser of its
 // service (its keys, defaults and checks) and knows its secrets (Secrets,
 // Redacted); Requests builds the HTTP requests of a notification, which
 // the url sink (internal/notify/url) sends. It registers nothing, so the
@@ -26,8 +26,10 @@ import (
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/rocketchat"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/teams"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/telegram"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/zulip"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/push/gotify"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/push/ntfy"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/push/pushover"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/specialized/generic"
 	"github.com/nicholas-fedor/shoutrrr/pkg/types"
 
@@ -50,8 +52,8 @@ type Channel struct {
 	// endpoint is the base of the requests (scheme and host, no secret):
 	// what a user's channel is checked against the egress policy with.
 	// For Discord and Telegram it is their API (DiscordAPI, TelegramAPI),
-	// for Teams, Rocket.Chat and Google Chat the URL's host (always
-	// https); Options.APIBase replaces them.
+	// for Teams, Rocket.Chat, Google Chat and Zulip the URL's host
+	// (always https); Options.APIBase replaces them.
 	endpoint string
 	build    func(n *notify.Notification, base string) ([]Request, error)
 }
@@ -90,9 +92,11 @@ var parsers = map[string]func(c *Channel, u *neturl.URL) error{
 	"gotify":     parseGotify,
 	"mattermost": parseMattermost,
 	"ntfy":       parseNtfy,
+	"pushover":   parsePushover,
 	"rocketchat": parseRocketChat,
 	"teams":      parseTeams,
 	"telegram":   parseTelegram,
+	"zulip":      parseZulip,
 }
 
 // API hosts of the services whose host is not in the URL; a test points
@@ -100,6 +104,7 @@ var parsers = map[string]func(c *Channel, u *neturl.URL) error{
 const (
 	DiscordAPI  = "https://discord.com"
 	TelegramAPI = "https://api.telegram.org"
+	PushoverAPI = "https://api.pushover.net"
 )
 
 // Parse reads a notification URL. Its errors never quote a secret of the
@@ -183,14 +188,16 @@ func secretsOf(u *neturl.URL) []string {
 			out = append(out, seg)
 		}
 	}
-	switch strings.ToLower(u.Scheme) {
-	case "discord", "teams": // the webhook id, the tenant id
-		if u.Host != "" {
-			out = append(out, u.Host, u.Hostname())
-		}
-	case "mattermost", "rocketchat": // the user is the name the message shows, not a credential
+	switch scheme {
+	case "mattermost", "rocketchat", "pushover": // the user is a display name (Pushover's any word), not a credential
 		if u.User != nil {
 			out = slices.DeleteFunc(out, func(s string) bool { return s == u.User.Username() })
+		}
+	}
+	switch scheme {
+	case "discord", "teams", "pushover": // the webhook id, the tenant id, the user key
+		if u.Host != "" {
+			out = append(out, u.Host, u.Hostname())
 		}
 	}
 	for k, vs := range u.Query() {
@@ -625,6 +632,68 @@ func parseGoogleChat(c *Channel, u *neturl.URL) error {
 		h := jsonHeader()
 		h.Set("Content-Type", "application/json; charset=UTF-8")
 		return []Request{{URL: cmpOr(base, c.endpoint) + cfg.Path + "?" + q.Encode(), Header: h, Body: body}}, nil
+	}
+	return nil
+}
+
+func parseZulip(c *Channel, u *neturl.URL) error {
+	svc := &zulip.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	if cfg.Stream == "" {
+		return errors.New("has no stream: write zulip://bot-email:api-key@host/?stream=<stream>[&topic=<topic>]")
+	}
+	c.endpoint = "https://" + u.Host // shoutrrr's Host drops the port
+	c.build = func(n *notify.Notification, base string) ([]Request, error) {
+		// Send a message (zulip.com/api/send-message): a form POSTed to
+		// /api/v1/messages with the bot's email and API key as basic auth;
+		// the topic from the URL, else the notification's title.
+		form := neturl.Values{"type": {"stream"}, "to": {cfg.Stream}, "content": {cut(messageText(n, false), 10000)},
+			"topic": {cut(cmpOr(cfg.Topic, n.Title), 60)}}
+		h := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "User-Agent": {"lookout-url/1"}}
+		r := &http.Request{Header: h}
+		r.SetBasicAuth(cfg.BotMail, cfg.BotKey)
+		return []Request{{URL: cmpOr(base, c.endpoint) + "/api/v1/messages", Header: h, Body: []byte(form.Encode())}}, nil
+	}
+	return nil
+}
+
+func parsePushover(c *Channel, u *neturl.URL) error {
+	svc := &pushover.Service{}
+	if err := initialize(svc, u); err != nil {
+		return err
+	}
+	cfg := svc.Config
+	if cfg.Priority < -2 || cfg.Priority > 2 {
+		return fmt.Errorf("priority=%d: must be from -2 to 2", cfg.Priority)
+	}
+	c.endpoint = PushoverAPI
+	prioritySet := u.Query().Has("priority")
+	c.build = func(n *notify.Notification, base string) ([]Request, error) {
+		// POST /1/messages.json (pushover.net/api): one form for all the
+		// devices (comma-separated), the record's URL as url; priority
+		// from the URL, else high 1, low -1; an emergency (2) repeats
+		// every 60 s for an hour until acknowledged.
+		prio := int(cfg.Priority)
+		if !prioritySet {
+			prio = map[string]int{"high": 1, "low": -1}[n.Urgency]
+		}
+		form := neturl.Values{"token": {cfg.Token}, "user": {cfg.User}, "message": {cut(messageText(n, false), 1024)},
+			"title": {cut(cmpOr(cfg.Title, n.Title), 250)}, "priority": {fmt.Sprint(prio)}}
+		if prio == 2 {
+			form.Set("retry", "60")
+			form.Set("expire", "3600")
+		}
+		if len(cfg.Devices) > 0 {
+			form.Set("device", strings.Join(cfg.Devices, ","))
+		}
+		if u := recordURL(n); u != "" {
+			form.Set("url", u)
+		}
+		h := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "User-Agent": {"lookout-url/1"}}
+		return []Request{{URL: cmpOr(base, c.endpoint) + "/1/messages.json", Header: h, Body: []byte(form.Encode())}}, nil
 	}
 	return nil
 }

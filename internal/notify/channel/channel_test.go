@@ -13,7 +13,7 @@ import (
 func TestParseRefusesWithoutSecrets(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ url, want string }{
-		{"slackish://xoxb-secret-token@chan", `has scheme "slackish", which is not a channel of the url sink (known: discord, generic, googlechat, gotify, mattermost, ntfy, rocketchat, teams, telegram)`},
+		{"slackish://xoxb-secret-token@chan", `has scheme "slackish", which is not a channel of the url sink (known: discord, generic, googlechat, gotify, mattermost, ntfy, pushover, rocketchat, teams, telegram, zulip)`},
 		{"ntfy.sh/topic-secret", "has no scheme"},
 		{"discord://@1234567890", "is not a valid discord URL (discord://@[REDACTED]): "},
 		{"discord://tok3n-secret-value@", "is not a valid discord URL (discord://[REDACTED]@): "},
@@ -36,6 +36,10 @@ func TestParseRefusesWithoutSecrets(t *testing.T) {
 		{"googlechat://chat.googleapis.com/v1/spaces/AAAA/messages?key=k-secret", "needs the webhook's key and token"},
 		{"googlechat://chat.googleapis.com/v1/spaces/AAAA/messages?key=k-secret&token=", "is not a valid googlechat URL"},
 		{"googlechat://chat.googleapis.com/elsewhere?key=k-secret&token=t-secret", "is not a space's webhook"},
+		{"zulip://bot@zulip.example/?stream=a", "is not a valid zulip URL"},
+		{"zulip://bot%40zulip.example:key-secret@zulip.example/", "has no stream"},
+		{"pushover://shoutrrr@user-secret-key/", "is not a valid pushover URL (pushover://shoutrrr@[REDACTED]/)"},
+		{"pushover://shoutrrr:tok-secret@user-secret-key/?priority=3", "priority=3: must be from -2 to 2"},
 	} {
 		_, err := channel.Parse(tc.url)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -53,7 +57,8 @@ func TestParseRefusesWithoutSecrets(t *testing.T) {
 		"generic://hooks.example/api/hook", "generic://u:p@hooks.example/in?template=json&method=put&@Authorization=Bearer+x",
 		"teams://11111111-2222-3333-4444-555555555555@66666666-7777-8888-9999-aaaaaaaaaaaa/0123456789abcdef0123456789abcdef/bbbbbbbb-cccc-dddd-eeee-ffffffffffff/V2x?host=org.webhook.office.com",
 		"mattermost://chat.example/hooktoken", "rocketchat://chat.example:3000/a/b/@someone",
-		"googlechat://chat.googleapis.com/v1/spaces/AAAA/messages?key=k&token=t", "mattermost://bot@chat.example:8065/hooktoken/town-square?icon=https://i.example/a.png"} {
+		"googlechat://chat.googleapis.com/v1/spaces/AAAA/messages?key=k&token=t",
+		"zulip://bot%40zulip.example:key@zulip.example:8443/?stream=ops&topic=lookout", "pushover://shoutrrr:tok@user/?priority=2&devices=a", "mattermost://bot@chat.example:8065/hooktoken/town-square?icon=https://i.example/a.png"} {
 		if _, err := channel.Parse(ok); err != nil {
 			t.Errorf("Parse(%q): %v", ok, err)
 		}

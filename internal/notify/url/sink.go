@@ -33,8 +33,9 @@ type Options struct {
 	// Policy (link-local and metadata addresses refused).
 	Egress egress.Policy
 	// APIBase replaces the API of a service whose host is not in its URL
-	// (channel.DiscordAPI, channel.TelegramAPI) and the https host of
-	// Teams, Rocket.Chat and Google Chat, e.g. a test's fake.
+	// (channel.DiscordAPI, channel.TelegramAPI, channel.PushoverAPI) and
+	// the https host of Teams, Rocket.Chat, Google Chat and Zulip, e.g. a
+	// test's fake.
 	// Defaults to the service's.
 	APIBase string
 	// Now replaces the clock that Retry-After delays count from (tests).

@@ -26,7 +26,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
-var services = []string{"ntfy", "discord", "telegram", "gotify", "generic", "teams", "mattermost", "rocketchat", "googlechat"}
+var services = []string{"ntfy", "discord", "telegram", "gotify", "generic", "teams", "mattermost", "rocketchat", "googlechat", "zulip", "pushover"}
 
 // newSink builds the url sink of fake's notification URL, dialing through
 // policy (the zero policy allows the fake's 127.0.0.1, as tests of webhook
@@ -164,9 +164,9 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 
 // TestRateLimitAnswers: a 429 is retried no sooner than the service asks:
 // Discord's Retry-After header, Telegram's parameters.retry_after (its
-// only way), a generic webhook's Retry-After header; ntfy, Gotify, Teams,
-// Mattermost, Rocket.Chat and Google Chat's plain 429 with the
-// deliverer's backoff.
+// only way), a generic webhook's and Zulip's Retry-After header; ntfy,
+// Gotify, Teams, Mattermost, Rocket.Chat, Google Chat and Pushover's plain
+// 429 with the deliverer's backoff.
 func TestRateLimitAnswers(t *testing.T) {
 	t.Parallel()
 	for _, service := range services {
@@ -186,7 +186,7 @@ func TestRateLimitAnswers(t *testing.T) {
 			switch {
 			case err == nil || errors.As(err, &perm):
 				t.Fatalf("429: %v, want a retried error", err)
-			case service == "discord" || service == "telegram" || service == "generic":
+			case service == "discord" || service == "telegram" || service == "generic" || service == "zulip":
 				if !errors.As(err, &ra) || !ra.At.Equal(now.Add(7*time.Second)) {
 					t.Fatalf("429: %v, want a retry at %s", err, now.Add(7*time.Second))
 				}
@@ -297,7 +297,7 @@ func TestBuildSinksHidesTheURLsSecrets(t *testing.T) {
 func TestRedactedHidesEachChannelsSecrets(t *testing.T) {
 	t.Parallel()
 	readable := map[string][]string{"generic": {"/api/webhook/", "template=json"}, "mattermost": {"lookout-bot@", "/alerts"},
-		"teams": {"host=example.webhook.office.com"}, "rocketchat": {"lookout-bot@", "/alerts"}, "googlechat": {"/v1/spaces/"}}
+		"teams": {"host=example.webhook.office.com"}, "rocketchat": {"lookout-bot@", "/alerts"}, "googlechat": {"/v1/spaces/"}, "zulip": {"stream=alerts"}, "pushover": {"devices=phone"}}
 	for _, service := range services {
 		fake := urltest.New(t, service)
 		s := newSink(t, fake, egress.Policy{})

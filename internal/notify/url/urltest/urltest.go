@@ -4,7 +4,9 @@
 // (Execute Webhook), Telegram (Bot API sendMessage), Gotify (POST
 // /message), a generic JSON webhook (shoutrrr's generic://), a Microsoft
 // Teams Incoming Webhook (MessageCard), a Mattermost incoming webhook, a
-// Rocket.Chat incoming webhook and a Google Chat space's webhook. Each fake checks every request (path, credentials, JSON
+// Rocket.Chat incoming webhook, a Google Chat space's webhook, Zulip
+// (send-message, a form with basic auth) and Pushover (messages.json, a
+// form). Each fake checks every request (path, credentials, JSON
 // body) and counts the messages it accepted by title.
 package urltest
 
@@ -14,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +47,10 @@ const (
 	ChatSpace      = "AAAAq1w2e3r"
 	ChatKey        = "AIzaSy-chat-key-4f1d9"
 	ChatToken      = "chat-tok-Zx8_Qw9Rt7Yu6"
+	ZulipBot       = "lookout-bot@zulip.example"
+	ZulipKey       = "zulipKEYq8w7e6r5t4y3"
+	PushoverToken  = "azGDORePK8gMaC0QOYAMyEEuzJnyUi"
+	PushoverUser   = "uQiRzpo4DXghDmr9QzzfQu27cmVRsG"
 	teamsPath      = "/webhookb2/" + TeamsGroup + "@" + TeamsTenant + "/IncomingWebhook/" + TeamsAltID + "/" + TeamsOwner + "/" + TeamsExtraID
 	discordMsgPath = "/api/webhooks/" + DiscordID + "/" + DiscordToken
 )
@@ -105,6 +112,10 @@ func (s *Server) NotificationURL() string {
 		return fmt.Sprintf("rocketchat://lookout-bot@chat.example/%s/%s/alerts", RocketTokenA, RocketTokenB)
 	case "googlechat":
 		return fmt.Sprintf("googlechat://chat.googleapis.com/v1/spaces/%s/messages?key=%s&token=%s", ChatSpace, ChatKey, ChatToken)
+	case "zulip":
+		return fmt.Sprintf("zulip://%s:%s@zulip.example/?stream=alerts", neturl.QueryEscape(ZulipBot), ZulipKey)
+	case "pushover":
+		return fmt.Sprintf("pushover://shoutrrr:%s@%s/?devices=phone,tablet", PushoverToken, PushoverUser)
 	}
 	panic("urltest: unknown service " + s.Service)
 }
@@ -131,6 +142,10 @@ func (s *Server) Secrets() []string {
 		return []string{RocketTokenA, RocketTokenB}
 	case "googlechat":
 		return []string{ChatKey, ChatToken}
+	case "zulip":
+		return []string{ZulipKey}
+	case "pushover":
+		return []string{PushoverToken, PushoverUser}
 	}
 	return nil
 }
@@ -204,7 +219,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	var body map[string]any
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") || json.Unmarshal(raw, &body) != nil {
+	if s.Service == "zulip" || s.Service == "pushover" { // forms, not JSON
+		form, err := neturl.ParseQuery(string(raw))
+		if r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" || err != nil {
+			s.problem(w, http.StatusBadRequest, "body is not a form (Content-Type %q): %.100s", r.Header.Get("Content-Type"), raw)
+			return
+		}
+		body = map[string]any{}
+		for k, v := range form {
+			body[k] = v[0]
+		}
+	} else if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") || json.Unmarshal(raw, &body) != nil {
 		s.problem(w, http.StatusBadRequest, "body is not JSON (Content-Type %q): %.100s", r.Header.Get("Content-Type"), raw)
 		return
 	}
@@ -239,6 +264,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	case "rocketchat":
 		_ = json.NewEncoder(w).Encode(map[string]any{"success": true})
+	case "zulip":
+		_ = json.NewEncoder(w).Encode(map[string]any{"result": "success", "msg": "", "id": 4000 + n})
+	case "pushover":
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": 1, "request": fmt.Sprintf("req-%d", n)})
 	case "googlechat":
 		_ = json.NewEncoder(w).Encode(map[string]any{"name": fmt.Sprintf("spaces/%s/messages/m%d", ChatSpace, n),
 			"text": body["text"], "createTime": "2026-12-01T10:00:00.000000Z", "space": map[string]any{"name": "spaces/" + ChatSpace}})
@@ -401,6 +430,37 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]a
 		}
 		title, _, _ := strings.Cut(text, "\n")
 		return title, true
+	case "zulip":
+		// POST /api/v1/messages, basic auth bot email:API key, a form with
+		// type=stream, to, topic, content.
+		if r.URL.Path != "/api/v1/messages" {
+			s.problem(w, http.StatusNotFound, "path %s, want /api/v1/messages", r.URL.Path)
+			return "", false
+		}
+		if u, p, ok := r.BasicAuth(); !ok || u != ZulipBot || p != ZulipKey {
+			s.problem(w, http.StatusUnauthorized, "Invalid API key (basic auth %q)", u)
+			return "", false
+		}
+		if str("type") != "stream" || str("to") != "alerts" || str("topic") == "" || str("content") == "" {
+			s.problem(w, http.StatusBadRequest, "type %q, to %q, topic %q, content %q", str("type"), str("to"), str("topic"), str("content"))
+			return "", false
+		}
+		return str("topic"), true
+	case "pushover":
+		// POST /1/messages.json, a form with token, user, message.
+		if r.URL.Path != "/1/messages.json" {
+			s.problem(w, http.StatusNotFound, "path %s, want /1/messages.json", r.URL.Path)
+			return "", false
+		}
+		if str("token") != PushoverToken || str("user") != PushoverUser {
+			s.problem(w, http.StatusBadRequest, "application token or user key is invalid")
+			return "", false
+		}
+		if str("message") == "" || len([]rune(str("message"))) > 1024 || str("device") != "phone,tablet" {
+			s.problem(w, http.StatusBadRequest, "message %q, device %q", str("message"), str("device"))
+			return "", false
+		}
+		return str("title"), true
 	}
 	return "", false
 }
@@ -448,6 +508,15 @@ func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
 		return
 	case "rocketchat":
 		body = map[string]any{"success": false, "error": msg}
+	case "zulip":
+		b := map[string]any{"result": "error", "msg": msg, "code": "BAD_REQUEST"}
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", strconv.Itoa(s.RetryAfter))
+			b = map[string]any{"result": "error", "msg": "API usage exceeded rate limit", "code": "RATE_LIMIT_HIT", "retry-after": s.RetryAfter}
+		}
+		body = b
+	case "pushover":
+		body = map[string]any{"status": 0, "errors": []string{msg}, "request": "5042853c-402d-4a18-abcb-168734a801de"}
 	case "googlechat":
 		st := map[int]string{400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
 			429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}[status]
