@@ -751,7 +751,7 @@ type Watch struct {
 	Webhook *WatchWebhook `yaml:"webhook"`
 	// Channel is the watch's own notification URL (a url sink's channel:
 	// ntfy, Discord, Telegram, Gotify, generic, Teams, Mattermost,
-	// Rocket.Chat, Google Chat, Zulip, Pushover), for watches created through the
+	// Rocket.Chat, Google Chat, Zulip, Pushover, Matrix), for watches created through the
 	// API: the API stores the URL sealed and shows it with its secrets
 	// redacted. Source files declare url sinks instead. Defaults to none.
 	Channel *WatchChannel `yaml:"channel"`

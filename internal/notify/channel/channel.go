@@ -1,7 +1,7 @@
 // Package channel reads notification URLs in the shoutrrr format
 // (github.com/nicholas-fedor/shoutrrr): ntfy://, discord://, telegram://,
 // gotify://, generic://, teams://, mattermost://, rocketchat://,
-// googlechat://, zulip://, pushover://. Parse checks a URL offline with shoutrrr's own parser of its
+// googlechat://, zulip://, pushover://, matrix://. Parse checks a URL offline with shoutrrr's own parser of its
 // service (its keys, defaults and checks) and knows its secrets (Secrets,
 // Redacted); Requests builds the HTTP requests of a notification, which
 // the url sink (internal/notify/url) sends. It registers nothing, so the
@@ -9,6 +9,8 @@
 package channel
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/discord"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/googlechat"
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/matrix"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/mattermost"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/rocketchat"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/teams"
@@ -91,6 +94,7 @@ var parsers = map[string]func(c *Channel, u *neturl.URL) error{
 	"googlechat": parseGoogleChat,
 	"gotify":     parseGotify,
 	"mattermost": parseMattermost,
+	"matrix":     parseMatrix,
 	"ntfy":       parseNtfy,
 	"pushover":   parsePushover,
 	"rocketchat": parseRocketChat,
@@ -694,6 +698,63 @@ func parsePushover(c *Channel, u *neturl.URL) error {
 		}
 		h := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "User-Agent": {"lookout-url/1"}}
 		return []Request{{URL: cmpOr(base, c.endpoint) + "/1/messages.json", Header: h, Body: []byte(form.Encode())}}, nil
+	}
+	return nil
+}
+
+func parseMatrix(c *Channel, u *neturl.URL) error {
+	// Not matrix.Service's Initialize: it logs in (I/O) when the URL has a
+	// user. Its Config parses the URL alone.
+	cfg := &matrix.Config{}
+	cp := *u
+	if err := cfg.SetURL(&cp); err != nil {
+		return err
+	}
+	if cfg.Host == "" {
+		return errors.New("has no host: write matrix://:<access token>@<homeserver>/?rooms=!<room id>")
+	}
+	if cfg.User != "" {
+		return errors.New("a user and password (which need a login) are not supported: write matrix://:<access token>@<homeserver>/?rooms=!<room id>")
+	}
+	if cfg.Password == "" {
+		return errors.New("has no access token: write matrix://:<access token>@<homeserver>/?rooms=!<room id>")
+	}
+	if len(cfg.Rooms) == 0 {
+		return errors.New("has no rooms: add ?rooms=!<room id>[,!<room id>...] (rooms the token's user has joined)")
+	}
+	for _, r := range cfg.Rooms {
+		if !strings.HasPrefix(r, "!") {
+			return fmt.Errorf("rooms: %s is a room alias, which needs a lookup: write the room's id (!...:server, in the room's settings)", r)
+		}
+	}
+	scheme := "https"
+	if cfg.DisableTLS {
+		scheme = "http"
+	}
+	c.endpoint = scheme + "://" + cfg.Host
+	c.build = func(n *notify.Notification, _ string) ([]Request, error) {
+		// Send a message event (spec.matrix.org, client-server API,
+		// PUT /rooms/{roomId}/send/m.room.message/{txnId}), one per room:
+		// plain m.text; the transaction id comes from the dedupe key, so a
+		// retry of a request the server stored is not a second message.
+		body, err := json.Marshal(map[string]any{"msgtype": "m.text", "body": messageText(n, true)})
+		if err != nil {
+			return nil, err
+		}
+		key := n.DedupeKey
+		if key == "" {
+			key = fmt.Sprint(n.ID)
+		}
+		sum := sha256.Sum256([]byte(key))
+		txn := "lookout-" + hex.EncodeToString(sum[:16])
+		var calls []Request
+		for _, room := range cfg.Rooms {
+			h := jsonHeader()
+			h.Set("Authorization", "Bearer "+cfg.Password)
+			calls = append(calls, Request{Method: http.MethodPut, Header: h, Body: body,
+				URL: c.endpoint + "/_matrix/client/v3/rooms/" + neturl.PathEscape(room) + "/send/m.room.message/" + txn})
+		}
+		return calls, nil
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 func TestParseRefusesWithoutSecrets(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ url, want string }{
-		{"slackish://xoxb-secret-token@chan", `has scheme "slackish", which is not a channel of the url sink (known: discord, generic, googlechat, gotify, mattermost, ntfy, pushover, rocketchat, teams, telegram, zulip)`},
+		{"slackish://xoxb-secret-token@chan", `has scheme "slackish", which is not a channel of the url sink (known: discord, generic, googlechat, gotify, matrix, mattermost, ntfy, pushover, rocketchat, teams, telegram, zulip)`},
 		{"ntfy.sh/topic-secret", "has no scheme"},
 		{"discord://@1234567890", "is not a valid discord URL (discord://@[REDACTED]): "},
 		{"discord://tok3n-secret-value@", "is not a valid discord URL (discord://[REDACTED]@): "},
@@ -40,6 +40,10 @@ func TestParseRefusesWithoutSecrets(t *testing.T) {
 		{"zulip://bot%40zulip.example:key-secret@zulip.example/", "has no stream"},
 		{"pushover://shoutrrr@user-secret-key/", "is not a valid pushover URL (pushover://shoutrrr@[REDACTED]/)"},
 		{"pushover://shoutrrr:tok-secret@user-secret-key/?priority=3", "priority=3: must be from -2 to 2"},
+		{"matrix://bob:pw-secret@matrix.example/?rooms=!r:matrix.example", "a user and password (which need a login) are not supported"},
+		{"matrix://:syt-secret@matrix.example/", "has no rooms"},
+		{"matrix://:syt-secret@matrix.example/?rooms=ops", "rooms: #ops is a room alias"},
+		{"matrix://matrix.example/?rooms=!r:matrix.example", "has no access token"},
 	} {
 		_, err := channel.Parse(tc.url)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -58,7 +62,8 @@ func TestParseRefusesWithoutSecrets(t *testing.T) {
 		"teams://11111111-2222-3333-4444-555555555555@66666666-7777-8888-9999-aaaaaaaaaaaa/0123456789abcdef0123456789abcdef/bbbbbbbb-cccc-dddd-eeee-ffffffffffff/V2x?host=org.webhook.office.com",
 		"mattermost://chat.example/hooktoken", "rocketchat://chat.example:3000/a/b/@someone",
 		"googlechat://chat.googleapis.com/v1/spaces/AAAA/messages?key=k&token=t",
-		"zulip://bot%40zulip.example:key@zulip.example:8443/?stream=ops&topic=lookout", "pushover://shoutrrr:tok@user/?priority=2&devices=a", "mattermost://bot@chat.example:8065/hooktoken/town-square?icon=https://i.example/a.png"} {
+		"zulip://bot%40zulip.example:key@zulip.example:8443/?stream=ops&topic=lookout", "pushover://shoutrrr:tok@user/?priority=2&devices=a",
+		"matrix://:syt_tok@matrix.example:8448/?rooms=!a:matrix.example,!b:matrix.example", "mattermost://bot@chat.example:8065/hooktoken/town-square?icon=https://i.example/a.png"} {
 		if _, err := channel.Parse(ok); err != nil {
 			t.Errorf("Parse(%q): %v", ok, err)
 		}

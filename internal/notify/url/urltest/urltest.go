@@ -51,6 +51,9 @@ const (
 	ZulipKey       = "zulipKEYq8w7e6r5t4y3"
 	PushoverToken  = "azGDORePK8gMaC0QOYAMyEEuzJnyUi"
 	PushoverUser   = "uQiRzpo4DXghDmr9QzzfQu27cmVRsG"
+	MatrixToken    = "syt_bG9va291dA_matrixSecretTok_1x2y3z"
+	MatrixRoom     = "!ops:matrix.example"
+	MatrixRoom2    = "!alerts:matrix.example"
 	teamsPath      = "/webhookb2/" + TeamsGroup + "@" + TeamsTenant + "/IncomingWebhook/" + TeamsAltID + "/" + TeamsOwner + "/" + TeamsExtraID
 	discordMsgPath = "/api/webhooks/" + DiscordID + "/" + DiscordToken
 )
@@ -73,13 +76,14 @@ type Server struct {
 	requests map[string]int
 	accepted map[string]int
 	bodies   map[string]map[string]any
+	txns     map[string]string // Matrix: the event of each transaction's path
 	problems []string
 }
 
 // New starts a fake of service (ntfy, discord, telegram or gotify),
 // closed when t ends.
 func New(t testing.TB, service string) *Server {
-	s := &Server{Service: service, requests: map[string]int{}, accepted: map[string]int{}, bodies: map[string]map[string]any{}}
+	s := &Server{Service: service, requests: map[string]int{}, accepted: map[string]int{}, bodies: map[string]map[string]any{}, txns: map[string]string{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
@@ -116,6 +120,8 @@ func (s *Server) NotificationURL() string {
 		return fmt.Sprintf("zulip://%s:%s@zulip.example/?stream=alerts", neturl.QueryEscape(ZulipBot), ZulipKey)
 	case "pushover":
 		return fmt.Sprintf("pushover://shoutrrr:%s@%s/?devices=phone,tablet", PushoverToken, PushoverUser)
+	case "matrix":
+		return fmt.Sprintf("matrix://:%s@%s/?disableTLS=yes&rooms=%s,%s", MatrixToken, host, MatrixRoom, MatrixRoom2)
 	}
 	panic("urltest: unknown service " + s.Service)
 }
@@ -146,6 +152,8 @@ func (s *Server) Secrets() []string {
 		return []string{ZulipKey}
 	case "pushover":
 		return []string{PushoverToken, PushoverUser}
+	case "matrix":
+		return []string{MatrixToken}
 	}
 	return nil
 }
@@ -213,8 +221,8 @@ func (s *Server) problem(w http.ResponseWriter, status int, format string, args 
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		s.problem(w, http.StatusMethodNotAllowed, "method %s, want POST", r.Method)
+	if want := map[bool]string{true: http.MethodPut, false: http.MethodPost}[s.Service == "matrix"]; r.Method != want {
+		s.problem(w, http.StatusMethodNotAllowed, "method %s, want %s", r.Method, want)
 		return
 	}
 	raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -240,7 +248,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests[title]++
 	n := s.requests[title]
+	event, seen := s.txns[r.URL.Path]
 	s.mu.Unlock()
+	if seen { // Matrix: the same transaction again is the same event
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"event_id": event})
+		return
+	}
 	if s.Answer != nil {
 		if code := s.Answer(title, n); code != 0 {
 			s.fail(w, code, "planned failure")
@@ -250,6 +264,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.accepted[title]++
 	s.bodies[title] = body
+	event = fmt.Sprintf("$ev%d_%d", len(s.txns), n)
+	if s.Service == "matrix" {
+		s.txns[r.URL.Path] = event
+	}
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch s.Service {
@@ -266,6 +284,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"success": true})
 	case "zulip":
 		_ = json.NewEncoder(w).Encode(map[string]any{"result": "success", "msg": "", "id": 4000 + n})
+	case "matrix":
+		_ = json.NewEncoder(w).Encode(map[string]any{"event_id": event})
 	case "pushover":
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": 1, "request": fmt.Sprintf("req-%d", n)})
 	case "googlechat":
@@ -446,6 +466,28 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]a
 			return "", false
 		}
 		return str("topic"), true
+	case "matrix":
+		// PUT /_matrix/client/v3/rooms/{room}/send/m.room.message/{txn}
+		// with the access token as Bearer and {"msgtype", "body"}.
+		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/_matrix/client/v3/rooms/"), "/")
+		if !strings.HasPrefix(r.URL.Path, "/_matrix/client/v3/rooms/") || len(parts) != 4 || parts[1] != "send" || parts[2] != "m.room.message" || parts[3] == "" {
+			s.problem(w, http.StatusNotFound, "path %s: M_UNRECOGNIZED", r.URL.Path)
+			return "", false
+		}
+		if r.Header.Get("Authorization") != "Bearer "+MatrixToken {
+			s.problem(w, http.StatusUnauthorized, "M_UNKNOWN_TOKEN: Authorization %q", r.Header.Get("Authorization"))
+			return "", false
+		}
+		if parts[0] != MatrixRoom && parts[0] != MatrixRoom2 {
+			s.problem(w, http.StatusForbidden, "M_FORBIDDEN: not in room %s", parts[0])
+			return "", false
+		}
+		if str("msgtype") != "m.text" || str("body") == "" {
+			s.problem(w, http.StatusBadRequest, "M_BAD_JSON: msgtype %q, body %q", str("msgtype"), str("body"))
+			return "", false
+		}
+		title, _, _ := strings.Cut(str("body"), "\n")
+		return title, true
 	case "pushover":
 		// POST /1/messages.json, a form with token, user, message.
 		if r.URL.Path != "/1/messages.json" {
@@ -513,6 +555,12 @@ func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
 		if status == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", strconv.Itoa(s.RetryAfter))
 			b = map[string]any{"result": "error", "msg": "API usage exceeded rate limit", "code": "RATE_LIMIT_HIT", "retry-after": s.RetryAfter}
+		}
+		body = b
+	case "matrix":
+		b := map[string]any{"errcode": "M_UNKNOWN", "error": msg}
+		if status == http.StatusTooManyRequests {
+			b = map[string]any{"errcode": "M_LIMIT_EXCEEDED", "error": "Too Many Requests", "retry_after_ms": s.RetryAfter * 1000}
 		}
 		body = b
 	case "pushover":
