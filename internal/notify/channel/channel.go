@@ -144,7 +144,7 @@ func Parse(raw string) (*Channel, error) {
 // Secrets are the parts of the URL that are credentials: the user and
 // password (Mattermost's user is a display name, not one), every path
 // segment (a generic webhook's of 12 characters or more; Mattermost's
-// first, its webhook token), Discord's
+// first, its webhook token; none of Google Chat's or Matrix's), Discord's
 // webhook id, Teams' tenant id, the values of a generic webhook's headers
 // (@Authorization=...) and of query keys named token, password, secret,
 // key, apikey.
@@ -176,7 +176,8 @@ func secretsOf(u *neturl.URL) []string {
 		// a segment long enough to be a token is one. Mattermost's second
 		// segment and Rocket.Chat's third are the channel; Google Chat's
 		// path (/v1/spaces/<space>/messages) names the space, its
-		// credentials are the key and token of the query.
+		// credentials are the key and token of the query; Matrix's path is
+		// unused (its rooms are in the query).
 		secret := seg != ""
 		switch scheme {
 		case "generic":
@@ -185,7 +186,7 @@ func secretsOf(u *neturl.URL) []string {
 			secret = secret && i == 1
 		case "rocketchat":
 			secret = secret && i <= 2
-		case "googlechat":
+		case "googlechat", "matrix":
 			secret = false
 		}
 		if secret {

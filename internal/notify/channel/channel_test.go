@@ -44,6 +44,8 @@ func TestParseRefusesWithoutSecrets(t *testing.T) {
 		{"matrix://:syt-secret@matrix.example/", "has no rooms"},
 		{"matrix://:syt-secret@matrix.example/?rooms=ops", "rooms: #ops is a room alias"},
 		{"matrix://matrix.example/?rooms=!r:matrix.example", "has no access token"},
+		// Matrix's path is no credential: its words stay readable in the hint.
+		{"matrix://u:pw-secret@m.example/room", "write matrix://:<access token>@<homeserver>/?rooms=!<room id>"},
 	} {
 		_, err := channel.Parse(tc.url)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
