@@ -750,7 +750,8 @@ type Watch struct {
 	// instead. Defaults to none.
 	Webhook *WatchWebhook `yaml:"webhook"`
 	// Channel is the watch's own notification URL (a url sink's channel:
-	// ntfy, Discord, Telegram, Gotify), for watches created through the
+	// ntfy, Discord, Telegram, Gotify, generic, Teams, Mattermost,
+	// Rocket.Chat, Google Chat, Zulip, Pushover, Matrix), for watches created through the
 	// API: the API stores the URL sealed and shows it with its secrets
 	// redacted. Source files declare url sinks instead. Defaults to none.
 	Channel *WatchChannel `yaml:"channel"`

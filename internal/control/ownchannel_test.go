@@ -56,7 +56,7 @@ func TestPrepareChannel(t *testing.T) {
 		{`{"channel": {}}`, "/watch/channel/url", "is required"},
 		{`{"channel": {"url": "ntfy://ntfy.example/t", "headers": {}}}`, "/watch/channel/headers", "is not a key"},
 		{`{"channel": {"url": "ntfy://ntfy.example/t", "secret": "x"}}`, "/watch/channel/secret", "is set by lookout"},
-		{`{"channel": {"url": "matrix://u:` + password + `@m.example/room"}}`, "/watch/channel/url", `has scheme "matrix"`},
+		{`{"channel": {"url": "signal://u:` + password + `@m.example/room"}}`, "/watch/channel/url", `has scheme "signal"`},
 		{`{"channel": {"url": "discord://@12345678901"}}`, "/watch/channel/url", "is not a valid discord URL"},
 		{`{"channel": {"url": "ntfy://u:` + password + `@ntfy.internal/t"}}`, "/watch/channel/url", "a private address; lookout does not fetch such addresses for API users"},
 		{`{"channel": {"url": "gotify://gotify.metadata/A` + password + `"}}`, "/watch/channel/url", "a cloud metadata address"},

@@ -2,6 +2,7 @@ package url
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,7 +33,9 @@ type Options struct {
 	// Policy (link-local and metadata addresses refused).
 	Egress egress.Policy
 	// APIBase replaces the API of a service whose host is not in its URL
-	// (channel.DiscordAPI, channel.TelegramAPI), e.g. a test's fake.
+	// (channel.DiscordAPI, channel.TelegramAPI, channel.PushoverAPI) and
+	// the https host of Teams, Rocket.Chat, Google Chat and Zulip, e.g. a
+	// test's fake.
 	// Defaults to the service's.
 	APIBase string
 	// Now replaces the clock that Retry-After delays count from (tests).
@@ -88,15 +91,15 @@ func (s *Sink) Deliver(ctx context.Context, n *notify.Notification) error {
 	return nil
 }
 
-// send POSTs one call and classifies the answer: 2xx is success (and for
+// send makes one call and classifies the answer: 2xx is success (and for
 // Telegram "ok": true); 408, 429 and 5xx are retried, no sooner than the
 // Retry-After header or the service's retry_after (Discord's seconds,
-// Telegram's parameters.retry_after); 3xx and the other 4xx are permanent;
-// transport errors and timeouts are retried (a connection the egress
-// policy refused is permanent).
+// Telegram's parameters.retry_after, Matrix's retry_after_ms); 3xx and
+// the other 4xx are permanent; transport errors and timeouts are retried
+// (a connection the egress policy refused is permanent).
 func (s *Sink) send(ctx context.Context, c channel.Request) error {
 	what := s.ch.Service
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(c.Body))
+	req, err := http.NewRequestWithContext(ctx, cmp.Or(c.Method, http.MethodPost), c.URL, bytes.NewReader(c.Body))
 	if err != nil {
 		return &notify.PermanentError{Err: fmt.Errorf("%s request: %w", what, stripURL(err))}
 	}
@@ -121,9 +124,10 @@ func (s *Sink) send(ctx context.Context, c channel.Request) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection reusable
 	code := resp.StatusCode
 	var answer struct {
-		OK         *bool    `json:"ok"`
-		RetryAfter *float64 `json:"retry_after"`
-		Parameters struct {
+		OK           *bool    `json:"ok"`
+		RetryAfter   *float64 `json:"retry_after"`
+		RetryAfterMS *float64 `json:"retry_after_ms"` // Matrix's M_LIMIT_EXCEEDED
+		Parameters   struct {
 			RetryAfter *float64 `json:"retry_after"`
 		} `json:"parameters"`
 	}
@@ -139,6 +143,10 @@ func (s *Sink) send(ctx context.Context, c channel.Request) error {
 		now := s.now()
 		if at, ok := notify.ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
 			return &notify.RetryAfterError{At: at, Err: err}
+		}
+		if ms := answer.RetryAfterMS; ms != nil {
+			sec := *ms / 1000
+			answer.RetryAfter = &sec
 		}
 		for _, sec := range []*float64{answer.RetryAfter, answer.Parameters.RetryAfter} {
 			if sec != nil && *sec >= 0 && !math.IsInf(*sec, 0) {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
-var services = []string{"ntfy", "discord", "telegram", "gotify"}
+var services = []string{"ntfy", "discord", "telegram", "gotify", "generic", "teams", "mattermost", "rocketchat", "googlechat", "zulip", "pushover", "matrix"}
 
 // newSink builds the url sink of fake's notification URL, dialing through
 // policy (the zero policy allows the fake's 127.0.0.1, as tests of webhook
@@ -116,8 +117,8 @@ func TestChannelsDeliverThroughTheOutbox(t *testing.T) {
 				return len(rows) == 3
 			})
 			perMessage := 1
-			if service == "telegram" {
-				perMessage = 2 // two chats in the URL
+			if service == "telegram" || service == "matrix" {
+				perMessage = 2 // two chats, two rooms in the URL
 			}
 			for _, r := range rows {
 				title := r.Title
@@ -163,7 +164,10 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 
 // TestRateLimitAnswers: a 429 is retried no sooner than the service asks:
 // Discord's Retry-After header, Telegram's parameters.retry_after (its
-// only way), ntfy and Gotify's plain 429 with the deliverer's backoff.
+// only way), Matrix's retry_after_ms, a generic webhook's and Zulip's
+// Retry-After header; ntfy,
+// Gotify, Teams, Mattermost, Rocket.Chat, Google Chat and Pushover's plain
+// 429 with the deliverer's backoff.
 func TestRateLimitAnswers(t *testing.T) {
 	t.Parallel()
 	for _, service := range services {
@@ -183,7 +187,7 @@ func TestRateLimitAnswers(t *testing.T) {
 			switch {
 			case err == nil || errors.As(err, &perm):
 				t.Fatalf("429: %v, want a retried error", err)
-			case service == "discord" || service == "telegram":
+			case service == "discord" || service == "telegram" || service == "generic" || service == "zulip" || service == "matrix":
 				if !errors.As(err, &ra) || !ra.At.Equal(now.Add(7*time.Second)) {
 					t.Fatalf("429: %v, want a retry at %s", err, now.Add(7*time.Second))
 				}
@@ -283,5 +287,63 @@ func TestBuildSinksHidesTheURLsSecrets(t *testing.T) {
 	got := cfg.Global.Redactor().String("POST https://api.telegram.org/bot123456789:AAF-inline_tok3n/sendMessage failed")
 	if strings.Contains(got, "AAF-inline_tok3n") {
 		t.Fatalf("redactor after BuildSinks: %q still shows the token", got)
+	}
+}
+
+// TestRedactedHidesEachChannelsSecrets: the parsed URL of every channel
+// lists its credentials (what the configuration's redactor learns) and
+// its Redacted form shows none of them, while what is not a credential
+// stays readable (a generic webhook's /api/webhook, Mattermost's
+// username and channel, Teams' host).
+func TestRedactedHidesEachChannelsSecrets(t *testing.T) {
+	t.Parallel()
+	readable := map[string][]string{"generic": {"/api/webhook/", "template=json"}, "mattermost": {"lookout-bot@", "/alerts"},
+		"teams": {"host=example.webhook.office.com"}, "rocketchat": {"lookout-bot@", "/alerts"}, "googlechat": {"/v1/spaces/"}, "zulip": {"stream=alerts"}, "pushover": {"devices=phone"}, "matrix": {"rooms="}}
+	for _, service := range services {
+		fake := urltest.New(t, service)
+		s := newSink(t, fake, egress.Policy{})
+		secrets := s.Channel().Secrets()
+		for _, sec := range fake.Secrets() {
+			if !slices.Contains(secrets, sec) {
+				t.Errorf("%s: Secrets() = %q, missing %q", service, secrets, sec)
+			}
+		}
+		red := s.Channel().Redacted()
+		noSecrets(t, fake, "redacted URL", red)
+		for _, want := range readable[service] {
+			if !strings.Contains(red, want) {
+				t.Errorf("%s: redacted URL %q hides %q, which is no credential", service, red, want)
+			}
+		}
+	}
+}
+
+// TestMatrixRetryIsNotASecondMessage: a Matrix delivery to two rooms whose
+// second room fails is retried to both, under the same transaction ids
+// (from the dedupe key): the first room's server answers its stored event
+// again, and each room shows the message once.
+func TestMatrixRetryIsNotASecondMessage(t *testing.T) {
+	t.Parallel()
+	fake := urltest.New(t, "matrix")
+	fake.Answer = func(title string, n int) int {
+		if n == 2 { // the second room, first attempt
+			return http.StatusBadGateway
+		}
+		return 0
+	}
+	s := newSink(t, fake, egress.Policy{})
+	n := notification("split")
+	if err := s.Deliver(context.Background(), n); err == nil || !strings.Contains(err.Error(), "502") {
+		t.Fatalf("first attempt: %v, want the 502", err)
+	}
+	n.Attempt = 2
+	if err := s.Deliver(context.Background(), n); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if got, reqs := fake.Accepted("split"), fake.Requests("split"); got != 2 || reqs != 4 {
+		t.Fatalf("%d messages stored from %d requests, want 2 (one per room) from 4", got, reqs)
+	}
+	if p := fake.Problems(); len(p) > 0 {
+		t.Errorf("requests the real API refuses: %q", p)
 	}
 }
