@@ -354,13 +354,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]a
 			s.problem(w, http.StatusBadRequest, "chat_id %q", c)
 			return "", false
 		}
-		text := str("text")
-		if text == "" || len([]rune(text)) > 4096 {
-			s.problem(w, http.StatusBadRequest, "text of %d characters", len([]rune(text)))
-			return "", false
-		}
-		title, _, _ := strings.Cut(text, "\n")
-		return title, true
+		return s.messageTitle(w, str("text"))
 	case "gotify":
 		// POST /message with X-Gotify-Key and {"title", "message", "priority"}.
 		if r.URL.Path != "/message" {
@@ -419,8 +413,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]a
 			s.problem(w, http.StatusBadRequest, "text %q, channel %q, username %q", str("text"), str("channel"), str("username"))
 			return "", false
 		}
-		title, _, _ := strings.Cut(str("text"), "\n")
-		return title, true
+		return firstLine(str("text")), true
 	case "rocketchat":
 		// POST /hooks/{token a}/{token b} with {"text", "username", "channel"}.
 		if r.URL.Path != "/hooks/"+RocketTokenA+"/"+RocketTokenB {
@@ -431,8 +424,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]a
 			s.problem(w, http.StatusBadRequest, "text %q, channel %q, username %q", str("text"), str("channel"), str("username"))
 			return "", false
 		}
-		title, _, _ := strings.Cut(str("text"), "\n")
-		return title, true
+		return firstLine(str("text")), true
 	case "googlechat":
 		// POST /v1/spaces/{space}/messages?key=&token= with {"text"}.
 		if r.URL.Path != "/v1/spaces/"+ChatSpace+"/messages" {
@@ -443,13 +435,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]a
 			s.problem(w, http.StatusUnauthorized, "key %q, token %q", q.Get("key"), q.Get("token"))
 			return "", false
 		}
-		text := str("text")
-		if text == "" || len([]rune(text)) > 4096 {
-			s.problem(w, http.StatusBadRequest, "text of %d characters", len([]rune(text)))
-			return "", false
-		}
-		title, _, _ := strings.Cut(text, "\n")
-		return title, true
+		return s.messageTitle(w, str("text"))
 	case "zulip":
 		// POST /api/v1/messages, basic auth bot email:API key, a form with
 		// type=stream, to, topic, content.
@@ -575,4 +561,21 @@ func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
 	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// messageTitle checks a message text as Telegram and Google Chat do (not
+// empty, at most 4,096 characters) and gives its first line, the title
+// lookout put there; a bad text is answered with 400.
+func (s *Server) messageTitle(w http.ResponseWriter, text string) (string, bool) {
+	if text == "" || len([]rune(text)) > 4096 {
+		s.problem(w, http.StatusBadRequest, "text of %d characters", len([]rune(text)))
+		return "", false
+	}
+	return firstLine(text), true
+}
+
+// firstLine is text up to its first newline.
+func firstLine(text string) string {
+	line, _, _ := strings.Cut(text, "\n")
+	return line
 }
