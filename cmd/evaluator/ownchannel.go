@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"maps"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -29,13 +26,8 @@ func ownChannels(pool *pgxpool.Pool, g *config.Global, sinks map[string]notify.S
 	}
 	target := func(ctx context.Context, source, watch string) (string, error) {
 		raw, err := definitions.OwnChannel(ctx, pool, keys, source, watch)
-		switch {
-		case errors.Is(err, definitions.ErrNotFound):
-			return "", &notify.PermanentError{Err: fmt.Errorf("watch %s of source %s no longer exists", watch, source)}
-		case errors.Is(err, definitions.ErrNoChannel):
-			return "", &notify.PermanentError{Err: err}
-		case err != nil:
-			return "", err
+		if err != nil {
+			return "", ownTargetError(err, definitions.ErrNoChannel, source, watch)
 		}
 		if ch, err := channel.Parse(raw); err == nil {
 			g.Redactor().Add(ch.Secrets()...)
@@ -45,10 +37,6 @@ func ownChannels(pool *pgxpool.Pool, g *config.Global, sinks map[string]notify.S
 	lane := urlsink.OwnChannelSinkConfig()
 	sinks[config.OwnChannelSink] = urlsink.NewOwnChannelSink(urlsink.OwnChannelOptions{Target: target, Concurrency: lane.Concurrency,
 		Egress: egress.Untrusted(g.API.AllowPrivate)})
-	dconf.Sinks = maps.Clone(dconf.Sinks)
-	if dconf.Sinks == nil {
-		dconf.Sinks = map[string]*config.Sink{}
-	}
-	dconf.Sinks[config.OwnChannelSink] = lane
+	addLane(dconf, config.OwnChannelSink, lane)
 	return nil
 }
