@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,11 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lookout-dev/lookout/internal/clitest"
 	"github.com/lookout-dev/lookout/internal/notify/url/urltest"
-	"github.com/lookout-dev/lookout/internal/secrets"
 	"github.com/lookout-dev/lookout/internal/testsignal"
-	"github.com/lookout-dev/lookout/internal/tokens"
 )
 
 // End to end with the real binaries: alice creates a watch with her own
@@ -31,21 +27,7 @@ func TestAPIOwnChannelDeliversOnce(t *testing.T) {
 	upSrv := httptest.NewServer(up)
 	defer upSrv.Close()
 
-	key, err := secrets.NewKey("k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyEnv := secrets.KeyEnv + "=" + key
-	build := func(name string) string { return clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/"+name) }
-	syncerd := clitest.StartBinaryEnv(t, build("syncer"), e.dir, e.url, keyEnv)
-	evaluatord := clitest.StartBinaryEnv(t, build("evaluator"), e.dir, e.url, keyEnv)
-	apid := clitest.StartBinaryEnv(t, build("api"), e.dir, e.url, keyEnv)
-	e.daemons = []*clitest.DaemonTest{syncerd, evaluatord, apid}
-	_, tok, err := tokens.Create(context.Background(), e.pool, tokens.NewToken{Owner: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice := &client{t: t, base: "http://" + apid.Addr, token: tok}
+	alice := e.startSealedBinaries(t, "alice")
 
 	var created struct {
 		Watch struct {

@@ -68,21 +68,7 @@ func TestAPIOwnWebhookAndSealedCredentials(t *testing.T) {
 	}))
 	defer receiver.Close()
 
-	key, err := secrets.NewKey("k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyEnv := secrets.KeyEnv + "=" + key
-	build := func(name string) string { return clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/"+name) }
-	syncerd := clitest.StartBinaryEnv(t, build("syncer"), e.dir, e.url, keyEnv)
-	evaluatord := clitest.StartBinaryEnv(t, build("evaluator"), e.dir, e.url, keyEnv)
-	apid := clitest.StartBinaryEnv(t, build("api"), e.dir, e.url, keyEnv)
-	e.daemons = []*clitest.DaemonTest{syncerd, evaluatord, apid}
-	_, tok, err := tokens.Create(context.Background(), e.pool, tokens.NewToken{Owner: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice := &client{t: t, base: "http://" + apid.Addr, token: tok}
+	alice := e.startSealedBinaries(t, "alice")
 
 	var created struct {
 		Watch struct {
@@ -140,4 +126,26 @@ func TestAPIOwnWebhookAndSealedCredentials(t *testing.T) {
 			t.Errorf("a daemon logged a secret:\n%s", d.Logs())
 		}
 	}
+}
+
+// startSealedBinaries starts the syncer, the evaluator and the api as
+// binaries sharing one LOOKOUT_SECRET_KEY (users' credentials sealed at
+// rest) and returns a client of the api with a token of owner.
+func (e *env) startSealedBinaries(t *testing.T, owner string) *client {
+	t.Helper()
+	key, err := secrets.NewKey("k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyEnv := secrets.KeyEnv + "=" + key
+	build := func(name string) string { return clitest.BuildBinary(t, "github.com/lookout-dev/lookout/cmd/"+name) }
+	syncerd := clitest.StartBinaryEnv(t, build("syncer"), e.dir, e.url, keyEnv)
+	evaluatord := clitest.StartBinaryEnv(t, build("evaluator"), e.dir, e.url, keyEnv)
+	apid := clitest.StartBinaryEnv(t, build("api"), e.dir, e.url, keyEnv)
+	e.daemons = []*clitest.DaemonTest{syncerd, evaluatord, apid}
+	_, tok, err := tokens.Create(context.Background(), e.pool, tokens.NewToken{Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &client{t: t, base: "http://" + apid.Addr, token: tok}
 }
