@@ -25,8 +25,11 @@ import (
 func TestBudgetIsACapAcrossEvaluators(t *testing.T) {
 	t.Parallel()
 	const budget, records = 5, 40
-	// 2026-12-01 09:30 UTC, a month's first day (docs/development.md#tests).
-	day := modelspec.Config{Now: func() time.Time { return time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC) }}
+	// 2099-12-01 09:30 UTC, a month's first day in the future
+	// (docs/development.md#tests): a hold until the clock's next midnight
+	// must not be past on the database's real clock, or the drain claims
+	// the held changes again and never ends.
+	day := modelspec.Config{Now: func() time.Time { return time.Date(2099, 12, 1, 9, 30, 0, 0, time.UTC) }}
 	global := strings.Replace(strings.Replace(baseGlobal, "timeout: 2s", "timeout: 60s", 1), "lease: 10s", "lease: 2m", 1)
 	h := newHarness(t, global, map[string]string{"tasks.yaml": fmt.Sprintf(`
 name: tasks
@@ -73,8 +76,8 @@ watches:
 	if n := h.count(`SELECT count(*) FROM evaluations WHERE step = 'budget' AND decision = 'hold'`); n != records-budget {
 		t.Errorf("held for the budget: %d, want %d", n, records-budget)
 	}
-	if n := h.count(`SELECT calls FROM model_budgets WHERE source = 'tasks' AND watch = 'urgent' AND day = '2026-12-01'`); n != budget {
-		t.Errorf("model_budgets.calls of 2026-12-01 = %d, want %d", n, budget)
+	if n := h.count(`SELECT calls FROM model_budgets WHERE source = 'tasks' AND watch = 'urgent' AND day = '2099-12-01'`); n != budget {
+		t.Errorf("model_budgets.calls of 2099-12-01 = %d, want %d", n, budget)
 	}
 	if n := h.count(`SELECT count(*) FROM model_budgets`); n != 1 {
 		t.Errorf("model_budgets rows = %d, want 1 (one day)", n)
