@@ -115,6 +115,24 @@ func (g *Global) applyDefaults() []error {
 	g.Ollama.Timeout = cmp.Or(g.Ollama.Timeout, OllamaTimeoutDefault)
 	g.Ollama.Concurrency = cmp.Or(g.Ollama.Concurrency, OllamaConcurrency)
 	errs = append(errs, g.Ollama.applyDefaults(g)...)
+	errs = append(errs, g.applyDeliveryDefaults()...)
+	errs = append(errs, g.applySourceDefaults()...)
+	errs = append(errs, g.Retention.applyDefaults(g)...)
+	errs = append(errs, g.applyDefaultNotify()...)
+	errs = append(errs, g.applyDaemonDefaults()...)
+	errs = append(errs, g.Alerts.applyDefaults(g)...)
+	errs = append(errs, g.API.Limits.applyDefaults(g)...)
+	errs = append(errs, g.applyHTTPDefaults()...)
+	if g.Evaluator.Lease <= g.Ollama.Timeout {
+		errs = append(errs, g.Errorf("evaluator.lease", "(%s) must exceed ollama.timeout (%s): a claim on a change must outlive a model call", g.Evaluator.Lease, g.Ollama.Timeout))
+	}
+	return errs
+}
+
+// applyDeliveryDefaults checks the sinks (a log sink when none is
+// declared) and the delivery block, and fills their defaults.
+func (g *Global) applyDeliveryDefaults() []error {
+	var errs []error
 	if len(g.Sinks) == 0 {
 		g.Sinks = map[string]*Sink{"log": {Type: "log"}}
 	}
@@ -157,6 +175,13 @@ func (g *Global) applyDefaults() []error {
 			errs = append(errs, g.Errorf("delivery.lease", "(%s) must exceed sinks.%s.timeout (%s): a delivery may not outlive its claim", dl.Lease, name, s.Timeout))
 		}
 	}
+	return errs
+}
+
+// applySourceDefaults checks the defaults every source inherits and the
+// per-host rate limits, and fills the built-in ones.
+func (g *Global) applySourceDefaults() []error {
+	var errs []error
 	d := &g.Defaults
 	// A bad default is reported here, against lookout.yaml, and replaced by
 	// the built-in one, so that no source inherits it and reports it as
@@ -227,7 +252,14 @@ func (g *Global) applyDefaults() []error {
 	if d.StuckAfter < time.Second {
 		errs = append(errs, g.Errorf("defaults.stuck_after", "must be at least 1s"))
 	}
-	errs = append(errs, g.Retention.applyDefaults(g)...)
+	return errs
+}
+
+// applyDefaultNotify picks the sinks a watch naming none notifies: the
+// only sink, or log among several, and checks the names written.
+func (g *Global) applyDefaultNotify() []error {
+	var errs []error
+	d := &g.Defaults
 	if len(d.Notify) == 0 {
 		for name := range g.Sinks {
 			d.Notify = append(d.Notify, name)
@@ -245,6 +277,12 @@ func (g *Global) applyDefaults() []error {
 			errs = append(errs, g.Errorf("defaults.notify", "names sink %q, which lookout.yaml does not declare", n))
 		}
 	}
+	return errs
+}
+
+// applyDaemonDefaults checks and fills the syncer, evaluator and log blocks.
+func (g *Global) applyDaemonDefaults() []error {
+	var errs []error
 	g.Syncer.Lease = cmp.Or(g.Syncer.Lease, SyncerLeaseDefault)
 	g.Syncer.Concurrency = cmp.Or(g.Syncer.Concurrency, SyncerConcurrency)
 	g.Syncer.PollInterval = cmp.Or(g.Syncer.PollInterval, SyncerPollDefault)
@@ -293,8 +331,13 @@ func (g *Global) applyDefaults() []error {
 	if g.Syncer.BatchSize < 1 || g.Syncer.BatchSize > 10000 {
 		errs = append(errs, g.Errorf("syncer.batch_size", "must be between 1 and 10000"))
 	}
-	errs = append(errs, g.Alerts.applyDefaults(g)...)
-	errs = append(errs, g.API.Limits.applyDefaults(g)...)
+	return errs
+}
+
+// applyHTTPDefaults checks and fills the http block (the servers' slow
+// client bounds) and the egress allow list.
+func (g *Global) applyHTTPDefaults() []error {
+	var errs []error
 	for _, d := range []struct {
 		key string
 		v   *time.Duration
@@ -314,9 +357,6 @@ func (g *Global) applyDefaults() []error {
 		if _, err := parsePrefix(a); err != nil {
 			errs = append(errs, g.Errorf(fmt.Sprintf("egress.allow[%d]", i), "must be an IP address or a CIDR prefix (10.1.2.0/24), not %q", a))
 		}
-	}
-	if g.Evaluator.Lease <= g.Ollama.Timeout {
-		errs = append(errs, g.Errorf("evaluator.lease", "(%s) must exceed ollama.timeout (%s): a claim on a change must outlive a model call", g.Evaluator.Lease, g.Ollama.Timeout))
 	}
 	return errs
 }
@@ -375,9 +415,31 @@ func (o *Ollama) applyDefaults(g *Global) []error {
 // validate applies defaults from g and checks the source. Expressions are
 // compiled later, by the packages that run them, with errors located here.
 func (s *Source) validate(g *Global) []error {
-	var errs []error
-	bad := func(key, format string, args ...any) { errs = append(errs, s.Errorf(key, format, args...)) }
+	errs, known := s.validateIdentity()
+	errs = append(errs, s.validateSchedule(g)...)
+	errs = append(errs, s.validateLimits(g)...)
+	errs = append(errs, s.validateMapping()...)
+	// The evaluator's side (UsesWatches) never builds a connector, and its
+	// block keeps its ${ENV} references unexpanded.
+	if s.Block != nil && known && connectorRegistry != nil && (g == nil || g.uses != UsesWatches) {
+		if err := connectorRegistry.Check(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
 
+	errs = append(errs, s.validateTasks()...)
+
+	seen := map[string]bool{}
+	for i, w := range s.Watches {
+		errs = append(errs, s.validateWatch(g, w, fmt.Sprintf("watches[%d]", i), seen)...)
+	}
+	return errs
+}
+
+// validateIdentity checks the source's name and connector, and says
+// whether the connector is one the registry knows.
+func (s *Source) validateIdentity() (errs []error, known bool) {
+	bad := func(key, format string, args ...any) { errs = append(errs, s.Errorf(key, format, args...)) }
 	switch {
 	case s.Name == "":
 		bad("name", "is required")
@@ -387,7 +449,7 @@ func (s *Source) validate(g *Global) []error {
 		bad("name", "%q is not a valid name (letters, digits, '-', '_', '.')", s.Name)
 	}
 	names := connectorNames()
-	known := connectorRegistry == nil || slices.Contains(names, s.Connector)
+	known = connectorRegistry == nil || slices.Contains(names, s.Connector)
 	switch {
 	case s.Connector == "" && names == nil:
 		bad("connector", "is required")
@@ -403,6 +465,15 @@ func (s *Source) validate(g *Global) []error {
 			bad(name, "block is set but the connector is %q", s.Connector)
 		}
 	}
+	return errs, known
+}
+
+// validateSchedule checks every, cron, jitter, timezone, adaptive and the
+// webhook block, and fills their defaults from g (in that order: the
+// jitter's default depends on the interval).
+func (s *Source) validateSchedule(g *Global) []error {
+	var errs []error
+	bad := func(key, format string, args ...any) { errs = append(errs, s.Errorf(key, format, args...)) }
 
 	if s.Cron != "" && s.Every != 0 {
 		bad("cron", "and every are exclusive: set one schedule")
@@ -461,6 +532,16 @@ func (s *Source) validate(g *Global) []error {
 			bad("cron", "%s", strings.TrimPrefix(err.Error(), "cron "))
 		}
 	}
+	return errs
+}
+
+// validateLimits checks the politeness and safety limits (rate limit,
+// timeout, redirects, deletion guard, staleness, stop conditions) and
+// fills their defaults from g.
+func (s *Source) validateLimits(g *Global) []error {
+	var errs []error
+	bad := func(key, format string, args ...any) { errs = append(errs, s.Errorf(key, format, args...)) }
+
 	if s.RateLimit == nil {
 		rl := g.Defaults.RateLimit
 		s.RateLimit = &rl
@@ -506,8 +587,15 @@ func (s *Source) validate(g *Global) []error {
 	} else if *s.Stop.MaxFailures < 0 {
 		bad("stop.max_failures", "must not be negative (0 never disables)")
 	}
-	// The mapping compiles here as in the syncer (normalize.NewMapper),
-	// so that both checks list its problems with the others.
+	return errs
+}
+
+// validateMapping compiles the field mapping and stop.when as the syncer
+// does, so that a check lists their problems with the others.
+func (s *Source) validateMapping() []error {
+	var errs []error
+	bad := func(key, format string, args ...any) { errs = append(errs, s.Errorf(key, format, args...)) }
+
 	_, err := normalize.NewMapper(s.Fields.Exprs(), s.Volatile)
 	for _, p := range normalize.Problems(err) {
 		var ke *normalize.KeyError
@@ -523,115 +611,129 @@ func (s *Source) validate(g *Global) []error {
 		errs = append(errs, s.exprErrors("stop.when", err)...)
 	}
 
-	// The evaluator's side (UsesWatches) never builds a connector, and its
-	// block keeps its ${ENV} references unexpanded.
-	if s.Block != nil && known && connectorRegistry != nil && (g == nil || g.uses != UsesWatches) {
-		if err := connectorRegistry.Check(s); err != nil {
-			errs = append(errs, err)
+	return errs
+}
+
+// validateWatch checks one watch at key (watches[i]) and fills its
+// defaults; seen holds the names of the source's watches before it.
+func (s *Source) validateWatch(g *Global, w *Watch, key string, seen map[string]bool) []error {
+	var errs []error
+	bad := func(key, format string, args ...any) { errs = append(errs, s.Errorf(key, format, args...)) }
+
+	if w == nil {
+		bad(key, "is empty")
+		return errs
+	}
+	switch {
+	case w.Name == "":
+		bad(key+".name", "is required")
+	case len(w.Name) > MaxNameLength:
+		bad(key+".name", "is %d characters long; a name has at most %d", len(w.Name), MaxNameLength)
+	case !nameRE.MatchString(w.Name):
+		bad(key+".name", "%q is not a valid name (letters, digits, '-', '_', '.')", w.Name)
+	case seen[w.Name]:
+		bad(key+".name", "%q is used by another watch of this source", w.Name)
+	}
+	seen[w.Name] = true
+	w.When = cmp.Or(strings.TrimSpace(w.When), "true")
+	_, err := normalize.CompileWhen(w.When, s.Fields.Exprs())
+	errs = append(errs, s.exprErrors(key+".when", err)...)
+	errs = append(errs, s.validateWatchTargets(g, w, key)...)
+	w.OnModelError = cmp.Or(w.OnModelError, "hold")
+	if !slices.Contains([]string{"hold", "notify", "skip"}, w.OnModelError) {
+		bad(key+".on_model_error", "must be hold, notify or skip, not %q", w.OnModelError)
+	}
+	errs = append(errs, s.validateSemantic(g, w, key)...)
+	w.Urgency = cmp.Or(w.Urgency, "medium")
+	if !slices.Contains([]string{"low", "medium", "high"}, w.Urgency) {
+		bad(key+".urgency", "must be low, medium or high, not %q", w.Urgency)
+	}
+	w.Dedupe = cmp.Or(w.Dedupe, "version")
+	if w.Dedupe != "version" && w.Dedupe != "record" {
+		if d, err := time.ParseDuration(w.Dedupe); err != nil || d <= 0 {
+			bad(key+".dedupe", "must be version, record or a positive duration such as 1h, not %q", w.Dedupe)
 		}
 	}
+	seenSink := map[string]bool{}
+	for j, n := range w.Notify {
+		if seenSink[n] {
+			bad(fmt.Sprintf("%s.notify[%d]", key, j), "names sink %q twice", n)
+		}
+		seenSink[n] = true
+	}
+	if w.Digest != nil {
+		errs = append(errs, s.validateDigest(w.Digest, key)...)
+	}
+	return errs
+}
 
-	errs = append(errs, s.validateTasks()...)
+// validateWatchTargets checks where a watch's notifications go: its sinks
+// (the defaults when it names none), its own channel or its own webhook.
+func (s *Source) validateWatchTargets(g *Global, w *Watch, key string) []error {
+	var errs []error
+	bad := func(key, format string, args ...any) { errs = append(errs, s.Errorf(key, format, args...)) }
 
-	seen := map[string]bool{}
-	for i, w := range s.Watches {
-		key := fmt.Sprintf("watches[%d]", i)
-		if w == nil {
-			bad(key, "is empty")
-			continue
+	if len(w.Notify) == 0 && w.Webhook == nil && w.Channel == nil {
+		w.Notify = g.Defaults.Notify
+	}
+	if c := w.Channel; c != nil {
+		if c.URL == "" {
+			bad(key+".channel.url", "is missing: lookout sets it when the channel is created through the API")
 		}
-		switch {
-		case w.Name == "":
-			bad(key+".name", "is required")
-		case len(w.Name) > MaxNameLength:
-			bad(key+".name", "is %d characters long; a name has at most %d", len(w.Name), MaxNameLength)
-		case !nameRE.MatchString(w.Name):
-			bad(key+".name", "%q is not a valid name (letters, digits, '-', '_', '.')", w.Name)
-		case seen[w.Name]:
-			bad(key+".name", "%q is used by another watch of this source", w.Name)
+		if c.Secret == "" {
+			bad(key+".channel.secret", "is missing: lookout sets it when the channel is created through the API")
 		}
-		seen[w.Name] = true
-		w.When = cmp.Or(strings.TrimSpace(w.When), "true")
-		_, err := normalize.CompileWhen(w.When, s.Fields.Exprs())
-		errs = append(errs, s.exprErrors(key+".when", err)...)
-		if len(w.Notify) == 0 && w.Webhook == nil && w.Channel == nil {
-			w.Notify = g.Defaults.Notify
+		if w.Digest != nil {
+			bad(key+".channel", "cannot be combined with digest: a digest goes to the sinks named in notify")
 		}
-		if c := w.Channel; c != nil {
-			if c.URL == "" {
-				bad(key+".channel.url", "is missing: lookout sets it when the channel is created through the API")
-			}
-			if c.Secret == "" {
-				bad(key+".channel.secret", "is missing: lookout sets it when the channel is created through the API")
-			}
-			if w.Digest != nil {
-				bad(key+".channel", "cannot be combined with digest: a digest goes to the sinks named in notify")
-			}
+	}
+	if h := w.Webhook; h != nil {
+		if u, err := url.Parse(h.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			bad(key+".webhook.url", "must be an absolute http or https URL, like https://hooks.example.com/lookout")
 		}
-		if h := w.Webhook; h != nil {
-			if u, err := url.Parse(h.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-				bad(key+".webhook.url", "must be an absolute http or https URL, like https://hooks.example.com/lookout")
-			}
-			if h.Secret == "" {
-				bad(key+".webhook.secret", "is missing: lookout sets it when the webhook is created through the API")
-			}
-			if w.Digest != nil {
-				bad(key+".webhook", "cannot be combined with digest: a digest goes to the sinks named in notify")
-			}
+		if h.Secret == "" {
+			bad(key+".webhook.secret", "is missing: lookout sets it when the webhook is created through the API")
 		}
-		for j, n := range w.Notify {
-			if g.Sinks[n] == nil {
-				bad(fmt.Sprintf("%s.notify[%d]", key, j), "names sink %q, which lookout.yaml does not declare (declared: %s)", n, strings.Join(sinkNames(g), ", "))
-			}
+		if w.Digest != nil {
+			bad(key+".webhook", "cannot be combined with digest: a digest goes to the sinks named in notify")
 		}
-		w.OnModelError = cmp.Or(w.OnModelError, "hold")
-		if !slices.Contains([]string{"hold", "notify", "skip"}, w.OnModelError) {
-			bad(key+".on_model_error", "must be hold, notify or skip, not %q", w.OnModelError)
+	}
+	for j, n := range w.Notify {
+		if g.Sinks[n] == nil {
+			bad(fmt.Sprintf("%s.notify[%d]", key, j), "names sink %q, which lookout.yaml does not declare (declared: %s)", n, strings.Join(sinkNames(g), ", "))
 		}
-		errs = append(errs, s.validateSemantic(g, w, key)...)
-		w.Urgency = cmp.Or(w.Urgency, "medium")
-		if !slices.Contains([]string{"low", "medium", "high"}, w.Urgency) {
-			bad(key+".urgency", "must be low, medium or high, not %q", w.Urgency)
+	}
+	return errs
+}
+
+// validateDigest checks a watch's digest block and fills its defaults.
+func (s *Source) validateDigest(dg *Digest, key string) []error {
+	var errs []error
+	bad := func(key, format string, args ...any) { errs = append(errs, s.Errorf(key, format, args...)) }
+
+	dg.Timezone = cmp.Or(dg.Timezone, "UTC")
+	if _, err := time.LoadLocation(dg.Timezone); err != nil {
+		bad(key+".digest.timezone", "%q is not a known time zone", dg.Timezone)
+	}
+	switch {
+	case dg.Cron == "":
+		bad(key+".digest.cron", "is required (e.g. \"0 8 * * *\" for 08:00 daily)")
+	default:
+		if _, err := ParseCron(dg.Cron); err != nil {
+			bad(key+".digest.cron", "%v", err)
 		}
-		w.Dedupe = cmp.Or(w.Dedupe, "version")
-		if w.Dedupe != "version" && w.Dedupe != "record" {
-			if d, err := time.ParseDuration(w.Dedupe); err != nil || d <= 0 {
-				bad(key+".dedupe", "must be version, record or a positive duration such as 1h, not %q", w.Dedupe)
-			}
+	}
+	if sm := dg.Summarize; sm != nil {
+		sm.Ask = strings.TrimSpace(sm.Ask)
+		if sm.Ask == "" {
+			bad(key+".digest.summarize.ask", "is required: say what matters to the reader (e.g. \"messages from my team that need an answer today\")")
 		}
-		seenSink := map[string]bool{}
-		for j, n := range w.Notify {
-			if seenSink[n] {
-				bad(fmt.Sprintf("%s.notify[%d]", key, j), "names sink %q twice", n)
-			}
-			seenSink[n] = true
+		sm.MaxItems = cmp.Or(sm.MaxItems, SummarizeMaxItemsDefault)
+		if sm.MaxItems < 1 || sm.MaxItems > SummarizeMaxItemsLimit {
+			bad(key+".digest.summarize.max_items", "must be between 1 and %d, not %d", SummarizeMaxItemsLimit, sm.MaxItems)
 		}
-		if dg := w.Digest; dg != nil {
-			dg.Timezone = cmp.Or(dg.Timezone, "UTC")
-			if _, err := time.LoadLocation(dg.Timezone); err != nil {
-				bad(key+".digest.timezone", "%q is not a known time zone", dg.Timezone)
-			}
-			switch {
-			case dg.Cron == "":
-				bad(key+".digest.cron", "is required (e.g. \"0 8 * * *\" for 08:00 daily)")
-			default:
-				if _, err := ParseCron(dg.Cron); err != nil {
-					bad(key+".digest.cron", "%v", err)
-				}
-			}
-			if sm := dg.Summarize; sm != nil {
-				sm.Ask = strings.TrimSpace(sm.Ask)
-				if sm.Ask == "" {
-					bad(key+".digest.summarize.ask", "is required: say what matters to the reader (e.g. \"messages from my team that need an answer today\")")
-				}
-				sm.MaxItems = cmp.Or(sm.MaxItems, SummarizeMaxItemsDefault)
-				if sm.MaxItems < 1 || sm.MaxItems > SummarizeMaxItemsLimit {
-					bad(key+".digest.summarize.max_items", "must be between 1 and %d, not %d", SummarizeMaxItemsLimit, sm.MaxItems)
-				}
-				if m := sm.Model; m != nil && m.Timeout < 0 {
-					bad(key+".digest.summarize.model.timeout", "must be positive")
-				}
-			}
+		if m := sm.Model; m != nil && m.Timeout < 0 {
+			bad(key+".digest.summarize.model.timeout", "must be positive")
 		}
 	}
 	return errs
