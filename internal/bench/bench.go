@@ -197,6 +197,58 @@ func (o *Options) keptSchema(ctx context.Context, schema string) (*pgxpool.Pool,
 
 // Run performs every measurement and prints a report to o.Out.
 func Run(ctx context.Context, o Options) (*Result, error) {
+	o.setDefaults()
+	out := o.Out
+	if out == nil {
+		out = os.Stdout
+	}
+	admin, err := db.Open(ctx, o.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	res := &Result{Records: o.Records}
+	fmt.Fprintf(out, "lookout benchmark (%d cores); every measurement on a fresh schema\n\n", runtime.NumCPU())
+	r := &runner{o: &o, admin: admin, out: out, res: res}
+	for _, m := range []struct {
+		on  bool
+		run func(context.Context) error
+	}{
+		{o.runs(1) || o.runs(2), r.syncVsCopy},
+		{o.Rate > 0 && o.runs(3), r.latency},
+		{o.Backlog > 0 && o.runs(4), r.backlog},
+		{o.Deliveries > 0 && o.runs(5), r.deliveries},
+		{o.Creates > 0 && o.runs(7), r.creates},
+		{o.FirstRuns > 0 && o.runs(11), r.firstRuns},
+		{o.Rate > 0 && o.ManyWatches > 0 && o.runs(12), r.manyWatches},
+		{o.WebhookRate > 0 && o.runs(8), r.webhooks},
+		{o.SyncerBin != "" && o.RSSRecords > 0 && o.runs(6), r.rss},
+		{o.Schedule.SyncerBin != "" && o.Schedule.Sources > 0 && o.runs(10), r.schedule},
+		{o.AdminChanges > 0 && o.runs(9), r.adminPages},
+	} {
+		if !m.on {
+			continue
+		}
+		if err := m.run(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// runner holds what every measurement of one Run shares.
+type runner struct {
+	o     *Options
+	admin *pgxpool.Pool
+	out   io.Writer
+	res   *Result
+}
+
+// seconds is d in seconds, for the printed rates.
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// setDefaults fills every option left at zero.
+func (o *Options) setDefaults() {
 	o.Records = cmp.Or(o.Records, 100_000)
 	o.PageSize = cmp.Or(o.PageSize, 1000)
 	o.Rate = cmp.Or(o.Rate, 1000)
@@ -227,235 +279,274 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	so.Warmup = cmp.Or(so.Warmup, max(so.Every, config.RollupEveryDefault))
 	so.UnchangedEvery = cmp.Or(so.UnchangedEvery, 10)
 	so.SyncerBin = cmp.Or(so.SyncerBin, o.SyncerBin)
-	out := o.Out
-	if out == nil {
-		out = os.Stdout
-	}
-	admin, err := db.Open(ctx, o.DatabaseURL)
+}
+
+// syncVsCopy runs measurements (1) and (2): sync against COPY.
+func (r *runner) syncVsCopy(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	_, url, done, err := o.schema(ctx, admin, "sync")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer admin.Close()
-	res := &Result{Records: o.Records}
-	fmt.Fprintf(out, "lookout benchmark (%d cores); every measurement on a fresh schema\n\n", runtime.NumCPU())
+	// The syncer's pool is sized as the syncer daemon sizes it.
+	var pool *pgxpool.Pool
+	if pool, err = db.OpenSized(ctx, url+"&application_name="+syncApp, syncer.PoolConns); err == nil {
+		err = runSync(ctx, pool, *o, res)
+		pool.Close()
+	}
+	done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "(1)(2) sync of %d records from a local HTTP API (pages of %d) against COPY of the same rows\n", o.Records, o.PageSize)
+	fmt.Fprintf(out, "  %-32s %10s %14s %10s\n", "measurement", "seconds", "records/s", "vs COPY")
+	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(1) initial sync", seconds(res.Initial), res.InitialRate, res.InitialVsCopy)
+	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(2) unchanged re-sync", seconds(res.Resync), res.ResyncRate, res.ResyncVsCopy)
+	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "    plain COPY of the same rows", seconds(res.Copy), res.CopyRate, 1.0)
+	fmt.Fprintf(out, "  the re-sync wrote %d record/change rows (target 0)\n", res.ResyncRowsWritten)
+	fmt.Fprintf(out, "  %-32s %14s %14s %10s\n", "CPU and WAL", "bench (Go) s", "PostgreSQL s", "WAL MB")
+	for _, c := range []struct {
+		name string
+		c    Cost
+	}{{"(1) initial sync", res.InitialCost}, {"(2) unchanged re-sync", res.ResyncCost}, {"    plain COPY", res.CopyCost}} {
+		fmt.Fprintf(out, "  %-32s %14.2f %14.2f %10.1f\n", c.name, c.c.Go.Seconds(), c.c.DB.Seconds(), float64(c.c.WAL)/1e6)
+	}
+	fmt.Fprintln(out)
+	return nil
+}
 
-	sec := func(d time.Duration) float64 { return d.Seconds() }
-	// (1), (2): sync against COPY.
-	if o.runs(1) || o.runs(2) {
-		_, url, done, err := o.schema(ctx, admin, "sync")
-		if err != nil {
-			return nil, err
-		}
-		// The syncer's pool is sized as the syncer daemon sizes it.
-		var pool *pgxpool.Pool
-		if pool, err = db.OpenSized(ctx, url+"&application_name="+syncApp, syncer.PoolConns); err == nil {
-			err = runSync(ctx, pool, o, res)
-			pool.Close()
-		}
-		done()
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(out, "(1)(2) sync of %d records from a local HTTP API (pages of %d) against COPY of the same rows\n", o.Records, o.PageSize)
-		fmt.Fprintf(out, "  %-32s %10s %14s %10s\n", "measurement", "seconds", "records/s", "vs COPY")
-		fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(1) initial sync", sec(res.Initial), res.InitialRate, res.InitialVsCopy)
-		fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(2) unchanged re-sync", sec(res.Resync), res.ResyncRate, res.ResyncVsCopy)
-		fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "    plain COPY of the same rows", sec(res.Copy), res.CopyRate, 1.0)
-		fmt.Fprintf(out, "  the re-sync wrote %d record/change rows (target 0)\n", res.ResyncRowsWritten)
-		fmt.Fprintf(out, "  %-32s %14s %14s %10s\n", "CPU and WAL", "bench (Go) s", "PostgreSQL s", "WAL MB")
-		for _, c := range []struct {
-			name string
-			c    Cost
-		}{{"(1) initial sync", res.InitialCost}, {"(2) unchanged re-sync", res.ResyncCost}, {"    plain COPY", res.CopyCost}} {
-			fmt.Fprintf(out, "  %-32s %14.2f %14.2f %10.1f\n", c.name, c.c.Go.Seconds(), c.c.DB.Seconds(), float64(c.c.WAL)/1e6)
-		}
-		fmt.Fprintln(out)
+// latency runs measurement (3): commit-to-decision latency.
+func (r *runner) latency(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	pool, _, done, err := o.schema(ctx, admin, "latency")
+	if err != nil {
+		return err
 	}
+	res.Latency, err = RunLatency(ctx, pool, o.Rate, o.LatencyFor)
+	done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "(3) commit-to-decision latency, steady %d changes/s for %s, deterministic watches, no model\n", o.Rate, o.LatencyFor)
+	fmt.Fprintf(out, "  LISTEN/NOTIFY wake-up   %s\n", res.Latency.Notify)
+	fmt.Fprintf(out, "  naive 1s polling loop   %s\n\n", res.Latency.Naive)
+	return nil
+}
 
-	// (3) latency
-	if o.Rate > 0 && o.runs(3) {
-		pool, _, done, err := o.schema(ctx, admin, "latency")
-		if err != nil {
-			return nil, err
-		}
-		res.Latency, err = RunLatency(ctx, pool, o.Rate, o.LatencyFor)
-		done()
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(out, "(3) commit-to-decision latency, steady %d changes/s for %s, deterministic watches, no model\n", o.Rate, o.LatencyFor)
-		fmt.Fprintf(out, "  LISTEN/NOTIFY wake-up   %s\n", res.Latency.Notify)
-		fmt.Fprintf(out, "  naive 1s polling loop   %s\n\n", res.Latency.Naive)
+// backlog runs measurement (4): evaluator throughput on a backlog.
+func (r *runner) backlog(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	pool, _, done, err := o.schema(ctx, admin, "backlog")
+	if err != nil {
+		return err
 	}
+	res.Backlog = o.Backlog
+	res.BacklogTime, err = RunBacklog(ctx, pool, o.Backlog)
+	done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "(4) evaluator throughput on a backlog of %d changes (2 deterministic watches)\n", o.Backlog)
+	fmt.Fprintf(out, "  %.2fs, %.0f changes/s\n\n", seconds(res.BacklogTime), float64(o.Backlog)/seconds(res.BacklogTime))
+	return nil
+}
 
-	// (4) evaluator throughput on a backlog
-	if o.Backlog > 0 && o.runs(4) {
-		pool, _, done, err := o.schema(ctx, admin, "backlog")
-		if err != nil {
-			return nil, err
-		}
-		res.Backlog = o.Backlog
-		res.BacklogTime, err = RunBacklog(ctx, pool, o.Backlog)
-		done()
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(out, "(4) evaluator throughput on a backlog of %d changes (2 deterministic watches)\n", o.Backlog)
-		fmt.Fprintf(out, "  %.2fs, %.0f changes/s\n\n", sec(res.BacklogTime), float64(o.Backlog)/sec(res.BacklogTime))
+// deliveries runs measurement (5): webhook deliveries.
+func (r *runner) deliveries(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	pool, _, done, err := o.schema(ctx, admin, "deliver")
+	if err != nil {
+		return err
 	}
+	res.Deliveries = o.Deliveries
+	res.DeliveriesTime, err = RunDeliveries(ctx, pool, o.Deliveries)
+	done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "(5) webhook deliveries to a local receiver (signed, HTTP/1.1 keep-alive)\n")
+	fmt.Fprintf(out, "  %d in %.2fs, %.0f deliveries/s\n\n", o.Deliveries, seconds(res.DeliveriesTime), float64(o.Deliveries)/seconds(res.DeliveriesTime))
+	return nil
+}
 
-	// (5) webhook deliveries
-	if o.Deliveries > 0 && o.runs(5) {
-		pool, _, done, err := o.schema(ctx, admin, "deliver")
-		if err != nil {
-			return nil, err
-		}
-		res.Deliveries = o.Deliveries
-		res.DeliveriesTime, err = RunDeliveries(ctx, pool, o.Deliveries)
-		done()
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(out, "(5) webhook deliveries to a local receiver (signed, HTTP/1.1 keep-alive)\n")
-		fmt.Fprintf(out, "  %d in %.2fs, %.0f deliveries/s\n\n", o.Deliveries, sec(res.DeliveriesTime), float64(o.Deliveries)/sec(res.DeliveriesTime))
+// creates runs measurement (7): watches created through the HTTP API.
+func (r *runner) creates(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	pool, _, done, err := o.schema(ctx, admin, "creates")
+	if err != nil {
+		return err
 	}
+	res.Creates, err = RunCreates(ctx, pool, o.Creates, o.Clients)
+	done()
+	if err != nil {
+		return err
+	}
+	c := res.Creates
+	fmt.Fprintf(out, "(7) %d watches created through the HTTP API (create_watch) by %d concurrent clients, one owner each\n", c.Watches, c.Clients)
+	fmt.Fprintf(out, "  %.2fs, %.0f creates/s; per call %s\n\n", seconds(c.Took), float64(c.Watches)/seconds(c.Took), c.Latency)
+	return nil
+}
 
-	// (7) watches created through the HTTP API
-	if o.Creates > 0 && o.runs(7) {
-		pool, _, done, err := o.schema(ctx, admin, "creates")
-		if err != nil {
-			return nil, err
-		}
-		res.Creates, err = RunCreates(ctx, pool, o.Creates, o.Clients)
-		done()
-		if err != nil {
-			return nil, err
-		}
-		c := res.Creates
-		fmt.Fprintf(out, "(7) %d watches created through the HTTP API (create_watch) by %d concurrent clients, one owner each\n", c.Watches, c.Clients)
-		fmt.Fprintf(out, "  %.2fs, %.0f creates/s; per call %s\n\n", sec(c.Took), float64(c.Watches)/sec(c.Took), c.Latency)
+// firstRuns runs measurement (11): create-to-first-run latency.
+func (r *runner) firstRuns(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	pool, _, done, err := o.schema(ctx, admin, "firstrun")
+	if err != nil {
+		return err
 	}
+	res.FirstRun, err = RunFirstRun(ctx, pool, o.FirstRuns, o.FirstRunGap)
+	done()
+	if err != nil {
+		return fmt.Errorf("first runs: %w", err)
+	}
+	f := res.FirstRun
+	fmt.Fprintf(out, "(11) create-to-first-run: %d sources created through the HTTP API (create_watch with new_source), one every %s, while a syncer runs (poll_interval %s: woken by the definitions NOTIFY), target p99 <= 1s\n", f.Sources, o.FirstRunGap, f.PollInterval)
+	fmt.Fprintf(out, "  call -> first claim   %s\n", f.Latency)
+	fmt.Fprintf(out, "  the create call       %s\n\n", f.Create)
+	return nil
+}
 
-	// (11) create-to-first-run latency
-	if o.FirstRuns > 0 && o.runs(11) {
-		pool, _, done, err := o.schema(ctx, admin, "firstrun")
-		if err != nil {
-			return nil, err
-		}
-		res.FirstRun, err = RunFirstRun(ctx, pool, o.FirstRuns, o.FirstRunGap)
-		done()
-		if err != nil {
-			return nil, fmt.Errorf("first runs: %w", err)
-		}
-		f := res.FirstRun
-		fmt.Fprintf(out, "(11) create-to-first-run: %d sources created through the HTTP API (create_watch with new_source), one every %s, while a syncer runs (poll_interval %s: woken by the definitions NOTIFY), target p99 <= 1s\n", f.Sources, o.FirstRunGap, f.PollInterval)
-		fmt.Fprintf(out, "  call -> first claim   %s\n", f.Latency)
-		fmt.Fprintf(out, "  the create call       %s\n\n", f.Create)
+// manyWatches runs measurement (12): commit-to-decision with many watches loaded.
+func (r *runner) manyWatches(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	pool, _, done, err := o.schema(ctx, admin, "manywatches")
+	if err != nil {
+		return err
 	}
+	res.ManyWatches, err = RunManyWatches(ctx, pool, o.Rate, o.LatencyFor, o.ManyWatches, o.ManySources)
+	done()
+	if err != nil {
+		return fmt.Errorf("many watches: %w", err)
+	}
+	m := res.ManyWatches
+	fmt.Fprintf(out, "(12) commit-to-decision latency, steady %d changes/s for %s on source gen (its 2 watches of (3)), the evaluator following the definitions, alternated, target p99 <= 2x the baseline\n", m.Rate, o.LatencyFor)
+	for i, ph := range m.Phases {
+		fmt.Fprintf(out, "  phase %d, %6d watches loaded   %s\n", i+1, ph.Watches, ph.Latency)
+	}
+	fmt.Fprintf(out, "  baseline (phases 1, 3)           %s\n", m.Baseline)
+	fmt.Fprintf(out, "  %d watches more (phases 2, 4) %s  (p99 %.2fx the baseline)\n", m.Watches, m.Loaded, float64(m.Loaded.P99)/float64(max(m.Baseline.P99, time.Microsecond)))
+	fmt.Fprintf(out, "  created through the definitions store in %.1fs; loaded by the evaluator in %.1fs; Go heap in use %.0f MB\n\n", seconds(m.Load), seconds(m.Apply), m.HeapMB)
+	return nil
+}
 
-	// (12) commit-to-decision with many watches loaded
-	if o.Rate > 0 && o.ManyWatches > 0 && o.runs(12) {
-		pool, _, done, err := o.schema(ctx, admin, "manywatches")
-		if err != nil {
-			return nil, err
-		}
-		res.ManyWatches, err = RunManyWatches(ctx, pool, o.Rate, o.LatencyFor, o.ManyWatches, o.ManySources)
-		done()
-		if err != nil {
-			return nil, fmt.Errorf("many watches: %w", err)
-		}
-		m := res.ManyWatches
-		fmt.Fprintf(out, "(12) commit-to-decision latency, steady %d changes/s for %s on source gen (its 2 watches of (3)), the evaluator following the definitions, alternated, target p99 <= 2x the baseline\n", m.Rate, o.LatencyFor)
-		for i, ph := range m.Phases {
-			fmt.Fprintf(out, "  phase %d, %6d watches loaded   %s\n", i+1, ph.Watches, ph.Latency)
-		}
-		fmt.Fprintf(out, "  baseline (phases 1, 3)           %s\n", m.Baseline)
-		fmt.Fprintf(out, "  %d watches more (phases 2, 4) %s  (p99 %.2fx the baseline)\n", m.Watches, m.Loaded, float64(m.Loaded.P99)/float64(max(m.Baseline.P99, time.Microsecond)))
-		fmt.Fprintf(out, "  created through the definitions store in %.1fs; loaded by the evaluator in %.1fs; Go heap in use %.0f MB\n\n", sec(m.Load), sec(m.Apply), m.HeapMB)
+// webhooks runs measurement (8): webhook ingest.
+func (r *runner) webhooks(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	pool, _, done, err := o.schema(ctx, admin, "webhooks")
+	if err != nil {
+		return err
 	}
+	res.Webhooks, err = RunWebhooks(ctx, pool, o.WebhookRate, o.WebhookFor, o.WebhookStores)
+	done()
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	w := res.Webhooks
+	fmt.Fprintf(out, "(8) webhook ingest: signed deliveries POSTed to /ingest, stored, mirrored by the events processor, decided by the evaluator (one process)\n")
+	fmt.Fprintf(out, "  received -> decision, steady %d deliveries/s for %s: %s\n", w.Rate, o.WebhookFor, w.Latency)
+	fmt.Fprintf(out, "    POST -> stored             %s\n", w.Stages[0])
+	fmt.Fprintf(out, "    stored -> mirroring began  %s\n", w.Stages[1])
+	fmt.Fprintf(out, "    mirroring began -> decided %s\n", w.Stages[2])
+	if w.Stored > 0 {
+		fmt.Fprintf(out, "  one ingest, GOMAXPROCS 2 (load generator in-process): %d stored in %.2fs, %.0f deliveries/s\n",
+			w.Stored, seconds(w.StoreTime), float64(w.Stored)/seconds(w.StoreTime))
+	}
+	fmt.Fprintf(out, "  upstream requests per day of one repository, polled every minute vs webhooks + a 6h reconciliation poll:\n")
+	fmt.Fprintf(out, "  %14s %12s %14s %12s %10s\n", "events/hour", "polling", "(of them 304)", "webhook", "saved")
+	for _, r := range w.Saved {
+		fmt.Fprintf(out, "  %14.0f %12.0f %14.0f %12.0f %9.0f%%\n", r.EventsPerHour, r.Polling, r.PollingFree, r.Webhook, 100*(1-r.Webhook/r.Polling))
+	}
+	fmt.Fprintln(out)
+	return nil
+}
 
-	// (8) webhook ingest
-	if o.WebhookRate > 0 && o.runs(8) {
-		pool, _, done, err := o.schema(ctx, admin, "webhooks")
-		if err != nil {
-			return nil, err
-		}
-		res.Webhooks, err = RunWebhooks(ctx, pool, o.WebhookRate, o.WebhookFor, o.WebhookStores)
-		done()
-		if err != nil {
-			return nil, fmt.Errorf("webhooks: %w", err)
-		}
-		w := res.Webhooks
-		fmt.Fprintf(out, "(8) webhook ingest: signed deliveries POSTed to /ingest, stored, mirrored by the events processor, decided by the evaluator (one process)\n")
-		fmt.Fprintf(out, "  received -> decision, steady %d deliveries/s for %s: %s\n", w.Rate, o.WebhookFor, w.Latency)
-		fmt.Fprintf(out, "    POST -> stored             %s\n", w.Stages[0])
-		fmt.Fprintf(out, "    stored -> mirroring began  %s\n", w.Stages[1])
-		fmt.Fprintf(out, "    mirroring began -> decided %s\n", w.Stages[2])
-		if w.Stored > 0 {
-			fmt.Fprintf(out, "  one ingest, GOMAXPROCS 2 (load generator in-process): %d stored in %.2fs, %.0f deliveries/s\n",
-				w.Stored, sec(w.StoreTime), float64(w.Stored)/sec(w.StoreTime))
-		}
-		fmt.Fprintf(out, "  upstream requests per day of one repository, polled every minute vs webhooks + a 6h reconciliation poll:\n")
-		fmt.Fprintf(out, "  %14s %12s %14s %12s %10s\n", "events/hour", "polling", "(of them 304)", "webhook", "saved")
-		for _, r := range w.Saved {
-			fmt.Fprintf(out, "  %14.0f %12.0f %14.0f %12.0f %9.0f%%\n", r.EventsPerHour, r.Polling, r.PollingFree, r.Webhook, 100*(1-r.Webhook/r.Polling))
-		}
-		fmt.Fprintln(out)
+// rss runs measurement (6): syncer peak RSS.
+func (r *runner) rss(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	_, url, done, err := o.schema(ctx, admin, "rss")
+	if err != nil {
+		return err
 	}
+	res.RSS, err = RunRSS(ctx, o.SyncerBin, url, o.RSSRecords, o.PageSize)
+	done()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "(6) syncer process mirroring %d records (`syncer once`, its own process)\n", o.RSSRecords)
+	fmt.Fprintf(out, "  peak RSS %.1f MB, %.1fs (%.0f records/s)\n\n", float64(res.RSS.PeakRSS)/1e6, seconds(res.RSS.Duration), float64(o.RSSRecords)/seconds(res.RSS.Duration))
+	return nil
+}
 
-	// (6) syncer peak RSS
-	if o.SyncerBin != "" && o.RSSRecords > 0 && o.runs(6) {
-		_, url, done, err := o.schema(ctx, admin, "rss")
-		if err != nil {
-			return nil, err
-		}
-		res.RSS, err = RunRSS(ctx, o.SyncerBin, url, o.RSSRecords, o.PageSize)
-		done()
-		if err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(out, "(6) syncer process mirroring %d records (`syncer once`, its own process)\n", o.RSSRecords)
-		fmt.Fprintf(out, "  peak RSS %.1f MB, %.1fs (%.0f records/s)\n\n", float64(res.RSS.PeakRSS)/1e6, sec(res.RSS.Duration), float64(o.RSSRecords)/sec(res.RSS.Duration))
-	}
+// schedule runs measurement (10): one syncer keeping sources on schedule.
+func (r *runner) schedule(ctx context.Context) error {
+	var err error
+	r.res.Schedule, err = RunSchedule(ctx, r.o, r.admin, r.o.Schedule, r.out)
+	return err
+}
 
-	// (10) one syncer keeping sources on schedule
-	if so.SyncerBin != "" && so.Sources > 0 && o.runs(10) {
-		res.Schedule, err = RunSchedule(ctx, &o, admin, *so, out)
-		if err != nil {
-			return nil, err
+// adminPages runs measurement (9): the admin page on a large database.
+func (r *runner) adminPages(ctx context.Context) error {
+	o := r.o
+	out := r.out
+	res := r.res
+	admin := r.admin
+	var (
+		pool *pgxpool.Pool
+		url  string
+		err  error
+	)
+	done := func() {}
+	fill := o.AdminSchema == ""
+	if fill {
+		pool, url, done, err = o.schema(ctx, admin, "admin")
+		fmt.Fprintf(out, "(9) admin pages on %d sources and %d changes (30 days of history), %d fetches each, target p95 <= 200ms\n", o.AdminSources, o.AdminChanges, o.AdminRuns)
+		if o.Keep {
+			fmt.Fprintf(out, "  kept: %s (time it again with --admin-schema %s)\n", url, url[strings.LastIndex(url, "=")+1:])
 		}
+	} else {
+		pool, err = o.keptSchema(ctx, o.AdminSchema)
+		if err == nil {
+			done = pool.Close
+		}
+		fmt.Fprintf(out, "(9) admin pages on the kept schema %s, %d fetches each, target p95 <= 200ms\n", o.AdminSchema, o.AdminRuns)
 	}
-
-	// (9) the admin page on a large database
-	if o.AdminChanges > 0 && o.runs(9) {
-		var pool *pgxpool.Pool
-		var url string
-		done := func() {}
-		fill := o.AdminSchema == ""
-		if fill {
-			pool, url, done, err = o.schema(ctx, admin, "admin")
-			fmt.Fprintf(out, "(9) admin pages on %d sources and %d changes (30 days of history), %d fetches each, target p95 <= 200ms\n", o.AdminSources, o.AdminChanges, o.AdminRuns)
-			if o.Keep {
-				fmt.Fprintf(out, "  kept: %s (time it again with --admin-schema %s)\n", url, url[strings.LastIndex(url, "=")+1:])
-			}
-		} else {
-			pool, err = o.keptSchema(ctx, o.AdminSchema)
-			if err == nil {
-				done = pool.Close
-			}
-			fmt.Fprintf(out, "(9) admin pages on the kept schema %s, %d fetches each, target p95 <= 200ms\n", o.AdminSchema, o.AdminRuns)
-		}
-		if err != nil {
-			return nil, err
-		}
-		res.Admin, err = RunAdmin(ctx, pool, AdminOptions{Sources: o.AdminSources, Changes: o.AdminChanges, Runs: o.AdminRuns, Fill: fill}, out)
-		done()
-		if err != nil {
-			return nil, err
-		}
-		WriteAdmin(out, res.Admin)
+	if err != nil {
+		return err
 	}
-	return res, nil
+	res.Admin, err = RunAdmin(ctx, pool, AdminOptions{Sources: o.AdminSources, Changes: o.AdminChanges, Runs: o.AdminRuns, Fill: fill}, out)
+	done()
+	if err != nil {
+		return err
+	}
+	WriteAdmin(out, res.Admin)
+	return nil
 }
 
 // API is a local fixture JSON API: pages of realistic ticket records,
