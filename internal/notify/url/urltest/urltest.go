@@ -309,188 +309,247 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // check verifies a request as the real API would and returns the
 // message's title.
 func (s *Server) check(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
-	str := func(k string) string { v, _ := body[k].(string); return v }
-	switch s.Service {
-	case "ntfy":
-		// POST / with {"topic", "message", "title", ...}; basic auth.
-		if r.URL.Path != "/" {
-			s.problem(w, http.StatusNotFound, "path %s, want / (JSON publishing)", r.URL.Path)
-			return "", false
-		}
-		if u, p, ok := r.BasicAuth(); !ok || u != NtfyUser || p != NtfyPassword {
-			s.problem(w, http.StatusUnauthorized, "basic auth %q/%q", u, p)
-			return "", false
-		}
-		if str("topic") != NtfyTopic || str("message") == "" {
-			s.problem(w, http.StatusBadRequest, "topic %q, message %q", str("topic"), str("message"))
-			return "", false
-		}
-		return str("title"), true
-	case "discord":
-		// POST /api/webhooks/{id}/{token}?wait=true with embeds.
-		if r.URL.Path != discordMsgPath {
-			s.problem(w, http.StatusNotFound, "path %s, want the webhook's", r.URL.Path)
-			return "", false
-		}
-		embeds, _ := body["embeds"].([]any)
-		if len(embeds) != 1 || str("content") != "" && len(str("content")) > 2000 {
-			s.problem(w, http.StatusBadRequest, "want one embed, got %d", len(embeds))
-			return "", false
-		}
-		e, _ := embeds[0].(map[string]any)
-		title, _ := e["title"].(string)
-		if title == "" || len([]rune(title)) > 256 {
-			s.problem(w, http.StatusBadRequest, "embed title %q", title)
-			return "", false
-		}
-		return title, true
-	case "telegram":
-		// POST /bot<token>/sendMessage with {"chat_id", "text"}.
-		if r.URL.Path != "/bot"+TelegramToken+"/sendMessage" {
-			s.problem(w, http.StatusNotFound, "path %s, want /bot<token>/sendMessage", r.URL.Path)
-			return "", false
-		}
-		if c := str("chat_id"); c != TelegramChat && c != TelegramChat2 {
-			s.problem(w, http.StatusBadRequest, "chat_id %q", c)
-			return "", false
-		}
-		return s.messageTitle(w, str("text"))
-	case "gotify":
-		// POST /message with X-Gotify-Key and {"title", "message", "priority"}.
-		if r.URL.Path != "/message" {
-			s.problem(w, http.StatusNotFound, "path %s, want /message", r.URL.Path)
-			return "", false
-		}
-		if r.Header.Get("X-Gotify-Key") != GotifyToken || r.URL.Query().Has("token") {
-			s.problem(w, http.StatusUnauthorized, "X-Gotify-Key %q, token in the query %t", r.Header.Get("X-Gotify-Key"), r.URL.Query().Has("token"))
-			return "", false
-		}
-		if str("message") == "" {
-			s.problem(w, http.StatusBadRequest, "empty message")
-			return "", false
-		}
-		if _, ok := body["priority"].(float64); !ok {
-			s.problem(w, http.StatusBadRequest, "priority %v is not a number", body["priority"])
-			return "", false
-		}
-		return str("title"), true
-	case "generic":
-		// The receiver's own path, its key in X-Api-Key, the JSON template
-		// with messagekey=text and the $source extra field.
-		if r.URL.Path != GenericPath {
-			s.problem(w, http.StatusNotFound, "path %s, want %s", r.URL.Path, GenericPath)
-			return "", false
-		}
-		if r.Header.Get("X-Api-Key") != GenericKey {
-			s.problem(w, http.StatusUnauthorized, "X-Api-Key %q", r.Header.Get("X-Api-Key"))
-			return "", false
-		}
-		if str("text") == "" || str("source") != "lookout" {
-			s.problem(w, http.StatusBadRequest, "text %q, source %q", str("text"), str("source"))
-			return "", false
-		}
-		return str("title"), true
-	case "teams":
-		// POST /webhookb2/{group}@{tenant}/IncomingWebhook/{id}/{owner}/{extra}
-		// with a MessageCard.
-		if r.URL.Path != teamsPath {
-			s.problem(w, http.StatusNotFound, "path %s, want the webhook's", r.URL.Path)
-			return "", false
-		}
-		sections, _ := body["sections"].([]any)
-		if str("@type") != "MessageCard" || str("summary") == "" && str("text") == "" || len(sections) == 0 {
-			s.problem(w, http.StatusBadRequest, "Summary or Text is required (@type %q, %d sections)", str("@type"), len(sections))
-			return "", false
-		}
-		return str("title"), true
-	case "mattermost":
-		// POST /hooks/{token} with {"text", "username", "channel", ...}.
-		if r.URL.Path != "/hooks/"+MattermostHook {
-			s.problem(w, http.StatusBadRequest, "path %s: invalid webhook", r.URL.Path)
-			return "", false
-		}
-		if str("text") == "" || str("channel") != "alerts" || str("username") != "lookout-bot" {
-			s.problem(w, http.StatusBadRequest, "text %q, channel %q, username %q", str("text"), str("channel"), str("username"))
-			return "", false
-		}
-		return firstLine(str("text")), true
-	case "rocketchat":
-		// POST /hooks/{token a}/{token b} with {"text", "username", "channel"}.
-		if r.URL.Path != "/hooks/"+RocketTokenA+"/"+RocketTokenB {
-			s.problem(w, http.StatusNotFound, "path %s: invalid integration", r.URL.Path)
-			return "", false
-		}
-		if str("text") == "" || str("channel") != "#alerts" || str("username") != "lookout-bot" {
-			s.problem(w, http.StatusBadRequest, "text %q, channel %q, username %q", str("text"), str("channel"), str("username"))
-			return "", false
-		}
-		return firstLine(str("text")), true
-	case "googlechat":
-		// POST /v1/spaces/{space}/messages?key=&token= with {"text"}.
-		if r.URL.Path != "/v1/spaces/"+ChatSpace+"/messages" {
-			s.problem(w, http.StatusNotFound, "path %s, want the space's messages", r.URL.Path)
-			return "", false
-		}
-		if q := r.URL.Query(); q.Get("key") != ChatKey || q.Get("token") != ChatToken {
-			s.problem(w, http.StatusUnauthorized, "key %q, token %q", q.Get("key"), q.Get("token"))
-			return "", false
-		}
-		return s.messageTitle(w, str("text"))
-	case "zulip":
-		// POST /api/v1/messages, basic auth bot email:API key, a form with
-		// type=stream, to, topic, content.
-		if r.URL.Path != "/api/v1/messages" {
-			s.problem(w, http.StatusNotFound, "path %s, want /api/v1/messages", r.URL.Path)
-			return "", false
-		}
-		if u, p, ok := r.BasicAuth(); !ok || u != ZulipBot || p != ZulipKey {
-			s.problem(w, http.StatusUnauthorized, "Invalid API key (basic auth %q)", u)
-			return "", false
-		}
-		if str("type") != "stream" || str("to") != "alerts" || str("topic") == "" || str("content") == "" {
-			s.problem(w, http.StatusBadRequest, "type %q, to %q, topic %q, content %q", str("type"), str("to"), str("topic"), str("content"))
-			return "", false
-		}
-		return str("topic"), true
-	case "matrix":
-		// PUT /_matrix/client/v3/rooms/{room}/send/m.room.message/{txn}
-		// with the access token as Bearer and {"msgtype", "body"}.
-		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/_matrix/client/v3/rooms/"), "/")
-		if !strings.HasPrefix(r.URL.Path, "/_matrix/client/v3/rooms/") || len(parts) != 4 || parts[1] != "send" || parts[2] != "m.room.message" || parts[3] == "" {
-			s.problem(w, http.StatusNotFound, "path %s: M_UNRECOGNIZED", r.URL.Path)
-			return "", false
-		}
-		if r.Header.Get("Authorization") != "Bearer "+MatrixToken {
-			s.problem(w, http.StatusUnauthorized, "M_UNKNOWN_TOKEN: Authorization %q", r.Header.Get("Authorization"))
-			return "", false
-		}
-		if parts[0] != MatrixRoom && parts[0] != MatrixRoom2 {
-			s.problem(w, http.StatusForbidden, "M_FORBIDDEN: not in room %s", parts[0])
-			return "", false
-		}
-		if str("msgtype") != "m.text" || str("body") == "" {
-			s.problem(w, http.StatusBadRequest, "M_BAD_JSON: msgtype %q, body %q", str("msgtype"), str("body"))
-			return "", false
-		}
-		title, _, _ := strings.Cut(str("body"), "\n")
-		return title, true
-	case "pushover":
-		// POST /1/messages.json, a form with token, user, message.
-		if r.URL.Path != "/1/messages.json" {
-			s.problem(w, http.StatusNotFound, "path %s, want /1/messages.json", r.URL.Path)
-			return "", false
-		}
-		if str("token") != PushoverToken || str("user") != PushoverUser {
-			s.problem(w, http.StatusBadRequest, "application token or user key is invalid")
-			return "", false
-		}
-		if str("message") == "" || len([]rune(str("message"))) > 1024 || str("device") != "phone,tablet" {
-			s.problem(w, http.StatusBadRequest, "message %q, device %q", str("message"), str("device"))
-			return "", false
-		}
-		return str("title"), true
+	check := map[string]func(http.ResponseWriter, *http.Request, map[string]any) (string, bool){
+		"ntfy":       s.checkNtfy,
+		"discord":    s.checkDiscord,
+		"telegram":   s.checkTelegram,
+		"gotify":     s.checkGotify,
+		"generic":    s.checkGeneric,
+		"teams":      s.checkTeams,
+		"mattermost": s.checkMattermost,
+		"rocketchat": s.checkRocketchat,
+		"googlechat": s.checkGooglechat,
+		"zulip":      s.checkZulip,
+		"matrix":     s.checkMatrix,
+		"pushover":   s.checkPushover,
+	}[s.Service]
+	if check == nil {
+		return "", false
 	}
-	return "", false
+	return check(w, r, body)
+}
+
+// checkNtfy checks a request to the ntfy fake: POST / with {"topic", "message", "title", ...};
+// basic auth.
+func (s *Server) checkNtfy(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != "/" {
+		s.problem(w, http.StatusNotFound, "path %s, want / (JSON publishing)", r.URL.Path)
+		return "", false
+	}
+	if u, p, ok := r.BasicAuth(); !ok || u != NtfyUser || p != NtfyPassword {
+		s.problem(w, http.StatusUnauthorized, "basic auth %q/%q", u, p)
+		return "", false
+	}
+	if str("topic") != NtfyTopic || str("message") == "" {
+		s.problem(w, http.StatusBadRequest, "topic %q, message %q", str("topic"), str("message"))
+		return "", false
+	}
+	return str("title"), true
+}
+
+// checkDiscord checks a request to the discord fake: POST /api/webhooks/{id}/{token}?wait=true
+// with embeds.
+func (s *Server) checkDiscord(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != discordMsgPath {
+		s.problem(w, http.StatusNotFound, "path %s, want the webhook's", r.URL.Path)
+		return "", false
+	}
+	embeds, _ := body["embeds"].([]any)
+	if len(embeds) != 1 || str("content") != "" && len(str("content")) > 2000 {
+		s.problem(w, http.StatusBadRequest, "want one embed, got %d", len(embeds))
+		return "", false
+	}
+	e, _ := embeds[0].(map[string]any)
+	title, _ := e["title"].(string)
+	if title == "" || len([]rune(title)) > 256 {
+		s.problem(w, http.StatusBadRequest, "embed title %q", title)
+		return "", false
+	}
+	return title, true
+}
+
+// checkTelegram checks a request to the telegram fake: POST /bot<token>/sendMessage with
+// {"chat_id", "text"}.
+func (s *Server) checkTelegram(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != "/bot"+TelegramToken+"/sendMessage" {
+		s.problem(w, http.StatusNotFound, "path %s, want /bot<token>/sendMessage", r.URL.Path)
+		return "", false
+	}
+	if c := str("chat_id"); c != TelegramChat && c != TelegramChat2 {
+		s.problem(w, http.StatusBadRequest, "chat_id %q", c)
+		return "", false
+	}
+	return s.messageTitle(w, str("text"))
+}
+
+// checkGotify checks a request to the gotify fake: POST /message with X-Gotify-Key and {"title",
+// "message", "priority"}.
+func (s *Server) checkGotify(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != "/message" {
+		s.problem(w, http.StatusNotFound, "path %s, want /message", r.URL.Path)
+		return "", false
+	}
+	if r.Header.Get("X-Gotify-Key") != GotifyToken || r.URL.Query().Has("token") {
+		s.problem(w, http.StatusUnauthorized, "X-Gotify-Key %q, token in the query %t", r.Header.Get("X-Gotify-Key"), r.URL.Query().Has("token"))
+		return "", false
+	}
+	if str("message") == "" {
+		s.problem(w, http.StatusBadRequest, "empty message")
+		return "", false
+	}
+	if _, ok := body["priority"].(float64); !ok {
+		s.problem(w, http.StatusBadRequest, "priority %v is not a number", body["priority"])
+		return "", false
+	}
+	return str("title"), true
+}
+
+// checkGeneric checks a request to the generic fake: the receiver's own path, its key in
+// X-Api-Key, the JSON template with messagekey=text and the $source extra field.
+func (s *Server) checkGeneric(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != GenericPath {
+		s.problem(w, http.StatusNotFound, "path %s, want %s", r.URL.Path, GenericPath)
+		return "", false
+	}
+	if r.Header.Get("X-Api-Key") != GenericKey {
+		s.problem(w, http.StatusUnauthorized, "X-Api-Key %q", r.Header.Get("X-Api-Key"))
+		return "", false
+	}
+	if str("text") == "" || str("source") != "lookout" {
+		s.problem(w, http.StatusBadRequest, "text %q, source %q", str("text"), str("source"))
+		return "", false
+	}
+	return str("title"), true
+}
+
+// checkTeams checks a request to the teams fake: POST
+// /webhookb2/{group}@{tenant}/IncomingWebhook/{id}/{owner}/{extra} with a MessageCard.
+func (s *Server) checkTeams(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != teamsPath {
+		s.problem(w, http.StatusNotFound, "path %s, want the webhook's", r.URL.Path)
+		return "", false
+	}
+	sections, _ := body["sections"].([]any)
+	if str("@type") != "MessageCard" || str("summary") == "" && str("text") == "" || len(sections) == 0 {
+		s.problem(w, http.StatusBadRequest, "Summary or Text is required (@type %q, %d sections)", str("@type"), len(sections))
+		return "", false
+	}
+	return str("title"), true
+}
+
+// checkMattermost checks a request to the mattermost fake: POST /hooks/{token} with {"text",
+// "username", "channel", ...}.
+func (s *Server) checkMattermost(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != "/hooks/"+MattermostHook {
+		s.problem(w, http.StatusBadRequest, "path %s: invalid webhook", r.URL.Path)
+		return "", false
+	}
+	if str("text") == "" || str("channel") != "alerts" || str("username") != "lookout-bot" {
+		s.problem(w, http.StatusBadRequest, "text %q, channel %q, username %q", str("text"), str("channel"), str("username"))
+		return "", false
+	}
+	return firstLine(str("text")), true
+}
+
+// checkRocketchat checks a request to the rocketchat fake: POST /hooks/{token a}/{token b} with
+// {"text", "username", "channel"}.
+func (s *Server) checkRocketchat(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != "/hooks/"+RocketTokenA+"/"+RocketTokenB {
+		s.problem(w, http.StatusNotFound, "path %s: invalid integration", r.URL.Path)
+		return "", false
+	}
+	if str("text") == "" || str("channel") != "#alerts" || str("username") != "lookout-bot" {
+		s.problem(w, http.StatusBadRequest, "text %q, channel %q, username %q", str("text"), str("channel"), str("username"))
+		return "", false
+	}
+	return firstLine(str("text")), true
+}
+
+// checkGooglechat checks a request to the googlechat fake: POST
+// /v1/spaces/{space}/messages?key=&token= with {"text"}.
+func (s *Server) checkGooglechat(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != "/v1/spaces/"+ChatSpace+"/messages" {
+		s.problem(w, http.StatusNotFound, "path %s, want the space's messages", r.URL.Path)
+		return "", false
+	}
+	if q := r.URL.Query(); q.Get("key") != ChatKey || q.Get("token") != ChatToken {
+		s.problem(w, http.StatusUnauthorized, "key %q, token %q", q.Get("key"), q.Get("token"))
+		return "", false
+	}
+	return s.messageTitle(w, str("text"))
+}
+
+// checkZulip checks a request to the zulip fake: POST /api/v1/messages, basic auth bot email:API
+// key, a form with type=stream, to, topic, content.
+func (s *Server) checkZulip(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != "/api/v1/messages" {
+		s.problem(w, http.StatusNotFound, "path %s, want /api/v1/messages", r.URL.Path)
+		return "", false
+	}
+	if u, p, ok := r.BasicAuth(); !ok || u != ZulipBot || p != ZulipKey {
+		s.problem(w, http.StatusUnauthorized, "Invalid API key (basic auth %q)", u)
+		return "", false
+	}
+	if str("type") != "stream" || str("to") != "alerts" || str("topic") == "" || str("content") == "" {
+		s.problem(w, http.StatusBadRequest, "type %q, to %q, topic %q, content %q", str("type"), str("to"), str("topic"), str("content"))
+		return "", false
+	}
+	return str("topic"), true
+}
+
+// checkMatrix checks a request to the matrix fake: PUT
+// /_matrix/client/v3/rooms/{room}/send/m.room.message/{txn} / with the access token as Bearer and
+// {"msgtype", "body"}.
+func (s *Server) checkMatrix(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/_matrix/client/v3/rooms/"), "/")
+	if !strings.HasPrefix(r.URL.Path, "/_matrix/client/v3/rooms/") || len(parts) != 4 || parts[1] != "send" || parts[2] != "m.room.message" || parts[3] == "" {
+		s.problem(w, http.StatusNotFound, "path %s: M_UNRECOGNIZED", r.URL.Path)
+		return "", false
+	}
+	if r.Header.Get("Authorization") != "Bearer "+MatrixToken {
+		s.problem(w, http.StatusUnauthorized, "M_UNKNOWN_TOKEN: Authorization %q", r.Header.Get("Authorization"))
+		return "", false
+	}
+	if parts[0] != MatrixRoom && parts[0] != MatrixRoom2 {
+		s.problem(w, http.StatusForbidden, "M_FORBIDDEN: not in room %s", parts[0])
+		return "", false
+	}
+	if str("msgtype") != "m.text" || str("body") == "" {
+		s.problem(w, http.StatusBadRequest, "M_BAD_JSON: msgtype %q, body %q", str("msgtype"), str("body"))
+		return "", false
+	}
+	title, _, _ := strings.Cut(str("body"), "\n")
+	return title, true
+}
+
+// checkPushover checks a request to the pushover fake: POST /1/messages.json, a form with token,
+// user, message.
+func (s *Server) checkPushover(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	if r.URL.Path != "/1/messages.json" {
+		s.problem(w, http.StatusNotFound, "path %s, want /1/messages.json", r.URL.Path)
+		return "", false
+	}
+	if str("token") != PushoverToken || str("user") != PushoverUser {
+		s.problem(w, http.StatusBadRequest, "application token or user key is invalid")
+		return "", false
+	}
+	if str("message") == "" || len([]rune(str("message"))) > 1024 || str("device") != "phone,tablet" {
+		s.problem(w, http.StatusBadRequest, "message %q, device %q", str("message"), str("device"))
+		return "", false
+	}
+	return str("title"), true
 }
 
 // fail answers status with the service's error body.
