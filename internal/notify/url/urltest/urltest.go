@@ -508,7 +508,7 @@ func (s *Server) checkZulip(w http.ResponseWriter, r *http.Request, body map[str
 }
 
 // checkMatrix checks a request to the matrix fake: PUT
-// /_matrix/client/v3/rooms/{room}/send/m.room.message/{txn} / with the access token as Bearer and
+// /_matrix/client/v3/rooms/{room}/send/m.room.message/{txn} with the access token as Bearer and
 // {"msgtype", "body"}.
 func (s *Server) checkMatrix(w http.ResponseWriter, r *http.Request, body map[string]any) (string, bool) {
 	str := func(k string) string { v, _ := body[k].(string); return v }
