@@ -678,133 +678,170 @@ func (s *Server) apply(p *page, props map[string]any) *apiError {
 		if !ok {
 			return errorf(400, "validation_error", "body failed validation. Fix one:\nbody.properties.%s.%s should be defined, instead was `undefined`.", sp.Name, sp.Type)
 		}
-		out := map[string]any{"id": sp.id, "type": sp.Type}
-		switch sp.Type {
-		case "title", "rich_text":
-			rts, ok := x.([]any)
-			if !ok {
-				return errorf(400, "validation_error", "body failed validation: body.properties.%s.%s should be an array, instead was `%s`.", sp.Name, sp.Type, compact(x))
-			}
-			var text strings.Builder
-			for i, rt := range rts {
-				m, _ := rt.(map[string]any)
-				t, _ := m["text"].(map[string]any)
-				c, ok := t["content"].(string)
-				if !ok {
-					return errorf(400, "validation_error", "body failed validation: body.properties.%s.%s[%d].text should be defined, instead was `undefined`.", sp.Name, sp.Type, i)
-				}
-				if n := len([]rune(c)); n > 2000 {
-					return errorf(400, "validation_error", "body failed validation: body.properties.%s.%s[%d].text.content.length should be ≤ `2000`, instead was `%d`.", sp.Name, sp.Type, i, n)
-				}
-				text.WriteString(c)
-			}
-			out[sp.Type] = richText(text.String())
-		case "number":
-			if x != nil {
-				if _, ok := x.(float64); !ok {
-					return errorf(400, "validation_error", "body failed validation: body.properties.%s.number should be a number or `null`, instead was `%s`.", sp.Name, compact(x))
-				}
-			}
-			out["number"] = x
-		case "checkbox":
-			if _, ok := x.(bool); !ok {
-				return errorf(400, "validation_error", "body failed validation: body.properties.%s.checkbox should be a boolean, instead was `%s`.", sp.Name, compact(x))
-			}
-			out["checkbox"] = x
-		case "url", "email", "phone_number":
-			if x != nil {
-				if _, ok := x.(string); !ok {
-					return errorf(400, "validation_error", "body failed validation: body.properties.%s.%s should be a string or `null`, instead was `%s`.", sp.Name, sp.Type, compact(x))
-				}
-			}
-			out[sp.Type] = x
-		case "select", "status":
-			if x == nil {
-				out[sp.Type] = nil
-				break
-			}
-			m, _ := x.(map[string]any)
-			n, ok := m["name"].(string)
-			if !ok {
-				return errorf(400, "validation_error", "body failed validation: body.properties.%s.%s.name should be defined, instead was `undefined`.", sp.Name, sp.Type)
-			}
-			o, found := sp.option(n)
-			if !found {
-				if sp.Type == "status" {
-					return errorf(400, "validation_error", "Invalid status option. Status option \"%s\" does not exist\".", n)
-				}
-				// A select creates the option, as Notion does for an
-				// integration that can edit the schema.
-				o = option{id: fmt.Sprintf("%s-opt%d", sp.id, len(sp.options)), name: n, color: "default"}
-				sp.options = append(sp.options, o)
-			}
-			out[sp.Type] = map[string]any{"id": o.id, "name": o.name, "color": o.color}
-		case "multi_select":
-			list, ok := x.([]any)
-			if !ok {
-				return errorf(400, "validation_error", "body failed validation: body.properties.%s.multi_select should be an array, instead was `%s`.", sp.Name, compact(x))
-			}
-			vals := []any{}
-			for _, it := range list {
-				m, _ := it.(map[string]any)
-				n, _ := m["name"].(string)
-				o, found := sp.option(n)
-				if !found {
-					o = option{id: fmt.Sprintf("%s-opt%d", sp.id, len(sp.options)), name: n, color: "default"}
-					sp.options = append(sp.options, o)
-				}
-				vals = append(vals, map[string]any{"id": o.id, "name": o.name, "color": o.color})
-			}
-			out["multi_select"] = vals
-		case "date":
-			if x == nil {
-				out["date"] = nil
-				break
-			}
-			m, _ := x.(map[string]any)
-			start, _ := m["start"].(string)
-			if !validDate(start) {
-				return errorf(400, "validation_error", "body failed validation: body.properties.%s.date.start should be a valid ISO 8601 date string, instead was `%s`.", sp.Name, compact(m["start"]))
-			}
-			end := m["end"]
-			if e, ok := end.(string); ok && !validDate(e) {
-				return errorf(400, "validation_error", "body failed validation: body.properties.%s.date.end should be a valid ISO 8601 date string, instead was `%s`.", sp.Name, e)
-			}
-			out["date"] = map[string]any{"start": start, "end": end, "time_zone": nil}
-		case "people":
-			list, ok := x.([]any)
-			if !ok {
-				return errorf(400, "validation_error", "body failed validation: body.properties.%s.people should be an array, instead was `%s`.", sp.Name, compact(x))
-			}
-			vals := []any{}
-			for _, it := range list {
-				m, _ := it.(map[string]any)
-				id, _ := m["id"].(string)
-				name, known := s.users[id]
-				if !known {
-					return errorf(400, "validation_error", "body failed validation: body.properties.%s.people[].id %q is not a user of this workspace.", sp.Name, id)
-				}
-				vals = append(vals, map[string]any{"object": "user", "id": id, "name": name, "avatar_url": nil, "type": "person",
-					"person": map[string]any{"email": strings.ToLower(strings.ReplaceAll(name, " ", ".")) + "@example.com"}})
-			}
-			out["people"] = vals
-		case "relation":
-			list, ok := x.([]any)
-			if !ok {
-				return errorf(400, "validation_error", "body failed validation: body.properties.%s.relation should be an array, instead was `%s`.", sp.Name, compact(x))
-			}
-			vals := []any{}
-			for _, it := range list {
-				m, _ := it.(map[string]any)
-				vals = append(vals, map[string]any{"id": m["id"]})
-			}
-			out["relation"], out["has_more"] = vals, false
-		default:
-			return errorf(400, "validation_error", "%s is a %s property, which cannot be updated.", sp.Name, sp.Type)
+		v, aerr := s.propValue(sp, x)
+		if aerr != nil {
+			return aerr
+		}
+		out := map[string]any{"id": sp.id, "type": sp.Type, sp.Type: v}
+		if sp.Type == "relation" {
+			out["has_more"] = false
 		}
 		p.props[sp.Name] = out
 	}
 	return nil
+}
+
+// propValue validates x, the request's value of a property of sp's type,
+// and returns it in response shape, or the error Notion answers.
+func (s *Server) propValue(sp *schemaProp, x any) (any, *apiError) {
+	switch sp.Type {
+	case "title", "rich_text":
+		return richTextValue(sp, x)
+	case "number":
+		if _, ok := x.(float64); x != nil && !ok {
+			return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.number should be a number or `null`, instead was `%s`.", sp.Name, compact(x))
+		}
+		return x, nil
+	case "checkbox":
+		if _, ok := x.(bool); !ok {
+			return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.checkbox should be a boolean, instead was `%s`.", sp.Name, compact(x))
+		}
+		return x, nil
+	case "url", "email", "phone_number":
+		if _, ok := x.(string); x != nil && !ok {
+			return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.%s should be a string or `null`, instead was `%s`.", sp.Name, sp.Type, compact(x))
+		}
+		return x, nil
+	case "select", "status":
+		return selectValue(sp, x)
+	case "multi_select":
+		return multiSelectValue(sp, x)
+	case "date":
+		return dateValue(sp, x)
+	case "people":
+		return s.peopleValue(sp, x)
+	case "relation":
+		list, ok := x.([]any)
+		if !ok {
+			return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.relation should be an array, instead was `%s`.", sp.Name, compact(x))
+		}
+		vals := []any{}
+		for _, it := range list {
+			m, _ := it.(map[string]any)
+			vals = append(vals, map[string]any{"id": m["id"]})
+		}
+		return vals, nil
+	default:
+		return nil, errorf(400, "validation_error", "%s is a %s property, which cannot be updated.", sp.Name, sp.Type)
+	}
+}
+
+// richTextValue joins a title or rich_text array's contents, each at most
+// 2,000 characters as Notion allows.
+func richTextValue(sp *schemaProp, x any) (any, *apiError) {
+	rts, ok := x.([]any)
+	if !ok {
+		return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.%s should be an array, instead was `%s`.", sp.Name, sp.Type, compact(x))
+	}
+	var text strings.Builder
+	for i, rt := range rts {
+		m, _ := rt.(map[string]any)
+		t, _ := m["text"].(map[string]any)
+		c, ok := t["content"].(string)
+		if !ok {
+			return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.%s[%d].text should be defined, instead was `undefined`.", sp.Name, sp.Type, i)
+		}
+		if n := len([]rune(c)); n > 2000 {
+			return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.%s[%d].text.content.length should be ≤ `2000`, instead was `%d`.", sp.Name, sp.Type, i, n)
+		}
+		text.WriteString(c)
+	}
+	return richText(text.String()), nil
+}
+
+// selectValue finds a select or status option by name; a select creates a
+// missing one, as Notion does for an integration that can edit the
+// schema, a status refuses it.
+func selectValue(sp *schemaProp, x any) (any, *apiError) {
+	if x == nil {
+		return nil, nil
+	}
+	m, _ := x.(map[string]any)
+	n, ok := m["name"].(string)
+	if !ok {
+		return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.%s.name should be defined, instead was `undefined`.", sp.Name, sp.Type)
+	}
+	o, found := sp.option(n)
+	if !found {
+		if sp.Type == "status" {
+			return nil, errorf(400, "validation_error", "Invalid status option. Status option \"%s\" does not exist\".", n)
+		}
+		o = sp.addOption(n)
+	}
+	return map[string]any{"id": o.id, "name": o.name, "color": o.color}, nil
+}
+
+// multiSelectValue finds or creates each named option.
+func multiSelectValue(sp *schemaProp, x any) (any, *apiError) {
+	list, ok := x.([]any)
+	if !ok {
+		return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.multi_select should be an array, instead was `%s`.", sp.Name, compact(x))
+	}
+	vals := []any{}
+	for _, it := range list {
+		m, _ := it.(map[string]any)
+		n, _ := m["name"].(string)
+		o, found := sp.option(n)
+		if !found {
+			o = sp.addOption(n)
+		}
+		vals = append(vals, map[string]any{"id": o.id, "name": o.name, "color": o.color})
+	}
+	return vals, nil
+}
+
+// dateValue checks a date's start and optional end as ISO 8601.
+func dateValue(sp *schemaProp, x any) (any, *apiError) {
+	if x == nil {
+		return nil, nil
+	}
+	m, _ := x.(map[string]any)
+	start, _ := m["start"].(string)
+	if !validDate(start) {
+		return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.date.start should be a valid ISO 8601 date string, instead was `%s`.", sp.Name, compact(m["start"]))
+	}
+	end := m["end"]
+	if e, ok := end.(string); ok && !validDate(e) {
+		return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.date.end should be a valid ISO 8601 date string, instead was `%s`.", sp.Name, e)
+	}
+	return map[string]any{"start": start, "end": end, "time_zone": nil}, nil
+}
+
+// peopleValue resolves each person by id among the workspace's users.
+func (s *Server) peopleValue(sp *schemaProp, x any) (any, *apiError) {
+	list, ok := x.([]any)
+	if !ok {
+		return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.people should be an array, instead was `%s`.", sp.Name, compact(x))
+	}
+	vals := []any{}
+	for _, it := range list {
+		m, _ := it.(map[string]any)
+		id, _ := m["id"].(string)
+		name, known := s.users[id]
+		if !known {
+			return nil, errorf(400, "validation_error", "body failed validation: body.properties.%s.people[].id %q is not a user of this workspace.", sp.Name, id)
+		}
+		vals = append(vals, map[string]any{"object": "user", "id": id, "name": name, "avatar_url": nil, "type": "person",
+			"person": map[string]any{"email": strings.ToLower(strings.ReplaceAll(name, " ", ".")) + "@example.com"}})
+	}
+	return vals, nil
+}
+
+// addOption appends a new option named name in the default color.
+func (sp *schemaProp) addOption(name string) option {
+	o := option{id: fmt.Sprintf("%s-opt%d", sp.id, len(sp.options)), name: name, color: "default"}
+	sp.options = append(sp.options, o)
+	return o
 }
 
 func (sp *schemaProp) option(name string) (option, bool) {
