@@ -135,52 +135,105 @@ func post(client *http.Client, url string, i int) error {
 // computes the requests a webhook source saves against polling every
 // minute.
 func RunWebhooks(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Duration, n int) (*WebhookResult, error) {
-	cfg, cleanup, err := webhookConfig()
+	url, stop, err := startWebhookPipeline(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
-	if _, err := definitions.Apply(ctx, pool, cfg, definitions.ApplyOptions{Force: true, By: "lookout-bench"}); err != nil {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	res := &WebhookResult{Rate: rate}
+
+	// Received → decision.
+	sent, err := postSteadily(client, url, rate, dur)
+	if err == nil {
+		err = waitDecided(ctx, pool, len(sent))
+	}
+	stop.pipeline()
+	if err != nil {
+		stop.server()
 		return nil, err
+	}
+	defer stop.server()
+	lat, stages, err := webhookLatencies(ctx, pool, sent)
+	if err != nil {
+		return nil, err
+	}
+	res.Latency = percentiles(lat)
+	for k := range stages {
+		res.Stages[k] = percentiles(stages[k])
+	}
+
+	// Stored per second by one ingest on 2 cores (nothing processes them).
+	if n > 0 {
+		if res.StoreTime, err = postStored(client, url, n); err != nil {
+			return nil, err
+		}
+		res.Stored = n
+	}
+	res.Saved = requestsSaved()
+	return res, nil
+}
+
+// webhookStops ends what startWebhookPipeline started: the syncer's
+// events processor and the evaluator (pipeline), then the ingest server
+// and the configuration's files (server).
+type webhookStops struct{ pipeline, server func() }
+
+// startWebhookPipeline applies the benchmark's webhook source and starts
+// an ingest server, the syncer's events processor and an evaluator on
+// pool, each woken by NOTIFY; it returns the ingest URL once both
+// listen.
+func startWebhookPipeline(ctx context.Context, pool *pgxpool.Pool) (string, webhookStops, error) {
+	var stop webhookStops
+	cfg, cleanup, err := webhookConfig()
+	if err != nil {
+		return "", stop, err
+	}
+	if _, err := definitions.Apply(ctx, pool, cfg, definitions.ApplyOptions{Force: true, By: "lookout-bench"}); err != nil {
+		cleanup()
+		return "", stop, err
 	}
 	logger := slog.New(slog.DiscardHandler)
 	mux := http.NewServeMux()
 	mux.Handle(ingest.Pattern, ingest.New(pool, ingest.Config{}, logger).Handler())
 	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	url := srv.URL + "/ingest/hooks"
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	stop.server = func() { srv.Close(); cleanup() }
+	fail := func(err error) (string, webhookStops, error) { stop.server(); return "", stop, err }
 
 	sconf := syncer.FromConfig(cfg)
 	sconf.Owner = "bench-syncer"
 	s, err := syncer.New(pool, sconf, logger)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := s.Register(ctx); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	events := s.Events(syncer.EventsConfig{})
 	if err := events.Start(ctx); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	econf := evaluator.FromConfig(cfg)
 	econf.Owner = "bench-evaluator"
 	ev, err := evaluator.New(pool, econf, logger)
 	if err != nil {
 		_ = events.Stop()
-		return nil, err
+		return fail(err)
 	}
 	if err := ev.Start(ctx); err != nil {
 		_ = events.Stop()
-		return nil, err
+		return fail(err)
 	}
+	stop.pipeline = func() { _ = ev.Stop(); _ = events.Stop() }
 	for !ev.Listening() || !events.Listening() {
 		time.Sleep(time.Millisecond)
 	}
-	res := &WebhookResult{Rate: rate}
+	return srv.URL + "/ingest/hooks", stop, nil
+}
 
-	// Received → decision.
+// postSteadily POSTs signed deliveries w-0, w-1, … to url at rate a
+// second for dur, each from its own goroutine, and returns when each was
+// sent.
+func postSteadily(client *http.Client, url string, rate int, dur time.Duration) ([]time.Time, error) {
 	sent := make([]time.Time, 0, int(float64(rate)*dur.Seconds())+1)
 	var wg sync.WaitGroup
 	var failed atomic.Value
@@ -199,97 +252,101 @@ func RunWebhooks(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dur
 	}
 	tick.Stop()
 	wg.Wait()
-	stop := func() { _ = ev.Stop(); _ = events.Stop() }
 	if err, _ := failed.Load().(error); err != nil {
-		stop()
 		return nil, err
 	}
+	return sent, nil
+}
+
+// waitDecided waits until n records of the webhook source have an
+// evaluation, for at most a minute.
+func waitDecided(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var decided int
 		if err := pool.QueryRow(ctx, `SELECT count(DISTINCT record_id) FROM evaluations WHERE source = 'hooks'`).Scan(&decided); err != nil {
-			stop()
-			return nil, err
+			return err
 		}
-		if decided == len(sent) {
-			break
+		if decided == n {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			stop()
-			return nil, fmt.Errorf("%d of %d deliveries decided 60s after the load stopped", decided, len(sent))
+			return fmt.Errorf("%d of %d deliveries decided 60s after the load stopped", decided, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	stop()
+}
+
+// webhookLatencies reads each delivery's first decision and its inbound
+// event, and returns sent → decided and its three stages (POST → stored,
+// stored → mirroring began, mirroring began → decided).
+func webhookLatencies(ctx context.Context, pool *pgxpool.Pool, sent []time.Time) ([]time.Duration, [3][]time.Duration, error) {
+	var lat []time.Duration
+	var stages [3][]time.Duration
 	rows, err := pool.Query(ctx, `
 		SELECT ev.record_id, ev.decided, ie.received_at, ie.processed_at
 		FROM (SELECT record_id, min(created_at) AS decided FROM evaluations WHERE source = 'hooks' GROUP BY record_id) ev
 		JOIN inbound_events ie ON ie.source = 'hooks' AND ie.object_id = ev.record_id AND ie.signature_valid`)
 	if err != nil {
-		return nil, err
+		return nil, stages, err
 	}
-	var lat []time.Duration
-	var stages [3][]time.Duration
+	defer rows.Close()
 	for rows.Next() {
 		var rid string
 		var at, received, processed time.Time
 		if err := rows.Scan(&rid, &at, &received, &processed); err != nil {
-			rows.Close()
-			return nil, err
+			return nil, stages, err
 		}
 		var i int
 		if _, err := fmt.Sscanf(rid, "w-%d", &i); err != nil || i >= len(sent) {
-			rows.Close()
-			return nil, fmt.Errorf("unexpected record %q", rid)
+			return nil, stages, fmt.Errorf("unexpected record %q", rid)
 		}
 		lat = append(lat, max(at.Sub(sent[i]), 0))
 		stages[0] = append(stages[0], max(received.Sub(sent[i]), 0))
 		stages[1] = append(stages[1], max(processed.Sub(received), 0))
 		stages[2] = append(stages[2], max(at.Sub(processed), 0))
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, stages, err
 	}
 	if len(lat) != len(sent) {
-		return nil, fmt.Errorf("%d of %d deliveries found with their decision", len(lat), len(sent))
+		return nil, stages, fmt.Errorf("%d of %d deliveries found with their decision", len(lat), len(sent))
 	}
-	res.Latency = percentiles(lat)
-	for k := range stages {
-		res.Stages[k] = percentiles(stages[k])
-	}
+	return lat, stages, nil
+}
 
-	// Stored per second by one ingest on 2 cores (nothing processes them).
-	if n > 0 {
-		prev := runtime.GOMAXPROCS(2)
-		const workers = 32
-		jobs := make(chan int)
-		start := time.Now()
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range jobs {
-					if err := post(client, url, i); err != nil {
-						failed.Store(err)
-					}
+// postStored POSTs n deliveries from 32 workers with GOMAXPROCS 2 (one
+// ingest on 2 cores; nothing processes them) and returns how long they
+// took.
+func postStored(client *http.Client, url string, n int) (time.Duration, error) {
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	const workers = 32
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	jobs := make(chan int)
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if err := post(client, url, i); err != nil {
+					failed.Store(err)
 				}
-			}()
-		}
-		for i := range n {
-			jobs <- 1_000_000 + i
-		}
-		close(jobs)
-		wg.Wait()
-		res.StoreTime = time.Since(start)
-		runtime.GOMAXPROCS(prev)
-		if err, _ := failed.Load().(error); err != nil {
-			return nil, err
-		}
-		res.Stored = n
+			}
+		}()
 	}
-	res.Saved = requestsSaved()
-	return res, nil
+	for i := range n {
+		jobs <- 1_000_000 + i
+	}
+	close(jobs)
+	wg.Wait()
+	took := time.Since(start)
+	if err, _ := failed.Load().(error); err != nil {
+		return 0, err
+	}
+	return took, nil
 }
 
 // requestsSaved computes a day of upstream requests of one GitHub
