@@ -696,7 +696,11 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	return nil
 }
 
-func writeConfig(dir, apiURL string) error {
+func writeConfig(dir, apiURL string) error { return writeSourceConfig(dir, apiURL, "tickets") }
+
+// writeSourceConfig writes a configuration directory of one http source
+// named name reading the fixture API at apiURL.
+func writeSourceConfig(dir, apiURL, name string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "sources"), 0o755); err != nil {
 		return err
 	}
@@ -707,7 +711,7 @@ func writeConfig(dir, apiURL string) error {
 	if err := os.WriteFile(filepath.Join(dir, "lookout.yaml"), []byte(global), 0o644); err != nil {
 		return err
 	}
-	src := fmt.Sprintf(`name: tickets
+	src := fmt.Sprintf(`name: %s
 connector: http
 rate_limit: {per_second: 100000, burst: 100}
 http:
@@ -715,8 +719,8 @@ http:
   items: body.data
   next: body.links.next
   max_pages: 100000
-`, apiURL)
-	return os.WriteFile(filepath.Join(dir, "sources", "tickets.yaml"), []byte(src), 0o644)
+`, name, apiURL)
+	return os.WriteFile(filepath.Join(dir, "sources", name+".yaml"), []byte(src), 0o644)
 }
 
 // checkQuietRun checks that the re-sync was one quiet run that read n
@@ -825,42 +829,63 @@ func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config
 	if _, err := pool.Exec(ctx, `CREATE TABLE records_copy (LIKE records INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)`); err != nil {
 		return 0, Cost{}, err
 	}
-	m, err := normalize.NewMapper(normalize.FieldExprs{}, src.Volatile)
+	rows, err := copyRows(api, src, "tickets")
 	if err != nil {
 		return 0, Cost{}, err
+	}
+	c0, err := measureCost(ctx, pool)
+	if err != nil {
+		return 0, Cost{}, err
+	}
+	d, err := copyInto(ctx, pool, "records_copy", rows)
+	if err != nil {
+		return 0, Cost{}, err
+	}
+	c, err := c0.since(ctx, pool)
+	return d, c, err
+}
+
+// copyColumns are the columns of records copyRows fills.
+var copyColumns = []string{"source", "record_id", "version", "content_hash", "title", "body", "url", "author", "status",
+	"labels", "external_created_at", "external_updated_at", "extra", "raw"}
+
+// copyRows normalizes every item of api as src's mapping does, as rows of
+// copyColumns of the source named name.
+func copyRows(api *API, src *config.Source, name string) ([][]any, error) {
+	m, err := normalize.NewMapper(normalize.FieldExprs{}, src.Volatile)
+	if err != nil {
+		return nil, err
 	}
 	var rows [][]any
 	for _, page := range api.pages {
 		doc, err := normalize.Decode(page)
 		if err != nil {
-			return 0, Cost{}, err
+			return nil, err
 		}
 		for _, it := range doc.(map[string]any)["data"].([]any) {
 			r, err := m.Map(it, nil)
 			if err != nil {
-				return 0, Cost{}, err
+				return nil, err
 			}
-			rows = append(rows, []any{"tickets", r.ID, 1, r.Hash, r.Title, r.Body, r.URL, r.Author, r.Status,
+			rows = append(rows, []any{name, r.ID, 1, r.Hash, r.Title, r.Body, r.URL, r.Author, r.Status,
 				r.Labels, r.CreatedAt, r.UpdatedAt, string(normalize.Canonical(r.Extra)), string(r.Raw)})
 		}
 	}
-	cols := []string{"source", "record_id", "version", "content_hash", "title", "body", "url", "author", "status",
-		"labels", "external_created_at", "external_updated_at", "extra", "raw"}
-	c0, err := measureCost(ctx, pool)
-	if err != nil {
-		return 0, Cost{}, err
-	}
+	return rows, nil
+}
+
+// copyInto COPYs rows (copyRows') into table and returns how long it took.
+func copyInto(ctx context.Context, pool *pgxpool.Pool, table string, rows [][]any) (time.Duration, error) {
 	start := time.Now()
-	n, err := pool.CopyFrom(ctx, pgx.Identifier{"records_copy"}, cols, pgx.CopyFromRows(rows))
+	n, err := pool.CopyFrom(ctx, pgx.Identifier{table}, copyColumns, pgx.CopyFromRows(rows))
 	if err != nil {
-		return 0, Cost{}, fmt.Errorf("copy: %w", err)
+		return 0, fmt.Errorf("copy: %w", err)
 	}
 	d := time.Since(start)
 	if int(n) != len(rows) {
-		return 0, Cost{}, fmt.Errorf("copied %d rows of %d", n, len(rows))
+		return 0, fmt.Errorf("copied %d rows of %d", n, len(rows))
 	}
-	c, err := c0.since(ctx, pool)
-	return d, c, err
+	return d, nil
 }
 
 // Cost is what a measurement cost: the bench process's CPU (the syncer

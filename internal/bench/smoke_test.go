@@ -3,11 +3,15 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/syncer"
 )
 
 // The regression guard of the hot paths (docs/benchmarks.md, "CI smoke"):
@@ -196,6 +200,103 @@ func TestSmokeBacklog(t *testing.T) {
 	if ratio < smokeBacklogMin {
 		t.Errorf("the evaluator drains a backlog at %.3f of a bare claim-and-update loop over the same rows (%s), twice; want at least %.3f: "+
 			"the evaluator's path regressed (profile it with lookout-bench --only 4 --cpuprofile)", ratio, detail, smokeBacklogMin)
+	}
+}
+
+// smokeSyncRecords is how many records each initial sync of the smoke
+// mirrors, in pages of smokeSyncPage.
+const (
+	smokeSyncRecords = 5000
+	smokeSyncPage    = 500
+)
+
+// smokeSyncMin is the least median ratio of a COPY's time to an initial
+// sync's of the same rows: 0.392 to 0.436 measured when the guard was
+// written (load 29-33 on 2 cores), 0.199 and 0.237 with a planted 2x
+// slowdown of the sync (RunDue sleeping as long as it took); 0.30 lies
+// between, about three quarters of the lowest (docs/benchmarks.md).
+const smokeSyncMin = 0.30
+
+// TestSmokeInitialSync guards (1): an initial sync of smokeSyncRecords
+// records from the local fixture API through the syncer's own path (a
+// configured http source registered by the syncer, RunDue: fetch, map,
+// hash, the changes writer's records and changes) against a plain COPY of
+// the same normalized rows, prepared in memory first, into a table like
+// records in the same schema. Every run syncs a source of its own (an
+// initial sync needs records it has not seen), and every COPY copies
+// rows of a source of its own into the one copy table, so both tables
+// grow alike. The ratio is the median over alternated runs of the COPY's
+// time ÷ the sync's.
+func TestSmokeInitialSync(t *testing.T) {
+	pool := pgtest.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	api := NewAPI(smokeSyncRecords, smokeSyncPage)
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE records_copy (LIKE records INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)`); err != nil {
+		t.Fatal(err)
+	}
+	source := func(name string) (*syncer.Syncer, *config.Source, error) {
+		dir := t.TempDir()
+		if err := writeSourceConfig(dir, srv.URL, name); err != nil {
+			return nil, nil, err
+		}
+		cfg, err := config.Load(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		sconf := syncer.FromConfig(cfg)
+		sconf.Owner = "smoke"
+		s, err := syncer.New(pool, sconf, slog.New(slog.DiscardHandler))
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := s.Register(ctx); err != nil {
+			return nil, nil, err
+		}
+		return s, cfg.Sources[0], warm(ctx, pool)
+	}
+	measure := func(try int) (float64, string) {
+		ratio, runs := smokeMedian(t,
+			func(i int) (time.Duration, error) {
+				_, src, err := source(fmt.Sprintf("c%d-%d", try, i))
+				if err != nil {
+					return 0, err
+				}
+				rows, err := copyRows(api, src, src.Name)
+				if err != nil {
+					return 0, err
+				}
+				return copyInto(ctx, pool, "records_copy", rows)
+			},
+			func(i int) (time.Duration, error) {
+				name := fmt.Sprintf("s%d-%d", try, i)
+				s, _, err := source(name)
+				if err != nil {
+					return 0, err
+				}
+				start := time.Now()
+				n, err := s.RunDue(ctx)
+				took := time.Since(start)
+				if err != nil {
+					return 0, err
+				}
+				var got int
+				if err := pool.QueryRow(ctx, `SELECT count(*) FROM records WHERE source = $1`, name).Scan(&got); err != nil {
+					return 0, err
+				}
+				if n != 1 || got != smokeSyncRecords {
+					return 0, fmt.Errorf("ran %d sources and mirrored %d records of %s, want 1 and %d", n, got, name, smokeSyncRecords)
+				}
+				return took, nil
+			})
+		return ratio, fmt.Sprintf("runs (COPY / initial sync) %v", runs)
+	}
+	ratio, detail := smokeConfirm(t, "initial sync ÷ COPY", smokeSyncMin, measure)
+	if ratio < smokeSyncMin {
+		t.Errorf("an initial sync runs at %.3f of a COPY of the same rows (%s), twice; want at least %.3f: "+
+			"the sync path regressed (profile it with lookout-bench --only 1 --cpuprofile)", ratio, detail, smokeSyncMin)
 	}
 }
 

@@ -173,7 +173,7 @@ type WebhookOptions struct {
 // X-Lookout-* signature headers on request.
 type WebhookSink struct {
 	opts   WebhookOptions
-	key    []byte // Standard Webhooks HMAC key; nil without a secret
+	signer *signature.Signer // Standard Webhooks HMAC key; nil without a secret
 	client *http.Client
 }
 
@@ -190,12 +190,13 @@ func NewWebhookSink(o WebhookOptions) (*WebhookSink, error) {
 	default:
 		return nil, fmt.Errorf("webhook signature must be standard, legacy or both, not %q", o.Signature)
 	}
-	var key []byte
+	var signer *signature.Signer
 	if o.Secret != "" {
-		var err error
-		if key, err = WebhookKey(o.Secret); err != nil {
+		key, err := WebhookKey(o.Secret)
+		if err != nil {
 			return nil, fmt.Errorf("webhook secret: %w", err)
 		}
+		signer = signature.NewSigner(key)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -204,7 +205,7 @@ func NewWebhookSink(o WebhookOptions) (*WebhookSink, error) {
 	if c == nil {
 		c = newHTTPClient(o.Concurrency, o.Egress)
 	}
-	return &WebhookSink{opts: o, key: key, client: c}, nil
+	return &WebhookSink{opts: o, signer: signer, client: c}, nil
 }
 
 // newHTTPClient returns a client that keeps a connection per concurrent
@@ -234,8 +235,8 @@ func (s *WebhookSink) Deliver(ctx context.Context, n *Notification) error {
 	if s.opts.Signature != SignatureLegacy {
 		h.Set(HeaderWebhookID, n.DedupeKey)
 		h.Set(HeaderWebhookTimestamp, unix)
-		if s.key != nil {
-			h.Set(HeaderWebhookSignature, SignStandard(s.key, n.DedupeKey, ts, body))
+		if s.signer != nil {
+			h.Set(HeaderWebhookSignature, s.signer.SignStandard(n.DedupeKey, ts, body))
 		}
 	}
 	if s.opts.Signature != SignatureStandard {

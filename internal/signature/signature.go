@@ -11,6 +11,7 @@
 package signature
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -18,9 +19,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -165,4 +168,57 @@ func VerifyHex(key []byte, header, sep string, parts ...[]byte) error {
 		}
 	}
 	return ErrMismatch
+}
+
+// Signer signs Standard Webhooks messages with one key without
+// allocating: the keyed HMAC state, a scratch buffer for the signed
+// "id.timestamp." prefix and the sum are pooled and reused (hmac's Reset
+// restores the keyed state). A deliverer signs every delivery; one Signer
+// per sink serves all of its lanes at once.
+type Signer struct {
+	pool sync.Pool // of *signerState
+}
+
+// signerState is one signing's reusable state.
+type signerState struct {
+	mac     hash.Hash
+	scratch []byte
+	sum     [sha256.Size]byte
+}
+
+// NewSigner returns a Signer for key (see Key); it keeps a copy of key.
+func NewSigner(key []byte) *Signer {
+	key = bytes.Clone(key)
+	s := &Signer{}
+	s.pool.New = func() any {
+		return &signerState{mac: hmac.New(sha256.New, key), scratch: make([]byte, 0, 96)}
+	}
+	return s
+}
+
+// AppendStandard appends the webhook-signature value ("v1,<base64>") of a
+// message id, a timestamp in Unix seconds and a body to dst: the value
+// SignStandard returns. It allocates only when dst must grow.
+func (s *Signer) AppendStandard(dst []byte, id string, unix int64, body []byte) []byte {
+	st := s.pool.Get().(*signerState)
+	st.mac.Reset()
+	st.scratch = append(st.scratch[:0], id...)
+	st.scratch = append(st.scratch, '.')
+	st.scratch = strconv.AppendInt(st.scratch, unix, 10)
+	st.scratch = append(st.scratch, '.')
+	st.mac.Write(st.scratch)
+	st.mac.Write(body)
+	sum := st.mac.Sum(st.sum[:0])
+	dst = append(dst, "v1,"...)
+	dst = base64.StdEncoding.AppendEncode(dst, sum)
+	s.pool.Put(st)
+	return dst
+}
+
+// SignStandard returns the webhook-signature value for a message id, a
+// timestamp and a body: AppendStandard's, as the header's string (its
+// one allocation).
+func (s *Signer) SignStandard(id string, ts time.Time, body []byte) string {
+	var buf [64]byte // "v1," and 44 characters of base64
+	return string(s.AppendStandard(buf[:0], id, ts.Unix(), body))
 }

@@ -47,9 +47,21 @@ type politeTransport struct {
 	now     func() time.Time
 	logger  *slog.Logger
 	metrics *metrics.Metrics // nil: nothing recorded
+	// sleep waits out a budget's wait: service.Sleep when nil (tests
+	// replace it to hold a wait open for as long as they need).
+	sleep func(ctx context.Context, d time.Duration) bool
 }
 
 var _ http.RoundTripper = (*politeTransport)(nil)
+
+// wait waits d for a budget, or until ctx is done; it reports whether d
+// elapsed.
+func (t *politeTransport) wait(ctx context.Context, d time.Duration) bool {
+	if t.sleep != nil {
+		return t.sleep(ctx, d)
+	}
+	return service.Sleep(ctx, d)
+}
 
 // runStats collects, for the run in progress, what the transport did; it
 // travels in the request context (connectors pass the run's context to
@@ -151,7 +163,7 @@ func (t *politeTransport) waitSource(ctx context.Context, host string, rs *runSt
 	}
 	rs.waits.Add(1)
 	t.metrics.RateLimitWait(host, metrics.LimitSource)
-	if !service.Sleep(ctx, d) {
+	if !t.wait(ctx, d) {
 		r.Cancel()
 		return ctx.Err()
 	}
@@ -180,7 +192,7 @@ func (t *politeTransport) waitHost(ctx context.Context, key budgetKey, rs *runSt
 			}
 			rs.waits.Add(1)
 			t.metrics.RateLimitWait(host, metrics.LimitBlocked)
-			if !service.Sleep(ctx, d) {
+			if !t.wait(ctx, d) {
 				return ctx.Err()
 			}
 			continue
@@ -195,7 +207,7 @@ func (t *politeTransport) waitHost(ctx context.Context, key budgetKey, rs *runSt
 		if tk.wait > 0 {
 			rs.waits.Add(1)
 			t.metrics.RateLimitWait(host, metrics.LimitHost)
-			if !service.Sleep(ctx, tk.wait) {
+			if !t.wait(ctx, tk.wait) {
 				return ctx.Err()
 			}
 			// A block recorded while this request waited for its turn

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/testsignal"
@@ -144,40 +147,113 @@ func TestRetryAfterBlocksHost(t *testing.T) {
 	}
 }
 
-func TestRequestTimeoutExcludesRateLimitWaits(t *testing.T) {
+// TestRequestTimeoutCutsAHungRequest: a request the upstream never
+// answers ends when the source's timeout does, and the run fails naming
+// it. The upstream answers only once the client gave up (or the test
+// ended): the run returning at all is the timeout at work, whatever the
+// machine's speed. (It asserted that the runs took under 2.5 s.)
+func TestRequestTimeoutCutsAHungRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	up := newUpstream(t, 3, time.Now)
+	release := make(chan struct{})
+	var gaveUp atomic.Bool
 	up.on("/hang/page/1", func(w http.ResponseWriter, r *http.Request) bool {
 		select { // hang until the client gives up
 		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
+			gaveUp.Store(true)
+		case <-release:
 		}
 		return true
 	})
+	t.Cleanup(func() { close(release) }) // before the upstream closes (cleanups run last first)
 	base := func() string { return up.URL }
-	cfg := loadConfig(t, "defaults: {host_rate_limit: {per_second: 1000, burst: 100}}\n", map[string]string{
-		"hang": "every: 1h\njitter: 0s\ntimeout: 200ms\n",
-		// Three pages at 4/s with burst 1: each later page waits ~250ms for
-		// its token, more than the 150ms timeout, which must not count.
-		"patient": "every: 1h\njitter: 0s\ntimeout: 150ms\nrate_limit: {per_second: 4, burst: 1}\n",
-	}, map[string]fetchFunc{"hang": pager(base, "hang"), "patient": pager(base, "patient")})
+	cfg := loadConfig(t, "", map[string]string{"hang": "every: 1h\njitter: 0s\ntimeout: 200ms\n"},
+		map[string]fetchFunc{"hang": pager(base, "hang")})
 	s := h.syncer(cfg, Config{Now: time.Now})
-	begin := time.Now()
-	if n := h.runDue(s); n != 2 {
+	ran := make(chan int, 1)
+	go func() {
+		n, err := s.RunDue(context.Background())
+		if err != nil {
+			t.Errorf("run due: %v", err)
+		}
+		ran <- n
+	}()
+	if n := testsignal.Receive(t, ran, "the run of the hung source, cut at its timeout"); n != 1 {
 		t.Fatalf("ran %d", n)
 	}
-	if d := time.Since(begin); d > 2500*time.Millisecond {
-		t.Errorf("runs took %s; the hung request was not cut at its timeout", d)
+	if !gaveUp.Load() {
+		t.Error("the upstream's hung request did not see the client give up")
 	}
 	if r := h.source("hang"); r.Failures != 1 || !strings.Contains(r.LastError, "within the source's timeout 200ms") {
 		t.Errorf("hang: failures %d, last_error %q", r.Failures, r.LastError)
 	}
-	runs := h.runs("patient")
-	if r := runs[0]; r.Status != "succeeded" || r.Pages != 3 || r.Waits < 2 {
-		t.Errorf("patient: %+v", r)
+}
+
+// TestRequestTimeoutExcludesRateLimitWaits: a request's timeout starts
+// once its rate-limit wait ended. The wait is held open (the transport's
+// sleep replaced) until a timer of the source's whole timeout, started
+// when the wait began, has fired; the request then sent carries a
+// deadline after the wait's end, and succeeds. Had the timeout started
+// before the wait, its deadline would lie before the wait's end. Only the
+// order of events is asserted. (It ran three pages at 4/s against a
+// 150 ms timeout and asserted that the page requests, each after a
+// ~250 ms wait, succeeded: a stall of the machine longer than 150 ms
+// failed it.)
+func TestRequestTimeoutExcludesRateLimitWaits(t *testing.T) {
+	t.Parallel()
+	const timeout = 50 * time.Millisecond
+	var waitEnded time.Time
+	var waits []time.Duration
+	var deadlines []time.Time
+	tr := &politeTransport{
+		base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			dl, ok := req.Context().Deadline()
+			if !ok {
+				t.Error("a request without the source's timeout")
+			}
+			deadlines = append(deadlines, dl)
+			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+		}),
+		// One request an hour: the second waits for its token.
+		limiter: rate.NewLimiter(rate.Every(time.Hour), 1),
+		timeout: timeout,
+		maxWait: 2 * time.Hour,
+		now:     time.Now,
+		logger:  slog.New(slog.DiscardHandler),
+		sleep: func(ctx context.Context, d time.Duration) bool {
+			waits = append(waits, d)
+			whole, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			<-whole.Done() // a whole timeout passes while the request waits
+			if ctx.Err() != nil {
+				return false
+			}
+			waitEnded = time.Now()
+			return true
+		},
+	}
+	client := &http.Client{Transport: tr}
+	for i := range 2 {
+		resp, err := client.Get("http://upstream.test/page/" + fmt.Sprint(i+1))
+		if err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+		resp.Body.Close()
+	}
+	if len(waits) != 1 || waits[0] <= timeout {
+		t.Fatalf("waits %v, want one for the second request's token, longer than the timeout %s", waits, timeout)
+	}
+	if len(deadlines) != 2 || !deadlines[1].After(waitEnded) {
+		t.Errorf("the second request's deadline %v is not after the end of its wait %v: the timeout counted the wait",
+			deadlines, waitEnded)
 	}
 }
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // hostScenario runs sources of one host on several replicas for a while
 // and measures the request rate the upstream saw.
