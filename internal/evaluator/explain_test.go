@@ -2,10 +2,14 @@ package evaluator
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -288,5 +292,45 @@ func TestExplainShowsTheWatchesOfTheDefinitions(t *testing.T) {
 	explain.WriteTrails(&out, trails)
 	if !strings.Contains(out.String(), "  watch alices\n             no decision (the watch did not exist when the change was evaluated)\n") {
 		t.Errorf("explain output:\n%s", out.String())
+	}
+}
+
+// A replay without the model (control.DryRun without use_model, `replay
+// --no-model`) reads the verdict cache only: with the model server down it
+// gives the report it gives with the server up, not an error per ask.
+func TestReplayWithoutModelNeedsNoModelServer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": tasksSource})
+	h.sync("tasks", rec("T-1", "URGENT: database down", "open"), rec("T-2", "Fix a typo", "open"), rec("T-3", "Old", "done"))
+	h.drain()
+	since := time.Now().Add(-time.Hour)
+	up, err := h.ev.Replay(h.ctx, ReplayQuery{Since: since, NoModel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.CacheHits == 0 || up.Unknown != 0 {
+		t.Fatalf("replay with the model server up: want cached verdicts, got %+v", up)
+	}
+
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close() // nothing listens there any more
+	cfg := loadConfig(t, strings.ReplaceAll(baseGlobal, "{{OLLAMA}}", downURL), map[string]string{"tasks.yaml": tasksSource})
+	ev, err := New(h.pool, testConfig(cfg, Config{Owner: "replay"}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ev.Replay(h.ctx, ReplayQuery{Since: since, Until: up.Query.Until, NoModel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(up.Rows, func(a, b ReplayRow) int {
+		return cmp.Or(cmp.Compare(a.ChangeID, b.ChangeID), strings.Compare(a.Watch, b.Watch))
+	})
+	slices.SortFunc(got.Rows, func(a, b ReplayRow) int {
+		return cmp.Or(cmp.Compare(a.ChangeID, b.ChangeID), strings.Compare(a.Watch, b.Watch))
+	})
+	if !reflect.DeepEqual(got, up) {
+		t.Errorf("replay with the model server down differs:\n got %+v\nwant %+v", got, up)
 	}
 }
