@@ -25,8 +25,6 @@ const (
 	StepModel  = "model"
 	StepBudget = "budget"
 	StepError  = "error"
-	// StepUncached is replay --no-model: no cached verdict, model not asked.
-	StepUncached = "uncached"
 )
 
 // Outcomes of one model call (model_calls.outcome).
@@ -62,7 +60,7 @@ type Request struct {
 
 // Result is the judgment of one Request.
 type Result struct {
-	// Step is StepCache, StepModel, StepBudget, StepError or StepUncached.
+	// Step is StepCache, StepModel, StepBudget or StepError.
 	Step string
 	// Verdict is set for StepCache and StepModel.
 	Verdict *Verdict
@@ -88,13 +86,6 @@ type Options struct {
 	// Purpose is PurposeEvaluate (budgets apply) or PurposeReplay (they
 	// don't; MaxCalls does). Defaults to PurposeEvaluate.
 	Purpose string
-	// NoModel answers from the verdict cache only (StepUncached on a miss),
-	// without asking the model server anything: not even the model's
-	// digest, so that a replay without the model gives the same answer
-	// whether the server is up or down. The verdict is the newest one
-	// cached for the same prompt version, input and model name, whatever
-	// digest it was made with (Result.ModelDigest says which).
-	NoModel bool
 	// MaxCalls caps the model requests of this call; 0 means no cap.
 	MaxCalls int
 }
@@ -126,10 +117,7 @@ func (j *Judge) SetMetrics(m *metrics.Metrics) { j.metrics = m }
 // Client returns the model client.
 func (j *Judge) Client() *Client { return j.client }
 
-// cacheKey is a verdict's key: (prompt version, model digest, input
-// hash). model is set instead of digest for a cache-only judgment
-// (Options.NoModel), which takes the newest verdict of that model.
-type cacheKey struct{ version, digest, input, model string }
+type cacheKey struct{ version, digest, input string }
 
 // Judge decides every request. Requests with the same cache key are judged
 // once: the first is sent to the model, the others share its verdict as
@@ -152,13 +140,6 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 		m, hash := messages(q, r.Input)
 		msgs[i] = m
 		res[i] = Result{Model: q.Model, PromptVersion: q.Version, InputHash: hash}
-		if opt.NoModel {
-			// Cache only: the digest is the stored verdict's (lookupStored),
-			// so that a model server that is down changes nothing.
-			keys[i] = cacheKey{version: q.Version, input: hash, model: q.Model}
-			live = append(live, i)
-			continue
-		}
 		d, ok := digests[q.Model]
 		if !ok {
 			d.digest, d.err = j.client.Digest(ctx, q.Model, q.Timeout)
@@ -169,15 +150,11 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 			continue
 		}
 		res[i].ModelDigest = d.digest
-		keys[i] = cacheKey{version: q.Version, digest: d.digest, input: hash}
+		keys[i] = cacheKey{q.Version, d.digest, hash}
 		live = append(live, i)
 	}
 
-	lookup := j.lookup
-	if opt.NoModel {
-		lookup = j.lookupStored
-	}
-	hits, err := lookup(ctx, keys, live)
+	hits, err := j.lookup(ctx, keys, live)
 	if err != nil {
 		return nil, err
 	}
@@ -187,15 +164,7 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 	for _, i := range live {
 		if v, ok := hits[keys[i]]; ok {
 			res[i].Step, res[i].Verdict, res[i].ModelCallID = StepCache, &v.verdict, v.callID
-			if opt.NoModel {
-				res[i].ModelDigest = v.digest
-				keys[i].digest = v.digest
-			}
 			hitKeys = append(hitKeys, keys[i])
-			continue
-		}
-		if opt.NoModel {
-			res[i].Step = StepUncached
 			continue
 		}
 		g, ok := groupOf[keys[i]]

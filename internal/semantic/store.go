@@ -12,7 +12,6 @@ import (
 type cached struct {
 	verdict Verdict
 	callID  *int64
-	digest  string
 }
 
 // lookup reads the cached verdicts of keys[i] for i in idx.
@@ -38,45 +37,6 @@ func (j *Judge) lookup(ctx context.Context, keys []cacheKey, idx []int) (map[cac
 		var k cacheKey
 		var c cached
 		if err := rows.Scan(&k.version, &k.digest, &k.input, &c.verdict.ShouldNotify, &c.verdict.Urgency,
-			&c.verdict.Confidence, &c.verdict.Reason, &c.callID); err != nil {
-			return nil, fmt.Errorf("look up cached verdicts: %w", err)
-		}
-		out[k] = c
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("look up cached verdicts: %w", err)
-	}
-	return out, nil
-}
-
-// lookupStored reads, for keys[i] with i in idx (keys without a digest:
-// Options.NoModel), the newest cached verdict of the same prompt version,
-// input and model name, with the digest it was made with; the results are
-// keyed as keys are (no digest).
-func (j *Judge) lookupStored(ctx context.Context, keys []cacheKey, idx []int) (map[cacheKey]cached, error) {
-	out := map[cacheKey]cached{}
-	if len(idx) == 0 {
-		return out, nil
-	}
-	var vs, ms, hs []string
-	for _, i := range idx {
-		vs, ms, hs = append(vs, keys[i].version), append(ms, keys[i].model), append(hs, keys[i].input)
-	}
-	rows, err := j.pool.Query(ctx, `
-		SELECT DISTINCT ON (k.pv, k.model, k.hash) k.pv, k.model, k.hash, v.model_digest,
-		       v.should_notify, v.urgency, v.confidence, v.reason, v.model_call_id
-		FROM verdicts v
-		JOIN (SELECT DISTINCT * FROM unnest($1::text[], $2::text[], $3::text[])) AS k(pv, model, hash)
-		  ON v.prompt_version = k.pv AND v.input_hash = k.hash AND v.model = k.model
-		ORDER BY k.pv, k.model, k.hash, v.created_at DESC, v.model_digest`, vs, ms, hs)
-	if err != nil {
-		return nil, fmt.Errorf("look up cached verdicts: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k cacheKey
-		var c cached
-		if err := rows.Scan(&k.version, &k.model, &k.input, &c.digest, &c.verdict.ShouldNotify, &c.verdict.Urgency,
 			&c.verdict.Confidence, &c.verdict.Reason, &c.callID); err != nil {
 			return nil, fmt.Errorf("look up cached verdicts: %w", err)
 		}
