@@ -63,11 +63,31 @@ var commands = []cli.Command{
 // check is the api's side of the config check: the configuration loaded
 // (api.limits included) and the key ring of LOOKOUT_SECRET_KEY parses.
 func check(*config.Config) error {
-	_, err := secrets.FromEnv()
+	if _, err := secrets.FromEnv(); err != nil {
+		return err
+	}
+	_, err := dryRunWait()
 	return err
 }
 
-func serviceConfig(cfg *config.Config, keys *secrets.Ring) control.Config {
+// dryRunWaitEnv sets how long a dry run with use_model waits for an
+// evaluator's answer (control.Config.DryRunWait; default 60s).
+const dryRunWaitEnv = "LOOKOUT_DRY_RUN_WAIT"
+
+// dryRunWait reads dryRunWaitEnv; 0 when unset (the default).
+func dryRunWait() (time.Duration, error) {
+	v := os.Getenv(dryRunWaitEnv)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s: want a positive duration such as 60s, not %q", dryRunWaitEnv, v)
+	}
+	return d, nil
+}
+
+func serviceConfig(cfg *config.Config, keys *secrets.Ring) (control.Config, error) {
 	lim := func(v int) int {
 		if v < 0 {
 			return 0
@@ -75,24 +95,33 @@ func serviceConfig(cfg *config.Config, keys *secrets.Ring) control.Config {
 		return v
 	}
 	l := cfg.Global.API.Limits
+	wait, err := dryRunWait()
+	if err != nil {
+		return control.Config{}, err
+	}
 	return control.Config{
 		Limits:       control.Limits{Watches: lim(l.Watches), Sources: lim(l.Sources), ModelCallsPerDay: lim(l.ModelCallsPerDay)},
 		Keys:         keys,
 		AllowPrivate: cfg.Global.API.AllowPrivate,
-	}
+		DryRunWait:   wait,
+	}, nil
 }
 
 // newService builds the control service of the api's commands (run and
 // mcp --stdio: the HTTP API and the MCP tools share it) and the hub that
 // wakes its notification streams; the caller starts and stops the hub.
-func newService(pool *pgxpool.Pool, cfg *config.Config, keys *secrets.Ring, logger *slog.Logger) (*control.Service, *control.Hub) {
+func newService(pool *pgxpool.Pool, cfg *config.Config, keys *secrets.Ring, logger *slog.Logger) (*control.Service, *control.Hub, error) {
+	conf, err := serviceConfig(cfg, keys)
+	if err != nil {
+		return nil, nil, err
+	}
 	hub := control.NewHub(pool, logger)
 	// The one validation path: what `check` and the config loader run,
 	// the connectors' decoders and constructors included.
 	v := control.NewValidator(&cfg.Global)
 	v.Keys = keys // seals and opens the credentials of API users' sources
 	store := definitions.NewStore(pool, v)
-	return control.New(pool, store, hub, serviceConfig(cfg, keys), logger), hub
+	return control.New(pool, store, hub, conf, logger), hub, nil
 }
 
 func runDaemon(ctx context.Context, env *cli.Env) error {
@@ -122,7 +151,10 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	defer pool.Close()
 	m := metrics.New()
 	m.CollectDatabase(pool, 0, nil, 0) // lookout_database_up; the daemons export the work gauges
-	svc, hub := newService(pool, cfg, keys, logger)
+	svc, hub, err := newService(pool, cfg, keys, logger)
+	if err != nil {
+		return err
+	}
 	if keys != nil {
 		// Credentials stored in clear (before they were sealed) or sealed
 		// with a key that is no longer first are sealed again now.
@@ -198,7 +230,10 @@ func mcpStdio(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer pool.Close()
-	svc, hub := newService(pool, cfg, keys, logger)
+	svc, hub, err := newService(pool, cfg, keys, logger)
+	if err != nil {
+		return err
+	}
 	if err := hub.Start(ctx); err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/notify"
 	_ "github.com/lookout-dev/lookout/internal/notify/all" // log, webhook, slack, email, command
 	"github.com/lookout-dev/lookout/internal/reload"
+	"github.com/lookout-dev/lookout/internal/replay"
 	"github.com/lookout-dev/lookout/internal/retention"
 	"github.com/lookout-dev/lookout/internal/watchdog"
 )
@@ -72,8 +73,10 @@ type parts struct {
 	eval   *evaluator.Evaluator
 	del    *notify.Deliverer
 	dig    *notify.Digester
-	dog    *watchdog.Watchdog
-	prn    *retention.Pruner
+	// dry answers the api's dry runs with the model (dry_run_requests).
+	dry *replay.Worker
+	dog *watchdog.Watchdog
+	prn *retention.Pruner
 	// follower keeps the evaluator's watches those of the definitions.
 	follower *definitions.Follower
 	// start is the outcome of the start's apply (its reloader reports a
@@ -151,6 +154,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 		return nil, err
 	}
 	p.eval.Follow(p.follower)
+	p.dry = p.eval.DryRuns(&cfg.Global)
 	gconf := notify.DigesterConfigFrom(&cfg.Global)
 	gconf.OnDigest = func(int) { p.del.Wake() }
 	briefer, err := p.eval.Briefer()
@@ -189,7 +193,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		// A watch it cannot build holds its source's changes back: shown,
 		// not fatal (the other sources are evaluated).
 		{Name: "watches", Advisory: true, Run: func(context.Context) error { return p.eval.Unbuilt() }},
-	}, p.logger, watcher, p.del, p.dig, p.eval, p.dog, p.prn, reloader)
+	}, p.logger, watcher, p.del, p.dig, p.eval, p.dry, p.dog, p.prn, reloader)
 }
 
 // runOnce does what is due and exits 1 when an evaluation errored or was
@@ -294,7 +298,7 @@ func runReplay(ctx context.Context, env *cli.Env) error {
 		return &cli.UsageError{Msg: fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
 	now := time.Now()
-	q := evaluator.ReplayQuery{Source: *source, Watch: *watch, NoModel: *noModel, MaxCalls: *maxCalls}
+	q := replay.Query{Source: *source, Watch: *watch, NoModel: *noModel, MaxCalls: *maxCalls}
 	if *maxCalls == 0 {
 		q.MaxCalls = -1
 	}
@@ -342,7 +346,7 @@ func runReplay(ctx context.Context, env *cli.Env) error {
 	if err != nil {
 		return err
 	}
-	return evaluator.WriteReplay(env.Stdout, rep, *all)
+	return replay.Write(env.Stdout, rep, *all)
 }
 
 // parseTime reads an RFC 3339 time or a duration back from now.

@@ -35,7 +35,10 @@ const (
 	ProblemLimit        = "limit-exceeded"
 	ProblemTooLarge     = "body-too-large"
 	ProblemInternal     = "internal"
-	ProblemOther        = "http"
+	// ProblemUnavailable: another deployment did not answer in time (a
+	// dry run with the model waits for an evaluator).
+	ProblemUnavailable = "unavailable"
+	ProblemOther       = "http"
 )
 
 // Problem is an RFC 9457 problem details object, served as
@@ -330,6 +333,7 @@ func problemFrom(err error) *Problem {
 		lim *control.LimitError
 		fb  *control.ForbiddenError
 		ua  *control.UnauthorizedError
+		un  *control.UnavailableError
 		mm  *idempotency.MismatchError
 		p   *Problem
 	)
@@ -359,6 +363,8 @@ func problemFrom(err error) *Problem {
 		return out
 	case errors.As(err, &fb):
 		return newProblem(http.StatusForbidden, ProblemForbidden, fb.Detail)
+	case errors.As(err, &un):
+		return newProblem(http.StatusServiceUnavailable, ProblemUnavailable, un.Detail)
 	case errors.As(err, &ua):
 		out := newProblem(http.StatusUnauthorized, ProblemUnauthorized, ua.Detail)
 		out.Errors = []ProblemError{{Header: "Authorization", Detail: ua.Detail}}

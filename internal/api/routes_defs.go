@@ -60,8 +60,10 @@ func (a *API) definitionRoutes() {
 		Summary: "Backtest a watch over the stored history of a source, without saving it",
 		Description: "Re-evaluates the stored changes of `source` from `since` ago against `watch` (new, or one of yours with changes) " +
 			"and says how often and on which changes it would have notified. Nothing is saved and nothing is delivered. " +
-			"A watch with an ask uses cached verdicts only unless `use_model` is set (then at most `max_calls` model calls).",
-		Security: bearer, Responses: problemResponses(http.StatusNotFound, http.StatusUnprocessableEntity),
+			"A watch with an ask uses cached verdicts only unless `use_model` is set (then at most `max_calls` model calls). " +
+			"Without `use_model` the api answers at once; with it, an evaluator answers: the call waits for its report (up to a minute, " +
+			"LOOKOUT_DRY_RUN_WAIT) and answers 503 (`unavailable`, naming the dry run request) when no evaluator took the request in time.",
+		Security: bearer, Responses: problemResponses(http.StatusNotFound, http.StatusUnprocessableEntity, http.StatusServiceUnavailable),
 	}, a.dryRun)
 
 	huma.Register(a.huma, huma.Operation{

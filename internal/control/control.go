@@ -63,6 +63,10 @@ type Config struct {
 	// AllowPrivate lets sources created through the API reach loopback
 	// and private addresses (api.allow_private). Defaults to false.
 	AllowPrivate bool
+	// DryRunWait is how long a dry run with use_model waits for an
+	// evaluator to answer it (it then fails, naming the request). Defaults
+	// to 60s.
+	DryRunWait time.Duration
 }
 
 // Service is the control plane's logic over one database.
@@ -84,6 +88,9 @@ func New(pool *pgxpool.Pool, store *definitions.Store, hub *Hub, conf Config, lo
 	}
 	if conf.StreamLookback <= 0 {
 		conf.StreamLookback = time.Minute
+	}
+	if conf.DryRunWait <= 0 {
+		conf.DryRunWait = time.Minute
 	}
 	return &Service{pool: pool, conf: conf, store: store, hub: hub, resolver: net.DefaultResolver, logger: logger.With("component", "control"),
 		previews: make(chan struct{}, PreviewConcurrency)}

@@ -100,3 +100,9 @@ func (e *LimitError) Error() string {
 type ForbiddenError struct{ Detail string }
 
 func (e *ForbiddenError) Error() string { return e.Detail }
+
+// UnavailableError is a request that needs another deployment which did
+// not answer in time (a dry run with the model waits for an evaluator).
+type UnavailableError struct{ Detail string }
+
+func (e *UnavailableError) Error() string { return e.Detail }

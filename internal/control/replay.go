@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
-	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/explain"
+	"github.com/lookout-dev/lookout/internal/modelspec"
+	"github.com/lookout-dev/lookout/internal/replay"
+	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
 // DryRunRequest backtests a watch over a source's stored history.
@@ -25,7 +25,9 @@ type DryRunRequest struct {
 	// Since is how far back to look. Defaults to 7 days; at most 90.
 	Since time.Duration
 	// UseModel calls the model for watches with an ask (at most MaxCalls
-	// calls); otherwise only cached verdicts answer.
+	// calls); otherwise only cached verdicts answer. With the model, the
+	// dry run is answered by an evaluator (dry_run_requests), awaited for
+	// at most Config.DryRunWait.
 	UseModel bool
 	// MaxCalls bounds the model calls: 1 to 50. Defaults to 20.
 	MaxCalls int
@@ -100,18 +102,28 @@ func (s *Service) DryRun(ctx context.Context, p Principal, req DryRunRequest) (*
 	if err != nil {
 		return nil, fromStore(err, "/watch", "source", req.Source)
 	}
-	g := config.Global{}
-	if v.Global != nil {
-		g = *v.Global
+	if len(parsed.Watches) != 1 {
+		return nil, fmt.Errorf("dry run: source %s: want the one watch, got %d", src.Name, len(parsed.Watches))
 	}
-	econf := evaluator.FromConfig(&config.Config{Global: g, Sources: []*config.Source{parsed}})
-	econf.Owner = "dry-run:" + p.Owner
-	ev, err := evaluator.New(s.pool, econf, slog.New(slog.DiscardHandler))
+	model := modelspec.Config{}
+	if v.Global != nil {
+		model = modelspec.FromConfig(v.Global.Ollama)
+	}
+	cw, err := watchspec.Compile(parsed, 0, parsed.Watches[0], p.Owner, model)
 	if err != nil {
 		return nil, Invalid("/watch", "%v", err)
 	}
 	since := time.Now().Add(-req.Since)
-	rep, err := ev.Replay(ctx, evaluator.ReplayQuery{Since: since, Source: src.Name, Watch: w.Name, NoModel: !req.UseModel, MaxCalls: req.MaxCalls})
+	q := replay.Query{Since: since, Until: time.Now(), Source: src.Name, Watch: w.Name, MaxCalls: req.MaxCalls}
+	var rep *replay.Report
+	if !req.UseModel || cw.Question == nil {
+		// Deterministic: the when, and the cached verdicts of an ask. The
+		// api runs it itself and asks no model server anything.
+		q.NoModel = true
+		rep, err = replay.Run(ctx, s.pool, []replay.Source{{Name: parsed.Name, Volatile: parsed.Volatile, Watches: []*watchspec.Watch{cw}}}, q, nil)
+	} else {
+		rep, err = s.dryRunInEvaluator(ctx, p, doc, q)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dry run of %s/%s: %w", src.Name, w.Name, err)
 	}
@@ -129,9 +141,37 @@ func (s *Service) DryRun(ctx context.Context, p Principal, req DryRunRequest) (*
 	out.Summary = fmt.Sprintf("over the %d stored change(s) of %s since %s this watch would have notified %d time(s); nothing was saved or delivered",
 		rep.Changes, src.Name, since.UTC().Format(time.RFC3339), out.WouldNotify)
 	if n := rep.Unknown; n > 0 {
-		out.Summary += fmt.Sprintf("; %d change(s) needed the model and had no cached verdict (set use_model to ask it)", n)
+		if req.UseModel {
+			out.Summary += fmt.Sprintf("; %d change(s) needed the model past max_calls and had no cached verdict", n)
+		} else {
+			out.Summary += fmt.Sprintf("; %d change(s) needed the model and had no cached verdict (set use_model to ask it)", n)
+		}
 	}
 	return out, nil
+}
+
+// dryRunInEvaluator has the evaluator deployment answer a dry run with the
+// model: a dry_run_requests row (replay.Submit, NOTIFY), claimed by an
+// evaluator, whose report is awaited for at most conf.DryRunWait
+// (replay.Await). An answer that does not come in time is a
+// *DryRunPendingError naming the request.
+func (s *Service) dryRunInEvaluator(ctx context.Context, p Principal, doc []byte, q replay.Query) (*replay.Report, error) {
+	id, err := replay.Submit(ctx, s.pool, replay.Request{Owner: p.Owner, Source: q.Source, Watch: q.Watch, Definition: doc,
+		Since: q.Since, Until: q.Until, MaxCalls: q.MaxCalls}, time.Now().Add(s.conf.DryRunWait))
+	if err != nil {
+		return nil, err
+	}
+	s.logger.Debug("dry run asked of the evaluators", "request_id", id, "owner", p.Owner, "source", q.Source, "watch", q.Watch)
+	rep, err := replay.Await(ctx, s.pool, id, s.conf.DryRunWait, s.logger)
+	var pending *replay.PendingError
+	var failed *replay.FailedError
+	switch {
+	case errors.As(err, &pending):
+		return nil, &UnavailableError{Detail: pending.Error()}
+	case errors.As(err, &failed):
+		return nil, &UnavailableError{Detail: failed.Error()}
+	}
+	return rep, err
 }
 
 // trimWatchPrefix turns the store's /watches/0/when into /when.

@@ -2,10 +2,14 @@ package evaluator
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/explain"
+	"github.com/lookout-dev/lookout/internal/replay"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 )
 
@@ -138,7 +143,7 @@ watches:
 
 	// Cache only first: the new ask has no verdicts yet.
 	since := time.Now().Add(-time.Hour)
-	rep, err := ev.Replay(h.ctx, ReplayQuery{Since: since, Watch: "urgent", NoModel: true})
+	rep, err := ev.Replay(h.ctx, replay.Query{Since: since, Watch: "urgent", NoModel: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +151,7 @@ watches:
 		t.Fatalf("no-model replay: %+v", rep)
 	}
 
-	rep, err = ev.Replay(h.ctx, ReplayQuery{Since: since, Watch: "urgent"})
+	rep, err = ev.Replay(h.ctx, replay.Query{Since: since, Watch: "urgent"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +165,7 @@ watches:
 		}
 	}
 	var out bytes.Buffer
-	if err := WriteReplay(&out, rep, false); err != nil {
+	if err := replay.Write(&out, rep, false); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -192,14 +197,14 @@ watches:
 		t.Errorf("replay calls on record = %d, want 3", n)
 	}
 	// A second replay is answered from the cache.
-	rep, err = ev.Replay(h.ctx, ReplayQuery{Since: since, Watch: "urgent", NoModel: true})
+	rep, err = ev.Replay(h.ctx, replay.Query{Since: since, Watch: "urgent", NoModel: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.CacheHits != 3 || rep.Unknown != 0 || rep.Differ != 2 {
 		t.Errorf("cached replay: %+v", rep)
 	}
-	if _, err := ev.Replay(h.ctx, ReplayQuery{Since: since, Watch: "nope"}); err == nil || err.Error() != `watch "nope" is not configured` {
+	if _, err := ev.Replay(h.ctx, replay.Query{Since: since, Watch: "nope"}); err == nil || err.Error() != `watch "nope" is not configured` {
 		t.Errorf("unknown watch: %v", err)
 	}
 }
@@ -226,7 +231,7 @@ func TestReplayOfANewWatchSeparatesFilterAndModel(t *testing.T) {
 	h.fake.SetAnswer(func(*api.ChatRequest) ollamatest.Answer {
 		return ollamatest.Answer{Content: ollamatest.Verdict(true, "medium", "Someone would care.", 0.6)}
 	})
-	rep, err := ev.Replay(h.ctx, ReplayQuery{Since: time.Now().Add(-time.Hour), Watch: "fresh"})
+	rep, err := ev.Replay(h.ctx, replay.Query{Since: time.Now().Add(-time.Hour), Watch: "fresh"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +239,7 @@ func TestReplayOfANewWatchSeparatesFilterAndModel(t *testing.T) {
 		t.Fatalf("replay of a new watch: differ %d new %d filter %v model %v", rep.Differ, rep.New, rep.Filter, rep.Model)
 	}
 	var out bytes.Buffer
-	if err := WriteReplay(&out, rep, false); err != nil {
+	if err := replay.Write(&out, rep, false); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -288,5 +293,45 @@ func TestExplainShowsTheWatchesOfTheDefinitions(t *testing.T) {
 	explain.WriteTrails(&out, trails)
 	if !strings.Contains(out.String(), "  watch alices\n             no decision (the watch did not exist when the change was evaluated)\n") {
 		t.Errorf("explain output:\n%s", out.String())
+	}
+}
+
+// A replay without the model (control.DryRun without use_model, `replay
+// --no-model`) reads the verdict cache only: with the model server down it
+// gives the report it gives with the server up, not an error per ask.
+func TestReplayWithoutModelNeedsNoModelServer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": tasksSource})
+	h.sync("tasks", rec("T-1", "URGENT: database down", "open"), rec("T-2", "Fix a typo", "open"), rec("T-3", "Old", "done"))
+	h.drain()
+	since := time.Now().Add(-time.Hour)
+	up, err := h.ev.Replay(h.ctx, replay.Query{Since: since, NoModel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.CacheHits == 0 || up.Unknown != 0 {
+		t.Fatalf("replay with the model server up: want cached verdicts, got %+v", up)
+	}
+
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close() // nothing listens there any more
+	cfg := loadConfig(t, strings.ReplaceAll(baseGlobal, "{{OLLAMA}}", downURL), map[string]string{"tasks.yaml": tasksSource})
+	ev, err := New(h.pool, testConfig(cfg, Config{Owner: "replay"}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ev.Replay(h.ctx, replay.Query{Since: since, Until: up.Query.Until, NoModel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(up.Rows, func(a, b replay.Row) int {
+		return cmp.Or(cmp.Compare(a.ChangeID, b.ChangeID), strings.Compare(a.Watch, b.Watch))
+	})
+	slices.SortFunc(got.Rows, func(a, b replay.Row) int {
+		return cmp.Or(cmp.Compare(a.ChangeID, b.ChangeID), strings.Compare(a.Watch, b.Watch))
+	})
+	if !reflect.DeepEqual(got, up) {
+		t.Errorf("replay with the model server down differs:\n got %+v\nwant %+v", got, up)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/explain"
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/replay"
 )
 
 // snapshotWatches judge what a created change describes: a record that is
@@ -107,7 +108,7 @@ func explainAndReplay(t *testing.T, pool *pgxpool.Pool, e *Evaluator, id int64, 
 	}
 	var out bytes.Buffer
 	explain.WriteTrails(&out, trails)
-	rep, err := e.Replay(context.Background(), ReplayQuery{Since: since, Until: time.Now().Add(time.Hour), NoModel: true})
+	rep, err := e.Replay(context.Background(), replay.Query{Since: since, Until: time.Now().Add(time.Hour), NoModel: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,12 +19,13 @@ import (
 // "<JSON pointer>: <what is wrong>", the pointer naming the argument and
 // the detail being the HTTP API's text for the same field.
 const (
-	errValidation = "invalid arguments"
-	errNotFound   = "not found"
-	errConflict   = "conflict"
-	errLimit      = "limit exceeded"
-	errForbidden  = "forbidden"
-	errInternal   = "internal error"
+	errValidation  = "invalid arguments"
+	errNotFound    = "not found"
+	errConflict    = "conflict"
+	errLimit       = "limit exceeded"
+	errForbidden   = "forbidden"
+	errUnavailable = "unavailable"
+	errInternal    = "internal error"
 )
 
 // toolError turns err into the isError result of a tool call. Errors of
@@ -37,6 +38,7 @@ func (s *Server) toolError(ctx context.Context, p control.Principal, tool string
 		cf  *control.ConflictError
 		lim *control.LimitError
 		fb  *control.ForbiddenError
+		un  *control.UnavailableError
 		mm  *idempotency.MismatchError
 	)
 	var text string
@@ -51,6 +53,8 @@ func (s *Server) toolError(ctx context.Context, p control.Principal, tool string
 		text = errLimit + ": " + located(lim.Pointer, lim.Error())
 	case errors.As(err, &fb):
 		text = errForbidden + ": " + fb.Detail
+	case errors.As(err, &un):
+		text = errUnavailable + ": " + un.Detail
 	case errors.As(err, &mm):
 		text = errValidation + " (nothing was changed):\n/idempotency_key: " + mm.Error()
 	default:

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -217,6 +218,13 @@ func TestNotificationsReachTheirOwner(t *testing.T) {
 		"watch": map[string]any{"name": "everything", "when": "true"}})
 	if rep.Changes != 3 || rep.WouldNotify != 3 || len(rep.Matches) != 3 || rep.Summary == "" {
 		t.Errorf("dry_run = %+v", rep)
+	}
+	// With use_model an evaluator answers: none runs here, so the call
+	// says so and names the request it withdrew.
+	if msg := toolError(t, alice, "dry_run", map[string]any{"source": "releases", "since": "24h", "use_model": true,
+		"watch": map[string]any{"name": "asked", "when": "true", "ask": "Is this a major release?"}}); !regexp.MustCompile(
+		`^unavailable: dry run request \d+ was not taken by any evaluator within 300ms, and was withdrawn: .*is an evaluator running\?`).MatchString(msg) {
+		t.Errorf("dry_run with use_model and no evaluator: %s", msg)
 	}
 	if msg := toolError(t, alice, "dry_run", map[string]any{"source": "releases", "watch": map[string]any{"name": "x", "when": `record.titel == "x"`}}); !strings.Contains(msg, "\n/watch/when: ") {
 		t.Errorf("dry_run of a bad expression: %s", msg)

@@ -48,9 +48,9 @@ Errors: "invalid arguments" lines name the field to correct, e.g. "/watch/when: 
 		Description: `Backtests a watch before saving it: re-evaluates the changes stored for a source over a past window against the watch and says how often, and on which changes, it would have notified ("over the 120 stored changes of github-lookout since ... this watch would have notified 3 times"). Nothing is saved and nothing is delivered.
 Use it after describe_source and before create_watch or update_watch, to check that the expression matches what the user means: too many matches means it is too broad, none may mean a field or a value is wrong.
 Example: {"source": "github-lookout", "watch": {"name": "new-releases", "when": "change.kind == "created""}, "since": "168h"}.
-since is how far back (a duration: 24h, 168h; at most 2160h). A watch with an ask answers from cached model verdicts only, unless use_model is true (then at most max_calls model calls).
+since is how far back (a duration: 24h, 168h; at most 2160h). A watch with an ask answers from cached model verdicts only, unless use_model is true (then at most max_calls model calls). Without use_model the answer comes at once; with it, an evaluator of the deployment asks the model and the call waits for its report (up to a minute).
 The answer: changes (in the window), would_notify, matches (change_id, record_id, reason; pass a change_id to explain), filter and model (decisions by outcome) and a one-sentence summary for the user.
-Errors: "invalid arguments" lines name the field as for create_watch, e.g. "/watch/when: ..." or "/since: ..."; "not found": the source does not exist for the user.`,
+Errors: "invalid arguments" lines name the field as for create_watch, e.g. "/watch/when: ..." or "/since: ..."; "not found": the source does not exist for the user; "unavailable: dry run request 17 was not taken by any evaluator ..." with use_model: no evaluator answered in time (tell the user; run it again without use_model for the cached verdicts only).`,
 	}, s.dryRun)
 
 	addTool(s, &mcpsdk.Tool{

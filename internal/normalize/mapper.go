@@ -131,66 +131,118 @@ func NewMapper(f FieldExprs, volatile []string) (*Mapper, error) {
 func (m *Mapper) Hasher() *Hasher { return m.hasher }
 
 // Map maps one decoded item (see Decode) to a hashed record. raw is kept as
-// the record's Raw; pass nil to marshal item.
+// the record's Raw; pass nil to marshal item. Its steps, each a method of
+// one call's state (mapping): the standard fields (fields, times), the
+// extra object and the raw JSON, encoded once (encodeExtra), the text
+// PostgreSQL cannot store repaired (repair), the snapshot (snapshot), then
+// the hashes.
 func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
-	var r Record
-	obj, _ := item.(map[string]any)
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
-	// The item's keys in canonical order with their values, and where the
-	// fields' keys are among them.
-	var keys []string
-	var values []any
-	var lay *layout
-	if obj != nil {
-		keys, values = sortedEntries(obj, sc.vals)
-		sc.vals = values
-		lay = m.layoutFor(keys)
+	s := mapping{m: m, item: item, raw: raw, sc: sc}
+	s.obj, _ = item.(map[string]any)
+	if s.obj != nil {
+		s.keys, s.values = sortedEntries(s.obj, sc.vals)
+		sc.vals = s.values
+		s.lay = m.layoutFor(s.keys)
 	}
-	vals := [9]any{}
-	for i := range vals {
+	if err := s.fields(); err != nil {
+		return s.r, err
+	}
+	if err := s.encodeExtra(); err != nil {
+		return s.r, err
+	}
+	s.repair()
+	s.snapshot()
+	m.hasher.hashSnapshot(&s.r)
+	return s.r, nil
+}
+
+// mapping is the state of one Map call, in the order its steps fill it.
+type mapping struct {
+	m    *Mapper
+	item any
+	raw  json.RawMessage
+	sc   *scratch
+	// obj is the item as an object (nil otherwise), keys and values its
+	// entries in canonical order, lay where the fields' keys are among
+	// them.
+	obj    map[string]any
+	keys   []string
+	values []any
+	lay    *layout
+	// vals are the standard fields' values before conversion (fieldNames'
+	// order).
+	vals [9]any
+	r    Record
+	// b is the scratch buffer. The canonical extra object is encoded once,
+	// into b[es:ee], and the snapshot copies it; when the mapper encodes
+	// the raw JSON itself (ownRaw) it is at b[rs:re], and the extra keys'
+	// encodings are copied from it. valueSpans: sc.vspans locates the
+	// item's values in b.
+	b              []byte
+	ownRaw         bool
+	rs, re, es, ee int
+	valueSpans     bool
+	// clean: the mapper encoded the raw JSON and it holds no U+FFFD, so no
+	// text in the item had invalid UTF-8 or NUL (Canonical would have
+	// replaced it by U+FFFD).
+	clean bool
+}
+
+// fields sets the record's standard fields from the item: each by its
+// expression, or by its key of the item.
+func (s *mapping) fields() error {
+	m, r := s.m, &s.r
+	for i := range s.vals {
 		if p := m.std[i]; p != nil {
-			v, err := p.Run(item)
+			v, err := p.Run(s.item)
 			if err != nil {
-				return r, &FieldError{RecordID: r.ID, Field: fieldNames[i], Err: err}
+				return &FieldError{RecordID: r.ID, Field: fieldNames[i], Err: err}
 			}
-			vals[i] = v
-		} else if lay != nil && lay.field[i] >= 0 {
-			vals[i] = values[lay.field[i]]
+			s.vals[i] = v
+		} else if s.lay != nil && s.lay.field[i] >= 0 {
+			s.vals[i] = s.values[s.lay.field[i]]
 		}
 		if i == 0 {
-			id, err := idString(vals[0])
+			id, err := idString(s.vals[0])
 			if err != nil {
-				return r, m.noID(item, err)
+				return m.noID(s.item, err)
 			}
 			r.ID = id
 		}
 	}
 	var err error
 	str := func(i int) string {
-		s, e := stringValue(vals[i])
+		v, e := stringValue(s.vals[i])
 		if e != nil && err == nil {
 			err = m.fieldError(r.ID, i, e)
 		}
-		return s
+		return v
 	}
 	r.Title, r.Body, r.URL, r.Author, r.Status = str(1), str(2), str(3), str(4), str(5)
 	if err != nil {
-		return r, err
+		return err
 	}
-	if r.Labels, err = labelsValue(vals[6]); err != nil {
-		return r, m.fieldError(r.ID, 6, err)
+	if r.Labels, err = labelsValue(s.vals[6]); err != nil {
+		return m.fieldError(r.ID, 6, err)
 	}
-	created, hasCreated, err := parseTimeValue(vals[7])
+	return s.times()
+}
+
+// times sets the record's created and updated times.
+func (s *mapping) times() error {
+	r := &s.r
+	created, hasCreated, err := parseTimeValue(s.vals[7])
 	if err != nil {
-		return r, m.fieldError(r.ID, 7, err)
+		return s.m.fieldError(r.ID, 7, err)
 	}
 	var updated time.Time
 	var hasUpdated bool
-	if c, ok := vals[7].(string); ok && c != "" && vals[8] == any(c) {
+	if c, ok := s.vals[7].(string); ok && c != "" && s.vals[8] == any(c) {
 		updated, hasUpdated = created, hasCreated // the same text: parsed once
-	} else if updated, hasUpdated, err = parseTimeValue(vals[8]); err != nil {
-		return r, m.fieldError(r.ID, 8, err)
+	} else if updated, hasUpdated, err = parseTimeValue(s.vals[8]); err != nil {
+		return s.m.fieldError(r.ID, 8, err)
 	}
 	if hasCreated || hasUpdated {
 		times := new([2]time.Time) // one allocation for both
@@ -203,172 +255,205 @@ func (m *Mapper) Map(item any, raw json.RawMessage) (Record, error) {
 			r.UpdatedAt = &times[1]
 		}
 	}
-	b := sc.buf[:0]
-	// The canonical extra object is encoded once, into b[es:ee], and the
-	// snapshot copies it; when the mapper encodes the raw JSON itself, the
-	// extra keys' encodings are copied from it too.
-	var es, ee int
-	ownRaw := raw == nil && obj != nil
-	var rs, re int
-	valueSpans := false // sc.vspans locates the item's values in b
+	return nil
+}
+
+// encodeExtra sets the record's extra object and encodes it into the
+// scratch buffer, with the item's raw JSON when the mapper encodes it.
+func (s *mapping) encodeExtra() error {
+	s.b = s.sc.buf[:0]
+	s.ownRaw = s.raw == nil && s.obj != nil
 	switch {
-	case m.extra != nil:
-		r.Extra = make(map[string]any, len(m.extra))
-		for k, p := range m.extra {
-			v, err := p.Run(item)
-			if err != nil {
-				return r, &FieldError{RecordID: r.ID, Field: "extra." + k, Err: err}
-			}
-			r.Extra[k] = jsonValue(v)
-		}
-		if ownRaw {
-			rs = len(b)
-			b = AppendCanonical(b, obj)
-			re = len(b)
-		}
-		es = len(b)
-		b = AppendCanonical(b, r.Extra)
-		ee = len(b)
-	case obj != nil:
-		r.Extra = make(map[string]any, lay.extra)
-		if ownRaw {
-			// Canonical(item), noting where each extra key's "key":value
-			// is, and where each value is.
-			spans := sc.spans[:0]
-			vspans := sc.vspans[:0]
-			rs = len(b)
-			b = append(b, '{')
-			for i, k := range keys {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				ks := len(b)
-				b = appendString(b, k)
-				b = append(b, ':')
-				vs := len(b)
-				v := values[i]
-				b = AppendCanonical(b, v)
-				vspans = append(vspans, span{vs, len(b)})
-				if !lay.consumed[i] {
-					r.Extra[k] = v
-					spans = append(spans, span{ks, len(b)})
-				}
-			}
-			b = append(b, '}')
-			re = len(b)
-			es = len(b)
-			b = append(b, '{')
-			for i, sp := range spans {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, b[sp.start:sp.end]...)
-			}
-			b = append(b, '}')
-			ee = len(b)
-			sc.spans, sc.vspans = spans, vspans
-			valueSpans = true
-			break
-		}
-		es = len(b)
-		b = append(b, '{')
-		for i, k := range keys {
-			if lay.consumed[i] {
-				continue
-			}
-			if len(r.Extra) > 0 {
-				b = append(b, ',')
-			}
-			v := values[i]
-			r.Extra[k] = v
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = AppendCanonical(b, v)
-		}
-		b = append(b, '}')
-		ee = len(b)
+	case s.m.extra != nil:
+		return s.encodeMappedExtra()
+	case s.obj != nil && s.ownRaw:
+		s.encodeItemAndExtra()
+	case s.obj != nil:
+		s.encodeUnconsumed()
 	default:
-		es = len(b)
-		b = append(b, "{}"...)
-		ee = len(b)
+		s.es = len(s.b)
+		s.b = append(s.b, "{}"...)
+		s.ee = len(s.b)
 	}
-	// clean: the mapper encoded the raw JSON and it holds no U+FFFD, so no
-	// text in the item had invalid UTF-8 or NUL (Canonical would have
-	// replaced it by U+FFFD).
-	clean := false
+	return nil
+}
+
+// encodeMappedExtra is encodeExtra for fields.extra's expressions.
+func (s *mapping) encodeMappedExtra() error {
+	r := &s.r
+	r.Extra = make(map[string]any, len(s.m.extra))
+	for k, p := range s.m.extra {
+		v, err := p.Run(s.item)
+		if err != nil {
+			return &FieldError{RecordID: r.ID, Field: "extra." + k, Err: err}
+		}
+		r.Extra[k] = jsonValue(v)
+	}
+	b := s.b
+	if s.ownRaw {
+		s.rs = len(b)
+		b = AppendCanonical(b, s.obj)
+		s.re = len(b)
+	}
+	s.es = len(b)
+	b = AppendCanonical(b, r.Extra)
+	s.ee = len(b)
+	s.b = b
+	return nil
+}
+
+// encodeItemAndExtra is encodeExtra for an object item whose raw JSON the
+// mapper encodes: Canonical(item), noting where each extra key's
+// "key":value is, and where each value is; then the extra object copied
+// out of it.
+func (s *mapping) encodeItemAndExtra() {
+	r, lay, sc := &s.r, s.lay, s.sc
+	r.Extra = make(map[string]any, lay.extra)
+	b := s.b
+	spans := sc.spans[:0]
+	vspans := sc.vspans[:0]
+	s.rs = len(b)
+	b = append(b, '{')
+	for i, k := range s.keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		ks := len(b)
+		b = appendString(b, k)
+		b = append(b, ':')
+		vs := len(b)
+		v := s.values[i]
+		b = AppendCanonical(b, v)
+		vspans = append(vspans, span{vs, len(b)})
+		if !lay.consumed[i] {
+			r.Extra[k] = v
+			spans = append(spans, span{ks, len(b)})
+		}
+	}
+	b = append(b, '}')
+	s.re = len(b)
+	s.es = len(b)
+	b = append(b, '{')
+	for i, sp := range spans {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, b[sp.start:sp.end]...)
+	}
+	b = append(b, '}')
+	s.ee = len(b)
+	sc.spans, sc.vspans = spans, vspans
+	s.valueSpans = true
+	s.b = b
+}
+
+// encodeUnconsumed is encodeExtra for an object item with its raw JSON
+// given: the keys no field consumed.
+func (s *mapping) encodeUnconsumed() {
+	r, lay := &s.r, s.lay
+	r.Extra = make(map[string]any, lay.extra)
+	b := s.b
+	s.es = len(b)
+	b = append(b, '{')
+	for i, k := range s.keys {
+		if lay.consumed[i] {
+			continue
+		}
+		if len(r.Extra) > 0 {
+			b = append(b, ',')
+		}
+		v := s.values[i]
+		r.Extra[k] = v
+		b = appendString(b, k)
+		b = append(b, ':')
+		b = AppendCanonical(b, v)
+	}
+	b = append(b, '}')
+	s.ee = len(b)
+	s.b = b
+}
+
+// repair makes the raw JSON and the record's text storable in PostgreSQL
+// (no invalid UTF-8, no NUL, no lone surrogate), marking the record
+// Repaired when the item's text had to change.
+func (s *mapping) repair() {
+	r, item := &s.r, s.item
 	switch {
-	case ownRaw:
+	case s.ownRaw:
 		// Canonical replaced what PostgreSQL cannot store; if it did, the
 		// replacement character is in its output (rarely otherwise).
-		clean = !bytes.Contains(b[rs:re], replacementChar)
-		r.Repaired = !clean && !storable(item)
-	case raw == nil:
-		raw = Canonical(item)
-		r.Repaired = bytes.Contains(raw, replacementChar) && !storable(item)
-	case !utf8.Valid(raw) || bytes.Contains(raw, []byte(`\u0000`)):
+		s.clean = !bytes.Contains(s.b[s.rs:s.re], replacementChar)
+		r.Repaired = !s.clean && !storable(item)
+	case s.raw == nil:
+		s.raw = Canonical(item)
+		r.Repaired = bytes.Contains(s.raw, replacementChar) && !storable(item)
+	case !utf8.Valid(s.raw) || bytes.Contains(s.raw, []byte(`\u0000`)):
 		// PostgreSQL's jsonb refuses invalid UTF-8 and \u0000; Canonical
 		// replaces them.
-		raw = Canonical(item)
+		s.raw = Canonical(item)
 		r.Repaired = !storable(item)
-	case bytes.Contains(raw, []byte(`\ud`)) || bytes.Contains(raw, []byte(`\uD`)):
+	case bytes.Contains(s.raw, []byte(`\ud`)) || bytes.Contains(s.raw, []byte(`\uD`)):
 		// A lone surrogate escape (the decoder made it U+FFFD) is refused
 		// by jsonb too; a valid pair is re-encoded as the character.
-		raw = Canonical(item)
+		s.raw = Canonical(item)
 	}
-	fix := func(s string) string {
-		if c, ok := storableText(s); !ok {
+	if s.clean && s.m.textFromItem {
+		return
+	}
+	fix := func(t string) string {
+		if c, ok := storableText(t); !ok {
 			r.Repaired = true
 			return c
 		}
-		return s
+		return t
 	}
-	if !clean || !m.textFromItem {
-		r.ID = fix(r.ID)
-		r.Title, r.Body, r.URL, r.Author, r.Status = fix(r.Title), fix(r.Body), fix(r.URL), fix(r.Author), fix(r.Status)
-		for i, l := range r.Labels {
-			r.Labels[i] = fix(l)
-		}
+	r.ID = fix(r.ID)
+	r.Title, r.Body, r.URL, r.Author, r.Status = fix(r.Title), fix(r.Body), fix(r.URL), fix(r.Author), fix(r.Status)
+	for i, l := range r.Labels {
+		r.Labels[i] = fix(l)
 	}
+}
 
-	// Fields whose value is a string (or a list of strings) of the item,
-	// unchanged, are encoded in the raw JSON already: the snapshot copies
-	// them.
+// snapshot encodes the record's snapshot after the raw JSON, when the
+// mapper encoded it, and copies both out of the scratch buffer into one
+// allocation. Fields whose value is a string (or a list of strings) of
+// the item, unchanged, are encoded in the raw JSON already: the snapshot
+// copies them.
+func (s *mapping) snapshot() {
+	r, lay := &s.r, s.lay
 	var pre [9]span
-	if valueSpans {
+	if s.valueSpans {
 		texts := [...]string{r.ID, r.Title, r.Body, r.URL, r.Author, r.Status}
 		for i, t := range texts {
-			if j := lay.field[i]; m.std[i] == nil && j >= 0 && vals[i] == any(t) {
-				pre[i] = sc.vspans[j]
+			if j := lay.field[i]; s.m.std[i] == nil && j >= 0 && s.vals[i] == any(t) {
+				pre[i] = s.sc.vspans[j]
 			}
 		}
-		if j := lay.field[6]; m.std[6] == nil && j >= 0 && sameStrings(vals[6], r.Labels) {
-			pre[6] = sc.vspans[j]
+		if j := lay.field[6]; s.m.std[6] == nil && j >= 0 && sameStrings(s.vals[6], r.Labels) {
+			pre[6] = s.sc.vspans[j]
 		}
 	}
-
-	// The snapshot, after the raw JSON when the mapper encoded it: both
-	// are copied out of the scratch buffer into one allocation.
+	b := s.b
 	ss := len(b)
 	var xs int
-	b, xs = r.appendSnapshotExtra(b, b[es:ee], &pre)
+	b, xs = r.appendSnapshotExtra(b, b[s.es:s.ee], &pre)
 	se := len(b)
-	sc.buf = b
+	s.sc.buf = b
 	var out []byte
-	if ownRaw {
-		out = make([]byte, re-rs+se-ss)
-		n := copy(out, b[rs:re])
+	if s.ownRaw {
+		out = make([]byte, s.re-s.rs+se-ss)
+		n := copy(out, b[s.rs:s.re])
 		copy(out[n:], b[ss:se])
 		r.Raw = out[:n:n]
 		out = out[n:]
 	} else {
 		out = make([]byte, se-ss)
 		copy(out, b[ss:se])
-		r.Raw = raw
+		r.Raw = s.raw
 	}
 	r.Snapshot = out
-	r.ExtraJSON = out[xs-ss : xs-ss+ee-es : xs-ss+ee-es]
-	m.hasher.hashSnapshot(&r)
-	return r, nil
+	n := s.ee - s.es
+	r.ExtraJSON = out[xs-ss : xs-ss+n : xs-ss+n]
 }
 
 // span is where a part of an encoding is in a buffer.

@@ -25,8 +25,6 @@ const (
 	StepModel  = "model"
 	StepBudget = "budget"
 	StepError  = "error"
-	// StepUncached is replay --no-model: no cached verdict, model not asked.
-	StepUncached = "uncached"
 )
 
 // Outcomes of one model call (model_calls.outcome).
@@ -62,7 +60,7 @@ type Request struct {
 
 // Result is the judgment of one Request.
 type Result struct {
-	// Step is StepCache, StepModel, StepBudget, StepError or StepUncached.
+	// Step is StepCache, StepModel, StepBudget or StepError.
 	Step string
 	// Verdict is set for StepCache and StepModel.
 	Verdict *Verdict
@@ -88,8 +86,6 @@ type Options struct {
 	// Purpose is PurposeEvaluate (budgets apply) or PurposeReplay (they
 	// don't; MaxCalls does). Defaults to PurposeEvaluate.
 	Purpose string
-	// NoModel answers from the verdict cache only (StepUncached on a miss).
-	NoModel bool
 	// MaxCalls caps the model requests of this call; 0 means no cap.
 	MaxCalls int
 }
@@ -169,10 +165,6 @@ func (j *Judge) Judge(ctx context.Context, reqs []*Request, opt Options) ([]Resu
 		if v, ok := hits[keys[i]]; ok {
 			res[i].Step, res[i].Verdict, res[i].ModelCallID = StepCache, &v.verdict, v.callID
 			hitKeys = append(hitKeys, keys[i])
-			continue
-		}
-		if opt.NoModel {
-			res[i].Step = StepUncached
 			continue
 		}
 		g, ok := groupOf[keys[i]]

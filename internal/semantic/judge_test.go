@@ -529,16 +529,14 @@ func TestJudgeRateLimit(t *testing.T) {
 	}
 }
 
-func TestJudgeNoModelAndCallLimit(t *testing.T) {
+// A replay's judgment stops at its call limit. (A replay without the
+// model does not reach the judge: internal/replay reads the cache.)
+func TestJudgeCallLimit(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
 	q := f.question(&config.Watch{Ask: "Is it urgent?"})
 	f.judgeAll(semantic.Options{}, request(q, "w", "1", "URGENT"))
-	res := f.judgeAll(semantic.Options{NoModel: true}, request(q, "w", "1", "URGENT"), request(q, "w", "2", "new"))
-	if res[0].Step != semantic.StepCache || res[1].Step != semantic.StepUncached {
-		t.Fatalf("no-model steps: %s, %s", res[0].Step, res[1].Step)
-	}
-	res = f.judgeAll(semantic.Options{Purpose: semantic.PurposeReplay, MaxCalls: 1}, request(q, "w", "3", "x"), request(q, "w", "4", "y"))
+	res := f.judgeAll(semantic.Options{Purpose: semantic.PurposeReplay, MaxCalls: 1}, request(q, "w", "3", "x"), request(q, "w", "4", "y"))
 	if res[0].Step != semantic.StepModel || res[1].Step != semantic.StepBudget || res[1].Err.Error() != "call limit of 1 reached" {
 		t.Fatalf("call limit: %+v / %+v", res[0], res[1])
 	}

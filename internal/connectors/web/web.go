@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -166,65 +167,101 @@ var fieldName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Decode reads and validates the web: block of src: every selector and
 // regular expression is compiled, so that a bad one is an error at its
-// key's line.
+// key's line. Its steps (blockDecoder's methods) check the keys in the
+// block's order: what the records are (records), which fields (fields),
+// what is left out of the text (filters), how the page is read (reading),
+// how a browser renders it (render), and the keys that need another
+// (requirements).
 func Decode(src *config.Source) (*Options, error) {
 	var s Settings
 	if err := src.DecodeBlock(&s); err != nil {
 		return nil, err
 	}
-	o := &Options{URL: s.URL, AllowEmpty: s.AllowEmpty, Header: connectors.Header(s.Headers), Timeout: src.Timeout}
-	errs := []error{connectors.CheckURL(src, "web.url", s.URL), connectors.CheckHeaders(src, "web.headers", s.Headers)}
-	bad := func(key string, err error) { errs = append(errs, src.Errorf(key, "%v", err)) }
+	d := &blockDecoder{src: src, s: &s,
+		o:    &Options{URL: s.URL, AllowEmpty: s.AllowEmpty, Header: connectors.Header(s.Headers), Timeout: src.Timeout},
+		errs: []error{connectors.CheckURL(src, "web.url", s.URL), connectors.CheckHeaders(src, "web.headers", s.Headers)}}
+	d.records()
+	d.fields()
+	d.filters()
+	d.reading()
+	d.render()
+	d.requirements()
+	return d.o, errors.Join(d.errs...)
+}
+
+// blockDecoder is the state of one Decode: the block, the options built
+// from it and the errors found, in key order.
+type blockDecoder struct {
+	src  *config.Source
+	s    *Settings
+	o    *Options
+	errs []error
+}
+
+// bad records the error of key.
+func (d *blockDecoder) bad(key string, err error) {
+	d.errs = append(d.errs, d.src.Errorf(key, "%v", err))
+}
+
+// records decodes web.items and web.id: what one record is.
+func (d *blockDecoder) records() {
+	s, o := d.s, d.o
 	if s.Items != "" {
 		sel, err := CompileSelector(s.Items)
 		if err != nil {
-			bad("web.items", fmt.Errorf("%q %w", s.Items, err))
+			d.bad("web.items", fmt.Errorf("%q %w", s.Items, err))
 		}
 		o.Items = sel
 	}
 	if s.ID != "" {
 		if s.Items == "" {
-			bad("web.id", errors.New("needs web.items: without it the page is one record, whose id is its URL"))
+			d.bad("web.id", errors.New("needs web.items: without it the page is one record, whose id is its URL"))
 		}
 		f, err := ParseField(s.ID)
 		if err != nil {
-			bad("web.id", fmt.Errorf("%q %w", s.ID, err))
+			d.bad("web.id", fmt.Errorf("%q %w", s.ID, err))
 		}
 		o.ID = &f
 	}
-	names := make([]string, 0, len(s.Fields))
-	for k := range s.Fields {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
+}
+
+// fields decodes web.fields, in name order.
+func (d *blockDecoder) fields() {
+	s := d.s
+	for _, k := range slices.Sorted(maps.Keys(s.Fields)) {
 		key := "web.fields." + k
 		switch {
 		case !fieldName.MatchString(k):
-			bad(key, errors.New("is not a valid field name (letters, digits and _)"))
+			d.bad(key, errors.New("is not a valid field name (letters, digits and _)"))
 			continue
 		case k == "id":
-			bad(key, errors.New("is the record id: set web.id instead"))
+			d.bad(key, errors.New("is the record id: set web.id instead"))
 			continue
 		}
 		f, err := ParseField(s.Fields[k])
 		if err != nil {
-			bad(key, fmt.Errorf("%q %w", s.Fields[k], err))
+			d.bad(key, fmt.Errorf("%q %w", s.Fields[k], err))
 			continue
 		}
-		o.Fields = append(o.Fields, NamedField{Name: k, Field: f})
+		d.o.Fields = append(d.o.Fields, NamedField{Name: k, Field: f})
 	}
+}
+
+// filters decodes web.remove, web.ignore_text and web.ignore_regex: what
+// is left out of the page's text.
+func (d *blockDecoder) filters() {
+	s, o := d.s, d.o
 	for i, r := range s.Remove {
 		sel, err := CompileSelector(r)
 		if err != nil {
-			bad(fmt.Sprintf("web.remove[%d]", i), fmt.Errorf("%q %w", r, err))
+			d.bad(fmt.Sprintf("web.remove[%d]", i), fmt.Errorf("%q %w", r, err))
 			continue
 		}
 		o.Remove = append(o.Remove, sel)
 	}
 	for i, t := range s.IgnoreText {
 		if strings.TrimSpace(t) == "" {
-			bad(fmt.Sprintf("web.ignore_text[%d]", i), errors.New("is empty"))
+			d.bad(fmt.Sprintf("web.ignore_text[%d]", i), errors.New("is empty"))
 			continue
 		}
 		o.Ignore = append(o.Ignore, regexp.MustCompile("(?i)"+regexp.QuoteMeta(t)))
@@ -233,72 +270,92 @@ func Decode(src *config.Source) (*Options, error) {
 		re, err := regexp.Compile(r)
 		switch {
 		case err != nil:
-			bad(fmt.Sprintf("web.ignore_regex[%d]", i), fmt.Errorf("%q is not a valid regular expression: %v", r, err))
+			d.bad(fmt.Sprintf("web.ignore_regex[%d]", i), fmt.Errorf("%q is not a valid regular expression: %v", r, err))
 		case re.MatchString(""):
-			bad(fmt.Sprintf("web.ignore_regex[%d]", i), fmt.Errorf("%q matches the empty string, so it removes nothing useful", r))
+			d.bad(fmt.Sprintf("web.ignore_regex[%d]", i), fmt.Errorf("%q matches the empty string, so it removes nothing useful", r))
 		default:
 			o.Ignore = append(o.Ignore, re)
 		}
 	}
+}
+
+// reading decodes web.robots and web.max_bytes.
+func (d *blockDecoder) reading() {
+	s, o := d.s, d.o
 	switch s.Robots {
 	case "", "obey":
 		o.Robots = true
 	case "ignore":
 	default:
-		bad("web.robots", fmt.Errorf("must be obey or ignore, not %q", s.Robots))
+		d.bad("web.robots", fmt.Errorf("must be obey or ignore, not %q", s.Robots))
 	}
 	switch {
 	case s.MaxBytes == 0:
 		o.MaxBytes = MaxBytesDefault
 	case s.MaxBytes < 1024 || s.MaxBytes > connectors.MaxBody:
-		bad("web.max_bytes", fmt.Errorf("must be between 1024 and %d, not %d", connectors.MaxBody, s.MaxBytes))
+		d.bad("web.max_bytes", fmt.Errorf("must be between 1024 and %d, not %d", connectors.MaxBody, s.MaxBytes))
 	default:
 		o.MaxBytes = s.MaxBytes
 	}
-	switch s.Render {
+}
+
+// render decodes web.render and, for a browser, web.wait.
+func (d *blockDecoder) render() {
+	switch d.s.Render {
 	case "", "static":
 	case "browser":
-		o.Browser = &Wait{Idle: WaitIdleDefault, Timeout: WaitTimeoutDefault}
-		if w := s.Wait; w != nil {
-			if w.Selector != "" {
-				sel, err := CompileSelector(w.Selector)
-				if err != nil {
-					bad("web.wait.selector", fmt.Errorf("%q %w", w.Selector, err))
-				}
-				o.Browser.Selector = sel
-			}
-			switch {
-			case w.Idle < 0:
-				bad("web.wait.idle", fmt.Errorf("must not be negative, not %s", w.Idle))
-			case w.Idle > 0:
-				o.Browser.Idle = w.Idle
-			}
-			switch {
-			case w.Timeout < 0:
-				bad("web.wait.timeout", fmt.Errorf("must not be negative, not %s", w.Timeout))
-			case w.Timeout > 0:
-				o.Browser.Timeout = w.Timeout
-			}
-			if o.Browser.Idle >= o.Browser.Timeout {
-				bad("web.wait.idle", fmt.Errorf("(%s) must be shorter than web.wait.timeout (%s)", o.Browser.Idle, o.Browser.Timeout))
-			}
+		d.o.Browser = &Wait{Idle: WaitIdleDefault, Timeout: WaitTimeoutDefault}
+		if w := d.s.Wait; w != nil {
+			d.wait(w)
 		}
 	default:
-		bad("web.render", fmt.Errorf("must be static or browser, not %q", s.Render))
+		d.bad("web.render", fmt.Errorf("must be static or browser, not %q", d.s.Render))
 	}
+}
+
+// wait decodes web.wait of a browser render.
+func (d *blockDecoder) wait(w *WaitSettings) {
+	b := d.o.Browser
+	if w.Selector != "" {
+		sel, err := CompileSelector(w.Selector)
+		if err != nil {
+			d.bad("web.wait.selector", fmt.Errorf("%q %w", w.Selector, err))
+		}
+		b.Selector = sel
+	}
+	switch {
+	case w.Idle < 0:
+		d.bad("web.wait.idle", fmt.Errorf("must not be negative, not %s", w.Idle))
+	case w.Idle > 0:
+		b.Idle = w.Idle
+	}
+	switch {
+	case w.Timeout < 0:
+		d.bad("web.wait.timeout", fmt.Errorf("must not be negative, not %s", w.Timeout))
+	case w.Timeout > 0:
+		b.Timeout = w.Timeout
+	}
+	if b.Idle >= b.Timeout {
+		d.bad("web.wait.idle", fmt.Errorf("(%s) must be shorter than web.wait.timeout (%s)", b.Idle, b.Timeout))
+	}
+}
+
+// requirements decodes web.login and checks the keys that need another:
+// login and wait a browser, allow_empty items.
+func (d *blockDecoder) requirements() {
+	s := d.s
 	if s.Login != nil {
 		if s.Render != "browser" {
-			bad("web.login", errors.New("needs web.render: browser (the steps fill and click in the browser)"))
+			d.bad("web.login", errors.New("needs web.render: browser (the steps fill and click in the browser)"))
 		}
-		o.Login, errs = decodeLogin(src, s.Login, errs)
+		d.o.Login, d.errs = decodeLogin(d.src, s.Login, d.errs)
 	}
 	if s.Wait != nil && s.Render != "browser" {
-		bad("web.wait", errors.New("needs web.render: browser (a static page is read as served)"))
+		d.bad("web.wait", errors.New("needs web.render: browser (a static page is read as served)"))
 	}
 	if s.AllowEmpty && s.Items == "" {
-		bad("web.allow_empty", errors.New("needs web.items: the whole page is never empty"))
+		d.bad("web.allow_empty", errors.New("needs web.items: the whole page is never empty"))
 	}
-	return o, errors.Join(errs...)
 }
 
 // NamedField is one of the fields of the web: block.

@@ -1,0 +1,1 @@
+DROP TABLE dry_run_requests;
