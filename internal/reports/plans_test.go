@@ -737,7 +737,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"source", "task_runs_source_updated_idx", []any{nil, "src-7", nil, nil, nil}},
 		{"status", "task_runs_status_updated_idx", []any{nil, nil, "failed", nil, nil}},
 		{"record_id", "task_runs_record_id_idx", []any{nil, nil, nil, "r-56", nil}}} {
-		q := hotQuery{name: "admin: task runs", who: "internal/admin/queries.go", sql: sqlConst(t, "internal/admin/queries.go", "queryTaskRuns"),
+		q := hotQuery{name: "admin: task runs", who: "internal/control/report_queries.go", sql: sqlConst(t, "internal/control/report_queries.go", "queryTaskRuns"),
 			args: f.args, index: f.index}
 		if f.col != "" {
 			q.name += " of a " + f.col
@@ -791,10 +791,10 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		queries = append(queries, hotQuery{name: "report: " + v, who: "migrations/0005_reports.up.sql",
 			sql: "SELECT * FROM " + v, allowSources: true, allowCurrent: true})
 	}
-	// The admin page's statements (internal/admin/queries.go), with the
+	// The admin page's statements (internal/control/report_queries.go), with the
 	// arguments its pages pass (NULL: a filter not given, or the cursor
 	// of a first page; control.Report plans each for its arguments).
-	const adminQ = "internal/admin/queries.go"
+	const adminQ = "internal/control/report_queries.go"
 	hour := now.Add(-time.Hour).Truncate(time.Hour)
 	// The evaluations behind a count of the drift table: the notify count
 	// of today's cell.
