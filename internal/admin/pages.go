@@ -47,6 +47,9 @@ type card struct {
 type overviewData struct {
 	Cards  []card
 	Charts []chart
+	// Range is the charts' time range (ranges), RangeLinks the control.
+	Range      timeRange
+	RangeLinks []card
 	// Owner is the owner whose numbers the cards are ("" for the whole
 	// system's); the charts are always the whole system's.
 	Owner string
@@ -126,7 +129,18 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
 	for i := range d.Cards {
 		d.Cards[i].Href = withOwner(d.Cards[i].Href, owner)
 	}
-	act, _, err := list(ctx, a, p, "The last 24 hours, hour by hour", control.ReportActivity, nil, 0, nil)
+	rng, err := rangeOf(r.URL.Query(), "24h")
+	if err != nil {
+		a.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	d.Range, d.RangeLinks = rng, rangeLinks(r.URL, rng.Key)
+	var act []control.ActivityHourRow
+	if rng.Key == "24h" {
+		act, _, err = list(ctx, a, p, "The last 24 hours, hour by hour", control.ReportActivity, nil, 0, nil)
+	} else {
+		act, _, err = list(ctx, a, p, "The last "+rng.Label+", hour by hour", control.ReportActivityRange, []any{rng.Interval()}, 0, nil)
+	}
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -168,7 +182,11 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
 		for i, row := range act {
 			h := row.Hour
 			v := s.value(row)
-			bars[i] = bar{Label: h.UTC().Format("15:04"), Value: v,
+			label := h.UTC().Format("15:04")
+			if rng.Span > 24*time.Hour {
+				label = h.UTC().Format("01-02 15h")
+			}
+			bars[i] = bar{Label: label, Value: v,
 				Href: hourLink(s.what, h) + s.filter,
 				Tip:  fmt.Sprintf("%s UTC: %s%s %s (click for the rows)", h.UTC().Format("Jan 2 15:04"), trimFloat(v), s.unit, strings.ToLower(s.title))}
 		}
@@ -782,6 +800,11 @@ type rowsData struct {
 	// Quiet is the quiet runs of the same hours, beside the recorded runs
 	// (quiet=1): a chart of runs counts both.
 	Quiet *table
+	// RangeLinks is the time range control of a timed list (range=).
+	RangeLinks []card
+	// Notification is the one notification a list picked by id= shows
+	// whole: its body, its payload, its attempts and retries.
+	Notification *notificationDetail
 }
 
 // The window of a list picked by a key filter: all time.
@@ -803,8 +826,11 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	qs := r.URL.Query()
-	p := newPage(c, spec.title, "overview")
+	p := newPage(c, spec.title, rowsNav(what, qs))
 	d := &rowsData{What: what, Title: spec.title}
+	if !spec.untimed {
+		d.RangeLinks = rangeLinks(r.URL, qs.Get("range"))
+	}
 	source := qs.Get("source")
 	var args []any
 	fargs, filteredBy, keyed, err := spec.filterArgs(qs)
@@ -874,11 +900,38 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 			return
 		}
 	}
+	if what == "notifications" && qs.Get("id") != "" && len(d.Table.Rows) == 1 {
+		if d.Notification, err = a.notification(ctx, p, qs.Get("id")); err != nil {
+			a.failErr(w, r, err)
+			return
+		}
+	}
 	if what == "runs" && qs.Get("id") != "" && len(d.Table.Rows) == 0 {
 		d.Hint = "Run " + qs.Get("id") + " is not recorded: a run that succeeded and changed nothing is counted only in its source's quiet runs of the hour."
 	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "rows", p)
+}
+
+// rowsNav is the navigation entry a list of rows belongs to: the page its
+// rows are about. A source's rows are the source's (Sources); failed runs
+// are failures (Failures); model calls and the evaluations behind a
+// notify count are the models' (Models); notifications the outbox's
+// (Dead letters, where the outbox is shown); the rest (an hour's runs,
+// changes, evaluations, the pending work) are the overview's numbers and
+// bars.
+func rowsNav(what string, qs url.Values) string {
+	switch {
+	case qs.Get("since_success") != "" || (what == "runs" && qs.Get("status") != ""):
+		return "failures"
+	case qs.Get("source") != "":
+		return "sources"
+	case what == "model_calls":
+		return "models"
+	case what == "notifications" && qs.Get("id") != "":
+		return "dead"
+	}
+	return "overview"
 }
 
 // driftCountTitles name the counts of the drift table on their rows page.
@@ -1001,6 +1054,15 @@ func (q rowQuery) filterArgs(qs url.Values) (args []any, given, keyed bool, err 
 // a list picked by a key filter.
 func (a *Admin) window(qs url.Values, keyed bool) (since, until time.Time, hint string) {
 	s, u := qs.Get("since"), qs.Get("until")
+	if rng, err := rangeOf(qs, ""); err == nil && rng.Key != "" {
+		// The last span, until now; its next pages keep the start
+		// (since=) the first page had.
+		since := a.now().UTC().Add(-rng.Span)
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			since = t
+		}
+		return since, allUntil, "The last " + rng.Label + " (since " + since.UTC().Format("2006-01-02 15:04") + " UTC)"
+	}
 	if s == "all" || (s == "" && keyed) {
 		return allSince, allUntil, "All time"
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -37,7 +38,9 @@ type page struct {
 	Owner  string
 	// Path is the page's path (the owner filter's form action).
 	Path string
-	Data any
+	// Search is the text of the search box (the search page's).
+	Search string
+	Data   any
 	// who reads the page: its statements run as this caller's
 	// (control.Service.Report).
 	who control.Principal
@@ -298,18 +301,119 @@ func (t *table) add(m map[string]any, link linker) {
 	cells := make([]cellv, len(t.Columns))
 	for i, col := range t.Columns {
 		v := m[col]
-		c := cellv{Text: reports.Cell(v)}
+		c := human(col, v)
 		if c.Text != "-" && link != nil {
 			c.Href = link(col, m)
-		}
-		switch v.(type) {
-		case int64, int32, int16, float64, float32, pgtype.Numeric:
-			c.Class = "n"
 		}
 		cells[i] = c
 	}
 	t.Rows = append(t.Rows, cells)
 	t.values = append(t.values, m)
+}
+
+// human is a value as the page shows it, in units a person reads: a time
+// as how long ago (or from now) it is, a duration in ms or seconds (the
+// columns ms, latency_ms, *_seconds, *_s) as "1.2 s" or "3m 05s", a rate
+// (*_rate) as a percentage, a size (*_bytes) in kB, MB or GB. The exact
+// value is the cell's title (a tooltip). Counts stay counts.
+func human(col string, v any) cellv {
+	c := cellv{Text: reports.Cell(v)}
+	switch v.(type) {
+	case int64, int32, int16, float64, float32, pgtype.Numeric:
+		c.Class = "n"
+	}
+	if c.Text == "-" {
+		return c
+	}
+	switch x := v.(type) {
+	case time.Time:
+		if x.Year() > 9000 || x.Year() < 1 {
+			return c
+		}
+		return timeCell(x)
+	case pgtype.Interval:
+		c.Title = c.Text
+		c.Text = humanDuration(time.Duration(x.Microseconds)*time.Microsecond + time.Duration(x.Days)*24*time.Hour +
+			time.Duration(x.Months)*30*24*time.Hour)
+		return c
+	}
+	f, isNum := number(v)
+	if !isNum {
+		return c
+	}
+	exact := c.Text
+	switch {
+	case col == "ms" || strings.HasSuffix(col, "_ms"):
+		c.Text = humanDuration(time.Duration(f * float64(time.Millisecond)))
+	case strings.HasSuffix(col, "_seconds") || strings.HasSuffix(col, "_s"):
+		c.Text = humanDuration(time.Duration(f * float64(time.Second)))
+	case strings.HasSuffix(col, "_rate"):
+		c.Text = strconv.FormatFloat(f*100, 'f', -1, 64) + "%"
+		if f*100 != math.Trunc(f*1000)/10 {
+			c.Text = strconv.FormatFloat(f*100, 'f', 1, 64) + "%"
+		}
+	case strings.HasSuffix(col, "_bytes"):
+		c.Text = humanBytes(f)
+	default:
+		return c
+	}
+	c.Title = exact + " (" + col + ")"
+	return c
+}
+
+// number reads a numeric value.
+func number(v any) (float64, bool) {
+	switch v.(type) {
+	case int64, int32, int16, int, float64, float32, pgtype.Numeric:
+		return toFloat(v), true
+	}
+	return 0, false
+}
+
+// timeCell is a time as how long ago it is, the exact UTC time its title.
+func timeCell(t time.Time) cellv {
+	return cellv{Text: ago(t), Title: t.UTC().Format("2006-01-02 15:04:05.000 UTC")}
+}
+
+// humanDuration writes d for a person: "850 ms", "1.2 s", "3m 05s",
+// "2h 10m", "3d 4h".
+func humanDuration(d time.Duration) string {
+	neg := ""
+	if d < 0 {
+		neg, d = "-", -d
+	}
+	var s string
+	switch {
+	case d < time.Second:
+		s = strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
+		if len(s) > 5 {
+			s = strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64)
+		}
+		s += " ms"
+	case d < time.Minute:
+		s = strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	case d < time.Hour:
+		s = fmt.Sprintf("%dm %02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		s = fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		s = fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+	}
+	return neg + s
+}
+
+// humanBytes writes a size in B, kB, MB or GB (powers of 1,000).
+func humanBytes(n float64) string {
+	for _, u := range []string{"B", "kB", "MB", "GB"} {
+		if math.Abs(n) < 1000 || u == "GB" {
+			if u == "B" {
+				return strconv.FormatFloat(n, 'f', 0, 64) + " B"
+			}
+			return strconv.FormatFloat(n, 'f', 1, 64) + " " + u
+		}
+		n /= 1000
+	}
+	return ""
 }
 
 func ago(t any) string {

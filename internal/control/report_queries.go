@@ -1,6 +1,8 @@
 package control
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -297,6 +299,114 @@ WHERE ($1::bigint IS NULL OR id = $1)
 LIMIT 201`
 )
 
+// The statements of the gaps issue 29 found: the activity of a range,
+// search by name or id, a notification's whole row and its retries.
+const (
+	// queryActivityRange is report_activity_hourly over the last $1
+	// (an interval: 1 hour to 30 days), hour by hour: the same sums of
+	// activity_hour_totals (activity_hour_totals_pkey).
+	queryActivityRange = `
+		WITH hours AS (
+		    SELECT generate_series(date_trunc('hour', now(), 'UTC') - $1::interval + interval '1 hour', date_trunc('hour', now(), 'UTC'), interval '1 hour') AS hour
+		), t AS (
+		    SELECT hour, sum(runs)::bigint AS runs, sum(failed_runs)::bigint AS failed_runs, sum(timed_runs) AS timed_runs,
+		           sum(lateness_seconds_sum) AS late_sum, max(lateness_seconds_max) AS late_max, sum(changes)::bigint AS changes,
+		           sum(evaluations)::bigint AS evaluations, sum(notify_decisions)::bigint AS notify_decisions,
+		           sum(notifications)::bigint AS notifications, sum(model_calls)::bigint AS model_calls,
+		           sum(failed_model_calls)::bigint AS failed_model_calls
+		    FROM activity_hour_totals
+		    WHERE hour >= date_trunc('hour', now(), 'UTC') - $1::interval + interval '1 hour'
+		    GROUP BY hour
+		)
+		SELECT h.hour, coalesce(t.runs, 0) AS runs, coalesce(t.failed_runs, 0) AS failed_runs, coalesce(t.changes, 0) AS changes,
+		       coalesce(t.evaluations, 0) AS evaluations, coalesce(t.notify_decisions, 0) AS notify_decisions,
+		       coalesce(t.notifications, 0) AS notifications, coalesce(t.model_calls, 0) AS model_calls,
+		       coalesce(t.failed_model_calls, 0) AS failed_model_calls,
+		       round((t.late_sum / nullif(t.timed_runs, 0))::numeric, 3) AS avg_lateness_seconds,
+		       round(t.late_max::numeric, 3) AS max_lateness_seconds
+		FROM hours h LEFT JOIN t ON t.hour = h.hour
+		ORDER BY h.hour`
+
+	// querySearchSources is the sources whose name holds $1 (a LIKE
+	// pattern, its wildcards escaped: SearchFilter), the exact name first,
+	// then by name; 50 and one to tell there are more.
+	querySearchSources = `
+		SELECT s.name, d.owner, d.managed_by, s.status, s.connector, s.last_run_at, s.last_error
+		FROM sources s LEFT JOIN source_definitions d ON d.name = s.name
+		WHERE s.name ILIKE $1
+		ORDER BY s.name <> $2, s.name
+		LIMIT 51`
+
+	// querySearchWatches is the watches whose name holds $1, or whose
+	// owner is $2.
+	querySearchWatches = `
+		SELECT source, name AS watch, owner, managed_by
+		FROM watches
+		WHERE name ILIKE $1 OR owner = $2
+		ORDER BY source, name
+		LIMIT 51`
+
+	// querySearchIDs is the rows whose id is $1 (NULL: the text is not a
+	// number), each table by its primary key: a run, a change, an
+	// evaluation, a model call, a notification, a task run.
+	querySearchIDs = `
+		SELECT 'sync_run' AS kind, id, source, NULL::text AS record_id FROM sync_runs WHERE id = $1
+		UNION ALL SELECT 'change', id, source, record_id FROM changes WHERE id = $1
+		UNION ALL SELECT 'evaluation', id, source, record_id FROM evaluations WHERE id = $1
+		UNION ALL SELECT 'model_call', id, source, record_id FROM model_calls WHERE id = $1
+		UNION ALL SELECT 'notification', id, source, record_id FROM notifications WHERE id = $1
+		UNION ALL SELECT 'task_run', id, source, record_id FROM task_runs WHERE id = $1`
+
+	// queryNotification is one notification's row ($1), whole: what it
+	// says (title, body), what its sink is sent (payload) and what the
+	// row keeps of its attempts.
+	queryNotification = `
+		SELECT id AS notification_id, kind, status, sink, source, watch, record_id, change_id, owner, dedupe_key, urgency, reason,
+		       title, body, payload, attempts, manual_retries, duplicates_suppressed, created_at, last_attempt_at, next_attempt_at,
+		       delivered_at, dead_at, lease_owner, lease_expires_at, last_error
+		FROM notifications
+		WHERE id = $1`
+
+	// queryNotificationRetries is the manual retries of a notification
+	// ($1) in the audit log: a retry of the one row, or of a page of
+	// listed rows that held it.
+	queryNotificationRetries = `
+		SELECT id AS audit_id, at, actor, via, target, after
+		FROM audit_log
+		WHERE kind = 'notification' AND action = 'retry_dead'
+		  AND (target = $1::bigint::text OR after -> 'ids' @> to_jsonb($1::bigint))
+		ORDER BY id`
+)
+
+// SearchFilter is the parameters of the search statements: Text as the
+// person typed it.
+type SearchFilter struct {
+	Text string
+}
+
+// Pattern is the LIKE pattern of the names that hold Text (its % and _
+// escaped).
+func (f SearchFilter) Pattern() string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%" + r.Replace(f.Text) + "%"
+}
+
+// SourcesArgs are ReportSearchSources' arguments.
+func (f SearchFilter) SourcesArgs() []any { return []any{f.Pattern(), f.Text} }
+
+// WatchesArgs are ReportSearchWatches' arguments.
+func (f SearchFilter) WatchesArgs() []any { return []any{f.Pattern(), f.Text} }
+
+// IDArgs are ReportSearchIDs' arguments: the text as an id, NULL when it
+// is not one.
+func (f SearchFilter) IDArgs() []any {
+	n, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(f.Text), "#"), 10, 64)
+	if err != nil || n <= 0 {
+		return []any{nil}
+	}
+	return []any{n}
+}
+
 // DriftCounts are the counts of the drift table: ReportDriftRows' count
 // (DriftRowsFilter.Count).
 var DriftCounts = map[string]bool{"evaluations": true, "judged": true, "cache_hits": true, "notify": true, "skip": true}
@@ -518,7 +628,83 @@ var (
 	ReportRowsModelCalls           = reportQuery[ModelCallRow]("rows: model calls", queryRowsModelCalls)
 	ReportRowsPendingChanges       = reportQuery[PendingChangeRow]("rows: pending changes", queryRowsPendingChanges)
 	ReportRowsPendingNotifications = reportQuery[PendingNotificationRow]("rows: pending notifications", queryRowsPendingNotifications)
+	ReportActivityRange            = reportQuery[ActivityHourRow]("activity of a range", queryActivityRange)
+	ReportSearchSources            = reportQuery[SearchSourceRow]("search: sources", querySearchSources)
+	ReportSearchWatches            = reportQuery[SearchWatchRow]("search: watches", querySearchWatches)
+	ReportSearchIDs                = reportQuery[SearchIDRow]("search: ids", querySearchIDs)
+	ReportNotification             = reportQuery[NotificationDetailRow]("notification", queryNotification)
+	ReportNotificationRetries      = reportQuery[NotificationRetryRow]("notification retries", queryNotificationRetries)
 )
+
+// SearchSourceRow is a source whose name holds the text searched
+// (ReportSearchSources).
+type SearchSourceRow struct {
+	Name      string     `db:"name"`
+	Owner     *string    `db:"owner"`
+	ManagedBy *string    `db:"managed_by"`
+	Status    string     `db:"status"`
+	Connector string     `db:"connector"`
+	LastRunAt *time.Time `db:"last_run_at"`
+	LastError *string    `db:"last_error"`
+}
+
+// SearchWatchRow is a watch whose name holds the text searched, or whose
+// owner it is (ReportSearchWatches).
+type SearchWatchRow struct {
+	Source    string `db:"source"`
+	Watch     string `db:"watch"`
+	Owner     string `db:"owner"`
+	ManagedBy string `db:"managed_by"`
+}
+
+// SearchIDRow is a row whose id is the number searched (ReportSearchIDs).
+type SearchIDRow struct {
+	Kind     string  `db:"kind"`
+	ID       int64   `db:"id"`
+	Source   string  `db:"source"`
+	RecordID *string `db:"record_id"`
+}
+
+// NotificationDetailRow is a notification's whole row (ReportNotification).
+type NotificationDetailRow struct {
+	NotificationID       int64      `db:"notification_id"`
+	Kind                 string     `db:"kind"`
+	Status               string     `db:"status"`
+	Sink                 string     `db:"sink"`
+	Source               string     `db:"source"`
+	Watch                string     `db:"watch"`
+	RecordID             string     `db:"record_id"`
+	ChangeID             *int64     `db:"change_id"`
+	Owner                string     `db:"owner"`
+	DedupeKey            string     `db:"dedupe_key"`
+	Urgency              *string    `db:"urgency"`
+	Reason               *string    `db:"reason"`
+	Title                *string    `db:"title"`
+	Body                 *string    `db:"body"`
+	Payload              []byte     `db:"payload"`
+	Attempts             int32      `db:"attempts"`
+	ManualRetries        int32      `db:"manual_retries"`
+	DuplicatesSuppressed int32      `db:"duplicates_suppressed"`
+	CreatedAt            time.Time  `db:"created_at"`
+	LastAttemptAt        *time.Time `db:"last_attempt_at"`
+	NextAttemptAt        time.Time  `db:"next_attempt_at"`
+	DeliveredAt          *time.Time `db:"delivered_at"`
+	DeadAt               *time.Time `db:"dead_at"`
+	LeaseOwner           *string    `db:"lease_owner"`
+	LeaseExpiresAt       *time.Time `db:"lease_expires_at"`
+	LastError            *string    `db:"last_error"`
+}
+
+// NotificationRetryRow is a manual retry of a notification in the audit
+// log (ReportNotificationRetries).
+type NotificationRetryRow struct {
+	AuditID int64     `db:"audit_id"`
+	At      time.Time `db:"at"`
+	Actor   string    `db:"actor"`
+	Via     string    `db:"via"`
+	Target  string    `db:"target"`
+	After   []byte    `db:"after"`
+}
 
 // ViewDefRow is the definition of a report view (ReportViewDef).
 type ViewDefRow struct {
