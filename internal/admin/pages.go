@@ -693,13 +693,12 @@ func (a *Admin) models(w http.ResponseWriter, r *http.Request, c *caller) {
 		a.failErr(w, r, err)
 		return
 	}
-	expensive, drift, args := control.ReportExpensive, control.ReportDrift, []any{}
+	drift, args := control.ReportDrift, []any{}
 	if owner != "" {
-		expensive = control.ReportExpensiveOwner
 		drift = control.ReportDriftOwner
 		args = append(args, owner)
 	}
-	if _, d.Expensive, err = list(ctx, a, p, "The most expensive model calls of the last 24 hours", expensive, args, pageSize, links); err != nil {
+	if _, d.Expensive, err = list(ctx, a, p, "The most expensive model calls of the last 24 hours", control.ReportExpensive, []any{opt(owner)}, pageSize, links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
