@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/lookout-dev/lookout/internal/control"
 )
 
 // links is the linker of report rows: every number leads to the rows it
@@ -210,7 +212,7 @@ func withRecord(source, record string) linker {
 // links does.
 func driftLinks(owner string) linker {
 	return func(col string, row map[string]any) string {
-		if _, ok := driftCounts[col]; !ok {
+		if _, ok := control.DriftCounts[col]; !ok {
 			return links(col, row)
 		}
 		day, ok := row["day"].(time.Time)

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/lookout-dev/lookout/internal/control"
@@ -27,16 +26,15 @@ func newPage(c *caller, title, nav string) *page {
 // ownerFilter offers the owner filter on p and returns the owner chosen
 // ("" for all).
 func (a *Admin) ownerFilter(ctx context.Context, r *http.Request, p *page) (string, error) {
-	var owners []string
-	err := a.svc.Report(ctx, p.who, queryOwners, nil, func(rows pgx.Rows) error {
-		var err error
-		owners, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
-	})
+	rows, err := control.ReportRows(ctx, a.svc, p.who, control.ReportOwners)
 	if err != nil {
 		return "", fmt.Errorf("owners: %w", err)
 	}
-	a.show(ctx, p, query{title: "The owners of definitions (the owner filter)", sql: queryOwners})
+	a.show(ctx, p, "The owners of definitions (the owner filter)", control.ReportOwners.SQL(), nil)
+	owners := make([]string, len(rows))
+	for i, o := range rows {
+		owners[i] = o.Owner
+	}
 	p.Owners, p.Owner, p.Path = owners, r.URL.Query().Get("owner"), r.URL.Path
 	return p.Owner, nil
 }
@@ -49,6 +47,9 @@ type card struct {
 type overviewData struct {
 	Cards  []card
 	Charts []chart
+	// Range is the charts' time range (ranges), RangeLinks the control.
+	Range      timeRange
+	RangeLinks []card
 	// Owner is the owner whose numbers the cards are ("" for the whole
 	// system's); the charts are always the whole system's.
 	Owner string
@@ -87,43 +88,59 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
 		a.failErr(w, r, err)
 		return
 	}
-	q := query{title: "The whole system at a glance", sql: queryOverview}
+	title, q, args := "The whole system at a glance", control.ReportOverview, []any(nil)
 	if owner != "" {
-		q = query{title: "The numbers of one owner's definitions", sql: queryOwnerOverview, args: []any{owner}}
+		title, q, args = "The numbers of one owner's definitions", control.ReportOwnerOverview, []any{owner}
 	}
-	o, err := a.one(ctx, p, q)
-	if errors.Is(err, pgx.ErrNoRows) {
-		a.fail(w, r, http.StatusNotFound, fmt.Sprintf("No source or watch is owned by %q.", owner))
-		return
-	}
+	rows, _, err := list(ctx, a, p, title, q, args, 0, nil)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	hot := func(col string) string {
-		if toFloat(o[col]) > 0 {
+	if len(rows) != 1 {
+		if owner != "" {
+			a.fail(w, r, http.StatusNotFound, fmt.Sprintf("No source or watch is owned by %q.", owner))
+			return
+		}
+		a.failErr(w, r, fmt.Errorf("%s: %d rows, want 1", title, len(rows)))
+		return
+	}
+	o := rows[0]
+	hot := func(n *int64) string {
+		if n != nil && *n > 0 {
 			return "hot"
 		}
 		return ""
 	}
 	d := &overviewData{Cards: []card{
-		{"active sources", num(o["active_sources"]), "/admin/sources?status=active", ""},
-		{"not active", num(o["inactive_sources"]), "/admin/disabled", ""},
-		{"due now", num(o["sources_due"]), "/admin/sources?due=now", ""},
-		{"runs in progress", num(o["runs_in_progress"]), "/admin/sources?state=running", ""},
-		{"failed runs (24h)", num(o["failed_runs_24h"]), "/admin/failures?kind=sync_run", hot("failed_runs_24h")},
-		{"pending changes", num(o["pending_changes"]), "/admin/rows/pending_changes", ""},
-		{"oldest pending change", ago(o["oldest_pending_change_at"]), "/admin/rows/pending_changes", ""},
-		{"pending notifications", num(o["pending_notifications"]), "/admin/rows/pending_notifications?status=pending", ""},
-		{"held for digests", num(o["held_notifications"]), "/admin/rows/pending_notifications?status=held", ""},
-		{"dead letters", num(o["dead_notifications"]), "/admin/dead", hot("dead_notifications")},
-		{"stuck", num(o["stuck"]), "/admin/stuck", hot("stuck")},
+		{"active sources", num(o.ActiveSources), "/admin/sources?status=active", ""},
+		{"not active", num(o.InactiveSources), "/admin/disabled", ""},
+		{"due now", num(o.SourcesDue), "/admin/sources?due=now", ""},
+		{"runs in progress", num(o.RunsInProgress), "/admin/sources?state=running", ""},
+		{"failed runs (24h)", num(o.FailedRuns24h), "/admin/failures?kind=sync_run", hot(o.FailedRuns24h)},
+		{"pending changes", num(o.PendingChanges), "/admin/rows/pending_changes", ""},
+		{"oldest pending change", ago(o.OldestPendingChangeAt), "/admin/rows/pending_changes", ""},
+		{"pending notifications", num(o.PendingNotifications), "/admin/rows/pending_notifications?status=pending", ""},
+		{"held for digests", num(o.HeldNotifications), "/admin/rows/pending_notifications?status=held", ""},
+		{"dead letters", num(o.DeadNotifications), "/admin/dead", hot(o.DeadNotifications)},
+		{"stuck", num(o.Stuck), "/admin/stuck", hot(o.Stuck)},
 	}, Owner: owner}
 	// An owner's numbers link to the owner's rows.
 	for i := range d.Cards {
 		d.Cards[i].Href = withOwner(d.Cards[i].Href, owner)
 	}
-	act, err := a.rowsOf(ctx, p, query{title: "The last 24 hours, hour by hour", sql: queryActivity}, 0, nil)
+	rng, err := rangeOf(r.URL.Query(), "24h")
+	if err != nil {
+		a.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	d.Range, d.RangeLinks = rng, rangeLinks(r.URL, rng.Key)
+	var act []control.ActivityHourRow
+	if rng.Key == "24h" {
+		act, _, err = list(ctx, a, p, "The last 24 hours, hour by hour", control.ReportActivity, nil, 0, nil)
+	} else {
+		act, _, err = list(ctx, a, p, "The last "+rng.Label+", hour by hour", control.ReportActivityRange, []any{rng.Interval()}, 0, nil)
+	}
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -133,24 +150,43 @@ func (a *Admin) overview(w http.ResponseWriter, r *http.Request, c *caller) {
 	// runs of the hour, failed runs the failed, deferred and abandoned
 	// ones, notify decisions the evaluations that decided notify.
 	type spec struct {
-		title, col, what, filter, class, unit string
+		title       string
+		value       func(control.ActivityHourRow) float64
+		what        string
+		filter      string
+		class, unit string
+	}
+	count := func(f func(control.ActivityHourRow) *int64) func(control.ActivityHourRow) float64 {
+		return func(h control.ActivityHourRow) float64 {
+			if n := f(h); n != nil {
+				return float64(*n)
+			}
+			return 0
+		}
+	}
+	measure := func(f func(control.ActivityHourRow) pgtype.Numeric) func(control.ActivityHourRow) float64 {
+		return func(h control.ActivityHourRow) float64 { return toFloat(f(h)) }
 	}
 	for _, s := range []spec{
-		{"Runs per hour", "runs", "runs", "&quiet=1", "c0", ""},
-		{"Failed runs per hour", "failed_runs", "runs", "&status=failed,deferred,abandoned", "c5", ""},
-		{"Changes per hour", "changes", "changes", "", "c1", ""},
-		{"Evaluations per hour", "evaluations", "evaluations", "", "c2", ""},
-		{"Notify decisions per hour", "notify_decisions", "evaluations", "&decision=notify", "c2", ""},
-		{"Notifications per hour", "notifications", "notifications", "", "c3", ""},
-		{"Model calls per hour", "model_calls", "model_calls", "", "c4", ""},
-		{"Schedule lateness: average per hour", "avg_lateness_seconds", "runs", "&quiet=1", "c5", "s"},
-		{"Schedule lateness: worst per hour", "max_lateness_seconds", "runs", "&quiet=1", "c5", "s"},
+		{"Runs per hour", count(func(h control.ActivityHourRow) *int64 { return h.Runs }), "runs", "&quiet=1", "c0", ""},
+		{"Failed runs per hour", count(func(h control.ActivityHourRow) *int64 { return h.FailedRuns }), "runs", "&status=failed,deferred,abandoned", "c5", ""},
+		{"Changes per hour", count(func(h control.ActivityHourRow) *int64 { return h.Changes }), "changes", "", "c1", ""},
+		{"Evaluations per hour", count(func(h control.ActivityHourRow) *int64 { return h.Evaluations }), "evaluations", "", "c2", ""},
+		{"Notify decisions per hour", count(func(h control.ActivityHourRow) *int64 { return h.NotifyDecisions }), "evaluations", "&decision=notify", "c2", ""},
+		{"Notifications per hour", count(func(h control.ActivityHourRow) *int64 { return h.Notifications }), "notifications", "", "c3", ""},
+		{"Model calls per hour", count(func(h control.ActivityHourRow) *int64 { return h.ModelCalls }), "model_calls", "", "c4", ""},
+		{"Schedule lateness: average per hour", measure(func(h control.ActivityHourRow) pgtype.Numeric { return h.AvgLatenessSeconds }), "runs", "&quiet=1", "c5", "s"},
+		{"Schedule lateness: worst per hour", measure(func(h control.ActivityHourRow) pgtype.Numeric { return h.MaxLatenessSeconds }), "runs", "&quiet=1", "c5", "s"},
 	} {
-		bars := make([]bar, len(act.Raw))
-		for i, row := range act.Raw {
-			h, _ := row["hour"].(time.Time)
-			v := toFloat(row[s.col])
-			bars[i] = bar{Label: h.UTC().Format("15:04"), Value: v,
+		bars := make([]bar, len(act))
+		for i, row := range act {
+			h := row.Hour
+			v := s.value(row)
+			label := h.UTC().Format("15:04")
+			if rng.Span > 24*time.Hour {
+				label = h.UTC().Format("01-02 15h")
+			}
+			bars[i] = bar{Label: label, Value: v,
 				Href: hourLink(s.what, h) + s.filter,
 				Tip:  fmt.Sprintf("%s UTC: %s%s %s (click for the rows)", h.UTC().Format("Jan 2 15:04"), trimFloat(v), s.unit, strings.ToLower(s.title))}
 		}
@@ -190,15 +226,16 @@ func (a *Admin) sources(w http.ResponseWriter, r *http.Request, c *caller) {
 	for _, st := range []string{"due", "running", "requested", "lease expired", "scheduled", "orphaned"} {
 		d.Filters = append(d.Filters, card{st, "", "/admin/sources?state=" + url.QueryEscape(st), cls(d.State == st)})
 	}
-	args := sourcesFilter{After: qs.Get("after"), Status: d.Status, State: d.State, Owner: owner,
-		Failing: qs.Get("failing") != "", Due: qs.Get("due") != ""}.args()
-	d.Table, err = a.rowsOf(ctx, p, query{title: "A page of sources, by name", sql: querySources, args: args}, pageSize, sourceLinks)
+	args := control.SourcesFilter{After: qs.Get("after"), Status: d.Status, State: d.State, Owner: owner,
+		Failing: qs.Get("failing") != "", Due: qs.Get("due") != ""}.Args()
+	var rows []control.SourceListRow
+	rows, d.Table, err = list(ctx, a, p, "A page of sources, by name", control.ReportSources, args, pageSize, sourceLinks)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
 	if d.Table.More {
-		last := d.Table.Raw[len(d.Table.Raw)-1]["name"].(string)
+		last := rows[len(rows)-1].Name
 		v := url.Values{"after": {last}}
 		if d.Status != "" {
 			v.Set("status", d.Status)
@@ -257,7 +294,7 @@ func fields(t *table) []field {
 // sourceData is one source's page.
 type sourceData struct {
 	Name    string
-	Source  map[string]any
+	Source  control.SourceRow
 	Fields  []field
 	Runs    *table
 	Quiet   *table
@@ -271,32 +308,33 @@ func (a *Admin) source(w http.ResponseWriter, r *http.Request, c *caller) {
 	name := r.PathValue("name")
 	p := newPage(c, "Source "+name, "sources")
 	d := &sourceData{Name: name}
-	t, err := a.rowsOf(ctx, p, query{title: "The source", sql: querySource, args: []any{name}}, 0, links)
+	src, t, err := list(ctx, a, p, "The source", control.ReportSource, []any{name}, 0, links)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	if len(t.Raw) == 0 {
+	if len(src) == 0 {
 		a.fail(w, r, http.StatusNotFound, fmt.Sprintf("Source %q is not registered.", name))
 		return
 	}
-	d.Source = t.Raw[0]
+	d.Source = src[0]
 	d.Fields = fields(t)
-	if d.Runs, err = a.rowsOf(ctx, p, query{title: "Its recorded runs, newest first", sql: querySourceRuns, args: []any{name}}, 25, withSource(name)); err != nil {
+	if _, d.Runs, err = list(ctx, a, p, "Its recorded runs, newest first", control.ReportSourceRuns, []any{name}, 25, withSource(name)); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	if d.Quiet, err = a.rowsOf(ctx, p, query{title: "Its quiet runs per hour", sql: querySourceQuiet, args: []any{name}}, 24, withSource(name)); err != nil {
+	if _, d.Quiet, err = list(ctx, a, p, "Its quiet runs per hour", control.ReportSourceQuiet, []any{name}, 24, withSource(name)); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
 	after := r.URL.Query().Get("after")
-	if d.Records, err = a.rowsOf(ctx, p, query{title: "Its records, by id", sql: querySourceRecords, args: []any{name, after}}, pageSize, withSource(name)); err != nil {
+	var records []control.SourceRecordRow
+	if records, d.Records, err = list(ctx, a, p, "Its records, by id", control.ReportSourceRecords, []any{name, after}, pageSize, withSource(name)); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
 	if d.Records.More {
-		last := d.Records.Raw[len(d.Records.Raw)-1]["record_id"].(string)
+		last := records[len(records)-1].RecordID
 		d.Next = "/admin/sources/" + url.PathEscape(name) + "?after=" + url.QueryEscape(last) + "#records"
 	}
 	p.Data = d
@@ -363,25 +401,27 @@ func (a *Admin) afterAction(w http.ResponseWriter, r *http.Request, done string,
 // reportPage shows one report view.
 func (a *Admin) reportPage(which string) authedHandler {
 	type spec struct {
-		title, sql, what string
-		filters          []string
+		title   string
+		list    rowLister
+		what    string
+		filters []string
 		// keys is the view's order: the keyset of the pages.
 		keys keyset
-		// after, when set, is the statement of the next pages (sql's
-		// filters, then the cursor); sql then takes the filters only.
-		after string
+		// after, when set, is the statement of the next pages (list's
+		// filters, then the cursor); list then takes the filters only.
+		after rowLister
 	}
 	specs := map[string]spec{
-		"stuck": {"Stuck work", queryStuck, "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source", "owner:definition_owner"},
-			keyset{{col: "since", nulls: true}, {col: "kind"}, {col: "id", nulls: true}, {col: "source"}}, ""},
-		"failures": {"Recent failures", queryFailures, "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink", "owner"},
-			keyset{{col: "at", desc: true}, {col: "kind"}, {col: "id", desc: true}, {col: "watch", nulls: true}, {col: "status"}}, ""},
-		"retry": {"High retry", queryHighRetry, "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source", "owner"},
-			keyset{{col: "attempts", desc: true}, {col: "kind"}, {col: "source"}, {col: "id", nulls: true}}, ""},
-		"disabled": {"Disabled sources", queryDisabled, "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status", "owner"},
-			keyset{{col: "since", desc: true, nulls: true}, {col: "name"}}, ""},
-		"tasks": {"Task runs", queryTaskRuns, "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id", "owner"},
-			keyset{{col: "id", desc: true}}, queryTaskRunsAfter},
+		"stuck": {"Stuck work", listOf(control.ReportStuck), "Expired leases, runs longer than their source's stuck_after, changes and notifications waiting longer than it. A healthy system shows none.", []string{"kind", "source", "owner:definition_owner"},
+			keyset{{col: "since", nulls: true}, {col: "kind"}, {col: "id", nulls: true}, {col: "source"}}, nil},
+		"failures": {"Recent failures", listOf(control.ReportFailures), "Failed, deferred and abandoned runs, evaluation errors and holds, failed model calls and delivery attempts of the last 24 hours, newest first.", []string{"kind", "source", "watch", "sink", "owner"},
+			keyset{{col: "at", desc: true}, {col: "kind"}, {col: "id", desc: true}, {col: "watch", nulls: true}, {col: "status"}}, nil},
+		"retry": {"High retry", listOf(control.ReportHighRetry), "Failing sources, retried changes and notifications, most attempts first.", []string{"kind", "source", "owner"},
+			keyset{{col: "attempts", desc: true}, {col: "kind"}, {col: "source"}, {col: "id", nulls: true}}, nil},
+		"disabled": {"Disabled sources", listOf(control.ReportDisabled), "Disabled, completed and paused sources: why and since when. Resume makes one active again and due now.", []string{"status", "owner"},
+			keyset{{col: "since", desc: true, nulls: true}, {col: "name"}}, nil},
+		"tasks": {"Task runs", listOf(control.ReportTaskRuns), "Claims and executions of task watches (docs/tasks.md), most recently changed first: who claimed each, how long it ran, what the executor returned, retries, why it failed, whether it ran more than once.", []string{"id", "source", "status", "record_id", "owner"},
+			keyset{{col: "id", desc: true}}, listOf(control.ReportTaskRunsAfter)},
 	}
 	s := specs[which]
 	return func(w http.ResponseWriter, r *http.Request, c *caller) {
@@ -398,22 +438,22 @@ func (a *Admin) reportPage(which string) authedHandler {
 			a.fail(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
-		sql, args := s.sql, append(filterArgs(qs, s.filters), cursor...)
-		if s.after != "" {
+		run, args := s.list, append(filterArgs(qs, s.filters), cursor...)
+		if s.after != nil {
 			if len(qs["after"]) == 0 {
 				args = args[:len(s.filters)]
 			} else {
-				sql = s.after
+				run = s.after
 			}
 		}
-		t, err := a.rowsOf(ctx, p, query{title: s.title, sql: sql, args: args}, a.conf.ListPage, links)
+		t, err := run(ctx, a, p, s.title, args, a.conf.ListPage, links)
 		if err != nil {
 			a.failErr(w, r, err)
 			return
 		}
 		d := &reportData{What: s.what, Table: t, Which: which, Filters: activeFilters(qs, s.filters)}
 		if t.More {
-			if d.Next, err = s.keys.nextLink(r.URL.Path, qs, t.Raw[len(t.Raw)-1]); err != nil {
+			if d.Next, err = s.keys.nextLink(r.URL.Path, qs, t.values[len(t.values)-1]); err != nil {
 				a.failErr(w, r, err)
 				return
 			}
@@ -509,8 +549,8 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 			others.Set(k, v)
 		}
 	}
-	counts, err := a.rowsOf(ctx, p, query{title: "Dead notifications per sink", sql: queryDeadCount,
-		args: deadFilter{Source: others.Get("source"), Owner: others.Get("owner")}.countArgs()}, 0, nil)
+	counts, _, err := list(ctx, a, p, "Dead notifications per sink", control.ReportDeadCount,
+		control.DeadFilter{Source: others.Get("source"), Owner: others.Get("owner")}.CountArgs(), 0, nil)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -529,33 +569,31 @@ func (a *Admin) dead(w http.ResponseWriter, r *http.Request, c *caller) {
 		return "/admin/dead?" + v.Encode()
 	}
 	d.AllHref, d.Back = deadLink(""), deadLink(d.Sink)
-	for _, row := range counts.Raw {
-		n, _ := row["dead"].(int64)
-		sink := row["sink"].(string)
+	for _, row := range counts {
+		n, sink := row.Dead, row.Sink
 		d.Total += n
 		d.Sinks = append(d.Sinks, card{sink, num(n), deadLink(sink), cls(d.Sink == sink)})
 	}
-	f := deadFilter{Sink: d.Sink, Source: d.Source, Owner: qs.Get("owner")}
+	f := control.DeadFilter{Sink: d.Sink, Source: d.Source, Owner: qs.Get("owner")}
 	if after := qs.Get("after"); after != "" {
 		if f.AfterAt, f.AfterID, err = deadCursor(after); err != nil {
 			a.fail(w, r, http.StatusBadRequest, err.Error())
 			return
 		}
 	}
-	args := f.args()
-	if d.Table, err = a.rowsOf(ctx, p, query{title: "Dead notifications, newest first", sql: queryDead, args: args}, min(a.conf.ListPage, deadPage), links); err != nil {
+	var rows []control.DeadRow
+	if rows, d.Table, err = list(ctx, a, p, "Dead notifications, newest first", control.ReportDead, f.Args(), min(a.conf.ListPage, deadPage), links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	for _, row := range d.Table.Raw {
-		id, _ := row["id"].(int64)
-		d.IDs = append(d.IDs, id)
+	for _, row := range rows {
+		d.IDs = append(d.IDs, row.ID)
 	}
 	if d.Table.More {
-		last := d.Table.Raw[len(d.Table.Raw)-1]
+		last := rows[len(rows)-1]
 		at := "none"
-		if t, ok := last["dead_at"].(time.Time); ok {
-			at = t.UTC().Format(time.RFC3339Nano)
+		if last.DeadAt != nil {
+			at = last.DeadAt.UTC().Format(time.RFC3339Nano)
 		}
 		v := url.Values{}
 		for _, k := range deadFilters {
@@ -655,28 +693,28 @@ func (a *Admin) models(w http.ResponseWriter, r *http.Request, c *caller) {
 		a.failErr(w, r, err)
 		return
 	}
-	expensive, drift, args := queryExpensive, queryDrift, []any{}
+	drift, args := control.ReportDrift, []any{}
 	if owner != "" {
-		expensive = queryExpensiveOwner
-		drift = queryDriftOwner
+		drift = control.ReportDriftOwner
 		args = append(args, owner)
 	}
-	if d.Expensive, err = a.rowsOf(ctx, p, query{title: "The most expensive model calls of the last 24 hours", sql: expensive, args: args}, pageSize, links); err != nil {
+	if _, d.Expensive, err = list(ctx, a, p, "The most expensive model calls of the last 24 hours", control.ReportExpensive, []any{opt(owner)}, pageSize, links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	if d.Drift, err = a.rowsOf(ctx, p, query{title: "Model drift of the last 14 days", sql: drift, args: args}, 0, driftLinks(owner)); err != nil {
+	var days []control.DriftRow
+	if days, d.Drift, err = list(ctx, a, p, "Model drift of the last 14 days", drift, args, 0, driftLinks(owner)); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	d.Charts = driftCharts(d.Drift.Raw)
+	d.Charts = driftCharts(days)
 	p.Data = d
 	a.render(w, r, http.StatusOK, "models", p)
 }
 
 // driftCharts draws the notify rate and the average confidence per day of
 // each model digest and prompt version (over all watches).
-func driftCharts(rows []map[string]any) []chart {
+func driftCharts(rows []control.DriftRow) []chart {
 	type key struct{ digest, prompt string }
 	type acc struct{ evals, notify, confSum, confN float64 }
 	days := []string{}
@@ -684,12 +722,15 @@ func driftCharts(rows []map[string]any) []chart {
 	series := map[key]map[string]*acc{}
 	var keys []key
 	for _, row := range rows {
-		day := reports0(row["day"])
+		day := "-"
+		if row.Day != nil {
+			day = row.Day.UTC().Format("01-02")
+		}
 		if _, ok := dayIdx[day]; !ok {
 			dayIdx[day] = len(days)
 			days = append(days, day)
 		}
-		k := key{shortDigest(fmt.Sprint(row["model_digest"])), fmt.Sprint(row["prompt_version"])}
+		k := key{shortDigest(deref(row.ModelDigest)), deref(row.PromptVersion)}
 		if series[k] == nil {
 			series[k] = map[string]*acc{}
 			keys = append(keys, k)
@@ -699,11 +740,11 @@ func driftCharts(rows []map[string]any) []chart {
 			ac = &acc{}
 			series[k][day] = ac
 		}
-		n := toFloat(row["evaluations"])
+		n := float64(deref(row.Evaluations))
 		ac.evals += n
-		ac.notify += toFloat(row["notify"])
-		if row["avg_confidence"] != nil {
-			ac.confSum += toFloat(row["avg_confidence"]) * n
+		ac.notify += float64(deref(row.Notify))
+		if row.AvgConfidence.Valid {
+			ac.confSum += toFloat(row.AvgConfidence) * n
 			ac.confN += n
 		}
 	}
@@ -727,11 +768,13 @@ func driftCharts(rows []map[string]any) []chart {
 	return []chart{{rt, lineChart(rt, "", days, rate, 1)}, {ct, lineChart(ct, "", days, conf, 1)}}
 }
 
-func reports0(v any) string {
-	if t, ok := v.(time.Time); ok {
-		return t.UTC().Format("01-02")
+// deref is *v, or T's zero value for nil.
+func deref[T any](v *T) T {
+	var zero T
+	if v == nil {
+		return zero
 	}
-	return fmt.Sprint(v)
+	return *v
 }
 
 func shortDigest(d string) string {
@@ -756,6 +799,11 @@ type rowsData struct {
 	// Quiet is the quiet runs of the same hours, beside the recorded runs
 	// (quiet=1): a chart of runs counts both.
 	Quiet *table
+	// RangeLinks is the time range control of a timed list (range=).
+	RangeLinks []card
+	// Notification is the one notification a list picked by id= shows
+	// whole: its body, its payload, its attempts and retries.
+	Notification *notificationDetail
 }
 
 // The window of a list picked by a key filter: all time.
@@ -777,8 +825,11 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	qs := r.URL.Query()
-	p := newPage(c, spec.title, "overview")
+	p := newPage(c, spec.title, rowsNav(what, qs))
 	d := &rowsData{What: what, Title: spec.title}
+	if !spec.untimed {
+		d.RangeLinks = rangeLinks(r.URL, qs.Get("range"))
+	}
 	source := qs.Get("source")
 	var args []any
 	fargs, filteredBy, keyed, err := spec.filterArgs(qs)
@@ -802,17 +853,15 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 			next.Set("since", since.UTC().Format(time.RFC3339))
 		}
 		if qs.Get("since_success") != "" {
-			last, err := a.rowsOf(ctx, p, query{title: "When the source last succeeded", sql: querySourceLastSuccess, args: []any{source}}, 0, nil)
+			last, _, err := list(ctx, a, p, "When the source last succeeded", control.ReportSourceLastSuccess, []any{source}, 0, nil)
 			if err != nil {
 				a.failErr(w, r, err)
 				return
 			}
 			d.Hint = "The failed runs of " + source + " since it last succeeded (what its failure_count counts)"
-			if len(last.Raw) == 1 {
-				if t, ok := last.Raw[0]["last_success_at"].(time.Time); ok {
-					since = t
-					d.Hint += ", " + t.UTC().Format("2006-01-02 15:04:05") + " UTC"
-				}
+			if len(last) == 1 && last[0].LastSuccessAt != nil {
+				since = *last[0].LastSuccessAt
+				d.Hint += ", " + since.UTC().Format("2006-01-02 15:04:05") + " UTC"
 			}
 		}
 		args = []any{since, until, opt(source)}
@@ -832,12 +881,12 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	args = append(args, cursor...)
-	if d.Table, err = a.rowsOf(ctx, p, query{title: spec.title, sql: spec.sql, args: args}, a.conf.ListPage, links); err != nil {
+	if d.Table, err = spec.list(ctx, a, p, spec.title, args, a.conf.ListPage, links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
 	if d.Table.More {
-		if d.Next, err = spec.keys.nextLink(r.URL.Path, next, d.Table.Raw[len(d.Table.Raw)-1]); err != nil {
+		if d.Next, err = spec.keys.nextLink(r.URL.Path, next, d.Table.values[len(d.Table.values)-1]); err != nil {
 			a.failErr(w, r, err)
 			return
 		}
@@ -845,7 +894,13 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 	if what == "runs" && qs.Get("quiet") != "" && !filteredBy && len(qs["after"]) == 0 {
 		q := rowQueries["quiet"]
 		quiet := append(append([]any(nil), args[:q.params()]...), make([]any, len(q.keys))...)
-		if d.Quiet, err = a.rowsOf(ctx, p, query{title: q.title, sql: q.sql, args: quiet}, 200, links); err != nil {
+		if d.Quiet, err = q.list(ctx, a, p, q.title, quiet, 200, links); err != nil {
+			a.failErr(w, r, err)
+			return
+		}
+	}
+	if what == "notifications" && qs.Get("id") != "" && len(d.Table.Rows) == 1 {
+		if d.Notification, err = a.notification(ctx, p, qs.Get("id")); err != nil {
 			a.failErr(w, r, err)
 			return
 		}
@@ -855,6 +910,27 @@ func (a *Admin) rows(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	p.Data = d
 	a.render(w, r, http.StatusOK, "rows", p)
+}
+
+// rowsNav is the navigation entry a list of rows belongs to: the page its
+// rows are about. A source's rows are the source's (Sources); failed runs
+// are failures (Failures); model calls and the evaluations behind a
+// notify count are the models' (Models); notifications the outbox's
+// (Dead letters, where the outbox is shown); the rest (an hour's runs,
+// changes, evaluations, the pending work) are the overview's numbers and
+// bars.
+func rowsNav(what string, qs url.Values) string {
+	switch {
+	case qs.Get("since_success") != "" || (what == "runs" && qs.Get("status") != ""):
+		return "failures"
+	case qs.Get("source") != "":
+		return "sources"
+	case what == "model_calls":
+		return "models"
+	case what == "notifications" && qs.Get("id") != "":
+		return "dead"
+	}
+	return "overview"
 }
 
 // driftCountTitles name the counts of the drift table on their rows page.
@@ -874,7 +950,7 @@ func (a *Admin) driftRows(w http.ResponseWriter, r *http.Request, c *caller) {
 	defer cancel()
 	qs := r.URL.Query()
 	count := qs.Get("count")
-	if !driftCounts[count] {
+	if !control.DriftCounts[count] {
 		a.fail(w, r, http.StatusBadRequest, fmt.Sprintf("count=%q is not a count of the drift table (evaluations, judged, cache_hits, notify, skip).", count))
 		return
 	}
@@ -905,17 +981,16 @@ func (a *Admin) driftRows(w http.ResponseWriter, r *http.Request, c *caller) {
 		d.Hint += ", of " + owner
 	}
 	d.Hint += ": the rows the models page counts, newest first."
-	q := query{title: "The evaluations counted in the cell", sql: queryDriftRows,
-		args: driftRowsFilter{Day: day, Model: model, Digest: digest, Prompt: prompt, Owner: owner,
-			BeforeAt: beforeAt, BeforeID: beforeID, Count: count}.args()}
-	if d.Table, err = a.rowsOf(ctx, p, q, 200, links); err != nil {
+	args := control.DriftRowsFilter{Day: day, Model: model, Digest: digest, Prompt: prompt, Owner: owner,
+		BeforeAt: beforeAt, BeforeID: beforeID, Count: count}.Args()
+	var rows []control.DriftEvaluationRow
+	if rows, d.Table, err = list(ctx, a, p, "The evaluations counted in the cell", control.ReportDriftRows, args, 200, links); err != nil {
 		a.failErr(w, r, err)
 		return
 	}
 	if d.Table.More {
-		last := d.Table.Raw[len(d.Table.Raw)-1]
-		at, _ := last["created_at"].(time.Time)
-		id, _ := last["evaluation_id"].(int64)
+		last := rows[len(rows)-1]
+		at, id := last.CreatedAt, last.EvaluationID
 		v := qs
 		v.Set("after", at.UTC().Format(time.RFC3339Nano)+","+strconv.FormatInt(id, 10))
 		d.Next = "/admin/rows/drift?" + v.Encode()
@@ -978,6 +1053,15 @@ func (q rowQuery) filterArgs(qs url.Values) (args []any, given, keyed bool, err 
 // a list picked by a key filter.
 func (a *Admin) window(qs url.Values, keyed bool) (since, until time.Time, hint string) {
 	s, u := qs.Get("since"), qs.Get("until")
+	if rng, err := rangeOf(qs, ""); err == nil && rng.Key != "" {
+		// The last span, until now; its next pages keep the start
+		// (since=) the first page had.
+		since := a.now().UTC().Add(-rng.Span)
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			since = t
+		}
+		return since, allUntil, "The last " + rng.Label + " (since " + since.UTC().Format("2006-01-02 15:04") + " UTC)"
+	}
 	if s == "all" || (s == "" && keyed) {
 		return allSince, allUntil, "All time"
 	}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"reflect"
+
+	"github.com/lookout-dev/lookout/internal/control"
 
 	"github.com/lookout-dev/lookout/internal/explain"
 )
@@ -37,13 +40,13 @@ func (a *Admin) record(w http.ResponseWriter, r *http.Request, c *caller) {
 	}
 	p := newPage(c, "Record "+source+"/"+id, "sources")
 	d := &recordData{Source: source, ID: id}
-	rec, err := a.rowsOf(ctx, p, query{title: "The record as mirrored now", sql: queryRecord, args: []any{source, id}}, 0, links)
+	_, rec, err := list(ctx, a, p, "The record as mirrored now", control.ReportRecord, []any{source, id}, 0, links)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
 	d.Record = fields(rec)
-	chs, err := a.rowsOf(ctx, p, query{title: "Its changes, newest first", sql: queryRecordChanges, args: []any{source, id}}, 20, withRecord(source, id))
+	changes, chs, err := list(ctx, a, p, "Its changes, newest first", control.ReportRecordChanges, []any{source, id}, 20, withRecord(source, id))
 	if err != nil {
 		a.failErr(w, r, err)
 		return
@@ -53,29 +56,32 @@ func (a *Admin) record(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	d.More = chs.More
-	ids := make([]int64, 0, len(chs.Raw))
-	for _, row := range chs.Raw {
-		ids = append(ids, row["change_id"].(int64))
+	ids := make([]int64, 0, len(changes))
+	for _, ch := range changes {
+		ids = append(ids, ch.ChangeID)
 	}
 	link := withRecord(source, id)
-	evals, err := a.rowsOf(ctx, p, query{title: "What each watch decided", sql: queryTrailEvaluations, args: []any{ids}}, 0, link)
+	evals, _, err := list(ctx, a, p, "What each watch decided", control.ReportTrailEvaluations, []any{ids}, 0, link)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	calls, err := a.rowsOf(ctx, p, query{title: "The model calls", sql: queryTrailModelCalls, args: []any{ids}}, 0, link)
+	calls, _, err := list(ctx, a, p, "The model calls", control.ReportTrailModelCalls, []any{ids}, 0, link)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	notes, err := a.rowsOf(ctx, p, query{title: "The notifications", sql: queryTrailNotifications, args: []any{ids}}, 0, link)
+	notes, _, err := list(ctx, a, p, "The notifications", control.ReportTrailNotifications, []any{ids}, 0, link)
 	if err != nil {
 		a.failErr(w, r, err)
 		return
 	}
-	for i, row := range chs.Raw {
-		cid := row["change_id"].(int64)
-		ct := changeTrail{ID: cid, Evaluations: pick(evals, cid), ModelCalls: pick(calls, cid), Notifications: pick(notes, cid)}
+	for i, ch := range changes {
+		cid := ch.ChangeID
+		ct := changeTrail{ID: cid,
+			Evaluations:   byChange(evals, func(e control.TrailEvaluationRow) int64 { return e.ChangeID }, cid, link),
+			ModelCalls:    byChange(calls, func(m control.TrailModelCallRow) int64 { return deref(m.ChangeID) }, cid, link),
+			Notifications: byChange(notes, func(n control.TrailNotificationRow) int64 { return deref(n.ChangeID) }, cid, link)}
 		for j, col := range chs.Columns {
 			ct.Fields = append(ct.Fields, field{col, chs.Rows[i][j]})
 		}
@@ -95,29 +101,19 @@ func (a *Admin) record(w http.ResponseWriter, r *http.Request, c *caller) {
 	a.render(w, r, http.StatusOK, "record", p)
 }
 
-// pick returns the rows of t about change id, without the change_id column.
-func pick(t *table, id int64) *table {
-	out := &table{}
-	skip := -1
-	for i, col := range t.Columns {
-		if col == "change_id" {
-			skip = i
-			continue
+// byChange is the table of the rows about change cid, without the
+// change_id column.
+func byChange[T any](rows []T, changeID func(T) int64, cid int64, link linker) *table {
+	t := &table{}
+	for _, col := range columnsOf(reflect.TypeFor[T]()) {
+		if col != "change_id" {
+			t.Columns = append(t.Columns, col)
 		}
-		out.Columns = append(out.Columns, col)
 	}
-	for i, row := range t.Raw {
-		if cid, _ := row["change_id"].(int64); cid != id {
-			continue
+	for _, row := range rows {
+		if changeID(row) == cid {
+			t.add(valuesOf(row), link)
 		}
-		cells := make([]cellv, 0, len(t.Rows[i]))
-		for j, c := range t.Rows[i] {
-			if j != skip {
-				cells = append(cells, c)
-			}
-		}
-		out.Rows = append(out.Rows, cells)
-		out.Raw = append(out.Raw, row)
 	}
-	return out
+	return t
 }

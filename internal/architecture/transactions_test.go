@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -64,14 +65,55 @@ func poolEscapes(dir, path string, src []byte) ([]string, error) {
 	return out, nil
 }
 
+// sqlParams returns where src (a file of internal/control) takes SQL
+// text from its callers: an exported function or method with a string
+// parameter named sql, query, stmt or statement. The admin page's
+// statements are control's (ReportQuery, a closed set), so a transport
+// cannot send its own.
+func sqlParams(path string, src []byte) ([]string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || !fn.Name.IsExported() {
+			continue
+		}
+		for _, field := range fn.Type.Params.List {
+			if id, ok := field.Type.(*ast.Ident); !ok || id.Name != "string" {
+				continue
+			}
+			for _, n := range field.Names {
+				switch strings.ToLower(n.Name) {
+				case "sql", "query", "stmt", "statement":
+					out = append(out, fmt.Sprintf("%s:%d: control.%s takes SQL text (%s string) from its caller: "+
+						"control runs its own named statements (ReportQuery), never one a transport sends", path, fset.Position(n.Pos()).Line, fn.Name.Name, n.Name))
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
 // TestControlOwnsItsTransactions: no Pool() escape hatch. control hands
 // no pool out, nothing calls a Pool() method to get one, and the
-// transports (api, mcp, admin) hold none.
+// transports (api, mcp, admin) hold none; and control takes no SQL text
+// from them (sqlParams).
 func TestControlOwnsItsTransactions(t *testing.T) {
 	goSources(t, func(dir, path string, src []byte) {
 		bad, err := poolEscapes(dir, path, src)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if dir == "internal/control" {
+			more, err := sqlParams(path, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad = append(bad, more...)
 		}
 		for _, b := range bad {
 			t.Error(b)
@@ -150,10 +192,39 @@ func sqlBuilding(path string, src []byte) ([]string, error) {
 	return out, nil
 }
 
-// TestAdminSendsNamedStatements: the admin page builds no SQL. Each of
-// its lists is one constant statement whose filters and cursor are
-// parameters (`$1::text IS NULL OR kind = $1`), sent through
-// control.Report; no WHERE is cut into or appended to a statement's text.
+// sqlStatement is the start of an SQL statement's text.
+var sqlStatement = regexp.MustCompile(`(?is)^\s*(SELECT\b.*\bFROM\b|WITH\b.*\bAS\s*\(|INSERT\s+INTO\b|UPDATE\b.*\bSET\b|DELETE\s+FROM\b)`)
+
+// sqlText returns where src (a file of internal/admin) holds the text of
+// a statement: a string literal, constant or not, that is one. The admin
+// page's statements are control's named report queries
+// (internal/control/report_queries.go); the page names them
+// (control.ReportSources) and passes their parameters.
+func sqlText(path string, src []byte) ([]string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if s, err := strconv.Unquote(lit.Value); err == nil && sqlStatement.MatchString(s) {
+				out = append(out, fmt.Sprintf("%s:%d: SQL text in the admin page: its statements are control's named report queries (control.Report*)",
+					path, fset.Position(lit.Pos()).Line))
+			}
+		}
+		return true
+	})
+	return out, nil
+}
+
+// TestAdminSendsNamedStatements: the admin page builds no SQL and holds
+// none. Each of its lists is one of control's named statements
+// (control.ReportQuery, with the type of its rows) whose filters and
+// cursor are parameters (`$1::text IS NULL OR kind = $1`); no WHERE is
+// cut into or appended to a statement's text, and no statement's text is
+// in the admin package at all.
 func TestAdminSendsNamedStatements(t *testing.T) {
 	goSources(t, func(dir, path string, src []byte) {
 		if dir != "internal/admin" {
@@ -163,7 +234,11 @@ func TestAdminSendsNamedStatements(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range bad {
+		text, err := sqlText(path, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range append(bad, text...) {
 			t.Error(b)
 		}
 	})
@@ -189,12 +264,22 @@ func New(svc interface{ Pool() *pgxpool.Pool }) *Admin { return &Admin{pool: svc
 func run(svc interface{ Pool() any }) { _ = svc.Pool() }`, 1},
 		{"the test helpers hand pools out", "internal/pgtest", `package pgtest
 func f(h interface{ Pool() any }) { _ = h.Pool() }`, 0},
+		{"control runs SQL text its caller sends (the Report of before)", "internal/control", `package control
+func (s *Service) Report(ctx context.Context, p Principal, sql string, args []any, scan func(pgx.Rows) error) error { return nil }`, 1},
 		{"control's named functions", "internal/control", `package control
-func (s *Service) Report(ctx context.Context, sql string) error { return nil }`, 0},
+func ReportRows[T any](ctx context.Context, s *Service, p Principal, q ReportQuery[T], args ...any) ([]T, error) { return nil, nil }
+func (s *Service) report(ctx context.Context, p Principal, name, sql string, args []any) error { return nil }`, 0},
 	} {
 		bad, err := poolEscapes(tc.dir, "planted.go", []byte(tc.src))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if tc.dir == "internal/control" {
+			more, err := sqlParams("planted.go", []byte(tc.src))
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			bad = append(bad, more...)
 		}
 		if len(bad) != tc.want {
 			t.Errorf("%s: %d findings %q, want %d", tc.name, len(bad), bad, tc.want)
@@ -217,14 +302,30 @@ func filtered(sql string, conds []string) string {
 }`, 2},
 		{"a condition replaced in", `package admin
 func f(sql, cond string) string { return strings.Replace(sql, "\n\t\tORDER BY", "\n\t\t  AND "+cond+"\n\t\tORDER BY", 1) }`, 2},
-		{"named constants and messages", `package admin
-const queryA = "SELECT 1" + " FROM x"
-func f(n int) string { return fmt.Sprintf("Retry takes at most %d ids.", n) + " Try again." }`, 0},
+		{"a planted statement passed to control", `package admin
+func f(ctx context.Context, a *Admin, p *page) error {
+	return a.svc.Report(ctx, p.who, "SELECT * FROM sources WHERE owner = $1", []any{"x"}, nil)
+}`, 1},
+		{"a statement of the admin's own", `package admin
+const queryMine = ` + "`" + `
+		SELECT name FROM sources
+		WHERE status = $1` + "`" + `
+`, 1},
+		{"named statements of control and messages", `package admin
+func f(ctx context.Context, a *Admin, p *page, n int) string {
+	rows, _ := control.ReportRows(ctx, a.svc, p.who, control.ReportSources, control.SourcesFilter{}.Args()...)
+	return fmt.Sprintf("Retry takes at most %d ids, %d selected from the list.", n, len(rows)) + " Try again."
+}`, 0},
 	} {
 		bad, err := sqlBuilding("planted.go", []byte(tc.src))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
+		text, err := sqlText("planted.go", []byte(tc.src))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		bad = append(bad, text...)
 		if len(bad) != tc.want {
 			t.Errorf("%s: %d findings %q, want %d", tc.name, len(bad), bad, tc.want)
 		}

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -10,18 +11,69 @@ import (
 	"github.com/lookout-dev/lookout/internal/explain"
 )
 
-// Report runs one of the admin page's statements (its named queries over
-// the report_* views and the tables' indexes) for an admin, in a
-// read-only transaction that control begins and ends: scan reads its
-// rows. JIT is off (the pages read a few thousand rows at most, and the
-// planner, which cannot know how many rows "the last 24 hours" holds,
-// would otherwise spend seconds compiling them) and every plan is a
-// custom one, made for the arguments given (an optional filter written
-// `$1::text IS NULL OR col = $1` is folded away when it is not given).
-// A user is refused (ForbiddenError): the admin page is the admin's.
-func (s *Service) Report(ctx context.Context, p Principal, sql string, args []any, scan func(pgx.Rows) error) error {
+// ReportQuery is one of the admin page's read-only statements (over the
+// report_* views and the tables' indexes), whose rows are T's: one of the
+// Report* variables of this package, the closed set of statements Report
+// runs. Its fields are control's: no caller makes one with its own SQL,
+// and Report refuses any query that is not one of the set (a zero value
+// included).
+type ReportQuery[T any] struct {
+	name, sql string
+}
+
+// Name names the statement.
+func (q ReportQuery[T]) Name() string { return q.name }
+
+// SQL is the statement's text, as the admin page shows it under "SQL of
+// this page".
+func (q ReportQuery[T]) SQL() string { return q.sql }
+
+// reportQueries are the statements of the set, by name.
+var reportQueries = map[string]string{}
+
+// reportQuery adds a statement to the set; a second statement of a name
+// panics.
+func reportQuery[T any](name, sql string) ReportQuery[T] {
+	if _, dup := reportQueries[name]; dup || name == "" || sql == "" {
+		panic("control: report query " + strconv.Quote(name) + " is empty or registered twice")
+	}
+	reportQueries[name] = sql
+	return ReportQuery[T]{name: name, sql: sql}
+}
+
+// ReportRows runs q with args for an admin and returns its rows, each
+// scanned into a T by column name (every column a field of T: a column
+// that T lacks is an error, so a view's new column is seen by the tests).
+// See Report for the transaction.
+func ReportRows[T any](ctx context.Context, s *Service, p Principal, q ReportQuery[T], args ...any) ([]T, error) {
+	var out []T
+	err := s.report(ctx, p, q.name, q.sql, args, func(rows pgx.Rows) error {
+		var err error
+		out, err = pgx.CollectRows(rows, pgx.RowToStructByNameLax[T])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("report %s: %w", q.name, err)
+	}
+	return out, nil
+}
+
+// report runs one of the admin page's statements (one of the set of
+// ReportQuery) for an admin, in a read-only transaction that control
+// begins and ends: scan reads its rows. JIT is off (the pages read a few
+// thousand rows at most, and the planner, which cannot know how many
+// rows "the last 24 hours" holds, would otherwise spend seconds
+// compiling them) and every plan is a custom one, made for the arguments
+// given (an optional filter written `$1::text IS NULL OR col = $1` is
+// folded away when it is not given). A user is refused (ForbiddenError):
+// the admin page is the admin's. A statement that is not of the set is
+// refused with an error naming it.
+func (s *Service) report(ctx context.Context, p Principal, name, sql string, args []any, scan func(pgx.Rows) error) error {
 	if !p.Admin {
 		return &ForbiddenError{Detail: "the admin page's reports need a token with the admin scope"}
+	}
+	if known, ok := reportQueries[name]; !ok || known != sql {
+		return fmt.Errorf("report query %q is not one of control's named report queries", name)
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {

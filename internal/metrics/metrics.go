@@ -158,8 +158,51 @@ func New() *Metrics {
 	m.initConfig(counter)
 	m.initWebhooks(counter)
 	m.initPruned(counter)
+	m.initZeros()
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// The closed label sets of the counters: their series exist at zero from
+// the first scrape (initZeros), so that a dashboard's rate() or sum() of
+// them reads 0 before the first event instead of "No data".
+var (
+	zeroComponents = []string{ComponentSyncer, ComponentEvaluator, ComponentDelivery, ComponentTasks}
+	// zeroSteps and zeroDecisions are evaluations.step and
+	// evaluations.decision's CHECK lists (migration 1).
+	zeroSteps        = []string{"filter", "cache", "model", "budget", "error", "dedupe"}
+	zeroDecisions    = []string{"notify", "skip", "duplicate", "hold", "error"}
+	zeroTaskStatuses = []string{"completed", "failed", "released", "lost", "expired"}
+	zeroAlertKinds   = []string{"stale", "stuck", "dead_letters", "disabled", "webhook_silent"}
+	zeroHookOutcomes = []string{"stored", "ignored", "duplicate", "rejected", "malformed", "too_large", "unknown_source", "error"}
+	zeroProcessed    = []string{"created", "updated", "unchanged", "deleted", "stale", "ignored", "failed"}
+)
+
+// initZeros makes the series of the counters' closed label sets exist at
+// zero. Open sets (a connector, a sink, a model, a host) are made by
+// InitSource and InitSink when the process learns them.
+func (m *Metrics) initZeros() {
+	for _, c := range zeroComponents {
+		m.claimsExpired.WithLabelValues(c)
+	}
+	for _, st := range zeroSteps {
+		for _, d := range zeroDecisions {
+			m.decisions.WithLabelValues(st, d)
+		}
+	}
+	m.changesWaiting.WithLabelValues()
+	for _, st := range zeroTaskStatuses {
+		m.taskRuns.WithLabelValues(st)
+	}
+	for _, k := range zeroAlertKinds {
+		m.alerts.WithLabelValues(k)
+	}
+	for _, o := range zeroHookOutcomes {
+		m.hooks.deliveries.WithLabelValues(o)
+	}
+	for _, o := range zeroProcessed {
+		m.hooks.processed.WithLabelValues(o)
+	}
 }
 
 // Registry is the registry the instruments live in, for further

@@ -290,3 +290,33 @@ func TestDatabaseGaugesWhenDatabaseIsDown(t *testing.T) {
 		t.Errorf("gauges served without a database")
 	}
 }
+
+// TestCountersAtZeroBeforeTheirFirstEvent: a fresh process's scrape has
+// every counter a dashboard panel reads over a closed label set at 0, so
+// that the panel shows 0 before the first event, not "No data".
+func TestCountersAtZeroBeforeTheirFirstEvent(t *testing.T) {
+	t.Parallel()
+	m := New()
+	body := scrape(t, m)
+	want := []string{"lookout_changes_waiting_total 0"}
+	for _, c := range []string{ComponentSyncer, ComponentEvaluator, ComponentDelivery, ComponentTasks} {
+		want = append(want, `lookout_claims_expired_total{component="`+c+`"} 0`)
+	}
+	for _, d := range []string{"notify", "skip", "duplicate", "hold", "error"} {
+		want = append(want, `lookout_decisions_total{decision="`+d+`",step="filter"} 0`, `lookout_decisions_total{decision="`+d+`",step="model"} 0`)
+	}
+	for _, k := range []string{"stale", "stuck", "dead_letters", "disabled", "webhook_silent"} {
+		want = append(want, `lookout_alerts_total{kind="`+k+`"} 0`)
+	}
+	for _, st := range []string{"completed", "failed", "released", "lost", "expired"} {
+		want = append(want, `lookout_task_runs_total{status="`+st+`"} 0`)
+	}
+	want = append(want, `lookout_webhook_deliveries_total{outcome="stored"} 0`, `lookout_webhook_events_processed_total{outcome="created"} 0`,
+		"lookout_duplicates_suppressed_total 0")
+	wantLines(t, body, want...)
+	// A sink's and a connector's series exist once the process knows them.
+	m.InitSink("hook")
+	m.InitSource("tasks", "file")
+	wantLines(t, scrape(t, m), `lookout_notifications_delivered_total{sink="hook",status="dead"} 0`,
+		`lookout_polls_finished_total{connector="file",status="failed"} 0`)
+}

@@ -737,7 +737,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{"source", "task_runs_source_updated_idx", []any{nil, "src-7", nil, nil, nil}},
 		{"status", "task_runs_status_updated_idx", []any{nil, nil, "failed", nil, nil}},
 		{"record_id", "task_runs_record_id_idx", []any{nil, nil, nil, "r-56", nil}}} {
-		q := hotQuery{name: "admin: task runs", who: "internal/admin/queries.go", sql: sqlConst(t, "internal/admin/queries.go", "queryTaskRuns"),
+		q := hotQuery{name: "admin: task runs", who: "internal/control/report_queries.go", sql: sqlConst(t, "internal/control/report_queries.go", "queryTaskRuns"),
 			args: f.args, index: f.index}
 		if f.col != "" {
 			q.name += " of a " + f.col
@@ -791,10 +791,10 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		queries = append(queries, hotQuery{name: "report: " + v, who: "migrations/0005_reports.up.sql",
 			sql: "SELECT * FROM " + v, allowSources: true, allowCurrent: true})
 	}
-	// The admin page's statements (internal/admin/queries.go), with the
+	// The admin page's statements (internal/control/report_queries.go), with the
 	// arguments its pages pass (NULL: a filter not given, or the cursor
 	// of a first page; control.Report plans each for its arguments).
-	const adminQ = "internal/admin/queries.go"
+	const adminQ = "internal/control/report_queries.go"
 	hour := now.Add(-time.Hour).Truncate(time.Hour)
 	// The evaluations behind a count of the drift table: the notify count
 	// of today's cell.
@@ -863,7 +863,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			index: "notifications_dead_idx"},
 		{name: "admin: dead letters of a sink, second page", sql: deadQ, args: []any{"hook", nil, nil, now.Add(-time.Hour), int64(400)},
 			index: "notifications_dead_idx"},
-		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "FROM report_expensive_evaluations\n\t\tWHERE created_at"), index: "model_calls_created_idx"},
+		{name: "admin: expensive model calls", sql: sqlFrom(t, adminQ, "report_expensive_evaluations, the 51 slowest calls first"), args: []any{nil},
+			index: "model_calls_created_idx"},
 		{name: "admin: model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_daily"), index: "evaluations_judged_created_idx"},
 		{name: "admin: an owner's model drift", sql: sqlFrom(t, adminQ, "FROM report_model_drift_recent"), args: []any{"alice"},
 			index: "evaluations_judged_created_idx"},
@@ -884,7 +885,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			index: "sync_run_hours_hour_idx"},
 		{name: "admin: rows of an hour: one source's runs", sql: runsQ, args: []any{hour, hour.Add(time.Hour), "src-6", nil, nil, false, nil, nil, nil}},
 		{name: "admin: rows of an hour: one source's changes", sql: changesQ, args: []any{hour, hour.Add(time.Hour), "src-6", nil, nil, nil, nil, nil}},
-		{name: "admin: owners", sql: sqlFrom(t, adminQ, "SELECT owner FROM source_definitions")},
+		{name: "admin: owners", sql: sqlFrom(t, adminQ, "SELECT owner FROM source_definitions"), index: "source_definitions_owner_idx"},
 		{name: "admin: a page of alice's sources", sql: sourcesQ, args: sources("", nil, nil, "alice", false, false), allowSources: true},
 		{name: "admin: rows of an hour: runs", sql: runsQ, args: []any{hour, hour.Add(time.Hour), nil, nil, nil, false, nil, nil, nil},
 			index: "sync_runs_started_idx"},
@@ -937,8 +938,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		{name: "admin: an owner's high retry", sql: retryQ, args: []any{nil, nil, "alice", nil, nil, nil, nil}, allowSources: true},
 		{name: "admin: an owner's disabled sources", sql: disabledQ, args: []any{nil, "alice", nil, nil}, allowSources: true},
 		{name: "admin: an owner's task runs", sql: taskRunsQ, args: []any{nil, nil, nil, nil, "alice"}},
-		{name: "admin: an owner's expensive model calls", sql: sqlFrom(t, adminQ, "WHERE owner = $1 AND created_at"), args: []any{"alice"},
-			index: "model_calls_created_idx"},
+		{name: "admin: an owner's expensive model calls", sql: sqlFrom(t, adminQ, "report_expensive_evaluations, the 51 slowest calls first"),
+			args: []any{"alice"}, index: "model_calls_created_idx"},
 		{name: "admin: an owner's runs of an hour", sql: runsQ, args: []any{hour, hour.Add(time.Hour), nil, "alice", nil, false, nil, nil, nil},
 			index: "sync_runs_started_idx"},
 		{name: "admin: an owner's quiet runs of an hour", sql: quietQ, args: []any{hour, hour.Add(time.Hour), nil, "alice", nil, nil}},
