@@ -87,6 +87,12 @@ type Options struct {
 	// over that many sources beside source gen's, at Rate changes/s for
 	// LatencyFor. Defaults to 100,000 and 1,000; ManyWatches < 0 skips it.
 	ManyWatches, ManySources int
+	// Startup shapes measurement (13): the `evaluator run` (EvaluatorBin)
+	// and `syncer run` (SyncerBin) processes started on a configuration
+	// directory of Watches watches and Sources sources (defaults
+	// 100,000; < 0 skips one) and on a tenth of it.
+	Startup      StartupOptions
+	EvaluatorBin string
 	// Only, when set, lists the measurements to run ("1,2,10"); (1) and
 	// (2) run together.
 	Only string
@@ -130,6 +136,7 @@ type Result struct {
 	Webhooks       *WebhookResult
 	Admin          *AdminResult
 	Schedule       []*ScheduleResult
+	Startup        []*StartupResult
 	FirstRun       *FirstRunResult
 	ManyWatches    *ManyWatchesResult
 }
@@ -216,6 +223,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	o.FirstRunGap = cmp.Or(o.FirstRunGap, 50*time.Millisecond)
 	o.ManyWatches = cmp.Or(o.ManyWatches, 100_000)
 	o.ManySources = cmp.Or(o.ManySources, 1000)
+	st := &o.Startup
+	st.Watches = cmp.Or(st.Watches, 100_000)
+	st.WatchSources = cmp.Or(st.WatchSources, 1000)
+	st.Sources = cmp.Or(st.Sources, 100_000)
+	st.Hold = cmp.Or(st.Hold, 10*time.Second)
+	st.ReadyDeadline = cmp.Or(st.ReadyDeadline, 10*time.Minute)
+	st.EvaluatorBin = cmp.Or(st.EvaluatorBin, o.EvaluatorBin)
+	st.SyncerBin = cmp.Or(st.SyncerBin, o.SyncerBin)
 	so := &o.Schedule
 	so.Sources = cmp.Or(so.Sources, 100_000)
 	so.Every = cmp.Or(so.Every, time.Minute)
@@ -421,6 +436,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// (10) one syncer keeping sources on schedule
 	if so.SyncerBin != "" && so.Sources > 0 && o.runs(10) {
 		res.Schedule, err = RunSchedule(ctx, &o, admin, *so, out)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	// (13) the processes an operator starts on many watches and sources
+	if (st.EvaluatorBin != "" || st.SyncerBin != "") && o.runs(13) {
+		res.Startup, err = RunStartup(ctx, &o, admin, *st, out)
 		if err != nil {
 			return nil, err
 		}
