@@ -17,5 +17,5 @@ if [ -z "${DATABASE_URL:-}" ]; then
 	DATABASE_URL="$(LOOKOUT_PG_DURABLE=1 scripts/pg.sh start "$BENCH_PG")"
 fi
 export DATABASE_URL
-go build -o bin/ ./cmd/lookout-bench ./cmd/syncer
-bin/lookout-bench --syncer bin/syncer "$@"
+go build -o bin/ ./cmd/lookout-bench ./cmd/syncer ./cmd/evaluator
+bin/lookout-bench --syncer bin/syncer --evaluator bin/evaluator "$@"

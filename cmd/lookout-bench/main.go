@@ -50,6 +50,11 @@ func main() {
 	firstRunGap := flag.Duration("first-run-gap", 50*time.Millisecond, "time between the creates of (11)")
 	manyWatches := flag.Int("many-watches", 100_000, "watches loaded for the latency measurement (12) (-1 skips it)")
 	manySources := flag.Int("many-sources", 1000, "sources those watches are spread over")
+	evaluatorBin := flag.String("evaluator", "", "evaluator binary started by (13) (empty skips its evaluator half)")
+	startWatches := flag.Int("start-watches", 100_000, "watches of the evaluator started by (13), and a tenth of them (-1 skips it)")
+	startWatchSources := flag.Int("start-watch-sources", 1000, "source files those watches are spread over")
+	startSources := flag.Int("start-sources", 100_000, "sources of the syncer started by (13), and a tenth of them (-1 skips it)")
+	startHold := flag.Duration("start-hold", 10*time.Second, "time (13) lets a process run after it is ready before reading its VmHWM")
 	only := flag.String("only", "", "comma-separated measurements to run, e.g. 10 or 1,2,10 (default all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 	if err := flag.CommandLine.Parse(os.Args[1:]); err != nil {
@@ -90,6 +95,8 @@ func main() {
 		Rate: *rate, LatencyFor: *latencyFor, Backlog: *backlog, Deliveries: *deliveries, SyncerBin: *syncerBin, RSSRecords: *rssRecords,
 		Creates: *creates, Clients: *clients, FirstRuns: *firstRuns, FirstRunGap: *firstRunGap,
 		ManyWatches: *manyWatches, ManySources: *manySources,
+		EvaluatorBin: *evaluatorBin, Startup: bench.StartupOptions{Watches: *startWatches, WatchSources: *startWatchSources,
+			Sources: *startSources, Hold: *startHold},
 		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores,
 		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns, AdminSchema: *adminSchema,
 		Only: *only, Schedule: bench.ScheduleOptions{Replicas: *replicas, Sources: *sources, Every: *every, For: *window, Warmup: *warmup,

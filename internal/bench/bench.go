@@ -87,6 +87,12 @@ type Options struct {
 	// over that many sources beside source gen's, at Rate changes/s for
 	// LatencyFor. Defaults to 100,000 and 1,000; ManyWatches < 0 skips it.
 	ManyWatches, ManySources int
+	// Startup shapes measurement (13): the `evaluator run` (EvaluatorBin)
+	// and `syncer run` (SyncerBin) processes started on a configuration
+	// directory of Watches watches and Sources sources (defaults
+	// 100,000; < 0 skips one) and on a tenth of it.
+	Startup      StartupOptions
+	EvaluatorBin string
 	// Only, when set, lists the measurements to run ("1,2,10"); (1) and
 	// (2) run together.
 	Only string
@@ -130,6 +136,7 @@ type Result struct {
 	Webhooks       *WebhookResult
 	Admin          *AdminResult
 	Schedule       []*ScheduleResult
+	Startup        []*StartupResult
 	FirstRun       *FirstRunResult
 	ManyWatches    *ManyWatchesResult
 }
@@ -224,6 +231,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		{o.WebhookRate > 0 && o.runs(8), r.webhooks},
 		{o.SyncerBin != "" && o.RSSRecords > 0 && o.runs(6), r.rss},
 		{o.Schedule.SyncerBin != "" && o.Schedule.Sources > 0 && o.runs(10), r.schedule},
+		{(o.Startup.EvaluatorBin != "" || o.Startup.SyncerBin != "") && o.runs(13), r.startup},
 		{o.AdminChanges > 0 && o.runs(9), r.adminPages},
 	} {
 		if !m.on {
@@ -268,6 +276,14 @@ func (o *Options) setDefaults() {
 	o.FirstRunGap = cmp.Or(o.FirstRunGap, 50*time.Millisecond)
 	o.ManyWatches = cmp.Or(o.ManyWatches, 100_000)
 	o.ManySources = cmp.Or(o.ManySources, 1000)
+	st := &o.Startup
+	st.Watches = cmp.Or(st.Watches, 100_000)
+	st.WatchSources = cmp.Or(st.WatchSources, 1000)
+	st.Sources = cmp.Or(st.Sources, 100_000)
+	st.Hold = cmp.Or(st.Hold, 10*time.Second)
+	st.ReadyDeadline = cmp.Or(st.ReadyDeadline, 10*time.Minute)
+	st.EvaluatorBin = cmp.Or(st.EvaluatorBin, o.EvaluatorBin)
+	st.SyncerBin = cmp.Or(st.SyncerBin, o.SyncerBin)
 	so := &o.Schedule
 	so.Sources = cmp.Or(so.Sources, 100_000)
 	so.Every = cmp.Or(so.Every, time.Minute)
@@ -508,6 +524,14 @@ func (r *runner) rss(ctx context.Context) error {
 func (r *runner) schedule(ctx context.Context) error {
 	var err error
 	r.res.Schedule, err = RunSchedule(ctx, r.o, r.admin, r.o.Schedule, r.out)
+	return err
+}
+
+// startup runs measurement (13): the processes an operator starts on many
+// watches and sources.
+func (r *runner) startup(ctx context.Context) error {
+	var err error
+	r.res.Startup, err = RunStartup(ctx, r.o, r.admin, r.o.Startup, r.out)
 	return err
 }
 

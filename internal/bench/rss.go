@@ -6,8 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -74,17 +72,7 @@ func RunRSS(ctx context.Context, syncerBin, databaseURL string, n, pageSize int)
 
 // vmHWM reads a process's peak resident set size in bytes.
 func vmHWM(pid int) (int64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb * 1024, err == nil
-		}
-	}
-	return 0, false
+	return procStatus(pid, "VmHWM:")
 }
 
 func tail(b []byte, n int) string {

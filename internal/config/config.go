@@ -637,6 +637,8 @@ type Source struct {
 	typed func(path string) bool
 	// others are the blocks of other registered connectors the file sets.
 	others []string
+	// released: Block and Definition were dropped (Release).
+	released bool
 }
 
 // ForgetLines marks a source parsed from its stored definition (JSON,

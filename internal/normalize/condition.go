@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/types"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/lookout-dev/lookout/internal/intern"
 )
 
 // Condition is a compiled boolean expression over named variables of a
@@ -121,7 +124,38 @@ func recordType(extra map[string]string) types.Map {
 // Every problem is an *ExprError (joined): an unknown variable or field
 // (with a "did you mean" suggestion), a type mismatch, a result that is
 // not a boolean.
+//
+// Conditions are interned: equal text over the same shape (the same keys
+// of f.Extra, or none) gives the one *Condition while anything holds it,
+// so that watches copying a condition share its compiled program.
 func CompileWhen(src string, f FieldExprs) (*Condition, error) {
+	return whens.Get(whenKey(src, f.Extra), func() (*Condition, error) { return compileWhen(src, f) })
+}
+
+// whens interns CompileWhen's conditions.
+var whens intern.Cache[Condition]
+
+// whenKey is what a condition of CompileWhen depends on: its text, the
+// keys of extra (nil and empty differ) and which of them map to "" (the
+// check takes those as undeclared).
+func whenKey(src string, extra map[string]string) string {
+	var b strings.Builder
+	if extra == nil {
+		b.WriteString("-")
+	} else {
+		for _, k := range slices.Sorted(maps.Keys(extra)) {
+			b.WriteString(strconv.Quote(k))
+			if extra[k] == "" {
+				b.WriteByte('!')
+			}
+		}
+	}
+	b.WriteByte(0)
+	b.WriteString(src)
+	return b.String()
+}
+
+func compileWhen(src string, f FieldExprs) (*Condition, error) {
 	rec := recordType(f.Extra)
 	env := types.Map{
 		"record":   rec,

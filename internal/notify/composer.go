@@ -14,6 +14,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/intern"
 )
 
 // TemplateData is what the title and body templates of one match see
@@ -231,17 +232,17 @@ func compileWatch(src *config.Source, i int, w *config.Watch) (*watchTemplates, 
 	wt := &watchTemplates{cfg: w}
 	key := fmt.Sprintf("watches[%d]", i)
 	var err error
-	if wt.msg.title, err = parseChecked(key+".title", w.Title, sampleData()); err != nil {
+	if wt.msg.title, err = parseShared(key, "title", w.Title, sampleData()); err != nil {
 		errs = append(errs, src.Errorf(key+".title", "%v", err))
 	}
-	if wt.msg.body, err = parseChecked(key+".body", w.Body, sampleData()); err != nil {
+	if wt.msg.body, err = parseShared(key, "body", w.Body, sampleData()); err != nil {
 		errs = append(errs, src.Errorf(key+".body", "%v", err))
 	}
 	if dg := w.Digest; dg != nil {
-		if wt.digest.title, err = parseChecked(key+".digest.title", dg.Title, sampleDigest(), sampleDigestMissing()); err != nil {
+		if wt.digest.title, err = parseShared(key, "digest.title", dg.Title, sampleDigest(), sampleDigestMissing()); err != nil {
 			errs = append(errs, src.Errorf(key+".digest.title", "%v", err))
 		}
-		if wt.digest.body, err = parseChecked(key+".digest.body", dg.Body, sampleDigest(), sampleDigestMissing()); err != nil {
+		if wt.digest.body, err = parseShared(key, "digest.body", dg.Body, sampleDigest(), sampleDigestMissing()); err != nil {
 			errs = append(errs, src.Errorf(key+".digest.body", "%v", err))
 		}
 		if wt.sched, err = config.ParseCron(dg.Cron); err != nil {
@@ -297,6 +298,29 @@ func (c *Composer) watch(source, watch string) *watchTemplates {
 
 func mustParse(name, text string) *template.Template {
 	return template.Must(template.New(name).Funcs(templateFuncs).Parse(text))
+}
+
+// watchTemplateCache interns the templates of watches (parseShared).
+var watchTemplateCache intern.Cache[template.Template]
+
+// parseShared is parseChecked of a watch's template (kind title, body,
+// digest.title or digest.body of watch key, "watches[3]"), interned by
+// kind and text: watches copying a template share one parsed template
+// (text/template's are safe to execute at once), named after its kind,
+// so that a failure to render at run time names the kind, not the first
+// watch that used it. A template that does not parse or render gets
+// parseChecked's error under the watch's key.
+func parseShared(key, kind, text string, samples ...any) (*template.Template, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, nil
+	}
+	t, err := watchTemplateCache.Get(kind+"\x00"+text, func() (*template.Template, error) {
+		return parseChecked(kind, text, samples...)
+	})
+	if err != nil {
+		return parseChecked(key+"."+kind, text, samples...)
+	}
+	return t, nil
 }
 
 // parseChecked parses text (nil when empty) and executes it against each

@@ -339,3 +339,31 @@ watches:
 		})
 	}
 }
+
+// Watches copying a template share one parsed template; a different text
+// or a different kind (a digest's title against a message's) has its own.
+func TestComposerSharesOneTemplatePerText(t *testing.T) {
+	t.Parallel()
+	const title = `shared {{.Source}} {{.Sink}}` // renders for a message and a digest
+	src := &config.Source{Name: "s", Watches: []*config.Watch{
+		{Name: "a", Title: title},
+		{Name: "b", Title: title, Body: title},
+		{Name: "c", Title: title + " (c)"},
+		{Name: "d", Digest: &config.Digest{Title: title, Cron: "0 8 * * *", Timezone: "UTC"}},
+	}}
+	other := &config.Source{Name: "t", Watches: []*config.Watch{{Name: "a", Title: title}}}
+	c, err := NewComposer(nil, []*config.Source{src, other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, cc, d, ta := c.watch("s", "a"), c.watch("s", "b"), c.watch("s", "c"), c.watch("s", "d"), c.watch("t", "a")
+	if a.msg.title != b.msg.title || a.msg.title != ta.msg.title {
+		t.Errorf("three watches with one title hold %p, %p, %p, want one template", a.msg.title, b.msg.title, ta.msg.title)
+	}
+	if b.msg.body == b.msg.title {
+		t.Error("a body shares the parsed title of the same text")
+	}
+	if cc.msg.title == a.msg.title || d.digest.title == a.msg.title {
+		t.Error("a different text or a digest's title shares another template")
+	}
+}

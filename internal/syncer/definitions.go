@@ -34,6 +34,9 @@ func (s *Syncer) Apply(ctx context.Context, d *definitions.Delta) error {
 				"managed_by", def.Row.ManagedBy, "error", s.conf.Redactor.Error(err))
 			continue
 		}
+		// Built, the connector holds its settings: the source keeps no
+		// parsed YAML (a change of the definition comes parsed anew).
+		def.Config.Release()
 		src.paused = def.Row.Paused
 		built = append(built, src)
 	}
