@@ -367,6 +367,8 @@ var owners = map[string]string{
 	"briefings":            "internal/semantic",
 	"model_calls":          "internal/semantic",
 	"model_budgets":        "internal/semantic",
+	"drift_embeddings":     "internal/drift",
+	"model_versions":       "internal/drift",
 }
 
 // ownerExceptions are the packages that write tables they do not own,

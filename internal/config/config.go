@@ -158,6 +158,10 @@ type Ollama struct {
 	// before it is read again, so that an updated model is noticed.
 	// Defaults to 1m.
 	DigestTTL time.Duration `yaml:"digest_ttl"`
+	// Drift turns on the drift report of model outputs: embeddings of
+	// every decision's reason, compared week by week (see Drift).
+	// Defaults to off.
+	Drift *Drift `yaml:"drift"`
 }
 
 // Backoff is exponential backoff with jitter between Min and Max; where it

@@ -294,6 +294,9 @@ func (g *Global) applyDefaults() []error {
 		errs = append(errs, g.Errorf("syncer.batch_size", "must be between 1 and 10000"))
 	}
 	errs = append(errs, g.Alerts.applyDefaults(g)...)
+	if g.Ollama.Drift != nil {
+		errs = append(errs, g.Ollama.Drift.applyDefaults(g)...)
+	}
 	errs = append(errs, g.API.Limits.applyDefaults(g)...)
 	for _, d := range []struct {
 		key string
