@@ -71,7 +71,7 @@ SELECT count(*) FILTER (WHERE state = 'pending'),
 FROM drift_embeddings`
 
 // queryWatches lists the watches with embeddings of model $1 in
-// [$2, $3), narrowed to source $4, watch $5 and owner $6 when not ''.
+// [$2, $3), narrowed to source $4, watch $5 and owner $6 when not ”.
 const queryWatches = `
 SELECT source, watch, max(owner)
 FROM drift_embeddings

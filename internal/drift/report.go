@@ -59,37 +59,37 @@ type WatchReport struct {
 	Owner  string `json:"owner" doc:"The watch's owner; empty for an operator's file."`
 	// BaselineWeek is the Monday (UTC) of the baseline week; nil when no
 	// week has enough embeddings yet.
-	BaselineWeek *time.Time `json:"baseline_week,omitempty" doc:"The Monday (00:00 UTC) of the week every other week is compared with: ollama.drift.baseline_week, else the watch's first week with min_samples embeddings. Absent while no week has enough."`
-	BaselineSpread *float64 `json:"baseline_spread,omitempty" doc:"The baseline week's spread (see weeks[].spread)."`
-	Threshold float64 `json:"threshold" doc:"ollama.drift.threshold: a week whose distance passes it drifted."`
-	Weeks []Week `json:"weeks" doc:"The weeks, oldest first, the current one last."`
+	BaselineWeek   *time.Time `json:"baseline_week,omitempty" doc:"The Monday (00:00 UTC) of the week every other week is compared with: ollama.drift.baseline_week, else the watch's first week with min_samples embeddings. Absent while no week has enough."`
+	BaselineSpread *float64   `json:"baseline_spread,omitempty" doc:"The baseline week's spread (see weeks[].spread)."`
+	Threshold      float64    `json:"threshold" doc:"ollama.drift.threshold: a week whose distance passes it drifted."`
+	Weeks          []Week     `json:"weeks" doc:"The weeks, oldest first, the current one last."`
 }
 
 // Week is one week of a watch's report.
 type Week struct {
-	Start time.Time `json:"week" doc:"The week's Monday, 00:00 UTC."`
-	Embedded int `json:"embedded" doc:"Decisions of the week whose reason is embedded."`
+	Start    time.Time `json:"week" doc:"The week's Monday, 00:00 UTC."`
+	Embedded int       `json:"embedded" doc:"Decisions of the week whose reason is embedded."`
 	// Distance is the cosine distance between the week's centroid and the
 	// baseline's: nil when either has fewer than min_samples embeddings.
 	Distance *float64 `json:"distance,omitempty" doc:"Cosine distance (0 same direction, 1 orthogonal, 2 opposite) between the centroid of the week's reason embeddings and the baseline week's. Absent when the week or the baseline has fewer than min_samples embeddings."`
 	// Spread is 1 − |mean of the unit vectors|: the mean cosine distance of
 	// the week's embeddings to their centroid's direction.
-	Spread *float64 `json:"spread,omitempty" doc:"The week's spread: the mean cosine distance of its embeddings to their centroid (0 when every reason says the same thing). Absent with fewer than min_samples embeddings."`
-	Baseline bool `json:"baseline" doc:"This is the baseline week."`
-	Drifted bool `json:"drifted" doc:"distance passed the threshold: an alert was (or will be) sent for this watch and week."`
-	Judged int `json:"judged" doc:"Model-judged evaluations of the week (steps model and cache), as report_model_drift counts them."`
-	Notify int `json:"notify" doc:"Of the judged, those whose decision was notify."`
-	NotifyRate *float64 `json:"notify_rate,omitempty" doc:"notify / judged; absent when judged is 0."`
+	Spread       *float64        `json:"spread,omitempty" doc:"The week's spread: the mean cosine distance of its embeddings to their centroid (0 when every reason says the same thing). Absent with fewer than min_samples embeddings."`
+	Baseline     bool            `json:"baseline" doc:"This is the baseline week."`
+	Drifted      bool            `json:"drifted" doc:"distance passed the threshold: an alert was (or will be) sent for this watch and week."`
+	Judged       int             `json:"judged" doc:"Model-judged evaluations of the week (steps model and cache), as report_model_drift counts them."`
+	Notify       int             `json:"notify" doc:"Of the judged, those whose decision was notify."`
+	NotifyRate   *float64        `json:"notify_rate,omitempty" doc:"notify / judged; absent when judged is 0."`
 	ModelChanges []VersionChange `json:"model_changes" doc:"Digest changes of the watch's models or of the embedding model during the week."`
 }
 
 // VersionChange is a model's digest change (a row of model_versions that
 // follows another).
 type VersionChange struct {
-	Model string `json:"model" doc:"The model name."`
-	From string `json:"from" doc:"The digest before."`
-	To string `json:"to" doc:"The digest after, as /api/tags reported it."`
-	At time.Time `json:"at" doc:"The first call seen with the new digest."`
+	Model string    `json:"model" doc:"The model name."`
+	From  string    `json:"from" doc:"The digest before."`
+	To    string    `json:"to" doc:"The digest after, as /api/tags reported it."`
+	At    time.Time `json:"at" doc:"The first call seen with the new digest."`
 }
 
 // centroid accumulates the unit vectors of a week.
