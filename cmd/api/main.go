@@ -79,6 +79,7 @@ func serviceConfig(cfg *config.Config, keys *secrets.Ring) control.Config {
 		Limits:       control.Limits{Watches: lim(l.Watches), Sources: lim(l.Sources), ModelCallsPerDay: lim(l.ModelCallsPerDay)},
 		Keys:         keys,
 		AllowPrivate: cfg.Global.API.AllowPrivate,
+		Drift:        cfg.Global.Ollama.Drift,
 	}
 }
 

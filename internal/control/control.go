@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/secrets"
@@ -63,6 +64,9 @@ type Config struct {
 	// AllowPrivate lets sources created through the API reach loopback
 	// and private addresses (api.allow_private). Defaults to false.
 	AllowPrivate bool
+	// Drift is lookout.yaml's ollama.drift block (report_model_drift's
+	// settings); nil when drift is off. Defaults to nil.
+	Drift *config.Drift
 }
 
 // Service is the control plane's logic over one database.

@@ -41,13 +41,6 @@ type Settings struct {
 	MinSamples int
 }
 
-// SettingsFrom returns the comparison's settings of lookout.yaml's
-// ollama.drift block; ok is false when drift is off.
-func SettingsFrom(g *config.Global) (Settings, bool) {
-	c, ok := FromConfig(g)
-	return c.settings(), ok
-}
-
 func (c Config) settings() Settings {
 	return Settings{EmbedModel: c.EmbedModel, Baseline: c.Baseline, Threshold: c.Threshold, MinSamples: max(c.MinSamples, 1)}
 }
@@ -305,4 +298,13 @@ func watchReport(ctx context.Context, db Querier, s Settings, r *WatchReport, fr
 		r.Weeks = append(r.Weeks, wk)
 	}
 	return nil
+}
+
+// SettingsOf returns the comparison's settings of an ollama.drift block
+// (defaulted by the config loader); nil is drift off.
+func SettingsOf(d *config.Drift) Settings {
+	if d == nil {
+		return Settings{}
+	}
+	return Settings{EmbedModel: d.EmbedModel, Baseline: d.Baseline(), Threshold: d.Threshold, MinSamples: max(d.MinSamples, 1)}
 }
