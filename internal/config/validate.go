@@ -69,6 +69,7 @@ const (
 	RetentionModelBudgetsDefault        = 2160 * time.Hour // 90 days
 	RetentionBriefingsDefault           = 2160 * time.Hour // 90 days
 	RetentionVerdictsDefault            = 2160 * time.Hour // 90 days
+	RetentionDriftEmbeddingsDefault     = 8760 * time.Hour // 365 days
 	RetentionSyncRunHoursDefault        = 720 * time.Hour  // 30 days
 	RetentionActivityHourTotalsDefault  = 2160 * time.Hour // 90 days
 	EvaluatorWorkersDefault             = 2
@@ -862,6 +863,7 @@ func (r *Retention) applyDefaults(g *Global) []error {
 		{"model_budgets", &r.ModelBudgets, RetentionModelBudgetsDefault},
 		{"briefings", &r.Briefings, RetentionBriefingsDefault},
 		{"verdicts", &r.Verdicts, RetentionVerdictsDefault},
+		{"drift_embeddings", &r.DriftEmbeddings, RetentionDriftEmbeddingsDefault},
 		{"sync_run_hours", &r.SyncRunHours, RetentionSyncRunHoursDefault},
 		{"activity_hour_totals", &r.ActivityHourTotals, RetentionActivityHourTotalsDefault}} {
 		if _, set := g.lines["retention."+w.key]; !set {

@@ -119,3 +119,15 @@ SELECT model, previous, digest, seen_at FROM (
 ) v
 WHERE previous IS NOT NULL AND seen_at >= $2 AND seen_at < $3
 ORDER BY seen_at, id`
+
+// queryPrune deletes at most $2 embedded rows whose decision was made
+// before $1; a pending row (waiting or held) never is.
+const queryPrune = `
+DELETE FROM drift_embeddings WHERE model_call_id IN (
+    SELECT model_call_id FROM drift_embeddings
+    WHERE state = 'embedded' AND call_created_at < $1
+    ORDER BY call_created_at
+    LIMIT $2)`
+
+// queryCountPrunable counts the rows queryPrune would delete.
+const queryCountPrunable = `SELECT count(*) FROM drift_embeddings WHERE state = 'embedded' AND call_created_at < $1`
