@@ -104,6 +104,7 @@ func serviceConfig(cfg *config.Config, keys *secrets.Ring) (control.Config, erro
 		Keys:         keys,
 		AllowPrivate: cfg.Global.API.AllowPrivate,
 		DryRunWait:   wait,
+		Drift:        cfg.Global.Ollama.Drift,
 	}, nil
 }
 

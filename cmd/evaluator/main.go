@@ -20,6 +20,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/cli"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
+	"github.com/lookout-dev/lookout/internal/drift"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/explain"
 	"github.com/lookout-dev/lookout/internal/health"
@@ -29,6 +30,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/reload"
 	"github.com/lookout-dev/lookout/internal/replay"
 	"github.com/lookout-dev/lookout/internal/retention"
+	"github.com/lookout-dev/lookout/internal/service"
 	"github.com/lookout-dev/lookout/internal/watchdog"
 )
 
@@ -77,6 +79,9 @@ type parts struct {
 	dry *replay.Worker
 	dog *watchdog.Watchdog
 	prn *retention.Pruner
+	// drift embeds the model's decisions and alerts on drift (nil when
+	// ollama.drift is off).
+	drift *drift.Service
 	// follower keeps the evaluator's watches those of the definitions.
 	follower *definitions.Follower
 	// start is the outcome of the start's apply (its reloader reports a
@@ -167,6 +172,18 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 		return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
 	}
 	p.dig = notify.NewDigester(pool, p.eval.Composer(), gconf, logger)
+	if dc, on := drift.FromConfig(&cfg.Global); on {
+		emb, err := p.eval.Embedder()
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+		}
+		dc.Owner = p.eval.Owner()
+		if p.drift, err = drift.New(pool, emb, dc, logger); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("configuration %s: %w", env.ConfigDir, err)
+		}
+	}
 	return p, nil
 }
 
@@ -193,7 +210,16 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		// A watch it cannot build holds its source's changes back: shown,
 		// not fatal (the other sources are evaluated).
 		{Name: "watches", Advisory: true, Run: func(context.Context) error { return p.eval.Unbuilt() }},
-	}, p.logger, watcher, p.del, p.dig, p.eval, p.dry, p.dog, p.prn, reloader)
+	}, p.logger, p.services(watcher, reloader)...)
+}
+
+// services are the daemon's services, started in this order.
+func (p *parts) services(watcher *definitions.Watcher, reloader service.Service) []service.Service {
+	s := []service.Service{watcher, p.del, p.dig, p.eval, p.dry, p.dog, p.prn}
+	if p.drift != nil {
+		s = append(s, p.drift)
+	}
+	return append(s, reloader)
 }
 
 // runOnce does what is due and exits 1 when an evaluation errored or was
@@ -224,6 +250,15 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 			return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 		}
 		alerts = len(res.Raised)
+	}
+	if p.drift != nil {
+		// Before the deliveries, so that a drift alert is delivered too.
+		res, err := p.drift.Pass(ctx)
+		if err != nil {
+			return &cli.ExitError{Code: cli.ExitSetup, Err: err}
+		}
+		fmt.Fprintf(env.Stdout, "drift: queued %d decision(s), embedded %d, held %d, recorded %d model version(s), raised %d alert(s)\n",
+			res.Fed, res.Embedded, res.Held, res.Versions, res.Alerts)
 	}
 	d, err := p.del.DeliverDue(ctx)
 	fmt.Fprintf(env.Stdout, "evaluated %d change(s), built %d digest(s), raised %d alert(s), made %d delivery attempt(s)\n", n, g, alerts, d)

@@ -129,6 +129,7 @@ func (a *Admin) Handler() http.Handler {
 	mux.Handle("GET /admin/dead", a.authed(a.dead))
 	mux.Handle("POST /admin/dead/retry", a.authed(a.retryDead))
 	mux.Handle("GET /admin/models", a.authed(a.models))
+	mux.Handle("GET /admin/model-drift", a.authed(a.modelDrift))
 	mux.Handle("GET /admin/tasks", a.authed(a.reportPage("tasks")))
 	mux.Handle("GET /admin/search", a.authed(a.search))
 	mux.Handle("GET /admin/", a.authed(func(w http.ResponseWriter, r *http.Request, _ *caller) {

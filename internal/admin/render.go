@@ -67,6 +67,7 @@ var navItems = []struct{ Key, Href, Label string }{
 	{"retry", "/admin/retry", "High retry"},
 	{"dead", "/admin/dead", "Dead letters"},
 	{"models", "/admin/models", "Models"},
+	{"model-drift", "/admin/model-drift", "Drift"},
 	{"disabled", "/admin/disabled", "Disabled"},
 	{"tasks", "/admin/tasks", "Tasks"},
 }

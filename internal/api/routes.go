@@ -109,6 +109,17 @@ func (a *API) routes() {
 	}, a.describeConnector)
 
 	huma.Register(a.huma, huma.Operation{
+		OperationID: "report_model_drift", Method: http.MethodGet, Path: "/v1/reports/model-drift", Tags: []string{"watches"},
+		Summary: "Report the drift of the model's decisions, week by week",
+		Description: "For each of your watches (every watch for an admin) whose model decisions are embedded (ollama.drift), " +
+			"each week's cosine distance between the centroid of its reasons' embeddings and a baseline week's, its spread, " +
+			"whether it passed the threshold (an alert is sent once per watch and week), the notify rate of the model-judged " +
+			"decisions, and the model digest changes of the week. enabled is false when lookout.yaml does not set ollama.drift. " +
+			"See docs/semantic.md, \"Drift of model outputs\".",
+		Security: bearer, Responses: problemResponses(http.StatusUnprocessableEntity),
+	}, a.reportModelDrift)
+
+	huma.Register(a.huma, huma.Operation{
 		OperationID: "report_task_run", Method: http.MethodPost, Path: "/v1/task-runs/{id}/result", Tags: []string{"tasks"},
 		Summary: "Report the result of a task run you accepted",
 		Description: "An agent that answered a task's webhook with 202 reports here when it is done, with the bearer token " +
@@ -239,6 +250,26 @@ type DescribeSourceInput struct {
 type DescribeConnectorInput struct {
 	Connector string `path:"connector" doc:"The connector kind: http, rss, github, notion, web, imap, file or postgres"`
 	Sample    int    `query:"sample" minimum:"1" maximum:"1000" default:"200" doc:"How many of the newest records to read."`
+}
+
+// ReportModelDriftInput are report_model_drift's parameters.
+type ReportModelDriftInput struct {
+	Source string `query:"source" doc:"Only the watches of this source."`
+	Watch  string `query:"watch" doc:"Only the watches of this name."`
+	Weeks  int    `query:"weeks" minimum:"1" maximum:"104" default:"12" doc:"How many weeks, the current one last."`
+}
+
+// ReportModelDriftOutput is report_model_drift's answer.
+type ReportModelDriftOutput struct {
+	Body *control.ModelDrift
+}
+
+func (a *API) reportModelDrift(ctx context.Context, in *ReportModelDriftInput) (*ReportModelDriftOutput, error) {
+	d, err := a.svc.ModelDrift(ctx, principal(ctx), control.ModelDriftQuery{Source: in.Source, Watch: in.Watch, Weeks: in.Weeks})
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &ReportModelDriftOutput{Body: d}, nil
 }
 
 // DescribeOutput is describe_source's answer.

@@ -366,6 +366,8 @@ var owners = map[string]string{
 	"model_calls":          "internal/semantic",
 	"model_budgets":        "internal/semantic",
 	"dry_run_requests":     "internal/replay",
+	"drift_embeddings":     "internal/drift",
+	"model_versions":       "internal/drift",
 }
 
 // ownerExceptions are the packages that write tables they do not own,

@@ -158,6 +158,10 @@ type Ollama struct {
 	// before it is read again, so that an updated model is noticed.
 	// Defaults to 1m.
 	DigestTTL time.Duration `yaml:"digest_ttl"`
+	// Drift turns on the drift report of model outputs: embeddings of
+	// every decision's reason, compared week by week (see Drift).
+	// Defaults to off.
+	Drift *Drift `yaml:"drift"`
 }
 
 // Backoff is exponential backoff with jitter between Min and Max; where it
@@ -330,6 +334,11 @@ type Retention struct {
 	// this are pruned (the same question is then asked again). Defaults to
 	// 2160h (90 days).
 	Verdicts time.Duration `yaml:"verdicts"`
+	// DriftEmbeddings: embedded decisions of the drift report whose model
+	// call is older than this are pruned (a pending one never is); keep it
+	// longer than the age of a pinned ollama.drift.baseline_week. Defaults
+	// to 8760h (365 days).
+	DriftEmbeddings time.Duration `yaml:"drift_embeddings"`
 	// SyncRunHours: the quiet runs' hourly rollups of hours that ended
 	// longer ago than this are pruned. At least 24h; the current hour is
 	// never pruned. Defaults to 720h (30 days).
@@ -370,7 +379,7 @@ func (r Retention) Windows() []RetentionWindow {
 		{"notifications", r.Notifications}, {"model_calls", r.ModelCalls}, {"task_runs", r.TaskRuns},
 		{"inbound_events", r.InboundEvents}, {"idempotency_keys", r.IdempotencyKeys},
 		{"definition_deletions", r.DefinitionDeletions}, {"audit_log", r.AuditLog}, {"model_budgets", r.ModelBudgets},
-		{"briefings", r.Briefings}, {"verdicts", r.Verdicts}, {"sync_run_hours", r.SyncRunHours},
+		{"briefings", r.Briefings}, {"verdicts", r.Verdicts}, {"drift_embeddings", r.DriftEmbeddings}, {"sync_run_hours", r.SyncRunHours},
 		{"activity_hour_totals", r.ActivityHourTotals}}
 }
 

@@ -18,14 +18,14 @@ func TestRetentionAndStuckAfterDefaults(t *testing.T) {
 		TaskRuns: 2160 * time.Hour, InboundEvents: 720 * time.Hour, IdempotencyKeys: 24 * time.Hour,
 		DefinitionDeletions: 720 * time.Hour, AuditLog: 8760 * time.Hour, ModelBudgets: 2160 * time.Hour,
 		Briefings: 2160 * time.Hour, Verdicts: 2160 * time.Hour, SyncRunHours: 720 * time.Hour,
-		ActivityHourTotals: 2160 * time.Hour, BatchSize: 5000, Interval: time.Hour}
+		ActivityHourTotals: 2160 * time.Hour, DriftEmbeddings: 8760 * time.Hour, BatchSize: 5000, Interval: time.Hour}
 	if r := cfg.Global.Retention; r != want || !r.Enabled() {
 		t.Errorf("retention defaults: %+v, want %+v", r, want)
 	}
 	// 0s written out keeps a table forever; the others keep their defaults.
 	cfg, err = Load(writeDir(t, "retention: {changes: 0s, sync_runs: 0s, evaluations: 0s, notifications: 0s, model_calls: 0s,\n"+
 		"  task_runs: 0s, inbound_events: 0s, idempotency_keys: 0s, definition_deletions: 0s, audit_log: 0s,\n"+
-		"  model_budgets: 0s, briefings: 0s, verdicts: 0s, sync_run_hours: 0s, activity_hour_totals: 0s}\n", fileSource))
+		"  model_budgets: 0s, briefings: 0s, verdicts: 0s, drift_embeddings: 0s, sync_run_hours: 0s, activity_hour_totals: 0s}\n", fileSource))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +70,7 @@ retention:
   model_budgets: 720h
   briefings: 336h
   verdicts: 4320h
+  drift_embeddings: 4000h
   sync_run_hours: 2160h
   activity_hour_totals: 168h
   batch_size: 1000
@@ -85,7 +86,7 @@ retention:
 		TaskRuns: 720 * time.Hour, InboundEvents: 72 * time.Hour, IdempotencyKeys: 48 * time.Hour,
 		DefinitionDeletions: 168 * time.Hour, AuditLog: 17520 * time.Hour, ModelBudgets: 720 * time.Hour,
 		Briefings: 336 * time.Hour, Verdicts: 4320 * time.Hour, SyncRunHours: 2160 * time.Hour,
-		ActivityHourTotals: 168 * time.Hour, BatchSize: 1000, Interval: 10 * time.Minute}
+		ActivityHourTotals: 168 * time.Hour, DriftEmbeddings: 4000 * time.Hour, BatchSize: 1000, Interval: 10 * time.Minute}
 	if r := cfg.Global.Retention; r != want || !r.Enabled() {
 		t.Errorf("retention = %+v, want %+v", r, want)
 	}

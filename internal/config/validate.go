@@ -69,6 +69,7 @@ const (
 	RetentionModelBudgetsDefault        = 2160 * time.Hour // 90 days
 	RetentionBriefingsDefault           = 2160 * time.Hour // 90 days
 	RetentionVerdictsDefault            = 2160 * time.Hour // 90 days
+	RetentionDriftEmbeddingsDefault     = 8760 * time.Hour // 365 days
 	RetentionSyncRunHoursDefault        = 720 * time.Hour  // 30 days
 	RetentionActivityHourTotalsDefault  = 2160 * time.Hour // 90 days
 	EvaluatorWorkersDefault             = 2
@@ -121,6 +122,9 @@ func (g *Global) applyDefaults() []error {
 	errs = append(errs, g.applyDefaultNotify()...)
 	errs = append(errs, g.applyDaemonDefaults()...)
 	errs = append(errs, g.Alerts.applyDefaults(g)...)
+	if g.Ollama.Drift != nil {
+		errs = append(errs, g.Ollama.Drift.applyDefaults(g)...)
+	}
 	errs = append(errs, g.API.Limits.applyDefaults(g)...)
 	errs = append(errs, g.applyHTTPDefaults()...)
 	if g.Evaluator.Lease <= g.Ollama.Timeout {
@@ -961,6 +965,7 @@ func (r *Retention) applyDefaults(g *Global) []error {
 		{"model_budgets", &r.ModelBudgets, RetentionModelBudgetsDefault},
 		{"briefings", &r.Briefings, RetentionBriefingsDefault},
 		{"verdicts", &r.Verdicts, RetentionVerdictsDefault},
+		{"drift_embeddings", &r.DriftEmbeddings, RetentionDriftEmbeddingsDefault},
 		{"sync_run_hours", &r.SyncRunHours, RetentionSyncRunHoursDefault},
 		{"activity_hour_totals", &r.ActivityHourTotals, RetentionActivityHourTotalsDefault}} {
 		if _, set := g.lines["retention."+w.key]; !set {

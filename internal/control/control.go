@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/secrets"
@@ -67,6 +68,9 @@ type Config struct {
 	// evaluator to answer it (it then fails, naming the request). Defaults
 	// to 60s.
 	DryRunWait time.Duration
+	// Drift is lookout.yaml's ollama.drift block (report_model_drift's
+	// settings); nil when drift is off. Defaults to nil.
+	Drift *config.Drift
 }
 
 // Service is the control plane's logic over one database.

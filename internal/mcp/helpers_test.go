@@ -129,7 +129,8 @@ func setup(t *testing.T) *fixture {
 	t.Cleanup(func() { _ = hub.Stop() })
 	// The upstream is an httptest server on loopback: let sources created
 	// through the tools reach it (api.allow_private).
-	f.svc = control.New(pool, f.store, hub, control.Config{StreamPoll: time.Minute, AllowPrivate: true, Limits: control.Limits{Watches: 4}, Keys: f.keys, DryRunWait: 300 * time.Millisecond}, logger)
+	f.svc = control.New(pool, f.store, hub, control.Config{StreamPoll: time.Minute, AllowPrivate: true, Limits: control.Limits{Watches: 4}, Keys: f.keys, DryRunWait: 300 * time.Millisecond,
+		Drift: &config.Drift{EmbedModel: "tiny-embed", Threshold: 0.2, MinSamples: 5}}, logger)
 	f.svc.SetResolver(resolver{"feeds.example": {netip.MustParseAddr("93.184.216.34")}, "hooks.example.com": {netip.MustParseAddr("93.184.216.34")}})
 	f.server = mcp.New(f.svc, mcp.Config{}, logger)
 	mux := http.NewServeMux()

@@ -47,8 +47,9 @@ func TestToolsAndSchemas(t *testing.T) {
 		"export":                {"format"},
 		"import":                {"dry_run", "format", "note", "sources", "watches", "yaml"},
 		"import_feeds":          {"dry_run", "every", "kind", "opml", "urls"},
+		"report_model_drift":    {"source", "watch", "weeks"},
 	}
-	readOnly := map[string]bool{"export": true, "describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true}
+	readOnly := map[string]bool{"export": true, "describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true, "report_model_drift": true}
 	var names []string
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {

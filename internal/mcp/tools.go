@@ -71,6 +71,26 @@ Use it to tell the user what their watches found. To poll for new ones, pass aft
 The answer's feed is the URI of your notification feed resource: subscribe to it to be told when new notifications arrive instead of polling.
 Errors: "invalid arguments" names the argument to correct, e.g. "/limit: limit must be between 1 and 200" or "/cursor: ..." for a cursor that was not passed back unchanged.`,
 	}, s.recentNotifications)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "report_model_drift",
+		Annotations: readOnly("Report the drift of the model's decisions"),
+		Description: `Reports, week by week, whether the local model's decisions on your watches drift: for each watch whose decisions' reasons are embedded (lookout.yaml's ollama.drift; "enabled": false when it is not set), each week's distance — the cosine distance between the centroid of the week's reason embeddings and the baseline week's (0 same, 1 unrelated) —, its spread (how varied the reasons are), "drifted" when the distance passed the threshold (an alert is sent once per watch and week), the notify rate of the model-judged decisions, and the model digest changes of the week (a new model version behind the same name).
+Use it when the user asks whether a watch's judgments changed, or after a model update. A drifted week with a model change in it usually means the new version judges differently: compare the notify rates, and dry_run the watch to see its current answers.
+Example: {"source": "support", "weeks": 8}. source and watch narrow the report; weeks (1 to 104, default 12) counts the current week.
+Errors: "invalid arguments" names the argument to correct, e.g. "/weeks: weeks must be between 1 and 104".`,
+	}, s.reportModelDrift)
+}
+
+// ReportModelDriftInput are report_model_drift's arguments.
+type ReportModelDriftInput struct {
+	Source string `json:"source,omitempty" jsonschema:"Only the watches of this source."`
+	Watch  string `json:"watch,omitempty" jsonschema:"Only the watches of this name."`
+	Weeks  int    `json:"weeks,omitempty" jsonschema:"How many weeks, the current one last, 1 to 104. Defaults to 12."`
+}
+
+func (s *Server) reportModelDrift(ctx context.Context, p control.Principal, in ReportModelDriftInput) (*control.ModelDrift, error) {
+	return s.svc.ModelDrift(ctx, p, control.ModelDriftQuery{Source: in.Source, Watch: in.Watch, Weeks: in.Weeks})
 }
 
 // DescribeSourceInput are describe_source's arguments.

@@ -46,7 +46,8 @@ type PayloadAlert struct {
 	// Type is stale (no successful run of a source within its window),
 	// stuck (a run whose lease expired, or that runs past
 	// sources.stuck_after_seconds), dead_letters (notifications of a sink
-	// became dead) or disabled (a source was disabled).
+	// became dead), disabled (a source was disabled), or model_drift (a
+	// watch's week of model decisions drifted from its baseline: drift's).
 	Type string `json:"type"`
 	// Subject is what the alert is about: a source name (stale, disabled),
 	// "<source>/run-<id>" (stuck) or a sink name (dead_letters).

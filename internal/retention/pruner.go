@@ -75,8 +75,11 @@ type Config struct {
 	ModelBudgets        time.Duration
 	Briefings           time.Duration
 	Verdicts            time.Duration
-	SyncRunHours        time.Duration
-	ActivityHourTotals  time.Duration
+	// DriftEmbeddings is drift_embeddings' window
+	// (retention.drift_embeddings). Defaults to 8760h (365 days).
+	DriftEmbeddings    time.Duration
+	SyncRunHours       time.Duration
+	ActivityHourTotals time.Duration
 	// BatchSize is the most rows one DELETE removes (retention.batch_size).
 	// Defaults to 5000.
 	BatchSize int
@@ -101,7 +104,7 @@ func FromConfig(r config.Retention) Config {
 		Notifications: r.Notifications, ModelCalls: r.ModelCalls,
 		TaskRuns: r.TaskRuns, InboundEvents: r.InboundEvents, IdempotencyKeys: r.IdempotencyKeys,
 		DefinitionDeletions: r.DefinitionDeletions, AuditLog: r.AuditLog, ModelBudgets: r.ModelBudgets,
-		Briefings: r.Briefings, Verdicts: r.Verdicts, SyncRunHours: r.SyncRunHours, ActivityHourTotals: r.ActivityHourTotals,
+		Briefings: r.Briefings, Verdicts: r.Verdicts, DriftEmbeddings: r.DriftEmbeddings, SyncRunHours: r.SyncRunHours, ActivityHourTotals: r.ActivityHourTotals,
 		BatchSize: r.BatchSize, Interval: r.Interval}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/definitions"
+	"github.com/lookout-dev/lookout/internal/drift"
 	"github.com/lookout-dev/lookout/internal/idempotency"
 	"github.com/lookout-dev/lookout/internal/inbound"
 	"github.com/lookout-dev/lookout/internal/semantic"
@@ -102,6 +103,15 @@ var rowTables = []rowTable{
 		},
 		count: func(ctx context.Context, c *pgx.Conn, b time.Time) (int64, error) {
 			return semantic.CountVerdicts(ctx, c, b)
+		},
+	},
+	{
+		name: "drift_embeddings", window: func(c Config) time.Duration { return c.DriftEmbeddings },
+		prune: func(ctx context.Context, c *pgx.Conn, b time.Time, n int) (int64, error) {
+			return drift.Prune(ctx, c, b, n)
+		},
+		count: func(ctx context.Context, c *pgx.Conn, b time.Time) (int64, error) {
+			return drift.CountPrunable(ctx, c, b)
 		},
 	},
 	{

@@ -290,6 +290,33 @@ func TestPruneVerdicts(t *testing.T) {
 	})
 }
 
+// Embedded decisions of the drift report older than the window are
+// pruned; a pending one (waiting or held for the embedding model) is not.
+func TestPruneDriftEmbeddings(t *testing.T) {
+	t.Parallel()
+	n := 0
+	row := func(f *fixture, label, state, at string) {
+		n++
+		emb := "NULL"
+		if state == "embedded" {
+			emb = "ARRAY[1, 0]::real[]"
+		}
+		f.exec(`INSERT INTO drift_embeddings (model_call_id, call_created_at, source, watch, model, reason, state, embedding)
+		        VALUES ($1, `+at+`, 's', 'w', 'm', $2, $3, `+emb+`)`, n, label, state)
+	}
+	pruneRows(t, rowCase{table: "drift_embeddings", conf: Config{DriftEmbeddings: week},
+		fill: func(f *fixture) {
+			for _, l := range []string{"old-1", "old-2", "old-3", "old-4", "old-5"} {
+				row(f, l, "embedded", f.ago(30*day))
+			}
+			row(f, "keep-old-pending", "pending", f.ago(30*day))
+			row(f, "keep-recent", "embedded", f.ago(time.Hour))
+		},
+		labels: `SELECT reason FROM drift_embeddings`,
+		keep:   []string{"keep-old-pending", "keep-recent"},
+	})
+}
+
 // The quiet runs' hours that ended before the cutoff are pruned; the hour
 // the cutoff falls in and the current hour are not.
 func TestPruneSyncRunHours(t *testing.T) {
@@ -371,7 +398,7 @@ func TestFromConfigCarriesEveryWindow(t *testing.T) {
 		Notifications: 4 * time.Hour, ModelCalls: 5 * time.Hour, TaskRuns: 6 * time.Hour, InboundEvents: 7 * time.Hour,
 		IdempotencyKeys: 8 * time.Hour, DefinitionDeletions: 9 * time.Hour, AuditLog: 10 * time.Hour,
 		ModelBudgets: 11 * time.Hour, Briefings: 12 * time.Hour, Verdicts: 13 * time.Hour, SyncRunHours: 14 * time.Hour,
-		ActivityHourTotals: 15 * time.Hour, BatchSize: 7, Interval: time.Minute}
+		ActivityHourTotals: 15 * time.Hour, DriftEmbeddings: 16 * time.Hour, BatchSize: 7, Interval: time.Minute}
 	c := FromConfig(r)
 	windows := map[string]time.Duration{}
 	for _, tb := range tables {
@@ -388,8 +415,8 @@ func TestFromConfigCarriesEveryWindow(t *testing.T) {
 		}
 		seen[w.Window] = true
 	}
-	if len(seen) != 15 || len(windows) != 15 {
-		t.Errorf("%d distinct windows, %d tables; want 15 of each", len(seen), len(windows))
+	if len(seen) != 16 || len(windows) != 16 {
+		t.Errorf("%d distinct windows, %d tables; want 16 of each", len(seen), len(windows))
 	}
 }
 

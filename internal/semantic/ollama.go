@@ -269,3 +269,33 @@ func (c *Client) Chat(ctx context.Context, model string, msgs []api.Message, for
 	c.report(false, nil)
 	return reply, nil
 }
+
+// Embed returns the embeddings of inputs (one vector each, in order) from
+// model through /api/embed, after waiting for the rate limiter. timeout
+// bounds the request. Like Chat, it returns ErrUnavailable without a
+// request while the breaker is open, and a server that fails opens it.
+func (c *Client) Embed(ctx context.Context, model string, inputs []string, timeout time.Duration) ([][]float32, error) {
+	if err := c.open(); err != nil {
+		return nil, err
+	}
+	if err := c.limiter.Wait(ctx); err != nil {
+		return nil, fmt.Errorf("wait for the model rate limit: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cctx, status := withStatus(cctx)
+	resp, err := c.api.Embed(cctx, &api.EmbedRequest{Model: model, Input: inputs})
+	if err == nil && len(resp.Embeddings) != len(inputs) {
+		err = fmt.Errorf("%d embeddings for %d inputs (HTTP %d)", len(resp.Embeddings), len(inputs), *status)
+	}
+	if err != nil {
+		if cctx.Err() != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("no answer within %s: %w", timeout, context.DeadlineExceeded)
+		}
+		err = fmt.Errorf("embed %d input(s) with %q at %s: %w", len(inputs), model, c.host, err)
+		c.report(serverDown(cctx, *status, err), err)
+		return nil, err
+	}
+	c.report(false, nil)
+	return resp.Embeddings, nil
+}

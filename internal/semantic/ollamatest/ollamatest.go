@@ -1,5 +1,5 @@
 // Package ollamatest is a fake Ollama server for tests: /api/chat,
-// /api/show and /api/tags over httptest, answering like the real server
+// /api/embed, /api/show and /api/tags over httptest, answering like the real server
 // (shapes, status codes, error bodies). It checks the shape of every chat
 // request lookout sends (model, JSON schema format — a verdict's or a
 // digest briefing's —, stream false,
@@ -91,6 +91,7 @@ type Server struct {
 	maxIn    int
 	release  chan struct{}
 	tagsDown bool
+	embed    embedState
 }
 
 // DefaultAnswer judges by keyword: a user message containing "URGENT"
@@ -117,6 +118,7 @@ func New(t testing.TB, models map[string]string) *Server {
 	mux.HandleFunc("POST /api/chat", s.chat)
 	mux.HandleFunc("POST /api/show", s.show)
 	mux.HandleFunc("GET /api/tags", s.list)
+	mux.HandleFunc("POST /api/embed", s.embedHandler)
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(func() {
 		s.Release()
