@@ -80,6 +80,7 @@ func serviceConfig(cfg *config.Config, keys *secrets.Ring) control.Config {
 		Limits:       control.Limits{Watches: lim(l.Watches), Sources: lim(l.Sources), ModelCallsPerDay: lim(l.ModelCallsPerDay)},
 		Keys:         keys,
 		AllowPrivate: cfg.Global.API.AllowPrivate,
+		PublicURL:    os.Getenv(publicURLEnv),
 	}
 }
 
@@ -170,6 +171,10 @@ func newApp(pool *pgxpool.Pool, cfg *config.Config, svc *control.Service, keys *
 	shutdown := func() { a.Shutdown(); m2.Close() }
 	return &cli.App{Handler: mux, OnShutdown: shutdown, Limits: cli.LimitsOf(cfg.Global.HTTP)}, nil
 }
+
+// publicURLEnv is the address people open the api at: sign-in links of
+// /me (me_link) start with it.
+const publicURLEnv = "LOOKOUT_PUBLIC_URL"
 
 // tokenEnv holds the token of `api mcp --stdio` when --token is not given.
 const tokenEnv = "LOOKOUT_TOKEN"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,16 +34,16 @@ const SignInLinkPath = "/me/link"
 // SignInLink is a minted sign-in link.
 type SignInLink struct {
 	Path      string    `json:"path" doc:"The link's path and query, /me/link?code=lkl_...: open it on this API's address. It holds the link's secret, shown once."`
-	URL       string    `json:"url,omitempty" doc:"The whole link, when the request said which address it was sent to."`
+	URL       string    `json:"url,omitempty" doc:"The whole link, when the operator set the api's public address (LOOKOUT_PUBLIC_URL)."`
 	Owner     string    `json:"owner" doc:"Whose page it opens."`
 	ExpiresAt time.Time `json:"expires_at" doc:"Until when it may be used (once)."`
 }
 
 // MintSignInLink makes a sign-in link of p's token, valid for ttl (0:
-// SignInLinkTTLDefault; at most SignInLinkTTLMax) from now, audited. base
-// is the address the link opens on ("https://lookout.example"; "" leaves
-// URL empty).
-func (s *Service) MintSignInLink(ctx context.Context, p Principal, ttl time.Duration, now time.Time, base string) (*SignInLink, error) {
+// SignInLinkTTLDefault; at most SignInLinkTTLMax) from now, audited. Its
+// URL starts with Config.PublicURL (none without it).
+func (s *Service) MintSignInLink(ctx context.Context, p Principal, ttl time.Duration, now time.Time) (*SignInLink, error) {
+	base := strings.TrimRight(s.conf.PublicURL, "/")
 	switch {
 	case ttl == 0:
 		ttl = SignInLinkTTLDefault

@@ -46,6 +46,7 @@ func TestToolsAndSchemas(t *testing.T) {
 		"export":                {"format"},
 		"import":                {"dry_run", "format", "note", "sources", "watches", "yaml"},
 		"import_feeds":          {"dry_run", "every", "kind", "opml", "urls"},
+		"me_link":               {"ttl"},
 	}
 	readOnly := map[string]bool{"export": true, "describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true}
 	var names []string

@@ -83,6 +83,7 @@ func New(svc *control.Service, conf Config, logger *slog.Logger) *Server {
 	s.addTools()
 	s.addWatchTools()
 	s.addExportTools()
+	s.addAccountTools()
 	s.addResources()
 	return s
 }
