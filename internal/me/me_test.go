@@ -1,6 +1,7 @@
 package me_test
 
 import (
+	"errors"
 	"html"
 	"net/http"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/tokens"
 	"github.com/lookout-dev/lookout/internal/webui"
 )
 
@@ -333,4 +335,39 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// Two uses of one link at once: the row lock lets exactly one through.
+func TestLinkOnceUnderRace(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	now := time.Now()
+	link := w.link("alice", 0, now)
+	code, _ := url.QueryUnescape(strings.TrimPrefix(link, "/me/link?code="))
+	const n = 4
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			_, err := w.svc.RedeemSignInLink(w.ctx, code, now, "race")
+			errs <- err
+		}()
+	}
+	close(start)
+	ok := 0
+	for range n {
+		err := <-errs
+		var refused *control.AuthError
+		switch {
+		case err == nil:
+			ok++
+		case errors.As(err, &refused) && errors.Is(err, tokens.ErrLinkUsed):
+		default:
+			t.Errorf("a use: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d uses of one link succeeded, want 1", ok)
+	}
 }

@@ -89,8 +89,12 @@ func RedeemLink(ctx context.Context, tx pgx.Tx, secret string, now time.Time) (*
 	case tok.ExpiresAt != nil && !now.Before(*tok.ExpiresAt):
 		return nil, nil, ErrExpired
 	}
-	if _, err := tx.Exec(ctx, queryUseLink, l.ID, now); err != nil {
+	tag, err := tx.Exec(ctx, queryUseLink, l.ID, now)
+	if err != nil {
 		return nil, nil, fmt.Errorf("use sign-in link %d: %w", l.ID, err)
+	}
+	if tag.RowsAffected() != 1 { // the row lock makes this unreachable; a second guard
+		return nil, nil, ErrLinkUsed
 	}
 	l.UsedAt = &now
 	return l, tok, nil
