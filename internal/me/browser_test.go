@@ -215,9 +215,16 @@ func TestMePagesInBrowser(t *testing.T) {
 		b.check(p.path)
 		b.shot(p.shot)
 	}
+	// At 1400 px the preview is live: typing sends it (me.js), no click.
 	b.open(base+"/me/new", "form.new")
-	b.run("preview at 1400", chromedp.SendKeys(chromedp.ID("name"), "closed-tickets"), chromedp.SendKeys(chromedp.ID("when"), `record.status == "closed"`),
-		chromedp.SendKeys(chromedp.ID("notify"), "log"), chromedp.Click(chromedp.ID("preview")), chromedp.WaitVisible(chromedp.ID("preview-result")))
+	b.run("live preview at 1400", chromedp.SendKeys(chromedp.ID("name"), "closed-tickets"), chromedp.SendKeys(chromedp.ID("when"), `record.status == "closed"`),
+		chromedp.SendKeys(chromedp.ID("notify"), "log"), chromedp.WaitVisible(chromedp.CSS("#preview-result .summary")))
+	if got := b.text("#preview-result .summary"); !strings.Contains(got, "would have notified 1 time(s)") {
+		t.Errorf("live preview: %q", got)
+	}
+	if u := evalJS[string](b, `location.pathname`); u != "/me/new" || w.count(`SELECT count(*) FROM watches WHERE name = 'closed-tickets'`) != 0 {
+		t.Errorf("the live preview left the page (%s) or saved the watch", u)
+	}
 	b.check("new watch at 1400")
 	b.shot("new-1400")
 	// The nav sits on the brand's line at 1400 px, under it at 390 px.
