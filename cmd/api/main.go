@@ -35,6 +35,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/health"
 	"github.com/lookout-dev/lookout/internal/ingest"
 	"github.com/lookout-dev/lookout/internal/mcp"
+	"github.com/lookout-dev/lookout/internal/me"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	_ "github.com/lookout-dev/lookout/internal/notify/all" // sink types: lookout.yaml's sinks checked as the evaluator does
 	"github.com/lookout-dev/lookout/internal/secrets"
@@ -46,7 +47,7 @@ func main() {
 }
 
 var commands = []cli.Command{
-	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /mcp, /ingest/{source}, /openapi.json, /admin, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
+	{Name: "run", Summary: "serve the API until SIGINT/SIGTERM [--listen ADDR: /v1, /mcp, /ingest/{source}, /openapi.json, /admin, /me, /metrics, /healthz, /readyz; default " + cli.APIListenDefault + "]", Run: runDaemon},
 	{Name: "mcp", Summary: "serve the MCP tools to one local assistant over stdio: mcp --stdio [--token TOKEN; default env " + tokenEnv + "]", Run: mcpStdio},
 	{Name: "token", Summary: "manage API tokens: token create --owner NAME [--scope user|admin] [--name LABEL] [--ttl 720h], token list [--owner NAME], token revoke ID", Commands: []cli.Command{
 		{Name: "create", Summary: "create --owner NAME [--scope user|admin] [--name LABEL] [--ttl 720h]: create a token; its secret is printed once", Run: tokenCreate},
@@ -105,6 +106,7 @@ func serviceConfig(cfg *config.Config, keys *secrets.Ring) (control.Config, erro
 		AllowPrivate: cfg.Global.API.AllowPrivate,
 		DryRunWait:   wait,
 		Drift:        cfg.Global.Ollama.Drift,
+		PublicURL:    os.Getenv(publicURLEnv),
 	}, nil
 }
 
@@ -177,12 +179,16 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 }
 
 // newApp returns what api run serves beside /metrics, /healthz and
-// /readyz: /ingest/{source}, /mcp, /admin and the API, bounded on slow
+// /readyz: /ingest/{source}, /mcp, /admin, /me and the API, bounded on slow
 // requests by lookout.yaml's http block.
 func newApp(pool *pgxpool.Pool, cfg *config.Config, svc *control.Service, keys *secrets.Ring, m *metrics.Metrics, logger *slog.Logger) (*cli.App, error) {
 	a := api.New(svc, logger)
 	m2 := mcp.New(svc, mcp.Config{}, logger)
 	adm, err := admin.New(svc, admin.Config{Config: cfg}, logger)
+	if err != nil {
+		return nil, err
+	}
+	mine, err := me.New(svc, me.Config{}, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -192,10 +198,16 @@ func newApp(pool *pgxpool.Pool, cfg *config.Config, svc *control.Service, keys *
 	mux.Handle("/mcp", m2.Handler())
 	mux.Handle("/admin", adm.Handler())
 	mux.Handle("/admin/", adm.Handler())
+	mux.Handle("/me", mine.Handler())
+	mux.Handle("/me/", mine.Handler())
 	mux.Handle("/", a.Handler())
 	shutdown := func() { a.Shutdown(); m2.Close() }
 	return &cli.App{Handler: mux, OnShutdown: shutdown, Limits: cli.LimitsOf(cfg.Global.HTTP)}, nil
 }
+
+// publicURLEnv is the address people open the api at: sign-in links of
+// /me (me_link) start with it.
+const publicURLEnv = "LOOKOUT_PUBLIC_URL"
 
 // tokenEnv holds the token of `api mcp --stdio` when --token is not given.
 const tokenEnv = "LOOKOUT_TOKEN"

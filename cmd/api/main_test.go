@@ -52,6 +52,10 @@ func TestRunServesAPIWithTokens(t *testing.T) {
 	if code, page := d.Get("/admin/"); code != 200 || !strings.Contains(page, `action="/admin/login"`) {
 		t.Errorf("/admin/: %d %.200s", code, page)
 	}
+	// So is each user's page.
+	if code, page := d.Get("/me/"); code != 200 || !strings.Contains(page, `action="/me/login"`) {
+		t.Errorf("/me/: %d %.200s", code, page)
+	}
 
 	out, errOut, code := run(t, "token", "create", "--owner", "alice")
 	if code != 0 {

@@ -20,25 +20,20 @@
 package admin
 
 import (
-	"compress/gzip"
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
 	"embed"
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/webui"
 )
 
 // Prefix is where the admin page is served.
@@ -47,11 +42,9 @@ const Prefix = "/admin"
 // SessionTTLDefault is how long a sign-in lasts.
 const SessionTTLDefault = 12 * time.Hour
 
-// CSP is the Content-Security-Policy of every answer: the page's own
-// scripts, styles and images only, no inline code, no frames, forms that
-// post to the page only.
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; " +
-	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+// CSP is the Content-Security-Policy of every answer (webui.CSP, shared
+// with the user's page).
+const CSP = webui.CSP
 
 // Cookie names.
 const (
@@ -107,7 +100,7 @@ func New(svc *control.Service, conf Config, logger *slog.Logger) (*Admin, error)
 func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /admin/static/", http.StripPrefix("/admin/static/", staticFiles(http.FileServerFS(static))))
+	mux.Handle("GET /admin/static/", http.StripPrefix("/admin/static/", webui.StaticCache(http.FileServerFS(static))))
 	mux.HandleFunc("GET /admin", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/admin/", http.StatusMovedPermanently)
 	})
@@ -135,101 +128,7 @@ func (a *Admin) Handler() http.Handler {
 	mux.Handle("GET /admin/", a.authed(func(w http.ResponseWriter, r *http.Request, _ *caller) {
 		a.fail(w, r, http.StatusNotFound, "There is no admin page at "+r.URL.Path+".")
 	}))
-	return http.NewCrossOriginProtection().Handler(headers(gzipped(mux)))
-}
-
-// gzipped compresses the answers of a client that accepts gzip
-// (Accept-Encoding), pages and static files alike, and says that the
-// answer varies with it (Vary: Accept-Encoding, on every answer, so that
-// no cache hands a compressed page to a client that cannot read it).
-// Answers without a body (HEAD, 204, 304) and answers already encoded are
-// passed through.
-func gzipped(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Add("Vary", "Accept-Encoding")
-		if r.Method == http.MethodHead || !acceptsGzip(r.Header.Get("Accept-Encoding")) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		gw := &gzipWriter{ResponseWriter: w}
-		defer gw.close()
-		next.ServeHTTP(gw, r)
-	})
-}
-
-// acceptsGzip reads an Accept-Encoding header: gzip listed without q=0.
-func acceptsGzip(header string) bool {
-	for part := range strings.SplitSeq(header, ",") {
-		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
-			continue
-		}
-		q := strings.ReplaceAll(params, " ", "")
-		return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
-	}
-	return false
-}
-
-// gzipWriter compresses what is written to it once the status says there
-// is a body.
-type gzipWriter struct {
-	http.ResponseWriter
-	gz      *gzip.Writer
-	decided bool
-}
-
-func (g *gzipWriter) WriteHeader(status int) {
-	if !g.decided {
-		g.decided = true
-		h := g.Header()
-		if status != http.StatusNoContent && status != http.StatusNotModified && status != http.StatusPartialContent && status >= 200 && h.Get("Content-Encoding") == "" {
-			h.Del("Content-Length")
-			h.Set("Content-Encoding", "gzip")
-			g.gz = gzip.NewWriter(g.ResponseWriter)
-		}
-	}
-	g.ResponseWriter.WriteHeader(status)
-}
-
-func (g *gzipWriter) Write(b []byte) (int, error) {
-	if !g.decided {
-		if g.Header().Get("Content-Type") == "" {
-			g.Header().Set("Content-Type", http.DetectContentType(b))
-		}
-		g.WriteHeader(http.StatusOK)
-	}
-	if g.gz == nil {
-		return g.ResponseWriter.Write(b)
-	}
-	return g.gz.Write(b)
-}
-
-func (g *gzipWriter) close() {
-	if g.gz != nil {
-		_ = g.gz.Close()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (g *gzipWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
-
-// headers sets the security headers of every answer.
-func headers(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", CSP)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "same-origin")
-		next.ServeHTTP(w, r)
-	})
-}
-
-func staticFiles(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "public, max-age=3600")
-		next.ServeHTTP(w, r)
-	})
+	return webui.Protect(mux)
 }
 
 // caller is who makes an authenticated request.
@@ -264,12 +163,13 @@ func (a *Admin) authed(h authedHandler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost && c.session {
-			if err := r.ParseForm(); err != nil {
+			ok, err := webui.CheckCSRF(r, c.csrf)
+			if err != nil {
 				a.fail(w, r, http.StatusBadRequest, "The form could not be read: "+err.Error())
 				return
 			}
-			if got := r.PostFormValue("csrf"); got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(c.csrf)) != 1 {
-				a.fail(w, r, http.StatusForbidden, "This action needs the page's CSRF token, and the request had none or a wrong one: reload the page and try again.")
+			if !ok {
+				a.fail(w, r, http.StatusForbidden, webui.CSRFMessage)
 				return
 			}
 		}
@@ -312,21 +212,8 @@ func (a *Admin) refusal(err error, rid string) (int, string) {
 	return http.StatusServiceUnavailable, control.AuthUnavailable
 }
 
-func requestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%x", b)
-}
-
-func randomString() string {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-func secure(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
-}
+// requestID names a request in the log (webui.RequestID).
+func requestID() string { return webui.RequestID() }
 
 // loginForm shows the sign-in form with a fresh double-submit token.
 func (a *Admin) loginForm(w http.ResponseWriter, r *http.Request) {
@@ -334,20 +221,13 @@ func (a *Admin) loginForm(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Admin) showLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	v := randomString()
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: v, Path: "/admin/login", HttpOnly: true, Secure: secure(r),
-		SameSite: http.SameSiteStrictMode, MaxAge: 3600})
+	v := webui.NewFormNonce(w, r, loginCookie, "/admin/login")
 	next := r.FormValue("next")
 	a.render(w, r, status, "login", &page{Title: "Sign in", CSRF: v, Error: msg, Data: map[string]string{"Next": safeNext(next)}})
 }
 
 // safeNext keeps a redirect target on the admin page.
-func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/admin/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
-		return "/admin/"
-	}
-	return next
-}
+func safeNext(next string) string { return webui.SafeNext(next, "/admin/") }
 
 // login exchanges an admin token for a session cookie.
 func (a *Admin) login(w http.ResponseWriter, r *http.Request) {
@@ -355,8 +235,7 @@ func (a *Admin) login(w http.ResponseWriter, r *http.Request) {
 		a.showLogin(w, r, http.StatusBadRequest, "The form could not be read.")
 		return
 	}
-	ck, err := r.Cookie(loginCookie)
-	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostFormValue("csrf"))) != 1 {
+	if !webui.CheckFormNonce(r, loginCookie) {
 		a.showLogin(w, r, http.StatusForbidden, "The sign-in form expired or did not come from this page (CSRF check failed): try again.")
 		return
 	}
@@ -378,17 +257,14 @@ func (a *Admin) login(w http.ResponseWriter, r *http.Request) {
 		a.showLogin(w, r, http.StatusServiceUnavailable, "The session could not be made (database unavailable); retry shortly.")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: Prefix, HttpOnly: true, Secure: secure(r),
-		SameSite: http.SameSiteStrictMode, Expires: expires})
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/admin/login", MaxAge: -1, HttpOnly: true, Secure: secure(r),
-		SameSite: http.SameSiteStrictMode})
+	webui.SetCookie(w, r, sessionCookie, Prefix, value, expires)
+	webui.ClearCookie(w, r, loginCookie, "/admin/login")
 	a.logger.Info("admin signed in", "owner", tok.Owner, "token_id", tok.ID)
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 func (a *Admin) logout(w http.ResponseWriter, r *http.Request, _ *caller) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: secure(r),
-		SameSite: http.SameSiteStrictMode})
+	webui.ClearCookie(w, r, sessionCookie, Prefix)
 	http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
 }
 

@@ -67,6 +67,16 @@ func (a *API) routes() {
 	}, a.whoami)
 
 	huma.Register(a.huma, huma.Operation{
+		OperationID: "me_link", Method: http.MethodPost, Path: "/v1/me/link", Tags: []string{"account"}, DefaultStatus: http.StatusCreated,
+		Summary: "A sign-in link to your page (/me), for the person you act for",
+		Description: "Mints a link that opens the owner's page /me (their watches, notifications and why each fired, a form to create a watch, " +
+			"their channels) as the token's owner, never as an admin: once, within `ttl` (default 10m, at most 1h). Hand it to the person; " +
+			"opening it shows a Sign in button, so a chat app's preview of the link does not spend it. Only its hash is stored; minting and " +
+			"using it are audited (kind sign_in_link).",
+		Security: bearer, Responses: problemResponses(http.StatusUnprocessableEntity, http.StatusForbidden),
+	}, a.meLink)
+
+	huma.Register(a.huma, huma.Operation{
 		OperationID: "list_notifications", Method: http.MethodGet, Path: "/v1/notifications", Tags: []string{"notifications"},
 		Summary: "List your notifications, newest first",
 		Description: "A page of the notifications your watches made (an admin sees all). " +
@@ -184,6 +194,35 @@ func (a *API) whoami(ctx context.Context, _ *struct{}) (*WhoAmI, error) {
 	}
 	out.Body.Limits = a.svc.Limits()
 	return out, nil
+}
+
+// MeLinkInput is me_link's request.
+type MeLinkInput struct {
+	Body *MeLinkBody `required:"false"`
+}
+
+// MeLinkBody is me_link's body (optional).
+type MeLinkBody struct {
+	TTL string `json:"ttl,omitempty" doc:"How long the link may be used, a duration from 1m to 1h. Defaults to 10m."`
+}
+
+// MeLinkOutput is me_link's answer.
+type MeLinkOutput struct{ Body *control.SignInLink }
+
+func (a *API) meLink(ctx context.Context, in *MeLinkInput) (*MeLinkOutput, error) {
+	var ttl time.Duration
+	if in.Body != nil && in.Body.TTL != "" {
+		d, err := time.ParseDuration(in.Body.TTL)
+		if err != nil || d <= 0 {
+			return nil, a.fail(ctx, control.Invalid("/ttl", "must be a duration between 1m and 1h such as 10m, not %q", in.Body.TTL))
+		}
+		ttl = d
+	}
+	l, err := a.svc.MintSignInLink(ctx, principal(ctx), ttl, time.Now())
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &MeLinkOutput{Body: l}, nil
 }
 
 // ListNotificationsInput are list_notifications' parameters.

@@ -347,6 +347,7 @@ var owners = map[string]string{
 	"changes":              "internal/changes",
 	"activity_hour_totals": "internal/changes",
 	"api_tokens":           "internal/tokens",
+	"sign_in_links":        "internal/tokens",
 	"audit_log":            "internal/audit",
 	"idempotency_keys":     "internal/idempotency",
 	"source_definitions":   "internal/definitions",

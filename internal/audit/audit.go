@@ -36,6 +36,8 @@ const (
 	// start or reload, or `apply`): a source orphaned or adopted, with
 	// the users' watches on it.
 	ViaConfig = "config"
+	// ViaMe is a user's page (/me) of the api deployment.
+	ViaMe = "me"
 )
 
 // Entry is one audit_log row.

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,8 +46,17 @@ type Credentials struct {
 	// Secret is a token given by itself (the sign-in form, the stdio MCP
 	// server's token, a bearer token the MCP SDK parsed). Defaults to none.
 	Secret string
-	// Session is the value of an admin page session. Defaults to none.
+	// Session is the value of a page's session (of Page). Defaults to
+	// none.
 	Session string
+	// Page is the page a Session is for: tokens.PageAdmin or
+	// tokens.PageMe; a session of another page is refused. Defaults to
+	// tokens.PageAdmin.
+	Page string
+	// AsOwner makes the caller its token's owner even with an admin
+	// token: a user's page (/me) acts as the owner, never as an admin.
+	// Defaults to false.
+	AsOwner bool
 	// Admin asks for a token with the admin scope. Defaults to false
 	// (any scope).
 	Admin bool
@@ -107,7 +117,7 @@ func (s *Service) Authorize(ctx context.Context, c Credentials) (*Auth, error) {
 		if now.IsZero() {
 			now = time.Now()
 		}
-		if sess, err = tokens.VerifySession(ctx, s.pool, c.Session, now); err == nil {
+		if sess, err = tokens.VerifyPageSession(ctx, s.pool, cmp.Or(c.Page, tokens.PageAdmin), c.Session, now); err == nil {
 			tok = sess.Token
 		}
 	default:
@@ -129,7 +139,7 @@ func (s *Service) Authorize(ctx context.Context, c Credentials) (*Auth, error) {
 		via = audit.ViaAPI
 	}
 	return &Auth{Token: tok, Session: sess,
-		Principal: Principal{Owner: tok.Owner, Admin: tok.Admin(), TokenID: tok.ID, Via: via, RequestID: c.RequestID}}, nil
+		Principal: Principal{Owner: tok.Owner, Admin: tok.Admin() && !c.AsOwner, TokenID: tok.ID, Via: via, RequestID: c.RequestID}}, nil
 }
 
 // NewSession returns the value of a new admin page session of tok (a
@@ -138,3 +148,18 @@ func (s *Service) NewSession(ctx context.Context, tok *tokens.Token, expires tim
 	v, _, err := tokens.NewSession(ctx, s.pool, tok, expires)
 	return v, err
 }
+
+// NewPageSession returns the value of a new session of page
+// (tokens.PageAdmin, tokens.PageMe) of tok that expires at expires.
+func (s *Service) NewPageSession(ctx context.Context, page string, tok *tokens.Token, expires time.Time) (string, error) {
+	v, _, err := tokens.NewPageSession(ctx, s.pool, page, tok, expires)
+	return v, err
+}
+
+// Pages a session is for (Credentials.Page, NewPageSession).
+const (
+	// PageAdmin is the admin page (/admin).
+	PageAdmin = tokens.PageAdmin
+	// PageMe is a user's page (/me).
+	PageMe = tokens.PageMe
+)

@@ -61,6 +61,11 @@ type Config struct {
 	StreamLookback time.Duration
 	// Keys seal the secrets of API users; nil refuses to store any.
 	Keys *secrets.Ring
+	// PublicURL is the address people open the api at
+	// ("https://lookout.example", env LOOKOUT_PUBLIC_URL): a sign-in
+	// link's url starts with it. Defaults to none (a link has its path
+	// only).
+	PublicURL string
 	// AllowPrivate lets sources created through the API reach loopback
 	// and private addresses (api.allow_private). Defaults to false.
 	AllowPrivate bool

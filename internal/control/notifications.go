@@ -229,3 +229,57 @@ func (s *Service) streamOnce(ctx context.Context, p Principal, q StreamQuery, cu
 	}
 	return n, nil
 }
+
+// NotificationDelivery is a notification with the state of its delivery:
+// what a user's page shows of one.
+type NotificationDelivery struct {
+	Notification
+	// Attempts is how many deliveries were tried.
+	Attempts int
+	// Duplicates counts the later notifications of the same key that this
+	// one absorbed.
+	Duplicates int
+	// NextAttemptAt is when a pending row is tried next.
+	NextAttemptAt time.Time
+	// DeadAt is when the row gave up (nil unless dead).
+	DeadAt *time.Time
+	// LastError is the last attempt's error, as the deliverer stored it
+	// (secrets redacted); "" when none failed.
+	LastError string
+}
+
+// GetNotification returns p's notification id with its delivery state; a
+// notification of another owner does not exist for p.
+func (s *Service) GetNotification(ctx context.Context, p Principal, id int64) (*NotificationDelivery, error) {
+	notFound := &NotFoundError{Kind: "notification", Name: fmt.Sprint(id)}
+	pq, err := s.scope(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	pq.Before, pq.Limit = id+1, 1
+	notes, err := outbox.Page(ctx, s.pool, pq)
+	if err != nil {
+		return nil, fmt.Errorf("notification %d: %w", id, err)
+	}
+	if len(notes) == 0 || notes[0].ID != id {
+		return nil, notFound
+	}
+	f := outbox.Filter{ID: id, Limit: 1}
+	if !p.Admin {
+		f.Owner = p.Owner
+	}
+	rows, err := outbox.List(ctx, s.pool, f)
+	if err != nil {
+		return nil, fmt.Errorf("notification %d: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, notFound
+	}
+	r := rows[0]
+	out := &NotificationDelivery{Notification: fromNote(notes[0]), Attempts: r.Attempts, Duplicates: r.Duplicates,
+		NextAttemptAt: r.NextAttemptAt, DeadAt: r.DeadAt}
+	if r.LastError != nil {
+		out.LastError = *r.LastError
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"strings"
+	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -138,4 +139,30 @@ func (s *Server) importFeeds(ctx context.Context, p control.Principal, in Import
 		return nil, err
 	}
 	return s.svc.ImportFeeds(ctx, p, feeds, opt)
+}
+
+func (s *Server) addAccountTools() {
+	addTool(s, &mcpsdk.Tool{
+		Name:        "me_link",
+		Annotations: additive("A sign-in link to the user's page", false),
+		Description: `Mints a sign-in link to the user's own page, /me on this lookout: their watches (pause, resume, delete), their notifications with the full message, delivery attempts and why each fired, a form that previews a new watch over the stored history before saving it, and their channels. Give the link to the user when they want to see or manage their watches themselves.
+The link opens the page as the owner of your token (never as an admin), works once, and expires after ttl (default 10m, at most 1h): mint a new one each time. url is the whole link when the operator set the public address; otherwise give path with the address of this lookout. Example: {"ttl": "15m"}.`,
+	}, s.meLink)
+}
+
+// MeLinkInput are me_link's arguments.
+type MeLinkInput struct {
+	TTL string `json:"ttl,omitempty" jsonschema:"How long the link may be used, a duration from 1m to 1h. Defaults to 10m."`
+}
+
+func (s *Server) meLink(ctx context.Context, p control.Principal, in MeLinkInput) (*control.SignInLink, error) {
+	var ttl time.Duration
+	if in.TTL != "" {
+		d, err := time.ParseDuration(in.TTL)
+		if err != nil || d <= 0 {
+			return nil, control.Invalid("/ttl", "must be a duration between 1m and 1h such as 10m, not %q", in.TTL)
+		}
+		ttl = d
+	}
+	return s.svc.MintSignInLink(ctx, p, ttl, time.Now())
 }

@@ -48,6 +48,7 @@ func TestToolsAndSchemas(t *testing.T) {
 		"import":                {"dry_run", "format", "note", "sources", "watches", "yaml"},
 		"import_feeds":          {"dry_run", "every", "kind", "opml", "urls"},
 		"report_model_drift":    {"source", "watch", "weeks"},
+		"me_link":               {"ttl"},
 	}
 	readOnly := map[string]bool{"export": true, "describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true, "report_model_drift": true}
 	var names []string

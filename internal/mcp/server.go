@@ -43,6 +43,7 @@ const maxBody = 1 << 20
 const instructions = `lookout keeps an eye on sources (HTTP JSON APIs, RSS feeds, GitHub repositories, mailboxes, local files) for you and notifies when a watch matches a change.
 To keep an eye on something for the user: call describe_source to learn the fields of a source's records, check with dry_run what a watch would have matched, then create_watch with a "when" expression that names them (list_watches, update_watch, pause_watch, resume_watch and delete_watch manage the watches; run_now fetches a source now; explain says why a change was or was not notified).
 Read what your watches found with recent_notifications (newest first; pass after_id = the largest id you have seen to get only new ones), or subscribe to the resource lookout://notifications/{owner} (your owner is the feed field of recent_notifications) to be told when new ones arrive.
+When the user wants to see or manage their watches themselves, give them the link me_link mints: their own page, once, within minutes.
 A tool that fails answers with isError and a text whose lines name the argument (a JSON pointer such as /when) and what to change: correct that argument and call again.`
 
 // Config configures a Server.
@@ -83,6 +84,7 @@ func New(svc *control.Service, conf Config, logger *slog.Logger) *Server {
 	s.addTools()
 	s.addWatchTools()
 	s.addExportTools()
+	s.addAccountTools()
 	s.addResources()
 	return s
 }

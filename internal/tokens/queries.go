@@ -22,3 +22,20 @@ const queryRevoke = `
 const queryList = `SELECT ` + tokenColumns + ` FROM api_tokens WHERE $1 = '' OR owner = $1 ORDER BY id`
 
 const queryByID = `SELECT ` + tokenColumns + `, hash FROM api_tokens WHERE id = $1`
+
+// The named queries of the sign_in_links table (link.go). Nothing outside
+// this package writes it.
+
+const queryCreateLink = `
+	INSERT INTO sign_in_links (hash, token_id, owner, created_at, expires_at)
+	VALUES ($1, $2, $3, $4, $5)
+	RETURNING id, token_id, owner, created_at, expires_at, used_at`
+
+// queryLockLink reads a link by its hash and locks it until the
+// transaction ends: two redemptions of one link queue, and the second sees
+// used_at.
+const queryLockLink = `
+	SELECT id, token_id, owner, created_at, expires_at, used_at
+	FROM sign_in_links WHERE hash = $1 FOR UPDATE`
+
+const queryUseLink = `UPDATE sign_in_links SET used_at = $2 WHERE id = $1 AND used_at IS NULL`

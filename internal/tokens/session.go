@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -27,8 +28,20 @@ var ErrBadSession = errors.New("the session is not valid (malformed, tampered wi
 
 const sessionLen = 8 + 8 + 16 + sha256.Size
 
+// Pages a session is for: a session of one page is not one of the other
+// (its signature is keyed by its page), so that a session a user's page
+// made from an admin token opens no admin page.
+const (
+	// PageAdmin is the admin page's session (/admin).
+	PageAdmin = "admin"
+	// PageMe is a user's page's session (/me).
+	PageMe = "me"
+)
+
 // Session is a verified session.
 type Session struct {
+	// Page is what the session is for: PageAdmin or PageMe.
+	Page    string
 	Token   *Token
 	Expires time.Time
 	// Nonce tells sessions of one token apart (CSRF tokens are bound to it).
@@ -36,14 +49,20 @@ type Session struct {
 	key   [32]byte
 }
 
-// NewSession returns the value of a new session of tok (which Authenticate
-// returned) that expires at expires.
+// NewSession returns the value of a new admin page session of tok (which
+// Authenticate returned) that expires at expires.
 func NewSession(ctx context.Context, q Querier, tok *Token, expires time.Time) (string, *Session, error) {
+	return NewPageSession(ctx, q, PageAdmin, tok, expires)
+}
+
+// NewPageSession returns the value of a new session of page (PageAdmin,
+// PageMe) of tok that expires at expires.
+func NewPageSession(ctx context.Context, q Querier, page string, tok *Token, expires time.Time) (string, *Session, error) {
 	_, key, err := sessionKey(ctx, q, tok.ID)
 	if err != nil {
 		return "", nil, err
 	}
-	s := &Session{Token: tok, Expires: expires, Nonce: make([]byte, 16), key: key}
+	s := &Session{Page: page, Token: tok, Expires: expires, Nonce: make([]byte, 16), key: key}
 	if _, err := rand.Read(s.Nonce); err != nil {
 		return "", nil, fmt.Errorf("new session: random: %w", err)
 	}
@@ -55,10 +74,17 @@ func NewSession(ctx context.Context, q Querier, tok *Token, expires time.Time) (
 	return base64.RawURLEncoding.EncodeToString(buf), s, nil
 }
 
-// VerifySession checks a session value: well formed, signed with its
-// token's key, not expired, and its token neither revoked nor expired. It
-// returns ErrBadSession, ErrRevoked, ErrExpired, or a database error.
+// VerifySession checks an admin page session value: well formed, signed
+// with its token's key, not expired, and its token neither revoked nor
+// expired. It returns ErrBadSession, ErrRevoked, ErrExpired, or a
+// database error.
 func VerifySession(ctx context.Context, q Querier, value string, now time.Time) (*Session, error) {
+	return VerifyPageSession(ctx, q, PageAdmin, value, now)
+}
+
+// VerifyPageSession checks a session value of page as VerifySession does;
+// a session of another page is ErrBadSession.
+func VerifyPageSession(ctx context.Context, q Querier, page, value string, now time.Time) (*Session, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(value)
 	if err != nil || len(raw) != sessionLen {
 		return nil, ErrBadSession
@@ -72,7 +98,7 @@ func VerifySession(ctx context.Context, q Querier, value string, now time.Time) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{Token: tok, Expires: expires, Nonce: raw[16:32], key: key}
+	s := &Session{Page: page, Token: tok, Expires: expires, Nonce: raw[16:32], key: key}
 	if subtle.ConstantTimeCompare(s.mac(raw[:32]), raw[32:]) != 1 {
 		return nil, ErrBadSession
 	}
@@ -98,7 +124,7 @@ func (s *Session) Bind(purpose string) string {
 
 func (s *Session) mac(b []byte) []byte {
 	m := hmac.New(sha256.New, s.key[:])
-	m.Write([]byte("lookout admin session\x00"))
+	m.Write([]byte("lookout " + cmp.Or(s.Page, PageAdmin) + " session\x00"))
 	m.Write(b)
 	return m.Sum(nil)
 }
