@@ -70,6 +70,7 @@ type parts struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	eval   *evaluator.Evaluator
+	rev    *evaluator.Reviews
 	del    *notify.Deliverer
 	dig    *notify.Digester
 	dog    *watchdog.Watchdog
@@ -151,6 +152,14 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 		return nil, err
 	}
 	p.eval.Follow(p.follower)
+	vconf := evaluator.ReviewConfig{OnAlert: p.del.Wake}
+	if cfg.Global.Alerts.On() {
+		vconf.AlertSinks = cfg.Global.Alerts.Notify
+	}
+	if p.rev, err = p.eval.Reviews(vconf); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	gconf := notify.DigesterConfigFrom(&cfg.Global)
 	gconf.OnDigest = func(int) { p.del.Wake() }
 	briefer, err := p.eval.Briefer()
@@ -189,7 +198,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		// A watch it cannot build holds its source's changes back: shown,
 		// not fatal (the other sources are evaluated).
 		{Name: "watches", Advisory: true, Run: func(context.Context) error { return p.eval.Unbuilt() }},
-	}, p.logger, watcher, p.del, p.dig, p.eval, p.dog, p.prn, reloader)
+	}, p.logger, watcher, p.del, p.dig, p.eval, p.rev, p.dog, p.prn, reloader)
 }
 
 // runOnce does what is due and exits 1 when an evaluation errored or was
@@ -207,6 +216,9 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 	defer p.pool.Close()
 	n, err := p.eval.Drain(ctx)
 	if err != nil {
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
+	}
+	if _, err := p.rev.Once(ctx); err != nil {
 		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 	}
 	g, err := p.dig.RunDue(ctx)

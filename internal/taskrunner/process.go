@@ -174,6 +174,8 @@ func (r *Runner) end(ctx context.Context, w *watch, run *tasks.Run, e tasks.End,
 	switch e.Status {
 	case tasks.StatusCompleted:
 		log.Info("task completed", attrs...)
+	case tasks.StatusReviewing:
+		log.Info("task awaiting review", attrs...)
 	case tasks.StatusLost:
 		log.Warn("task lost", append(attrs, "error", e.Error)...)
 	default:

@@ -8,7 +8,7 @@ package tasks
 const runColumns = `id, source, task, record_id, record_version, content_version, idempotency_key, coalesce(title, ''),
 	attempt, run_id, sync_run_id, status, claimed_by, claimed_at, claim_expires_at, started_at, finished_at,
 	executions, failures, retry_at, executor, exit_code, result, coalesce(stderr_tail, ''), coalesce(last_error, ''),
-	coalesce(tool_action, ''), coalesce(tool_error, ''), reported_at, history`
+	coalesce(tool_action, ''), coalesce(tool_error, ''), reported_at, history, correction_count`
 
 // queryLookup reads the runs of idempotency keys.
 const queryLookup = `SELECT ` + runColumns + ` FROM task_runs WHERE idempotency_key = ANY ($1::text[])`
@@ -78,13 +78,16 @@ const queryStart = `
 // executor that finished after the recovery of its claim but before a
 // next attempt), or from claimed/confirming when it never ran. toolAction
 // is the write the tool still needs (” for none), due at $11.
-const queryEnd = `
+const queryEndSet = `
 	UPDATE task_runs SET status = $3, finished_at = $4, exit_code = $5, result = $6::jsonb, stderr_tail = nullif($7, ''),
 	                     last_error = nullif($8, ''), failures = $9, retry_at = $10, tool_action = nullif($12, ''),
 	                     tool_error = NULL, tool_due_at = CASE WHEN $12 = '' THEN NULL ELSE $11::timestamptz END,
-	                     updated_at = $4
+	                     updated_at = $4,
+	                     correction_count = correction_count + CASE WHEN $14 THEN 1 ELSE 0 END
 	WHERE id = $1 AND attempt = $2 AND status = ANY ($13::text[])
-	RETURNING ` + runColumns
+	`
+
+const queryEnd = queryEndSet + ` RETURNING ` + runColumns
 
 // queryToolDone records that the tool shows the attempt's state.
 const queryToolDone = `
