@@ -79,6 +79,10 @@ func (e *Evaluator) Reviews(conf ReviewConfig) (*Reviews, error) {
 	return &Reviews{e: e, conf: conf, reviewer: rv, logger: e.logger.With("component", "review")}, nil
 }
 
+// Client returns the model client of the reviews (tests reset its
+// breaker).
+func (r *Reviews) Client() *semantic.Client { return r.reviewer.Client() }
+
 // Start reviews in the background until Stop.
 func (r *Reviews) Start(ctx context.Context) error {
 	return r.loop.Start(ctx, func(ctx context.Context) error {

@@ -99,6 +99,9 @@ func NewReviewer(pool *pgxpool.Pool, client *Client, owner string, logger *slog.
 // SetMetrics makes the reviewer count its model calls in m (nil: nothing).
 func (rv *Reviewer) SetMetrics(m *metrics.Metrics) { rv.metrics = m }
 
+// Client returns the model client.
+func (rv *Reviewer) Client() *Client { return rv.client }
+
 // ReviewSchema is the JSON schema of a criterion's answer.
 func ReviewSchema() json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{"pass":{"type":"boolean"},` +

@@ -40,9 +40,9 @@ const queryDecideReview = `
 	                        last_error = NULL, claimed_by = NULL, claim_expires_at = NULL
 	WHERE id = $1 AND claimed_by = $2 AND status = 'pending'`
 
-// queryHoldReview gives a claimed review back until $5, saying why.
+// queryHoldReview gives a claimed review back until $4, saying why ($3).
 const queryHoldReview = `
-	UPDATE task_reviews SET holds = holds + 1, retry_at = $4, last_error = $3, criteria = $6::jsonb,
+	UPDATE task_reviews SET holds = holds + 1, retry_at = $4, last_error = $3, criteria = $5::jsonb,
 	                        claimed_by = NULL, claim_expires_at = NULL
 	WHERE id = $1 AND claimed_by = $2 AND status = 'pending'`
 
