@@ -241,7 +241,9 @@ func TestReviewHeldWhileTheModelIsDown(t *testing.T) {
 	rep := w.replica("syncer-1", nil, nil)
 	rv := w.reviewer()
 	w.sync(rep)
-	rv.model.SetAnswer(func(*api.ChatRequest) ollamatest.Answer { return ollamatest.Answer{Status: 503, Error: "loading model"} })
+	rv.model.SetAnswer(func(*api.ChatRequest) ollamatest.Answer {
+		return ollamatest.Answer{Status: 503, Error: "loading model"}
+	})
 	if n := rv.once(t); n != 0 {
 		t.Fatalf("%d reviews decided while the model is down, want 0", n)
 	}
