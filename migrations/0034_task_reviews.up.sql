@@ -6,7 +6,7 @@
 -- failed) or holds (the model is down, the budget is spent), and whose
 -- decision the syncer's task runner applies to the run and the tool.
 -- Owned by internal/tasks, like task_runs (named queries in
--- internal/tasks/review_queries.go).
+-- internal/tasks/queries.go).
 ALTER TABLE task_runs DROP CONSTRAINT task_runs_status_check;
 ALTER TABLE task_runs ADD CONSTRAINT task_runs_status_check
     CHECK (status IN ('claimed', 'confirming', 'running', 'reviewing', 'completed', 'failed', 'released', 'lost', 'expired'));
