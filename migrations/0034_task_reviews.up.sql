@@ -42,6 +42,8 @@ CREATE TABLE task_reviews (
 );
 -- The evaluators' claim reads only the pending reviews, by due time.
 CREATE INDEX task_reviews_pending_idx ON task_reviews (retry_at) WHERE status = 'pending';
+-- The reviews of a record (explain).
+CREATE INDEX task_reviews_record_idx ON task_reviews (source, record_id);
 -- The task runners read only the decisions not applied yet.
 CREATE INDEX task_reviews_decided_idx ON task_reviews (decided_at) WHERE status <> 'pending' AND applied_at IS NULL;
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/evaluator"
+	"github.com/lookout-dev/lookout/internal/explain"
 	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
@@ -150,6 +151,19 @@ func TestReviewFailsTwiceThenPasses(t *testing.T) {
 	// 3 drafts × 2 criteria, each a new input.
 	if n := rv.model.Chats(); n != 6 {
 		t.Errorf("%d model calls, want 6", n)
+	}
+	// explain shows the record's reviews with each criterion's judgment.
+	trails, err := explain.Trails(context.Background(), w.pool, nil, explain.Query{Source: "tasks", RecordID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	explain.WriteTrails(&out, trails)
+	for _, want := range []string{"task reviews:", "attempt 1 (execute)", "failed, score 3/10", "useful: fail 3/10 by model (model call",
+		": the summary is missing", "attempt 3 (execute)", "passed, score 9/10"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("explain lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 
