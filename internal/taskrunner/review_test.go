@@ -10,6 +10,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/connectors/notion/notiontest"
 	"github.com/lookout-dev/lookout/internal/evaluator"
 	"github.com/lookout-dev/lookout/internal/explain"
 	"github.com/lookout-dev/lookout/internal/modelspec"
@@ -282,5 +283,35 @@ func TestReviewHeldWhileTheModelIsDown(t *testing.T) {
 	rep.runner.Once(ctx)
 	if r := w.run(id); r.Status != tasks.StatusCompleted || s(w.status(id)) != "Complete" {
 		t.Fatalf("run %s, tool %v; want completed, Complete", r.Status, w.status(id))
+	}
+}
+
+// A card a person moves while its result is reviewed keeps what the
+// person set: the review's outcome is recorded, not written over the move.
+func TestReviewLeavesAPersonsMove(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, options{mode: modeOK, task: reviewTask("result.done == true", 2)})
+	id := w.addTask("write the report", 1)
+	rep := w.replica("syncer-1", nil, nil)
+	rv := w.reviewer()
+	w.sync(rep)
+	w.fake.Edit(id, map[string]any{"Status": notiontest.Status("Blocked")})
+	rv.verdicts(false, 1, "not done")
+	if n := rv.once(t); n != 1 {
+		t.Fatalf("%d reviews decided, want 1", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+	defer cancel()
+	rep.runner.Once(ctx)
+	r := w.run(id)
+	if r.Status != tasks.StatusReleased || r.CorrectionCount != 1 || r.ToolAction != "" {
+		t.Fatalf("run %s, correction_count %d, tool action %q; want released, 1, none pending", r.Status, r.CorrectionCount, r.ToolAction)
+	}
+	if st := s(w.status(id)); st != "Blocked" {
+		t.Errorf("the tool shows %q, want Blocked (the person's move)", st)
+	}
+	w.sync(rep) // not Todo: not taken again
+	if n := len(w.agent.calls(t)); n != 1 {
+		t.Errorf("the agent ran %d times, want 1", n)
 	}
 }
