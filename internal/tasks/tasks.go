@@ -1,5 +1,6 @@
 // Package tasks owns the task_runs table: the claims and executions of
-// task watches (docs/tasks.md). A task version — a record's content
+// task watches (docs/tasks.md), and task_reviews, the reviews of their
+// results (review.go, docs/tasks.md#review). A task version — a record's content
 // without what lookout writes back, for one task watch — has one row,
 // keyed by its idempotency key (UNIQUE): claiming it is an INSERT … ON
 // CONFLICT DO NOTHING, and a retry is the next attempt of the same row,
