@@ -73,6 +73,7 @@ type parts struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	eval   *evaluator.Evaluator
+	rev    *evaluator.Reviews
 	del    *notify.Deliverer
 	dig    *notify.Digester
 	// dry answers the api's dry runs with the model (dry_run_requests).
@@ -160,6 +161,14 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	}
 	p.eval.Follow(p.follower)
 	p.dry = p.eval.DryRuns(&cfg.Global)
+	vconf := evaluator.ReviewConfig{OnAlert: p.del.Wake}
+	if cfg.Global.Alerts.On() {
+		vconf.AlertSinks = cfg.Global.Alerts.Notify
+	}
+	if p.rev, err = p.eval.Reviews(vconf); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	gconf := notify.DigesterConfigFrom(&cfg.Global)
 	gconf.OnDigest = func(int) { p.del.Wake() }
 	briefer, err := p.eval.Briefer()
@@ -215,7 +224,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 
 // services are the daemon's services, started in this order.
 func (p *parts) services(watcher *definitions.Watcher, reloader service.Service) []service.Service {
-	s := []service.Service{watcher, p.del, p.dig, p.eval, p.dry, p.dog, p.prn}
+	s := []service.Service{watcher, p.del, p.dig, p.eval, p.rev, p.dry, p.dog, p.prn}
 	if p.drift != nil {
 		s = append(s, p.drift)
 	}
@@ -237,6 +246,9 @@ func runOnce(ctx context.Context, env *cli.Env) error {
 	defer p.pool.Close()
 	n, err := p.eval.Drain(ctx)
 	if err != nil {
+		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
+	}
+	if _, err := p.rev.Once(ctx); err != nil {
 		return &cli.ExitError{Code: cli.ExitSetup, Err: err}
 	}
 	g, err := p.dig.RunDue(ctx)

@@ -60,8 +60,9 @@ func links(col string, row map[string]any) string {
 		if id, ok := row["change_id"].(int64); ok && source != "" && record != "" {
 			return recordLink(source, record, fmt.Sprintf("change-%d", id))
 		}
-	case "executions", "retry_count":
-		// A task run's executions and retries are counted on its row.
+	case "executions", "retry_count", "correction_count":
+		// A task run's executions, retries and corrections are counted
+		// on its row.
 		return tasksLink(row["id"])
 	case "attempts":
 		switch kind {

@@ -32,9 +32,10 @@ var numberExempt = map[string]string{
 	"avg_confidence": "an average of verdicts' confidence",
 	"notify_rate":    "a ratio of two linked counts",
 	// Attributes of one row.
-	"version":   "a record's version number",
-	"attempt":   "which try a model call or a task run is (its row is the row shown)",
-	"exit_code": "what an executor returned",
+	"version":      "a record's version number",
+	"attempt":      "which try a model call or a task run is (its row is the row shown)",
+	"exit_code":    "what an executor returned",
+	"review_score": "the lowest criterion score (0-10) of a task run's last review",
 	// A run's items: lookout keeps a row per change (items_created,
 	// items_updated and items_deleted link to them), none per item seen.
 	"items_seen": "items the upstream returned to a run",

@@ -357,6 +357,7 @@ var owners = map[string]string{
 	"config_generations":   "internal/definitions",
 	"inbound_events":       "internal/inbound",
 	"task_runs":            "internal/tasks",
+	"task_reviews":         "internal/tasks",
 	"sources":              "internal/sources",
 	"sync_runs":            "internal/sources",
 	"sync_run_hours":       "internal/syncer",

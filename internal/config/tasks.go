@@ -80,6 +80,10 @@ type Task struct {
 	// a JSON object completes it, a 202 means the agent reports back
 	// through the API. Exactly one of command and webhook is required.
 	Webhook *TaskWebhook `yaml:"webhook"`
+	// Review has the evaluator score a successful result against
+	// acceptance criteria before the task is Complete; a failing result
+	// is sent back (docs/tasks.md#review). Defaults to none.
+	Review *Review `yaml:"review"`
 }
 
 // TaskBackoff spaces the retries of a task.
@@ -230,6 +234,7 @@ func (s *Source) validateTasks() []error {
 				}
 			}
 		}
+		errs = append(errs, s.validateReview(key, t.Review)...)
 	}
 	return errs
 }

@@ -72,7 +72,7 @@ func TestTaskErrors(t *testing.T) {
 		{"webhook without secret", replace("    command: [/bin/true]\n", "    webhook: {url: \"https://agent.example/run\"}\n"),
 			`sources/tasks.yaml:13: tasks[0].webhook.secret is required (as ${ENV_VAR}): the agent verifies the task came from lookout`},
 		{"unknown key", replace("    lease: 10m\n", "    lease: 10m\n    tkae: 2\n"),
-			`sources/tasks.yaml:13: tasks[0].tkae is not a known key (known: backoff, command, lease, max_attempts, name, on_expiry, order, take, timeout, webhook, when)`},
+			`sources/tasks.yaml:13: tasks[0].tkae is not a known key (known: backoff, command, lease, max_attempts, name, on_expiry, order, review, take, timeout, webhook, when)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

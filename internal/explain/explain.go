@@ -36,6 +36,9 @@ type Query struct {
 type Trail struct {
 	Change  TrailChange
 	Watches []TrailWatch
+	// Reviews are the reviews of the record's task results
+	// (docs/tasks.md#review), on the newest change's trail only.
+	Reviews []TrailReview
 }
 
 // TrailChange is the change part of a Trail.
@@ -151,6 +154,9 @@ func Trails(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, q Query
 			return nil, err
 		}
 		trails = append(trails, t)
+	}
+	if trails[0].Reviews, err = reviewsOf(ctx, pool, chs[0].Source, chs[0].RecordID); err != nil {
+		return nil, err
 	}
 	return trails, nil
 }
@@ -325,6 +331,7 @@ func writeTrail(w io.Writer, t Trail) {
 	for _, wt := range t.Watches {
 		writeWatch(w, c, wt)
 	}
+	writeReviews(w, t.Reviews)
 }
 
 func deref(s *string) string {

@@ -56,6 +56,12 @@ func FromConfig(o config.Ollama) Config {
 	return c
 }
 
+// Resolve is resolve, for the questions built outside this package (a
+// task review's criteria, internal/semantic).
+func (o Config) Resolve(m *config.WatchModel) (model string, timeout time.Duration, options map[string]any, err error) {
+	return o.resolve(m)
+}
+
 // resolve gives the model, timeout and options a question asks with: o's
 // defaults, overridden by m (a watch's or a digest's model block, nil for
 // none), the options checked against Ollama's types (NormalizeOptions).

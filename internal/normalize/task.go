@@ -57,3 +57,17 @@ func RecordValue(fields map[string]any, path string) any {
 	}
 	return fields[path]
 }
+
+// CompileReviewCheck compiles and type-checks the deterministic check of a
+// task review's criterion (a task watch's review.criteria[].check). It is
+// evaluated over the attempt's result before the model is asked:
+//
+//	result    the executor's result (a JSON object: any shape)
+//	source    the source name
+//	task      the task watch's name
+//
+// Problems are reported as by CompileWhen.
+func CompileReviewCheck(src string) (*Condition, error) {
+	env := types.Map{"result": types.Any, "source": types.String, "task": types.String}
+	return compileCondition(src, env, map[string]*root{}, nil)
+}

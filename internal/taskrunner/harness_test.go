@@ -285,6 +285,7 @@ const (
 	modeFailOnce = "fail-once" // the first call exits 3, later ones succeed
 	modeNoRetry  = "no-retry"  // exit 2 with {"error": "...", "retry": false}
 	modeHangTree = "hang-tree" // starts a child that outlives it (its pid in a file), then hangs
+	modeDrafts   = "drafts"    // prints {"done": true, "summary": "draft <n>"}, n counting its calls
 )
 
 func newAgent(t testing.TB, mode string) *agent {
@@ -302,6 +303,7 @@ func newAgent(t testing.TB, mode string) *agent {
 		modeFailOnce: `if [ ! -e "$D/first" ]; then : > "$D/first"; echo "first attempt fails" >&2; exit 3; fi; echo '{"done": true}'`,
 		modeNoRetry:  `echo '{"error": "the task asks for something impossible", "retry": false}'; exit 2`,
 		modeHangTree: `sleep 120 & echo $! > "$D/child.tmp" && mv "$D/child.tmp" "$D/child"; wait`,
+		modeDrafts:   `n=$(($(cat "$D/n" 2>/dev/null || echo 0) + 1)); echo $n > "$D/n"; echo "{\"done\": true, \"summary\": \"draft $n\"}"`,
 	}[mode]
 	script := fmt.Sprintf("#!/bin/sh\nD=%q\nin=$(cat)\nprintf '%%s\\n' \"$in\" >> \"$D/calls.jsonl\"\n%s\n", dir, body)
 	if err := os.WriteFile(a.script, []byte(script), 0o755); err != nil {

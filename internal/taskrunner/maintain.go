@@ -23,7 +23,8 @@ func (r *Runner) maintain(ctx context.Context) (ok bool) {
 	for _, step := range []struct {
 		what string
 		fn   func(context.Context) error
-	}{{"finish reported task runs", r.finishReported}, {"recover expired task claims", r.recoverExpired},
+	}{{"finish reported task runs", r.finishReported}, {"apply task reviews", r.applyReviews},
+		{"recover expired task claims", r.recoverExpired},
 		{"write due task states to the tool", r.writeDue}} {
 		if err := step.fn(ctx); err != nil && ctx.Err() == nil {
 			r.logger.Error(step.what, "error", err)
@@ -93,6 +94,11 @@ func (r *Runner) endOf(w *watch, run *tasks.Run, out output) tasks.End {
 	e := tasks.End{At: now, ExitCode: out.exitCode, Result: out.result, StderrTail: out.stderr, Failures: run.Failures}
 	if out.err == "" {
 		e.Status, e.ToolAction = tasks.StatusCompleted, tasks.ToolComplete
+		if w.cfg.Review != nil {
+			// The evaluator reviews the result first; the tool keeps
+			// showing the claim until the review is applied.
+			e.Status, e.ToolAction = tasks.StatusReviewing, ""
+		}
 		return e
 	}
 	e.Failures = run.Failures + 1

@@ -174,6 +174,8 @@ func (r *Runner) end(ctx context.Context, w *watch, run *tasks.Run, e tasks.End,
 	switch e.Status {
 	case tasks.StatusCompleted:
 		log.Info("task completed", attrs...)
+	case tasks.StatusReviewing:
+		log.Info("task awaiting review", attrs...)
 	case tasks.StatusLost:
 		log.Warn("task lost", append(attrs, "error", e.Error)...)
 	default:
@@ -327,6 +329,10 @@ type Payload struct {
 	Deadline string `json:"deadline"`
 	// Record is the task's record as mirrored.
 	Record map[string]any `json:"record"`
+	// CorrectionCount is how often a review sent the task back; LastError
+	// then says which criteria failed and why (docs/tasks.md#review).
+	CorrectionCount int    `json:"correction_count"`
+	LastError       string `json:"last_error,omitempty"`
 	// Report is set for webhook executors: where and with which bearer
 	// token an agent that answered 202 reports the result.
 	Report *ReportRef `json:"report,omitempty"`
@@ -342,7 +348,8 @@ func taskJSON(run *tasks.Run, record map[string]any, deadline time.Time, token s
 	p := Payload{IdempotencyKey: run.IdempotencyKey, TaskRunID: run.ID, RunID: run.RunID, Attempt: run.Attempt,
 		RetryCount: run.Failures, Source: run.Source, Task: run.Task, ClaimedBy: run.ClaimedBy,
 		ClaimedAt: run.ClaimedAt.UTC().Format(time.RFC3339), ClaimExpiresAt: run.ClaimExpiresAt.UTC().Format(time.RFC3339),
-		Deadline: deadline.UTC().Format(time.RFC3339Nano), Record: record}
+		Deadline: deadline.UTC().Format(time.RFC3339Nano), Record: record, CorrectionCount: run.CorrectionCount,
+		LastError: run.LastError}
 	if token != "" {
 		p.Report = &ReportRef{Path: fmt.Sprintf("/v1/task-runs/%d/result", run.ID), Token: token}
 	}

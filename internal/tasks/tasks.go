@@ -1,5 +1,6 @@
 // Package tasks owns the task_runs table: the claims and executions of
-// task watches (docs/tasks.md). A task version — a record's content
+// task watches (docs/tasks.md), and task_reviews, the reviews of their
+// results (review.go, docs/tasks.md#review). A task version — a record's content
 // without what lookout writes back, for one task watch — has one row,
 // keyed by its idempotency key (UNIQUE): claiming it is an INSERT … ON
 // CONFLICT DO NOTHING, and a retry is the next attempt of the same row,
@@ -36,6 +37,7 @@ const (
 	StatusClaimed    = "claimed"    // claimed in PostgreSQL; the visible claim is being written
 	StatusConfirming = "confirming" // the visible claim was written; reading it back
 	StatusRunning    = "running"    // the executor runs (or, after a 202, the agent works)
+	StatusReviewing  = "reviewing"  // the executor succeeded; the evaluator reviews the result (task_reviews)
 	StatusCompleted  = "completed"  // done; the tool shows complete
 	StatusFailed     = "failed"     // no more attempts; the tool shows failed
 	StatusReleased   = "released"   // a recoverable failure: back to todo, retried after retry_at
@@ -105,6 +107,8 @@ type Run struct {
 	History json.RawMessage
 	// Report is the agent's report, read by Reported.
 	Report json.RawMessage
+	// CorrectionCount is how often a review sent the task back.
+	CorrectionCount int
 }
 
 // Active reports whether the attempt is in progress.
@@ -137,7 +141,7 @@ func scanRun(row pgx.Row, extra ...any) (*Run, error) {
 	dest := []any{&r.ID, &r.Source, &r.Task, &r.RecordID, &r.RecordVersion, &r.ContentVersion, &r.IdempotencyKey, &r.Title,
 		&r.Attempt, &r.RunID, &r.SyncRunID, &r.Status, &r.ClaimedBy, &r.ClaimedAt, &r.ClaimExpiresAt, &r.StartedAt, &r.FinishedAt,
 		&r.Executions, &r.Failures, &r.RetryAt, &r.Executor, &r.ExitCode, &result, &r.StderrTail, &r.LastError,
-		&r.ToolAction, &r.ToolError, &r.ReportedAt, &history}
+		&r.ToolAction, &r.ToolError, &r.ReportedAt, &history, &r.CorrectionCount}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
@@ -277,17 +281,26 @@ type End struct {
 	// ToolAction is the write the tool needs ("" for none), due at ToolDue.
 	ToolAction string
 	ToolDue    time.Time
+	// Correction counts one more correction (a review sent the task back).
+	Correction bool
 }
 
 // EndAttempt ends r's attempt if it is still in one of the statuses from;
-// it returns the updated run, or nil when the attempt had moved on.
+// it returns the updated run, or nil when the attempt had moved on. An
+// end in StatusReviewing (an executed attempt of a task watch with a
+// review) also writes the attempt's pending review, in the same
+// statement.
 func EndAttempt(ctx context.Context, q Querier, r *Run, e End, from ...string) (*Run, error) {
 	var result any
 	if len(e.Result) > 0 {
 		result = string(e.Result)
 	}
-	out, err := scanRun(q.QueryRow(ctx, queryEnd, r.ID, r.Attempt, e.Status, e.At, e.ExitCode, result, e.StderrTail,
-		e.Error, e.Failures, e.RetryAt, e.ToolDue, e.ToolAction, from))
+	query := queryEnd
+	if e.Status == StatusReviewing {
+		query = queryEndForReview // and the review waits in task_reviews
+	}
+	out, err := scanRun(q.QueryRow(ctx, query, r.ID, r.Attempt, e.Status, e.At, e.ExitCode, result, e.StderrTail,
+		e.Error, e.Failures, e.RetryAt, e.ToolDue, e.ToolAction, from, e.Correction))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil

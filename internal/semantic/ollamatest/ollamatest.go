@@ -70,6 +70,18 @@ func BriefingCiting(headline string, citations []string, cites ...[2]string) str
 	return string(b)
 }
 
+// Review is the content of a review answer (one criterion of a task
+// review: pass, comment, score).
+func Review(pass bool, score int, comment string) string {
+	b, _ := json.Marshal(map[string]any{"pass": pass, "comment": comment, "score": score})
+	return string(b)
+}
+
+// IsReview reports whether req asks for a task review's criterion.
+func IsReview(req *api.ChatRequest) bool {
+	return strings.Contains(string(req.Format), `"pass"`)
+}
+
 // IsBriefing reports whether req asks for a digest briefing (its format
 // is the briefing schema).
 func IsBriefing(req *api.ChatRequest) bool {
@@ -279,6 +291,9 @@ func (s *Server) checkShape(req *api.ChatRequest) {
 	want := []string{"should_notify", "urgency", "reason", "confidence"}
 	if _, ok := schema.Properties["headline"]; ok {
 		want = []string{"headline", "items"} // a briefing
+	}
+	if _, ok := schema.Properties["pass"]; ok {
+		want = []string{"pass", "comment", "score"} // a task review's criterion
 	}
 	for _, k := range want {
 		if _, ok := schema.Properties[k]; !ok {
