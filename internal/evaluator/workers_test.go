@@ -88,7 +88,7 @@ func TestClaimReadsCreatedSnapshotsFromTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	claimed, err := scanChanges(tx.Query(ctx, claimSQL, 10))
+	claimed, err := scanChanges(tx.Query(ctx, claimSQL, 10, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -821,7 +821,7 @@ func TestClaimReadsOnlyItsBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		var raw []byte
-		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+outbox.QueryClaim, "hook", limit, "me", time.Minute).Scan(&raw)
+		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+outbox.QueryClaim, "hook", limit, "me", time.Minute, nil).Scan(&raw)
 		_ = tx.Rollback(ctx)
 		if err != nil {
 			t.Fatalf("explain the claim: %v", err)
