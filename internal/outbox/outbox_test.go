@@ -343,7 +343,12 @@ func TestClaimRespectsDueTimeLeasesAndLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT id FROM notifications WHERE id = $1 FOR UPDATE`, id(3)); err != nil {
+	// By id and source: on Citus a row lock must name its shard.
+	var src string
+	if err := pool.QueryRow(ctx, `SELECT source FROM notifications WHERE id = $1`, id(3)).Scan(&src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT id FROM notifications WHERE id = $1 AND source = $2 FOR UPDATE`, id(3), src); err != nil {
 		t.Fatal(err)
 	}
 

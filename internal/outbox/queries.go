@@ -177,7 +177,13 @@ const queryClaimFair = `
 // Rows are found by their whole key (id, created_at), so that each is
 // looked up in its own partition (run-time pruning) rather than in every
 // partition's index.
+//
+// The time of an unclaimed row's next attempt is read once, in a CTE:
+// Citus refuses now() in the CASE of an UPDATE of a distributed table
+// ("non-IMMUTABLE functions are not allowed in CASE or COALESCE
+// statements").
 const queryRecord = `
+	WITH t AS (SELECT now() AS now)
 	UPDATE notifications n SET
 	    status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
 	    delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
@@ -186,11 +192,11 @@ const queryRecord = `
 	    last_attempt_at = coalesce(u.at, n.last_attempt_at),
 	    last_error = CASE WHEN u.kind = 'delivered' THEN NULL WHEN u.kind = 'unclaim' THEN n.last_error ELSE u.err END,
 	    next_attempt_at = CASE WHEN u.kind = 'pending' THEN u.next
-	                           WHEN u.kind = 'unclaim' THEN now() ELSE n.next_attempt_at END,
+	                           WHEN u.kind = 'unclaim' THEN t.now ELSE n.next_attempt_at END,
 	    attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
 	    lease_owner = NULL, lease_expires_at = NULL
 	FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[])
-	     AS u(id, kind, err, next, at, created_at)
+	     AS u(id, kind, err, next, at, created_at), t
 	WHERE n.id = u.id AND n.created_at = u.created_at AND n.lease_owner = $1`
 
 // queryRetryDead sends dead rows back to pending; the filter's conditions
