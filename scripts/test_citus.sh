@@ -19,7 +19,7 @@
 #                          migrates its own schema, and 32 shards of each table make that slow)
 #   LOOKOUT_CITUS_KEEP=1   leave the cluster running afterwards
 #   TEST_PKGS              packages to test (default: the end-to-end tests and
-#                          db changes outbox evaluator syncer taskrunner)
+#                          db changes outbox notify evaluator syncer taskrunner)
 #
 # The exit status is go test's (or the first step's that failed).
 set -euo pipefail
@@ -44,7 +44,7 @@ TAG=v13.2.2
 DIR="$(realpath -m -- "${LOOKOUT_CITUS_DIR:-$ROOT/.data/citus}")"
 PORT="${LOOKOUT_CITUS_PORT:-54400}"
 SHARDS="${LOOKOUT_CITUS_SHARDS:-4}"
-PKGS="${TEST_PKGS:-./internal/e2e/ ./internal/db/ ./internal/changes/ ./internal/outbox/ ./internal/evaluator/ ./internal/syncer/ ./internal/taskrunner/}"
+PKGS="${TEST_PKGS:-./internal/e2e/ ./internal/db/ ./internal/changes/ ./internal/outbox/ ./internal/notify/ ./internal/evaluator/ ./internal/syncer/ ./internal/taskrunner/}"
 
 # --- Citus ---------------------------------------------------------------------
 echo "== Citus $TAG ($scripts/build.sh; a no-op when installed, about 6 minutes otherwise)"

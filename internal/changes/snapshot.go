@@ -12,13 +12,21 @@ import (
 
 // A created change does not copy its record's snapshot (changes.record is
 // NULL): while the record is at the change's version, records holds that
-// version, and record_snapshot(records) in SQL (migration 11) rebuilds the
-// snapshot from its columns as the same jsonb value. When the record moves
+// version, and record_snapshot_of(its columns) in SQL (migration 34;
+// record_snapshot(records) of migration 11 before) rebuilds the snapshot
+// from its columns as the same jsonb value. When the record moves
 // on (an update, a deletion), materialize copies the snapshot into the
 // change first, in the same transaction, so a change always describes its
 // own version: the evaluator, explain and replay read
-// coalesce(changes.record, record_snapshot(records at changes.version)),
+// coalesce(changes.record, record_snapshot_of(records at changes.version)),
 // which the view changes_with_record spells out.
+
+// SnapshotOfR is the SQL of the snapshot of the record row r (a record
+// aliased r in the statement): record_snapshot_of of its columns, which
+// runs on every shard of a Citus cluster, where record_snapshot(r) of the
+// row type finds no function for a shard's row type.
+const SnapshotOfR = `record_snapshot_of(r.record_id, r.title, r.body, r.url, r.author, r.status, r.labels,
+	r.external_created_at, r.external_updated_at, r.extra)`
 
 // StoresSnapshot reports whether a created change of r must store the
 // snapshot itself because its record's columns cannot give it back
@@ -43,22 +51,25 @@ func inexactTime(t *time.Time) bool {
 // recorded twice), so the cost does not grow with the record's history. The
 // rows are locked in id order, the order in which the evaluator's
 // statements lock changes, so the two never deadlock.
+//
+// Every table is named with the source ($1), so that on Citus the
+// statement, and its lock, go to the one shard of the source.
 const materializeSQL = `
 WITH target AS (
-    SELECT c.id, record_snapshot(r) AS snapshot
+    SELECT c.id, ` + SnapshotOfR + ` AS snapshot
     FROM records r
     CROSS JOIN LATERAL (
         SELECT p.id FROM changes p
-        WHERE p.source = r.source AND p.record_id = r.record_id
+        WHERE p.source = $1 AND p.source = r.source AND p.record_id = r.record_id
         ORDER BY p.id DESC LIMIT 2) latest
-    JOIN changes c ON c.id = latest.id
+    JOIN changes c ON c.id = latest.id AND c.source = $1
     WHERE r.source = $1 AND r.record_id = ANY($2::text[])
       AND c.version = r.version AND c.record IS NULL
     ORDER BY c.id
     FOR UPDATE OF c)
 UPDATE changes c SET record = t.snapshot
 FROM target t
-WHERE c.id = t.id`
+WHERE c.id = t.id AND c.source = $1`
 
 // materialize copies into their latest change the snapshots that records
 // ids of source hold for it, before the records move on.

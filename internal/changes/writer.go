@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/normalize"
 )
 
@@ -271,8 +271,8 @@ func WriteFresh(ctx context.Context, tx pgx.Tx, fs ...*Fresh) (Stats, error) {
 		}
 	}
 	if err := b.write(ctx, tx, parts[0].source, parts[0].runID); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "records_pkey" {
+		// On Citus the COPY's violation comes back as XX000 (db.UniqueViolation).
+		if c, ok := db.UniqueViolation(err); ok && c == "records_pkey" {
 			return Stats{}, fmt.Errorf("%w: %w", ErrStored, err)
 		}
 		return Stats{}, err

@@ -28,16 +28,16 @@ type CitusTable struct {
 // source's definition, poll state, records, changes, decisions,
 // notifications and runs on one node), then the tables distributed by a
 // key of their own.
+//
+// The tables of CitusCoordinatorTables, and those of neither list
+// (activity_hour_totals, schema_migrations), stay local tables of the
+// coordinator.
 var CitusLayout = []CitusTable{
-	{Name: "config_version"},
-	{Name: "definition_deletions"},
 	{Name: "config_generations"},
 	{Name: "api_tokens"},
 	{Name: "briefings"},
 
 	{Name: "sources", Column: "name", ColocateWith: "none"},
-	{Name: "source_definitions", Column: "name", ColocateWith: "sources"},
-	{Name: "watches", Column: "source", ColocateWith: "sources"},
 	{Name: "records", Column: "source", ColocateWith: "sources"},
 	{Name: "changes", Column: "source", ColocateWith: "sources"},
 	{Name: "evaluations", Column: "source", ColocateWith: "sources"},
@@ -55,6 +55,19 @@ var CitusLayout = []CitusTable{
 	{Name: "idempotency_keys", Column: "owner", ColocateWith: "none"},
 	{Name: "audit_log", Column: "owner", ColocateWith: "idempotency_keys"},
 }
+
+// CitusCoordinatorTables are the definitions' tables, which stay local
+// tables of the coordinator on Citus: a trigger stamps each of their rows
+// with the transaction that wrote it (xid8, migration 33) and a
+// definitions follower compares those stamps with its snapshot
+// (internal/definitions). Distributed, or as reference tables, their rows
+// would be stamped by the workers' transactions, which the coordinator's
+// snapshot does not order, and Citus refuses to distribute a table with
+// triggers ("cannot distribute relation ... because it has triggers").
+// They are small and read whole by the followers; a statement that joins
+// them with a distributed table is planned by Citus in two steps (the
+// local rows first).
+var CitusCoordinatorTables = []string{"source_definitions", "watches", "definition_deletions", "config_version"}
 
 // Distribute lays the pool's current schema out for Citus when the
 // database has the citus extension, and reports whether it has: the
@@ -124,7 +137,33 @@ func Distribute(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 			return true, err
 		}
 	}
+	for _, f := range CitusFunctions {
+		fn := Quote(schema) + "." + f
+		var exists, done bool
+		if err := conn.QueryRow(ctx, `SELECT to_regprocedure($1) IS NOT NULL,
+			EXISTS (SELECT 1 FROM pg_dist_object WHERE classid = 'pg_proc'::regclass AND objid = to_regprocedure($1))`,
+			fn).Scan(&exists, &done); err != nil {
+			return true, fmt.Errorf("distribute the function %s: %w", fn, err)
+		}
+		if !exists || done {
+			continue
+		}
+		if _, err := conn.Exec(ctx, `SELECT create_distributed_function($1)`, fn); err != nil {
+			return true, fmt.Errorf("distribute the function %s: %w", fn, err)
+		}
+	}
 	return true, nil
+}
+
+// CitusFunctions are the SQL functions that statements call on the
+// shards (record_snapshot_of, in the evaluator's claim, the
+// materializer and changes_with_record, which calls built-in functions
+// only: a worker runs a shard's statement under its own search_path): Citus
+// makes a function on the workers only when it is created after its
+// schema was distributed, so Distribute distributes them (a function that
+// is missing, or distributed already, is left alone).
+var CitusFunctions = []string{
+	"record_snapshot_of(text, text, text, text, text, text, text[], timestamptz, timestamptz, jsonb)",
 }
 
 // distribute distributes rel as t says, in one transaction with the

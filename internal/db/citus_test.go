@@ -98,4 +98,16 @@ func TestDistributeLaysOutTheSchemaOnCitusOnly(t *testing.T) {
 			t.Errorf("%s: keys without %s: %v", want.Name, want.Column, missing)
 		}
 	}
+	// The definitions' tables keep their xid8 triggers, on the coordinator.
+	for _, name := range db.CitusCoordinatorTables {
+		rel := db.Quote(schema) + "." + db.Quote(name)
+		var distributed, triggers bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = $1::regclass),
+			EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal)`, rel).Scan(&distributed, &triggers); err != nil {
+			t.Fatal(err)
+		}
+		if distributed || (!triggers && name != "config_version") { // config_version has no trigger
+			t.Errorf("%s: in Citus' metadata %t, triggers %t; want a local table of the coordinator with its triggers", name, distributed, triggers)
+		}
+	}
 }

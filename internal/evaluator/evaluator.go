@@ -441,21 +441,38 @@ func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim changes: %w", err)
 	}
-	q := claimSQL
+	q, cand := claimSQL, candidatesSQL
 	if rescue {
-		q = rescueSQL
+		q, cand = rescueSQL, rescueCandidates
 	}
 	b := &pgx.Batch{}
 	e.queueBound(b)
-	b.Queue(q, e.conf.BatchSize)
 	br := tx.SendBatch(ctx, b)
 	_, err = br.Exec()
-	var claimed []*change
-	if err == nil {
-		claimed, err = scanChanges(br.Query())
-	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	var claimed []*change
+	var groups []db.ClaimGroup
+	if err == nil {
+		groups, err = db.ClaimGroups(ctx, tx, "changes", e.conf.BatchSize, cand, e.conf.BatchSize, nil)
+	}
+	if err == nil && len(groups) > 0 {
+		b = &pgx.Batch{}
+		for _, g := range groups {
+			b.Queue(q, g.Limit, g.Restriction())
+		}
+		br = tx.SendBatch(ctx, b)
+		for range groups {
+			var got []*change
+			if got, err = scanChanges(br.Query()); err != nil {
+				break
+			}
+			claimed = append(claimed, got...)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err == nil {
 		err = fillSnapshots(ctx, tx, claimed)
@@ -544,27 +561,56 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // however long, is not read. Migration 28 dropped the partial index
 // changes_pending_record_idx that served the check before, to make the
 // syncer's inserts cheaper (docs/performance.md#evaluator).
+//
+// $2 restricts the claim to changes of those sources (NULL: every
+// source). On Citus a claim runs it once per shard with the sources of
+// that shard's candidates (db.ClaimGroups): every table of the statement is
+// named with them, so it goes to that shard only, where Citus takes row
+// locks. The oldest pending change is then the group's, still a bound
+// for the group's changes.
 const claimSQL = `
 	SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, coalesce(ch.new_hash, ''), ch.changed_fields,
-	       coalesce(ch.record, (SELECT record_snapshot(r) FROM records r
-	                            WHERE r.source = ch.source AND r.record_id = ch.record_id AND r.version = ch.version)),
+	       coalesce(ch.record, (SELECT ` + changes.SnapshotOfR + ` FROM records r
+	                            WHERE r.source = ch.source AND ($2::text[] IS NULL OR r.source = ANY($2::text[]))
+	                              AND r.record_id = ch.record_id AND r.version = ch.version)),
 	       ch.previous, ch.eval_attempts + 1, ch.created_at
-	FROM changes ch
-	WHERE ch.eval_status = 'pending' AND ch.eval_next_at <= now()
-	  AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
-	  AND NOT EXISTS (
-	      SELECT 1 FROM changes p
-	      WHERE p.source = ch.source AND p.record_id = ch.record_id
-	        AND p.id >= (SELECT min(o.id) FROM changes o WHERE o.eval_status = 'pending')
-	        AND p.id < ch.id AND p.eval_status = 'pending')
-	ORDER BY ch.id
+	FROM changes ch` + claimWhere + `
 	LIMIT $1
 	FOR UPDATE OF ch SKIP LOCKED`
 
+// claimWhere is which changes claimSQL takes, in its order.
+const claimWhere = `
+	WHERE ch.eval_status = 'pending' AND ch.eval_next_at <= now()
+	  AND ($2::text[] IS NULL OR ch.source = ANY($2::text[]))
+	  AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
+	  AND NOT EXISTS (
+	      SELECT 1 FROM changes p
+	      WHERE p.source = ch.source AND ($2::text[] IS NULL OR p.source = ANY($2::text[])) AND p.record_id = ch.record_id
+	        AND p.id >= (SELECT min(o.id) FROM changes o
+	                     WHERE o.eval_status = 'pending' AND ($2::text[] IS NULL OR o.source = ANY($2::text[])))
+	        AND p.id < ch.id AND p.eval_status = 'pending')
+	ORDER BY ch.id`
+
+// candidatesSQL is claimSQL's pick without its locks: the sources of the
+// changes it would take now, one row per change, in its order ($2 NULL).
+// On Citus, which takes row locks only in a statement routed to one shard,
+// a claim reads them first (db.ClaimGroups).
+const candidatesSQL = `
+	SELECT ch.source FROM changes ch` + claimWhere + `
+	LIMIT $1`
+
 // rescueSQL is claimSQL for the changes whose lease expired only (a
-// pending change has an owner only while it is leased).
-var rescueSQL = strings.Replace(claimSQL, "WHERE ch.eval_status = 'pending' AND",
-	"WHERE ch.eval_status = 'pending' AND ch.eval_owner IS NOT NULL AND", 1)
+// pending change has an owner only while it is leased); rescueCandidates
+// is candidatesSQL for them.
+var (
+	rescueSQL        = strings.Replace(claimSQL, rescueFrom, rescueTo, 1)
+	rescueCandidates = strings.Replace(candidatesSQL, rescueFrom, rescueTo, 1)
+)
+
+const (
+	rescueFrom = "WHERE ch.eval_status = 'pending' AND"
+	rescueTo   = "WHERE ch.eval_status = 'pending' AND ch.eval_owner IS NOT NULL AND"
+)
 
 // changeKeys is the key of a set of claimed changes that every statement
 // reading or writing them by id carries (docs/scaling.md#which-hot-path-queries-carry-the-source-key):

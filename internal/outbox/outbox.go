@@ -27,6 +27,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lookout-dev/lookout/internal/db"
 )
 
 // Querier runs statements: a pgx.Tx, a *pgxpool.Pool or a *pgx.Conn. Pass
@@ -248,23 +250,30 @@ type Claimed struct {
 // (or leased past expiry); rows locked by another claim are skipped (FOR
 // UPDATE SKIP LOCKED), so any number of replicas may claim at once. The
 // rows come back in id order.
+//
+// On Citus the claim is one statement per shard of its candidates
+// (db.ClaimGroups), each locking with SKIP LOCKED in its shard.
 func Claim(ctx context.Context, q Querier, sink, owner string, limit int, lease time.Duration) ([]Claimed, error) {
-	rows, err := q.Query(ctx, queryClaim, sink, limit, owner, lease)
+	groups, err := db.ClaimGroups(ctx, q, "notifications", limit, queryClaimCandidates, sink, limit, owner, lease, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
 	}
-	defer rows.Close()
 	var out []Claimed
-	for rows.Next() {
-		var c Claimed
-		if err := rows.Scan(&c.ID, &c.DedupeKey, &c.Sink, &c.Source, &c.RecordID, &c.Watch, &c.Kind, &c.Title, &c.Body,
-			&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.CreatedAt, &c.TakenOver); err != nil {
+	for _, g := range groups {
+		rows, err := q.Query(ctx, queryClaim, sink, g.Limit, owner, lease, g.Restriction())
+		if err != nil {
 			return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
 		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
+		got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
+			var c Claimed
+			err := row.Scan(&c.ID, &c.DedupeKey, &c.Sink, &c.Source, &c.RecordID, &c.Watch, &c.Kind, &c.Title, &c.Body,
+				&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.CreatedAt, &c.TakenOver)
+			return c, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
+		}
+		out = append(out, got...)
 	}
 	slices.SortFunc(out, func(a, b Claimed) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
@@ -288,28 +297,41 @@ func ClaimFair(ctx context.Context, q Querier, sink, owner string, limit int, le
 	if perOwner < 1 {
 		return nil, fmt.Errorf("claim notifications of sink %s: %d rows per owner; want at least 1", sink, perOwner)
 	}
-	rows, err := q.Query(ctx, queryClaimFair, sink, limit, owner, lease, perOwner)
-	if err != nil {
-		return nil, fmt.Errorf("claim notifications of sink %s fairly: %w", sink, err)
-	}
 	type turned struct {
 		c    Claimed
 		turn int64
 		due  time.Time
 	}
-	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (turned, error) {
-		var t turned
-		c := &t.c
-		err := row.Scan(&c.ID, &c.DedupeKey, &c.Sink, &c.Source, &c.RecordID, &c.Watch, &c.Kind, &c.Title, &c.Body,
-			&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.CreatedAt, &c.TakenOver, &t.turn, &t.due)
-		return t, err
-	})
+	// On Citus, one run per shard of the candidates: an owner's window is
+	// then its rows in that shard (queryClaimFair).
+	groups, err := db.ClaimGroups(ctx, q, "notifications", limit, queryClaimCandidates, sink, 2*limit, owner, lease, nil)
 	if err != nil {
 		return nil, fmt.Errorf("claim notifications of sink %s fairly: %w", sink, err)
+	}
+	var got []turned
+	for _, g := range groups {
+		rows, err := q.Query(ctx, queryClaimFair, sink, min(g.Limit, limit), owner, lease, perOwner, g.Restriction())
+		if err != nil {
+			return nil, fmt.Errorf("claim notifications of sink %s fairly: %w", sink, err)
+		}
+		part, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (turned, error) {
+			var t turned
+			c := &t.c
+			err := row.Scan(&c.ID, &c.DedupeKey, &c.Sink, &c.Source, &c.RecordID, &c.Watch, &c.Kind, &c.Title, &c.Body,
+				&c.Urgency, &c.Reason, &c.Payload, &c.Attempts, &c.CreatedAt, &c.TakenOver, &t.turn, &t.due)
+			return t, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("claim notifications of sink %s fairly: %w", sink, err)
+		}
+		got = append(got, part...)
 	}
 	slices.SortFunc(got, func(a, b turned) int {
 		return cmp.Or(cmp.Compare(a.turn, b.turn), a.due.Compare(b.due), cmp.Compare(a.c.ID, b.c.ID))
 	})
+	if len(got) > limit { // several shards' turns: the first limit of all
+		got = got[:limit]
+	}
 	out := make([]Claimed, len(got))
 	for i := range got {
 		out[i] = got[i].c
@@ -573,22 +595,35 @@ type Held struct {
 // (source, watch, sink, period end, id) order, skipping rows another
 // transaction holds. Fold them with Enqueue (the summary) and MarkDigested
 // in the same transaction.
+//
+// On Citus it is one statement per shard of its candidates
+// (db.ClaimGroups), each locking with SKIP LOCKED in its shard.
 func LockDueHeld(ctx context.Context, tx pgx.Tx, limit int) ([]Held, error) {
-	rows, err := tx.Query(ctx, queryLockHeld, limit)
+	groups, err := db.ClaimGroups(ctx, tx, "notifications", limit, queryHeldCandidates, limit, nil)
 	if err != nil {
 		return nil, fmt.Errorf("lock held notifications: %w", err)
 	}
-	defer rows.Close()
 	var out []Held
-	for rows.Next() {
-		var h Held
-		if err := rows.Scan(&h.ID, &h.Source, &h.Watch, &h.Sink, &h.DueAt, &h.Title, &h.Urgency, &h.Reason, &h.Payload, &h.CreatedAt, &h.Owner); err != nil {
+	for _, g := range groups {
+		rows, err := tx.Query(ctx, queryLockHeld, g.Limit, g.Restriction())
+		if err != nil {
 			return nil, fmt.Errorf("lock held notifications: %w", err)
 		}
-		out = append(out, h)
+		got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Held, error) {
+			var h Held
+			err := row.Scan(&h.ID, &h.Source, &h.Watch, &h.Sink, &h.DueAt, &h.Title, &h.Urgency, &h.Reason, &h.Payload, &h.CreatedAt, &h.Owner)
+			return h, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("lock held notifications: %w", err)
+		}
+		out = append(out, got...)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock held notifications: %w", err)
+	if len(groups) > 1 {
+		slices.SortFunc(out, func(a, b Held) int {
+			return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Watch, b.Watch), cmp.Compare(a.Sink, b.Sink),
+				a.DueAt.Compare(b.DueAt), cmp.Compare(a.ID, b.ID))
+		})
 	}
 	return out, nil
 }

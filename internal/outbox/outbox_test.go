@@ -343,7 +343,12 @@ func TestClaimRespectsDueTimeLeasesAndLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT id FROM notifications WHERE id = $1 FOR UPDATE`, id(3)); err != nil {
+	// By id and source: on Citus a row lock must name its shard.
+	var src string
+	if err := pool.QueryRow(ctx, `SELECT source FROM notifications WHERE id = $1`, id(3)).Scan(&src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT id FROM notifications WHERE id = $1 AND source = $2 FOR UPDATE`, id(3), src); err != nil {
 		t.Fatal(err)
 	}
 
@@ -821,7 +826,7 @@ func TestClaimReadsOnlyItsBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		var raw []byte
-		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+outbox.QueryClaim, "hook", limit, "me", time.Minute).Scan(&raw)
+		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+outbox.QueryClaim, "hook", limit, "me", time.Minute, nil).Scan(&raw)
 		_ = tx.Rollback(ctx)
 		if err != nil {
 			t.Fatalf("explain the claim: %v", err)

@@ -77,10 +77,7 @@ const querySuppressRecent = `
 // hash-join them.
 const queryClaim = `
 	WITH due AS (
-	    SELECT id, created_at, lease_owner IS NOT NULL AS expired FROM notifications
-	    WHERE sink = $1 AND status = 'pending' AND next_attempt_at <= now()
-	      AND (lease_expires_at IS NULL OR lease_expires_at < now())
-	    ORDER BY next_attempt_at, id
+	    SELECT id, created_at, lease_owner IS NOT NULL AS expired FROM notifications` + claimDue + `
 	    LIMIT $2
 	    FOR UPDATE SKIP LOCKED
 	)
@@ -88,8 +85,28 @@ const queryClaim = `
 	FROM due
 	WHERE n.id = due.id AND n.created_at = due.created_at
 	  AND n.id = ANY(ARRAY(SELECT id FROM due)) AND n.created_at = ANY(ARRAY(SELECT created_at FROM due))
+	  AND ($5::text[] IS NULL OR n.source = ANY($5::text[]))
 	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
 	          n.reason, n.payload, n.attempts, n.created_at, due.expired`
+
+// claimDue is which rows queryClaim takes, in its order. $5 restricts
+// them to the notifications of those sources (NULL: every source): on
+// Citus a claim runs once per shard with the sources of that shard's
+// candidates (db.ClaimGroups), a router query, where Citus takes row
+// locks (docs/scaling.md, "Claims on Citus").
+const claimDue = `
+	    WHERE sink = $1 AND status = 'pending' AND next_attempt_at <= now()
+	      AND (lease_expires_at IS NULL OR lease_expires_at < now())
+	      AND ($5::text[] IS NULL OR source = ANY($5::text[]))
+	    ORDER BY next_attempt_at, id`
+
+// queryClaimCandidates is queryClaim's pick without its locks: the source
+// of each row it would take now, in its order ($3, $4 unused, $5 NULL).
+const queryClaimCandidates = `
+	SELECT source FROM (
+	    SELECT source FROM notifications` + claimDue + `
+	    LIMIT $2) c
+	WHERE $3::text IS NOT NULL AND $4::interval IS NOT NULL`
 
 // queryClaimFair is queryClaim for a sink shared by many owners (the
 // users of the watches): $5 is the most rows of one owner in flight. Each
@@ -107,12 +124,20 @@ const queryClaim = `
 // row another claim holds is skipped, never replaced by the next one of
 // its owner. Rows are found by the arrays of their ids and times, as in
 // queryClaim, so that no estimate makes the plan read partitions whole.
+//
+// $6 restricts it to the notifications of those sources, as $5 does
+// queryClaim: on Citus it runs once per shard of the candidates
+// (queryClaimCandidates), and an owner's window is then its rows in that
+// shard: an owner whose rows lie in k shards may have up to k × $5 rows
+// in flight there (docs/scaling.md, "Claims on Citus").
 const queryClaimFair = `
 	WITH RECURSIVE owners AS (
-	    (SELECT owner FROM notifications WHERE sink = $1 AND status = 'pending' ORDER BY owner LIMIT 1)
+	    (SELECT owner FROM notifications WHERE sink = $1 AND status = 'pending' AND ($6::text[] IS NULL OR source = ANY($6::text[]))
+	     ORDER BY owner LIMIT 1)
 	    UNION ALL
 	    SELECT (SELECT n.owner FROM notifications n
-	            WHERE n.sink = $1 AND n.status = 'pending' AND n.owner > o.owner ORDER BY n.owner LIMIT 1)
+	            WHERE n.sink = $1 AND n.status = 'pending' AND n.owner > o.owner AND ($6::text[] IS NULL OR n.source = ANY($6::text[]))
+	            ORDER BY n.owner LIMIT 1)
 	    FROM owners o WHERE o.owner IS NOT NULL
 	), windows AS (
 	    SELECT w.id, w.created_at, w.next_attempt_at, w.free,
@@ -122,6 +147,7 @@ const queryClaimFair = `
 	               n.lease_expires_at IS NULL OR n.lease_expires_at < now() AS free
 	        FROM notifications n
 	        WHERE n.sink = $1 AND n.owner = o.owner AND n.status = 'pending' AND n.next_attempt_at <= now()
+	          AND ($6::text[] IS NULL OR n.source = ANY($6::text[]))
 	        ORDER BY n.next_attempt_at, n.id
 	        LIMIT $5) w
 	), picked AS (
@@ -133,6 +159,7 @@ const queryClaimFair = `
 	    FROM notifications n JOIN picked p ON n.id = p.id AND n.created_at = p.created_at
 	    WHERE n.id = ANY(ARRAY(SELECT id FROM picked)) AND n.created_at = ANY(ARRAY(SELECT created_at FROM picked))
 	      AND n.sink = $1 AND n.status = 'pending' AND n.next_attempt_at <= now()
+	      AND ($6::text[] IS NULL OR n.source = ANY($6::text[]))
 	      AND (n.lease_expires_at IS NULL OR n.lease_expires_at < now())
 	    ORDER BY p.turn, p.next_attempt_at, p.id
 	    LIMIT $2
@@ -142,6 +169,7 @@ const queryClaimFair = `
 	FROM due
 	WHERE n.id = due.id AND n.created_at = due.created_at
 	  AND n.id = ANY(ARRAY(SELECT id FROM due)) AND n.created_at = ANY(ARRAY(SELECT created_at FROM due))
+	  AND ($6::text[] IS NULL OR n.source = ANY($6::text[]))
 	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
 	          n.reason, n.payload, n.attempts, n.created_at, due.expired, due.turn, due.next_attempt_at`
 
@@ -149,7 +177,13 @@ const queryClaimFair = `
 // Rows are found by their whole key (id, created_at), so that each is
 // looked up in its own partition (run-time pruning) rather than in every
 // partition's index.
+//
+// The time of an unclaimed row's next attempt is read once, in a CTE:
+// Citus refuses now() in the CASE of an UPDATE of a distributed table
+// ("non-IMMUTABLE functions are not allowed in CASE or COALESCE
+// statements").
 const queryRecord = `
+	WITH t AS (SELECT now() AS now)
 	UPDATE notifications n SET
 	    status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
 	    delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
@@ -158,11 +192,11 @@ const queryRecord = `
 	    last_attempt_at = coalesce(u.at, n.last_attempt_at),
 	    last_error = CASE WHEN u.kind = 'delivered' THEN NULL WHEN u.kind = 'unclaim' THEN n.last_error ELSE u.err END,
 	    next_attempt_at = CASE WHEN u.kind = 'pending' THEN u.next
-	                           WHEN u.kind = 'unclaim' THEN now() ELSE n.next_attempt_at END,
+	                           WHEN u.kind = 'unclaim' THEN t.now ELSE n.next_attempt_at END,
 	    attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
 	    lease_owner = NULL, lease_expires_at = NULL
 	FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[])
-	     AS u(id, kind, err, next, at, created_at)
+	     AS u(id, kind, err, next, at, created_at), t
 	WHERE n.id = u.id AND n.created_at = u.created_at AND n.lease_owner = $1`
 
 // queryRetryDead sends dead rows back to pending; the filter's conditions
@@ -196,11 +230,23 @@ const queryMarkDeadAlerted = `
 // grouped by (source, watch, sink, period end).
 const queryLockHeld = `
 	SELECT id, source, watch, sink, digest_due_at, title, urgency, reason, payload, created_at, owner
-	FROM notifications
-	WHERE status = 'held' AND digest_due_at <= now()
-	ORDER BY source, watch, sink, digest_due_at, id
+	FROM notifications` + heldDue + `
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED`
+
+// heldDue is which rows queryLockHeld locks, in its order; $2 restricts
+// them to the notifications of those sources (NULL: every source), as $5
+// does queryClaim's.
+const heldDue = `
+	WHERE status = 'held' AND digest_due_at <= now()
+	  AND ($2::text[] IS NULL OR source = ANY($2::text[]))
+	ORDER BY source, watch, sink, digest_due_at, id`
+
+// queryHeldCandidates is queryLockHeld's pick without its locks: the
+// source of each row it would lock now, in its order ($2 NULL).
+const queryHeldCandidates = `
+	SELECT source FROM notifications` + heldDue + `
+	LIMIT $1`
 
 // queryMarkDigested marks held rows $1 digested into summary $2.
 const queryMarkDigested = `

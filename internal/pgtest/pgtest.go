@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,8 +162,21 @@ func PoolFor(t testing.TB, url string) *pgxpool.Pool {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(pool.Close)
+	if v := os.Getenv(ShardsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			t.Fatalf("pgtest: %s=%q is not a positive number of shards", ShardsEnv, v)
+		}
+		db.SimulateShards(pool, n)
+	}
 	return pool
 }
+
+// ShardsEnv, when set to n, makes the claims of every pool PoolFor opens
+// take their Citus form on plain PostgreSQL, over n simulated shards
+// (db.SimulateShards): `LOOKOUT_PGTEST_SHARDS=4 go test ./internal/syncer/`
+// runs the claims' tests in the form a Citus cluster runs.
+const ShardsEnv = "LOOKOUT_PGTEST_SHARDS"
 
 // WithSearchPath returns url with search_path set to schema.
 func WithSearchPath(url, schema string) string {

@@ -91,7 +91,7 @@ func TestClaimDoesNotReadRecordHistories(t *testing.T) {
 		t.Fatalf("the history is in %d partition(s), want 2", parts)
 	}
 
-	claim := sqlFrom(t, "internal/evaluator/evaluator.go", "FOR UPDATE OF ch SKIP LOCKED")
+	claim := sqlConst(t, "internal/evaluator/evaluator.go", "claimSQL")
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestClaimDoesNotReadRecordHistories(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The first 500 pending changes are the records' with history.
-		p, err := explainAnalyzed(ctx, conn, "EXECUTE claim("+fmt.Sprint(batch)+")")
+		p, err := explainAnalyzed(ctx, conn, "EXECUTE claim("+fmt.Sprint(batch)+", NULL)")
 		if err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}

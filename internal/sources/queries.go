@@ -1,5 +1,7 @@
 package sources
 
+import "strings"
+
 // The named queries of the sources and sync_runs tables that the syncer
 // runs: registration, claims, leases, outcomes. The syncer sends them with
 // its arguments; no other package writes these tables (the architecture
@@ -46,11 +48,17 @@ WITH req AS (
 // can go on as long as it renews it. The sync_runs row itself is written
 // only if the run turns out to be worth a row
 // (docs/acquisition.md#quiet-runs).
-const QueryClaim = claimCTE + `
+//
+// The run ids are drawn in a CTE, not in the UPDATE's SET: Citus refuses a
+// volatile function there ("functions used in UPDATE queries on
+// distributed tables must not be VOLATILE").
+const QueryClaim = claimCTE + `, ids AS (
+    SELECT name, nextval('sync_runs_id_seq') AS run_id FROM picked
+)
 UPDATE sources s
 SET lease_owner = $3, lease_expires_at = $4::timestamptz + $5::interval, run_requested_at = NULL,
-    run_id = nextval('sync_runs_id_seq')
-FROM picked
+    run_id = ids.run_id
+FROM picked JOIN ids USING (name)
 WHERE s.name = picked.name
 RETURNING s.name, s.run_id, picked.cursor, coalesce(picked.lease_owner, ''), picked.run_id, picked.lease_expires_at,
           picked.run_requested_at, picked.next_run_at, coalesce(picked.interval_reason, ''), picked.failure_count,
@@ -68,6 +76,15 @@ SELECT picked.name, nextval('sync_runs_id_seq'), picked.cursor, coalesce(picked.
        picked.created_at, NULL::timestamptz
 FROM picked
 WHERE $3::text IS NOT NULL AND $5::interval IS NOT NULL`
+
+// QueryCandidates is the claim's pick without its locks: the names of
+// the sources QueryClaim would take now, in its order, $3 and $5 unused.
+// On Citus, which takes row locks only in a statement routed to one
+// shard, a claim reads them first and then runs QueryClaim (or QueryLock)
+// once per shard with $1 restricted to that shard's candidates
+// (docs/scaling.md, "Claims on Citus").
+var QueryCandidates = strings.ReplaceAll(claimCTE, "FOR UPDATE SKIP LOCKED", "") + `
+SELECT name FROM picked WHERE $3::text IS NOT NULL AND $5::interval IS NOT NULL`
 
 // quietRunsCTE is the batch of quiet runs, $1..$7.
 const quietRunsCTE = `

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/sources"
 )
@@ -86,20 +87,41 @@ func (s *Syncer) claimIn(ctx context.Context, tx pgx.Tx, limit int, asOf time.Ti
 	if locked {
 		sql = sources.QueryLock
 	}
-	rows, err := tx.Query(ctx, sql, names, limit, s.conf.Owner, now, s.conf.Lease, asOf)
+	// On Citus, one run per shard of the candidates (db.ClaimGroups): the
+	// run restricted to one shard's sources ($1) is a router query, where
+	// Citus takes row locks.
+	groups, err := db.ClaimGroups(ctx, tx, "sources", limit, sources.QueryCandidates,
+		names, limit, s.conf.Owner, now, s.conf.Lease, asOf)
 	if err != nil {
 		return nil, 0, err
 	}
-	var claims, taken, unknown, overdue []claim
-	for rows.Next() {
-		var c claim
-		var prevRun *int64
-		var prevEnd, requested, leaseEnd *time.Time
-		if err := rows.Scan(&c.name, &c.runID, &c.cursor, &c.prevOwner, &prevRun, &prevEnd, &requested, &c.dueAt,
-			&c.dueReason, &c.failures, &c.interval, &c.lastChange, &c.lastSuccess, &c.lastRun, &c.createdAt, &leaseEnd); err != nil {
-			rows.Close()
+	var rowsOf []claimRow
+	for _, g := range groups {
+		restrict := names
+		if g.Keys != nil {
+			restrict = g.Keys
+		}
+		rows, err := tx.Query(ctx, sql, restrict, g.Limit, s.conf.Owner, now, s.conf.Lease, asOf)
+		if err != nil {
 			return nil, 0, err
 		}
+		for rows.Next() {
+			var r claimRow
+			c := &r.claim
+			if err := rows.Scan(&c.name, &c.runID, &c.cursor, &c.prevOwner, &r.prevRun, &r.prevEnd, &r.requested, &c.dueAt,
+				&c.dueReason, &c.failures, &c.interval, &c.lastChange, &c.lastSuccess, &c.lastRun, &c.createdAt, &r.leaseEnd); err != nil {
+				rows.Close()
+				return nil, 0, err
+			}
+			rowsOf = append(rowsOf, r)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, 0, err
+		}
+	}
+	var claims, taken, unknown, overdue []claim
+	for _, r := range rowsOf {
+		c, prevRun, prevEnd, requested, leaseEnd := r.claim, r.prevRun, r.prevEnd, r.requested, r.leaseEnd
 		if leaseEnd != nil {
 			c.leaseEnd = *leaseEnd
 		}
@@ -139,9 +161,6 @@ func (s *Syncer) claimIn(ctx context.Context, tx pgx.Tx, limit int, asOf time.Ti
 			taken = append(taken, c)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
 	if len(unknown) > 0 {
 		s.restrict.Store(true)
 		if !locked { // a lock is given back with the transaction
@@ -157,6 +176,13 @@ func (s *Syncer) claimIn(ctx context.Context, tx pgx.Tx, limit int, asOf time.Ti
 		return nil, 0, err
 	}
 	return claims, len(overdue), nil
+}
+
+// claimRow is a row of the claim statement before claimIn sorts it out.
+type claimRow struct {
+	claim
+	prevRun                      *int64
+	prevEnd, requested, leaseEnd *time.Time
 }
 
 // claimed counts and logs claims once they are committed (leased) or

@@ -296,7 +296,10 @@ func ago(d time.Duration) string {
 // seen yet (none, once every definition was seen registered). The window
 // starts at the last success, or at the registration or the last status
 // change (a resume) when later; for a definition not registered, at its
-// creation.
+// creation. The registered names are read by one uncorrelated subquery:
+// Citus refuses a correlated one beside a set-returning function
+// ("correlated subqueries are not supported when the FROM clause contains
+// a set returning function").
 func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 	now := w.conf.Now()
 	shortest, probe, probeDefined, ok := w.cov.plan(now)
@@ -312,7 +315,7 @@ func (w *Watchdog) stale(ctx context.Context, tx pgx.Tx) ([]Alert, error) {
 		UNION ALL
 		SELECT c.name, false, NULL, NULL, 0, '', NULL, c.defined, extract(epoch FROM now() - c.defined)::float8
 		FROM unnest($2::text[], $3::timestamptz[]) AS c(name, defined)
-		WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE s.name = c.name)
+		WHERE c.name <> ALL (ARRAY(SELECT s.name FROM sources s WHERE s.name = ANY ($2::text[])))
 		ORDER BY 1`, shortest.Seconds(), probe, probeDefined)
 	if err != nil {
 		return nil, fmt.Errorf("look for stale sources: %w", err)
