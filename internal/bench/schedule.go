@@ -302,172 +302,223 @@ func runSyncerSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so 
 	if !old {
 		replicas = max(so.Replicas, 1)
 	}
-	var (
-		logPaths []string
-		pids     []int
-		cmds     []*exec.Cmd
-	)
-	exited := make(chan error, replicas)
-	for i := range replicas {
-		logPath := filepath.Join(dir, fmt.Sprintf("syncer-%d.log", i))
-		logf, err := os.Create(logPath)
-		if err != nil {
-			return nil, err
-		}
-		defer logf.Close()
-		cmd := exec.CommandContext(ctx, bin, "--config", dir, "run", "--listen", "off")
-		cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start %s: %w", bin, err)
-		}
-		go func() { exited <- cmd.Wait() }()
-		logPaths, pids, cmds = append(logPaths, logPath), append(pids, cmd.Process.Pid), append(cmds, cmd)
+	sy, err := startSyncers(ctx, bin, dir, url, replicas)
+	if err != nil {
+		return nil, err
 	}
-	logPath := logPaths[0]
-	stop := func() error {
-		for _, cmd := range cmds {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-		}
-		var errs []error
-		timeout := time.After(2 * time.Minute)
-		for range cmds {
-			select {
-			case err := <-exited:
-				errs = append(errs, err)
-			case <-timeout:
-				for _, cmd := range cmds {
-					_ = cmd.Process.Kill()
-				}
-				return fmt.Errorf("%s did not stop within 2 minutes of SIGTERM", bin)
-			}
-		}
-		return errors.Join(errs...)
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			stop()
-		}
-	}()
+	defer sy.close()
 	fail := func(err error) (*ScheduleResult, error) {
-		log, _ := os.ReadFile(logPath)
+		log, _ := os.ReadFile(sy.logPaths[0])
 		return nil, fmt.Errorf("%s: %w\n%s", label, err, tail(log, 2000))
 	}
 	// Registration is the syncer's own (config.Load + Register on start).
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM sources`).Scan(&n); err == nil && n == so.Sources {
-			break
-		}
-		select {
-		case err := <-exited:
-			return fail(fmt.Errorf("exited before registering its sources: %v", err))
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fail(errors.New("did not register its sources within 10 minutes"))
-		}
+	if err := sy.waitRegistered(ctx, pool, so.Sources); err != nil {
+		return fail(err)
 	}
 	res := &ScheduleResult{Label: label, Sources: so.Sources, Demand: so.demand(), Replicas: replicas}
-	// Warm-up: every source's first run mirrors its feed (records and
-	// changes: the initial sync); then the runs are the measured ones.
-	registered := time.Now()
-	for !old { // the binary before runs 4 sources a second: its initial sync would take hours
-		var left int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM sources WHERE last_run_at IS NULL`).Scan(&left); err != nil {
+	if !old { // the binary before runs 4 sources a second: its initial sync would take hours
+		if res.Note, err = sy.waitInitialSync(ctx, pool); err != nil {
 			return fail(err)
 		}
-		if left == 0 {
-			break
-		}
-		select {
-		case err := <-exited:
-			return fail(fmt.Errorf("exited during the initial sync: %v", err))
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
-		}
-		if time.Since(registered) > 30*time.Minute {
-			res.Note = fmt.Sprintf("%d sources had not run once after 30 minutes; measured anyway", left)
-			break
-		}
-	}
-	if res.Note == "" && !old {
-		res.Note = fmt.Sprintf("initial sync (every source's first run, which mirrors its feed) took %s", time.Since(registered).Round(time.Second))
 	}
 	if !sleepCtx(ctx, so.Warmup) {
 		return nil, ctx.Err()
 	}
 	var a, b snapshot
-	var lines []summaryLine
 	if old {
-		if a, err = o.snap(ctx, pool, up, pids, logPaths); err != nil {
-			return fail(err)
-		}
-		if !sleepCtx(ctx, so.For) {
-			return nil, ctx.Err()
-		}
-		if b, err = o.snap(ctx, pool, up, pids, logPaths); err != nil {
-			return fail(err)
-		}
-		if err := pool.QueryRow(ctx, `
-			SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - due_at)::float8), 0),
-			       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - due_at)::float8), 0),
-			       coalesce(max(extract(epoch FROM started_at - due_at)::float8), 0)
-			FROM sync_runs WHERE started_at BETWEEN $1 AND $2`, a.at, b.at).Scan(
-			durationSeconds(&res.LateP50), durationSeconds(&res.LateP99), durationSeconds(&res.LateMax)); err != nil {
-			return fail(err)
-		}
+		a, b, err = o.windowOfRuns(ctx, pool, up, sy, so.For, res)
 	} else {
-		// The window is whole minutes between summary lines, whose lateness
-		// quantiles it reports.
-		seen := countSummaries(logPath)
-		if !waitSummaries(ctx, logPath, seen+1, exited) {
-			return fail(errors.New("no summary line"))
-		}
-		// The other replicas' minutes are their own: their lines written
-		// within the window count.
-		from := make([]int, replicas)
-		for i, p := range logPaths[1:] {
-			from[i+1] = countSummaries(p)
-		}
-		if a, err = o.snap(ctx, pool, up, pids, logPaths); err != nil {
-			return fail(err)
-		}
-		minutes := max(int((so.For+time.Minute-1)/time.Minute), 1)
-		if !waitSummaries(ctx, logPath, seen+1+minutes, exited) {
-			return fail(errors.New("summary lines stopped"))
-		}
-		if b, err = o.snap(ctx, pool, up, pids, logPaths); err != nil {
-			return fail(err)
-		}
-		all := summaries(logPath)
-		lines = all[seen+1 : seen+1+minutes]
-		for i, p := range logPaths[1:] {
-			if more := summaries(p); len(more) > from[i+1] {
-				lines = append(lines, more[from[i+1]:]...)
-			}
-		}
-		res.LateP50, res.LateP99, res.LateMax = latenessOf(lines)
+		a, b, err = o.windowOfSummaries(ctx, pool, up, sy, so.For, res)
+	}
+	if err != nil {
+		return fail(err)
 	}
 	res.fill(a, b)
-	for _, pid := range pids {
+	for _, pid := range sy.pids {
 		if hwm, ok := vmHWM(pid); ok {
 			res.PeakRSS = max(res.PeakRSS, hwm)
 		}
 	}
-	stopped = true
-	if err := stop(); err != nil {
+	if err := sy.stop(); err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != -1 {
 			res.Note = fmt.Sprintf("exit: %v", err)
 		}
 	}
 	return res, nil
+}
+
+// syncers are the `syncer run` processes of one measurement (10), each
+// logging to its own file in the configuration directory.
+type syncers struct {
+	bin      string
+	logPaths []string
+	logs     []*os.File
+	pids     []int
+	cmds     []*exec.Cmd
+	exited   chan error
+	stopped  bool
+}
+
+// startSyncers starts replicas `syncer run` processes of bin on the
+// configuration directory dir and the database url.
+func startSyncers(ctx context.Context, bin, dir, url string, replicas int) (*syncers, error) {
+	sy := &syncers{bin: bin, exited: make(chan error, replicas)}
+	for i := range replicas {
+		logPath := filepath.Join(dir, fmt.Sprintf("syncer-%d.log", i))
+		logf, err := os.Create(logPath)
+		if err != nil {
+			sy.close()
+			return nil, err
+		}
+		sy.logs = append(sy.logs, logf)
+		cmd := exec.CommandContext(ctx, bin, "--config", dir, "run", "--listen", "off")
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			sy.close()
+			return nil, fmt.Errorf("start %s: %w", bin, err)
+		}
+		go func() { sy.exited <- cmd.Wait() }()
+		sy.logPaths, sy.pids, sy.cmds = append(sy.logPaths, logPath), append(sy.pids, cmd.Process.Pid), append(sy.cmds, cmd)
+	}
+	return sy, nil
+}
+
+// stop sends every process SIGTERM and waits for them, killing them after
+// two minutes.
+func (sy *syncers) stop() error {
+	sy.stopped = true
+	for _, cmd := range sy.cmds {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	var errs []error
+	timeout := time.After(2 * time.Minute)
+	for range sy.cmds {
+		select {
+		case err := <-sy.exited:
+			errs = append(errs, err)
+		case <-timeout:
+			for _, cmd := range sy.cmds {
+				_ = cmd.Process.Kill()
+			}
+			return fmt.Errorf("%s did not stop within 2 minutes of SIGTERM", sy.bin)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// close stops the processes unless stop did, and closes their logs.
+func (sy *syncers) close() {
+	if !sy.stopped {
+		_ = sy.stop()
+	}
+	for _, f := range sy.logs {
+		_ = f.Close()
+	}
+}
+
+// waitRegistered waits until the syncers registered n sources, for at
+// most ten minutes.
+func (sy *syncers) waitRegistered(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var got int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM sources`).Scan(&got); err == nil && got == n {
+			return nil
+		}
+		select {
+		case err := <-sy.exited:
+			return fmt.Errorf("exited before registering its sources: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("did not register its sources within 10 minutes")
+		}
+	}
+}
+
+// waitInitialSync waits until every source ran once (its first run
+// mirrors its feed: records and changes, the initial sync), so that the
+// measured runs are the steady ones; after 30 minutes it measures anyway.
+// It returns the note saying which.
+func (sy *syncers) waitInitialSync(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+	registered := time.Now()
+	for {
+		var left int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM sources WHERE last_run_at IS NULL`).Scan(&left); err != nil {
+			return "", err
+		}
+		if left == 0 {
+			return fmt.Sprintf("initial sync (every source's first run, which mirrors its feed) took %s", time.Since(registered).Round(time.Second)), nil
+		}
+		select {
+		case err := <-sy.exited:
+			return "", fmt.Errorf("exited during the initial sync: %v", err)
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Second):
+		}
+		if time.Since(registered) > 30*time.Minute {
+			return fmt.Sprintf("%d sources had not run once after 30 minutes; measured anyway", left), nil
+		}
+	}
+}
+
+// windowOfRuns measures the binary before this design over dur: its
+// lateness from sync_runs.started_at - due_at.
+func (o *Options) windowOfRuns(ctx context.Context, pool *pgxpool.Pool, up *feeds, sy *syncers, dur time.Duration, res *ScheduleResult) (a, b snapshot, err error) {
+	if a, err = o.snap(ctx, pool, up, sy.pids, sy.logPaths); err != nil {
+		return a, b, err
+	}
+	if !sleepCtx(ctx, dur) {
+		return a, b, ctx.Err()
+	}
+	if b, err = o.snap(ctx, pool, up, sy.pids, sy.logPaths); err != nil {
+		return a, b, err
+	}
+	err = pool.QueryRow(ctx, `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - due_at)::float8), 0),
+		       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - due_at)::float8), 0),
+		       coalesce(max(extract(epoch FROM started_at - due_at)::float8), 0)
+		FROM sync_runs WHERE started_at BETWEEN $1 AND $2`, a.at, b.at).Scan(
+		durationSeconds(&res.LateP50), durationSeconds(&res.LateP99), durationSeconds(&res.LateMax))
+	return a, b, err
+}
+
+// windowOfSummaries measures whole minutes between the first syncer's
+// summary lines (at least dur), whose lateness quantiles it reports; the
+// other replicas' lines written within the window count too.
+func (o *Options) windowOfSummaries(ctx context.Context, pool *pgxpool.Pool, up *feeds, sy *syncers, dur time.Duration, res *ScheduleResult) (a, b snapshot, err error) {
+	logPath := sy.logPaths[0]
+	seen := countSummaries(logPath)
+	if !waitSummaries(ctx, logPath, seen+1, sy.exited) {
+		return a, b, errors.New("no summary line")
+	}
+	from := make([]int, len(sy.logPaths))
+	for i, p := range sy.logPaths[1:] {
+		from[i+1] = countSummaries(p)
+	}
+	if a, err = o.snap(ctx, pool, up, sy.pids, sy.logPaths); err != nil {
+		return a, b, err
+	}
+	minutes := max(int((dur+time.Minute-1)/time.Minute), 1)
+	if !waitSummaries(ctx, logPath, seen+1+minutes, sy.exited) {
+		return a, b, errors.New("summary lines stopped")
+	}
+	if b, err = o.snap(ctx, pool, up, sy.pids, sy.logPaths); err != nil {
+		return a, b, err
+	}
+	lines := summaries(logPath)[seen+1 : seen+1+minutes]
+	for i, p := range sy.logPaths[1:] {
+		if more := summaries(p); len(more) > from[i+1] {
+			lines = append(lines, more[from[i+1]:]...)
+		}
+	}
+	res.LateP50, res.LateP99, res.LateMax = latenessOf(lines)
+	return a, b, nil
 }
 
 func durationSeconds(d *time.Duration) any { return &secondsScanner{d} }
