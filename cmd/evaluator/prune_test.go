@@ -51,7 +51,7 @@ func TestPruneCommand(t *testing.T) {
 
 	off := "retention: {changes: 0s, evaluations: 0s, notifications: 0s, sync_runs: 0s, model_calls: 0s, task_runs: 0s,\n" +
 		"  inbound_events: 0s, idempotency_keys: 0s, definition_deletions: 0s, audit_log: 0s, model_budgets: 0s,\n" +
-		"  briefings: 0s, verdicts: 0s, sync_run_hours: 0s, activity_hour_totals: 0s}\n"
+		"  briefings: 0s, verdicts: 0s, drift_embeddings: 0s, sync_run_hours: 0s, activity_hour_totals: 0s}\n"
 	if out := run(dir("log: {level: error}\n" + off)); !strings.Contains(out, "retention is off") {
 		t.Errorf("without retention: %q", out)
 	}
