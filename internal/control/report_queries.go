@@ -1057,6 +1057,14 @@ type TaskRunRow struct {
 	IdempotencyKey       *string         `db:"idempotency_key"`
 	SyncRunID            *int64          `db:"sync_run_id"`
 	Owner                *string         `db:"owner"`
+	// The review of the result (migration 37): the corrections asked so
+	// far and the latest review's status, lowest score, criteria and why
+	// it is held.
+	CorrectionCount   *int32  `db:"correction_count"`
+	ReviewStatus      *string `db:"review_status"`
+	ReviewScore       *int32  `db:"review_score"`
+	Review            any     `db:"review"`
+	ReviewHeldBecause *string `db:"review_held_because"`
 }
 
 // TrailEvaluationRow is what a watch decided about a change (ReportTrailEvaluations).
