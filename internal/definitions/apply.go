@@ -180,10 +180,6 @@ type applyRow struct {
 // hash (a running daemon's directory changed) or with opts.Force;
 // otherwise nothing is written and the error is a *DivergedError.
 func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts ApplyOptions) (Diff, error) {
-	type fileSource struct {
-		row     Source
-		watches []Watch
-	}
 	files := make([]fileSource, 0, len(cfg.Sources))
 	for _, src := range cfg.Sources {
 		row, watches, err := Split(src, "", ManagedByFile(src.Path))
@@ -206,167 +202,21 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts App
 		if _, err := tx.Exec(ctx, queryApplyLock); err != nil {
 			return fmt.Errorf("lock definitions: %w", err)
 		}
-		sources := map[string]applyRow{}
-		rows, err := tx.Query(ctx, queryApplySources)
+		p, err := readApplied(ctx, tx, by, &diff)
 		if err != nil {
-			return fmt.Errorf("read source definitions: %w", err)
+			return err
 		}
-		for rows.Next() {
-			var name string
-			var r applyRow
-			if err := rows.Scan(&name, &r.owner, &r.managedBy, &r.hash, &r.orphaned); err != nil {
-				return fmt.Errorf("read source definitions: %w", err)
-			}
-			sources[name] = r
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read source definitions: %w", err)
-		}
-		watches := map[[2]string]applyRow{}
-		rows, err = tx.Query(ctx, queryApplyWatches)
-		if err != nil {
-			return fmt.Errorf("read watch definitions: %w", err)
-		}
-		for rows.Next() {
-			var k [2]string
-			var r applyRow
-			if err := rows.Scan(&k[0], &k[1], &r.owner, &r.managedBy, &r.hash); err != nil {
-				return fmt.Errorf("read watch definitions: %w", err)
-			}
-			watches[k] = r
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("read watch definitions: %w", err)
-		}
-		// The watches of each source users made (not a file's).
-		userWatches := map[string][]string{}
-		for k, w := range watches {
-			if FileOf(w.managedBy) == "" {
-				userWatches[k[0]] = append(userWatches[k[0]], k[1])
-			}
-		}
-
 		// The plan, then one version for all of it.
-		type op struct {
-			sql  string
-			args func(v int64) []any
-		}
-		var ops []op
-		type auditRow struct {
-			entry         audit.Entry
-			before, after any
-		}
-		var audits []auditRow
-		// users' watches of source, audited as action: they are reported
-		// to their owners (audit rows of their own).
-		auditWatches := func(action, source, file string, orphaned bool) {
-			names := slices.Sorted(slices.Values(userWatches[source]))
-			for _, n := range names {
-				w := watches[[2]string{source, n}]
-				audits = append(audits, auditRow{
-					entry: audit.Entry{Actor: by, Via: audit.ViaConfig, Action: action, Kind: "watch", Target: source + "/" + n, Owner: w.owner},
-					after: map[string]any{"source": source, "name": n, "owner": w.owner, "source_orphaned": orphaned, "source_file": file}})
-			}
-		}
 		inFiles := map[string]bool{}
 		for _, f := range files {
-			r := f.row
-			inFiles[r.Name] = true
-			cur, ok := sources[r.Name]
-			switch {
-			case ok && FileOf(cur.managedBy) == "":
-				return &config.Error{File: FileOf(r.ManagedBy), Line: 1, Key: "name",
-					Msg: fmt.Sprintf("%q is already the name of a source created through the API (owner %q): rename one of them", r.Name, cur.owner)}
-			case !ok:
-				diff.Added = append(diff.Added, r.Name)
-				ops = append(ops, op{queryInsertSource, func(v int64) []any {
-					return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
-				}})
-			case cur.orphaned:
-				diff.Adopted = append(diff.Adopted, r.Name)
-				ops = append(ops, op{queryUpdateSource, func(v int64) []any {
-					return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
-				}})
-				file := FileOf(r.ManagedBy)
-				audits = append(audits, auditRow{
-					entry:  audit.Entry{Actor: by, Via: audit.ViaConfig, Action: "adopt", Kind: "source", Target: r.Name, Owner: r.Owner},
-					before: map[string]any{"name": r.Name, "managed_by": cur.managedBy, "orphaned": true},
-					after:  map[string]any{"name": r.Name, "managed_by": r.ManagedBy, "orphaned": false, "watches": sortedOrEmpty(userWatches[r.Name])}})
-				auditWatches("adopt", r.Name, file, false)
-			case cur.hash != r.Hash || cur.managedBy != r.ManagedBy || cur.owner != r.Owner:
-				diff.Changed = append(diff.Changed, r.Name)
-				ops = append(ops, op{queryUpdateSource, func(v int64) []any {
-					return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
-				}})
-			}
-			inFile := map[string]bool{}
-			for i, w := range f.watches {
-				inFile[w.Name] = true
-				key := r.Name + "/" + w.Name
-				cur, ok := watches[[2]string{w.Source, w.Name}]
-				switch {
-				case ok && FileOf(cur.managedBy) == "":
-					return &config.Error{File: FileOf(r.ManagedBy), Line: 1, Key: fmt.Sprintf("watches[%d].name", i),
-						Msg: fmt.Sprintf("%q is already the name of a watch of this source created through the API (owner %q): rename one of them", w.Name, cur.owner)}
-				case !ok:
-					diff.Added = append(diff.Added, key)
-					ops = append(ops, op{queryInsertWatch, func(v int64) []any {
-						return []any{w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, v}
-					}})
-				case cur.hash != w.Hash || cur.managedBy != w.ManagedBy || cur.owner != w.Owner:
-					diff.Changed = append(diff.Changed, key)
-					ops = append(ops, op{queryUpdateWatch, func(v int64) []any {
-						return []any{w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, v}
-					}})
-				}
-			}
-			// File-managed watches of this source the file no longer has.
-			for k, cur := range watches {
-				if k[0] != r.Name || inFile[k[1]] || FileOf(cur.managedBy) == "" {
-					continue
-				}
-				diff.Removed = append(diff.Removed, k[0]+"/"+k[1])
-				ops = append(ops, op{queryDeleteWatch, func(int64) []any { return []any{k[0], k[1]} }},
-					op{queryRecordDeletion, func(v int64) []any { return []any{v, k[0], k[1], cur.owner, cur.managedBy} }})
+			inFiles[f.row.Name] = true
+			if err := p.planFile(f); err != nil {
+				return err
 			}
 		}
-		for _, name := range slices.Sorted(maps.Keys(sources)) {
-			cur := sources[name]
-			if inFiles[name] || FileOf(cur.managedBy) == "" {
-				continue
-			}
-			// The file's own watches go with the file, before the source
-			// (no cascade, migration 29). A source that goes has one
-			// tombstone for it and its watches; an orphan one per watch.
-			keep := len(userWatches[name]) > 0
-			for k, w := range watches {
-				if k[0] != name || FileOf(w.managedBy) == "" {
-					continue
-				}
-				ops = append(ops, op{queryDeleteWatch, func(int64) []any { return []any{k[0], k[1]} }})
-				if keep {
-					diff.Removed = append(diff.Removed, k[0]+"/"+k[1])
-					ops = append(ops, op{queryRecordDeletion, func(v int64) []any { return []any{v, k[0], k[1], w.owner, w.managedBy} }})
-				}
-			}
-			switch {
-			case !keep:
-				// Nobody else's: the source goes (an orphan whose users
-				// deleted their watches too).
-				diff.Removed = append(diff.Removed, name)
-				ops = append(ops, op{queryDeleteSource, func(int64) []any { return []any{name} }},
-					op{queryRecordDeletion, func(v int64) []any { return []any{v, name, "", cur.owner, cur.managedBy} }},
-					op{queryMarkSourceRemoved, func(int64) []any { return []any{name, FileOf(cur.managedBy) + " left the configuration directory"} }})
-			case !cur.orphaned:
-				diff.Orphaned = append(diff.Orphaned, name)
-				ops = append(ops, op{queryOrphanSource, func(v int64) []any { return []any{name, v} }})
-				file := FileOf(cur.managedBy)
-				audits = append(audits, auditRow{
-					entry:  audit.Entry{Actor: by, Via: audit.ViaConfig, Action: "orphan", Kind: "source", Target: name, Owner: cur.owner},
-					before: map[string]any{"name": name, "managed_by": cur.managedBy, "orphaned": false},
-					after: map[string]any{"name": name, "managed_by": cur.managedBy, "orphaned": true, "watches": sortedOrEmpty(userWatches[name]),
-						"reason": file + " is not in the configuration directory applied; users still watch the source: it is kept, and does not run until a file declares it again"}})
-				auditWatches("orphan", name, file, true)
+		for _, name := range slices.Sorted(maps.Keys(p.sources)) {
+			if !inFiles[name] {
+				p.planGone(name)
 			}
 		}
 		slices.Sort(diff.Added)
@@ -374,53 +224,7 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts App
 		slices.Sort(diff.Removed)
 		slices.Sort(diff.Orphaned)
 		slices.Sort(diff.Adopted)
-
-		// The generation: the applied one, or this directory's.
-		gen, err := appliedGeneration(ctx, tx)
-		if err != nil {
-			return err
-		}
-		newGeneration := gen == nil || gen.Hash != dirHash
-		if newGeneration && gen != nil && !opts.Force && opts.Base != gen.Hash {
-			var older int64
-			if err := tx.QueryRow(ctx, queryGenerationOf, dirHash).Scan(&older); err != nil {
-				return fmt.Errorf("read config generations: %w", err)
-			}
-			return &DivergedError{Hash: dirHash, Applied: *gen, Older: older, Diff: diff}
-		}
-		if len(ops) == 0 {
-			if err := tx.QueryRow(ctx, queryVersion).Scan(&diff.Version); err != nil {
-				return fmt.Errorf("read config version: %w", err)
-			}
-		} else {
-			if err := tx.QueryRow(ctx, queryNextVersion).Scan(&diff.Version); err != nil {
-				return fmt.Errorf("take a config version: %w", err)
-			}
-			// Sources before their watches: inserts and updates in plan
-			// order; a removed source after its watches.
-			b := &pgx.Batch{}
-			for _, o := range ops {
-				b.Queue(o.sql, o.args(diff.Version)...)
-			}
-			b.Queue(queryNotify, strconv.FormatInt(diff.Version, 10))
-			if err := tx.SendBatch(ctx, b).Close(); err != nil {
-				return fmt.Errorf("write definitions: %w", err)
-			}
-			for _, a := range audits {
-				if err := audit.Record(ctx, tx, a.entry, a.before, a.after); err != nil {
-					return err
-				}
-			}
-		}
-		if newGeneration {
-			g, err := scanGeneration(tx.QueryRow(ctx, queryInsertGeneration, dirHash, diff.Version, gen != nil && opts.Force, by))
-			if err != nil {
-				return fmt.Errorf("record the config generation: %w", err)
-			}
-			gen = g
-		}
-		diff.Generation = gen.Number
-		return nil
+		return p.write(ctx, tx, dirHash, opts)
 	})
 	if err != nil {
 		var de *DivergedError
@@ -430,6 +234,253 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts App
 		return Diff{}, fmt.Errorf("apply the configuration directory: %w", err)
 	}
 	return diff, nil
+}
+
+// fileSource is a source of the directory split into its definition rows.
+type fileSource struct {
+	row     Source
+	watches []Watch
+}
+
+// applyOp is a statement of Apply's plan; its arguments take the config
+// version the plan is written at.
+type applyOp struct {
+	sql  string
+	args func(v int64) []any
+}
+
+// applyAudit is an audit row of Apply's plan.
+type applyAudit struct {
+	entry         audit.Entry
+	before, after any
+}
+
+// applyPlan is what Apply decides, under its lock, before it writes: the
+// definitions applied before, the statements to run, the audit rows and
+// the diff.
+type applyPlan struct {
+	by      string
+	sources map[string]applyRow
+	watches map[[2]string]applyRow
+	// userWatches are the watches of each source users made (not a file's).
+	userWatches map[string][]string
+	diff        *Diff
+	ops         []applyOp
+	audits      []applyAudit
+}
+
+// readApplied reads the source and watch definitions applied before into
+// a plan that writes as by.
+func readApplied(ctx context.Context, tx pgx.Tx, by string, diff *Diff) (*applyPlan, error) {
+	p := &applyPlan{by: by, diff: diff, sources: map[string]applyRow{}, watches: map[[2]string]applyRow{}, userWatches: map[string][]string{}}
+	rows, err := tx.Query(ctx, queryApplySources)
+	if err != nil {
+		return nil, fmt.Errorf("read source definitions: %w", err)
+	}
+	for rows.Next() {
+		var name string
+		var r applyRow
+		if err := rows.Scan(&name, &r.owner, &r.managedBy, &r.hash, &r.orphaned); err != nil {
+			return nil, fmt.Errorf("read source definitions: %w", err)
+		}
+		p.sources[name] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read source definitions: %w", err)
+	}
+	rows, err = tx.Query(ctx, queryApplyWatches)
+	if err != nil {
+		return nil, fmt.Errorf("read watch definitions: %w", err)
+	}
+	for rows.Next() {
+		var k [2]string
+		var r applyRow
+		if err := rows.Scan(&k[0], &k[1], &r.owner, &r.managedBy, &r.hash); err != nil {
+			return nil, fmt.Errorf("read watch definitions: %w", err)
+		}
+		p.watches[k] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read watch definitions: %w", err)
+	}
+	for k, w := range p.watches {
+		if FileOf(w.managedBy) == "" {
+			p.userWatches[k[0]] = append(p.userWatches[k[0]], k[1])
+		}
+	}
+	return p, nil
+}
+
+// auditWatches audits the users' watches of source as action: they are
+// reported to their owners (audit rows of their own).
+func (p *applyPlan) auditWatches(action, source, file string, orphaned bool) {
+	names := slices.Sorted(slices.Values(p.userWatches[source]))
+	for _, n := range names {
+		w := p.watches[[2]string{source, n}]
+		p.audits = append(p.audits, applyAudit{
+			entry: audit.Entry{Actor: p.by, Via: audit.ViaConfig, Action: action, Kind: "watch", Target: source + "/" + n, Owner: w.owner},
+			after: map[string]any{"source": source, "name": n, "owner": w.owner, "source_orphaned": orphaned, "source_file": file}})
+	}
+}
+
+// planFile plans a source of the directory and its watches: added,
+// changed, adopted (an orphan a file declares again), and the file's
+// watches it no longer has; a name users hold is refused.
+func (p *applyPlan) planFile(f fileSource) error {
+	r := f.row
+	cur, ok := p.sources[r.Name]
+	switch {
+	case ok && FileOf(cur.managedBy) == "":
+		return &config.Error{File: FileOf(r.ManagedBy), Line: 1, Key: "name",
+			Msg: fmt.Sprintf("%q is already the name of a source created through the API (owner %q): rename one of them", r.Name, cur.owner)}
+	case !ok:
+		p.diff.Added = append(p.diff.Added, r.Name)
+		p.ops = append(p.ops, applyOp{queryInsertSource, func(v int64) []any {
+			return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
+		}})
+	case cur.orphaned:
+		p.diff.Adopted = append(p.diff.Adopted, r.Name)
+		p.ops = append(p.ops, applyOp{queryUpdateSource, func(v int64) []any {
+			return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
+		}})
+		file := FileOf(r.ManagedBy)
+		p.audits = append(p.audits, applyAudit{
+			entry:  audit.Entry{Actor: p.by, Via: audit.ViaConfig, Action: "adopt", Kind: "source", Target: r.Name, Owner: r.Owner},
+			before: map[string]any{"name": r.Name, "managed_by": cur.managedBy, "orphaned": true},
+			after:  map[string]any{"name": r.Name, "managed_by": r.ManagedBy, "orphaned": false, "watches": sortedOrEmpty(p.userWatches[r.Name])}})
+		p.auditWatches("adopt", r.Name, file, false)
+	case cur.hash != r.Hash || cur.managedBy != r.ManagedBy || cur.owner != r.Owner:
+		p.diff.Changed = append(p.diff.Changed, r.Name)
+		p.ops = append(p.ops, applyOp{queryUpdateSource, func(v int64) []any {
+			return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
+		}})
+	}
+	inFile := map[string]bool{}
+	for i, w := range f.watches {
+		inFile[w.Name] = true
+		key := r.Name + "/" + w.Name
+		cur, ok := p.watches[[2]string{w.Source, w.Name}]
+		switch {
+		case ok && FileOf(cur.managedBy) == "":
+			return &config.Error{File: FileOf(r.ManagedBy), Line: 1, Key: fmt.Sprintf("watches[%d].name", i),
+				Msg: fmt.Sprintf("%q is already the name of a watch of this source created through the API (owner %q): rename one of them", w.Name, cur.owner)}
+		case !ok:
+			p.diff.Added = append(p.diff.Added, key)
+			p.ops = append(p.ops, applyOp{queryInsertWatch, func(v int64) []any {
+				return []any{w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, v}
+			}})
+		case cur.hash != w.Hash || cur.managedBy != w.ManagedBy || cur.owner != w.Owner:
+			p.diff.Changed = append(p.diff.Changed, key)
+			p.ops = append(p.ops, applyOp{queryUpdateWatch, func(v int64) []any {
+				return []any{w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, v}
+			}})
+		}
+	}
+	// File-managed watches of this source the file no longer has.
+	for k, cur := range p.watches {
+		if k[0] != r.Name || inFile[k[1]] || FileOf(cur.managedBy) == "" {
+			continue
+		}
+		p.diff.Removed = append(p.diff.Removed, k[0]+"/"+k[1])
+		p.ops = append(p.ops, applyOp{queryDeleteWatch, func(int64) []any { return []any{k[0], k[1]} }},
+			applyOp{queryRecordDeletion, func(v int64) []any { return []any{v, k[0], k[1], cur.owner, cur.managedBy} }})
+	}
+	return nil
+}
+
+// planGone plans a file-declared source no file declares any more: its
+// file's watches go before it (no cascade, migration 29); it goes too
+// when no user watches it, or it is kept as an orphan.
+func (p *applyPlan) planGone(name string) {
+	cur := p.sources[name]
+	if FileOf(cur.managedBy) == "" {
+		return
+	}
+	// The file's own watches go with the file, before the source
+	// (no cascade, migration 29). A source that goes has one
+	// tombstone for it and its watches; an orphan one per watch.
+	keep := len(p.userWatches[name]) > 0
+	for k, w := range p.watches {
+		if k[0] != name || FileOf(w.managedBy) == "" {
+			continue
+		}
+		p.ops = append(p.ops, applyOp{queryDeleteWatch, func(int64) []any { return []any{k[0], k[1]} }})
+		if keep {
+			p.diff.Removed = append(p.diff.Removed, k[0]+"/"+k[1])
+			p.ops = append(p.ops, applyOp{queryRecordDeletion, func(v int64) []any { return []any{v, k[0], k[1], w.owner, w.managedBy} }})
+		}
+	}
+	switch {
+	case !keep:
+		// Nobody else's: the source goes (an orphan whose users
+		// deleted their watches too).
+		p.diff.Removed = append(p.diff.Removed, name)
+		p.ops = append(p.ops, applyOp{queryDeleteSource, func(int64) []any { return []any{name} }},
+			applyOp{queryRecordDeletion, func(v int64) []any { return []any{v, name, "", cur.owner, cur.managedBy} }},
+			applyOp{queryMarkSourceRemoved, func(int64) []any { return []any{name, FileOf(cur.managedBy) + " left the configuration directory"} }})
+	case !cur.orphaned:
+		p.diff.Orphaned = append(p.diff.Orphaned, name)
+		p.ops = append(p.ops, applyOp{queryOrphanSource, func(v int64) []any { return []any{name, v} }})
+		file := FileOf(cur.managedBy)
+		p.audits = append(p.audits, applyAudit{
+			entry:  audit.Entry{Actor: p.by, Via: audit.ViaConfig, Action: "orphan", Kind: "source", Target: name, Owner: cur.owner},
+			before: map[string]any{"name": name, "managed_by": cur.managedBy, "orphaned": false},
+			after: map[string]any{"name": name, "managed_by": cur.managedBy, "orphaned": true, "watches": sortedOrEmpty(p.userWatches[name]),
+				"reason": file + " is not in the configuration directory applied; users still watch the source: it is kept, and does not run until a file declares it again"}})
+		p.auditWatches("orphan", name, file, true)
+	}
+}
+
+// write checks the generation, then writes the plan at one new config
+// version (or reads the current one when there is nothing to write) with
+// its audit rows, and records this directory's generation.
+func (p *applyPlan) write(ctx context.Context, tx pgx.Tx, dirHash string, opts ApplyOptions) error {
+	// The generation: the applied one, or this directory's.
+	gen, err := appliedGeneration(ctx, tx)
+	if err != nil {
+		return err
+	}
+	newGeneration := gen == nil || gen.Hash != dirHash
+	if newGeneration && gen != nil && !opts.Force && opts.Base != gen.Hash {
+		var older int64
+		if err := tx.QueryRow(ctx, queryGenerationOf, dirHash).Scan(&older); err != nil {
+			return fmt.Errorf("read config generations: %w", err)
+		}
+		return &DivergedError{Hash: dirHash, Applied: *gen, Older: older, Diff: *p.diff}
+	}
+	if len(p.ops) == 0 {
+		if err := tx.QueryRow(ctx, queryVersion).Scan(&p.diff.Version); err != nil {
+			return fmt.Errorf("read config version: %w", err)
+		}
+	} else {
+		if err := tx.QueryRow(ctx, queryNextVersion).Scan(&p.diff.Version); err != nil {
+			return fmt.Errorf("take a config version: %w", err)
+		}
+		// Sources before their watches: inserts and updates in plan
+		// order; a removed source after its watches.
+		b := &pgx.Batch{}
+		for _, o := range p.ops {
+			b.Queue(o.sql, o.args(p.diff.Version)...)
+		}
+		b.Queue(queryNotify, strconv.FormatInt(p.diff.Version, 10))
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write definitions: %w", err)
+		}
+		for _, a := range p.audits {
+			if err := audit.Record(ctx, tx, a.entry, a.before, a.after); err != nil {
+				return err
+			}
+		}
+	}
+	if newGeneration {
+		g, err := scanGeneration(tx.QueryRow(ctx, queryInsertGeneration, dirHash, p.diff.Version, gen != nil && opts.Force, p.by))
+		if err != nil {
+			return fmt.Errorf("record the config generation: %w", err)
+		}
+		gen = g
+	}
+	p.diff.Generation = gen.Number
+	return nil
 }
 
 func sortedOrEmpty(names []string) []string {
