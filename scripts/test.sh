@@ -127,10 +127,17 @@ if [ $# -eq 0 ] && [ -z "${TEST_PKGS:-}" ]; then
 	SCRIPTS_PID=$!
 fi
 
+# A whole run measures the CI smoke's ratios (internal/bench, TestSmoke*)
+# after the suite, alone: under a dozen other test binaries their Go side
+# slows more than their baselines (docs/benchmarks.md).
+SMOKE_AFTER=""
+if [ $# -eq 0 ] && [ -z "${TEST_PKGS:-}" ]; then
+	SMOKE_AFTER=1
+fi
 echo "== go test -count=1 -timeout 15m $* $PKGS"
 set +e
 # shellcheck disable=SC2086 # PKGS may hold several patterns
-go test -count=1 -timeout 15m "$@" $PKGS
+LOOKOUT_SMOKE_AFTER="$SMOKE_AFTER" go test -count=1 -timeout 15m "$@" $PKGS
 rc=$?
 set -e
 echo "== go test exit status $rc"
@@ -144,6 +151,17 @@ if [ -n "$SCRIPTS_PID" ]; then
 	rm -f "$SCRIPTS_LOG"
 	if [ "$rc" = 0 ] && [ "$src" != 0 ]; then
 		rc=$src
+	fi
+fi
+if [ -n "$SMOKE_AFTER" ]; then
+	echo "== go test -count=1 -run '^TestSmoke' ./internal/bench/ (the CI smoke, alone)"
+	set +e
+	go test -count=1 -timeout 10m -run '^TestSmoke' ./internal/bench/
+	krc=$?
+	set -e
+	echo "== CI smoke exit status $krc"
+	if [ "$rc" = 0 ] && [ "$krc" != 0 ]; then
+		rc=$krc
 	fi
 fi
 exit "$rc"

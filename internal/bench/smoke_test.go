@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -20,6 +21,18 @@ import (
 // above a threshold set at half of the ratio measured when the guard was
 // written — a 2x regression fails, the load of a shared CI machine (which
 // slows both sides) does not.
+
+// smokeAlone skips a smoke test when scripts/test.sh runs the whole suite
+// (LOOKOUT_SMOKE_AFTER set): it runs them after the suite, alone, so that
+// a ratio is not measured while a dozen other test binaries share the
+// machine's cores (the initial sync fell from 0.39–0.50 alone to 0.27
+// under the full suite, its Go side slowed more than COPY's).
+func smokeAlone(t *testing.T) {
+	t.Helper()
+	if os.Getenv("LOOKOUT_SMOKE_AFTER") != "" {
+		t.Skip("scripts/test.sh runs the smoke tests after the suite, alone (LOOKOUT_SMOKE_AFTER)")
+	}
+}
 
 // smokeRuns is how many alternated runs each ratio's median is taken over.
 const smokeRuns = 5
@@ -74,6 +87,7 @@ const smokeDeliveriesMin = 0.10
 // sign, POST, record) against a bare signed POST loop with the same
 // concurrency to the same receiver.
 func TestSmokeDeliveries(t *testing.T) {
+	smokeAlone(t)
 	pool := pgtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -123,6 +137,7 @@ const smokeBacklogMin = 0.11
 // and a planted 2.4x slowdown passed.) Each run drains changes written
 // (and the table vacuumed and analyzed) before it, not timed.
 func TestSmokeBacklog(t *testing.T) {
+	smokeAlone(t)
 	pool := pgtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -228,6 +243,7 @@ const smokeSyncMin = 0.30
 // grow alike. The ratio is the median over alternated runs of the COPY's
 // time ÷ the sync's.
 func TestSmokeInitialSync(t *testing.T) {
+	smokeAlone(t)
 	pool := pgtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
