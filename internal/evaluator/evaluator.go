@@ -687,15 +687,8 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts, &c.CreatedAt); err != nil {
 			return nil, fmt.Errorf("read changes: %w", err)
 		}
-		if rec != nil {
-			if c.Record, err = decodeSnapshot(rec); err != nil {
-				return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
-			}
-		}
-		if prev != nil {
-			if c.Previous, err = decodeSnapshot(prev); err != nil {
-				return nil, fmt.Errorf("change %d: previous snapshot: %w", c.ID, err)
-			}
+		if c.Record, c.Previous, err = normalize.DecodeSnapshots(rec, prev); err != nil {
+			return nil, fmt.Errorf("change %d: %w", c.ID, err)
 		}
 		out = append(out, c)
 	}
@@ -741,7 +734,7 @@ func fillSnapshots(ctx context.Context, q changes.Querier, claimed []*change) er
 			continue
 		}
 		c := byID[id]
-		if c.Record, err = decodeSnapshot(rec); err != nil {
+		if c.Record, err = normalize.DecodeObject(rec); err != nil {
 			return fmt.Errorf("change %d: record snapshot: %w", id, err)
 		}
 	}
@@ -754,20 +747,6 @@ func fillSnapshots(ctx context.Context, q changes.Querier, claimed []*change) er
 		}
 	}
 	return nil
-}
-
-// decodeSnapshot decodes a record snapshot the way items are decoded
-// (integers stay exact).
-func decodeSnapshot(b []byte) (map[string]any, error) {
-	v, err := normalize.Decode(b)
-	if err != nil {
-		return nil, err
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("want an object, got %T", v)
-	}
-	return m, nil
 }
 
 // decision is the outcome of one (change, watch).

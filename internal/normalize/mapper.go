@@ -795,6 +795,36 @@ func jsonValue(v any) any {
 	return v
 }
 
+// DecodeObject decodes a JSON object (a record snapshot) the way items are
+// decoded (Decode: integers stay exact).
+func DecodeObject(data []byte) (map[string]any, error) {
+	v, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("want an object, got %T", v)
+	}
+	return m, nil
+}
+
+// DecodeSnapshots decodes a change's record snapshot and its previous one
+// (DecodeObject), each nil when absent; an error names which.
+func DecodeSnapshots(rec, prev []byte) (record, previous map[string]any, err error) {
+	if rec != nil {
+		if record, err = DecodeObject(rec); err != nil {
+			return nil, nil, fmt.Errorf("record snapshot: %w", err)
+		}
+	}
+	if prev != nil {
+		if previous, err = DecodeObject(prev); err != nil {
+			return nil, nil, fmt.Errorf("previous snapshot: %w", err)
+		}
+	}
+	return record, previous, nil
+}
+
 // Decode decodes one JSON value the way items are decoded everywhere:
 // integers as int64 (ids stay exact), other numbers as float64. It uses
 // goccy/go-json, a drop-in encoding/json that decodes several times faster:

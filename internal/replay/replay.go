@@ -377,13 +377,8 @@ func loadChanges(ctx context.Context, db Querier, q Query) ([]*change, error) {
 		if rec == nil {
 			return nil, fmt.Errorf("change %d: no record snapshot: the change stores none and record %s/%s is no longer at version %d", c.ID, c.Source, c.RecordID, c.Version)
 		}
-		if c.Record, err = decodeSnapshot(rec); err != nil {
-			return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
-		}
-		if prev != nil {
-			if c.Previous, err = decodeSnapshot(prev); err != nil {
-				return nil, fmt.Errorf("change %d: previous snapshot: %w", c.ID, err)
-			}
+		if c.Record, c.Previous, err = normalize.DecodeSnapshots(rec, prev); err != nil {
+			return nil, fmt.Errorf("change %d: %w", c.ID, err)
 		}
 		out = append(out, c)
 	}
@@ -391,20 +386,6 @@ func loadChanges(ctx context.Context, db Querier, q Query) ([]*change, error) {
 		return nil, fmt.Errorf("read changes to replay: %w", err)
 	}
 	return out, nil
-}
-
-// decodeSnapshot decodes a record snapshot the way items are decoded
-// (integers stay exact).
-func decodeSnapshot(b []byte) (map[string]any, error) {
-	v, err := normalize.Decode(b)
-	if err != nil {
-		return nil, err
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("want an object, got %T", v)
-	}
-	return m, nil
 }
 
 // decided is a (change id, watch) of the recorded decisions.
