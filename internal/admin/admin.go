@@ -23,7 +23,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -77,7 +76,7 @@ type Admin struct {
 	svc    *control.Service
 	conf   Config
 	logger *slog.Logger
-	pages  map[string]*template.Template
+	pages  webui.Templates
 	now    func() time.Time
 }
 

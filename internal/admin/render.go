@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"html/template"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/control"
 	"github.com/lookout-dev/lookout/internal/reports"
+	"github.com/lookout-dev/lookout/internal/webui"
 )
 
 // page is what every template gets.
@@ -83,22 +83,10 @@ var funcs = template.FuncMap{
 	"inc":  func(i int) int { return i + 1 },
 }
 
-func (a *Admin) parseTemplates() error {
-	a.pages = map[string]*template.Template{}
-	names, err := templateFS.ReadDir("templates")
+func (a *Admin) parseTemplates() (err error) {
+	a.pages, err = webui.ParseTemplates(templateFS, "templates", funcs)
 	if err != nil {
-		return err
-	}
-	for _, e := range names {
-		name := strings.TrimSuffix(e.Name(), ".html")
-		if name == "layout" {
-			continue
-		}
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+e.Name())
-		if err != nil {
-			return fmt.Errorf("parse admin template %s: %w", e.Name(), err)
-		}
-		a.pages[name] = t
+		return fmt.Errorf("admin page: %w", err)
 	}
 	return nil
 }
@@ -111,16 +99,7 @@ func (a *Admin) render(w http.ResponseWriter, r *http.Request, status int, name 
 	if p.Error == "" {
 		p.Error = r.URL.Query().Get("error")
 	}
-	var buf bytes.Buffer
-	if err := a.pages[name].Execute(&buf, p); err != nil {
-		a.logger.Error("render admin page", "page", name, "error", err)
-		http.Error(w, "the page could not be rendered; the error is logged", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	a.pages.Render(w, a.logger, "admin", status, name, p)
 }
 
 // fail answers with an error page.

@@ -21,7 +21,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -63,7 +62,7 @@ type Page struct {
 	svc    *control.Service
 	conf   Config
 	logger *slog.Logger
-	pages  map[string]*template.Template
+	pages  webui.Templates
 	now    func() time.Time
 }
 

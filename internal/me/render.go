@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/webui"
@@ -39,22 +38,10 @@ var funcs = template.FuncMap{
 	"pretty": pretty,
 }
 
-func (m *Page) parseTemplates() error {
-	m.pages = map[string]*template.Template{}
-	names, err := templateFS.ReadDir("templates")
+func (m *Page) parseTemplates() (err error) {
+	m.pages, err = webui.ParseTemplates(templateFS, "templates", funcs)
 	if err != nil {
-		return err
-	}
-	for _, e := range names {
-		name := strings.TrimSuffix(e.Name(), ".html")
-		if name == "layout" {
-			continue
-		}
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+e.Name())
-		if err != nil {
-			return fmt.Errorf("parse me template %s: %w", e.Name(), err)
-		}
-		m.pages[name] = t
+		return fmt.Errorf("me page: %w", err)
 	}
 	return nil
 }
@@ -67,16 +54,7 @@ func (m *Page) render(w http.ResponseWriter, r *http.Request, status int, name s
 	if p.Error == "" {
 		p.Error = r.URL.Query().Get("error")
 	}
-	var buf bytes.Buffer
-	if err := m.pages[name].Execute(&buf, p); err != nil {
-		m.logger.Error("render me page", "page", name, "error", err)
-		http.Error(w, "the page could not be rendered; the error is logged", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	m.pages.Render(w, m.logger, "me", status, name, p)
 }
 
 // fail answers with an error page.
