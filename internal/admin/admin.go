@@ -26,7 +26,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/audit"
@@ -143,37 +142,19 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, c *caller)
 // authed authenticates a request (bearer header or session cookie, admin
 // scope only) and checks the CSRF token of a POST made with a session.
 func (a *Admin) authed(h authedHandler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, status, msg := a.authenticate(r)
-		if c == nil {
-			if status == http.StatusUnauthorized && r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
-				target := "/admin/login?next=" + url.QueryEscape(r.URL.RequestURI())
-				if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" {
-					// A session that ended says why on the sign-in form.
-					target += "&error=" + url.QueryEscape(msg)
-				}
-				http.Redirect(w, r, target, http.StatusSeeOther)
-				return
+	return webui.Guard[*caller]{
+		Login:  "/admin/login",
+		Cookie: sessionCookie,
+		Realm:  "lookout admin",
+		Authenticate: func(r *http.Request) (*caller, string, bool, int, string) {
+			c, status, msg := a.authenticate(r)
+			if c == nil {
+				return nil, "", false, status, msg
 			}
-			if status == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="lookout admin"`)
-			}
-			a.fail(w, r, status, msg)
-			return
-		}
-		if r.Method == http.MethodPost && c.session {
-			ok, err := webui.CheckCSRF(r, c.csrf)
-			if err != nil {
-				a.fail(w, r, http.StatusBadRequest, "The form could not be read: "+err.Error())
-				return
-			}
-			if !ok {
-				a.fail(w, r, http.StatusForbidden, webui.CSRFMessage)
-				return
-			}
-		}
-		h(w, r, c)
-	})
+			return c, c.csrf, c.session, 0, ""
+		},
+		Fail: a.fail,
+	}.Wrap(h)
 }
 
 // authenticate returns the caller, or the status and message of a refusal.

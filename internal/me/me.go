@@ -24,7 +24,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/audit"
@@ -123,36 +122,19 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, c *caller)
 // cookie, as the token's owner) and checks the CSRF token of a POST made
 // with a session.
 func (m *Page) authed(h authedHandler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, status, msg := m.authenticate(r)
-		if c == nil {
-			if status == http.StatusUnauthorized && r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
-				target := "/me/login?next=" + url.QueryEscape(r.URL.RequestURI())
-				if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" {
-					target += "&error=" + url.QueryEscape(msg)
-				}
-				http.Redirect(w, r, target, http.StatusSeeOther)
-				return
+	return webui.Guard[*caller]{
+		Login:  "/me/login",
+		Cookie: sessionCookie,
+		Realm:  "lookout",
+		Authenticate: func(r *http.Request) (*caller, string, bool, int, string) {
+			c, status, msg := m.authenticate(r)
+			if c == nil {
+				return nil, "", false, status, msg
 			}
-			if status == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="lookout"`)
-			}
-			m.fail(w, r, status, msg)
-			return
-		}
-		if r.Method == http.MethodPost && c.session {
-			ok, err := webui.CheckCSRF(r, c.csrf)
-			if err != nil {
-				m.fail(w, r, http.StatusBadRequest, "The form could not be read: "+err.Error())
-				return
-			}
-			if !ok {
-				m.fail(w, r, http.StatusForbidden, webui.CSRFMessage)
-				return
-			}
-		}
-		h(w, r, c)
-	})
+			return c, c.csrf, c.session, 0, ""
+		},
+		Fail: m.fail,
+	}.Wrap(h)
 }
 
 // authenticate returns the caller, or the status and message of a refusal.

@@ -4,8 +4,9 @@
 // Policy (the page's own files only, no inline script or style), the
 // session cookie (HttpOnly, SameSite=Strict, Secure over TLS), the CSRF
 // check of a POST made with a session, the double-submit token of a
-// sign-in form, the request ids of logged errors, and the parsing and
-// rendering of the pages' templates with their layout (Templates).
+// sign-in form, the request ids of logged errors, the parsing and
+// rendering of the pages' templates with their layout (Templates), and
+// the guard that lets a request in (Guard).
 //
 // It holds no session logic of its own: a session's value and its CSRF
 // token come from control (Authorize, tokens' signed sessions).
