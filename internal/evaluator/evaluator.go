@@ -791,15 +791,7 @@ func (e *Evaluator) evaluate(claimed []*change, decided map[int64]map[string]boo
 				continue
 			}
 			d := decision{change: c, watch: w, step: "filter", urgency: w.Config.Urgency}
-			ok, err := w.Match(env)
-			switch {
-			case err != nil:
-				d.verdict, d.reason = "error", fmt.Sprintf("when %q: %v", w.Config.When, err)
-			case !ok:
-				d.verdict, d.reason = "skip", fmt.Sprintf("when %q is false", w.Config.When)
-			default:
-				d.matched, d.verdict, d.reason = true, "notify", fmt.Sprintf("when %q is true", w.Config.When)
-			}
+			d.matched, d.verdict, d.reason = w.Filter(env)
 			out = append(out, d)
 		}
 	}

@@ -243,15 +243,7 @@ func evaluate(claimed []*change, bySource map[string]*Source, watch string) []de
 				continue
 			}
 			d := decision{change: c, watch: w, step: "filter"}
-			ok, err := w.Match(env)
-			switch {
-			case err != nil:
-				d.verdict, d.reason = "error", fmt.Sprintf("when %q: %v", w.Config.When, err)
-			case !ok:
-				d.verdict, d.reason = "skip", fmt.Sprintf("when %q is false", w.Config.When)
-			default:
-				d.matched, d.verdict, d.reason = true, "notify", fmt.Sprintf("when %q is true", w.Config.When)
-			}
+			d.matched, d.verdict, d.reason = w.Filter(env)
 			out = append(out, d)
 		}
 	}

@@ -67,6 +67,21 @@ func (w *Watch) Match(env map[string]any) (bool, error) {
 	return w.When.Run(env)
 }
 
+// Filter is the deterministic step of a decision: Match, read as the
+// evaluator records it: matched, the verdict (notify when the condition
+// holds, skip when it does not, error when it cannot run) and the reason.
+func (w *Watch) Filter(env map[string]any) (matched bool, verdict, reason string) {
+	ok, err := w.Match(env)
+	switch {
+	case err != nil:
+		return false, "error", fmt.Sprintf("when %q: %v", w.Config.When, err)
+	case !ok:
+		return false, "skip", fmt.Sprintf("when %q is false", w.Config.When)
+	default:
+		return true, "notify", fmt.Sprintf("when %q is true", w.Config.When)
+	}
+}
+
 // Check compiles every watch of cfg (Compile, over lookout.yaml's model
 // settings), the templates and digest schedules of its sinks and watches
 // (notify.NewComposer) and the briefing questions of its summarized
