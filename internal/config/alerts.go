@@ -76,18 +76,7 @@ func (a *Alerts) applyDefaults(g *Global) []error {
 	if !set {
 		return errs // defaults.notify is checked where it is set
 	}
-	seen := map[string]bool{}
-	for i, n := range a.Notify {
-		key := fmt.Sprintf("alerts.notify[%d]", i)
-		switch {
-		case g.Sinks[n] == nil:
-			errs = append(errs, g.Errorf(key, "names sink %q, which lookout.yaml does not declare (declared: %s)", n, strings.Join(sinkNames(g), ", ")))
-		case seen[n]:
-			errs = append(errs, g.Errorf(key, "names sink %q twice", n))
-		}
-		seen[n] = true
-	}
-	return errs
+	return append(errs, g.checkSinkNames("alerts.notify", a.Notify)...)
 }
 
 // StaleAfterFor returns how long source s may go without a successful run
@@ -132,4 +121,22 @@ func (a *Alerts) StaleAfterFor(s *Source, now time.Time) time.Duration {
 		gap += *s.Jitter
 	}
 	return max(StaleAfterFactor*gap, StaleAfterFloor)
+}
+
+// checkSinkNames checks a list of sink names written at key: each one
+// declared in lookout.yaml, none twice.
+func (g *Global) checkSinkNames(key string, names []string) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, n := range names {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		switch {
+		case g.Sinks[n] == nil:
+			errs = append(errs, g.Errorf(k, "names sink %q, which lookout.yaml does not declare (declared: %s)", n, strings.Join(sinkNames(g), ", ")))
+		case seen[n]:
+			errs = append(errs, g.Errorf(k, "names sink %q twice", n))
+		}
+		seen[n] = true
+	}
+	return errs
 }

@@ -2,7 +2,6 @@ package config
 
 import (
 	"cmp"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -106,16 +105,5 @@ func (d *Drift) applyDefaults(g *Global) []error {
 		d.Notify = append([]string(nil), g.Alerts.Notify...)
 		return errs // alerts.notify is checked where it is set
 	}
-	seen := map[string]bool{}
-	for i, n := range d.Notify {
-		key := fmt.Sprintf("ollama.drift.notify[%d]", i)
-		switch {
-		case g.Sinks[n] == nil:
-			errs = append(errs, g.Errorf(key, "names sink %q, which lookout.yaml does not declare (declared: %s)", n, strings.Join(sinkNames(g), ", ")))
-		case seen[n]:
-			errs = append(errs, g.Errorf(key, "names sink %q twice", n))
-		}
-		seen[n] = true
-	}
-	return errs
+	return append(errs, g.checkSinkNames("ollama.drift.notify", d.Notify)...)
 }
