@@ -131,6 +131,11 @@ type Result struct {
 	BacklogTime    time.Duration
 	Deliveries     int
 	DeliveriesTime time.Duration
+	// DeliveriesBare is the same-run baseline of (5): the time of a bare
+	// signed POST loop sending as many, to the same receiver, alternated
+	// with the deliveries; DeliveriesTime and DeliveriesBare are the
+	// medians of deliveryPairs runs each.
+	DeliveriesBare time.Duration
 	RSS            *RSSResult
 	Creates        *CreatesResult
 	Webhooks       *WebhookResult
@@ -376,24 +381,29 @@ func (r *runner) backlog(ctx context.Context) error {
 	return nil
 }
 
-// deliveries runs measurement (5): webhook deliveries.
+// deliveries runs measurement (5): webhook deliveries, alternated with
+// its baseline, a bare signed POST loop to the same receiver.
 func (r *runner) deliveries(ctx context.Context) error {
 	o := r.o
 	out := r.out
 	res := r.res
-	admin := r.admin
-	pool, _, done, err := o.schema(ctx, admin, "deliver")
+	pool, _, done, err := o.schema(ctx, r.admin, "deliver")
 	if err != nil {
 		return err
 	}
 	res.Deliveries = o.Deliveries
-	res.DeliveriesTime, err = RunDeliveries(ctx, pool, o.Deliveries)
+	res.DeliveriesTime, res.DeliveriesBare, err = DeliveriesAgainstBare(ctx, pool, o.Deliveries)
 	done()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "(5) webhook deliveries to a local receiver (signed, HTTP/1.1 keep-alive)\n")
-	fmt.Fprintf(out, "  %d in %.2fs, %.0f deliveries/s\n\n", o.Deliveries, seconds(res.DeliveriesTime), float64(o.Deliveries)/seconds(res.DeliveriesTime))
+	fmt.Fprintf(out, "(5) webhook deliveries to a local receiver (signed, HTTP/1.1 keep-alive), against bare signed POSTs to it\n")
+	fmt.Fprintf(out, "  measurement                         seconds   deliveries/s   vs bare\n")
+	fmt.Fprintf(out, "  deliveries through the outbox      %7.2f  %13.0f   %7.2f\n", seconds(res.DeliveriesTime),
+		float64(o.Deliveries)/seconds(res.DeliveriesTime), seconds(res.DeliveriesBare)/seconds(res.DeliveriesTime))
+	fmt.Fprintf(out, "  bare signed POST loop              %7.2f  %13.0f      1.00\n", seconds(res.DeliveriesBare),
+		float64(o.Deliveries)/seconds(res.DeliveriesBare))
+	fmt.Fprintf(out, "  (medians of %d runs each, alternated)\n\n", deliveryPairs)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/notify"
 	_ "github.com/lookout-dev/lookout/internal/notify/all" // the sink types the measurements configure
 	"github.com/lookout-dev/lookout/internal/outbox"
+	"github.com/lookout-dev/lookout/internal/signature"
 )
 
 // benchSecret signs the benchmark's webhooks (Standard Webhooks).
@@ -88,6 +90,32 @@ func RunDeliveries(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duratio
 	return DeliverTo(ctx, pool, r, "", n)
 }
 
+// deliveryPairs is how many runs of each side (5) alternates.
+const deliveryPairs = 3
+
+// DeliveriesAgainstBare measures (5): n deliveries through the outbox and,
+// as its baseline, n bare signed POSTs to the same receiver (BarePosts),
+// alternated deliveryPairs times; it returns the median time of each.
+func DeliveriesAgainstBare(ctx context.Context, pool *pgxpool.Pool, n int) (outboxTime, bareTime time.Duration, err error) {
+	r := NewReceiver()
+	defer r.Close()
+	var viaOutbox, bare []time.Duration
+	for i := range deliveryPairs {
+		took, err := DeliverTo(ctx, pool, r, fmt.Sprintf("p%d", i), n)
+		if err != nil {
+			return 0, 0, fmt.Errorf("deliveries, run %d: %w", i+1, err)
+		}
+		viaOutbox = append(viaOutbox, took)
+		if took, err = BarePosts(ctx, r, n); err != nil {
+			return 0, 0, fmt.Errorf("bare POSTs, run %d: %w", i+1, err)
+		}
+		bare = append(bare, took)
+	}
+	slices.Sort(viaOutbox)
+	slices.Sort(bare)
+	return viaOutbox[len(viaOutbox)/2], bare[len(bare)/2], nil
+}
+
 // BarePosts is the baseline of (5): n signed POSTs of the same payloads,
 // from as many goroutines as the sink's concurrency, over one keep-alive
 // client, to r — what a deliverer costs without the outbox.
@@ -96,6 +124,7 @@ func BarePosts(ctx context.Context, r *Receiver, n int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	signer := signature.NewSigner(key) // as the webhook sink signs
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = deliveryConcurrency
 	client := &http.Client{Transport: t}
@@ -123,7 +152,7 @@ func BarePosts(ctx context.Context, r *Receiver, n int) (time.Duration, error) {
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set(notify.HeaderWebhookID, id)
 				req.Header.Set(notify.HeaderWebhookTimestamp, strconv.FormatInt(ts.Unix(), 10))
-				req.Header.Set(notify.HeaderWebhookSignature, notify.SignStandard(key, id, ts, body))
+				req.Header.Set(notify.HeaderWebhookSignature, signer.SignStandard(id, ts, body))
 				resp, err := client.Do(req)
 				if err != nil {
 					errs <- err
