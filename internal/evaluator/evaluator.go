@@ -128,6 +128,7 @@ func (e *Evaluator) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	e.warmUp(ctx)
 	e.listener = changes.Listen(e.pool, schema, e.logger)
 	if err := e.listener.Start(ctx); err != nil {
 		return err
