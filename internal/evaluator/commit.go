@@ -130,12 +130,7 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 	b := &pgx.Batch{}
 	if len(done) > 0 {
 		k := keysOf(done)
-		b.Queue(`
-			UPDATE changes SET eval_status = 'done', evaluated_at = clock_timestamp(), eval_owner = NULL,
-			       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
-			WHERE id = ANY($1) AND created_at >= $4
-			  AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
-			RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`, k.ids, ownerArg, attempt, k.since)
+		b.Queue(settleDoneSQL, k.ids, ownerArg, attempt, k.since)
 	}
 	if len(held) > 0 {
 		// Held: still pending, lease released, due again at retryAt.
@@ -200,6 +195,16 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 	}
 	return owned, completed, nil
 }
+
+// settleDoneSQL marks the changes $1 done (owned by $2, or locked by the
+// transaction when $2 is NULL), counting $3 attempts; $4 is the earliest
+// of their created_at (changeKeys). It returns each change's lag.
+const settleDoneSQL = `
+	UPDATE changes SET eval_status = 'done', evaluated_at = clock_timestamp(), eval_owner = NULL,
+	       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
+	WHERE id = ANY($1) AND created_at >= $4
+	  AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
+	RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`
 
 // notifies reports whether any of decs is a notify decision: its
 // transaction will most likely create a notification (a spurious wake-up,

@@ -65,6 +65,7 @@ type Evaluator struct {
 	composer *notify.Composer
 	listener *db.Listener
 	loop     service.Loop
+	stats    claimStats
 }
 
 // New compiles the watches of conf.Sources. Expression errors name file
@@ -127,6 +128,7 @@ func (e *Evaluator) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	e.warmUp(ctx)
 	e.listener = changes.Listen(e.pool, schema, e.logger)
 	if err := e.listener.Start(ctx); err != nil {
 		return err
@@ -437,6 +439,7 @@ func (e *Evaluator) holdUnbuilt(ctx context.Context, tx pgx.Tx, claimed []*chang
 // to evaluator.batch_size claimable changes (rescue: only those whose lease
 // expired). The caller rolls tx back or commits it.
 func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, error) {
+	e.stats.ensure(ctx, e.pool, e.logger)
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim changes: %w", err)
@@ -480,6 +483,9 @@ func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, 
 	if err != nil {
 		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, nil, fmt.Errorf("claim changes: %w", err)
+	}
+	if len(claimed) >= e.conf.BatchSize {
+		e.stats.backlog()
 	}
 	return tx, claimed, nil
 }
