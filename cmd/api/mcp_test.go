@@ -64,7 +64,7 @@ func TestMCPStdio(t *testing.T) {
 		}
 		names = append(names, tool.Name)
 	}
-	if len(names) != 19 || !slices.Contains(names, "report_model_drift") || !slices.Contains(names, "me_link") || !slices.Contains(names, "preview") || !slices.Contains(names, "import_feeds") || !slices.Contains(names, "create_watch") || !slices.Contains(names, "recent_notifications") || !slices.Contains(names, "rotate_webhook_secret") {
+	if len(names) != 20 || !slices.Contains(names, "report_task_runs") || !slices.Contains(names, "report_model_drift") || !slices.Contains(names, "me_link") || !slices.Contains(names, "preview") || !slices.Contains(names, "import_feeds") || !slices.Contains(names, "create_watch") || !slices.Contains(names, "recent_notifications") || !slices.Contains(names, "rotate_webhook_secret") {
 		t.Errorf("tools over stdio: %v", names)
 	}
 	res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "recent_notifications", Arguments: map[string]any{}})

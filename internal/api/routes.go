@@ -130,6 +130,16 @@ func (a *API) routes() {
 	}, a.reportModelDrift)
 
 	huma.Register(a.huma, huma.Operation{
+		OperationID: "report_task_runs", Method: http.MethodGet, Path: "/v1/reports/task-runs", Tags: []string{"tasks"},
+		Summary: "List the runs of your task watches, newest first",
+		Description: "The rows of report_task_runs for your task watches (every task run for an admin): status, attempts, executions, " +
+			"timings, the executor's result and last error, whether the tool shows the run's state, and the review of the result " +
+			"(correction_count, review_status, review_score, review, review_held_because) when the watch declares review:. " +
+			"Pass next_cursor as cursor to get older ones. See docs/tasks.md.",
+		Security: bearer, Responses: problemResponses(http.StatusUnprocessableEntity),
+	}, a.reportTaskRuns)
+
+	huma.Register(a.huma, huma.Operation{
 		OperationID: "report_task_run", Method: http.MethodPost, Path: "/v1/task-runs/{id}/result", Tags: []string{"tasks"},
 		Summary: "Report the result of a task run you accepted",
 		Description: "An agent that answered a task's webhook with 202 reports here when it is done, with the bearer token " +
@@ -309,6 +319,29 @@ func (a *API) reportModelDrift(ctx context.Context, in *ReportModelDriftInput) (
 		return nil, a.fail(ctx, err)
 	}
 	return &ReportModelDriftOutput{Body: d}, nil
+}
+
+// ReportTaskRunsInput are report_task_runs' parameters.
+type ReportTaskRunsInput struct {
+	Source   string `query:"source" doc:"Only the task runs of this source."`
+	Task     string `query:"task" doc:"Only the task runs of this task watch."`
+	Status   string `query:"status" doc:"Only the task runs in this status, e.g. failed."`
+	RecordID string `query:"record_id" doc:"Only the task runs of this record."`
+	Cursor   string `query:"cursor" doc:"The next_cursor of the previous page; leave out for the newest."`
+	Limit    int    `query:"limit" minimum:"1" maximum:"200" default:"50" doc:"Page size."`
+}
+
+// ReportTaskRunsOutput is report_task_runs' answer.
+type ReportTaskRunsOutput struct {
+	Body *control.TaskRunPage
+}
+
+func (a *API) reportTaskRuns(ctx context.Context, in *ReportTaskRunsInput) (*ReportTaskRunsOutput, error) {
+	page, err := a.svc.TaskRuns(ctx, principal(ctx), control.TaskRunQuery{Source: in.Source, Task: in.Task, Status: in.Status, RecordID: in.RecordID, Cursor: in.Cursor, Limit: in.Limit})
+	if err != nil {
+		return nil, a.fail(ctx, err)
+	}
+	return &ReportTaskRunsOutput{Body: page}, nil
 }
 
 // DescribeOutput is describe_source's answer.

@@ -39,6 +39,22 @@ func Missing[V any](ctx context.Context, q Querier, source string, seen map[stri
 	return missing, live, nil
 }
 
+// LiveIDs returns at most limit ids of live (not deleted) records of
+// source after the id after ("" for the first), in id order: a keyset page
+// of the records a check of what is still upstream reads.
+func LiveIDs(ctx context.Context, q Querier, source, after string, limit int) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT record_id FROM records WHERE source = $1 AND deleted_at IS NULL AND record_id > $2
+		ORDER BY record_id LIMIT $3`, source, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list live records of %s after %q: %w", source, after, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list live records of %s after %q: %w", source, after, err)
+	}
+	return ids, nil
+}
+
 // Delete records tombstones for ids of source in tx: the records keep their
 // last content with deleted_at set and a new version, and a deleted change
 // carries the last content as both record and previous. A created change

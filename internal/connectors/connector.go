@@ -71,6 +71,20 @@ type Snapshotter interface {
 	Snapshot() bool
 }
 
+// KeyChecker is implemented by incremental connectors that can tell which
+// of the records a source mirrors are still upstream (postgres: a lookup
+// by key), so that items deleted without a trace (a row's DELETE) are
+// found without reading the whole set. After a successful run whose
+// Result.CheckKeys is true, the syncer pages through the source's live
+// records in record id order (a keyset, a bounded page at a time) and
+// calls Present with each page's ids, bounded by ctx; the ids it does not
+// return are recorded as deleted, behind the deletion guard of snapshot
+// sources (max_delete_fraction). Its errors fail the run as Fetch's do;
+// the run's cursor is then not stored, so the next run checks again.
+type KeyChecker interface {
+	Present(ctx context.Context, ids []string) ([]string, error)
+}
+
 // Verifier is implemented by connectors whose settings name things only
 // the upstream knows (the properties of a Notion database). Verify reads
 // what it needs (one or two requests) and returns a configuration error
@@ -101,6 +115,13 @@ type Item struct {
 	Raw   json.RawMessage
 	// Loc is a human-readable origin: "items/a.jsonl:12", "https://…/page/2 [3]".
 	Loc string
+	// Deleted says the item was deleted upstream, as EventResult.Deleted
+	// does for an event's items: an incremental source that reads deleted
+	// items (a row postgres.deleted_when selects) reports them so, with
+	// their last content, and the syncer records their records as deleted
+	// in the page's transaction (one deleted change; none when the record
+	// is already deleted or was never mirrored).
+	Deleted bool
 }
 
 // Result is the outcome of a complete Fetch.
@@ -110,6 +131,10 @@ type Result struct {
 	// Complete is true when the run returned every item the source has, so
 	// records not seen in the run are recorded as deleted.
 	Complete bool
+	// CheckKeys asks the syncer to check, after the run, which of the
+	// records it mirrors are still upstream (the connector is a
+	// KeyChecker; see there). Only a connector that is a KeyChecker sets it.
+	CheckKeys bool
 	// Requests counts upstream requests made.
 	Requests int
 	// MinInterval is a lower bound on the next run the upstream asked for

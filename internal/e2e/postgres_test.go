@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -42,5 +43,57 @@ func TestPostgresSnapshotDeletionsAndGuard(t *testing.T) {
 	}
 	if n := e.count(`SELECT count(*) FROM records WHERE source = 'tasks' AND deleted_at IS NULL`); n != 8 {
 		t.Errorf("%d live records after the refused run, want 8", n)
+	}
+}
+
+// An incremental postgres source sees deletions: a row deleted_when
+// selects, read through the cursor, is recorded as deleted (a soft
+// delete), and a row gone from the table is found by the periodic key
+// scan (full_scan_every; a hard delete). The evaluator sees each as one
+// deleted change, once: later runs (the lookback reads the soft-deleted
+// row again, the next scan sees the hard-deleted one missing again) add
+// nothing.
+func TestPostgresIncrementalDeletions(t *testing.T) {
+	url, up := agentTasksUpstream(t)
+	e := newEnv(t)
+	e.write("sources/tasks.yaml", "name: tasks\nconnector: postgres\nevery: 1h\npostgres:\n  dsn: "+url+
+		"\n  table: agent_tasks\n  key: id\n  cursor: updated_at\n  lookback: 1h\n  deleted_when: status = 'cancelled'\n"+
+		"  full_scan_every: 24h\n  page_size: 3\nwatches:\n  - name: gone\n    when: change.kind == \"deleted\"\n    notify: [rec]\n")
+	upstreamExec(t, up, `INSERT INTO agent_tasks (title) SELECT 'task ' || i FROM generate_series(1, 10) AS i`)
+	e.syncAll()
+	if n := e.count(`SELECT count(*) FROM records WHERE source = 'tasks' AND deleted_at IS NULL`); n != 10 {
+		t.Fatalf("%d live records, want 10", n)
+	}
+	if got := e.notified(); len(got) != 0 {
+		t.Fatalf("notified before any deletion: %v", got)
+	}
+
+	// A soft delete (through the cursor) and a hard delete (not due for a
+	// key scan yet: the record stays).
+	upstreamExec(t, up, `UPDATE agent_tasks SET status = 'cancelled', updated_at = now() WHERE id = 4`)
+	upstreamExec(t, up, `DELETE FROM agent_tasks WHERE id = 9`)
+	e.syncAll()
+	if n := e.count(`SELECT count(*) FROM records WHERE source = 'tasks' AND deleted_at IS NOT NULL`); n != 1 {
+		t.Errorf("%d deleted records before the key scan is due, want 1 (task 4)", n)
+	}
+
+	// The key scan is due once the last one is 24h old: the stored cursor
+	// says when it ran (docs/connectors.md#postgres).
+	if _, err := e.pool.Exec(context.Background(), `UPDATE sources SET cursor = cursor || '{"scanned_at": "2026-01-01T00:00:00Z"}' WHERE name = 'tasks'`); err != nil {
+		t.Fatal(err)
+	}
+	e.syncAll()
+	// Once more: nothing new (the lookback reads task 4 again, no scan is due).
+	upstreamExec(t, up, `UPDATE agent_tasks SET title = 'renamed', updated_at = now() WHERE id = 5`)
+	e.syncAll()
+	if n := e.count(`SELECT count(*) FROM changes WHERE source = 'tasks' AND kind = 'deleted'`); n != 2 {
+		t.Errorf("%d deleted changes, want 2 (tasks 4 and 9, once each)", n)
+	}
+	if n := e.count(`SELECT count(*) FROM records WHERE source = 'tasks' AND deleted_at IS NOT NULL AND record_id IN ('4', '9')`); n != 2 {
+		t.Errorf("%d of tasks 4 and 9 deleted in the mirror, want 2", n)
+	}
+	got := e.notified()
+	if len(got) != 2 || got["gone 4"] != 1 || got["gone 9"] != 1 {
+		t.Errorf("notified %v, want gone 4 and gone 9 once each", got)
 	}
 }

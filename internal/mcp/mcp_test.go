@@ -48,9 +48,10 @@ func TestToolsAndSchemas(t *testing.T) {
 		"import":                {"dry_run", "format", "note", "sources", "watches", "yaml"},
 		"import_feeds":          {"dry_run", "every", "kind", "opml", "urls"},
 		"report_model_drift":    {"source", "watch", "weeks"},
+		"report_task_runs":      {"cursor", "limit", "record_id", "source", "status", "task"},
 		"me_link":               {"ttl"},
 	}
-	readOnly := map[string]bool{"export": true, "describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true, "report_model_drift": true}
+	readOnly := map[string]bool{"export": true, "describe_source": true, "recent_notifications": true, "list_watches": true, "get_watch": true, "dry_run": true, "explain": true, "preview": true, "report_model_drift": true, "report_task_runs": true}
 	var names []string
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {

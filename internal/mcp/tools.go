@@ -80,6 +80,29 @@ Use it when the user asks whether a watch's judgments changed, or after a model 
 Example: {"source": "support", "weeks": 8}. source and watch narrow the report; weeks (1 to 104, default 12) counts the current week.
 Errors: "invalid arguments" names the argument to correct, e.g. "/weeks: weeks must be between 1 and 104".`,
 	}, s.reportModelDrift)
+
+	addTool(s, &mcpsdk.Tool{
+		Name:        "report_task_runs",
+		Annotations: readOnly("Report the runs of your task watches"),
+		Description: `Lists the runs of your task watches (every task run for an admin), newest first, a page at a time: the task (its watch), source, record_id, title, status (claimed, confirming, running, reviewing, completed, failed, ...), attempt, executions, retry_count, when it was claimed, started and finished and how long it ran, the executor's exit_code and result, last_error, whether the tool shows its state, and the review of its result when the watch declares review: correction_count (how many times a failed review sent the result back), review_status (pending, passed, failed, dropped), review_score (the lowest criterion score, 0-10), review (each criterion with pass, score and comment) and review_held_because (why a pending review waits, e.g. the model is down, or why it was dropped).
+Use it when the user asks what their task watches did, why a task failed or was sent back, or whether a review is stuck. To read older runs, pass the answer's next_cursor as cursor (absent on the last page).
+Example: {"source": "agent-tasks", "status": "failed", "limit": 20}. source, task, status and record_id narrow the list.
+Errors: "invalid arguments" names the argument to correct, e.g. "/limit: limit must be between 1 and 200" or "/cursor: ..." for a cursor that was not passed back unchanged.`,
+	}, s.reportTaskRuns)
+}
+
+// ReportTaskRunsInput are report_task_runs' arguments.
+type ReportTaskRunsInput struct {
+	Source   string `json:"source,omitempty" jsonschema:"Only the task runs of this source."`
+	Task     string `json:"task,omitempty" jsonschema:"Only the task runs of this task watch."`
+	Status   string `json:"status,omitempty" jsonschema:"Only the task runs in this status, e.g. failed."`
+	RecordID string `json:"record_id,omitempty" jsonschema:"Only the task runs of this record."`
+	Cursor   string `json:"cursor,omitempty" jsonschema:"The next_cursor of the previous page; leave out for the newest."`
+	Limit    int    `json:"limit,omitempty" jsonschema:"Page size, 1 to 200. Defaults to 50."`
+}
+
+func (s *Server) reportTaskRuns(ctx context.Context, p control.Principal, in ReportTaskRunsInput) (*control.TaskRunPage, error) {
+	return s.svc.TaskRuns(ctx, p, control.TaskRunQuery{Source: in.Source, Task: in.Task, Status: in.Status, RecordID: in.RecordID, Cursor: in.Cursor, Limit: in.Limit})
 }
 
 // ReportModelDriftInput are report_model_drift's arguments.

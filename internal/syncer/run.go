@@ -380,6 +380,13 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 			out.status, out.err = sources.RunFailed, err
 		}
 	}
+	if kc, ok := src.conn.(connectors.KeyChecker); ok && out.status == sources.RunSucceeded && res.CheckKeys {
+		st, err := s.checkKeys(ctx, r, src, kc)
+		out.stats.Add(st)
+		if err != nil {
+			out.status, out.err = sources.RunFailed, err
+		}
+	}
 	return out
 }
 
@@ -438,45 +445,51 @@ func newPageMapper(s *Syncer, r *run, src *source, w *pageWriter) *pageMapper {
 // whether the source is fresh, and queues the page's batches.
 func (m *pageMapper) emit(ctx context.Context, page connectors.Page) error {
 	m.pages++
-	recs, err := m.mapPage(page)
+	recs, deleted, err := m.mapPage(page)
 	if err != nil {
 		return err
 	}
 	if m.probe && len(recs) > 0 {
 		m.probeFresh(ctx)
 	}
-	return m.queue(ctx, recs, page.Cursor)
+	return m.queue(ctx, recs, deleted, page.Cursor)
 }
 
-// mapPage maps a page's items into records. A duplicate id within the
-// page (or, for a snapshot source, the run) is an ItemError naming both
-// locations; the ids of a snapshot source's page are added to seen.
-func (m *pageMapper) mapPage(page connectors.Page) ([]normalize.Record, error) {
-	recs := make([]normalize.Record, 0, len(page.Items))
+// mapPage maps a page's items into records, and the items the connector
+// says were deleted (Item.Deleted) into the ids of records to delete. A
+// duplicate id within the page (or, for a snapshot source, the run) is an
+// ItemError naming both locations; the ids of a snapshot source's page
+// are added to seen (a deleted item's are not: it is gone).
+func (m *pageMapper) mapPage(page connectors.Page) (recs []normalize.Record, deleted []string, err error) {
+	recs = make([]normalize.Record, 0, len(page.Items))
 	pageLocs := make(map[string]string, len(page.Items))
 	for _, it := range page.Items {
 		r, err := m.src.mapper.Map(it.Value, it.Raw)
 		if err != nil {
-			return nil, &connectors.ItemError{Loc: it.Loc, Err: err}
+			return nil, nil, &connectors.ItemError{Loc: it.Loc, Err: err}
 		}
 		if prev, dup := pageLocs[r.ID]; dup {
-			return nil, &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
+			return nil, nil, &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
 		}
 		if prev, dup := m.seen[r.ID]; dup {
-			return nil, &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
+			return nil, nil, &connectors.ItemError{Loc: it.Loc, Err: fmt.Errorf("duplicate record id %q (also at %s)", r.ID, prev)}
 		}
 		pageLocs[r.ID] = it.Loc
+		if it.Deleted {
+			deleted = append(deleted, r.ID)
+			continue
+		}
 		if r.Repaired && m.repairedAt == "" {
 			m.repairedAt = it.Loc
 		}
 		recs = append(recs, r)
 	}
 	if m.seen != nil {
-		for id, loc := range pageLocs {
-			m.seen[id] = loc
+		for _, r := range recs {
+			m.seen[r.ID] = pageLocs[r.ID]
 		}
 	}
-	return recs, nil
+	return recs, deleted, nil
 }
 
 // probeFresh asks, once, whether the source stores no record yet (its
@@ -491,14 +504,15 @@ func (m *pageMapper) probeFresh(ctx context.Context) {
 }
 
 // queue cuts a page's records into batches of syncer.batch_size and
-// queues them for the writer; the page's last batch carries its cursor. A
-// page without items but with a cursor is queued as one empty batch.
-func (m *pageMapper) queue(ctx context.Context, recs []normalize.Record, cursor json.RawMessage) error {
+// queues them for the writer; the page's last batch carries its cursor
+// and the ids of its deleted items. A page without items but with a
+// cursor or deleted items is queued as one batch without records.
+func (m *pageMapper) queue(ctx context.Context, recs []normalize.Record, deleted []string, cursor json.RawMessage) error {
 	size := m.s.conf.BatchSize
-	for i := 0; i < len(recs) || (i == 0 && cursor != nil); i += size {
+	for i := 0; i < len(recs) || (i == 0 && (cursor != nil || len(deleted) > 0)); i += size {
 		j := job{recs: recs[i:min(i+size, len(recs))]}
 		if i+size >= len(recs) {
-			j.cursor, j.pageEnd = cursor, true
+			j.cursor, j.pageEnd, j.deleted = cursor, true, deleted
 		}
 		if m.w.fresh.Load() {
 			j.fresh = changes.PrepareFresh(m.r.name, m.r.runID, j.recs, m.src.mapper.Hasher())
@@ -522,6 +536,9 @@ type job struct {
 	fresh   *changes.Fresh
 	cursor  json.RawMessage
 	pageEnd bool // the last batch of a page: counts the page
+	// deleted are the ids of the page's deleted items (its last batch),
+	// recorded as deleted after the batch's records.
+	deleted []string
 }
 
 // maxInFlight is the most transactions of a first sync in flight at once.
@@ -676,6 +693,16 @@ func (s *Syncer) writeGroup(ctx context.Context, r *run, conn *pgxpool.Conn, gro
 				st.Add(b)
 			}
 		}
+		for _, j := range group {
+			if len(j.deleted) == 0 {
+				continue
+			}
+			d, err := changes.Delete(ctx, tx, r.name, r.runID, j.deleted)
+			if err != nil {
+				return err
+			}
+			st.Add(d)
+		}
 		if err := waitFor(ctx, after); err != nil {
 			return err
 		}
@@ -740,11 +767,60 @@ var ErrMassDelete = errors.New("deletion guard")
 // tombstone records deletions for records a complete run did not see,
 // unless the deletion guard refuses them all.
 func (s *Syncer) tombstone(ctx context.Context, r *run, src *source, seen map[string]string) (changes.Stats, error) {
-	var total changes.Stats
 	missing, live, err := changes.Missing(ctx, s.pool, r.name, seen)
 	if err != nil {
-		return total, err
+		return changes.Stats{}, err
 	}
+	return s.deleteMissing(ctx, r, src, missing, live)
+}
+
+// keyCheckPage is the number of record ids checkKeys reads and asks the
+// connector about at once: what it holds in memory, besides the ids found
+// missing.
+const keyCheckPage = 5000
+
+// checkKeys asks the connector which of the source's live records are
+// still upstream, keyCheckPage ids at a time in record id order, and
+// records the others as deleted, unless the deletion guard refuses them
+// all (connectors.KeyChecker).
+func (s *Syncer) checkKeys(ctx context.Context, r *run, src *source, kc connectors.KeyChecker) (changes.Stats, error) {
+	var missing []string
+	live := 0
+	after := ""
+	for {
+		ids, err := changes.LiveIDs(ctx, s.pool, r.name, after, keyCheckPage)
+		if err != nil {
+			return changes.Stats{}, err
+		}
+		if len(ids) == 0 {
+			break
+		}
+		live += len(ids)
+		present, err := kc.Present(ctx, ids)
+		if err != nil {
+			return changes.Stats{}, fmt.Errorf("check which of %d records after %q are still upstream: %w", len(ids), after, err)
+		}
+		there := make(map[string]struct{}, len(present))
+		for _, id := range present {
+			there[id] = struct{}{}
+		}
+		for _, id := range ids {
+			if _, ok := there[id]; !ok {
+				missing = append(missing, id)
+			}
+		}
+		if len(ids) < keyCheckPage {
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	return s.deleteMissing(ctx, r, src, missing, live)
+}
+
+// deleteMissing records deletions for the missing ones of live records,
+// in batches, unless the deletion guard refuses them all.
+func (s *Syncer) deleteMissing(ctx context.Context, r *run, src *source, missing []string, live int) (changes.Stats, error) {
+	var total changes.Stats
 	if err := guardDeletes(src.cfg, len(missing), live); err != nil {
 		return total, err
 	}

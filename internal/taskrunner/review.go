@@ -3,6 +3,7 @@ package taskrunner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,6 +23,9 @@ func (r *Runner) applyReviews(ctx context.Context) error {
 		run *tasks.Run
 	}
 	var done []applied
+	if err := r.dropReviews(ctx); err != nil {
+		return err
+	}
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		done = nil
 		revs, err := tasks.DecidedReviews(ctx, tx, r.srcs.TaskSources(), maintainBatch)
@@ -69,7 +73,7 @@ func (r *Runner) applyReviews(ctx context.Context) error {
 		log := r.runLogger(d.run)
 		switch d.run.Status {
 		case tasks.StatusCompleted:
-			log.Info("task review passed; task completed")
+			log.Info("task review passed, or dropped (its review: block removed); task completed")
 		case tasks.StatusReleased:
 			log.Warn("task review failed; task sent back for a correction", "correction_count", d.run.CorrectionCount,
 				"error", d.run.LastError)
@@ -80,4 +84,39 @@ func (r *Runner) applyReviews(ctx context.Context) error {
 		r.writeTool(ctx, d.w, d.run, r.conf.Now().Add(terminalPatience), log)
 	}
 	return nil
+}
+
+// dropAfter is how old a pending review must be before the task runner
+// drops it because its task watch has no review: block: longer than the
+// definitions take to reach every replica (seconds), so that a replica
+// that has not yet read a review: block another one wrote the review
+// under does not drop it.
+const dropAfter = time.Minute
+
+// whyDropped is a dropped review's last_error.
+const whyDropped = "dropped: the task watch has no review: block any more (its definition was edited); the result was accepted unreviewed"
+
+// dropReviews drops the pending reviews of this runner's task watches
+// that no longer have a review: block (docs/tasks.md#review): without
+// it, no evaluator would ever decide them and the task would stay
+// InProgress. The decided-review pass then completes their runs.
+func (r *Runner) dropReviews(ctx context.Context) error {
+	var srcs, names []string
+	for _, src := range r.srcs.TaskSources() {
+		s := r.source(src)
+		if s == nil {
+			continue
+		}
+		for _, w := range s.watches {
+			if w.cfg.Review == nil {
+				srcs, names = append(srcs, src), append(names, w.cfg.Name)
+			}
+		}
+	}
+	now := r.conf.Now()
+	n, err := tasks.DropReviews(ctx, r.pool, srcs, names, whyDropped, now.Add(-dropAfter), now)
+	if n > 0 {
+		r.logger.Warn("task reviews dropped: their task watch has no review: block any more", "dropped", n)
+	}
+	return err
 }

@@ -3,6 +3,9 @@ package taskrunner_test
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -313,5 +316,55 @@ func TestReviewLeavesAPersonsMove(t *testing.T) {
 	w.sync(rep) // not Todo: not taken again
 	if n := len(w.agent.calls(t)); n != 1 {
 		t.Errorf("the agent ran %d times, want 1", n)
+	}
+}
+
+// A pending review whose task watch lost its review: block (the source
+// file edited while the result waited) is not held forever: the task
+// runner that reads the edited definition drops it once the definitions
+// have had time to reach every replica (a minute after the review was
+// written), and the task completes as if unreviewed; the review row says
+// dropped and why.
+func TestReviewDroppedWhenTheReviewBlockIsRemoved(t *testing.T) {
+	t.Parallel()
+	clk := &clock{}
+	w := newWorld(t, options{mode: modeDrafts, now: clk.Now, task: reviewTask("result.done == true", 2)})
+	id := w.addTask("write the report", 1)
+	w.sync(w.replica("syncer-1", nil, nil))
+	if r := w.run(id); r.Status != tasks.StatusReviewing {
+		t.Fatalf("run %s, want reviewing", r.Status)
+	}
+
+	path := filepath.Join(w.dir, "sources", "tasks.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := regexp.MustCompile(`(?m)^    review:\n(^      .*\n)*`).ReplaceAllString(string(b), "")
+	if edited == string(b) || strings.Contains(edited, "review") {
+		t.Fatalf("the review: block was not removed:\n%s", edited)
+	}
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := w.replica("syncer-2", nil, nil)
+	once := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+		defer cancel()
+		rep.runner.Once(ctx)
+	}
+	once()
+	if r := w.run(id); r.Status != tasks.StatusReviewing {
+		t.Fatalf("right after the edit: run %s, want still reviewing (another replica may not have the edit yet)", r.Status)
+	}
+	clk.Advance(2 * time.Minute)
+	once()
+	r := w.run(id)
+	if r.Status != tasks.StatusCompleted || s(w.status(id)) != "Complete" {
+		t.Fatalf("run %s, tool %v; want completed, Complete", r.Status, w.status(id))
+	}
+	revs := w.reviews(r.ID)
+	if len(revs) != 1 || revs[0].Status != tasks.ReviewDropped || !strings.Contains(revs[0].HeldBecause, "no review: block") {
+		t.Fatalf("reviews %+v, want one dropped saying why", revs)
 	}
 }

@@ -221,6 +221,13 @@ const queryHoldReview = `
 	                        claimed_by = NULL, claim_expires_at = NULL
 	WHERE id = $1 AND claimed_by = $2 AND status = 'pending'`
 
+// queryDropReviews drops the pending reviews written before $4 of the
+// task watches ($1[i], $2[i]), saying why ($3), decided at $5.
+const queryDropReviews = `
+	UPDATE task_reviews SET status = 'dropped', last_error = $3, decided_at = $5, claimed_by = NULL, claim_expires_at = NULL
+	WHERE status = 'pending' AND created_at < $4
+	  AND (source, task) IN (SELECT * FROM unnest($1::text[], $2::text[]))`
+
 // queryDecidedReviews locks up to $2 reviewing runs of the given sources
 // whose review of the current attempt is decided and not yet applied.
 const queryDecidedReviews = `

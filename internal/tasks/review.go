@@ -15,6 +15,9 @@ const (
 	ReviewPending = "pending" // waiting for an evaluator, or held
 	ReviewPassed  = "passed"
 	ReviewFailed  = "failed"
+	// ReviewDropped: the task watch no longer has a review: block; the
+	// result is accepted unreviewed (DropReviews).
+	ReviewDropped = "dropped"
 )
 
 // Steps of a criterion's judgment (Criterion.Step).
@@ -120,6 +123,25 @@ func Hold(ctx context.Context, q Querier, p *PendingReview, why string, retryAt 
 	return nil
 }
 
+// DropReviews drops the pending reviews of the task watches named by
+// sources[i] and taskNames[i] that were written before before: those
+// watches no longer have a review: block, so their results are accepted
+// unreviewed. Each review becomes dropped with why as its last_error, and
+// DecidedReviews hands it to the task runner as passed (Reviewed.Dropped).
+// A review an evaluator holds a claim on is dropped too (its decision
+// then finds the review no longer pending and is not recorded). It
+// returns how many it dropped.
+func DropReviews(ctx context.Context, q Querier, sources, taskNames []string, why string, before, now time.Time) (int64, error) {
+	if len(sources) == 0 {
+		return 0, nil
+	}
+	tag, err := q.Exec(ctx, queryDropReviews, sources, taskNames, why, before, now)
+	if err != nil {
+		return 0, fmt.Errorf("drop the task reviews of watches without review: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 func nonNilCriteria(c []Criterion) []Criterion {
 	if c == nil {
 		return []Criterion{}
@@ -136,6 +158,9 @@ type Reviewed struct {
 	Score    int
 	Criteria []Criterion
 	Final    bool
+	// Dropped: the task watch lost its review: block; the result is
+	// accepted unreviewed (Passed is true).
+	Dropped bool
 }
 
 // DecidedReviews locks, in tx, up to limit reviewing runs of sources whose
@@ -156,7 +181,8 @@ func DecidedReviews(ctx context.Context, tx pgx.Tx, sources []string, limit int)
 		if err != nil {
 			return nil, fmt.Errorf("read decided task reviews: %w", err)
 		}
-		rv.Run, rv.Passed = r, status == ReviewPassed
+		rv.Run, rv.Dropped = r, status == ReviewDropped
+		rv.Passed = status == ReviewPassed || rv.Dropped
 		if err := json.Unmarshal(crit, &rv.Criteria); err != nil {
 			return nil, fmt.Errorf("task review %d: read the criteria: %w", rv.ReviewID, err)
 		}

@@ -12,10 +12,13 @@
 // An incremental source (the default) reads in keyset pages ordered by
 // (cursor, key): each page carries the last (cursor, key) it read, so a
 // run cut short resumes after its last committed page, and the next run
-// reads only rows whose cursor is past it (less lookback). A snapshot
-// source (snapshot: true) reads everything in key order at every run, so
-// that rows that vanished, and rows deleted_when selects, are recorded as
-// deleted (behind the syncer's deletion guard).
+// reads only rows whose cursor is past it (less lookback); the rows
+// deleted_when selects are emitted as deleted items, and every
+// full_scan_every the run asks the syncer to look its records up by key
+// (Present), so that rows removed by DELETE are recorded as deleted. A
+// snapshot source (snapshot: true) reads everything in key order at every
+// run, so that rows that vanished, and rows deleted_when selects, are
+// recorded as deleted (behind the syncer's deletion guard).
 //
 // Every page is read in its own transaction, BEGIN READ ONLY with SET
 // LOCAL statement_timeout: a query that tries to write fails, and none
@@ -65,9 +68,14 @@ type Options struct {
 	Lookback time.Duration
 	// Snapshot reads everything in key order at every run.
 	Snapshot bool
-	// DeletedWhen selects the rows recorded as deleted (snapshot only):
-	// a column or an SQL boolean expression. Defaults to none.
+	// DeletedWhen selects the rows recorded as deleted: a column or an
+	// SQL boolean expression. Defaults to none.
 	DeletedWhen string
+	// FullScanEvery is how often an incremental run asks for a key check
+	// (Result.CheckKeys). Defaults to 0: never.
+	FullScanEvery time.Duration
+	// Now is the clock of the key checks' schedule. Defaults to time.Now.
+	Now func() time.Time
 	// PageSize is rows per page. Defaults to 1000.
 	PageSize int
 	// MaxPages bounds one run. Defaults to 1000.
@@ -103,6 +111,7 @@ var (
 	_ connectors.Connector   = (*Connector)(nil)
 	_ connectors.Snapshotter = (*Connector)(nil)
 	_ connectors.Verifier    = (*Connector)(nil)
+	_ connectors.KeyChecker  = (*Connector)(nil)
 )
 
 // New returns the connector of o. It parses the DSN and does not connect.
@@ -139,6 +148,9 @@ func New(o Options) (*Connector, error) {
 	if c.o.Logger == nil {
 		c.o.Logger = slog.Default()
 	}
+	if c.o.Now == nil {
+		c.o.Now = time.Now
+	}
 	cfg.ConnectTimeout = c.o.Timeout
 	cfg.DialFunc = pgconn.DialFunc(c.o.Dial)
 	if cfg.RuntimeParams["application_name"] == "" {
@@ -152,14 +164,16 @@ func (c *Connector) Snapshot() bool { return c.o.Snapshot }
 
 // State is the cursor stored in sources.cursor: the (cursor, key) of the
 // last row read, as PostgreSQL writes them as text (cursor only for an
-// incremental source). An empty State starts from the beginning.
+// incremental source), and when the last key check was asked for
+// (full_scan_every). An empty State starts from the beginning.
 type State struct {
-	Cursor *string `json:"cursor,omitempty"`
-	Key    *string `json:"key,omitempty"`
+	Cursor    *string    `json:"cursor,omitempty"`
+	Key       *string    `json:"key,omitempty"`
+	ScannedAt *time.Time `json:"scanned_at,omitempty"`
 }
 
 func (st State) encode() json.RawMessage {
-	b, _ := json.Marshal(st) // two optional strings: cannot fail
+	b, _ := json.Marshal(st) // optional strings and a time: cannot fail
 	return b
 }
 
@@ -187,7 +201,7 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 	// A cursor of the other mode (the source's snapshot key changed)
 	// starts from the beginning.
 	if c.o.Snapshot && st.Cursor != nil || !c.o.Snapshot && st.Cursor == nil {
-		st = State{}
+		st = State{ScannedAt: st.ScannedAt}
 	}
 	resumed := st.Key != nil
 	conn, err := c.connect(ctx)
@@ -204,7 +218,7 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 	for page := 1; ; page++ {
 		if page > c.o.MaxPages {
 			c.o.Logger.Debug("postgres: max_pages reached; the next run goes on from here", "source", c.o.Source, "max_pages", c.o.MaxPages)
-			return res, nil
+			break
 		}
 		if page > 1 && c.o.BetweenPages != nil {
 			c.o.BetweenPages(ctx, page, conn.PgConn().PID())
@@ -232,8 +246,56 @@ func (c *Connector) Fetch(ctx context.Context, raw json.RawMessage, emit connect
 	if c.o.Snapshot {
 		res.Complete = !resumed
 		res.Cursor = State{}.encode() // the next run reads everything again
+	} else if now := c.o.Now(); c.o.FullScanEvery > 0 && (st.ScannedAt == nil || now.Sub(*st.ScannedAt) >= c.o.FullScanEvery) {
+		// Stored only once the syncer's key check succeeded (the run's
+		// cursor): a failed check is asked for again by the next run.
+		res.CheckKeys = true
+		at := now.UTC()
+		st.ScannedAt = &at
+		res.Cursor = st.encode()
 	}
 	return res, nil
+}
+
+// Present returns those of ids (record ids: the key's values as text)
+// whose row is still in the table or query and not one deleted_when
+// selects, looked up by key in one read-only statement.
+func (c *Connector) Present(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeConn(conn)
+	p, err := c.plan(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	k := alias + "." + quote(p.key.name)
+	sql := p.with + "SELECT " + k + "::text FROM " + p.from + " WHERE " + k + " = ANY(CAST($1::text[] AS " + p.key.typ + "[]))"
+	if p.notDeleted != "" {
+		sql += " AND " + p.notDeleted
+	}
+	var present []string
+	err = c.readTx(ctx, conn, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sql, ids)
+		if err != nil {
+			return err
+		}
+		present, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "22P02" || pgErr.Code == "22003") { // invalid text representation, out of range
+			return nil, c.o.Errorf("postgres.full_scan_every", "looks records up by key, and a record id is not a value of %s's type %s (%s): map fields.id as item.%s",
+				p.key.name, p.key.typ, pgErr.Message, p.key.name)
+		}
+		return nil, c.sqlError("look up the keys of "+fmt.Sprint(len(ids))+" records in", err)
+	}
+	return present, nil
 }
 
 // connect opens the run's connection.
@@ -292,6 +354,7 @@ type plan struct {
 	// from is the FROM clause (with the query's WITH before it).
 	with, from      string
 	key, cursor     column
+	deleted         string // the boolean expression of a deleted row, or ""
 	notDeleted      string // the WHERE term leaving out deleted rows, or ""
 	selectList      string
 	timestampCursor bool
@@ -367,12 +430,14 @@ func (c *Connector) plan(ctx context.Context, conn *pgx.Conn) (*plan, error) {
 	if dw := strings.TrimSpace(c.o.DeletedWhen); dw != "" {
 		if col, ok := c.find(p.cols, dw); ok && identRE.MatchString(dw) {
 			if col.oid == pgtype.BoolOID {
-				p.notDeleted = "NOT coalesce(" + alias + "." + quote(col.name) + ", false)"
+				p.deleted = "coalesce(" + alias + "." + quote(col.name) + ", false)"
 			} else {
-				p.notDeleted = alias + "." + quote(col.name) + " IS NULL"
+				p.deleted = alias + "." + quote(col.name) + " IS NOT NULL"
 			}
+			p.notDeleted = "NOT " + p.deleted
 		} else {
-			p.notDeleted = "NOT coalesce((" + dw + "), false)"
+			p.deleted = "coalesce((" + dw + "), false)"
+			p.notDeleted = "NOT " + p.deleted
 			// Check the expression now, so that its error names its key.
 			err := c.readTx(ctx, conn, func(tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, p.with+"SELECT 1 FROM "+p.from+" WHERE "+p.notDeleted+" LIMIT 0")
@@ -394,6 +459,9 @@ func (c *Connector) plan(ctx context.Context, conn *pgx.Conn) (*plan, error) {
 	exprs = append(exprs, alias+"."+quote(p.key.name)+"::text")
 	if !c.o.Snapshot {
 		exprs = append(exprs, alias+"."+quote(p.cursor.name)+"::text")
+		if p.deleted != "" {
+			exprs = append(exprs, p.deleted)
+		}
 	}
 	p.selectList = strings.Join(exprs, ", ")
 	return p, nil
@@ -533,7 +601,11 @@ func (c *Connector) readPage(ctx context.Context, conn *pgx.Conn, p *plan, st St
 			if err != nil {
 				return &connectors.ItemError{Loc: loc, Err: err}
 			}
-			items = append(items, connectors.Item{Value: v, Raw: raw, Loc: loc})
+			it := connectors.Item{Value: v, Raw: raw, Loc: loc}
+			if !c.o.Snapshot && p.deleted != "" {
+				it.Deleted, _ = vals[n+2].(bool)
+			}
+			items = append(items, it)
 		}
 		return rows.Err()
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	neturl "net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -298,6 +299,57 @@ func TestSnapshotDeletions(t *testing.T) {
 	err := run(t, connector(t, o), nil).Err
 	if err == nil || !strings.HasPrefix(err.Error(), `postgres.deleted_when is not a boolean SQL expression over the columns (id, title, agent_name, status, executor, priority, surveillance_score, result_json, correction_count, deleted_at, created_at, updated_at): column "statuss" does not exist`) {
 		t.Errorf("bad deleted_when: %v", err)
+	}
+}
+
+// An incremental read emits the rows deleted_when selects as deleted
+// items; every full_scan_every a run asks for a key check (its cursor
+// says when), and Present finds the keys still there, leaving out rows
+// deleted_when selects.
+func TestIncrementalDeletions(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	up.seed(t, 0, 25)
+	now := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	o := tasks(up)
+	o.PageSize, o.DeletedWhen, o.FullScanEvery = 10, "deleted_at", time.Hour
+	o.Now = func() time.Time { return now }
+	c := connector(t, o)
+	r1 := fetch(t, c, nil)
+	if len(r1.IDs()) != 25 || !r1.Result.CheckKeys {
+		t.Fatalf("first run: %d rows, check keys %v; want 25 and a check (never scanned)", len(r1.IDs()), r1.Result.CheckKeys)
+	}
+	if want := `"scanned_at":"2026-12-01T09:30:00Z"`; !strings.Contains(string(r1.Result.Cursor), want) {
+		t.Fatalf("first run's cursor %s, want %s in it", r1.Result.Cursor, want)
+	}
+	up.exec(t, `UPDATE agent_tasks SET deleted_at = now(), updated_at = '2026-02-01' WHERE id = 3`)
+	up.exec(t, `DELETE FROM agent_tasks WHERE id = 7`)
+	now = now.Add(59 * time.Minute)
+	r2 := fetch(t, c, r1.Result.Cursor)
+	var deleted []string
+	for _, p := range r2.Pages {
+		for _, it := range p.Items {
+			if it.Deleted {
+				deleted = append(deleted, fmt.Sprint(it.Value.(map[string]any)["id"]))
+			}
+		}
+	}
+	if len(r2.IDs()) != 1 || fmt.Sprint(deleted) != "[3]" || r2.Result.CheckKeys || r2.Result.Cursor != nil {
+		t.Errorf("second run: %v read, %v deleted, check keys %v, cursor %s; want task 3 read as deleted, no check before the hour", r2.IDs(), deleted, r2.Result.CheckKeys, r2.Result.Cursor)
+	}
+	now = now.Add(time.Minute)
+	r3 := fetch(t, c, r2.Cursor(r1.Result.Cursor))
+	if !r3.Result.CheckKeys || len(r3.IDs()) != 0 {
+		t.Errorf("third run, an hour after the scan: check keys %v, %d rows; want a check and no row", r3.Result.CheckKeys, len(r3.IDs()))
+	}
+	present, err := c.Present(context.Background(), []string{"1", "3", "7", "25", "26"})
+	slices.Sort(present)
+	if err != nil || fmt.Sprint(present) != "[1 25]" {
+		t.Errorf("Present(1, 3, 7, 25, 26) = %v, %v; want [1 25] (3 deleted_when, 7 and 26 not there)", present, err)
+	}
+	_, err = c.Present(context.Background(), []string{"1", "t-2"})
+	if err == nil || !strings.HasPrefix(err.Error(), `postgres.full_scan_every looks records up by key, and a record id is not a value of id's type integer`) {
+		t.Errorf("Present of an id that is no integer: %v", err)
 	}
 }
 

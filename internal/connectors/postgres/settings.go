@@ -53,9 +53,19 @@ type Settings struct {
 	Snapshot bool `yaml:"snapshot"`
 	// DeletedWhen names the rows to record as deleted: a boolean column, a
 	// column that is not NULL on deleted rows (deleted_at), or an SQL
-	// boolean expression over the columns. Only with snapshot: true.
-	// Defaults to none.
+	// boolean expression over the columns. A snapshot leaves them out; an
+	// incremental read reads them through the cursor like any row (the
+	// soft delete must raise the cursor) and records their records as
+	// deleted. Defaults to none.
 	DeletedWhen string `yaml:"deleted_when"`
+	// FullScanEvery is how often an incremental source checks, after a
+	// run, which of its records' keys are still in the table (a lookup of
+	// the mirror's ids by key, a page at a time), so that rows removed by
+	// DELETE are recorded as deleted. Only without snapshot; the record id
+	// must be the key (fields.id unset with key id, or item.<key>).
+	// Defaults to 0 (never: an incremental source then sees only the
+	// deletions deleted_when selects).
+	FullScanEvery time.Duration `yaml:"full_scan_every"`
 	// PageSize is the number of rows per page (one read transaction
 	// upstream, one transaction of the syncer). Defaults to 1000.
 	PageSize int `yaml:"page_size"`
@@ -111,9 +121,16 @@ func Decode(src *config.Source) (*Settings, error) {
 		if s.Cursor == "" {
 			bad("postgres.cursor", "is required unless snapshot is true (the column every write raises, e.g. updated_at)")
 		}
-		if strings.TrimSpace(s.DeletedWhen) != "" {
-			bad("postgres.deleted_when", "needs snapshot: true (an incremental read never records deletions: docs/connectors.md#snapshot-or-incremental-what-happens-to-deleted-items)")
-		}
+	}
+	switch {
+	case s.FullScanEvery < 0:
+		bad("postgres.full_scan_every", "must not be negative")
+	case s.FullScanEvery > 0 && s.Snapshot:
+		bad("postgres.full_scan_every", "is not used with snapshot: true (every run reads the whole set and records the rows gone)")
+	case s.FullScanEvery > 0 && s.FullScanEvery < time.Minute:
+		bad("postgres.full_scan_every", "must be at least 1m (each scan looks up every record's key upstream)")
+	case s.FullScanEvery > 0 && s.Key != "" && !idIsKey(src.Fields.ID, s.Key):
+		bad("postgres.full_scan_every", "needs the record id to be the key column (the scan looks records up by key): fields.id is %q; map it as item.%s", src.Fields.ID, s.Key)
 	}
 	if s.Cursor != "" && s.Cursor == s.Key {
 		bad("postgres.cursor", "must differ from postgres.key (use snapshot: true to read in key order)")
@@ -136,6 +153,13 @@ func Decode(src *config.Source) (*Settings, error) {
 	}
 	s.StatementTimeout = cmp.Or(s.StatementTimeout, StatementTimeoutDefault)
 	return s, errors.Join(errs...)
+}
+
+// idIsKey reports whether the fields.id mapping id makes the record id
+// the key column's value.
+func idIsKey(id, key string) bool {
+	id = strings.TrimSpace(id)
+	return id == "item."+key || id == "" && key == "id"
 }
 
 // tableIdent splits a table name (name or schema.name, each part plain or
@@ -193,8 +217,8 @@ func tableIdent(name string) (pgx.Identifier, error) {
 func newFromSettings(src *config.Source, s *Settings, env connectors.Env) (connectors.Connector, error) {
 	return New(Options{
 		DSN: s.DSN, Table: s.Table, Query: s.Query, Key: s.Key, Cursor: s.Cursor, Lookback: s.Lookback,
-		Snapshot: s.Snapshot, DeletedWhen: s.DeletedWhen, PageSize: s.PageSize, MaxPages: s.MaxPages,
+		Snapshot: s.Snapshot, DeletedWhen: s.DeletedWhen, FullScanEvery: s.FullScanEvery, PageSize: s.PageSize, MaxPages: s.MaxPages,
 		StatementTimeout: s.StatementTimeout, Timeout: src.Timeout, Source: src.Name,
-		Errorf: src.Errorf, Dial: env.Dial, Logger: env.Logger,
+		Errorf: src.Errorf, Dial: env.Dial, Logger: env.Logger, Now: env.Now,
 	})
 }
