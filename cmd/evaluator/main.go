@@ -138,6 +138,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	if err != nil {
 		return nil, err
 	}
+	env.KeepParse = true // for the follower's first load: each file parsed once
 	start, err := env.ApplyConfig(ctx, pool, cfg, logger)
 	if err != nil {
 		pool.Close()
@@ -182,7 +183,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 		}
 		return p.dog.Apply(ctx, d)
 	}
-	if p.follower, err = cli.Follow(ctx, pool, &cfg.Global, m, follow); err != nil {
+	if p.follower, err = env.Follow(ctx, pool, &cfg.Global, m, follow); err != nil {
 		pool.Close()
 		return nil, err
 	}

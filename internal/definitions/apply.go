@@ -206,9 +206,18 @@ type applyRow struct {
 // hash (a running daemon's directory changed) or with opts.Force;
 // otherwise nothing is written and the error is a *DivergedError.
 func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts ApplyOptions) (Diff, error) {
+	diff, _, err := ApplyKept(ctx, pool, cfg, opts)
+	return diff, err
+}
+
+// ApplyKept is Apply that also returns the directory's parse as applied
+// (nil when Apply returns an error): a daemon's follower takes its
+// sources in its first load (Follower.Reuse) instead of parsing their
+// rows again.
+func ApplyKept(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts ApplyOptions) (Diff, *Applied, error) {
 	files, err := splitFiles(cfg)
 	if err != nil {
-		return Diff{}, err
+		return Diff{}, nil, err
 	}
 	dirHash := directoryHash(files)
 	by := opts.By
@@ -248,11 +257,68 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts App
 	if err != nil {
 		var de *DivergedError
 		if errors.As(err, &de) {
-			return Diff{}, err
+			return Diff{}, nil, err
 		}
-		return Diff{}, fmt.Errorf("apply the configuration directory: %w", err)
+		return Diff{}, nil, fmt.Errorf("apply the configuration directory: %w", err)
 	}
-	return diff, nil
+	applied := &Applied{sources: make(map[string]appliedSource, len(files))}
+	for i, f := range files {
+		a := appliedSource{src: cfg.Sources[i], hash: f.row.Hash, managedBy: f.row.ManagedBy, watches: make(map[string]string, len(f.watches))}
+		for _, w := range f.watches {
+			a.watches[w.Name] = w.Hash
+		}
+		applied.sources[f.row.Name] = a
+	}
+	return diff, applied, nil
+}
+
+// Applied is the parse of a configuration directory Apply applied
+// (ApplyKept): each source as config parsed it, with the content hashes
+// of its definition rows.
+type Applied struct {
+	sources map[string]appliedSource
+}
+
+type appliedSource struct {
+	src             *config.Source
+	hash, managedBy string
+	// watches are the hashes of the file's watches by name.
+	watches map[string]string
+}
+
+// take returns the parse of the source of row s with the watch rows ws
+// when those rows are exactly what the directory declared (the source's
+// and every watch's hash, no other watch), its watches in the order of
+// ws; otherwise nil. A source is taken once.
+func (a *Applied) take(s *Source, ws []Watch) *config.Source {
+	if a == nil {
+		return nil
+	}
+	as, ok := a.sources[s.Name]
+	if !ok || as.hash != s.Hash || as.managedBy != s.ManagedBy || len(as.watches) != len(ws) || len(as.src.Watches) != len(ws) {
+		return nil
+	}
+	for _, w := range ws {
+		if h, ok := as.watches[w.Name]; !ok || h != w.Hash || w.ManagedBy != s.ManagedBy {
+			return nil
+		}
+	}
+	delete(a.sources, s.Name)
+	src := as.src
+	// The watches in the rows' order (Delta: index-aligned).
+	byName := make(map[string]int, len(src.Watches))
+	for i := range src.Watches {
+		byName[src.Watches[i].Name] = i
+	}
+	ordered := make([]*config.Watch, len(ws))
+	for i, w := range ws {
+		ordered[i] = src.Watches[byName[w.Name]]
+	}
+	src.Watches = ordered
+	src.Hash = s.Hash
+	src.Path = FileOf(s.ManagedBy)
+	src.ForgetLines() // as a parse of the rows: the lines of the stored JSON are not the file's
+	return src
 }
 
 // fileSource is a source of the directory split into its definition rows.
@@ -283,7 +349,7 @@ type applyPlan struct {
 	watches map[[2]string]applyRow
 	// userWatches are the watches of each source users made (not a file's).
 	userWatches map[string][]string
-	diff *Diff
+	diff        *Diff
 	// The rows added and changed (adopted sources among the changed),
 	// written in bulk (writeRows), sources before watches.
 	insertSources, updateSources []Source

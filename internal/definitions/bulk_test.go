@@ -3,6 +3,7 @@ package definitions_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors/conntest"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/pgtest"
@@ -112,5 +114,68 @@ func TestApplyWritesDefinitionsInBulk(t *testing.T) {
 	}
 	if got := count(t, pool, `SELECT count(*) FROM watches WHERE definition->>'when' LIKE 'record.status == "t%' AND version = $1`, d.Version); got != 1000 {
 		t.Errorf("watches with the new condition at version %d: %d, want 1000", d.Version, got)
+	}
+}
+
+// A daemon's start parses each file once: the follower's first load takes
+// the sources of the directory it has just applied (ApplyKept, Reuse),
+// their watches in the rows' order, when the rows are exactly the
+// directory's; a source a user added a watch to since is parsed from its
+// rows, with that watch. What the first load gives is what a parse of
+// the rows gives.
+func TestFollowerReusesTheAppliedParse(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	ctx := context.Background()
+	cfg := load(t, dir)
+	byName := map[string]*config.Source{}
+	for _, s := range cfg.Sources {
+		byName[s.Name] = s
+	}
+	_, applied, err := definitions.ApplyKept(ctx, pool, cfg, definitions.ApplyOptions{})
+	if err != nil || applied == nil {
+		t.Fatalf("ApplyKept = %v, %v", applied, err)
+	}
+	if _, err := newStore(t, pool).CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "blog", []byte(`{"name": "alices", "when": "record.title != \"\""}`)); err != nil {
+		t.Fatal(err)
+	}
+	first := func(reuse *definitions.Applied) map[string]*definitions.SourceDef {
+		t.Helper()
+		out := map[string]*definitions.SourceDef{}
+		f := definitions.NewFollower(pool, &cfg.Global, func(_ context.Context, d *definitions.Delta) error {
+			for _, s := range d.Sources {
+				out[s.Row.Name] = s
+			}
+			if len(d.Invalid) > 0 {
+				t.Errorf("invalid: %v", d.Invalid)
+			}
+			return nil
+		}).Reuse(reuse)
+		if _, err := f.CatchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got, want := first(applied), first(nil)
+	if a := got["acme"]; a == nil || a.Config != byName["acme"] {
+		t.Errorf("acme's first load is not the directory's parse (%p, want %p)", a.Config, byName["acme"])
+	}
+	if b := got["blog"]; b == nil || b.Config == byName["blog"] || len(b.Config.Watches) != 2 {
+		t.Errorf("blog (a user's watch added since the apply) = %+v, want parsed from its rows with 2 watches", b)
+	}
+	for _, name := range []string{"acme", "blog"} {
+		g, w := got[name], want[name]
+		if g == nil || w == nil {
+			t.Fatalf("%s missing from a first load: %v, %v", name, g, w)
+		}
+		for i := range g.Watches {
+			if g.Watches[i].Name != g.Config.Watches[i].Name {
+				t.Errorf("%s watch %d: row %q, parsed %q (not index-aligned)", name, i, g.Watches[i].Name, g.Config.Watches[i].Name)
+			}
+		}
+		if !reflect.DeepEqual(g.Config.Watches, w.Config.Watches) || g.Config.Every != w.Config.Every || g.Config.Connector != w.Config.Connector ||
+			g.Config.Path != w.Config.Path || g.Config.Hash != w.Config.Hash || g.Config.Line("watches[0].when") != w.Config.Line("watches[0].when") {
+			t.Errorf("%s: the reused parse differs from the rows' parse:\n%+v\n%+v", name, g.Config, w.Config)
+		}
 	}
 }
