@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"time"
@@ -35,7 +36,33 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main("evaluator", "evaluate changes and deliver notifications", watchSide(commands)))
+	stop := cpuProfile(os.Getenv("LOOKOUT_CPUPROFILE"))
+	code := cli.Main("evaluator", "evaluate changes and deliver notifications", watchSide(commands))
+	stop()
+	os.Exit(code)
+}
+
+// cpuProfile writes a CPU profile of the process to path until stop is
+// called (LOOKOUT_CPUPROFILE: where a start's time goes, docs/benchmarks.md
+// (13)); an empty path profiles nothing.
+func cpuProfile(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "evaluator: LOOKOUT_CPUPROFILE: %v\n", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintf(os.Stderr, "evaluator: LOOKOUT_CPUPROFILE: %v\n", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // commands are the evaluator's commands (the help test walks them all).
@@ -111,6 +138,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 	if err != nil {
 		return nil, err
 	}
+	env.KeepParse = true // for the follower's first load: each file parsed once
 	start, err := env.ApplyConfig(ctx, pool, cfg, logger)
 	if err != nil {
 		pool.Close()
@@ -155,7 +183,7 @@ func setup(ctx context.Context, env *cli.Env, m *metrics.Metrics) (*parts, error
 		}
 		return p.dog.Apply(ctx, d)
 	}
-	if p.follower, err = cli.Follow(ctx, pool, &cfg.Global, m, follow); err != nil {
+	if p.follower, err = env.Follow(ctx, pool, &cfg.Global, m, follow); err != nil {
 		pool.Close()
 		return nil, err
 	}

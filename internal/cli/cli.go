@@ -22,6 +22,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/redact"
 )
 
@@ -42,6 +43,13 @@ type Env struct {
 	// reloader read the directory with it (config.LoadFor). Defaults to
 	// config.UsesAll; the evaluator sets config.UsesWatches.
 	Uses config.Uses
+	// KeepParse makes ApplyConfig keep the directory's parse it applied
+	// for Env.Follow's first load, which takes those sources rather than
+	// parse their rows again: the start parses each file once. Defaults
+	// to false: ApplyConfig drops the parse.
+	KeepParse bool
+	// applied is the parse ApplyConfig kept (KeepParse) until Follow.
+	applied *definitions.Applied
 
 	// help is set when the command line asks for the command's help
 	// (-h or --help among its arguments): Parse prints it and the

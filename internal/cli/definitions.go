@@ -33,11 +33,15 @@ func (e *Env) by(extra string) string {
 // the returned Start makes its reloader report it in /readyz. Either way
 // it empties cfg.Sources: the daemon runs on the definitions (Follow).
 func (e *Env) ApplyConfig(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, logger *slog.Logger) (reload.Start, error) {
-	diff, err := definitions.Apply(ctx, pool, cfg, definitions.ApplyOptions{By: e.by("")})
+	diff, applied, err := definitions.ApplyKept(ctx, pool, cfg, definitions.ApplyOptions{By: e.by("")})
 	// Applied (or refused), the directory's sources are not what the
 	// daemon runs: it runs on the definitions, parsed by its follower
-	// (Follow). It holds no second parse of them.
+	// (Follow), which may take the sources applied (KeepParse) rather
+	// than parse their rows again. It holds no second parse of them.
 	cfg.Sources = nil
+	if e.KeepParse {
+		e.applied = applied
+	}
 	var de *definitions.DivergedError
 	if errors.As(err, &de) {
 		logger.Error("configuration directory not applied: it differs from the applied generation; the daemon runs on the applied one",
@@ -144,6 +148,15 @@ func (e *Env) Reloader(pool *pgxpool.Pool, check func(*config.Config) error, m *
 	}, logger)
 }
 
+// Follow is the package's Follow whose first load takes the sources
+// ApplyConfig applied (KeepParse) when their rows are exactly those
+// (definitions.Follower.Reuse), rather than parse them again.
+func (e *Env) Follow(ctx context.Context, pool *pgxpool.Pool, g *config.Global, m *metrics.Metrics, apply func(context.Context, *definitions.Delta) error) (*definitions.Follower, error) {
+	applied := e.applied
+	e.applied = nil
+	return follow(ctx, pool, g, m, apply, applied)
+}
+
 // Follow returns a follower of the definitions for apply, after loading
 // them once (a daemon's start): a daemon's services run with the
 // definitions of the database, not with the files.
@@ -152,6 +165,10 @@ func (e *Env) Reloader(pool *pgxpool.Pool, check func(*config.Config) error, m *
 // with the key ring of LOOKOUT_SECRET_KEY; a malformed ring is an error,
 // a missing one leaves such definitions invalid to this daemon.
 func Follow(ctx context.Context, pool *pgxpool.Pool, g *config.Global, m *metrics.Metrics, apply func(context.Context, *definitions.Delta) error) (*definitions.Follower, error) {
+	return follow(ctx, pool, g, m, apply, nil)
+}
+
+func follow(ctx context.Context, pool *pgxpool.Pool, g *config.Global, m *metrics.Metrics, apply func(context.Context, *definitions.Delta) error, applied *definitions.Applied) (*definitions.Follower, error) {
 	keys, err := secrets.FromEnv()
 	if err != nil {
 		return nil, err
@@ -162,7 +179,7 @@ func Follow(ctx context.Context, pool *pgxpool.Pool, g *config.Global, m *metric
 		}
 		m.ConfigVersion(d.To)
 		return nil
-	}).WithKeys(keys)
+	}).WithKeys(keys).Reuse(applied)
 	if _, err := f.CatchUp(ctx); err != nil {
 		return nil, fmt.Errorf("load the definitions: %w", err)
 	}

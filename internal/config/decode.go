@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -157,8 +158,21 @@ func yamlValue(node *yaml.Node) string {
 	return node.Value
 }
 
-// yamlFieldIndex maps the yaml names of t's exported fields to their index.
+// yamlFieldIndex maps the yaml names of t's exported fields to their index
+// (one map per type, shared: callers only read it).
 func yamlFieldIndex(t reflect.Type) map[string]int {
+	if m, ok := fieldIndexes.Load(t); ok {
+		return m.(map[string]int)
+	}
+	m, _ := fieldIndexes.LoadOrStore(t, newYAMLFieldIndex(t))
+	return m.(map[string]int)
+}
+
+// fieldIndexes caches yamlFieldIndex by type: a directory of 100,000
+// watches decodes the same few structs a million times.
+var fieldIndexes sync.Map
+
+func newYAMLFieldIndex(t reflect.Type) map[string]int {
 	out := map[string]int{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)

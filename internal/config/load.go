@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -309,7 +310,20 @@ func checkKeys(file string, node *yaml.Node, t reflect.Type, path string, lines 
 	}
 }
 
+// yamlFields maps the yaml names of t's exported fields to their types
+// (one map per type, shared: callers only read it).
 func yamlFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldTypes.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m, _ := fieldTypes.LoadOrStore(t, newYAMLFields(t))
+	return m.(map[string]reflect.Type)
+}
+
+// fieldTypes caches yamlFields by type (see fieldIndexes).
+var fieldTypes sync.Map
+
+func newYAMLFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)

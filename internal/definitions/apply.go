@@ -138,20 +138,46 @@ func Short(hash string) string { return short(hash) }
 // (comments, key order and formatting do not count). It names the
 // directory's generation.
 func DirectoryHash(cfg *config.Config) (string, error) {
-	var lines []string
+	files, err := splitFiles(cfg)
+	if err != nil {
+		return "", err
+	}
+	return directoryHash(files), nil
+}
+
+// splitFiles splits every source of the directory into its definition
+// rows, once: Apply's plan and the directory's hash read the same split.
+func splitFiles(cfg *config.Config) ([]fileSource, error) {
+	files := make([]fileSource, 0, len(cfg.Sources))
 	for _, src := range cfg.Sources {
 		row, watches, err := Split(src, "", ManagedByFile(src.Path))
 		if err != nil {
-			return "", err
+			return nil, err
 		}
+		files = append(files, fileSource{row, watches})
+	}
+	return files, nil
+}
+
+// directoryHash is DirectoryHash of the directory's split sources.
+func directoryHash(files []fileSource) string {
+	var lines []string
+	for _, f := range files {
+		row := f.row
 		lines = append(lines, row.Name+"\x00"+row.ManagedBy+"\x00"+row.Hash)
-		for _, w := range watches {
+		for _, w := range f.watches {
 			lines = append(lines, row.Name+"/"+w.Name+"\x00"+w.ManagedBy+"\x00"+w.Hash)
 		}
 	}
 	slices.Sort(lines)
-	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
-	return hex.EncodeToString(sum[:]), nil
+	sum := sha256.New()
+	for i, l := range lines {
+		if i > 0 {
+			sum.Write([]byte{'\n'})
+		}
+		sum.Write([]byte(l))
+	}
+	return hex.EncodeToString(sum.Sum(nil))
 }
 
 type applyRow struct {
@@ -180,18 +206,20 @@ type applyRow struct {
 // hash (a running daemon's directory changed) or with opts.Force;
 // otherwise nothing is written and the error is a *DivergedError.
 func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts ApplyOptions) (Diff, error) {
-	files := make([]fileSource, 0, len(cfg.Sources))
-	for _, src := range cfg.Sources {
-		row, watches, err := Split(src, "", ManagedByFile(src.Path))
-		if err != nil {
-			return Diff{}, err
-		}
-		files = append(files, fileSource{row, watches})
-	}
-	dirHash, err := DirectoryHash(cfg)
+	diff, _, err := ApplyKept(ctx, pool, cfg, opts)
+	return diff, err
+}
+
+// ApplyKept is Apply that also returns the directory's parse as applied
+// (nil when Apply returns an error): a daemon's follower takes its
+// sources in its first load (Follower.Reuse) instead of parsing their
+// rows again.
+func ApplyKept(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts ApplyOptions) (Diff, *Applied, error) {
+	files, err := splitFiles(cfg)
 	if err != nil {
-		return Diff{}, err
+		return Diff{}, nil, err
 	}
+	dirHash := directoryHash(files)
 	by := opts.By
 	if by == "" {
 		by = "lookout"
@@ -229,11 +257,68 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts App
 	if err != nil {
 		var de *DivergedError
 		if errors.As(err, &de) {
-			return Diff{}, err
+			return Diff{}, nil, err
 		}
-		return Diff{}, fmt.Errorf("apply the configuration directory: %w", err)
+		return Diff{}, nil, fmt.Errorf("apply the configuration directory: %w", err)
 	}
-	return diff, nil
+	applied := &Applied{sources: make(map[string]appliedSource, len(files))}
+	for i, f := range files {
+		a := appliedSource{src: cfg.Sources[i], hash: f.row.Hash, managedBy: f.row.ManagedBy, watches: make(map[string]string, len(f.watches))}
+		for _, w := range f.watches {
+			a.watches[w.Name] = w.Hash
+		}
+		applied.sources[f.row.Name] = a
+	}
+	return diff, applied, nil
+}
+
+// Applied is the parse of a configuration directory Apply applied
+// (ApplyKept): each source as config parsed it, with the content hashes
+// of its definition rows.
+type Applied struct {
+	sources map[string]appliedSource
+}
+
+type appliedSource struct {
+	src             *config.Source
+	hash, managedBy string
+	// watches are the hashes of the file's watches by name.
+	watches map[string]string
+}
+
+// take returns the parse of the source of row s with the watch rows ws
+// when those rows are exactly what the directory declared (the source's
+// and every watch's hash, no other watch), its watches in the order of
+// ws; otherwise nil. A source is taken once.
+func (a *Applied) take(s *Source, ws []Watch) *config.Source {
+	if a == nil {
+		return nil
+	}
+	as, ok := a.sources[s.Name]
+	if !ok || as.hash != s.Hash || as.managedBy != s.ManagedBy || len(as.watches) != len(ws) || len(as.src.Watches) != len(ws) {
+		return nil
+	}
+	for _, w := range ws {
+		if h, ok := as.watches[w.Name]; !ok || h != w.Hash || w.ManagedBy != s.ManagedBy {
+			return nil
+		}
+	}
+	delete(a.sources, s.Name)
+	src := as.src
+	// The watches in the rows' order (Delta: index-aligned).
+	byName := make(map[string]int, len(src.Watches))
+	for i := range src.Watches {
+		byName[src.Watches[i].Name] = i
+	}
+	ordered := make([]*config.Watch, len(ws))
+	for i, w := range ws {
+		ordered[i] = src.Watches[byName[w.Name]]
+	}
+	src.Watches = ordered
+	src.Hash = s.Hash
+	src.Path = FileOf(s.ManagedBy)
+	src.ForgetLines() // as a parse of the rows: the lines of the stored JSON are not the file's
+	return src
 }
 
 // fileSource is a source of the directory split into its definition rows.
@@ -265,8 +350,19 @@ type applyPlan struct {
 	// userWatches are the watches of each source users made (not a file's).
 	userWatches map[string][]string
 	diff        *Diff
-	ops         []applyOp
-	audits      []applyAudit
+	// The rows added and changed (adopted sources among the changed),
+	// written in bulk (writeRows), sources before watches.
+	insertSources, updateSources []Source
+	insertWatches, updateWatches []Watch
+	// ops are the other statements (deletions, tombstones, orphans), run
+	// after the rows in plan order.
+	ops    []applyOp
+	audits []applyAudit
+}
+
+// writes reports whether the plan writes anything.
+func (p *applyPlan) writes() bool {
+	return len(p.ops)+len(p.insertSources)+len(p.updateSources)+len(p.insertWatches)+len(p.updateWatches) > 0
 }
 
 // readApplied reads the source and watch definitions applied before into
@@ -335,14 +431,10 @@ func (p *applyPlan) planFile(f fileSource) error {
 			Msg: fmt.Sprintf("%q is already the name of a source created through the API (owner %q): rename one of them", r.Name, cur.owner)}
 	case !ok:
 		p.diff.Added = append(p.diff.Added, r.Name)
-		p.ops = append(p.ops, applyOp{queryInsertSource, func(v int64) []any {
-			return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
-		}})
+		p.insertSources = append(p.insertSources, r)
 	case cur.orphaned:
 		p.diff.Adopted = append(p.diff.Adopted, r.Name)
-		p.ops = append(p.ops, applyOp{queryUpdateSource, func(v int64) []any {
-			return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
-		}})
+		p.updateSources = append(p.updateSources, r)
 		file := FileOf(r.ManagedBy)
 		p.audits = append(p.audits, applyAudit{
 			entry:  audit.Entry{Actor: p.by, Via: audit.ViaConfig, Action: "adopt", Kind: "source", Target: r.Name, Owner: r.Owner},
@@ -351,9 +443,7 @@ func (p *applyPlan) planFile(f fileSource) error {
 		p.auditWatches("adopt", r.Name, file, false)
 	case cur.hash != r.Hash || cur.managedBy != r.ManagedBy || cur.owner != r.Owner:
 		p.diff.Changed = append(p.diff.Changed, r.Name)
-		p.ops = append(p.ops, applyOp{queryUpdateSource, func(v int64) []any {
-			return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}
-		}})
+		p.updateSources = append(p.updateSources, r)
 	}
 	inFile := map[string]bool{}
 	for i, w := range f.watches {
@@ -366,14 +456,10 @@ func (p *applyPlan) planFile(f fileSource) error {
 				Msg: fmt.Sprintf("%q is already the name of a watch of this source created through the API (owner %q): rename one of them", w.Name, cur.owner)}
 		case !ok:
 			p.diff.Added = append(p.diff.Added, key)
-			p.ops = append(p.ops, applyOp{queryInsertWatch, func(v int64) []any {
-				return []any{w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, v}
-			}})
+			p.insertWatches = append(p.insertWatches, w)
 		case cur.hash != w.Hash || cur.managedBy != w.ManagedBy || cur.owner != w.Owner:
 			p.diff.Changed = append(p.diff.Changed, key)
-			p.ops = append(p.ops, applyOp{queryUpdateWatch, func(v int64) []any {
-				return []any{w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, v}
-			}})
+			p.updateWatches = append(p.updateWatches, w)
 		}
 	}
 	// File-managed watches of this source the file no longer has.
@@ -448,7 +534,7 @@ func (p *applyPlan) write(ctx context.Context, tx pgx.Tx, dirHash string, opts A
 		}
 		return &DivergedError{Hash: dirHash, Applied: *gen, Older: older, Diff: *p.diff}
 	}
-	if len(p.ops) == 0 {
+	if !p.writes() {
 		if err := tx.QueryRow(ctx, queryVersion).Scan(&p.diff.Version); err != nil {
 			return fmt.Errorf("read config version: %w", err)
 		}
@@ -456,8 +542,11 @@ func (p *applyPlan) write(ctx context.Context, tx pgx.Tx, dirHash string, opts A
 		if err := tx.QueryRow(ctx, queryNextVersion).Scan(&p.diff.Version); err != nil {
 			return fmt.Errorf("take a config version: %w", err)
 		}
-		// Sources before their watches: inserts and updates in plan
-		// order; a removed source after its watches.
+		// Sources before their watches, in bulk; then the deletions in
+		// plan order, a removed source after its watches.
+		if err := p.writeRows(ctx, tx); err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		for _, o := range p.ops {
 			b.Queue(o.sql, o.args(p.diff.Version)...)
@@ -513,4 +602,60 @@ func scanGeneration(row pgx.Row) (*Generation, error) {
 		return nil, err
 	}
 	return &g, nil
+}
+
+// bulkRows is how many definitions one statement of writeRows carries:
+// a few MB of arguments at most, so that a directory of 100,000 watches
+// is written in a few dozen statements without holding them all encoded.
+const bulkRows = 2000
+
+// writeRows writes the plan's added and changed definitions at its
+// version, bulkRows to a statement (arrays unnested): sources inserted,
+// then updated (an adopted orphan's orphaned_at cleared), then watches.
+func (p *applyPlan) writeRows(ctx context.Context, tx pgx.Tx) error {
+	v := p.diff.Version
+	for _, part := range []struct {
+		what, sql string
+		rows      []Source
+	}{{"insert source definitions", queryInsertSources, p.insertSources}, {"update source definitions", queryUpdateSources, p.updateSources}} {
+		for chunk := range slices.Chunk(part.rows, bulkRows) {
+			var a bulkArgs
+			for _, r := range chunk {
+				a.add(r.Name, "", r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash)
+			}
+			if _, err := tx.Exec(ctx, part.sql, a.first, a.owner, a.managedBy, a.connector, a.definition, a.hash, v); err != nil {
+				return fmt.Errorf("%s: %w", part.what, err)
+			}
+		}
+	}
+	for _, part := range []struct {
+		what, sql string
+		rows      []Watch
+	}{{"insert watches", queryInsertWatches, p.insertWatches}, {"update watches", queryUpdateWatches, p.updateWatches}} {
+		for chunk := range slices.Chunk(part.rows, bulkRows) {
+			var a bulkArgs
+			for _, w := range chunk {
+				a.add(w.Source, w.Name, w.Owner, w.ManagedBy, "", w.Definition, w.Hash)
+			}
+			if _, err := tx.Exec(ctx, part.sql, a.first, a.second, a.owner, a.managedBy, a.definition, a.hash, v); err != nil {
+				return fmt.Errorf("%s: %w", part.what, err)
+			}
+		}
+	}
+	return nil
+}
+
+// bulkArgs are the columns of a statement of writeRows, one array each.
+type bulkArgs struct {
+	first, second, owner, managedBy, connector, definition, hash []string
+}
+
+func (a *bulkArgs) add(first, second, owner, managedBy, connector string, definition []byte, hash string) {
+	a.first = append(a.first, first)
+	a.second = append(a.second, second)
+	a.owner = append(a.owner, owner)
+	a.managedBy = append(a.managedBy, managedBy)
+	a.connector = append(a.connector, connector)
+	a.definition = append(a.definition, string(definition))
+	a.hash = append(a.hash, hash)
 }

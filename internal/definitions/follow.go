@@ -107,6 +107,10 @@ type Follower struct {
 	validator *Validator
 	apply     func(ctx context.Context, d *Delta) error
 
+	// reuse is the directory's parse the first load takes (Reuse); nil
+	// after it.
+	reuse *Applied
+
 	mu      sync.Mutex
 	version atomic.Int64
 	seen    atomic.Pointer[followPoint] // nil before the first load
@@ -136,6 +140,19 @@ func (f *Follower) WithKeys(keys *secrets.Ring) *Follower {
 	return f
 }
 
+// Reuse makes f's first load take the sources of a, the configuration
+// directory this daemon has just applied (ApplyKept), rather than parse
+// their rows again: a source whose rows are exactly the directory's (its
+// hash, managed_by and every watch's hash, no other watch) is the
+// directory's parse, its watches in the rows' order; the others (made
+// through the API, watched by users, changed since) are parsed from their
+// rows. The daemon's start parses each file once. f lets go of a after
+// its first load. It returns f.
+func (f *Follower) Reuse(a *Applied) *Follower {
+	f.reuse = a
+	return f
+}
+
 // Version is the highest config version applied (0 before the first
 // load).
 func (f *Follower) Version() int64 { return f.version.Load() }
@@ -148,6 +165,7 @@ func (f *Follower) CatchUp(ctx context.Context) (*Delta, error) {
 	defer f.mu.Unlock()
 	prev := f.seen.Load()
 	d, next, changed, err := f.since(ctx, prev)
+	f.reuse = nil // taken by the first load, or parsed from the rows from now on
 	if err != nil {
 		return nil, err
 	}
@@ -299,6 +317,13 @@ func (f *Follower) parse(d *Delta, sources []Source, watches []Watch, parents []
 		ws := bySource[s.Name]
 		delete(bySource, s.Name)
 		def := &SourceDef{Row: *s}
+		if d.Full {
+			if src := f.reuse.take(s, ws); src != nil {
+				def.Config, def.Watches = src, ws
+				d.Sources = append(d.Sources, def)
+				continue
+			}
+		}
 		cfg, err := f.validator.parseRow(s, ws)
 		if err == nil {
 			def.Config, def.Watches = cfg, ws

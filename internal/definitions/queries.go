@@ -121,6 +121,29 @@ const (
 	VALUES ($1, $2, $3, $4, $5, $6, $7)
 	RETURNING ` + watchColumns
 
+	// queryInsertSources and queryUpdateSources are Apply's bulk
+	// writes of a directory's sources: the columns as arrays ($1 names,
+	// $2 owners, $3 managed_by, $4 connectors, $5 definitions as text,
+	// $6 hashes), one version $7 for all. An updated source found
+	// orphaned is adopted (orphaned_at cleared).
+	queryInsertSources = `INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
+	SELECT n, o, m, c, d::jsonb, h, $7 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(n, o, m, c, d, h)`
+	queryUpdateSources = `UPDATE source_definitions s
+	SET owner = t.o, managed_by = t.m, connector = t.c, definition = t.d::jsonb, definition_hash = t.h, version = $7, updated_at = now(),
+	    orphaned_at = NULL
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(n, o, m, c, d, h)
+	WHERE s.name = t.n`
+
+	// queryInsertWatches and queryUpdateWatches are Apply's bulk writes
+	// of a directory's watches: $1 sources, $2 names, $3 owners,
+	// $4 managed_by, $5 definitions as text, $6 hashes, one version $7.
+	queryInsertWatches = `INSERT INTO watches (source, name, owner, managed_by, definition, definition_hash, version)
+	SELECT s, n, o, m, d::jsonb, h, $7 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(s, n, o, m, d, h)`
+	queryUpdateWatches = `UPDATE watches w
+	SET owner = t.o, managed_by = t.m, definition = t.d::jsonb, definition_hash = t.h, version = $7, updated_at = now()
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(s, n, o, m, d, h)
+	WHERE w.source = t.s AND w.name = t.n`
+
 	queryUpdateWatch = `UPDATE watches
 	SET owner = $3, managed_by = $4, definition = $5, definition_hash = $6, version = $7, updated_at = now()
 	WHERE source = $1 AND name = $2
