@@ -51,7 +51,8 @@ func TestPruneCommand(t *testing.T) {
 
 	off := "retention: {changes: 0s, evaluations: 0s, notifications: 0s, sync_runs: 0s, model_calls: 0s, task_runs: 0s,\n" +
 		"  inbound_events: 0s, idempotency_keys: 0s, definition_deletions: 0s, audit_log: 0s, model_budgets: 0s,\n" +
-		"  briefings: 0s, verdicts: 0s, drift_embeddings: 0s, sync_run_hours: 0s, activity_hour_totals: 0s}\n"
+		"  briefings: 0s, verdicts: 0s, drift_embeddings: 0s, sync_run_hours: 0s, activity_hour_totals: 0s,\n" +
+		"  delivery_attempts: 0s, sign_in_links: 0s}\n"
 	if out := run(dir("log: {level: error}\n" + off)); !strings.Contains(out, "retention is off") {
 		t.Errorf("without retention: %q", out)
 	}
@@ -73,6 +74,11 @@ func TestPruneCommand(t *testing.T) {
 	// their default windows.
 	if f := line(out, "audit_log"); len(f) != 7 || f[1] != "8760h0m0s" || f[5] != "0" {
 		t.Errorf("dry run's audit_log line: %v, want the 8760h default and nothing to delete", f)
+	}
+	for table, window := range map[string]string{"delivery_attempts": "2160h0m0s", "sign_in_links": "720h0m0s"} {
+		if f := line(out, table); len(f) != 7 || f[1] != window || f[5] != "0" {
+			t.Errorf("dry run's %s line: %v, want the %s default and nothing to delete", table, f, window)
+		}
 	}
 	// Before the first prune the old rows are in the default partition.
 	if f := changesLine(out); len(f) != 7 || f[3] != "0" || f[5] != "1" {

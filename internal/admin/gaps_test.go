@@ -207,8 +207,9 @@ func TestTimeRange(t *testing.T) {
 }
 
 // TestNotificationPage: a notification's page (its row, picked by id) shows
-// its body, its payload and its delivery history, a manual retry
-// included.
+// its body, its payload and its delivery history — every attempt from
+// delivery_attempts (its outcome, duration, HTTP status, error and the
+// receiver's answer) — a manual retry and the attempt after it included.
 func TestNotificationPage(t *testing.T) {
 	t.Parallel()
 	w, c := gapsWorld(t)
@@ -234,6 +235,24 @@ func TestNotificationPage(t *testing.T) {
 	_, page = c.do("GET", path, nil, nil)
 	if !strings.Contains(page, "retried by hand") || !strings.Contains(page, "next attempt due") {
 		t.Errorf("%s after a retry lacks the retry:\n%.6000s", path, page[strings.Index(page, `id="attempts"`):])
+	}
+	// The attempt after the retry is attempt 1 again (attempts count from
+	// zero after a retry), and both are listed, each from its row.
+	w.evaluate()
+	_, page = c.do("GET", path, nil, nil)
+	history := page[strings.Index(page, `id="attempt-history"`):]
+	history = history[:strings.Index(history, "</table>")]
+	attempt := regexp.MustCompile(`<tr><td title="[^"]+">[^<]+</td><td>attempt 1</td><td><span class="outcome o-dead">dead</span></td>` +
+		`<td class="num">[^<]+</td><td class="num">410</td><td>permanent: webhook answered 410 Gone<details><summary>answer</summary>` +
+		`<pre class="response">{&#34;error&#34;: &#34;this hook was deleted&#34;}</pre></details></td></tr>`)
+	if got := len(attempt.FindAllString(history, -1)); got != 2 {
+		t.Errorf("%s lists %d dead attempts with their status and answer, want 2:\n%s", path, got, history)
+	}
+	if strings.Contains(history, "(the last)") {
+		t.Errorf("%s shows the row's last attempt beside the attempts' rows:\n%s", path, history)
+	}
+	if !strings.Contains(page, "LEFT JOIN delivery_attempts a ON a.notification_id = n.id") {
+		t.Errorf("%s does not show the attempts' statement", path)
 	}
 }
 

@@ -21,19 +21,27 @@ type notificationDetail struct {
 	Fields []field
 	// Body is the text; Payload the JSON the sink is sent, indented.
 	Body, Payload string
-	// Attempts is the history of its delivery attempts as the row keeps
-	// it (the count, the last one's time and error, when it was
-	// delivered or became dead) with its manual retries from the audit
-	// log, oldest first.
+	// Attempts is the history of its delivery: when it was enqueued,
+	// each attempt (delivery_attempts: its time, duration, outcome,
+	// status, error and the receiver's answer), its manual retries from
+	// the audit log, and when it was delivered, became dead or is due
+	// next, oldest first. A row whose attempts were pruned, or made
+	// before the table existed, shows what the row keeps of its last.
 	Attempts []attemptEvent
 }
 
-// attemptEvent is one event of a notification's delivery history.
+// attemptEvent is one event of a notification's delivery history; Took,
+// Status and Outcome are an attempt's ("" for the other events).
 type attemptEvent struct {
-	at     time.Time
-	At     cellv
-	What   string
-	Detail string
+	at      time.Time
+	At      cellv
+	What    string
+	Outcome string
+	Took    string
+	Status  string
+	Detail  string
+	// Response is the start of the receiver's answer to an attempt.
+	Response string
 }
 
 func (a *Admin) notification(ctx context.Context, p *page, id string) (*notificationDetail, error) {
@@ -65,13 +73,31 @@ func (a *Admin) notification(ctx context.Context, p *page, id string) (*notifica
 	if err != nil {
 		return nil, err
 	}
+	attempts, _, err := list(ctx, a, p, "Its delivery attempts", control.ReportDeliveryAttempts, []any{n, nil}, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	recorded := 0
+	for _, r := range attempts {
+		if r.Attempt == nil {
+			continue // the notification's row: no attempt yet
+		}
+		recorded++
+		e := attemptEvent{at: *r.StartedAt, At: timeCell(*r.StartedAt), What: fmt.Sprintf("attempt %d", *r.Attempt),
+			Outcome: deref(r.Outcome), Took: humanDuration(time.Duration(deref(r.DurationMS) * float64(time.Millisecond))),
+			Detail: deref(r.Error), Response: deref(r.Response)}
+		if r.HTTPStatus != nil {
+			e.Status = strconv.Itoa(int(*r.HTTPStatus))
+		}
+		d.Attempts = append(d.Attempts, e)
+	}
 	d.Attempts = append(d.Attempts, attemptEvent{at: row.CreatedAt, At: timeCell(row.CreatedAt), What: "enqueued",
 		Detail: fmt.Sprintf("for sink %s, dedupe key %s", row.Sink, row.DedupeKey)})
 	for _, r := range retries {
 		d.Attempts = append(d.Attempts, attemptEvent{at: r.At, At: timeCell(r.At), What: "retried by hand",
 			Detail: fmt.Sprintf("%s via %s (audit %d): back to pending, attempts from zero", r.Actor, r.Via, r.AuditID)})
 	}
-	if row.LastAttemptAt != nil {
+	if row.LastAttemptAt != nil && recorded == 0 {
 		what := fmt.Sprintf("attempt %d (the last)", row.Attempts)
 		detail := "succeeded"
 		if row.LastError != nil {

@@ -205,7 +205,8 @@ func (accepting) Deliver(context.Context, *notify.Notification) error { return n
 
 type refusing struct{}
 
-func (refusing) Deliver(context.Context, *notify.Notification) error {
+func (refusing) Deliver(_ context.Context, n *notify.Notification) error {
+	n.Answered(http.StatusGone, []byte(`{"error": "this hook was deleted"}`))
 	return &notify.PermanentError{Err: errors.New("webhook answered 410 Gone")}
 }
 

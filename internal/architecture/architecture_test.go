@@ -343,6 +343,7 @@ func goSources(t *testing.T, fn func(dir, path string, src []byte)) {
 var owners = map[string]string{
 	"notifications":        "internal/outbox",
 	"notification_keys":    "internal/outbox",
+	"delivery_attempts":    "internal/outbox",
 	"records":              "internal/changes",
 	"changes":              "internal/changes",
 	"activity_hour_totals": "internal/changes",

@@ -299,6 +299,11 @@ type Retention struct {
 	// stay). At least 24h, since budgets count the current day's calls.
 	// Defaults to 2160h (90 days).
 	ModelCalls time.Duration `yaml:"model_calls"`
+	// DeliveryAttempts: delivery attempts (delivery_attempts, the history
+	// of each notification's attempts) that started longer ago than this
+	// are pruned. Defaults to retention.notifications as written, else
+	// 2160h (90 days), so that the attempts go with their notifications.
+	DeliveryAttempts time.Duration `yaml:"delivery_attempts"`
 	// TaskRuns: task runs that finished longer ago than this and are over
 	// for good (completed, failed, or released, lost or expired with no
 	// retry due, the tool showing their state) are pruned, with their
@@ -319,6 +324,10 @@ type Retention struct {
 	// older than this are pruned (a daemon that was behind them loads the
 	// definitions whole). Defaults to 720h (30 days).
 	DefinitionDeletions time.Duration `yaml:"definition_deletions"`
+	// SignInLinks: sign-in links of /me that expired, or were used,
+	// longer ago than this are pruned (a link lasts an hour at most and
+	// opens /me once). Defaults to 720h (30 days).
+	SignInLinks time.Duration `yaml:"sign_in_links"`
 	// AuditLog: audit entries older than this are pruned. Defaults to
 	// 8760h (365 days).
 	AuditLog time.Duration `yaml:"audit_log"`
@@ -376,9 +385,9 @@ type RetentionWindow struct {
 // docs/config.md#retention.
 func (r Retention) Windows() []RetentionWindow {
 	return []RetentionWindow{{"changes", r.Changes}, {"sync_runs", r.SyncRuns}, {"evaluations", r.Evaluations},
-		{"notifications", r.Notifications}, {"model_calls", r.ModelCalls}, {"task_runs", r.TaskRuns},
+		{"notifications", r.Notifications}, {"delivery_attempts", r.DeliveryAttempts}, {"model_calls", r.ModelCalls}, {"task_runs", r.TaskRuns},
 		{"inbound_events", r.InboundEvents}, {"idempotency_keys", r.IdempotencyKeys},
-		{"definition_deletions", r.DefinitionDeletions}, {"audit_log", r.AuditLog}, {"model_budgets", r.ModelBudgets},
+		{"definition_deletions", r.DefinitionDeletions}, {"sign_in_links", r.SignInLinks}, {"audit_log", r.AuditLog}, {"model_budgets", r.ModelBudgets},
 		{"briefings", r.Briefings}, {"verdicts", r.Verdicts}, {"drift_embeddings", r.DriftEmbeddings}, {"sync_run_hours", r.SyncRunHours},
 		{"activity_hour_totals", r.ActivityHourTotals}}
 }

@@ -14,9 +14,9 @@ func TestRetentionAndStuckAfterDefaults(t *testing.T) {
 	}
 	// Retention is on when lookout.yaml says nothing.
 	want := Retention{Changes: 720 * time.Hour, SyncRuns: 720 * time.Hour, Evaluations: 720 * time.Hour,
-		Notifications: 2160 * time.Hour, ModelCalls: 2160 * time.Hour,
+		Notifications: 2160 * time.Hour, DeliveryAttempts: 2160 * time.Hour, ModelCalls: 2160 * time.Hour,
 		TaskRuns: 2160 * time.Hour, InboundEvents: 720 * time.Hour, IdempotencyKeys: 24 * time.Hour,
-		DefinitionDeletions: 720 * time.Hour, AuditLog: 8760 * time.Hour, ModelBudgets: 2160 * time.Hour,
+		DefinitionDeletions: 720 * time.Hour, SignInLinks: 720 * time.Hour, AuditLog: 8760 * time.Hour, ModelBudgets: 2160 * time.Hour,
 		Briefings: 2160 * time.Hour, Verdicts: 2160 * time.Hour, SyncRunHours: 720 * time.Hour,
 		ActivityHourTotals: 2160 * time.Hour, DriftEmbeddings: 8760 * time.Hour, BatchSize: 5000, Interval: time.Hour}
 	if r := cfg.Global.Retention; r != want || !r.Enabled() {
@@ -25,7 +25,8 @@ func TestRetentionAndStuckAfterDefaults(t *testing.T) {
 	// 0s written out keeps a table forever; the others keep their defaults.
 	cfg, err = Load(writeDir(t, "retention: {changes: 0s, sync_runs: 0s, evaluations: 0s, notifications: 0s, model_calls: 0s,\n"+
 		"  task_runs: 0s, inbound_events: 0s, idempotency_keys: 0s, definition_deletions: 0s, audit_log: 0s,\n"+
-		"  model_budgets: 0s, briefings: 0s, verdicts: 0s, drift_embeddings: 0s, sync_run_hours: 0s, activity_hour_totals: 0s}\n", fileSource))
+		"  model_budgets: 0s, briefings: 0s, verdicts: 0s, drift_embeddings: 0s, sync_run_hours: 0s, activity_hour_totals: 0s,\n"+
+		"  sign_in_links: 0s}\n", fileSource))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +39,23 @@ func TestRetentionAndStuckAfterDefaults(t *testing.T) {
 	}
 	if r := cfg.Global.Retention; r.Changes != 0 || r.Evaluations != 720*time.Hour || r.Notifications != 2160*time.Hour {
 		t.Errorf("retention with changes 0s: %+v", r)
+	}
+	// delivery_attempts follows notifications unless written out.
+	for _, tc := range []struct {
+		global string
+		want   time.Duration
+	}{
+		{"retention: {notifications: 720h}\n", 720 * time.Hour},
+		{"retention: {notifications: 0s}\n", 0},
+		{"retention: {notifications: 720h, delivery_attempts: 48h}\n", 48 * time.Hour},
+	} {
+		cfg, err = Load(writeDir(t, tc.global, fileSource))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Global.Retention.DeliveryAttempts; got != tc.want {
+			t.Errorf("%q: delivery_attempts %s, want %s", tc.global, got, tc.want)
+		}
 	}
 	// The default notifications window stretches to a longer dedupe window.
 	cfg, err = Load(writeDir(t, "", fileSource+"watches:\n  - name: w\n    dedupe: 4000h\n"))
@@ -66,6 +84,8 @@ retention:
   inbound_events: 72h
   idempotency_keys: 48h
   definition_deletions: 168h
+  sign_in_links: 24h
+  delivery_attempts: 360h
   audit_log: 17520h
   model_budgets: 720h
   briefings: 336h
@@ -82,9 +102,9 @@ retention:
 		t.Fatal(err)
 	}
 	want := Retention{Changes: 720 * time.Hour, SyncRuns: 2160 * time.Hour, Evaluations: 720 * time.Hour,
-		Notifications: 720 * time.Hour, ModelCalls: 48 * time.Hour,
+		Notifications: 720 * time.Hour, DeliveryAttempts: 360 * time.Hour, ModelCalls: 48 * time.Hour,
 		TaskRuns: 720 * time.Hour, InboundEvents: 72 * time.Hour, IdempotencyKeys: 48 * time.Hour,
-		DefinitionDeletions: 168 * time.Hour, AuditLog: 17520 * time.Hour, ModelBudgets: 720 * time.Hour,
+		DefinitionDeletions: 168 * time.Hour, SignInLinks: 24 * time.Hour, AuditLog: 17520 * time.Hour, ModelBudgets: 720 * time.Hour,
 		Briefings: 336 * time.Hour, Verdicts: 4320 * time.Hour, SyncRunHours: 2160 * time.Hour,
 		ActivityHourTotals: 168 * time.Hour, DriftEmbeddings: 4000 * time.Hour, BatchSize: 1000, Interval: 10 * time.Minute}
 	if r := cfg.Global.Retention; r != want || !r.Enabled() {

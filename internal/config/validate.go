@@ -65,6 +65,7 @@ const (
 	RetentionInboundEventsDefault       = 720 * time.Hour  // 30 days
 	RetentionIdempotencyKeysDefault     = 24 * time.Hour   // idempotency.TTLDefault
 	RetentionDefinitionDeletionsDefault = 720 * time.Hour  // 30 days
+	RetentionSignInLinksDefault         = 720 * time.Hour  // 30 days
 	RetentionAuditLogDefault            = 8760 * time.Hour // 365 days
 	RetentionModelBudgetsDefault        = 2160 * time.Hour // 90 days
 	RetentionBriefingsDefault           = 2160 * time.Hour // 90 days
@@ -961,6 +962,9 @@ func (r *Retention) applyDefaults(g *Global) []error {
 		{"inbound_events", &r.InboundEvents, RetentionInboundEventsDefault},
 		{"idempotency_keys", &r.IdempotencyKeys, RetentionIdempotencyKeysDefault},
 		{"definition_deletions", &r.DefinitionDeletions, RetentionDefinitionDeletionsDefault},
+		{"sign_in_links", &r.SignInLinks, RetentionSignInLinksDefault},
+		// delivery_attempts defaults to notifications' window (below).
+		{"delivery_attempts", &r.DeliveryAttempts, RetentionNotificationsDefault},
 		{"audit_log", &r.AuditLog, RetentionAuditLogDefault},
 		{"model_budgets", &r.ModelBudgets, RetentionModelBudgetsDefault},
 		{"briefings", &r.Briefings, RetentionBriefingsDefault},
@@ -974,6 +978,9 @@ func (r *Retention) applyDefaults(g *Global) []error {
 		if *w.d < 0 {
 			errs = append(errs, g.Errorf("retention."+w.key, "must not be negative (0 keeps rows forever)"))
 		}
+	}
+	if _, set := g.lines["retention.delivery_attempts"]; !set {
+		r.DeliveryAttempts = r.Notifications // the attempts go with their notifications
 	}
 	if r.ModelCalls > 0 && r.ModelCalls < 24*time.Hour {
 		errs = append(errs, g.Errorf("retention.model_calls", "(%s) must be at least 24h: watch budgets count the current day's calls", r.ModelCalls))

@@ -72,6 +72,47 @@ func (s *Service) report(ctx context.Context, p Principal, name, sql string, arg
 	if !p.Admin {
 		return &ForbiddenError{Detail: "the admin page's reports need a token with the admin scope"}
 	}
+	return s.readOnly(ctx, name, sql, args, scan)
+}
+
+// DeliveryAttempts returns the delivery attempts of notification id,
+// oldest first (ReportDeliveryAttempts, run as Report runs it): any
+// notification's for an admin, only one of the caller's own watches for
+// a user. A notification the caller cannot see, or that does not exist,
+// is a NotFoundError, the same for both (a foreign id tells nothing).
+func (s *Service) DeliveryAttempts(ctx context.Context, p Principal, id int64) ([]DeliveryAttemptRow, error) {
+	var owner *string
+	if !p.Admin {
+		if p.Owner == "" {
+			return nil, &NotFoundError{Kind: "notification", Name: strconv.FormatInt(id, 10)}
+		}
+		owner = &p.Owner
+	}
+	q := ReportDeliveryAttempts
+	var rows []DeliveryAttemptRow
+	err := s.readOnly(ctx, q.name, q.sql, []any{id, owner}, func(r pgx.Rows) error {
+		var err error
+		rows, err = pgx.CollectRows(r, pgx.RowToStructByNameLax[DeliveryAttemptRow])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery attempts of notification %d: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return nil, &NotFoundError{Kind: "notification", Name: strconv.FormatInt(id, 10)}
+	}
+	out := rows[:0]
+	for _, r := range rows {
+		if r.Attempt != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// readOnly runs one of the set's statements in a read-only transaction
+// (see report); scan reads its rows.
+func (s *Service) readOnly(ctx context.Context, name, sql string, args []any, scan func(pgx.Rows) error) error {
 	if known, ok := reportQueries[name]; !ok || known != sql {
 		return fmt.Errorf("report query %q is not one of control's named report queries", name)
 	}

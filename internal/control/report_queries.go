@@ -391,6 +391,22 @@ const (
 		FROM notifications
 		WHERE id = $1`
 
+	// queryDeliveryAttempts is the delivery attempts of notification $1
+	// (delivery_attempts, one row per attempt, oldest first), of owner $2
+	// only (NULL: an admin, any owner's). It is a LEFT JOIN from the
+	// notification, so that a notification of the owner without attempts
+	// yet is one row of NULL attempt columns and one the owner cannot see
+	// is no row (DeliveryAttempts: a NotFoundError). The attempts are read
+	// by (notification_id, attempt) (delivery_attempts_notification_idx)
+	// and by the notification's source, which is their distribution
+	// column on Citus.
+	queryDeliveryAttempts = `
+		SELECT n.id AS notification_id, a.attempt, a.started_at, a.duration_ms, a.outcome, a.http_status, a.error, a.response
+		FROM notifications n
+		LEFT JOIN delivery_attempts a ON a.notification_id = n.id AND a.source = n.source
+		WHERE n.id = $1 AND ($2::text IS NULL OR n.owner = $2)
+		ORDER BY a.attempt, a.id`
+
 	// queryNotificationRetries is the manual retries of a notification
 	// ($1) in the audit log: a retry of the one row, or of a page of
 	// listed rows that held it.
@@ -657,6 +673,7 @@ var (
 	ReportSearchIDs                = reportQuery[SearchIDRow]("search: ids", querySearchIDs)
 	ReportNotification             = reportQuery[NotificationDetailRow]("notification", queryNotification)
 	ReportNotificationRetries      = reportQuery[NotificationRetryRow]("notification retries", queryNotificationRetries)
+	ReportDeliveryAttempts         = reportQuery[DeliveryAttemptRow]("delivery attempts", queryDeliveryAttempts)
 )
 
 // SearchSourceRow is a source whose name holds the text searched
@@ -716,6 +733,24 @@ type NotificationDetailRow struct {
 	LeaseOwner           *string    `db:"lease_owner"`
 	LeaseExpiresAt       *time.Time `db:"lease_expires_at"`
 	LastError            *string    `db:"last_error"`
+}
+
+// DeliveryAttemptRow is one delivery attempt of a notification
+// (ReportDeliveryAttempts, DeliveryAttempts): its number, when it
+// started, how long it took, its outcome (delivered, retry, dead or
+// refused: the egress policy refused the connection), the receiver's
+// HTTP status, the error (secrets redacted) and the start of the
+// receiver's answer. The attempt's columns are NULL on the one row of a
+// notification without attempts yet (DeliveryAttempts leaves it out).
+type DeliveryAttemptRow struct {
+	NotificationID int64      `db:"notification_id"`
+	Attempt        *int32     `db:"attempt"`
+	StartedAt      *time.Time `db:"started_at"`
+	DurationMS     *float64   `db:"duration_ms"`
+	Outcome        *string    `db:"outcome"`
+	HTTPStatus     *int32     `db:"http_status"`
+	Error          *string    `db:"error"`
+	Response       *string    `db:"response"`
 }
 
 // NotificationRetryRow is a manual retry of a notification in the audit

@@ -42,6 +42,7 @@ var CitusLayout = []CitusTable{
 	{Name: "changes", Column: "source", ColocateWith: "sources"},
 	{Name: "evaluations", Column: "source", ColocateWith: "sources"},
 	{Name: "notifications", Column: "source", ColocateWith: "sources"},
+	{Name: "delivery_attempts", Column: "source", ColocateWith: "sources"},
 	{Name: "model_calls", Column: "source", ColocateWith: "sources"},
 	{Name: "sync_runs", Column: "source", ColocateWith: "sources"},
 	{Name: "sync_run_hours", Column: "source", ColocateWith: "sources"},

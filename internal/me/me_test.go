@@ -5,6 +5,7 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,6 +244,13 @@ func TestNotificationPages(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("notification page lacks %q", want)
 		}
+	}
+	// Each attempt, from delivery_attempts: its outcome, status, time, duration and answer.
+	attempt := regexp.MustCompile(`<li class="item">\s*<div class="head"><strong>Attempt 1</strong> <span class="status s-delivered">delivered</span> ` +
+		`<span class="meta">HTTP 202</span></div>\s*<p class="meta">[^<]+ ago\) · took [0-9.]+ m?s</p>\s*` +
+		`<details><summary>What the receiver answered</summary><pre class="response">{"queued": true}</pre></details>`)
+	if list := page[strings.Index(page, `id="attempts"`):]; attempts != 1 || !attempt.MatchString(list) {
+		t.Errorf("notification page's attempts (%d on the row):\n%.1500s", attempts, list)
 	}
 	resp, _ = bob.do("GET", "/me/notifications/"+strconv.FormatInt(id, 10), nil)
 	if resp.StatusCode != http.StatusNotFound {

@@ -164,12 +164,15 @@ func (m *Page) notifications(w http.ResponseWriter, r *http.Request, c *caller) 
 // notificationData is what the notification page shows.
 type notificationData struct {
 	N *control.NotificationDelivery
+	// Attempts is its delivery attempts, oldest first.
+	Attempts []control.DeliveryAttemptRow
 	// Trail is why it fired (nil when it has no change: a digest).
 	Trail *control.TrailView
 }
 
 // notification shows one of the caller's notifications: its body and
-// payload, its delivery, and the decision trail of its change.
+// payload, its delivery and each attempt of it, and the decision trail of
+// its change.
 func (m *Page) notification(w http.ResponseWriter, r *http.Request, c *caller) {
 	ctx, cancel := pageContext(r)
 	defer cancel()
@@ -184,6 +187,10 @@ func (m *Page) notification(w http.ResponseWriter, r *http.Request, c *caller) {
 		return
 	}
 	d := notificationData{N: n}
+	if d.Attempts, err = m.svc.DeliveryAttempts(ctx, c.p, id); err != nil {
+		m.failErr(w, r, c, err)
+		return
+	}
 	if n.ChangeID != nil {
 		t, err := m.svc.Explain(ctx, c.p, *n.ChangeID)
 		var nf *control.NotFoundError

@@ -36,6 +36,21 @@ var funcs = template.FuncMap{
 	"nav":    func() any { return navItems },
 	"when":   when,
 	"pretty": pretty,
+	"took":   took,
+}
+
+// took renders an attempt's duration in milliseconds as "850 ms" or
+// "1.2 s".
+func took(ms *float64) string {
+	switch {
+	case ms == nil:
+		return ""
+	case *ms < 1000:
+		return fmt.Sprintf("%.0f ms", *ms)
+	case *ms < 60000:
+		return fmt.Sprintf("%.1f s", *ms/1000)
+	}
+	return time.Duration(*ms * float64(time.Millisecond)).Round(time.Second).String()
 }
 
 func (m *Page) parseTemplates() (err error) {

@@ -187,7 +187,10 @@ func (w *world) sync() {
 
 type accepting struct{}
 
-func (accepting) Deliver(context.Context, *notify.Notification) error { return nil }
+func (accepting) Deliver(_ context.Context, n *notify.Notification) error {
+	n.Answered(http.StatusAccepted, []byte(`{"queued": true}`))
+	return nil
+}
 
 // evaluate judges the changes with the users' watches (the evaluator
 // follows the definitions, as its binary does), then delivers to log.

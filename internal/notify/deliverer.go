@@ -16,6 +16,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/db"
+	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/redact"
@@ -437,12 +438,21 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 	err := d.conf.Redactor.Error(safeDeliver(sctx, l.sink, n))
 	cancel()
 	now := time.Now()
+	// What the attempt's row keeps: when it started, how long it took,
+	// the receiver's answer (cut, then redacted, so that a secret cut in
+	// two is hidden too).
+	status, response := n.Answer()
+	o := outcome{id: n.ID, created: n.CreatedAt, at: now, started: start, took: now.Sub(start), status: status,
+		response: d.conf.Redactor.String(outbox.Excerpt(response))}
 	if err == nil {
 		d.conf.Metrics.Delivery(l.name, "delivered", now.Sub(start))
 		logger.Debug("delivered", "notification_id", n.ID, "dedupe_key", n.DedupeKey, "attempt", n.Attempt,
 			"delivery_id", n.DeliveryID, "duration_ms", now.Sub(start).Milliseconds())
-		return outcome{id: n.ID, created: n.CreatedAt, kind: outcomeDelivered, at: now}
+		o.kind = outcomeDelivered
+		return o
 	}
+	var denied *egress.DeniedError
+	o.refused = errors.As(err, &denied)
 	var perm *PermanentError
 	var ra *RetryAfterError
 	next := now.Add(service.Backoff{Min: d.conf.RetryMin, Max: d.conf.RetryMax}.Delay(n.Attempt))
@@ -467,7 +477,8 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 		d.conf.Metrics.Delivery(l.name, "retry", now.Sub(start))
 		logger.Warn("delivery failed; will retry", append(attrs, "next_attempt_at", next)...)
 	}
-	return outcome{id: n.ID, created: n.CreatedAt, kind: kind, at: now, next: next, err: Snippet(err.Error(), 2000)}
+	o.kind, o.next, o.err = kind, next, Snippet(err.Error(), 2000)
+	return o
 }
 
 // safeDeliver turns a sink's panic into a failed attempt.
@@ -496,6 +507,13 @@ type outcome struct {
 	next    time.Time
 	err     string
 	sent    bool // holds a send slot until recorded
+	// The attempt's row (delivery_attempts): when it started, how long it
+	// took, whether the egress policy refused it, the receiver's answer.
+	started  time.Time
+	took     time.Duration
+	refused  bool
+	status   int
+	response string
 }
 
 // recordBatch is the most outcomes one statement writes.
@@ -671,12 +689,14 @@ func (r *recorder) releaseSent(outs []outcome) {
 	}
 }
 
-// record writes outcomes in one statement. Rows whose lease this replica
-// lost are left alone (lease_owner fences).
+// record writes outcomes in one statement, with the delivery_attempts
+// row of each attempt (outbox.Record). Rows whose lease this replica lost
+// are left alone (lease_owner fences).
 func (d *Deliverer) record(outs []outcome) error {
 	rows := make([]outbox.Outcome, len(outs))
 	for i, o := range outs {
-		rows[i] = outbox.Outcome{ID: o.id, CreatedAt: o.created, Kind: o.kind, At: o.at, Next: o.next, Err: o.err}
+		rows[i] = outbox.Outcome{ID: o.id, CreatedAt: o.created, Kind: o.kind, At: o.at, Next: o.next, Err: o.err,
+			Started: o.started, Duration: o.took, Refused: o.refused, HTTPStatus: o.status, Response: o.response}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

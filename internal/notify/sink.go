@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -38,7 +39,31 @@ type Notification struct {
 	DeliveryID string
 
 	body []byte // Payload encoded once
+
+	// status and response are the receiver's answer to this attempt
+	// (Answered).
+	status   int
+	response string
 }
+
+// Answered records the receiver's answer to this attempt: its HTTP status
+// and the start of its body, kept in the attempt's delivery_attempts row
+// (bounded there to outbox.ResponseExcerpt bytes, redacted as errors
+// are). A sink that speaks HTTP calls it for every answer it reads; the
+// last one counts (a channel that makes several calls). The body must
+// hold no secret the sink's redaction would not hide.
+func (n *Notification) Answered(status int, body []byte) {
+	n.status = status
+	n.response = strings.TrimSpace(string(body[:min(len(body), 2*responseExcerpt)]))
+}
+
+// Answer is what Answered recorded (0 and "": no HTTP answer).
+func (n *Notification) Answer() (status int, response string) { return n.status, n.response }
+
+// responseExcerpt is how much of an answer's body Answered keeps: what
+// the attempt's row stores, outbox.ResponseExcerpt, before it cuts at a
+// rune boundary.
+const responseExcerpt = 512
 
 // JSON is the payload as sent: the same bytes on every attempt of one
 // notification, so that a signature and an idempotency key stay stable.

@@ -166,5 +166,5 @@ func (s *SlackSink) Deliver(ctx context.Context, n *Notification) error {
 	}
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "lookout-slack/1")
-	return post(ctx, s.client, s.opts.URL, h, body, "slack")
+	return post(ctx, s.client, n, s.opts.URL, h, body, "slack")
 }

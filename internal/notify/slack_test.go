@@ -203,7 +203,7 @@ func TestSlackFakeRejectsWhatSlackRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.client.CloseIdleConnections()
-	err = post(context.Background(), s.client, s.opts.URL, http.Header{"Content-Type": {"application/json"}}, body, "slack")
+	err = post(context.Background(), s.client, nil, s.opts.URL, http.Header{"Content-Type": {"application/json"}}, body, "slack")
 	var perm *PermanentError
 	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "invalid_blocks") {
 		t.Errorf("a 3001-character section = %v, want a permanent invalid_blocks", err)

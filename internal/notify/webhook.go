@@ -250,13 +250,15 @@ func (s *WebhookSink) Deliver(ctx context.Context, n *Notification) error {
 	h.Set(HeaderDelivery, n.DeliveryID)
 	h.Set(HeaderAttempt, strconv.Itoa(n.Attempt))
 	h.Set(HeaderNotification, strconv.FormatInt(n.ID, 10))
-	return post(ctx, s.client, s.opts.URL, h, body, "webhook")
+	return post(ctx, s.client, n, s.opts.URL, h, body, "webhook")
 }
 
 // post sends one POST and classifies the answer: 2xx is success; 408, 429
 // and 5xx are retried (honouring Retry-After); 3xx and the other 4xx are
 // permanent; transport errors and timeouts are retried.
-func post(ctx context.Context, client *http.Client, url string, h http.Header, body []byte, what string) error {
+//
+// The answer's status and body are recorded on n (Answered), when given.
+func post(ctx context.Context, client *http.Client, n *Notification, url string, h http.Header, body []byte, what string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return &PermanentError{Err: fmt.Errorf("%s request: %w", what, err)}
@@ -280,6 +282,9 @@ func post(ctx context.Context, client *http.Client, url string, h http.Header, b
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection reusable
 	code := resp.StatusCode
+	if n != nil {
+		n.Answered(code, msg)
+	}
 	if code >= 200 && code < 300 {
 		return nil
 	}

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -363,14 +364,45 @@ type Outcome struct {
 	At time.Time
 	// Next is when a Retry is due.
 	Next time.Time
-	// Err is the failure, kept in last_error.
+	// Err is the failure, kept in last_error and in the attempt's row.
 	Err string
+	// Started is when the attempt began and Duration how long it took
+	// (zero for Unclaim): its delivery_attempts row. A zero Started is
+	// taken as At.
+	Started  time.Time
+	Duration time.Duration
+	// Refused is set when the egress policy refused the attempt's
+	// connection: its attempt row's outcome is AttemptRefused.
+	Refused bool
+	// HTTPStatus is the status of the receiver's answer (0: no HTTP
+	// answer) and Response an excerpt of its body (at most
+	// ResponseExcerpt bytes are stored).
+	HTTPStatus int
+	Response   string
 }
+
+// Outcomes of an attempt (delivery_attempts.outcome): the row's outcome
+// kinds, and refused.
+const (
+	AttemptDelivered = Delivered
+	AttemptRetry     = "retry"
+	AttemptDead      = Dead
+	// AttemptRefused is an attempt whose connection the egress policy
+	// refused (the row itself is retried or dead as its sink decided).
+	AttemptRefused = "refused"
+)
+
+// ResponseExcerpt is the most bytes of a receiver's answer an attempt's
+// row keeps (delivery_attempts.response).
+const ResponseExcerpt = 512
 
 // Record writes outcomes in one statement, releasing the leases. Rows no
 // longer leased to owner (the lease expired and another replica took them
 // over) are left alone. A row that becomes dead is due for a dead-letter
-// alert again (dead_alerted_at cleared).
+// alert again (dead_alerted_at cleared). The same statement appends one
+// delivery_attempts row per attempt it recorded (every outcome but
+// Unclaim, of a row still leased to owner): the history the admin page
+// and /me show.
 func Record(ctx context.Context, q Querier, owner string, outs []Outcome) error {
 	for i := range outs {
 		if outs[i].CreatedAt.IsZero() {
@@ -392,6 +424,11 @@ func recordArgs(owner string, outs []Outcome) []any {
 	errs := make([]*string, len(outs))
 	nexts := make([]*time.Time, len(outs))
 	ats := make([]*time.Time, len(outs))
+	starts := make([]*time.Time, len(outs))
+	durations := make([]float64, len(outs))
+	attempts := make([]string, len(outs))
+	statuses := make([]*int32, len(outs))
+	responses := make([]*string, len(outs))
 	for i := range outs {
 		o := &outs[i]
 		ids[i], created[i], kinds[i] = o.ID, o.CreatedAt, o.Kind
@@ -404,8 +441,49 @@ func recordArgs(owner string, outs []Outcome) []any {
 		if !o.At.IsZero() {
 			ats[i] = &o.At
 		}
+		if !o.Started.IsZero() {
+			starts[i] = &o.Started
+		}
+		durations[i] = float64(o.Duration) / float64(time.Millisecond)
+		attempts[i] = attemptOutcome(o)
+		if o.HTTPStatus != 0 {
+			st := int32(o.HTTPStatus)
+			statuses[i] = &st
+		}
+		if o.Response != "" {
+			r := Excerpt(o.Response)
+			responses[i] = &r
+		}
 	}
-	return []any{owner, ids, kinds, errs, nexts, ats, created}
+	return []any{owner, ids, kinds, errs, nexts, ats, created, starts, durations, attempts, statuses, responses}
+}
+
+// attemptOutcome is the delivery_attempts.outcome of o ("" for Unclaim,
+// which is no attempt).
+func attemptOutcome(o *Outcome) string {
+	switch {
+	case o.Kind == Unclaim:
+		return ""
+	case o.Refused:
+		return AttemptRefused
+	case o.Kind == Retry:
+		return AttemptRetry
+	}
+	return o.Kind
+}
+
+// Excerpt bounds s to ResponseExcerpt bytes of valid UTF-8 without NUL
+// (a text column refuses both), ending in "…" when it was cut.
+func Excerpt(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) <= ResponseExcerpt {
+		return s
+	}
+	n := ResponseExcerpt - len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // Filter selects rows for RetryDead and List; zero fields match
@@ -711,4 +789,64 @@ func Page(ctx context.Context, q Querier, pq PageQuery) ([]Note, error) {
 		return nil, fmt.Errorf("list notifications: %w", err)
 	}
 	return out, nil
+}
+
+// Attempt is a delivery_attempts row: one delivery attempt of a
+// notification, as Record wrote it.
+type Attempt struct {
+	ID             int64
+	Source         string
+	NotificationID int64
+	Sink           string
+	// Attempt is 1 for the notification's first.
+	Attempt    int
+	StartedAt  time.Time
+	Duration   time.Duration
+	Outcome    string
+	HTTPStatus *int
+	Error      *string
+	Response   *string
+}
+
+// Attempts returns the delivery attempts of notification id of source,
+// oldest first: what the tests and the operator read (the pages read
+// them through control's report query).
+func Attempts(ctx context.Context, q Querier, source string, id int64) ([]Attempt, error) {
+	rows, err := q.Query(ctx, queryAttempts, source, id)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of notification %d: %w", id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		var ms float64
+		err := row.Scan(&a.ID, &a.Source, &a.NotificationID, &a.Sink, &a.Attempt, &a.StartedAt, &ms, &a.Outcome,
+			&a.HTTPStatus, &a.Error, &a.Response)
+		a.Duration = time.Duration(ms * float64(time.Millisecond))
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempts of notification %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// PruneAttempts deletes at most limit delivery attempts that started
+// before before and returns how many. internal/retention calls it, with
+// retention.delivery_attempts, until a batch is short.
+func PruneAttempts(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, queryPruneAttempts, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune delivery attempts started before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// CountPrunableAttempts counts the attempts PruneAttempts would delete (a
+// dry run).
+func CountPrunableAttempts(ctx context.Context, q Querier, before time.Time) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, queryCountPrunableAttempts, before).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count delivery attempts started before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return n, nil
 }

@@ -1,7 +1,8 @@
 package outbox
 
-// The named queries of the notifications table. Nothing outside this
-// package writes that table (retention's age-based DELETE excepted, see
+// The named queries of the notifications, notification_keys and
+// delivery_attempts tables. Nothing outside this package writes them
+// (retention's age-based DELETE of notifications excepted, see
 // internal/retention).
 
 // channelSuffix ends the NOTIFY channel of the outbox: <schema>.outbox.
@@ -173,31 +174,43 @@ const queryClaimFair = `
 	RETURNING n.id, n.dedupe_key, n.sink, n.source, n.record_id, n.watch, n.kind, n.title, n.body, n.urgency,
 	          n.reason, n.payload, n.attempts, n.created_at, due.expired, due.turn, due.next_attempt_at`
 
-// queryRecord writes attempt outcomes of rows still leased to owner $1.
-// Rows are found by their whole key (id, created_at), so that each is
-// looked up in its own partition (run-time pruning) rather than in every
-// partition's index.
+// queryRecord writes attempt outcomes of rows still leased to owner $1,
+// and appends the delivery_attempts row of each attempt it recorded
+// (every outcome but unclaim) in the same statement: the UPDATE returns
+// the rows it changed with their attempt's columns, which the INSERT
+// takes. Rows are found by their whole key (id, created_at), so that each
+// is looked up in its own partition (run-time pruning) rather than in
+// every partition's index.
 //
 // The time of an unclaimed row's next attempt is read once, in a CTE:
 // Citus refuses now() in the CASE of an UPDATE of a distributed table
 // ("non-IMMUTABLE functions are not allowed in CASE or COALESCE
 // statements").
 const queryRecord = `
-	WITH t AS (SELECT now() AS now)
-	UPDATE notifications n SET
-	    status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
-	    delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
-	    dead_at = CASE WHEN u.kind = 'dead' THEN u.at ELSE n.dead_at END,
-	    dead_alerted_at = CASE WHEN u.kind = 'dead' THEN NULL ELSE n.dead_alerted_at END,
-	    last_attempt_at = coalesce(u.at, n.last_attempt_at),
-	    last_error = CASE WHEN u.kind = 'delivered' THEN NULL WHEN u.kind = 'unclaim' THEN n.last_error ELSE u.err END,
-	    next_attempt_at = CASE WHEN u.kind = 'pending' THEN u.next
-	                           WHEN u.kind = 'unclaim' THEN t.now ELSE n.next_attempt_at END,
-	    attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
-	    lease_owner = NULL, lease_expires_at = NULL
-	FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[])
-	     AS u(id, kind, err, next, at, created_at), t
-	WHERE n.id = u.id AND n.created_at = u.created_at AND n.lease_owner = $1`
+	WITH t AS (SELECT now() AS now), recorded AS (
+	    UPDATE notifications n SET
+	        status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
+	        delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
+	        dead_at = CASE WHEN u.kind = 'dead' THEN u.at ELSE n.dead_at END,
+	        dead_alerted_at = CASE WHEN u.kind = 'dead' THEN NULL ELSE n.dead_alerted_at END,
+	        last_attempt_at = coalesce(u.at, n.last_attempt_at),
+	        last_error = CASE WHEN u.kind = 'delivered' THEN NULL WHEN u.kind = 'unclaim' THEN n.last_error ELSE u.err END,
+	        next_attempt_at = CASE WHEN u.kind = 'pending' THEN u.next
+	                               WHEN u.kind = 'unclaim' THEN t.now ELSE n.next_attempt_at END,
+	        attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
+	        lease_owner = NULL, lease_expires_at = NULL
+	    FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[],
+	                $8::timestamptz[], $9::float8[], $10::text[], $11::int[], $12::text[])
+	         AS u(id, kind, err, next, at, created_at, started, duration_ms, outcome, http_status, response), t
+	    WHERE n.id = u.id AND n.created_at = u.created_at AND n.lease_owner = $1
+	    RETURNING n.id, n.created_at, n.source, n.sink, n.attempts, coalesce(u.started, u.at, t.now) AS started,
+	              u.duration_ms, u.outcome, u.http_status, u.err, u.response
+	)
+	INSERT INTO delivery_attempts (source, notification_id, notification_created_at, sink, attempt, started_at, duration_ms,
+	                               outcome, http_status, error, response)
+	SELECT source, id, created_at, sink, attempts, started, duration_ms, outcome, http_status, err, response
+	FROM recorded
+	WHERE outcome <> ''`
 
 // queryRetryDead sends dead rows back to pending; the filter's conditions
 // are appended.
@@ -278,3 +291,25 @@ const queryPageAfter = `
 	WHERE ` + pageScope + ` AND $3::bigint IS NOT NULL
 	  AND (id > $4 OR ($5 > '0'::interval AND now() - $5::interval < created_at))
 	ORDER BY id LIMIT $8`
+
+// queryAttempts is the delivery attempts of notification $2 of source $1,
+// oldest first (delivery_attempts_notification_idx; on Citus a router
+// query, by the source).
+const queryAttempts = `
+	SELECT id, source, notification_id, sink, attempt, started_at, duration_ms, outcome, http_status, error, response
+	FROM delivery_attempts
+	WHERE source = $1 AND notification_id = $2
+	ORDER BY attempt, id`
+
+// queryPruneAttempts deletes up to $2 delivery attempts that started
+// before $1, oldest first (delivery_attempts_started_idx).
+const queryPruneAttempts = `
+	DELETE FROM delivery_attempts WHERE id = ANY (ARRAY(
+	    SELECT id FROM delivery_attempts
+	    WHERE started_at < $1
+	    ORDER BY started_at
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED))`
+
+// queryCountPrunableAttempts counts what queryPruneAttempts deletes.
+const queryCountPrunableAttempts = `SELECT count(*) FROM delivery_attempts WHERE started_at < $1`

@@ -12,9 +12,10 @@
 // version), which suppresses every later notification of the record and
 // stays in notification_keys.
 //
-// The other tables that grow with time — task_runs, inbound_events,
-// idempotency_keys, definition_deletions, audit_log, model_budgets,
-// briefings, verdicts, sync_run_hours and activity_hour_totals — are not
+// The other tables that grow with time — delivery_attempts, task_runs,
+// inbound_events, idempotency_keys, definition_deletions, sign_in_links,
+// audit_log, model_budgets, briefings, verdicts, drift_embeddings,
+// sync_run_hours and activity_hour_totals — are not
 // partitioned: their old rows are deleted in batches, each its own
 // statement, by the named prune query of the table's owner package
 // (tasks.Prune, inbound.Prune, ...; rows.go), which leaves what is
@@ -77,7 +78,15 @@ type Config struct {
 	Verdicts            time.Duration
 	// DriftEmbeddings is drift_embeddings' window
 	// (retention.drift_embeddings). Defaults to 8760h (365 days).
-	DriftEmbeddings    time.Duration
+	DriftEmbeddings time.Duration
+	// DeliveryAttempts is delivery_attempts' window
+	// (retention.delivery_attempts), pruned through outbox: attempts that
+	// started before the cutoff. Defaults to Notifications' window.
+	DeliveryAttempts time.Duration
+	// SignInLinks is sign_in_links' window (retention.sign_in_links),
+	// pruned through tokens: links that expired, or were used, before the
+	// cutoff. Defaults to 720h (30 days).
+	SignInLinks        time.Duration
 	SyncRunHours       time.Duration
 	ActivityHourTotals time.Duration
 	// BatchSize is the most rows one DELETE removes (retention.batch_size).
@@ -105,6 +114,7 @@ func FromConfig(r config.Retention) Config {
 		TaskRuns: r.TaskRuns, InboundEvents: r.InboundEvents, IdempotencyKeys: r.IdempotencyKeys,
 		DefinitionDeletions: r.DefinitionDeletions, AuditLog: r.AuditLog, ModelBudgets: r.ModelBudgets,
 		Briefings: r.Briefings, Verdicts: r.Verdicts, DriftEmbeddings: r.DriftEmbeddings, SyncRunHours: r.SyncRunHours, ActivityHourTotals: r.ActivityHourTotals,
+		DeliveryAttempts: r.DeliveryAttempts, SignInLinks: r.SignInLinks,
 		BatchSize: r.BatchSize, Interval: r.Interval}
 }
 

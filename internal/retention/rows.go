@@ -12,8 +12,10 @@ import (
 	"github.com/lookout-dev/lookout/internal/drift"
 	"github.com/lookout-dev/lookout/internal/idempotency"
 	"github.com/lookout-dev/lookout/internal/inbound"
+	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/tasks"
+	"github.com/lookout-dev/lookout/internal/tokens"
 )
 
 // rowTable is a table that is not partitioned: its old rows are deleted in
@@ -33,6 +35,15 @@ type rowTable struct {
 
 // rowTables in pruning order.
 var rowTables = []rowTable{
+	{
+		name: "delivery_attempts", window: func(c Config) time.Duration { return c.DeliveryAttempts },
+		prune: func(ctx context.Context, c *pgx.Conn, b time.Time, n int) (int64, error) {
+			return outbox.PruneAttempts(ctx, c, b, n)
+		},
+		count: func(ctx context.Context, c *pgx.Conn, b time.Time) (int64, error) {
+			return outbox.CountPrunableAttempts(ctx, c, b)
+		},
+	},
 	{
 		name: "task_runs", window: func(c Config) time.Duration { return c.TaskRuns },
 		prune: func(ctx context.Context, c *pgx.Conn, b time.Time, n int) (int64, error) {
@@ -67,6 +78,15 @@ var rowTables = []rowTable{
 		},
 		count: func(ctx context.Context, c *pgx.Conn, b time.Time) (int64, error) {
 			return definitions.CountDeletions(ctx, c, b)
+		},
+	},
+	{
+		name: "sign_in_links", window: func(c Config) time.Duration { return c.SignInLinks },
+		prune: func(ctx context.Context, c *pgx.Conn, b time.Time, n int) (int64, error) {
+			return tokens.PruneLinks(ctx, c, b, n)
+		},
+		count: func(ctx context.Context, c *pgx.Conn, b time.Time) (int64, error) {
+			return tokens.CountPrunableLinks(ctx, c, b)
 		},
 	},
 	{

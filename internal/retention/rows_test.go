@@ -206,6 +206,54 @@ func TestPruneDefinitionDeletions(t *testing.T) {
 	})
 }
 
+// Sign-in links of /me that expired, or were used, before the cutoff are
+// pruned; a link still valid, or used or expired since, is not.
+func TestPruneSignInLinks(t *testing.T) {
+	t.Parallel()
+	pruneRows(t, rowCase{table: "sign_in_links", conf: Config{SignInLinks: week},
+		fill: func(f *fixture) {
+			f.exec(`INSERT INTO api_tokens (owner, scope, name, prefix, hash) VALUES ('alice', 'user', 'assistant', 'lk_x', '\x00')`)
+			link := func(label, created, expires, used string) {
+				f.exec(`INSERT INTO sign_in_links (hash, token_id, owner, created_at, expires_at, used_at)
+				        VALUES (convert_to($1, 'UTF8'), (SELECT id FROM api_tokens), 'alice', `+created+`, `+expires+`, `+used+`)`, label)
+			}
+			for _, l := range []string{"old-expired-1", "old-expired-2", "old-expired-3"} {
+				link(l, f.ago(30*day), f.ago(30*day-time.Hour), "NULL")
+			}
+			link("old-used-1", f.ago(30*day), f.ago(30*day-time.Hour), f.ago(30*day))
+			// Used 8 days ago, though minted with a (hypothetical) expiry in the future.
+			link("old-used-2", f.ago(8*day), f.ago(-time.Hour), f.ago(8*day))
+			link("keep-valid", f.ago(time.Minute), f.ago(-10*time.Minute), "NULL")
+			link("keep-used-recently", f.ago(2*day), f.ago(2*day-time.Hour), f.ago(2*day))
+			link("keep-expired-recently", f.ago(6*day), f.ago(6*day-time.Hour), "NULL")
+		},
+		labels: `SELECT convert_from(hash, 'UTF8') FROM sign_in_links`,
+		keep:   []string{"keep-expired-recently", "keep-used-recently", "keep-valid"},
+	})
+}
+
+// Delivery attempts that started before the cutoff are pruned, whatever
+// their notification's state.
+func TestPruneDeliveryAttempts(t *testing.T) {
+	t.Parallel()
+	pruneRows(t, rowCase{table: "delivery_attempts", conf: Config{DeliveryAttempts: week},
+		fill: func(f *fixture) {
+			attempt := func(label, started string) {
+				f.exec(`INSERT INTO delivery_attempts (source, notification_id, notification_created_at, sink, attempt, started_at,
+				            duration_ms, outcome, error)
+				        VALUES ('s', 1, `+started+`, 'hook', 1, `+started+`, 12.5, 'retry', $1)`, label)
+			}
+			for _, l := range []string{"old-1", "old-2", "old-3", "old-4", "old-5"} {
+				attempt(l, f.ago(30*day))
+			}
+			attempt("keep-6-days", f.ago(6*day))
+			attempt("keep-now", f.ago(0))
+		},
+		labels: `SELECT error FROM delivery_attempts`,
+		keep:   []string{"keep-6-days", "keep-now"},
+	})
+}
+
 // Audit entries are pruned by age.
 func TestPruneAuditLog(t *testing.T) {
 	t.Parallel()
@@ -368,7 +416,8 @@ func TestPruneActivityHourTotals(t *testing.T) {
 func TestRowTablesFollowTheirWindows(t *testing.T) {
 	t.Parallel()
 	all := Config{TaskRuns: week, InboundEvents: week, IdempotencyKeys: week, DefinitionDeletions: week, AuditLog: week,
-		ModelBudgets: week, Briefings: week, Verdicts: week, SyncRunHours: week, ActivityHourTotals: week, BatchSize: 10}
+		ModelBudgets: week, Briefings: week, Verdicts: week, SyncRunHours: week, ActivityHourTotals: week,
+		SignInLinks: week, DeliveryAttempts: week, BatchSize: 10}
 	if !all.Enabled() || (Config{}).Enabled() {
 		t.Fatalf("Enabled: %v with the row tables' windows, %v with none", all.Enabled(), (Config{}).Enabled())
 	}
@@ -381,7 +430,7 @@ func TestRowTablesFollowTheirWindows(t *testing.T) {
 	for _, tr := range res.Tables {
 		names = append(names, tr.Table)
 	}
-	want := "task_runs inbound_events idempotency_keys definition_deletions audit_log model_budgets briefings verdicts sync_run_hours activity_hour_totals"
+	want := "delivery_attempts task_runs inbound_events idempotency_keys definition_deletions sign_in_links audit_log model_budgets briefings verdicts sync_run_hours activity_hour_totals"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("pruned tables: %s, want %s", got, want)
 	}
@@ -398,7 +447,8 @@ func TestFromConfigCarriesEveryWindow(t *testing.T) {
 		Notifications: 4 * time.Hour, ModelCalls: 5 * time.Hour, TaskRuns: 6 * time.Hour, InboundEvents: 7 * time.Hour,
 		IdempotencyKeys: 8 * time.Hour, DefinitionDeletions: 9 * time.Hour, AuditLog: 10 * time.Hour,
 		ModelBudgets: 11 * time.Hour, Briefings: 12 * time.Hour, Verdicts: 13 * time.Hour, SyncRunHours: 14 * time.Hour,
-		ActivityHourTotals: 15 * time.Hour, DriftEmbeddings: 16 * time.Hour, BatchSize: 7, Interval: time.Minute}
+		ActivityHourTotals: 15 * time.Hour, DriftEmbeddings: 16 * time.Hour, DeliveryAttempts: 17 * time.Hour,
+		SignInLinks: 18 * time.Hour, BatchSize: 7, Interval: time.Minute}
 	c := FromConfig(r)
 	windows := map[string]time.Duration{}
 	for _, tb := range tables {
@@ -415,8 +465,8 @@ func TestFromConfigCarriesEveryWindow(t *testing.T) {
 		}
 		seen[w.Window] = true
 	}
-	if len(seen) != 16 || len(windows) != 16 {
-		t.Errorf("%d distinct windows, %d tables; want 16 of each", len(seen), len(windows))
+	if len(seen) != 18 || len(windows) != 18 {
+		t.Errorf("%d distinct windows, %d tables; want 18 of each", len(seen), len(windows))
 	}
 }
 

@@ -107,3 +107,25 @@ func scanLink(row pgx.Row) (*Link, error) {
 	}
 	return l, nil
 }
+
+// PruneLinks deletes at most limit sign-in links that expired, or were
+// used, before before (a link opens /me once, within its hour at most:
+// past that it only records that it was made) and returns how many.
+// internal/retention calls it, with retention.sign_in_links, until a
+// batch is short.
+func PruneLinks(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, queryPruneLinks, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune sign-in links expired or used before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// CountPrunableLinks counts the links PruneLinks would delete (a dry run).
+func CountPrunableLinks(ctx context.Context, q Querier, before time.Time) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, queryCountPrunableLinks, before).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sign-in links expired or used before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return n, nil
+}

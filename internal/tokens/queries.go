@@ -1,7 +1,8 @@
 package tokens
 
-// The named queries of the api_tokens table. Nothing outside this package
-// writes it.
+// The named queries of the api_tokens and sign_in_links tables. Nothing
+// outside this package writes them (internal/retention prunes
+// sign_in_links through PruneLinks).
 
 const tokenColumns = `id, owner, scope, name, prefix, created_at, expires_at, revoked_at, last_used_at`
 
@@ -39,3 +40,16 @@ const queryLockLink = `
 	FROM sign_in_links WHERE hash = $1 FOR UPDATE`
 
 const queryUseLink = `UPDATE sign_in_links SET used_at = $2 WHERE id = $1 AND used_at IS NULL`
+
+// queryPruneLinks deletes up to $2 sign-in links that expired or were
+// used before $1 (sign_in_links_expires_idx, sign_in_links_used_idx).
+const queryPruneLinks = `
+	DELETE FROM sign_in_links WHERE id = ANY (ARRAY(
+	    SELECT id FROM sign_in_links
+	    WHERE expires_at < $1 OR used_at < $1
+	    ORDER BY id
+	    LIMIT $2
+	    FOR UPDATE SKIP LOCKED))`
+
+// queryCountPrunableLinks counts what queryPruneLinks deletes.
+const queryCountPrunableLinks = `SELECT count(*) FROM sign_in_links WHERE expires_at < $1 OR used_at < $1`

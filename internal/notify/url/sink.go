@@ -84,7 +84,7 @@ func (s *Sink) Deliver(ctx context.Context, n *notify.Notification) error {
 		return &notify.PermanentError{Err: fmt.Errorf("%s message: %w", s.ch.Service, err)}
 	}
 	for _, c := range calls {
-		if err := s.send(ctx, c); err != nil {
+		if err := s.send(ctx, n, c); err != nil {
 			return s.red.Error(err)
 		}
 	}
@@ -96,8 +96,10 @@ func (s *Sink) Deliver(ctx context.Context, n *notify.Notification) error {
 // Retry-After header or the service's retry_after (Discord's seconds,
 // Telegram's parameters.retry_after, Matrix's retry_after_ms); 3xx and
 // the other 4xx are permanent; transport errors and timeouts are retried
-// (a connection the egress policy refused is permanent).
-func (s *Sink) send(ctx context.Context, c channel.Request) error {
+// (a connection the egress policy refused is permanent). The answer's
+// status and body, the URL's secrets hidden, are recorded on n
+// (Answered).
+func (s *Sink) send(ctx context.Context, n *notify.Notification, c channel.Request) error {
 	what := s.ch.Service
 	req, err := http.NewRequestWithContext(ctx, cmp.Or(c.Method, http.MethodPost), c.URL, bytes.NewReader(c.Body))
 	if err != nil {
@@ -123,6 +125,7 @@ func (s *Sink) send(ctx context.Context, c channel.Request) error {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // keep the connection reusable
 	code := resp.StatusCode
+	n.Answered(code, []byte(s.red.String(string(msg))))
 	var answer struct {
 		OK           *bool    `json:"ok"`
 		RetryAfter   *float64 `json:"retry_after"`
