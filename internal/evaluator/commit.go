@@ -131,8 +131,10 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 	if len(done) > 0 {
 		k := keysOf(done)
 		b.Queue(`
-			UPDATE changes SET eval_status = 'done', evaluated_at = clock_timestamp(), eval_owner = NULL,
+			WITH settled AS (SELECT clock_timestamp() AS at)
+			UPDATE changes SET eval_status = 'done', evaluated_at = settled.at, eval_owner = NULL,
 			       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
+			FROM settled
 			WHERE id = ANY($1) AND created_at >= $4
 			  AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
 			RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`, k.ids, ownerArg, attempt, k.since)

@@ -188,7 +188,7 @@ const queryEndForReview = `
 	review AS (
 	    INSERT INTO task_reviews (task_run_id, attempt, source, task, record_id, retry_at, created_at)
 	    SELECT id, attempt, source, task, record_id, finished_at, finished_at FROM ended
-	    ON CONFLICT (task_run_id, attempt) DO NOTHING)
+	    ON CONFLICT ON CONSTRAINT task_reviews_task_run_id_attempt_key DO NOTHING)
 	SELECT ` + runColumns + ` FROM ended`
 
 // reviewColumns are the columns scanPending reads, in order.
