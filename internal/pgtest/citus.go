@@ -47,9 +47,11 @@ import (
 // (slow: to check the pool itself).
 const citusPoolEnv = "LOOKOUT_PGTEST_CITUS_POOL"
 
-// citusPoolPrefix begins the names of the pool's schemas; the migrations'
-// hash follows, so binaries with other migrations use other schemas.
-const citusPoolPrefix = "pgtest_"
+// citusPoolPrefix begins the names of the pool's schemas, with the
+// version of what their comment records (a binary that reads another
+// one uses other schemas); the migrations' hash follows, so binaries with
+// other migrations use other schemas.
+const citusPoolPrefix = "pgtest2_"
 
 var citusBases struct {
 	sync.Mutex
@@ -149,8 +151,6 @@ func readyPoolSchema(ctx context.Context, conn *pgx.Conn, base, schema string) (
 	}
 	changed := st.Fingerprint == ""
 	if !changed {
-		// A schema a test broke so that its objects cannot be read (its
-		// schema_migrations dropped) is one that changed.
 		fp, err := fingerprint(ctx, conn, schema)
 		changed = err != nil || fp != st.Fingerprint
 	}
@@ -209,8 +209,8 @@ func makePoolSchema(ctx context.Context, conn *pgx.Conn, base, schema string) er
 	return nil
 }
 
-// resetPoolSchema empties every table of schema but schema_migrations,
-// restarts its sequences, and writes back the rows the migrations wrote,
+// resetPoolSchema empties every table of schema, restarts its sequences,
+// and writes back the rows the migrations wrote (schema_migrations' too),
 // in one transaction. It deletes rather than truncates: TRUNCATE makes
 // new files for every shard, partition and index (about 100 s for a
 // schema on a busy machine), while a test leaves few rows, which DELETE
@@ -309,12 +309,11 @@ func referencingFirst(ctx context.Context, conn *pgx.Conn, schema string, tables
 	return kept, nil
 }
 
-// poolTables lists schema's tables but partitions and schema_migrations.
+// poolTables lists schema's tables but partitions.
 func poolTables(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
 	rows, err := conn.Query(ctx, `
 		SELECT c.relname::text FROM pg_class c
 		WHERE c.relnamespace = $1::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-		  AND c.relname <> 'schema_migrations'
 		ORDER BY 1`, schema)
 	if err != nil {
 		return nil, fmt.Errorf("list the tables of %s: %w", schema, err)
@@ -328,7 +327,9 @@ func poolTables(ctx context.Context, conn *pgx.Conn, schema string) ([]string, e
 
 // fingerprint sums what a test could change in schema's objects: its
 // relations but partitions (name, kind, columns, layout on Citus), their
-// constraints and triggers, its functions, and its migration version.
+// constraints and triggers, and its functions. The migration version is
+// a row of schema_migrations, which the reset writes back (a test that
+// marks the schema dirty or newer leaves its objects as they were).
 func fingerprint(ctx context.Context, conn *pgx.Conn, schema string) (string, error) {
 	var fp string
 	err := conn.QueryRow(ctx, `
@@ -342,8 +343,7 @@ func fingerprint(ctx context.Context, conn *pgx.Conn, schema string) (string, er
 		  (SELECT string_agg(format('%s.%s', c.relname, g.tgname), ',' ORDER BY c.relname, g.tgname)
 		   FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
 		   WHERE c.relnamespace = $1::regnamespace AND NOT c.relispartition AND NOT g.tgisinternal),
-		  (SELECT string_agg(p.oid::regprocedure::text, ',' ORDER BY 1) FROM pg_proc p WHERE p.pronamespace = $1::regnamespace),
-		  (SELECT string_agg(format('%s:%s', version, dirty), ',') FROM `+db.Quote(schema)+`.schema_migrations)))`,
+		  (SELECT string_agg(p.oid::regprocedure::text, ',' ORDER BY 1) FROM pg_proc p WHERE p.pronamespace = $1::regnamespace)))`,
 		schema).Scan(&fp)
 	if err != nil {
 		return "", fmt.Errorf("read the objects of the pool schema %s: %w", schema, err)
