@@ -15,8 +15,8 @@
 #                          clone of the tag into .data/citus-src.git)
 #   LOOKOUT_CITUS_DIR      the cluster's directory (default .data/citus)
 #   LOOKOUT_CITUS_PORT     the coordinator's port; the workers take the next two (default 54400)
-#   LOOKOUT_CITUS_SHARDS   citus.shard_count of the test database (default 4: every test
-#                          migrates its own schema, and 32 shards of each table make that slow)
+#   LOOKOUT_CITUS_SHARDS   citus.shard_count of the test database (default 4: the tests'
+#                          pool of schemas is made and emptied faster with few shards)
 #   LOOKOUT_CITUS_KEEP=1   leave the cluster running afterwards
 #   TEST_PKGS              packages to test (default: the end-to-end tests and
 #                          db changes outbox notify evaluator syncer taskrunner)
@@ -92,17 +92,20 @@ DATABASE_URL="$URL&search_path=$SCHEMA" go run ./cmd/api migrate
 psql "$URL" -XAc "SELECT logicalrelid::regclass AS \"table\", CASE partmethod WHEN 'h' THEN 'distributed by ' || column_to_column_name(logicalrelid, partkey) WHEN 'n' THEN 'reference' END AS layout, colocationid AS colocation FROM pg_dist_partition WHERE logicalrelid::regclass::text LIKE '$SCHEMA.%' AND NOT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = logicalrelid) ORDER BY partmethod, colocationid, 1"
 
 # --- Tests ------------------------------------------------------------------------
-# Per-test databases copied from a template have no Citus: pgtest migrates a
-# schema per test in the coordinator's database instead (it also detects Citus).
+# Per-test databases copied from a template have no Citus: pgtest leases each
+# test a schema from a pool of distributed schemas in the coordinator's
+# database instead, emptied for it (internal/pgtest/citus.go; the pool stays
+# in the cluster's directory between runs).
 export TEST_DATABASE_URL="$URL"
 export LOOKOUT_PGTEST_TEMPLATE=0
-# Distributing a schema's tables takes a minute or more on a busy machine.
+# Making a schema of the pool (the first run, or after a test changed one)
+# takes minutes on a busy machine.
 export LOOKOUT_PGTEST_MIGRATE_TIMEOUT="${LOOKOUT_PGTEST_MIGRATE_TIMEOUT:-10m}"
 echo "== TEST_DATABASE_URL=$TEST_DATABASE_URL LOOKOUT_PGTEST_TEMPLATE=0 LOOKOUT_PGTEST_MIGRATE_TIMEOUT=$LOOKOUT_PGTEST_MIGRATE_TIMEOUT"
-echo "== go test -count=1 -timeout 30m $* $PKGS"
+echo "== go test -count=1 -timeout 60m $* $PKGS"
 set +e
 # shellcheck disable=SC2086 # PKGS holds several patterns
-go test -count=1 -timeout 30m "$@" $PKGS
+go test -count=1 -timeout 60m "$@" $PKGS
 rc=$?
 set -e
 echo "== go test exit status $rc"

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/db"
@@ -108,6 +109,53 @@ func TestDistributeLaysOutTheSchemaOnCitusOnly(t *testing.T) {
 		}
 		if distributed || (!triggers && name != "config_version") { // config_version has no trigger
 			t.Errorf("%s: in Citus' metadata %t, triggers %t; want a local table of the coordinator with its triggers", name, distributed, triggers)
+		}
+	}
+}
+
+// Every table a migration makes has a place on Citus, decided and written
+// down: distributed or a reference table (CitusLayout), or a local table
+// of the coordinator (CitusCoordinatorTables, CitusLocalTables), and only
+// one. A new table missing from every list would stay local by accident,
+// and a statement joining it with a distributed table would fail on
+// Citus only.
+func TestEveryTableHasACitusPlace(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `
+		SELECT c.relname::text FROM pg_class c
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	places := map[string][]string{}
+	for _, l := range db.CitusLayout {
+		places[l.Name] = append(places[l.Name], "CitusLayout")
+	}
+	for _, name := range db.CitusCoordinatorTables {
+		places[name] = append(places[name], "CitusCoordinatorTables")
+	}
+	for _, name := range db.CitusLocalTables {
+		places[name] = append(places[name], "CitusLocalTables")
+	}
+	for _, name := range tables {
+		switch p := places[name]; len(p) {
+		case 0:
+			t.Errorf("table %s is in none of db.CitusLayout, db.CitusCoordinatorTables and db.CitusLocalTables: decide where it goes on Citus (docs/scaling.md)", name)
+		case 1:
+		default:
+			t.Errorf("table %s is in %v: one place only", name, p)
+		}
+	}
+	for name := range places {
+		if !slices.Contains(tables, name) {
+			t.Errorf("%s is listed for Citus but the migrations make no such table", name)
 		}
 	}
 }

@@ -220,3 +220,38 @@ func ClaimGroups(ctx context.Context, q Querier, table string, limit int, candid
 	}
 	return out, nil
 }
+
+// EachShard runs a statement that locks rows of the given keys (values
+// of table's distribution column; FOR UPDATE SKIP LOCKED) once per group
+// of keys that one shard holds, each run taking at most the rows left of
+// limit, and returns the rows of every run (see Sharding): Citus locks
+// rows only in a statement routed to one shard. On one PostgreSQL (not
+// Distributed) it is one run over every key, the statement as it was.
+// It is for the claims that are restricted to a list of keys already (a
+// replica's sources); a claim over every key takes its candidates first
+// (ClaimGroups).
+func EachShard[T any](ctx context.Context, q Querier, table string, keys []string, limit int, run func(keys []string, limit int) ([]T, error)) ([]T, error) {
+	sh, err := ShardingOf(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if !sh.Distributed() {
+		return run(keys, limit)
+	}
+	groups, err := sh.Groups(ctx, q, table, keys)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, g := range groups {
+		if len(out) >= limit {
+			break
+		}
+		rows, err := run(g, limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}

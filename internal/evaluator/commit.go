@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/notify"
 	"github.com/lookout-dev/lookout/internal/outbox"
@@ -127,21 +128,41 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 	}
 	owned := make(map[int64]bool, len(claimed))
 	lags := make(map[int64]float64, len(claimed))
+	// On Citus (and with simulated shards) the two statements name the
+	// batch's sources too, so that each touches only the shards of the
+	// batch: by id alone they ran on every shard, and a multi-shard UPDATE
+	// next to the claims' per-shard locks was seen in Citus' distributed
+	// deadlocks (cancelled after 2 s each). On one PostgreSQL they are as
+	// they were (docs/scaling.md: the sources may cost the first batches
+	// of a backlog there).
+	sh, err := db.ShardingOf(ctx, tx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("settle: %w", err)
+	}
 	b := &pgx.Batch{}
 	if len(done) > 0 {
 		k := keysOf(done)
-		b.Queue(settleDoneSQL, k.ids, ownerArg, attempt, k.since)
+		if sh.Distributed() {
+			b.Queue(settleDoneBySourceSQL, k.ids, ownerArg, attempt, k.since, k.sources)
+		} else {
+			b.Queue(settleDoneSQL, k.ids, ownerArg, attempt, k.since)
+		}
 	}
 	if len(held) > 0 {
 		// Held: still pending, lease released, due again at retryAt.
 		k := keysOf(held)
+		args := []any{k.ids, heldUntil, heldReason, ownerArg, attempt, k.since}
+		bySource := ""
+		if sh.Distributed() {
+			bySource, args = " AND changes.source = ANY($7)", append(args, k.sources)
+		}
 		b.Queue(`
 			UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
 			       eval_error = u.reason, eval_attempts = eval_attempts + $5
 			FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
-			WHERE changes.id = u.id AND changes.created_at >= $6
+			WHERE changes.id = u.id AND changes.created_at >= $6`+bySource+`
 			  AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
-			RETURNING changes.id, NULL::float8`, k.ids, heldUntil, heldReason, ownerArg, attempt, k.since)
+			RETURNING changes.id, NULL::float8`, args...)
 	}
 	updates := b.Len()
 	if wake {
@@ -200,9 +221,25 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 // transaction when $2 is NULL), counting $3 attempts; $4 is the earliest
 // of their created_at (changeKeys). It returns each change's lag.
 const settleDoneSQL = `
-	UPDATE changes SET eval_status = 'done', evaluated_at = clock_timestamp(), eval_owner = NULL,
+	WITH settled AS (SELECT clock_timestamp() AS at)
+	UPDATE changes SET eval_status = 'done', evaluated_at = settled.at, eval_owner = NULL,
 	       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
+	FROM settled
 	WHERE id = ANY($1) AND created_at >= $4
+	  AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
+	RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`
+
+// settleDoneBySourceSQL is settleDoneSQL on Citus, where the batch's
+// sources ($5) route the UPDATE to their shards instead of every shard
+// (an UPDATE by id alone across shards took part in distributed
+// deadlocks). The clock is read in a CTE because Citus refuses
+// clock_timestamp() in a distributed UPDATE's SET.
+const settleDoneBySourceSQL = `
+	WITH settled AS (SELECT clock_timestamp() AS at)
+	UPDATE changes SET eval_status = 'done', evaluated_at = settled.at, eval_owner = NULL,
+	       eval_lease_expires_at = NULL, eval_error = NULL, eval_attempts = eval_attempts + $3
+	FROM settled
+	WHERE id = ANY($1) AND created_at >= $4 AND source = ANY($5)
 	  AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
 	RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`
 

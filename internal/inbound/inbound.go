@@ -24,6 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lookout-dev/lookout/internal/db"
 )
 
 // Outcomes of an event (inbound_events.outcome).
@@ -103,11 +105,13 @@ func Insert(ctx context.Context, q Querier, e *Event) (bool, error) {
 // Claim takes up to limit unprocessed events of sources (oldest first)
 // that nobody holds, for lease, as owner. Each claim counts an attempt.
 func Claim(ctx context.Context, q Querier, owner string, sources []string, limit int, lease time.Duration) ([]Event, error) {
-	rows, err := q.Query(ctx, claimEvents, owner, lease, sources, limit)
-	if err != nil {
-		return nil, fmt.Errorf("claim inbound events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanClaimed)
+	out, err := db.EachShard(ctx, q, "inbound_events", sources, limit, func(group []string, limit int) ([]Event, error) {
+		rows, err := q.Query(ctx, claimEvents, owner, lease, group, limit)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, scanClaimed)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim inbound events: %w", err)
 	}
@@ -121,11 +125,13 @@ func Claim(ctx context.Context, q Querier, owner string, sources []string, limit
 // processor that needs the events beyond tx (an upstream request to
 // make) claims them with a lease instead (Claim).
 func Lock(ctx context.Context, tx pgx.Tx, sources []string, limit int) ([]Event, error) {
-	rows, err := tx.Query(ctx, lockEvents, sources, limit)
-	if err != nil {
-		return nil, fmt.Errorf("lock inbound events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanClaimed)
+	out, err := db.EachShard(ctx, tx, "inbound_events", sources, limit, func(group []string, limit int) ([]Event, error) {
+		rows, err := tx.Query(ctx, lockEvents, group, limit)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, scanClaimed)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("lock inbound events: %w", err)
 	}

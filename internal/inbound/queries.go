@@ -38,7 +38,7 @@ const (
 		    LIMIT $4
 		    FOR UPDATE SKIP LOCKED
 		) c
-		WHERE e.id = c.id
+		WHERE e.id = c.id AND e.source = ANY ($3::text[])
 		RETURNING e.id, e.source, e.delivery_id, e.event_type, e.action, e.object_id, e.received_at, e.payload, e.payload_hash, e.attempts`
 
 	// lockEvents locks the oldest unprocessed events of the given sources

@@ -4,10 +4,13 @@
 //
 // Each test's schema lives in a database of its own, a copy of a template
 // database migrated once per cluster and set of migrations (see
-// fromTemplate); when the role cannot create databases, on Citus (the
-// database has the citus extension), or with LOOKOUT_PGTEST_TEMPLATE=0, the
-// schema is migrated in TEST_DATABASE_URL's database instead (on Citus the
-// migration distributes it: db.Migrate).
+// fromTemplate); on Citus (the database has the citus extension) it is a
+// schema leased from a pool of distributed schemas in TEST_DATABASE_URL's
+// database, emptied for the test (see fromCitusPool); when the role cannot
+// create databases, or with LOOKOUT_PGTEST_TEMPLATE=0 (and
+// LOOKOUT_PGTEST_CITUS_POOL=0 on Citus), the schema is migrated in
+// TEST_DATABASE_URL's database instead (on Citus the migration distributes
+// it: db.Migrate).
 package pgtest
 
 import (
@@ -71,6 +74,9 @@ func SchemaAt(t testing.TB, version uint) (schema, url string) {
 
 	if version == 0 {
 		if url, ok := fromTemplate(t, ctx, base, schema); ok {
+			return schema, url
+		}
+		if schema, url, ok := fromCitusPool(t, ctx, base); ok {
 			return schema, url
 		}
 	}

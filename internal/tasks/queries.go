@@ -35,7 +35,7 @@ const queryReclaim = `
 	    history = history || jsonb_build_array(jsonb_build_object(
 	        'attempt', attempt, 'run_id', run_id, 'status', status, 'claimed_by', claimed_by, 'claimed_at', claimed_at,
 	        'started_at', started_at, 'finished_at', finished_at, 'exit_code', exit_code, 'last_error', last_error)),
-	    attempt = attempt + 1, run_id = 'run-' || id || '.' || (attempt + 1), status = 'claimed',
+	    attempt = attempt + 1, run_id = 'run-' || id::text || '.' || (attempt + 1)::text, status = 'claimed',
 	    record_version = $2, title = $3, sync_run_id = $4, claimed_by = $5, claimed_at = $6::timestamptz,
 	    claim_expires_at = $6::timestamptz + $7::interval, started_at = NULL, finished_at = NULL, exit_code = NULL,
 	    result = NULL, stderr_tail = NULL, retry_at = NULL, tool_action = 'claim', tool_error = NULL, tool_due_at = NULL,
@@ -53,7 +53,7 @@ const queryRerun = `
 	    history = history || jsonb_build_array(jsonb_build_object(
 	        'attempt', attempt, 'run_id', run_id, 'status', status, 'claimed_by', claimed_by, 'claimed_at', claimed_at,
 	        'started_at', started_at, 'finished_at', finished_at, 'exit_code', exit_code, 'last_error', last_error)),
-	    attempt = attempt + 1, run_id = 'run-' || id || '.' || (attempt + 1), status = 'claimed', failures = 0,
+	    attempt = attempt + 1, run_id = 'run-' || id::text || '.' || (attempt + 1)::text, status = 'claimed', failures = 0,
 	    record_version = $2, title = $3, sync_run_id = $4, claimed_by = $5, claimed_at = $6::timestamptz,
 	    claim_expires_at = $6::timestamptz + $7::interval, started_at = NULL, finished_at = NULL, exit_code = NULL,
 	    result = NULL, stderr_tail = NULL, retry_at = NULL, tool_action = 'claim', tool_error = NULL, tool_due_at = NULL,
@@ -113,7 +113,7 @@ const queryExpired = `
 // write the same one at once.
 const queryToolDue = `
 	UPDATE task_runs SET tool_due_at = $4
-	WHERE id IN (
+	WHERE source = ANY ($1::text[]) AND id IN (
 	    SELECT id FROM task_runs
 	    WHERE tool_action IS NOT NULL AND tool_due_at <= $2 AND source = ANY ($1::text[])
 	      AND status NOT IN ('claimed', 'confirming', 'running')
@@ -188,7 +188,7 @@ const queryEndForReview = `
 	review AS (
 	    INSERT INTO task_reviews (task_run_id, attempt, source, task, record_id, retry_at, created_at)
 	    SELECT id, attempt, source, task, record_id, finished_at, finished_at FROM ended
-	    ON CONFLICT (task_run_id, attempt) DO NOTHING)
+	    ON CONFLICT ON CONSTRAINT task_reviews_task_run_id_attempt_key DO NOTHING)
 	SELECT ` + runColumns + ` FROM ended`
 
 // reviewColumns are the columns scanPending reads, in order.

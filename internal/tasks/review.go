@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lookout-dev/lookout/internal/db"
 )
 
 // Statuses of a task review (task_reviews.status).
@@ -167,6 +169,12 @@ type Reviewed struct {
 // review is decided; the caller ends each (EndAttempt from
 // StatusReviewing), marks it applied (ReviewApplied) and commits.
 func DecidedReviews(ctx context.Context, tx pgx.Tx, sources []string, limit int) ([]*Reviewed, error) {
+	return db.EachShard(ctx, tx, "task_runs", sources, limit, func(group []string, limit int) ([]*Reviewed, error) {
+		return decidedReviews(ctx, tx, group, limit)
+	})
+}
+
+func decidedReviews(ctx context.Context, tx pgx.Tx, sources []string, limit int) ([]*Reviewed, error) {
 	rows, err := tx.Query(ctx, queryDecidedReviews, sources, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read decided task reviews: %w", err)

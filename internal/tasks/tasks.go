@@ -30,6 +30,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lookout-dev/lookout/internal/db"
 )
 
 // Statuses of a task run.
@@ -329,7 +331,9 @@ func ToolFailed(ctx context.Context, q Querier, r *Run, action, msg string, due 
 // Expired locks, in tx, up to limit active attempts of sources whose
 // claim expired before now; the caller ends each (EndAttempt) and commits.
 func Expired(ctx context.Context, tx pgx.Tx, sources []string, now time.Time, limit int) ([]*Run, error) {
-	runs, err := collect(tx.Query(ctx, queryExpired, sources, now, limit))
+	runs, err := db.EachShard(ctx, tx, "task_runs", sources, limit, func(group []string, limit int) ([]*Run, error) {
+		return collect(tx.Query(ctx, queryExpired, group, now, limit))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read expired task claims: %w", err)
 	}
@@ -338,7 +342,9 @@ func Expired(ctx context.Context, tx pgx.Tx, sources []string, now time.Time, li
 
 // ToolDue leases up to limit due tool writes of sources until until.
 func ToolDue(ctx context.Context, q Querier, sources []string, now, until time.Time, limit int) ([]*Run, error) {
-	runs, err := collect(q.Query(ctx, queryToolDue, sources, now, limit, until))
+	runs, err := db.EachShard(ctx, q, "task_runs", sources, limit, func(group []string, limit int) ([]*Run, error) {
+		return collect(q.Query(ctx, queryToolDue, group, now, limit, until))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read due task writes: %w", err)
 	}
@@ -348,6 +354,12 @@ func ToolDue(ctx context.Context, q Querier, sources []string, now, until time.T
 // Reported locks, in tx, up to limit running attempts of sources that an
 // agent reported on (Run.Report set); the caller ends each and commits.
 func Reported(ctx context.Context, tx pgx.Tx, sources []string, limit int) ([]*Run, error) {
+	return db.EachShard(ctx, tx, "task_runs", sources, limit, func(group []string, limit int) ([]*Run, error) {
+		return reported(ctx, tx, group, limit)
+	})
+}
+
+func reported(ctx context.Context, tx pgx.Tx, sources []string, limit int) ([]*Run, error) {
 	rows, err := tx.Query(ctx, queryReported, sources, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read reported task runs: %w", err)
