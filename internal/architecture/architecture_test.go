@@ -364,6 +364,7 @@ var owners = map[string]string{
 	"sync_run_hours":       "internal/syncer",
 	"host_limits":          "internal/syncer",
 	"evaluations":          "internal/evaluator",
+	"model_drift_days":     "internal/evaluator",
 	"verdicts":             "internal/semantic",
 	"briefings":            "internal/semantic",
 	"model_calls":          "internal/semantic",

@@ -10,7 +10,8 @@ import (
 // TestRunAdmin runs the admin page measurement small: the fill loads every
 // row into the partition of its week (none into a default partition, so
 // the pruner has nothing to move), every measured page answers 200 with
-// an admin token (RunAdmin fails otherwise), and timing a filled schema
+// an admin token (RunAdmin fails otherwise), the models page's drift
+// counts the model steps, and timing a filled schema
 // again without the fill reads the same dataset.
 func TestRunAdmin(t *testing.T) {
 	t.Parallel()
@@ -46,6 +47,16 @@ func TestRunAdmin(t *testing.T) {
 		if p.P50 <= 0 || p.P95 < p.P50 || p.Max < p.P95 {
 			t.Errorf("%s: p50 %v, p95 %v, max %v", p.Path, p.P50, p.P95, p.Max)
 		}
+	}
+	// The models page's drift counts every model step (model_drift_days,
+	// kept by the triggers on evaluations, migration 44, which join each
+	// step to its model call: the fill writes the calls first).
+	var judged int64
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(judged), 0)::bigint FROM model_drift_days`).Scan(&judged); err != nil {
+		t.Fatal(err)
+	}
+	if judged != want["model_calls"] {
+		t.Errorf("model_drift_days counts %d model steps, want %d", judged, want["model_calls"])
 	}
 	// The owner filter finds the generated owner's sources.
 	var owned int64

@@ -228,20 +228,24 @@ LIMIT 201`
 		ORDER BY mc.latency_ms DESC, mc.prompt_tokens + mc.output_tokens DESC`
 
 	// queryDrift is the fleet's model drift per day, model digest and
-	// prompt version (migration 22).
+	// prompt version (migration 22; since migration 44 the sums of
+	// model_drift_days, kept as the evaluations are written).
 	queryDrift = `SELECT * FROM report_model_drift_daily`
 
-	// queryDriftOwner is one owner's model drift: report_model_drift_recent's
-	// rows of the owner ($1) summed over sources and watches (the average
-	// confidence weighted by evaluations).
+	// queryDriftOwner is one owner's model drift ($1): the owner's rows
+	// of model_drift_days (migration 44) of the last 14 days, summed per
+	// day, model digest and prompt version as report_model_drift_daily
+	// sums the fleet's (model_drift_days_owner_idx): days × digests ×
+	// prompt versions × writers, not the owner's evaluations.
 	queryDriftOwner = `
 		SELECT day, model, model_digest, prompt_version, sum(evaluations)::bigint AS evaluations, sum(judged)::bigint AS judged,
 		       sum(cache_hits)::bigint AS cache_hits, sum(notify)::bigint AS notify, sum(skip)::bigint AS skip,
-		       round(sum(notify)::numeric / sum(evaluations), 3) AS notify_rate,
-		       round(sum(avg_confidence * evaluations) / nullif(sum(evaluations) FILTER (WHERE avg_confidence IS NOT NULL), 0), 3) AS avg_confidence
-		FROM report_model_drift_recent
-		WHERE owner = $1
+		       round(sum(notify)::numeric / nullif(sum(evaluations), 0), 3) AS notify_rate,
+		       round((sum(confidence_sum) / nullif(sum(confidence_n), 0))::numeric, 3) AS avg_confidence
+		FROM model_drift_days
+		WHERE owner = $1 AND day >= date_trunc('day', now(), 'UTC') - interval '13 days'
 		GROUP BY 1, 2, 3, 4
+		HAVING sum(evaluations) > 0
 		ORDER BY 1, 2, 3, 4`
 
 	// queryDriftRows lists the evaluations behind a count of the drift

@@ -306,11 +306,13 @@ func laidOut(ctx context.Context, conn *pgx.Conn, rel string, t CitusTable) (boo
 // activity_hour_totals would be a distributed write from inside a
 // worker's statement (the "visibility and deadlock issues" Citus warns
 // of). On Citus the hourly activity counts only what the changes writer
-// adds itself (changes); docs/scaling.md lists it.
+// adds itself (changes); docs/scaling.md lists it. The same holds for
+// the triggers that keep model_drift_days (migration 44): on Citus the
+// models page's drift table is empty.
 func dropActivityTriggers(ctx context.Context, conn *pgx.Conn, rel string) error {
 	rows, err := conn.Query(ctx, `
 		SELECT t.tgname::text FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
-		WHERE t.tgrelid = $1::regclass AND NOT t.tgisinternal AND p.proname LIKE 'activity\_hour\_totals\_%'
+		WHERE t.tgrelid = $1::regclass AND NOT t.tgisinternal AND (p.proname LIKE 'activity\_hour\_totals\_%' OR p.proname LIKE 'model\_drift\_days\_%')
 		ORDER BY 1`, rel)
 	if err != nil {
 		return fmt.Errorf("read the triggers of %s: %w", rel, err)

@@ -214,6 +214,22 @@ func TestModelDownHoldsOnlyTheWatchThatNeedsIt(t *testing.T) {
 	if n := h.count(`SELECT count(*) FROM changes WHERE eval_status = 'pending'`); n != 0 {
 		t.Errorf("pending changes = %d, want 0", n)
 	}
+	// The models page's drift (model_drift_days, kept by the triggers on
+	// evaluations, migration 44) counts the held decision the model
+	// replaced once, as the evaluations do.
+	const fromHistory = `
+		SELECT date_trunc('day', e.created_at, 'UTC'), mc.model, mc.model_digest, mc.prompt_version, count(*),
+		       count(*) FILTER (WHERE e.step = 'model'), count(*) FILTER (WHERE e.step = 'cache'),
+		       count(*) FILTER (WHERE e.decision IN ('notify', 'duplicate')), count(*) FILTER (WHERE e.decision = 'skip')
+		FROM evaluations e JOIN model_calls mc ON mc.id = e.model_call_id
+		WHERE e.step IN ('model', 'cache') GROUP BY 1, 2, 3, 4`
+	const fromRollup = `SELECT day, model, model_digest, prompt_version, evaluations, judged, cache_hits, notify, skip FROM report_model_drift_daily`
+	if n := h.count(`SELECT count(*) FROM report_model_drift_daily WHERE judged > 0`); n == 0 {
+		t.Errorf("the model drift counts no model step")
+	}
+	if n := h.count(`SELECT count(*) FROM ((` + fromRollup + ` EXCEPT ` + fromHistory + `) UNION ALL (` + fromHistory + ` EXCEPT ` + fromRollup + `)) d`); n != 0 {
+		t.Errorf("%d rows of the model drift differ from the evaluations", n)
+	}
 }
 
 func TestOnModelErrorNotifyAndSkip(t *testing.T) {
