@@ -82,9 +82,14 @@ func (s *Source) DecodeBlock(v any) error {
 // connector block (parsed YAML, with its positions) and the definition's
 // JSON, once a daemon built the connector and runs it: 100,000 sources
 // then hold no parsed YAML. A released source's DecodeBlock is an error,
-// so that nothing decodes an empty block in its place.
+// so that nothing decodes an empty block in its place. The key lines
+// go too when they are not the file's (ForgetLines: Line is 0 either
+// way).
 func (s *Source) Release() {
 	s.Block, s.Definition, s.released = nil, nil, true
+	if s.noLines {
+		s.lines = nil
+	}
 }
 
 // splitBlocks takes the connector blocks out of the root mapping of a

@@ -44,8 +44,12 @@ func CheckHeaders(src *config.Source, key string, h map[string]string) error {
 	return errors.Join(errs...)
 }
 
-// Header turns configured headers into an http.Header.
+// Header turns configured headers into an http.Header; nil when there
+// are none.
 func Header(m map[string]string) http.Header {
+	if len(m) == 0 {
+		return nil
+	}
 	h := make(http.Header, len(m))
 	for k, v := range m {
 		h.Set(k, v)

@@ -34,47 +34,67 @@ func (e *RedirectError) Error() string {
 	return fmt.Sprintf("source %s: redirect from %s to %s refused: %s", e.Source, e.From, e.To, e.Why)
 }
 
-// checkRedirect returns the CheckRedirect of a source's HTTP client for its
-// follow_redirects mode (same_origin, any or none). The origin is the
-// scheme, host and port of the request the connector made.
-func checkRedirect(source, mode string) func(*http.Request, []*http.Request) error {
-	return func(req *http.Request, via []*http.Request) error {
-		first, prev := via[0].URL, via[len(via)-1].URL
-		refuse := func(format string, args ...any) error {
-			return &RedirectError{Source: source, From: connectors.Redact(prev.String()), To: connectors.Redact(req.URL.String()),
-				Why: fmt.Sprintf(format, args...)}
-		}
-		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-			return refuse("only http and https redirects are followed")
-		}
-		if len(via) >= maxRedirects {
-			return refuse("stopped after %d redirects", maxRedirects)
-		}
-		crossed := !sameOrigin(first, req.URL)
-		for _, r := range via[1:] {
-			crossed = crossed || !sameOrigin(first, r.URL)
-		}
-		switch mode {
-		case "none":
-			return refuse("follow_redirects is none")
-		case "any":
-			if crossed {
-				// The client copied the first request's headers: keep
-				// the configured ones (and the credentials) at home.
-				for k := range req.Header {
-					if !keptOnCrossOrigin[k] {
-						delete(req.Header, k)
-					}
+// redirectMode is a source's follow_redirects.
+type redirectMode uint8
+
+const (
+	redirectSameOrigin redirectMode = iota // same_origin, the default
+	redirectAny                            // any
+	redirectNone                           // none
+)
+
+// redirectModeOf is the mode of a follow_redirects value (validated by
+// the configuration: anything else is same_origin).
+func redirectModeOf(s string) redirectMode {
+	switch s {
+	case "any":
+		return redirectAny
+	case "none":
+		return redirectNone
+	}
+	return redirectSameOrigin
+}
+
+// checkRedirect is the CheckRedirect of a source's HTTP client: it applies
+// the source's follow_redirects mode (same_origin, any or none). The
+// origin is the scheme, host and port of the request the connector made.
+func (t *politeTransport) checkRedirect(req *http.Request, via []*http.Request) error {
+	source, mode := t.source, t.redirects
+	first, prev := via[0].URL, via[len(via)-1].URL
+	refuse := func(format string, args ...any) error {
+		return &RedirectError{Source: source, From: connectors.Redact(prev.String()), To: connectors.Redact(req.URL.String()),
+			Why: fmt.Sprintf(format, args...)}
+	}
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return refuse("only http and https redirects are followed")
+	}
+	if len(via) >= maxRedirects {
+		return refuse("stopped after %d redirects", maxRedirects)
+	}
+	crossed := !sameOrigin(first, req.URL)
+	for _, r := range via[1:] {
+		crossed = crossed || !sameOrigin(first, r.URL)
+	}
+	switch mode {
+	case redirectNone:
+		return refuse("follow_redirects is none")
+	case redirectAny:
+		if crossed {
+			// The client copied the first request's headers: keep
+			// the configured ones (and the credentials) at home.
+			for k := range req.Header {
+				if !keptOnCrossOrigin[k] {
+					delete(req.Header, k)
 				}
 			}
-			return nil
-		default: // same_origin
-			if crossed {
-				return refuse("%s is another origin than %s, and follow_redirects is same_origin "+
-					"(set follow_redirects: any to follow it without the source's headers)", origin(req.URL), origin(first))
-			}
-			return nil
 		}
+		return nil
+	default: // same_origin
+		if crossed {
+			return refuse("%s is another origin than %s, and follow_redirects is same_origin "+
+				"(set follow_redirects: any to follow it without the source's headers)", origin(req.URL), origin(first))
+		}
+		return nil
 	}
 }
 

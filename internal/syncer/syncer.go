@@ -12,9 +12,11 @@ package syncer
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -32,6 +34,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/egress"
+	"github.com/lookout-dev/lookout/internal/intern"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
@@ -53,9 +56,10 @@ type Syncer struct {
 	hours  rollup     // counts quiet runs for sync_run_hours
 	stats  *tally     // for the summary line
 	wake   chan struct{}
-	// untrusted is the transport of sources created through the API
-	// (conf.UntrustedEgress).
-	untrusted http.RoundTripper
+	// trusted and untrusted are what the transports of the sources share:
+	// untrusted of sources created through the API (conf.UntrustedEgress),
+	// trusted of the others (conf.Egress, conf.Transport).
+	trusted, untrusted *transportShared
 
 	// mu guards sources and names: the definitions change while the
 	// syncer runs (Apply). A source removed from the definitions stays,
@@ -169,7 +173,6 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 		stats: newTally(conf.Now()), wake: make(chan struct{}, 1)}
 	ut := conf.UntrustedEgress.Transport()
 	ut.MaxIdleConns, ut.MaxIdleConnsPerHost = 1024, 128
-	s.untrusted = ut
 	s.done = newCompleter(s)
 	if pool != nil {
 		conns := pool.Config().MaxConns
@@ -179,6 +182,10 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 	if pool != nil {
 		s.hosts = &hostBudget{pool: pool, limits: conf.HostLimit}
 	}
+	s.trusted = &transportShared{base: conf.Transport, hosts: s.hosts, maxWait: conf.MaxWait, now: conf.Now, metrics: conf.Metrics,
+		dial: conf.Egress.Dialer().DialContext}
+	s.untrusted = &transportShared{base: ut, hosts: s.hosts, maxWait: conf.MaxWait, now: conf.Now, metrics: conf.Metrics,
+		dial: conf.UntrustedEgress.Dialer().DialContext}
 	var errs []error
 	for _, sc := range conf.Sources {
 		src, err := s.build(sc)
@@ -210,7 +217,7 @@ func (s *Syncer) build(sc *config.Source) (*source, error) { return s.buildFor(s
 // buildFor builds a source; an untrusted one (created through the API)
 // connects through conf.UntrustedEgress.
 func (s *Syncer) buildFor(sc *config.Source, untrusted bool) (*source, error) {
-	mapper, err := normalize.NewMapper(sc.Fields.Exprs(), sc.Volatile)
+	mapper, err := sharedMapper(sc.Fields.Exprs(), sc.Volatile)
 	if err != nil {
 		var errs []error
 		for _, p := range normalize.Problems(err) {
@@ -227,7 +234,7 @@ func (s *Syncer) buildFor(sc *config.Source, untrusted bool) (*source, error) {
 	if a := sc.Adaptive; a != nil {
 		adaptive = &schedule.Bounds{Min: a.Min, Max: a.Max}
 	}
-	sched, err := schedule.New(schedule.Spec{Every: sc.Every, Jitter: *sc.Jitter, Cron: sc.Cron, Timezone: sc.Timezone, Adaptive: adaptive})
+	sched, err := sharedSchedule(schedule.Spec{Every: sc.Every, Jitter: *sc.Jitter, Cron: sc.Cron, Timezone: sc.Timezone, Adaptive: adaptive})
 	if err != nil {
 		var se *schedule.SpecError
 		if errors.As(err, &se) {
@@ -245,29 +252,53 @@ func (s *Syncer) buildFor(sc *config.Source, untrusted bool) (*source, error) {
 			return nil, errors.Join(errs...)
 		}
 	}
-	logger := s.logger.With("source", sc.Name)
+	logger := sourceLogger(s.logger.Handler(), sc.Name)
 	// No http.Client.Timeout: it would count the waits for rate limits.
 	// The transport bounds every request by the source's timeout instead.
 	// CheckRedirect applies follow_redirects.
-	base, policy := s.conf.Transport, s.conf.Egress
+	shared := s.trusted
 	if untrusted {
-		base, policy = s.untrusted, s.conf.UntrustedEgress
+		shared = s.untrusted
 	}
-	client := &http.Client{CheckRedirect: checkRedirect(sc.Name, sc.FollowRedirects), Transport: &politeTransport{
-		base:    base,
-		limiter: rate.NewLimiter(rate.Limit(sc.RateLimit.PerSecond), sc.RateLimit.Burst),
-		hosts:   s.hosts,
-		timeout: sc.Timeout,
-		maxWait: s.conf.MaxWait,
-		now:     s.conf.Now,
-		logger:  logger,
-		metrics: s.conf.Metrics,
-	}}
-	conn, err := connectors.New(sc, connectors.Env{Dir: s.conf.Dir, HTTP: client, Dial: policy.Dialer().DialContext, Logger: logger, Now: s.conf.Now})
+	tr := &politeTransport{transportShared: shared, source: sc.Name, logger: logger, timeout: sc.Timeout,
+		perSecond: rate.Limit(sc.RateLimit.PerSecond), burst: int32(min(sc.RateLimit.Burst, math.MaxInt32)),
+		redirects: redirectModeOf(sc.FollowRedirects)}
+	client := &http.Client{CheckRedirect: tr.checkRedirect, Transport: tr}
+	conn, err := connectors.New(sc, connectors.Env{Dir: s.conf.Dir, HTTP: client, Dial: shared.dial, Logger: logger, Now: s.conf.Now})
 	if err != nil {
 		return nil, err
 	}
 	return &source{cfg: sc, conn: conn, mapper: mapper, schedule: sched, stopWhen: stopWhen}, nil
+}
+
+// mappers holds one Mapper per distinct mapping (fields and volatile):
+// sources copied from one example share it.
+var mappers intern.Cache[normalize.Mapper]
+
+// sharedMapper returns the Mapper of f and volatile, the one other
+// sources mapping alike hold if any. A Mapper is safe for concurrent use.
+func sharedMapper(f normalize.FieldExprs, volatile []string) (*normalize.Mapper, error) {
+	key, err := json.Marshal(struct {
+		F normalize.FieldExprs
+		V []string
+	}{f, volatile})
+	if err != nil {
+		return nil, fmt.Errorf("mapping key: %w", err)
+	}
+	return mappers.Get(string(key), func() (*normalize.Mapper, error) { return normalize.NewMapper(f, volatile) })
+}
+
+// schedules holds one Schedule per distinct spec.
+var schedules intern.Cache[schedule.Schedule]
+
+// sharedSchedule returns the Schedule of spec, the one other sources
+// scheduled alike hold if any (a Schedule is immutable).
+func sharedSchedule(spec schedule.Spec) (*schedule.Schedule, error) {
+	key := fmt.Sprintf("%d %d %q %q", spec.Every, spec.Jitter, spec.Cron, spec.Timezone)
+	if a := spec.Adaptive; a != nil {
+		key += fmt.Sprintf(" %d %d", a.Min, a.Max)
+	}
+	return schedules.Get(key, func() (*schedule.Schedule, error) { return schedule.New(spec) })
 }
 
 // Owner is this replica's lease owner name.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,18 +39,52 @@ const MaxBlock = 24 * time.Hour
 // request fails with a *connectors.RetryLaterError and the run is deferred,
 // to resume from its cursor. Every request is bounded by timeout, waits
 // for budgets excluded.
+//
+// A syncer holds one per source, so it is small: what every source of
+// the syncer shares is in *transportShared, and the token bucket is made
+// by the source's first request (a source not run yet holds none).
 type politeTransport struct {
+	*transportShared
+	// source names the source, in redirect errors.
+	source string
+	logger *slog.Logger
+	// limiter is the source's token bucket of perSecond and burst;
+	// nil until the first request (see sourceLimiter).
+	limiter   atomic.Pointer[rate.Limiter]
+	perSecond rate.Limit
+	burst     int32
+	// redirects is the source's follow_redirects (checkRedirect).
+	redirects redirectMode
+	timeout   time.Duration
+}
+
+// transportShared is the part of politeTransport every source of a syncer
+// (of one egress policy) shares.
+type transportShared struct {
 	base    http.RoundTripper
-	limiter *rate.Limiter
 	hosts   *hostBudget // nil when the syncer has no database (config check)
-	timeout time.Duration
 	maxWait time.Duration
 	now     func() time.Time
-	logger  *slog.Logger
 	metrics *metrics.Metrics // nil: nothing recorded
 	// sleep waits out a budget's wait: service.Sleep when nil (tests
 	// replace it to hold a wait open for as long as they need).
 	sleep func(ctx context.Context, d time.Duration) bool
+	// dial connects through the egress policy, for connectors that
+	// dial themselves (connectors.Env.Dial).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// sourceLimiter returns the source's token bucket, made at the first
+// call.
+func (t *politeTransport) sourceLimiter() *rate.Limiter {
+	if l := t.limiter.Load(); l != nil {
+		return l
+	}
+	l := rate.NewLimiter(t.perSecond, int(t.burst))
+	if t.limiter.CompareAndSwap(nil, l) {
+		return l
+	}
+	return t.limiter.Load()
 }
 
 var _ http.RoundTripper = (*politeTransport)(nil)
@@ -149,7 +184,7 @@ func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // waitSource waits for the source's own rate limit.
 func (t *politeTransport) waitSource(ctx context.Context, host string, rs *runStats) error {
-	r := t.limiter.Reserve()
+	r := t.sourceLimiter().Reserve()
 	if !r.OK() {
 		return fmt.Errorf("source rate limit cannot grant a request")
 	}

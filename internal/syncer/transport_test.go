@@ -206,7 +206,7 @@ func TestRequestTimeoutExcludesRateLimitWaits(t *testing.T) {
 	var waitEnded time.Time
 	var waits []time.Duration
 	var deadlines []time.Time
-	tr := &politeTransport{
+	tr := &politeTransport{transportShared: &transportShared{
 		base: roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			dl, ok := req.Context().Deadline()
 			if !ok {
@@ -215,12 +215,8 @@ func TestRequestTimeoutExcludesRateLimitWaits(t *testing.T) {
 			deadlines = append(deadlines, dl)
 			return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
 		}),
-		// One request an hour: the second waits for its token.
-		limiter: rate.NewLimiter(rate.Every(time.Hour), 1),
-		timeout: timeout,
 		maxWait: 2 * time.Hour,
 		now:     time.Now,
-		logger:  slog.New(slog.DiscardHandler),
 		sleep: func(ctx context.Context, d time.Duration) bool {
 			waits = append(waits, d)
 			whole, cancel := context.WithTimeout(ctx, timeout)
@@ -232,6 +228,11 @@ func TestRequestTimeoutExcludesRateLimitWaits(t *testing.T) {
 			waitEnded = time.Now()
 			return true
 		},
+	},
+		// One request an hour: the second waits for its token.
+		perSecond: rate.Every(time.Hour), burst: 1,
+		timeout: timeout,
+		logger:  slog.New(slog.DiscardHandler),
 	}
 	client := &http.Client{Transport: tr}
 	for i := range 2 {

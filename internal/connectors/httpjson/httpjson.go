@@ -66,12 +66,18 @@ var (
 // (snapshot: true), so that the syncer records deletions.
 func (c *Connector) Snapshot() bool { return c.o.Snapshot }
 
+// defaultHeader is the header of every source that sets none (New). It
+// is only read: connectors.Get copies it into each request.
+var defaultHeader = http.Header{"Accept": {"application/json"}}
+
 // Options are the typed settings of New. The zero value of every optional
 // field is a usable default.
 type Options struct {
 	// URL is the first page. Required.
 	URL string
-	// Header is sent with every request.
+	// Header is sent with every request, with Accept: application/json
+	// added when it has none (New does not modify the caller's map).
+	// Defaults to that Accept only.
 	Header http.Header
 	// Items selects the item list from `body` and `headers`; nil means body.
 	Items *normalize.Program
@@ -217,10 +223,12 @@ func New(client *http.Client, o Options) (*Connector, error) {
 	if o.Pagination == "" {
 		o.Pagination = PageNone
 	}
-	if o.Header == nil {
-		o.Header = http.Header{}
-	}
-	if o.Header.Get("Accept") == "" {
+	switch {
+	case len(o.Header) == 0:
+		// Most sources set no header: they share one, never written.
+		o.Header = defaultHeader
+	case o.Header.Get("Accept") == "":
+		o.Header = o.Header.Clone()
 		o.Header.Set("Accept", "application/json")
 	}
 	base, err := url.Parse(o.URL)

@@ -62,11 +62,17 @@ func Decode(src *config.Source) (*Settings, error) {
 // Accept is the Accept header sent for feeds.
 const Accept = "application/rss+xml, application/atom+xml, application/feed+json, application/json;q=0.9, application/xml;q=0.8, text/xml;q=0.8, */*;q=0.5"
 
+// defaultHeader is the header of every feed that sets none (New). It is
+// only read: connectors.Get copies it into each request.
+var defaultHeader = http.Header{"Accept": {Accept}}
+
 // Options are the typed settings of New.
 type Options struct {
 	// URL of the feed. Required.
 	URL string
-	// Header is sent with every request.
+	// Header is sent with every request, with Accept added when it has
+	// none (New does not modify the caller's map). Defaults to Accept
+	// only.
 	Header http.Header
 	// Timeout bounds the request. Defaults to 30s.
 	Timeout time.Duration
@@ -109,10 +115,12 @@ func New(client *http.Client, o Options) (*Connector, error) {
 	if client == nil {
 		client = &http.Client{}
 	}
-	if o.Header == nil {
-		o.Header = http.Header{}
-	}
-	if o.Header.Get("Accept") == "" {
+	switch {
+	case len(o.Header) == 0:
+		// Most feeds set no header: they share one, never written.
+		o.Header = defaultHeader
+	case o.Header.Get("Accept") == "":
+		o.Header = o.Header.Clone()
 		o.Header.Set("Accept", Accept)
 	}
 	if o.Timeout <= 0 {

@@ -442,6 +442,10 @@ func newFromSettings(src *config.Source, o *Options, env connectors.Env) (connec
 	return c, nil
 }
 
+// defaultHeader is the header of every page that sets none (New). It is
+// only read: requests copy it.
+var defaultHeader = http.Header{"Accept": {Accept}, "User-Agent": {UserAgent}}
+
 // New returns a connector for the page at o.URL.
 func New(client *http.Client, o Options) (*Connector, error) {
 	u, err := url.Parse(o.URL)
@@ -451,15 +455,17 @@ func New(client *http.Client, o Options) (*Connector, error) {
 	if client == nil {
 		client = &http.Client{}
 	}
-	o.Header = o.Header.Clone()
-	if o.Header == nil {
-		o.Header = http.Header{}
-	}
-	if o.Header.Get("Accept") == "" {
-		o.Header.Set("Accept", Accept)
-	}
-	if o.Header.Get("User-Agent") == "" {
-		o.Header.Set("User-Agent", UserAgent)
+	if len(o.Header) == 0 {
+		// Most pages set no header: they share one, never written.
+		o.Header = defaultHeader
+	} else {
+		o.Header = o.Header.Clone()
+		if o.Header.Get("Accept") == "" {
+			o.Header.Set("Accept", Accept)
+		}
+		if o.Header.Get("User-Agent") == "" {
+			o.Header.Set("User-Agent", UserAgent)
+		}
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = config.TimeoutDefault
