@@ -2,7 +2,9 @@
 # The tests on a real Citus cluster (docs/scaling.md "On Citus", docs/development.md):
 # builds Citus when it is missing, starts a coordinator and two workers on this
 # machine, migrates a schema (which distributes it), runs the end-to-end tests
-# and the packages whose statements Citus routes against the coordinator, and
+# and the packages whose statements Citus routes against the coordinator, then
+# the fault tests (a worker stopped for 30 s during sync, evaluation and
+# delivery: internal/e2e TestCitusWorker*, alone, as they stop a worker), and
 # stops the cluster.
 #
 #   scripts/test_citus.sh [go test flags...]      e.g. scripts/test_citus.sh -run TestPipeline -v
@@ -20,8 +22,10 @@
 #   LOOKOUT_CITUS_KEEP=1   leave the cluster running afterwards
 #   TEST_PKGS              packages to test (default: the end-to-end tests and
 #                          db changes outbox notify evaluator syncer taskrunner)
+#   LOOKOUT_CITUS_FAULTS=0 skip the fault tests (LOOKOUT_CITUS_FAULTS=only runs only them)
 #
-# The exit status is go test's (or the first step's that failed).
+# The exit status is go test's (the first of the two steps that failed), or
+# the first step's that failed before them.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -102,11 +106,31 @@ export LOOKOUT_PGTEST_TEMPLATE=0
 # takes minutes on a busy machine.
 export LOOKOUT_PGTEST_MIGRATE_TIMEOUT="${LOOKOUT_PGTEST_MIGRATE_TIMEOUT:-10m}"
 echo "== TEST_DATABASE_URL=$TEST_DATABASE_URL LOOKOUT_PGTEST_TEMPLATE=0 LOOKOUT_PGTEST_MIGRATE_TIMEOUT=$LOOKOUT_PGTEST_MIGRATE_TIMEOUT"
-echo "== go test -count=1 -timeout 60m $* $PKGS"
-set +e
-# shellcheck disable=SC2086 # PKGS holds several patterns
-go test -count=1 -timeout 60m "$@" $PKGS
-rc=$?
-set -e
-echo "== go test exit status $rc"
+rc=0
+if [ "${LOOKOUT_CITUS_FAULTS:-1}" != only ]; then
+	echo "== go test -count=1 -timeout 60m $* $PKGS"
+	set +e
+	# shellcheck disable=SC2086 # PKGS holds several patterns
+	go test -count=1 -timeout 60m "$@" $PKGS
+	rc=$?
+	set -e
+	echo "== go test exit status $rc"
+fi
+
+# --- Faults -----------------------------------------------------------------------
+# A worker stopped for 30 s during sync, evaluation and delivery (docs/scaling.md
+# "Faults on Citus"): the test stops and starts a worker's PostgreSQL with pg_ctl,
+# so it runs alone, after the others; it is skipped without LOOKOUT_CITUS_WORKER_DIRS.
+if [ "${LOOKOUT_CITUS_FAULTS:-1}" != 0 ]; then
+	export LOOKOUT_CITUS_WORKER_DIRS="$DIR/node1:$DIR/node2"
+	echo "== LOOKOUT_CITUS_WORKER_DIRS=$LOOKOUT_CITUS_WORKER_DIRS go test -count=1 -timeout 30m -v -run '^TestCitusWorker' ./internal/e2e/"
+	set +e
+	go test -count=1 -timeout 30m -v -run '^TestCitusWorker' ./internal/e2e/
+	frc=$?
+	set -e
+	echo "== fault tests exit status $frc"
+	if [ "$rc" = 0 ]; then
+		rc=$frc
+	fi
+fi
 exit "$rc"

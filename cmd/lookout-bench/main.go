@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/bench"
@@ -55,6 +56,7 @@ func main() {
 	startWatchSources := flag.Int("start-watch-sources", 1000, "source files those watches are spread over")
 	startSources := flag.Int("start-sources", 100_000, "sources of the syncer started by (13), and a tenth of them (-1 skips it)")
 	startHold := flag.Duration("start-hold", 10*time.Second, "time (13) lets a process run after it is ready before reading its VmHWM")
+	nodes := flag.String("nodes", "", "comma-separated URLs of further PostgreSQL nodes on this machine (a Citus coordinator's workers): (10) reports each one's WAL and CPU per run")
 	only := flag.String("only", "", "comma-separated measurements to run, e.g. 10 or 1,2,10 (default all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 	if err := flag.CommandLine.Parse(os.Args[1:]); err != nil {
@@ -99,10 +101,21 @@ func main() {
 			Sources: *startSources, Hold: *startHold},
 		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores,
 		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns, AdminSchema: *adminSchema,
-		Only: *only, Schedule: bench.ScheduleOptions{Replicas: *replicas, Sources: *sources, Every: *every, For: *window, Warmup: *warmup,
+		Only: *only, Nodes: splitList(*nodes), Schedule: bench.ScheduleOptions{Replicas: *replicas, Sources: *sources, Every: *every, For: *window, Warmup: *warmup,
 			UnchangedEvery: *unchanged, BaseBin: *baseSyncer}}); err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -98,7 +98,11 @@ type Options struct {
 	Only string
 	// Keep leaves the benchmark schemas in place for inspection.
 	Keep bool
-	Out  io.Writer
+	// Nodes are the URLs of further PostgreSQL nodes behind DatabaseURL
+	// (the workers of a Citus coordinator, on this machine): measurement
+	// (10) reports each one's WAL and CPU per run beside the coordinator's.
+	Nodes []string
+	Out   io.Writer
 }
 
 // runs reports whether measurement n is to be run.

@@ -50,6 +50,10 @@ type ScheduleResult struct {
 	// source at once, which the leases and claims must never allow.
 	Overlaps int64
 	Note     string
+	// NodeDBCPU and NodeWAL are DBCPU and WAL of each of Options.Nodes
+	// (DBCPU and WAL are then the coordinator's).
+	NodeDBCPU []time.Duration
+	NodeWAL   []int64
 }
 
 // PerRun divides a total by the runs of the window.
@@ -195,12 +199,19 @@ func RunSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so Schedu
 			fmt.Fprintln(out, r)
 		}
 	}
-	r, err = runBaseline(ctx, o, admin, so)
-	if err != nil {
-		return nil, err
+	// The bare loop's FOR UPDATE SKIP LOCKED over every source is refused
+	// by Citus across shards (docs/scaling.md "Claims on Citus"): with
+	// further nodes there is no ceiling to measure.
+	if len(o.Nodes) == 0 {
+		r, err = runBaseline(ctx, o, admin, so)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, r)
+		fmt.Fprintln(out, r)
+	} else {
+		fmt.Fprintf(out, "  %-26s not run: its FOR UPDATE SKIP LOCKED across shards does not run on Citus\n", "baseline loop")
 	}
-	results = append(results, r)
-	fmt.Fprintln(out, r)
 	for _, r := range results {
 		if r.Note != "" {
 			fmt.Fprintf(out, "  %s: %s\n", r.Label, r.Note)
@@ -208,6 +219,12 @@ func RunSchedule(ctx context.Context, o *Options, admin *pgxpool.Pool, so Schedu
 		if r.PeakRSS > 0 {
 			fmt.Fprintf(out, "  %s: peak RSS %.0f MB per process (%.1f KB per source)\n", r.Label, float64(r.PeakRSS)/(1<<20),
 				float64(r.PeakRSS)/1024*float64(max(r.Replicas, 1))/float64(r.Sources))
+		}
+		for i, u := range o.Nodes {
+			if i < len(r.NodeWAL) {
+				fmt.Fprintf(out, "  %s: node %d (%s): DB %.3f ms and WAL %.0f B per run (the line above: the coordinator's)\n", r.Label, i+1, u,
+					r.PerRun(float64(r.NodeDBCPU[i].Microseconds())/1000), r.PerRun(float64(r.NodeWAL[i])))
+			}
 		}
 		if r.Replicas > 0 {
 			fmt.Fprintf(out, "  %s: %d overlapping runs of one source (two requests for one feed in flight at once) in %d runs\n", r.Label, r.Overlaps, r.Runs)
@@ -227,6 +244,8 @@ type snapshot struct {
 	size      int64
 	logBytes  int64
 	overlaps  int64
+	nodeCPU   []map[int]time.Duration // Options.Nodes' processes
+	nodeWAL   []int64
 }
 
 func (o *Options) snap(ctx context.Context, pool *pgxpool.Pool, up *feeds, pids []int, logPaths []string) (snapshot, error) {
@@ -251,7 +270,33 @@ func (o *Options) snap(ctx context.Context, pool *pgxpool.Pool, up *feeds, pids 
 			s.logBytes += fi.Size()
 		}
 	}
+	for _, u := range o.Nodes {
+		cpu, wal, err := nodeSnap(ctx, u)
+		if err != nil {
+			return s, err
+		}
+		s.nodeCPU, s.nodeWAL = append(s.nodeCPU, cpu), append(s.nodeWAL, wal)
+	}
 	return s, nil
+}
+
+// nodeSnap reads the CPU of a further node's processes and its WAL
+// position.
+func nodeSnap(ctx context.Context, url string) (map[int]time.Duration, int64, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, 0, fmt.Errorf("node %s: %w", url, err)
+	}
+	defer pool.Close()
+	cpu, err := dbCPU(ctx, pool)
+	if err != nil {
+		return nil, 0, fmt.Errorf("node %s: %w", url, err)
+	}
+	var wal int64
+	if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&wal); err != nil {
+		return nil, 0, fmt.Errorf("node %s: read WAL position: %w", url, err)
+	}
+	return cpu, wal, nil
 }
 
 // fill computes r's totals from a window's two snapshots.
@@ -267,6 +312,14 @@ func (r *ScheduleResult) fill(a, b snapshot) {
 	r.TableGrowth = b.size - a.size
 	r.LogBytes = b.logBytes - a.logBytes
 	r.Overlaps = b.overlaps - a.overlaps
+	for i := range b.nodeWAL {
+		var cpu time.Duration
+		for pid, t := range b.nodeCPU[i] {
+			cpu += t - a.nodeCPU[i][pid]
+		}
+		r.NodeDBCPU = append(r.NodeDBCPU, cpu)
+		r.NodeWAL = append(r.NodeWAL, b.nodeWAL[i]-a.nodeWAL[i])
+	}
 }
 
 // runSyncerSchedule runs one syncer binary over the sources on a fresh
