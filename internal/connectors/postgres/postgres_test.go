@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/connectors"
@@ -115,36 +116,47 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 
 // 100k rows: the first run reads them all (100 pages, each with the
 // cursor after it); the next run reads nothing; then only the rows
-// updated or inserted since.
+// updated or inserted since; then the rows deleted_when selects, read as
+// deleted items, and, at the key check full_scan_every asks for, the rows
+// removed by DELETE, found by Present over every live record 5,000 at a
+// time as the syncer's key check does: each recorded as deleted once.
 func TestInitialSyncResumeAndUpdates(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	up.seed(t, 0, 100_000)
 	pool := pgtest.Pool(t)
-	c := connector(t, tasks(up))
+	now := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	o := tasks(up)
+	o.DeletedWhen, o.FullScanEvery = "deleted_at", time.Hour
+	o.Now = func() time.Time { return now }
+	c := connector(t, o)
 
 	r1 := fetch(t, c, nil)
-	if len(r1.Pages) != 100 || r1.Result.Complete || r1.Snapshot {
-		t.Fatalf("first run: %d pages, complete %v, snapshot %v; want 100 incremental pages", len(r1.Pages), r1.Result.Complete, r1.Snapshot)
+	if len(r1.Pages) != 100 || r1.Result.Complete || r1.Snapshot || !r1.Result.CheckKeys {
+		t.Fatalf("first run: %d pages, complete %v, snapshot %v, check keys %v; want 100 incremental pages and a key check (never scanned)",
+			len(r1.Pages), r1.Result.Complete, r1.Snapshot, r1.Result.CheckKeys)
 	}
 	if got := string(r1.Pages[0].Cursor); got != `{"cursor":"2026-01-01 00:01:40+00","key":"1000"}` {
 		t.Errorf("first page's cursor = %s", got)
 	}
 	st := conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r1)
-	if st.Created != 100_000 || st.Updated != 0 {
+	if st.Created != 100_000 || st.Updated != 0 || st.Deleted != 0 {
 		t.Fatalf("first run mirrored %+v, want 100000 created", st)
 	}
 	if n := count(t, pool, `SELECT count(DISTINCT record_id) FROM records WHERE source = 'tasks'`); n != 100_000 {
 		t.Fatalf("%d records, want 100000", n)
 	}
+	if kc := conntest.CheckKeys(t, pool, "tasks", c); kc.Asked != 100_000 || kc.Calls != 20 || len(kc.Missing) != 0 {
+		t.Fatalf("first key check asked about %d ids in %d calls and found %v missing; want 100000 in 20, none missing", kc.Asked, kc.Calls, kc.Missing)
+	}
 	cur := r1.Cursor(nil)
-	if string(cur) != `{"cursor":"2026-01-01 02:46:40+00","key":"100000"}` {
+	if string(cur) != `{"cursor":"2026-01-01 02:46:40+00","key":"100000","scanned_at":"2026-12-01T09:30:00Z"}` {
 		t.Errorf("cursor after the run = %s", cur)
 	}
 
 	r2 := fetch(t, c, cur)
-	if len(r2.Items()) != 0 {
-		t.Fatalf("second run read %d rows, want none: nothing changed", len(r2.Items()))
+	if len(r2.Items()) != 0 || r2.Result.CheckKeys {
+		t.Fatalf("second run read %d rows, check keys %v; want none: nothing changed, scanned just now", len(r2.Items()), r2.Result.CheckKeys)
 	}
 
 	// Ten rows are updated (one of them from the first page) and five
@@ -152,17 +164,84 @@ func TestInitialSyncResumeAndUpdates(t *testing.T) {
 	up.exec(t, `UPDATE agent_tasks SET status = 'failed', updated_at = timestamptz '2026-02-01 00:00:00+00' WHERE id IN (1, 500, 1000, 20000, 40000, 50000, 60000, 70000, 80000, 99999)`)
 	up.seed(t, 100_000, 100_005)
 	up.exec(t, `UPDATE agent_tasks SET updated_at = timestamptz '2026-02-01 00:00:01+00' WHERE id > 100000`)
+	now = now.Add(30 * time.Minute)
 	r3 := fetch(t, c, cur)
-	if ids := r3.IDs(); len(ids) != 15 || ids[0] != "1" || ids[14] != "100005" {
-		t.Fatalf("third run read %v, want the 10 updated rows then the 5 new ones", ids)
+	if ids := r3.IDs(); len(ids) != 15 || ids[0] != "1" || ids[14] != "100005" || r3.Result.CheckKeys {
+		t.Fatalf("third run read %v, check keys %v; want the 10 updated rows then the 5 new ones, no check within the hour", ids, r3.Result.CheckKeys)
 	}
 	st = conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r3)
-	if st.Created != 5 || st.Updated != 10 {
+	if st.Created != 5 || st.Updated != 10 || st.Deleted != 0 {
 		t.Errorf("third run mirrored %+v, want 5 created and 10 updated", st)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM records WHERE source = 'tasks' AND status = 'failed'`); n != 10 {
 		t.Errorf("%d failed records, want 10", n)
 	}
+	cur = r3.Cursor(cur)
+
+	// Three rows are soft-deleted (deleted_when: the first page's, one
+	// updated above, a new one) and three removed by DELETE (one updated
+	// above). An hour after the last scan, the run reads the first three
+	// as deleted items and asks for a key check, which finds the others.
+	up.exec(t, `UPDATE agent_tasks SET deleted_at = now(), updated_at = timestamptz '2026-02-01 00:00:02+00' WHERE id IN (2, 50000, 100003)`)
+	up.exec(t, `DELETE FROM agent_tasks WHERE id IN (7, 60001, 99999)`)
+	now = now.Add(30 * time.Minute)
+	r4 := fetch(t, c, cur)
+	var deleted []string
+	for _, p := range r4.Pages {
+		for _, it := range p.Items {
+			if it.Deleted {
+				deleted = append(deleted, fmt.Sprint(it.Value.(map[string]any)["id"]))
+			}
+		}
+	}
+	if ids := r4.IDs(); fmt.Sprint(ids) != "[2 50000 100003]" || fmt.Sprint(deleted) != "[2 50000 100003]" || !r4.Result.CheckKeys {
+		t.Fatalf("fourth run read %v, %v as deleted, check keys %v; want 2, 50000, 100003 read as deleted and a key check", ids, deleted, r4.Result.CheckKeys)
+	}
+	st = conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r4)
+	if st.Deleted != 3 || st.Created != 0 || st.Updated != 0 {
+		t.Errorf("fourth run mirrored %+v, want 3 deleted", st)
+	}
+	kc := conntest.CheckKeys(t, pool, "tasks", c)
+	if kc.Asked != 100_002 || kc.Calls != 21 || fmt.Sprint(kc.Missing) != "[60001 7 99999]" || kc.Stats.Deleted != 3 {
+		t.Errorf("key check asked about %d ids in %d calls, found %v missing, recorded %+v; want the 100002 live in 21 calls, 60001, 7, 99999 missing and deleted",
+			kc.Asked, kc.Calls, kc.Missing, kc.Stats)
+	}
+	cur = r4.Cursor(cur)
+
+	// An hour later nothing changed upstream: the run reads nothing and
+	// its key check finds nothing missing, so each deletion is recorded
+	// once.
+	now = now.Add(time.Hour)
+	r5 := fetch(t, c, cur)
+	if len(r5.Items()) != 0 || !r5.Result.CheckKeys {
+		t.Errorf("fifth run read %v, check keys %v; want nothing and a check", r5.IDs(), r5.Result.CheckKeys)
+	}
+	if kc := conntest.CheckKeys(t, pool, "tasks", c); kc.Asked != 99_999 || len(kc.Missing) != 0 {
+		t.Errorf("second key check asked about %d ids and found %v missing; want 99999, none missing", kc.Asked, kc.Missing)
+	}
+	if got := textColumn(t, pool, `SELECT record_id FROM changes WHERE source = 'tasks' AND kind = 'deleted' ORDER BY record_id`); fmt.Sprint(got) != "[100003 2 50000 60001 7 99999]" {
+		t.Errorf("deleted changes of %v, want one each of 100003, 2, 50000, 60001, 7, 99999", got)
+	}
+	if got := textColumn(t, pool, `SELECT record_id FROM records WHERE source = 'tasks' AND deleted_at IS NOT NULL ORDER BY record_id`); fmt.Sprint(got) != "[100003 2 50000 60001 7 99999]" {
+		t.Errorf("tombstoned records %v, want 100003, 2, 50000, 60001, 7, 99999", got)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM records WHERE source = 'tasks' AND deleted_at IS NULL`); n != 99_999 {
+		t.Errorf("%d live records, want 99999", n)
+	}
+}
+
+// textColumn returns the text column of sql's rows.
+func textColumn(t *testing.T, pool *pgxpool.Pool, sql string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return out
 }
 
 // The upstream connection is terminated (pg_terminate_backend) between
