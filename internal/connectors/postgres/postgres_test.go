@@ -20,6 +20,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // upstream is a second database of the test cluster, holding an
@@ -287,6 +288,103 @@ func TestConnectionDroppedMidRun(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM changes WHERE source = 'tasks'`); n != 5000 {
 		t.Errorf("%d changes, want 5000 (one per row)", n)
+	}
+}
+
+// The upstream backend is terminated while page 3's query runs. The
+// query's select list calls lookout_gate(id), which for id 2500 (page 3
+// holds ids 2001..3000) takes a shared advisory lock that the test takes
+// just before page 3 (BetweenPages), so pages 1 and 2 pass the gate
+// whatever the plan. lookout_gate is declared STABLE so that the query
+// (the connector's WITH) is inlined and read through the (updated_at, id)
+// index: the gate is evaluated row by row as the page's rows are sent, so
+// rows 2001..2499 reach the connector before the query blocks. (Under a
+// plan that sorts before the LIMIT it may be evaluated before any row of
+// the page is sent: still during the page's query.) The test waits until
+// the backend waits for the advisory lock (pg_stat_activity), then
+// terminates it: the run fails naming page 3 and the lost connection and
+// emits nothing of page 3, the two pages before stay mirrored with their
+// cursor, and the next run reads the rest without losing or repeating a
+// row.
+func TestConnectionDroppedMidPage(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	up.seed(t, 0, 5000)
+	up.exec(t, `CREATE FUNCTION lookout_gate(id int) RETURNS boolean STABLE LANGUAGE plpgsql AS $$
+		BEGIN
+			IF id = 2500 THEN
+				PERFORM pg_advisory_xact_lock_shared(4242);
+			END IF;
+			RETURN true;
+		END $$`)
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	lock, err := up.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = lock.Exec(ctx, `SELECT pg_advisory_unlock_all()`)
+		lock.Release()
+	}()
+	o := postgres.Options{DSN: up.url, Query: "SELECT t.*, lookout_gate(t.id) AS gate FROM agent_tasks t", Key: "id", Cursor: "updated_at", PageSize: 1000}
+	pids := make(chan uint32, 1)
+	o.BetweenPages = func(ctx context.Context, page int, pid uint32) {
+		if page != 3 {
+			return
+		}
+		if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
+			t.Errorf("take the gate's lock: %v", err)
+		}
+		pids <- pid
+	}
+	c := connector(t, o)
+	runs := make(chan conntest.Run, 1)
+	go func() { runs <- run(t, c, nil) }()
+	pid := testsignal.Receive(t, pids, "page 3 to start")
+	testsignal.Eventually(t, "page 3's query to wait for the gate's advisory lock", func() bool {
+		var n int
+		err := up.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE pid = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'`, int32(pid)).Scan(&n)
+		return err == nil && n == 1
+	})
+	var ok bool
+	// The second argument waits until the backend is gone.
+	if err := up.pool.QueryRow(ctx, `SELECT pg_terminate_backend($1, 10000)`, int32(pid)).Scan(&ok); err != nil || !ok {
+		t.Fatalf("terminate backend %d: %v %v", pid, ok, err)
+	}
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	r1 := testsignal.Receive(t, runs, "the run to end")
+	if r1.Err == nil {
+		t.Fatal("run with its connection terminated during page 3 succeeded")
+	}
+	if msg := r1.Err.Error(); !strings.Contains(msg, `page 3 (after id 2000) of the query: the connection to database "`) ||
+		!strings.Contains(msg, "was lost; the pages before it are kept and the next run resumes after id 2000") {
+		t.Errorf("error = %v", r1.Err)
+	}
+	if ids := r1.IDs(); len(r1.Pages) != 2 || len(ids) != 2000 || ids[1999] != "2000" {
+		t.Fatalf("%d pages, %d rows emitted before the cut; want pages 1 and 2 (ids 1..2000), nothing of page 3", len(r1.Pages), len(ids))
+	}
+	cur := r1.Cursor(nil)
+	if string(cur) != `{"cursor":"2026-01-01 00:03:20+00","key":"2000"}` {
+		t.Errorf("cursor after the cut run = %s, want page 2's", cur)
+	}
+	st := conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r1)
+	r2 := fetch(t, c, cur)
+	if ids := r2.IDs(); len(ids) != 3000 || ids[0] != "2001" || ids[2999] != "5000" {
+		t.Fatalf("next run read %d rows, want 2001..5000", len(ids))
+	}
+	st2 := conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r2)
+	if st.Created != 2000 || st2.Created != 3000 || st2.Updated != 0 {
+		t.Errorf("mirrored %+v then %+v, want 2000 then 3000 created and nothing updated", st, st2)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM changes WHERE source = 'tasks'`); n != 5000 {
+		t.Errorf("%d changes, want 5000 (one per row)", n)
+	}
+	if n := count(t, pool, `SELECT count(DISTINCT record_id) FROM records WHERE source = 'tasks'`); n != 5000 {
+		t.Errorf("%d records, want 5000", n)
 	}
 }
 
