@@ -298,7 +298,8 @@ func TestConnectionDroppedMidRun(t *testing.T) {
 // whatever the plan. lookout_gate is declared STABLE so that the query
 // (the connector's WITH) is inlined and read through the (updated_at, id)
 // index: the gate is evaluated row by row as the page's rows are sent, so
-// rows 2001..2499 reach the connector before the query blocks. (Under a
+// rows 2001..2499 are sent to the connector (but for what the server
+// still buffers) before the query blocks. (Under a
 // plan that sorts before the LIMIT it may be evaluated before any row of
 // the page is sent: still during the page's query.) The test waits until
 // the backend waits for the advisory lock (pg_stat_activity), then
