@@ -99,7 +99,10 @@ func toString(v any) string {
 
 // Mirror maps the run's items with the default field mapping (plus f) and
 // writes them with changes.Apply into pool, as source, in one transaction
-// per page, the way the syncer does; after a complete run of a snapshot
+// per page, the way the syncer does; the items the connector says were
+// deleted (Item.Deleted) are recorded as deleted with changes.Delete in
+// their page's transaction, after its records, as the syncer's mapPage
+// and queue do (and are not seen). After a complete run of a snapshot
 // connector it records the records the run did not see as deleted. It
 // creates the sources row if needed.
 func Mirror(t testing.TB, pool *pgxpool.Pool, source string, f normalize.FieldExprs, volatile []string, r Run) changes.Stats {
@@ -116,18 +119,31 @@ func Mirror(t testing.TB, pool *pgxpool.Pool, source string, f normalize.FieldEx
 	seen := map[string]bool{}
 	for _, p := range r.Pages {
 		recs := make([]normalize.Record, 0, len(p.Items))
+		var deleted []string
 		for _, it := range p.Items {
 			rec, err := m.Map(it.Value, it.Raw)
 			if err != nil {
 				t.Fatalf("map %s: %v", it.Loc, err)
+			}
+			if it.Deleted {
+				deleted = append(deleted, rec.ID)
+				continue
 			}
 			recs = append(recs, rec)
 			seen[rec.ID] = true
 		}
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			st, err := changes.Apply(ctx, tx, source, 0, recs, m.Hasher())
+			if err != nil {
+				return err
+			}
+			del, err := changes.Delete(ctx, tx, source, 0, deleted)
+			if err != nil {
+				return err
+			}
 			total.Add(st)
-			return err
+			total.Add(del)
+			return nil
 		})
 		if err != nil {
 			t.Fatalf("apply: %v", err)
@@ -149,6 +165,68 @@ func Mirror(t testing.TB, pool *pgxpool.Pool, source string, f normalize.FieldEx
 		t.Fatalf("delete: %v", err)
 	}
 	return total
+}
+
+// KeyCheckPage is how many record ids CheckKeys asks the connector about
+// at once: the syncer's page of a key check.
+const KeyCheckPage = 5000
+
+// KeyCheck is what CheckKeys did: the record ids it asked about, in how
+// many calls to Present, the ones found missing (in record id order), and
+// what recording them as deleted wrote.
+type KeyCheck struct {
+	Asked, Calls int
+	Missing      []string
+	Stats        changes.Stats
+}
+
+// CheckKeys does what the syncer does after a run that asked for a key
+// check (Result.CheckKeys): it asks kc which of the live records of
+// source are still upstream, KeyCheckPage ids at a time in record id
+// order (changes.LiveIDs), and records the others as deleted with
+// changes.Delete, in one transaction.
+func CheckKeys(t testing.TB, pool *pgxpool.Pool, source string, kc connectors.KeyChecker) KeyCheck {
+	t.Helper()
+	ctx := context.Background()
+	var kcheck KeyCheck
+	after := ""
+	for {
+		ids, err := changes.LiveIDs(ctx, pool, source, after, KeyCheckPage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		kcheck.Asked += len(ids)
+		kcheck.Calls++
+		present, err := kc.Present(ctx, ids)
+		if err != nil {
+			t.Fatalf("check which of %d records after %q are still upstream: %v", len(ids), after, err)
+		}
+		there := make(map[string]bool, len(present))
+		for _, id := range present {
+			there[id] = true
+		}
+		for _, id := range ids {
+			if !there[id] {
+				kcheck.Missing = append(kcheck.Missing, id)
+			}
+		}
+		if len(ids) < KeyCheckPage {
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		kcheck.Stats, err = changes.Delete(ctx, tx, source, 0, kcheck.Missing)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("record deletions: %v", err)
+	}
+	return kcheck
 }
 
 // Change is one row of the changes table.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/connectors"
@@ -19,6 +20,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/pgtest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // upstream is a second database of the test cluster, holding an
@@ -115,36 +117,47 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 
 // 100k rows: the first run reads them all (100 pages, each with the
 // cursor after it); the next run reads nothing; then only the rows
-// updated or inserted since.
+// updated or inserted since; then the rows deleted_when selects, read as
+// deleted items, and, at the key check full_scan_every asks for, the rows
+// removed by DELETE, found by Present over every live record 5,000 at a
+// time as the syncer's key check does: each recorded as deleted once.
 func TestInitialSyncResumeAndUpdates(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	up.seed(t, 0, 100_000)
 	pool := pgtest.Pool(t)
-	c := connector(t, tasks(up))
+	now := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	o := tasks(up)
+	o.DeletedWhen, o.FullScanEvery = "deleted_at", time.Hour
+	o.Now = func() time.Time { return now }
+	c := connector(t, o)
 
 	r1 := fetch(t, c, nil)
-	if len(r1.Pages) != 100 || r1.Result.Complete || r1.Snapshot {
-		t.Fatalf("first run: %d pages, complete %v, snapshot %v; want 100 incremental pages", len(r1.Pages), r1.Result.Complete, r1.Snapshot)
+	if len(r1.Pages) != 100 || r1.Result.Complete || r1.Snapshot || !r1.Result.CheckKeys {
+		t.Fatalf("first run: %d pages, complete %v, snapshot %v, check keys %v; want 100 incremental pages and a key check (never scanned)",
+			len(r1.Pages), r1.Result.Complete, r1.Snapshot, r1.Result.CheckKeys)
 	}
 	if got := string(r1.Pages[0].Cursor); got != `{"cursor":"2026-01-01 00:01:40+00","key":"1000"}` {
 		t.Errorf("first page's cursor = %s", got)
 	}
 	st := conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r1)
-	if st.Created != 100_000 || st.Updated != 0 {
+	if st.Created != 100_000 || st.Updated != 0 || st.Deleted != 0 {
 		t.Fatalf("first run mirrored %+v, want 100000 created", st)
 	}
 	if n := count(t, pool, `SELECT count(DISTINCT record_id) FROM records WHERE source = 'tasks'`); n != 100_000 {
 		t.Fatalf("%d records, want 100000", n)
 	}
+	if kc := conntest.CheckKeys(t, pool, "tasks", c); kc.Asked != 100_000 || kc.Calls != 20 || len(kc.Missing) != 0 {
+		t.Fatalf("first key check asked about %d ids in %d calls and found %v missing; want 100000 in 20, none missing", kc.Asked, kc.Calls, kc.Missing)
+	}
 	cur := r1.Cursor(nil)
-	if string(cur) != `{"cursor":"2026-01-01 02:46:40+00","key":"100000"}` {
+	if string(cur) != `{"cursor":"2026-01-01 02:46:40+00","key":"100000","scanned_at":"2026-12-01T09:30:00Z"}` {
 		t.Errorf("cursor after the run = %s", cur)
 	}
 
 	r2 := fetch(t, c, cur)
-	if len(r2.Items()) != 0 {
-		t.Fatalf("second run read %d rows, want none: nothing changed", len(r2.Items()))
+	if len(r2.Items()) != 0 || r2.Result.CheckKeys {
+		t.Fatalf("second run read %d rows, check keys %v; want none: nothing changed, scanned just now", len(r2.Items()), r2.Result.CheckKeys)
 	}
 
 	// Ten rows are updated (one of them from the first page) and five
@@ -152,17 +165,84 @@ func TestInitialSyncResumeAndUpdates(t *testing.T) {
 	up.exec(t, `UPDATE agent_tasks SET status = 'failed', updated_at = timestamptz '2026-02-01 00:00:00+00' WHERE id IN (1, 500, 1000, 20000, 40000, 50000, 60000, 70000, 80000, 99999)`)
 	up.seed(t, 100_000, 100_005)
 	up.exec(t, `UPDATE agent_tasks SET updated_at = timestamptz '2026-02-01 00:00:01+00' WHERE id > 100000`)
+	now = now.Add(30 * time.Minute)
 	r3 := fetch(t, c, cur)
-	if ids := r3.IDs(); len(ids) != 15 || ids[0] != "1" || ids[14] != "100005" {
-		t.Fatalf("third run read %v, want the 10 updated rows then the 5 new ones", ids)
+	if ids := r3.IDs(); len(ids) != 15 || ids[0] != "1" || ids[14] != "100005" || r3.Result.CheckKeys {
+		t.Fatalf("third run read %v, check keys %v; want the 10 updated rows then the 5 new ones, no check within the hour", ids, r3.Result.CheckKeys)
 	}
 	st = conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r3)
-	if st.Created != 5 || st.Updated != 10 {
+	if st.Created != 5 || st.Updated != 10 || st.Deleted != 0 {
 		t.Errorf("third run mirrored %+v, want 5 created and 10 updated", st)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM records WHERE source = 'tasks' AND status = 'failed'`); n != 10 {
 		t.Errorf("%d failed records, want 10", n)
 	}
+	cur = r3.Cursor(cur)
+
+	// Three rows are soft-deleted (deleted_when: the first page's, one
+	// updated above, a new one) and three removed by DELETE (one updated
+	// above). An hour after the last scan, the run reads the first three
+	// as deleted items and asks for a key check, which finds the others.
+	up.exec(t, `UPDATE agent_tasks SET deleted_at = now(), updated_at = timestamptz '2026-02-01 00:00:02+00' WHERE id IN (2, 50000, 100003)`)
+	up.exec(t, `DELETE FROM agent_tasks WHERE id IN (7, 60001, 99999)`)
+	now = now.Add(30 * time.Minute)
+	r4 := fetch(t, c, cur)
+	var deleted []string
+	for _, p := range r4.Pages {
+		for _, it := range p.Items {
+			if it.Deleted {
+				deleted = append(deleted, fmt.Sprint(it.Value.(map[string]any)["id"]))
+			}
+		}
+	}
+	if ids := r4.IDs(); fmt.Sprint(ids) != "[2 50000 100003]" || fmt.Sprint(deleted) != "[2 50000 100003]" || !r4.Result.CheckKeys {
+		t.Fatalf("fourth run read %v, %v as deleted, check keys %v; want 2, 50000, 100003 read as deleted and a key check", ids, deleted, r4.Result.CheckKeys)
+	}
+	st = conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r4)
+	if st.Deleted != 3 || st.Created != 0 || st.Updated != 0 {
+		t.Errorf("fourth run mirrored %+v, want 3 deleted", st)
+	}
+	kc := conntest.CheckKeys(t, pool, "tasks", c)
+	if kc.Asked != 100_002 || kc.Calls != 21 || fmt.Sprint(kc.Missing) != "[60001 7 99999]" || kc.Stats.Deleted != 3 {
+		t.Errorf("key check asked about %d ids in %d calls, found %v missing, recorded %+v; want the 100002 live in 21 calls, 60001, 7, 99999 missing and deleted",
+			kc.Asked, kc.Calls, kc.Missing, kc.Stats)
+	}
+	cur = r4.Cursor(cur)
+
+	// An hour later nothing changed upstream: the run reads nothing and
+	// its key check finds nothing missing, so each deletion is recorded
+	// once.
+	now = now.Add(time.Hour)
+	r5 := fetch(t, c, cur)
+	if len(r5.Items()) != 0 || !r5.Result.CheckKeys {
+		t.Errorf("fifth run read %v, check keys %v; want nothing and a check", r5.IDs(), r5.Result.CheckKeys)
+	}
+	if kc := conntest.CheckKeys(t, pool, "tasks", c); kc.Asked != 99_999 || len(kc.Missing) != 0 {
+		t.Errorf("second key check asked about %d ids and found %v missing; want 99999, none missing", kc.Asked, kc.Missing)
+	}
+	if got := textColumn(t, pool, `SELECT record_id FROM changes WHERE source = 'tasks' AND kind = 'deleted' ORDER BY record_id`); fmt.Sprint(got) != "[100003 2 50000 60001 7 99999]" {
+		t.Errorf("deleted changes of %v, want one each of 100003, 2, 50000, 60001, 7, 99999", got)
+	}
+	if got := textColumn(t, pool, `SELECT record_id FROM records WHERE source = 'tasks' AND deleted_at IS NOT NULL ORDER BY record_id`); fmt.Sprint(got) != "[100003 2 50000 60001 7 99999]" {
+		t.Errorf("tombstoned records %v, want 100003, 2, 50000, 60001, 7, 99999", got)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM records WHERE source = 'tasks' AND deleted_at IS NULL`); n != 99_999 {
+		t.Errorf("%d live records, want 99999", n)
+	}
+}
+
+// textColumn returns the text column of sql's rows.
+func textColumn(t *testing.T, pool *pgxpool.Pool, sql string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return out
 }
 
 // The upstream connection is terminated (pg_terminate_backend) between
@@ -208,6 +288,104 @@ func TestConnectionDroppedMidRun(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM changes WHERE source = 'tasks'`); n != 5000 {
 		t.Errorf("%d changes, want 5000 (one per row)", n)
+	}
+}
+
+// The upstream backend is terminated while page 3's query runs. The
+// query's select list calls lookout_gate(id), which for id 2500 (page 3
+// holds ids 2001..3000) takes a shared advisory lock that the test takes
+// just before page 3 (BetweenPages), so pages 1 and 2 pass the gate
+// whatever the plan. lookout_gate is declared STABLE so that the query
+// (the connector's WITH) is inlined and read through the (updated_at, id)
+// index: the gate is evaluated row by row as the page's rows are sent, so
+// rows 2001..2499 are sent to the connector (but for what the server
+// still buffers) before the query blocks. (Under a
+// plan that sorts before the LIMIT it may be evaluated before any row of
+// the page is sent: still during the page's query.) The test waits until
+// the backend waits for the advisory lock (pg_stat_activity), then
+// terminates it: the run fails naming page 3 and the lost connection and
+// emits nothing of page 3, the two pages before stay mirrored with their
+// cursor, and the next run reads the rest without losing or repeating a
+// row.
+func TestConnectionDroppedMidPage(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	up.seed(t, 0, 5000)
+	up.exec(t, `CREATE FUNCTION lookout_gate(id int) RETURNS boolean STABLE LANGUAGE plpgsql AS $$
+		BEGIN
+			IF id = 2500 THEN
+				PERFORM pg_advisory_xact_lock_shared(4242);
+			END IF;
+			RETURN true;
+		END $$`)
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	lock, err := up.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = lock.Exec(ctx, `SELECT pg_advisory_unlock_all()`)
+		lock.Release()
+	}()
+	o := postgres.Options{DSN: up.url, Query: "SELECT t.*, lookout_gate(t.id) AS gate FROM agent_tasks t", Key: "id", Cursor: "updated_at", PageSize: 1000}
+	pids := make(chan uint32, 1)
+	o.BetweenPages = func(ctx context.Context, page int, pid uint32) {
+		if page != 3 {
+			return
+		}
+		if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
+			t.Errorf("take the gate's lock: %v", err)
+		}
+		pids <- pid
+	}
+	c := connector(t, o)
+	runs := make(chan conntest.Run, 1)
+	go func() { runs <- run(t, c, nil) }()
+	pid := testsignal.Receive(t, pids, "page 3 to start")
+	testsignal.Eventually(t, "page 3's query to wait for the gate's advisory lock", func() bool {
+		var n int
+		err := up.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE pid = $1 AND wait_event_type = 'Lock' AND wait_event = 'advisory'`, int32(pid)).Scan(&n)
+		return err == nil && n == 1
+	})
+	var ok bool
+	// The second argument waits until the backend is gone.
+	if err := up.pool.QueryRow(ctx, `SELECT pg_terminate_backend($1, 10000)`, int32(pid)).Scan(&ok); err != nil || !ok {
+		t.Fatalf("terminate backend %d: %v %v", pid, ok, err)
+	}
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	r1 := testsignal.Receive(t, runs, "the run to end")
+	if r1.Err == nil {
+		t.Fatal("run with its connection terminated during page 3 succeeded")
+	}
+	if msg := r1.Err.Error(); !strings.Contains(msg, `page 3 (after id 2000) of the query: the connection to database "`) ||
+		!strings.Contains(msg, "was lost; the pages before it are kept and the next run resumes after id 2000") {
+		t.Errorf("error = %v", r1.Err)
+	}
+	if ids := r1.IDs(); len(r1.Pages) != 2 || len(ids) != 2000 || ids[1999] != "2000" {
+		t.Fatalf("%d pages, %d rows emitted before the cut; want pages 1 and 2 (ids 1..2000), nothing of page 3", len(r1.Pages), len(ids))
+	}
+	cur := r1.Cursor(nil)
+	if string(cur) != `{"cursor":"2026-01-01 00:03:20+00","key":"2000"}` {
+		t.Errorf("cursor after the cut run = %s, want page 2's", cur)
+	}
+	st := conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r1)
+	r2 := fetch(t, c, cur)
+	if ids := r2.IDs(); len(ids) != 3000 || ids[0] != "2001" || ids[2999] != "5000" {
+		t.Fatalf("next run read %d rows, want 2001..5000", len(ids))
+	}
+	st2 := conntest.Mirror(t, pool, "tasks", normalize.FieldExprs{}, nil, r2)
+	if st.Created != 2000 || st2.Created != 3000 || st2.Updated != 0 {
+		t.Errorf("mirrored %+v then %+v, want 2000 then 3000 created and nothing updated", st, st2)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM changes WHERE source = 'tasks'`); n != 5000 {
+		t.Errorf("%d changes, want 5000 (one per row)", n)
+	}
+	if n := count(t, pool, `SELECT count(DISTINCT record_id) FROM records WHERE source = 'tasks'`); n != 5000 {
+		t.Errorf("%d records, want 5000", n)
 	}
 }
 
