@@ -36,6 +36,7 @@ var numberExempt = map[string]string{
 	"attempt":      "which try a model call or a task run is (its row is the row shown)",
 	"exit_code":    "what an executor returned",
 	"review_score": "the lowest criterion score (0-10) of a task run's last review",
+	"status":       "the HTTP status code a receiver answered a delivery attempt with (a notification's attempt history)",
 	// A run's items: lookout keeps a row per change (items_created,
 	// items_updated and items_deleted link to them), none per item seen.
 	"items_seen": "items the upstream returned to a run",
