@@ -14,11 +14,19 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+// liveIDsSQL lists the live record ids of a source ($1).
+const liveIDsSQL = `SELECT record_id FROM records WHERE source = $1 AND deleted_at IS NULL`
+
+// liveIDsAfterSQL is a keyset page ($3 ids after $2, in id order) of
+// liveIDsSQL.
+const liveIDsAfterSQL = `SELECT record_id FROM records WHERE source = $1 AND deleted_at IS NULL AND record_id > $2
+		ORDER BY record_id LIMIT $3`
+
 // Missing returns the ids of live (not deleted) records of source that are
 // not in seen: the records a complete snapshot no longer contains; and the
 // number of live records it read.
 func Missing[V any](ctx context.Context, q Querier, source string, seen map[string]V) (missing []string, live int, err error) {
-	rows, err := q.Query(ctx, `SELECT record_id FROM records WHERE source = $1 AND deleted_at IS NULL`, source)
+	rows, err := q.Query(ctx, liveIDsSQL, source)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list live records of %s: %w", source, err)
 	}
@@ -43,8 +51,7 @@ func Missing[V any](ctx context.Context, q Querier, source string, seen map[stri
 // source after the id after ("" for the first), in id order: a keyset page
 // of the records a check of what is still upstream reads.
 func LiveIDs(ctx context.Context, q Querier, source, after string, limit int) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT record_id FROM records WHERE source = $1 AND deleted_at IS NULL AND record_id > $2
-		ORDER BY record_id LIMIT $3`, source, after, limit)
+	rows, err := q.Query(ctx, liveIDsAfterSQL, source, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list live records of %s after %q: %w", source, after, err)
 	}

@@ -151,18 +151,11 @@ func (e *Evaluator) settle(ctx context.Context, tx pgx.Tx, claimed []*change, de
 	if len(held) > 0 {
 		// Held: still pending, lease released, due again at retryAt.
 		k := keysOf(held)
-		args := []any{k.ids, heldUntil, heldReason, ownerArg, attempt, k.since}
-		bySource := ""
 		if sh.Distributed() {
-			bySource, args = " AND changes.source = ANY($7)", append(args, k.sources)
+			b.Queue(holdBySourceSQL, k.ids, heldUntil, heldReason, ownerArg, attempt, k.since, k.sources)
+		} else {
+			b.Queue(holdSQL, k.ids, heldUntil, heldReason, ownerArg, attempt, k.since)
 		}
-		b.Queue(`
-			UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
-			       eval_error = u.reason, eval_attempts = eval_attempts + $5
-			FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
-			WHERE changes.id = u.id AND changes.created_at >= $6`+bySource+`
-			  AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
-			RETURNING changes.id, NULL::float8`, args...)
 	}
 	updates := b.Len()
 	if wake {
@@ -228,6 +221,28 @@ const settleDoneSQL = `
 	WHERE id = ANY($1) AND created_at >= $4
 	  AND ($2::text IS NULL OR eval_owner = $2) AND eval_status = 'pending'
 	RETURNING id, extract(epoch FROM evaluated_at - created_at)::float8`
+
+// holdSQL keeps the changes $1 pending (owned by $4, or locked by the
+// caller when $4 is NULL), due again at $2 with the reason $3, their
+// lease released; $5 counts the attempt, $6 bounds created_at (the
+// partitions to read).
+const holdSQL = `
+	UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
+	       eval_error = u.reason, eval_attempts = eval_attempts + $5
+	FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
+	WHERE changes.id = u.id AND changes.created_at >= $6
+	  AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
+	RETURNING changes.id, NULL::float8`
+
+// holdBySourceSQL is holdSQL on Citus, routed by the batch's sources ($7)
+// as settleDoneBySourceSQL is.
+const holdBySourceSQL = `
+	UPDATE changes SET eval_next_at = u.next_at, eval_owner = NULL, eval_lease_expires_at = NULL,
+	       eval_error = u.reason, eval_attempts = eval_attempts + $5
+	FROM unnest($1::bigint[], $2::timestamptz[], $3::text[]) AS u(id, next_at, reason)
+	WHERE changes.id = u.id AND changes.created_at >= $6 AND changes.source = ANY($7)
+	  AND ($4::text IS NULL OR changes.eval_owner = $4) AND changes.eval_status = 'pending'
+	RETURNING changes.id, NULL::float8`
 
 // settleDoneBySourceSQL is settleDoneSQL on Citus, where the batch's
 // sources ($5) route the UPDATE to their shards instead of every shard
