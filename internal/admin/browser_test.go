@@ -407,6 +407,15 @@ func TestAdminPagesInBrowser(t *testing.T) {
 	}
 	first := evalJS[string](b, `document.querySelector('main table tbody tr td').textContent`)
 	id, _ := strconv.ParseInt(first, 10, 64)
+	// A dead letter's own page: its body, payload and every attempt.
+	b.open(base+fmt.Sprintf("/admin/rows/notifications?id=%d", id), "")
+	if n := evalJS[int](b, `document.querySelectorAll('#attempt-history tbody tr').length`); n == 0 {
+		t.Errorf("dead letter %d's page lists no attempt", id)
+	}
+	b.noErrors("a dead letter's page")
+	b.run("scroll to the attempts", chromedp.ScrollIntoView(chromedp.ID("attempt-history")))
+	b.shot("notification", "")
+	b.open(base+"/admin/dead", "Dead letters")
 	b.run("retry one", chromedp.Click(chromedp.CSS("button.retry-one")), chromedp.WaitVisible(chromedp.CSS("p.flash")))
 	if st := w.queryMap(`SELECT status, attempts FROM notifications WHERE id = $1`, id)[0]; st["status"] != "pending" || st["attempts"] != int32(0) {
 		t.Fatalf("after retry of %d: %v", id, st)
