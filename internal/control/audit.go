@@ -24,11 +24,7 @@ type AuditPage struct {
 // ListAudit returns the audit entries of p's objects (every entry for an
 // admin), newest first.
 func (s *Service) ListAudit(ctx context.Context, p Principal, q AuditQuery) (*AuditPage, error) {
-	before, err := decodeCursor("cursor", q.Cursor)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := pageLimit(q.Limit)
+	before, limit, err := pageBounds(q.Cursor, q.Limit)
 	if err != nil {
 		return nil, err
 	}

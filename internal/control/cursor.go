@@ -31,3 +31,15 @@ func decodeCursor(param, c string) (int64, error) {
 	}
 	return 0, InvalidParameter(param, c, "not a cursor of this API: pass the next_cursor of the previous page unchanged, or leave %s out to start from the newest", param)
 }
+
+// pageBounds checks a listing's cursor and page size: the id the page
+// starts before (0: the newest) and the number of rows (pageLimit).
+func pageBounds(cursor string, n int) (before int64, limit int, err error) {
+	if before, err = decodeCursor("cursor", cursor); err != nil {
+		return 0, 0, err
+	}
+	if limit, err = pageLimit(n); err != nil {
+		return 0, 0, err
+	}
+	return before, limit, nil
+}

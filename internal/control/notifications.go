@@ -61,11 +61,7 @@ type NotificationPage struct {
 
 // ListNotifications returns a page of p's notifications, newest first.
 func (s *Service) ListNotifications(ctx context.Context, p Principal, q NotificationQuery) (*NotificationPage, error) {
-	before, err := decodeCursor("cursor", q.Cursor)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := pageLimit(q.Limit)
+	before, limit, err := pageBounds(q.Cursor, q.Limit)
 	if err != nil {
 		return nil, err
 	}

@@ -82,11 +82,7 @@ LIMIT $7`
 // admin), newest first, with their review columns: the one function
 // behind report_task_runs over HTTP and MCP.
 func (s *Service) TaskRuns(ctx context.Context, p Principal, q TaskRunQuery) (*TaskRunPage, error) {
-	before, err := decodeCursor("cursor", q.Cursor)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := pageLimit(q.Limit)
+	before, limit, err := pageBounds(q.Cursor, q.Limit)
 	if err != nil {
 		return nil, err
 	}
