@@ -72,6 +72,10 @@ func TestLeaseTakeoverIsRecorded(t *testing.T) {
 	}
 }
 
+// TestHeartbeatKeepsLongRunsLeased runs a source for several leases of
+// the harness's clock: each time the clock passes the lease's expiry, the
+// test waits until a's heartbeat has renewed it from the clock's new time
+// (state, not a duration), and b then finds the source held.
 func TestHeartbeatKeepsLongRunsLeased(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -79,8 +83,11 @@ func TestHeartbeatKeepsLongRunsLeased(t *testing.T) {
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	started := make(chan struct{})
+	var fetches atomic.Int32
 	slow := func(ctx context.Context, env connectors.Env, c json.RawMessage, emit connectors.EmitFunc) (connectors.Result, error) {
-		close(started)
+		if fetches.Add(1) == 1 {
+			close(started)
+		}
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -88,23 +95,32 @@ func TestHeartbeatKeepsLongRunsLeased(t *testing.T) {
 		}
 		return connectors.Result{}, nil
 	}
+	const lease = 300 * time.Millisecond
 	cfg := loadConfig(t, "", map[string]string{"slow": "every: 1h\njitter: 0s\n"}, map[string]fetchFunc{"slow": slow})
-	a := h.syncer(cfg, Config{Owner: "replica-a", Lease: 300 * time.Millisecond, Now: time.Now})
-	b := h.syncer(cfg, Config{Owner: "replica-b", Lease: 300 * time.Millisecond, Now: time.Now})
+	a := h.syncer(cfg, Config{Owner: "replica-a", Lease: lease})
+	b := h.syncer(cfg, Config{Owner: "replica-b", Lease: lease})
 	done := make(chan int)
 	go func() { n, _ := a.RunDue(context.Background()); done <- n }()
 	<-started
-	// The run lasts several leases; b polls all along and never takes over.
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
+	// The run lasts five leases of the clock; without a renewal b would
+	// take over at the first step, as each step passes the last expiry.
+	for step := range 5 {
+		now := h.clock.Advance(lease + lease/3)
+		testsignal.Eventually(t, fmt.Sprintf("step %d: a's heartbeat to renew the lease from %s", step, now.Format(time.RFC3339Nano)), func() bool {
+			var expires time.Time
+			err := h.pool.QueryRow(context.Background(), `SELECT lease_expires_at FROM sources WHERE name = 'slow'`).Scan(&expires)
+			return err == nil && !expires.Before(now.Add(lease))
+		})
 		if n := h.runDue(b); n != 0 {
-			t.Fatalf("b took over a run whose holder is alive")
+			t.Fatalf("step %d: b took over a run whose holder is alive", step)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	releaseOnce.Do(func() { close(release) })
 	if n := <-done; n != 1 {
 		t.Fatalf("a ran %d", n)
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("the connector was called %d times, want 1", n)
 	}
 	if runs := h.runs("slow"); len(runs) != 1 || runs[0].Status != "succeeded" {
 		t.Fatalf("runs: %+v", runs)
