@@ -84,3 +84,81 @@ func TestClaimOnAFreshPartitionReadsItsBatch(t *testing.T) {
 			limit, backlog, got, 2*limit)
 	}
 }
+
+// snapshotsRead returns the loops of the scans of records (alias r, the
+// claim's record snapshot) in an EXPLAIN (ANALYZE, FORMAT JSON) plan node:
+// how many changes the claim built a snapshot for.
+func snapshotsRead(node map[string]any) float64 {
+	var n float64
+	if alias, _ := node["Alias"].(string); alias == "r" {
+		if rel, _ := node["Relation Name"].(string); rel == "records" {
+			loops, _ := node["Actual Loops"].(float64)
+			n += loops
+		}
+	}
+	if kids, ok := node["Plans"].([]any); ok {
+		for _, k := range kids {
+			if m, ok := k.(map[string]any); ok {
+				n += snapshotsRead(m)
+			}
+		}
+	}
+	return n
+}
+
+// TestClaimBuildsNoSnapshotOfALockedChange: a claim that meets the changes
+// another worker holds (the second worker of a drain starts at the same
+// head of the backlog) skips them without building their record
+// snapshots: it reads the snapshot of each change it locked, and no other.
+// The snapshot is built from the record in the claim's target list; below
+// the row locks it was built for every candidate, the skipped ones too.
+func TestClaimBuildsNoSnapshotOfALockedChange(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": anySource})
+	const backlog, held, limit = 600, 300, 100
+	recs := make([]normalize.Record, backlog)
+	for i := range recs {
+		recs[i] = normalize.Record{ID: fmt.Sprintf("T-%d", i), Title: "t", Status: "open"}
+	}
+	h.sync("tasks", recs...)
+
+	// Another worker's batch: the oldest changes, locked.
+	other, err := h.pool.Begin(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(context.WithoutCancel(h.ctx))
+	if _, err := other.Exec(h.ctx, `SELECT id FROM changes ORDER BY id LIMIT $1 FOR UPDATE`, held); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err := h.pool.Begin(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(h.ctx))
+	var raw []byte
+	if err := tx.QueryRow(h.ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+claimSQL, limit, nil).Scan(&raw); err != nil {
+		t.Fatalf("explain the claim: %v", err)
+	}
+	var plans []map[string]any
+	if err := json.Unmarshal(raw, &plans); err != nil {
+		t.Fatal(err)
+	}
+	plan := plans[0]["Plan"].(map[string]any)
+	if got, _ := plan["Actual Rows"].(float64); got != limit {
+		t.Fatalf("the claim took %.0f changes; want %d", got, limit)
+	}
+	if got := snapshotsRead(plan); got > limit {
+		t.Fatalf("a claim of %d changes behind %d another worker holds built %.0f record snapshots; want at most %d",
+			limit, held, got, limit)
+	}
+	// And the claim itself: the changes after the held ones, each with its
+	// snapshot.
+	if err := other.Rollback(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(h.claimedIDs(false)), min(backlog, h.ev.conf.BatchSize); got != want {
+		t.Fatalf("the claim took %d changes; want %d", got, want)
+	}
+}

@@ -444,9 +444,19 @@ func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim changes: %w", err)
 	}
+	sh, err := db.ShardingOf(ctx, tx)
+	if err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("claim changes: %w", err)
+	}
 	q, cand := claimSQL, candidatesSQL
-	if rescue {
+	switch {
+	case rescue && sh.Distributed():
+		q, cand = rescueShardSQL, rescueCandidates
+	case rescue:
 		q, cand = rescueSQL, rescueCandidates
+	case sh.Distributed():
+		q = claimShardSQL
 	}
 	b := &pgx.Batch{}
 	e.queueBound(b)
@@ -557,7 +567,12 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // changes_with_record does: no second round trip, and consistent with the
 // lock (a writer that moves the record on materializes the snapshot into
 // the change row first, which the lock either waits out, re-reading the
-// row, or skips).
+// row, or skips). The snapshot is built above the row locks, from the
+// locked rows only: built below them (in the locking query's target
+// list), it was built for every candidate, and the second worker of a
+// drain, which starts at the same head of the backlog, built the
+// snapshots of the whole batch the first one holds before skipping it
+// (docs/benchmarks.md, (4); TestClaimBuildsNoSnapshotOfALockedChange).
 //
 // The order check reads the record's changes through changes_record_idx
 // (source, record_id, id), from the oldest pending change of all on
@@ -574,7 +589,26 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // named with them, so it goes to that shard only, where Citus takes row
 // locks. The oldest pending change is then the group's, still a bound
 // for the group's changes.
+//
+// On Citus the claim keeps the snapshot in the locking statement
+// (claimShardSQL): a row-locking subquery is not a statement Citus routes
+// to one shard as it is.
 const claimSQL = `
+	SELECT c.id, c.source, c.record_id, c.kind, c.version, coalesce(c.new_hash, ''), c.changed_fields,
+	       coalesce(c.record, (SELECT ` + changes.SnapshotOfR + ` FROM records r
+	                           WHERE r.source = c.source AND ($2::text[] IS NULL OR r.source = ANY($2::text[]))
+	                             AND r.record_id = c.record_id AND r.version = c.version)),
+	       c.previous, c.attempts, c.created_at
+	FROM (SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, ch.new_hash, ch.changed_fields, ch.record,
+	             ch.previous, ch.eval_attempts + 1 AS attempts, ch.created_at
+	      FROM changes ch` + claimWhere + `
+	      LIMIT $1
+	      FOR UPDATE OF ch SKIP LOCKED) c
+	ORDER BY c.id`
+
+// claimShardSQL is claimSQL as one statement that builds the snapshots
+// below its row locks: the form a Citus shard's claim runs.
+const claimShardSQL = `
 	SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, coalesce(ch.new_hash, ''), ch.changed_fields,
 	       coalesce(ch.record, (SELECT ` + changes.SnapshotOfR + ` FROM records r
 	                            WHERE r.source = ch.source AND ($2::text[] IS NULL OR r.source = ANY($2::text[]))
@@ -610,6 +644,7 @@ const candidatesSQL = `
 // is candidatesSQL for them.
 var (
 	rescueSQL        = strings.Replace(claimSQL, rescueFrom, rescueTo, 1)
+	rescueShardSQL   = strings.Replace(claimShardSQL, rescueFrom, rescueTo, 1)
 	rescueCandidates = strings.Replace(candidatesSQL, rescueFrom, rescueTo, 1)
 )
 
