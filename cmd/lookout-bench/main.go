@@ -40,6 +40,7 @@ func main() {
 	adminChanges := flag.Int("admin-changes", 10_000_000, "changes of the admin page measurement (-1 skips it)")
 	adminRuns := flag.Int("admin-runs", 20, "fetches of each admin page")
 	adminSchema := flag.String("admin-schema", "", "time (9) on this schema, filled by an earlier run with --keep (no fill)")
+	adminPages := flag.String("admin-pages", "", "time only the admin pages of (9) whose path matches this regular expression (default all)")
 	sources := flag.Int("sources", 100_000, "sources of the schedule measurement (10) (-1 skips it)")
 	every := flag.Duration("every", time.Minute, "schedule of those sources")
 	window := flag.Duration("for", 5*time.Minute, "measured window of (10), in whole minutes of the syncer's summary lines (default: one syncer.rollup_every, so that it holds one flush of the quiet-run counts)")
@@ -100,7 +101,7 @@ func main() {
 		EvaluatorBin: *evaluatorBin, Startup: bench.StartupOptions{Watches: *startWatches, WatchSources: *startWatchSources,
 			Sources: *startSources, Hold: *startHold},
 		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores,
-		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns, AdminSchema: *adminSchema,
+		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns, AdminSchema: *adminSchema, AdminPages: *adminPages,
 		Only: *only, Nodes: splitList(*nodes), Schedule: bench.ScheduleOptions{Replicas: *replicas, Sources: *sources, Every: *every, For: *window, Warmup: *warmup,
 			UnchangedEvery: *unchanged, BaseBin: *baseSyncer}}); err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)

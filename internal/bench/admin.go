@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +56,9 @@ type AdminOptions struct {
 	// Fill generates the dataset first; without it the pool's schema is
 	// one filled by an earlier run.
 	Fill bool
+	// Pages, when set, times only the pages whose path (as adminPages
+	// writes it) it matches. Defaults to every page.
+	Pages *regexp.Regexp
 }
 
 // adminFill generates a lookout that ran for 30 days with `sources`
@@ -219,6 +223,9 @@ func RunAdmin(ctx context.Context, pool *pgxpool.Pool, o AdminOptions, log io.Wr
 	hour := url.QueryEscape(last.UTC().Format(time.RFC3339))
 	res.LoadMin = math.Inf(1)
 	for _, page := range adminPages {
+		if o.Pages != nil && !o.Pages.MatchString(page) {
+			continue
+		}
 		p := strings.ReplaceAll(page, "{hour}", hour)
 		if _, err := get(p); err != nil { // warm-up
 			return nil, err

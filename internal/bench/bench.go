@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -73,6 +74,10 @@ type Options struct {
 	// earlier run kept with Keep (its name is printed): the fill is
 	// skipped and the schema migrated to the current version first.
 	AdminSchema string
+	// AdminPages, when set, times only the admin pages whose path it
+	// matches (a regular expression, e.g. ^/admin/(stuck|failures)).
+	// Defaults to every page.
+	AdminPages string
 	// Schedule shapes measurement (10): Sources (default 100,000; < 0
 	// skips it), Every (1m), For (5m, one syncer.rollup_every), Warmup (the longer of every and syncer.rollup_every), UnchangedEvery
 	// (10), BaseBin (the syncer binary before issue 11, measured too when
@@ -578,7 +583,14 @@ func (r *runner) adminPages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res.Admin, err = RunAdmin(ctx, pool, AdminOptions{Sources: o.AdminSources, Changes: o.AdminChanges, Runs: o.AdminRuns, Fill: fill}, out)
+	var pages *regexp.Regexp
+	if o.AdminPages != "" {
+		if pages, err = regexp.Compile(o.AdminPages); err != nil {
+			done()
+			return fmt.Errorf("--admin-pages %q: %w", o.AdminPages, err)
+		}
+	}
+	res.Admin, err = RunAdmin(ctx, pool, AdminOptions{Sources: o.AdminSources, Changes: o.AdminChanges, Runs: o.AdminRuns, Fill: fill, Pages: pages}, out)
 	done()
 	if err != nil {
 		return err

@@ -94,3 +94,28 @@ func TestDeliveryAttemptsAreTheOwners(t *testing.T) {
 		t.Errorf("ReportRows as alice: %v, want a ForbiddenError", err)
 	}
 }
+
+// TestReportSettings: a report's transaction plans without JIT, a custom
+// plan per call, and no parallel workers (the admin pages' statements read
+// a few hundred rows through indexes; on a busy machine the overview
+// waited seconds for its workers to start, docs/benchmarks.md (9)).
+func TestReportSettings(t *testing.T) {
+	t.Parallel()
+	s := newService(t, nil)
+	const sql = `SELECT current_setting('jit') || ' ' || current_setting('plan_cache_mode') || ' ' ||
+		current_setting('max_parallel_workers_per_gather')`
+	var got string
+	if err := s.inReport(context.Background(), sql, nil, func(rows pgx.Rows) error {
+		for rows.Next() {
+			if err := rows.Scan(&got); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "off force_custom_plan 0"; got != want {
+		t.Errorf("a report's settings: %q, want %q", got, want)
+	}
+}

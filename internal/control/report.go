@@ -63,9 +63,13 @@ func ReportRows[T any](ctx context.Context, s *Service, p Principal, q ReportQue
 // begins and ends: scan reads its rows. JIT is off (the pages read a few
 // thousand rows at most, and the planner, which cannot know how many
 // rows "the last 24 hours" holds, would otherwise spend seconds
-// compiling them) and every plan is a custom one, made for the arguments
+// compiling them), every plan is a custom one, made for the arguments
 // given (an optional filter written `$1::text IS NULL OR col = $1` is
-// folded away when it is not given). A user is refused (ForbiddenError):
+// folded away when it is not given), and no plan starts parallel workers
+// (a statement that reads a few hundred rows through indexes gains
+// nothing from them, and on a busy machine waits for their start: the
+// overview took 3.0-3.4 s with them and 1.4 s without, alternated at load
+// 50; docs/benchmarks.md (9)). A user is refused (ForbiddenError):
 // the admin page is the admin's. A statement that is not of the set is
 // refused with an error naming it.
 func (s *Service) report(ctx context.Context, p Principal, name, sql string, args []any, scan func(pgx.Rows) error) error {
@@ -110,21 +114,28 @@ func (s *Service) DeliveryAttempts(ctx context.Context, p Principal, id int64) (
 	return out, nil
 }
 
+// reportSettings are the settings of a report's transaction (see report).
+const reportSettings = `SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL max_parallel_workers_per_gather = 0`
+
 // readOnly runs one of the set's statements in a read-only transaction
 // (see report); scan reads its rows.
 func (s *Service) readOnly(ctx context.Context, name, sql string, args []any, scan func(pgx.Rows) error) error {
 	if known, ok := reportQueries[name]; !ok || known != sql {
 		return fmt.Errorf("report query %q is not one of control's named report queries", name)
 	}
+	return s.inReport(ctx, sql, args, scan)
+}
+
+// inReport runs sql in a report's read-only transaction (see report).
+func (s *Service) inReport(ctx context.Context, sql string, args []any, scan func(pgx.Rows) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("begin a report: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
-		return fmt.Errorf("begin a report: %w", err)
-	}
-	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
+	// One round trip (no arguments: the simple protocol, several
+	// statements).
+	if _, err := tx.Exec(ctx, reportSettings); err != nil {
 		return fmt.Errorf("begin a report: %w", err)
 	}
 	rows, err := tx.Query(ctx, sql, args...)

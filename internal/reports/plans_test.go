@@ -426,6 +426,7 @@ type plan struct {
 	ActualRows      float64 `json:"Actual Rows"`
 	Loops           float64 `json:"Actual Loops"`
 	RemovedByFilter float64 `json:"Rows Removed by Filter"`
+	Filter          string  `json:"Filter"`
 	Hit             int64   `json:"Shared Hit Blocks"`
 	Read            int64   `json:"Shared Read Blocks"`
 }
