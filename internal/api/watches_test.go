@@ -9,8 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/definitions"
 )
 
 type resolver map[string][]netip.Addr
@@ -305,5 +309,43 @@ func TestModelCallAllowance(t *testing.T) {
 	// A watch without an ask costs no model call.
 	if resp := f.do(http.MethodPost, "/v1/watches", "alice", body(`{"source":"gh","watch":{"name":"f","when":"true"}}`), nil); resp.StatusCode != 201 {
 		t.Errorf("f: %d", resp.StatusCode)
+	}
+}
+
+// A create through the API wakes the daemons following the definitions
+// (a NOTIFY on <schema>.config) after it committed: sent by Idempotent
+// after the commit, not from the create's transaction.
+func TestCreateWatchWakesTheFollowers(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	ctx := context.Background()
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{definitions.Channel(schema)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	var created control.CreatedWatch
+	if resp := f.do(http.MethodPost, "/v1/watches", "alice", body(`{"source":"gh","watch":{"name":"releases"}}`), &created); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d", resp.StatusCode)
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	n, err := conn.Conn().WaitForNotification(wait)
+	if err != nil {
+		t.Fatalf("no wake-up after the create: %v", err)
+	}
+	var version int64
+	if err := f.pool.QueryRow(ctx, `SELECT version FROM watches WHERE source = 'gh' AND name = 'releases'`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if n.Payload != fmt.Sprint(version) {
+		t.Errorf("wake-up payload %q, want the create's version %d (the last taken)", n.Payload, version)
 	}
 }
