@@ -349,3 +349,64 @@ func TestCreateWatchWakesTheFollowers(t *testing.T) {
 		t.Errorf("wake-up payload %q, want the create's version %d (the last taken)", n.Payload, version)
 	}
 }
+
+// Without a per-owner limit there is nothing to count, and an owner's
+// creates do not take turns: while alice's first create is open (not
+// committed), her second completes. With a limit they take turns on the
+// owner's lock (TestWatchLimit).
+func TestCreatesOfOneOwnerWithoutLimitsDoNotWaitForEachOther(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	f.svc.SetLimits(control.Limits{})
+	ctx := context.Background()
+	alice := control.Principal{Owner: "alice"}
+	create := func(name string) (pgx.Tx, uint32, func() error) {
+		conn, err := f.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx); conn.Release() })
+		return tx, conn.Conn().PgConn().PID(), func() error {
+			_, err := f.svc.CreateWatch(ctx, tx, alice, control.CreateWatchRequest{Source: "gh", Watch: []byte(fmt.Sprintf(`{"name": %q}`, name))})
+			return err
+		}
+	}
+	first, _, run := create("first")
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	second, pid, run := create("second")
+	done := make(chan error, 1)
+	go func() { done <- run() }()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := second.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("alice's second create neither completed nor waited for a lock in a minute")
+		case <-tick.C:
+		}
+		var blockers []int32
+		if err := f.pool.QueryRow(ctx, `SELECT pg_blocking_pids($1)`, int32(pid)).Scan(&blockers); err != nil {
+			t.Fatal(err)
+		}
+		if len(blockers) > 0 {
+			_ = first.Rollback(ctx)
+			<-done
+			t.Fatalf("alice's second create waits for a lock held by her first (backends %v), with no limit to check", blockers)
+		}
+	}
+}
