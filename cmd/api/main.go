@@ -147,7 +147,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	if keys == nil {
 		logger.Warn(secrets.KeyEnv + " is not set: creates that store a secret (source credentials, webhook signing secrets) will be refused")
 	}
-	pool, err := cli.Open(ctx, true)
+	pool, err := cli.OpenSized(ctx, true, api.PoolConns)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,12 @@ const Version = "1.0.0"
 // maxBody bounds a request body (1 MiB); a larger one is a 413 problem.
 const maxBody = 1 << 20
 
+// PoolConns is the size of the connection pool the api daemon opens: a
+// request holds a connection for its transaction, and pgx's default (the
+// larger of 4 and the CPUs) queued concurrent creates behind 4
+// connections (measurement (7) of docs/benchmarks.md).
+const PoolConns = 16
+
 // API serves the HTTP API.
 type API struct {
 	huma   huma.API

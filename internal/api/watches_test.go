@@ -9,8 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/lookout-dev/lookout/internal/control"
+	"github.com/lookout-dev/lookout/internal/definitions"
 )
 
 type resolver map[string][]netip.Addr
@@ -305,5 +309,104 @@ func TestModelCallAllowance(t *testing.T) {
 	// A watch without an ask costs no model call.
 	if resp := f.do(http.MethodPost, "/v1/watches", "alice", body(`{"source":"gh","watch":{"name":"f","when":"true"}}`), nil); resp.StatusCode != 201 {
 		t.Errorf("f: %d", resp.StatusCode)
+	}
+}
+
+// A create through the API wakes the daemons following the definitions
+// (a NOTIFY on <schema>.config) after it committed: sent by Idempotent
+// after the commit, not from the create's transaction.
+func TestCreateWatchWakesTheFollowers(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	ctx := context.Background()
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{definitions.Channel(schema)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	var created control.CreatedWatch
+	if resp := f.do(http.MethodPost, "/v1/watches", "alice", body(`{"source":"gh","watch":{"name":"releases"}}`), &created); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d", resp.StatusCode)
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	n, err := conn.Conn().WaitForNotification(wait)
+	if err != nil {
+		t.Fatalf("no wake-up after the create: %v", err)
+	}
+	var version int64
+	if err := f.pool.QueryRow(ctx, `SELECT version FROM watches WHERE source = 'gh' AND name = 'releases'`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if n.Payload != fmt.Sprint(version) {
+		t.Errorf("wake-up payload %q, want the create's version %d (the last taken)", n.Payload, version)
+	}
+}
+
+// Without a per-owner limit there is nothing to count, and an owner's
+// creates do not take turns: while alice's first create is open (not
+// committed), her second completes. With a limit they take turns on the
+// owner's lock (TestWatchLimit).
+func TestCreatesOfOneOwnerWithoutLimitsDoNotWaitForEachOther(t *testing.T) {
+	f := setup(t)
+	f.shared("gh")
+	f.svc.SetLimits(control.Limits{})
+	ctx := context.Background()
+	alice := control.Principal{Owner: "alice"}
+	create := func(name string) (pgx.Tx, uint32, func() error) {
+		conn, err := f.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx); conn.Release() })
+		return tx, conn.Conn().PgConn().PID(), func() error {
+			_, err := f.svc.CreateWatch(ctx, tx, alice, control.CreateWatchRequest{Source: "gh", Watch: []byte(fmt.Sprintf(`{"name": %q}`, name))})
+			return err
+		}
+	}
+	first, _, run := create("first")
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	second, pid, run := create("second")
+	done := make(chan error, 1)
+	go func() { done <- run() }()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := second.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("alice's second create neither completed nor waited for a lock in a minute")
+		case <-tick.C:
+		}
+		var blockers []int32
+		if err := f.pool.QueryRow(ctx, `SELECT pg_blocking_pids($1)`, int32(pid)).Scan(&blockers); err != nil {
+			t.Fatal(err)
+		}
+		if len(blockers) > 0 {
+			_ = first.Rollback(ctx)
+			<-done
+			t.Fatalf("alice's second create waits for a lock held by her first (backends %v), with no limit to check", blockers)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lookout-dev/lookout/internal/api"
 	"github.com/lookout-dev/lookout/internal/config"
 	_ "github.com/lookout-dev/lookout/internal/connectors/file"
 	_ "github.com/lookout-dev/lookout/internal/connectors/httpjson"
@@ -422,11 +423,16 @@ func (r *runner) creates(ctx context.Context) error {
 	out := r.out
 	res := r.res
 	admin := r.admin
-	pool, _, done, err := o.schema(ctx, admin, "creates")
+	_, url, done, err := o.schema(ctx, admin, "creates")
 	if err != nil {
 		return err
 	}
-	res.Creates, err = RunCreates(ctx, pool, o.Creates, o.Clients)
+	// The api's pool is sized as the api daemon sizes it.
+	var pool *pgxpool.Pool
+	if pool, err = db.OpenSized(ctx, url, api.PoolConns); err == nil {
+		res.Creates, err = RunCreates(ctx, pool, o.Creates, o.Clients)
+		pool.Close()
+	}
 	done()
 	if err != nil {
 		return err

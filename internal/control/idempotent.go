@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/idempotency"
 )
 
@@ -27,9 +28,17 @@ type Answer struct {
 // and body gets that answer (Replayed) without running create; a retry
 // with another body is an *idempotency.MismatchError. A create that fails
 // rolls back and leaves the key free.
+//
+// The definitions create makes through CreateWatch or CreateSource do not
+// NOTIFY in the transaction: Idempotent wakes the followers after the
+// commit (definitions.Store.Wake, one NOTIFY shared by the creates that
+// committed meanwhile), so that the commits of concurrent creates do not
+// queue on PostgreSQL's NOTIFY queue lock.
 func (s *Service) Idempotent(ctx context.Context, p Principal, key, operation string, body []byte,
 	create func(ctx context.Context, tx pgx.Tx) (*Answer, error)) (*Answer, error) {
 	var out *Answer
+	wake := &wakeAfterCommit{}
+	ctx = context.WithValue(ctx, wakeAfterCommitKey{}, wake)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if key != "" {
 			if len(key) > idempotency.MaxKeyLength {
@@ -73,5 +82,29 @@ func (s *Service) Idempotent(ctx context.Context, p Principal, key, operation st
 	if err != nil {
 		return nil, err
 	}
+	if wake.changed {
+		// Committed: a failed wake-up is not the create's failure (the
+		// followers catch up on their slow timer).
+		if err := s.store.Wake(ctx); err != nil {
+			s.logger.Warn("wake the followers of the definitions after a create", "operation", operation, "error", err)
+		}
+	}
 	return out, nil
+}
+
+// wakeAfterCommit is set in the context of Idempotent's create: the
+// definitions it changes wake the followers after its commit.
+type wakeAfterCommit struct{ changed bool }
+
+type wakeAfterCommitKey struct{}
+
+// storeIn returns the definitions store in tx: Deferred when ctx is an
+// Idempotent create's (which wakes the followers after its commit), else
+// In (a NOTIFY that commits with tx).
+func (s *Service) storeIn(ctx context.Context, tx pgx.Tx) *definitions.Store {
+	if w, ok := ctx.Value(wakeAfterCommitKey{}).(*wakeAfterCommit); ok {
+		w.changed = true
+		return s.store.Deferred(tx)
+	}
+	return s.store.In(tx)
 }

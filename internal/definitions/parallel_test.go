@@ -229,3 +229,89 @@ func TestWatchCreatesOnASharedSourceCommitInParallel(t *testing.T) {
 		t.Errorf("watches of blog = %v, want [alices any bobs]", names)
 	}
 }
+
+// listen LISTENs on the definitions' channel of pool's schema on a
+// connection of its own, released when the test ends.
+func listen(t *testing.T, pool *pgxpool.Pool) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{definitions.Channel(schema)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	return conn.Conn()
+}
+
+// nextNotification waits (a minute at most) for the next notification on conn.
+func nextNotification(t *testing.T, conn *pgx.Conn, what string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := conn.WaitForNotification(ctx)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+	return n.Payload
+}
+
+// A create in a Deferred store sends no NOTIFY in its transaction (whose
+// commit would then hold PostgreSQL's NOTIFY queue lock through its WAL
+// flush, and every other create's commit would wait for it): the first
+// notification after its commit is the marker sent after it, and Wake
+// sends one.
+func TestDeferredCreateNotifiesOnlyOnWake(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	apply(t, pool, dir)
+	ctx := context.Background()
+	s := newStore(t, pool)
+	l := listen(t, pool)
+
+	tx, _ := beginOn(t, pool)
+	w, err := s.Deferred(tx).CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "blog", []byte(`{"name": "alices"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Notifications arrive in the order their transactions committed.
+	if _, err := pool.Exec(ctx, `SELECT pg_notify(current_schema() || '.config', 'marker')`); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextNotification(t, l, "the marker"); got != "marker" {
+		t.Fatalf("first notification after the create's commit = %q, want the marker sent after it: the create's transaction notified", got)
+	}
+	if err := s.Wake(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := nextNotification(t, l, "the wake-up"), fmt.Sprint(w.Version); got != want {
+		t.Errorf("the wake-up's payload = %q, want the last version taken, %s", got, want)
+	}
+}
+
+// A change on the pool wakes the followers after it committed: the
+// notification arrives by the time the create returns.
+func TestCreateOnThePoolWakesTheFollowers(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	apply(t, pool, dir)
+	ctx := context.Background()
+	s := newStore(t, pool)
+	l := listen(t, pool)
+	w, err := s.CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "blog", []byte(`{"name": "alices"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := nextNotification(t, l, "the wake-up"), fmt.Sprint(w.Version); got != want {
+		t.Errorf("the wake-up's payload = %q, want the create's version %s", got, want)
+	}
+}

@@ -19,6 +19,14 @@ const (
 	// transaction commits; the payload (the version) is a hint only.
 	queryNotify = `SELECT pg_notify(current_schema() || '.config', $1::text)`
 
+	// queryWake wakes the daemons following the definitions after changes
+	// committed (waker): a transaction of its own, committed without
+	// waiting for its WAL flush (a wake-up lost in a crash is caught up by
+	// the followers' reconnect), so that it holds PostgreSQL's NOTIFY queue
+	// lock only briefly. The payload, the last version taken, is a hint only.
+	queryWake = `SELECT set_config('synchronous_commit', 'off', true),
+		pg_notify(current_schema() || '.config', (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM config_version_seq)::text)`
+
 	// queryVersion is the last version taken (0 before any).
 	queryVersion = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM config_version_seq`
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -24,6 +25,12 @@ import (
 type Store struct {
 	pool      database
 	validator *Validator
+	// wake sends the followers' wake-up after commits, shared by the
+	// store and its In and Deferred copies.
+	wake *waker
+	// deferred: the store runs in a caller's transaction that wakes the
+	// followers itself after it commits (Deferred).
+	deferred bool
 }
 
 // database is what the store runs on: the pool, or a caller's transaction (In).
@@ -37,14 +44,40 @@ type database interface {
 // In returns the store running in the caller's transaction tx: its
 // changes are savepoints that commit (with their version and NOTIFY) when tx does, so that the control plane's audit row and
 // idempotency key commit with the change, or nothing does.
-func (s *Store) In(tx pgx.Tx) *Store { return &Store{pool: tx, validator: s.validator} }
+func (s *Store) In(tx pgx.Tx) *Store { return &Store{pool: tx, validator: s.validator, wake: s.wake} }
+
+// Deferred returns the store running in the caller's transaction tx, like
+// In, but whose changes do not NOTIFY in tx: the caller calls Wake after
+// tx committed. A NOTIFY in tx would hold PostgreSQL's NOTIFY queue lock
+// from tx's commit through its WAL flush, and every other committing
+// transaction that notified would wait for it; Wake's NOTIFY is shared
+// by the changes that committed before it. The changes run directly in
+// tx, without a savepoint: after an error of the store the caller rolls
+// tx back. Without the Wake, followers see the change on their next
+// catch-up (WatcherConfig.CatchUpInterval).
+func (s *Store) Deferred(tx pgx.Tx) *Store {
+	return &Store{pool: tx, validator: s.validator, wake: s.wake, deferred: true}
+}
+
+// Wake wakes the daemons following the definitions (a NOTIFY on
+// <schema>.config) and returns once a NOTIFY that started after the call
+// was sent: a follower woken by it sees every change committed before.
+// Concurrent calls share one NOTIFY. The store's own writes on the pool
+// wake the followers themselves; a caller of Deferred calls it after its
+// transaction committed.
+func (s *Store) Wake(ctx context.Context) error { return s.wake.Wake(ctx) }
 
 // NewStore returns a store on pool validating with v.
 func NewStore(pool *pgxpool.Pool, v *Validator) *Store {
 	if v == nil {
 		v = &Validator{}
 	}
-	return &Store{pool: pool, validator: v}
+	return &Store{pool: pool, validator: v, wake: newWaker(func(ctx context.Context) error {
+		if _, err := pool.Exec(ctx, queryWake); err != nil {
+			return fmt.Errorf("notify config: %w", err)
+		}
+		return nil
+	})}
 }
 
 // Validator is the store's validator.
@@ -79,21 +112,47 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 // fn) and wakes the daemons when it commits. The version is taken from a
 // sequence, without a lock: changes commit in parallel, not necessarily
 // in the order of their versions (followers track snapshots, not
-// numbers: follow.go).
+// numbers: follow.go). On the pool, the wake-up is sent after the commit
+// (Wake: no NOTIFY in the transaction, whose commits would otherwise
+// queue behind each other on PostgreSQL's NOTIFY queue lock); in a
+// caller's transaction (In) it is a NOTIFY that commits with it; in a
+// Deferred store the caller wakes the daemons after its commit.
 func (s *Store) change(ctx context.Context, fn func(tx pgx.Tx, version int64) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	run := func(tx pgx.Tx) error {
 		var v int64
 		if err := tx.QueryRow(ctx, queryNextVersion).Scan(&v); err != nil {
 			return fmt.Errorf("take a config version: %w", err)
 		}
-		if err := fn(tx, v); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, queryNotify, strconv.FormatInt(v, 10)); err != nil {
-			return fmt.Errorf("notify config: %w", err)
-		}
-		return nil
-	})
+		return fn(tx, v)
+	}
+	tx, inTx := s.pool.(pgx.Tx)
+	switch {
+	case s.deferred:
+		return run(tx)
+	case inTx:
+		return pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error {
+			var v int64
+			if err := tx.QueryRow(ctx, queryNextVersion).Scan(&v); err != nil {
+				return fmt.Errorf("take a config version: %w", err)
+			}
+			if err := fn(tx, v); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, queryNotify, strconv.FormatInt(v, 10)); err != nil {
+				return fmt.Errorf("notify config: %w", err)
+			}
+			return nil
+		})
+	}
+	if err := pgx.BeginFunc(ctx, s.pool, run); err != nil {
+		return err
+	}
+	// The change committed: a failed wake-up is not its failure (the
+	// followers catch up on their slow timer).
+	if err := s.Wake(ctx); err != nil {
+		slog.Default().Warn("wake the followers of the definitions after a change", "error", err)
+	}
+	return nil
 }
 
 // CreateSource validates data (a source file's keys, YAML or JSON, its
@@ -449,7 +508,9 @@ func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []
 		out, err = insertWatch(ctx, tx, w, v)
 		return err
 	})
-	return withSource(ctx, s.pool, out, err)
+	// The source was read in the change and is not orphaned
+	// (out.SourceOrphanedAt stays nil): no withSource.
+	return out, err
 }
 
 // orphanedMsg says what an orphaned source is.
