@@ -30,11 +30,12 @@ var dynamicEnv = map[string]string{
 
 // unsetEnv are variables the code reads that a deployment does not set.
 var unsetEnv = map[string]string{
-	"USER":               "the api's token commands name the operator by it (an interactive use)",
-	"TEST_DATABASE_URL":  "tests only",
-	"LOOKOUT_TOKEN":      "api mcp --stdio: a local assistant's token, not the daemon's",
-	"LOOKOUT_CHROMIUM":   "web sources with render: browser: the default image has no Chromium (docs/web.md: build FROM a base that has it)",
-	"LOOKOUT_CPUPROFILE": "evaluator: a CPU profile of one run, for a benchmark (docs/benchmarks.md), never set in production",
+	"USER":                "the api's token commands name the operator by it (an interactive use)",
+	"TEST_DATABASE_URL":   "tests only",
+	"LOOKOUT_TOKEN":       "api mcp --stdio: a local assistant's token, not the daemon's",
+	"LOOKOUT_CHROMIUM":    "web sources with render: browser: the default image has no Chromium (docs/web.md: build FROM a base that has it)",
+	"LOOKOUT_CPUPROFILE":  "evaluator: a CPU profile of one run, for a benchmark (docs/benchmarks.md), never set in production",
+	"LOOKOUT_HEAPPROFILE": "syncer: a heap profile of the built daemon, for a benchmark (docs/benchmarks.md), never set in production",
 }
 
 type goPackage struct {

@@ -1,8 +1,10 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,5 +289,37 @@ func TestFileWatchWebhookRefused(t *testing.T) {
 	_, err := config.Load(dir)
 	if err == nil || !strings.Contains(err.Error(), "sources/a.yaml:7: watches[0].webhook is for watches created through the API") {
 		t.Errorf("Load: %v", err)
+	}
+}
+
+// The files of sources/ are parsed on every core, yet the result is a
+// parse one file after the other: the problems in file order, a
+// duplicate name against the file before it, the sources sorted.
+func TestLoadOfManyFilesIsInFileOrder(t *testing.T) {
+	t.Parallel()
+	dir := writeDir(t, validGlobal, "")
+	var want []string
+	for i := range 300 {
+		name := fmt.Sprintf("s%03d", i)
+		every := "30s"
+		switch {
+		case i%37 == 5:
+			every = "soon"
+			want = append(want, fmt.Sprintf(`sources/%s.yaml:3: every must be a duration (e.g. 30s, 5m, 1h), not "soon"`, name))
+		case i == 250:
+			name = "s100" // s100.yaml comes first
+			want = append(want, `sources/s250.yaml:1: name "s100" is already used by sources/s100.yaml`)
+		}
+		y := strings.ReplaceAll(strings.Replace(validSource, "every: 30s", "every: "+every, 1), "name: tasks", "name: "+name)
+		if err := os.WriteFile(filepath.Join(dir, "sources", fmt.Sprintf("s%03d.yaml", i)), []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := config.Load(dir)
+	if err == nil {
+		t.Fatal("loaded a directory with problems")
+	}
+	if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
+		t.Errorf("problems:\n got: %q\nwant: %q", got, want)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sourcegraph/conc/iter"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lookout-dev/lookout/internal/redact"
@@ -122,21 +123,39 @@ func LoadFor(dir string, uses Uses) (*Config, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read sources directory: %w", err)
 	}
-	byName := map[string]string{}
+	var rels []string
 	for _, e := range entries {
 		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
 			continue
 		}
-		rel := filepath.Join(SourcesDir, e.Name())
-		data, err := readDocument(filepath.Join(dir, rel), rel)
-		if errors.As(err, &ce) {
-			errs = append(errs, err)
+		rels = append(rels, filepath.Join(SourcesDir, e.Name()))
+	}
+	// The files are read and parsed on every core (a directory of
+	// thousands of files is a daemon's start, docs/benchmarks.md (13)),
+	// then taken in directory order: the errors, the secrets and the
+	// duplicate names are those of a parse one file after the other.
+	parsed := make([]parsedFile, len(rels))
+	iter.ForEachIdx(parsed, func(i int, f *parsedFile) {
+		data, err := readDocument(filepath.Join(dir, rels[i]), rels[i])
+		if err != nil {
+			f.err = err
+			return
+		}
+		f.src, f.errs = parseSource(rels[i], data, &cfg.Global, &f.secrets, nil)
+	})
+	byName := map[string]string{}
+	for i, rel := range rels {
+		f := parsed[i]
+		parsed[i] = parsedFile{} // the source is cfg's now, or dropped
+		if errors.As(f.err, &ce) {
+			errs = append(errs, f.err)
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", rel, err)
+		if f.err != nil {
+			return nil, fmt.Errorf("read %s: %w", rel, f.err)
 		}
-		src, serrs := parseSource(rel, data, &cfg.Global, &secrets, nil)
+		secrets = append(secrets, f.secrets...)
+		src, serrs := f.src, f.errs
 		if len(serrs) > 0 {
 			errs = append(errs, serrs...)
 			continue
@@ -159,6 +178,14 @@ func LoadFor(dir string, uses Uses) (*Config, error) {
 	}
 	sort.Slice(cfg.Sources, func(i, j int) bool { return cfg.Sources[i].Name < cfg.Sources[j].Name })
 	return cfg, nil
+}
+
+// parsedFile is one source file as LoadFor's parallel parse left it.
+type parsedFile struct {
+	src     *Source
+	errs    []error
+	secrets []string
+	err     error // reading the file
 }
 
 // decodeStrict decodes root into v key by key (see decoder), reporting

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sourcegraph/conc/iter"
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/config"
@@ -148,13 +149,18 @@ func DirectoryHash(cfg *config.Config) (string, error) {
 // splitFiles splits every source of the directory into its definition
 // rows, once: Apply's plan and the directory's hash read the same split.
 func splitFiles(cfg *config.Config) ([]fileSource, error) {
-	files := make([]fileSource, 0, len(cfg.Sources))
-	for _, src := range cfg.Sources {
-		row, watches, err := Split(src, "", ManagedByFile(src.Path))
+	// On every core: the canonical JSON of 100,000 watches is a good
+	// part of a daemon's start (docs/benchmarks.md (13)).
+	files := make([]fileSource, len(cfg.Sources))
+	errs := make([]error, len(cfg.Sources))
+	iter.ForEachIdx(files, func(i int, f *fileSource) {
+		src := cfg.Sources[i]
+		f.row, f.watches, errs[i] = Split(src, "", ManagedByFile(src.Path))
+	})
+	for _, err := range errs {
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, fileSource{row, watches})
 	}
 	return files, nil
 }
@@ -235,7 +241,17 @@ func ApplyKept(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, opts
 			return err
 		}
 		// The plan, then one version for all of it.
-		inFiles := map[string]bool{}
+		inFiles := make(map[string]bool, len(files))
+		if len(p.watches) == 0 {
+			// A first apply adds every watch: one allocation for
+			// them, not log2(n) copies of a growing slice.
+			n := 0
+			for _, f := range files {
+				n += len(f.watches)
+			}
+			p.insertWatches = make([]Watch, 0, n)
+			p.diff.Added = make([]string, 0, n+len(files))
+		}
 		for _, f := range files {
 			inFiles[f.row.Name] = true
 			if err := p.planFile(f); err != nil {
@@ -347,6 +363,9 @@ type applyPlan struct {
 	by      string
 	sources map[string]applyRow
 	watches map[[2]string]applyRow
+	// watchNames are the names of each source's watches in watches: a
+	// file's plan looks at its source's, not at every watch applied.
+	watchNames map[string][]string
 	// userWatches are the watches of each source users made (not a file's).
 	userWatches map[string][]string
 	diff        *Diff
@@ -368,7 +387,7 @@ func (p *applyPlan) writes() bool {
 // readApplied reads the source and watch definitions applied before into
 // a plan that writes as by.
 func readApplied(ctx context.Context, tx pgx.Tx, by string, diff *Diff) (*applyPlan, error) {
-	p := &applyPlan{by: by, diff: diff, sources: map[string]applyRow{}, watches: map[[2]string]applyRow{}, userWatches: map[string][]string{}}
+	p := &applyPlan{by: by, diff: diff, sources: map[string]applyRow{}, watches: map[[2]string]applyRow{}, watchNames: map[string][]string{}, userWatches: map[string][]string{}}
 	rows, err := tx.Query(ctx, queryApplySources)
 	if err != nil {
 		return nil, fmt.Errorf("read source definitions: %w", err)
@@ -395,6 +414,7 @@ func readApplied(ctx context.Context, tx pgx.Tx, by string, diff *Diff) (*applyP
 			return nil, fmt.Errorf("read watch definitions: %w", err)
 		}
 		p.watches[k] = r
+		p.watchNames[k[0]] = append(p.watchNames[k[0]], k[1])
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read watch definitions: %w", err)
@@ -445,9 +465,14 @@ func (p *applyPlan) planFile(f fileSource) error {
 		p.diff.Changed = append(p.diff.Changed, r.Name)
 		p.updateSources = append(p.updateSources, r)
 	}
-	inFile := map[string]bool{}
+	var inFile map[string]bool // the file's watch names, when the source had watches
+	if len(p.watchNames[r.Name]) > 0 {
+		inFile = make(map[string]bool, len(f.watches))
+	}
 	for i, w := range f.watches {
-		inFile[w.Name] = true
+		if inFile != nil {
+			inFile[w.Name] = true
+		}
 		key := r.Name + "/" + w.Name
 		cur, ok := p.watches[[2]string{w.Source, w.Name}]
 		switch {
@@ -463,8 +488,10 @@ func (p *applyPlan) planFile(f fileSource) error {
 		}
 	}
 	// File-managed watches of this source the file no longer has.
-	for k, cur := range p.watches {
-		if k[0] != r.Name || inFile[k[1]] || FileOf(cur.managedBy) == "" {
+	for _, name := range p.watchNames[r.Name] {
+		k := [2]string{r.Name, name}
+		cur := p.watches[k]
+		if inFile[name] || FileOf(cur.managedBy) == "" {
 			continue
 		}
 		p.diff.Removed = append(p.diff.Removed, k[0]+"/"+k[1])
@@ -486,8 +513,10 @@ func (p *applyPlan) planGone(name string) {
 	// (no cascade, migration 29). A source that goes has one
 	// tombstone for it and its watches; an orphan one per watch.
 	keep := len(p.userWatches[name]) > 0
-	for k, w := range p.watches {
-		if k[0] != name || FileOf(w.managedBy) == "" {
+	for _, watch := range p.watchNames[name] {
+		k := [2]string{name, watch}
+		w := p.watches[k]
+		if FileOf(w.managedBy) == "" {
 			continue
 		}
 		p.ops = append(p.ops, applyOp{queryDeleteWatch, func(int64) []any { return []any{k[0], k[1]} }})

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/sourcegraph/conc/iter"
+
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/normalize"
@@ -91,13 +93,20 @@ func (w *Watch) Filter(env map[string]any) (matched bool, verdict, reason string
 // returns every error, joined.
 func Check(cfg *config.Config) error {
 	model := modelspec.FromConfig(cfg.Global.Ollama)
-	var errs []error
-	for _, src := range cfg.Sources {
+	// Each source's watches on every core (a daemon's start checks them
+	// all, docs/benchmarks.md (13)); the errors in the sources' order.
+	bySource := make([][]error, len(cfg.Sources))
+	iter.ForEachIdx(bySource, func(s int, serrs *[]error) {
+		src := cfg.Sources[s]
 		for i, wc := range src.Watches {
 			if _, err := Compile(src, i, wc, "", model); err != nil {
-				errs = append(errs, err)
+				*serrs = append(*serrs, err)
 			}
 		}
+	})
+	var errs []error
+	for _, serrs := range bySource {
+		errs = append(errs, serrs...)
 	}
 	if _, err := notify.NewComposer(cfg.Global.Sinks, cfg.Sources); err != nil {
 		errs = append(errs, err)
