@@ -200,12 +200,20 @@ func (c *dbCollector) read(ctx context.Context) ([]sample, error) {
 		})
 	}
 	if c.gauges&OutboxGauges != 0 {
+		// The counts and the oldest pending change are two CTEs: Citus
+		// pushes no subquery beside aggregates down to the shards
+		// ("cannot push down subquery on the target list"); it runs
+		// each CTE over the shards, and PostgreSQL plans them as the
+		// one statement did.
 		b.Queue(`
-			SELECT count(*)::float8,
-			       count(*) FILTER (WHERE eval_owner IS NOT NULL AND eval_lease_expires_at < now())::float8,
-			       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM changes
-			                 WHERE eval_status = 'pending' ORDER BY id LIMIT 1), 0)
-			FROM changes WHERE eval_status = 'pending'`).QueryRow(func(row pgx.Row) error {
+			WITH p AS (
+			    SELECT count(*)::float8 AS n,
+			           count(*) FILTER (WHERE eval_owner IS NOT NULL AND eval_lease_expires_at < now())::float8 AS expired
+			    FROM changes WHERE eval_status = 'pending'
+			), o AS (
+			    SELECT created_at FROM changes WHERE eval_status = 'pending' ORDER BY id LIMIT 1
+			)
+			SELECT p.n, p.expired, coalesce((SELECT extract(epoch FROM now() - o.created_at)::float8 FROM o), 0) FROM p`).QueryRow(func(row pgx.Row) error {
 			var pending, expired, oldest float64
 			if err := row.Scan(&pending, &expired, &oldest); err != nil {
 				return err

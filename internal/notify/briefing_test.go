@@ -72,10 +72,10 @@ sinks:
 		t.Fatal(err)
 	}
 	for _, s := range sinks {
-		insertNotifications(t, f.pool, s, s, n)
+		insertNotificationsOf(t, f.pool, "tasks", s, s, n)
 	}
 	if _, err := f.pool.Exec(f.ctx, `
-		UPDATE notifications SET status = 'held', source = 'tasks', watch = 'morning',
+		UPDATE notifications SET status = 'held', watch = 'morning',
 		       digest_due_at = date_trunc('second', now()) - interval '1 minute'`); err != nil {
 		t.Fatal(err)
 	}
@@ -511,8 +511,8 @@ sinks:
 	if f.comp, err = NewComposer(f.cfg.Global.Sinks, f.cfg.Sources); err != nil {
 		t.Fatal(err)
 	}
-	insertNotifications(t, f.pool, "log", "log", 4)
-	if _, err := f.pool.Exec(f.ctx, `UPDATE notifications SET status = 'held', source = 'tasks', watch = 'morning',
+	insertNotificationsOf(t, f.pool, "tasks", "log", "log", 4)
+	if _, err := f.pool.Exec(f.ctx, `UPDATE notifications SET status = 'held', watch = 'morning',
 		digest_due_at = date_trunc('second', now()) - interval '1 minute'`); err != nil {
 		t.Fatal(err)
 	}

@@ -180,13 +180,14 @@ func TestDigesterFoldsDueMatchesOnceAcrossReplicas(t *testing.T) {
 	// 30 matches of tasks/daily for two sinks whose period ended, 5 whose
 	// period has not.
 	due := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
-	insertNotifications(t, pool, "log", "a", 30)
-	insertNotifications(t, pool, "hook", "b", 30)
-	insertNotifications(t, pool, "log", "later", 5)
+	insertNotificationsOf(t, pool, "tasks", "log", "a", 30)
+	insertNotificationsOf(t, pool, "tasks", "hook", "b", 30)
+	insertNotificationsOf(t, pool, "tasks", "log", "later", 5)
+	// The times are arguments: Citus takes no now() in an UPDATE's CASE.
 	if _, err := pool.Exec(ctx, `
-		UPDATE notifications SET status = 'held', source = 'tasks', watch = 'daily',
-		       digest_due_at = CASE WHEN dedupe_key LIKE 'later/%' THEN now() + interval '1 hour' ELSE $1 END,
-		       urgency = CASE WHEN dedupe_key = 'a/r7' THEN 'high' ELSE 'low' END`, due); err != nil {
+		UPDATE notifications SET status = 'held', watch = 'daily',
+		       digest_due_at = CASE WHEN dedupe_key LIKE 'later/%' THEN $2::timestamptz ELSE $1::timestamptz END,
+		       urgency = CASE WHEN dedupe_key = 'a/r7' THEN 'high' ELSE 'low' END`, due, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -223,7 +224,7 @@ func TestDigesterFoldsDueMatchesOnceAcrossReplicas(t *testing.T) {
 	var covered int
 	if err := pool.QueryRow(ctx, `
 		SELECT coalesce(sum(d.digest_count), 0) FROM notifications d
-		WHERE d.kind = 'digest' AND d.digest_count = (SELECT count(*) FROM notifications m WHERE m.digest_id = d.id)`).Scan(&covered); err != nil {
+		WHERE d.kind = 'digest' AND d.digest_count = (SELECT count(*) FROM notifications m WHERE m.digest_id = d.id AND m.source = d.source)`).Scan(&covered); err != nil {
 		t.Fatal(err)
 	}
 	if covered != 60 {
@@ -232,9 +233,9 @@ func TestDigesterFoldsDueMatchesOnceAcrossReplicas(t *testing.T) {
 
 	// One replica folds a whole period into one summary per sink.
 	pool2 := pgtest.Pool(t)
-	insertNotifications(t, pool2, "log", "a", 12)
-	insertNotifications(t, pool2, "hook", "b", 3)
-	if _, err := pool2.Exec(ctx, `UPDATE notifications SET status = 'held', source = 'tasks', watch = 'daily', digest_due_at = $1`, due); err != nil {
+	insertNotificationsOf(t, pool2, "tasks", "log", "a", 12)
+	insertNotificationsOf(t, pool2, "tasks", "hook", "b", 3)
+	if _, err := pool2.Exec(ctx, `UPDATE notifications SET status = 'held', watch = 'daily', digest_due_at = $1`, due); err != nil {
 		t.Fatal(err)
 	}
 	g := NewDigester(pool2, c, DigesterConfigFrom(&cfg.Global), testLogger(t))

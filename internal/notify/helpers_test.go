@@ -75,9 +75,16 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// insertNotifications writes n pending notifications for sink, with dedupe
-// keys <prefix>/r<i>, and returns the keys.
+// insertNotifications writes n pending notifications of source src for
+// sink, with dedupe keys <prefix>/r<i>, and returns the keys.
 func insertNotifications(t testing.TB, pool *pgxpool.Pool, sink, prefix string, n int) []string {
+	t.Helper()
+	return insertNotificationsOf(t, pool, "src", sink, prefix, n)
+}
+
+// insertNotificationsOf is insertNotifications for source (a row's source
+// is its distribution key on Citus, which an UPDATE cannot change).
+func insertNotificationsOf(t testing.TB, pool *pgxpool.Pool, source, sink, prefix string, n int) []string {
 	t.Helper()
 	keys := make([]string, n)
 	payloads := make([]string, n)
@@ -87,7 +94,7 @@ func insertNotifications(t testing.TB, pool *pgxpool.Pool, sink, prefix string, 
 		keys[i] = fmt.Sprintf("%s/r%d", prefix, i)
 		records[i] = fmt.Sprintf("r%d", i)
 		titles[i] = fmt.Sprintf("Record %d", i)
-		p := Payload{DedupeKey: keys[i], Kind: KindSingle, Watch: "w", Source: "src", Title: titles[i], Body: "body",
+		p := Payload{DedupeKey: keys[i], Kind: KindSingle, Watch: "w", Source: source, Title: titles[i], Body: "body",
 			Record:  PayloadRecord{ID: records[i], Title: titles[i], URL: "https://example.com/" + records[i]},
 			Change:  PayloadChange{ID: int64(i), Kind: "created", Version: 1, ChangedFields: []string{}},
 			Urgency: "medium", Reason: "test", CreatedAt: time.Now().UTC()}
@@ -95,9 +102,9 @@ func insertNotifications(t testing.TB, pool *pgxpool.Pool, sink, prefix string, 
 	}
 	_, err := pool.Exec(context.Background(), `
 		INSERT INTO notifications (dedupe_key, sink, source, record_id, watch, title, body, urgency, reason, payload)
-		SELECT u.key, $1, 'src', u.rec, 'w', u.title, 'body', 'medium', 'test', u.payload::jsonb
+		SELECT u.key, $1, $6, u.rec, 'w', u.title, 'body', 'medium', 'test', u.payload::jsonb
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS u(key, rec, title, payload)`,
-		sink, keys, records, titles, payloads)
+		sink, keys, records, titles, payloads, source)
 	if err != nil {
 		t.Fatalf("insert notifications: %v", err)
 	}

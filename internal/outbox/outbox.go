@@ -833,12 +833,23 @@ func Attempts(ctx context.Context, q Querier, source string, id int64) ([]Attemp
 // PruneAttempts deletes at most limit delivery attempts that started
 // before before and returns how many. internal/retention calls it, with
 // retention.delivery_attempts, until a batch is short.
+//
+// On Citus the batch is one statement per shard of its candidates
+// (db.ClaimGroups), each locking with SKIP LOCKED in its shard.
 func PruneAttempts(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, queryPruneAttempts, before, limit)
+	groups, err := db.ClaimGroups(ctx, q, "delivery_attempts", limit, queryPruneAttemptCandidates, before, limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune delivery attempts started before %s: %w", before.UTC().Format(time.RFC3339), err)
 	}
-	return tag.RowsAffected(), nil
+	var n int64
+	for _, g := range groups {
+		tag, err := q.Exec(ctx, queryPruneAttempts, before, g.Limit, g.Restriction())
+		if err != nil {
+			return n, fmt.Errorf("prune delivery attempts started before %s: %w", before.UTC().Format(time.RFC3339), err)
+		}
+		n += tag.RowsAffected()
+	}
+	return n, nil
 }
 
 // CountPrunableAttempts counts the attempts PruneAttempts would delete (a

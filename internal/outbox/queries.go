@@ -185,9 +185,17 @@ const queryClaimFair = `
 // The time of an unclaimed row's next attempt is read once, in a CTE:
 // Citus refuses now() in the CASE of an UPDATE of a distributed table
 // ("non-IMMUTABLE functions are not allowed in CASE or COALESCE
-// statements").
+// statements"). The outcomes' arrays are unnested in a CTE too (which
+// PostgreSQL inlines): Citus gives the columns an UPDATE returns from a
+// function in its FROM the wrong types in the rows it hands the INSERT
+// ("operator does not exist: bigint <> text" on outcome), and the right
+// ones when they come from a subquery.
 const queryRecord = `
-	WITH t AS (SELECT now() AS now), recorded AS (
+	WITH t AS (SELECT now() AS now), u AS (
+	    SELECT * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[],
+	                         $8::timestamptz[], $9::float8[], $10::text[], $11::int[], $12::text[])
+	         AS u(id, kind, err, next, at, created_at, started, duration_ms, outcome, http_status, response)
+	), recorded AS (
 	    UPDATE notifications n SET
 	        status = CASE WHEN u.kind = 'unclaim' THEN 'pending' ELSE u.kind END,
 	        delivered_at = CASE WHEN u.kind = 'delivered' THEN u.at ELSE n.delivered_at END,
@@ -199,9 +207,7 @@ const queryRecord = `
 	                               WHEN u.kind = 'unclaim' THEN t.now ELSE n.next_attempt_at END,
 	        attempts = CASE WHEN u.kind = 'unclaim' THEN n.attempts - 1 ELSE n.attempts END,
 	        lease_owner = NULL, lease_expires_at = NULL
-	    FROM unnest($2::bigint[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::timestamptz[],
-	                $8::timestamptz[], $9::float8[], $10::text[], $11::int[], $12::text[])
-	         AS u(id, kind, err, next, at, created_at, started, duration_ms, outcome, http_status, response), t
+	    FROM u, t
 	    WHERE n.id = u.id AND n.created_at = u.created_at AND n.lease_owner = $1
 	    RETURNING n.id, n.created_at, n.source, n.sink, n.attempts, coalesce(u.started, u.at, t.now) AS started,
 	              u.duration_ms, u.outcome, u.http_status, u.err, u.response
@@ -302,14 +308,22 @@ const queryAttempts = `
 	ORDER BY attempt, id`
 
 // queryPruneAttempts deletes up to $2 delivery attempts that started
-// before $1, oldest first (delivery_attempts_started_idx).
+// before $1, oldest first (delivery_attempts_started_idx). $3 restricts it
+// to the attempts of those sources (NULL: every source): on Citus it runs
+// once per shard of its candidates (queryPruneAttemptCandidates,
+// db.ClaimGroups), a router statement, where Citus takes row locks.
 const queryPruneAttempts = `
-	DELETE FROM delivery_attempts WHERE id = ANY (ARRAY(
+	DELETE FROM delivery_attempts WHERE ($3::text[] IS NULL OR source = ANY($3::text[])) AND id = ANY (ARRAY(
 	    SELECT id FROM delivery_attempts
-	    WHERE started_at < $1
+	    WHERE started_at < $1 AND ($3::text[] IS NULL OR source = ANY($3::text[]))
 	    ORDER BY started_at
 	    LIMIT $2
 	    FOR UPDATE SKIP LOCKED))`
+
+// queryPruneAttemptCandidates is queryPruneAttempts' pick without its
+// locks: the source of each attempt it would delete now, in its order.
+const queryPruneAttemptCandidates = `
+	SELECT source FROM delivery_attempts WHERE started_at < $1 ORDER BY started_at LIMIT $2`
 
 // queryCountPrunableAttempts counts what queryPruneAttempts deletes.
 const queryCountPrunableAttempts = `SELECT count(*) FROM delivery_attempts WHERE started_at < $1`

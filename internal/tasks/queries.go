@@ -26,40 +26,54 @@ const queryClaimNew = `
 	ON CONFLICT ON CONSTRAINT task_runs_idempotency_key_key DO NOTHING
 	RETURNING ` + runColumns
 
-// queryReclaim takes the next attempt of a task version whose last
-// attempt was released, lost or expired and whose retry time has come.
-// The row lock and the status check make a second claimer update nothing.
-// The finished attempt goes to history.
-const queryReclaim = `
-	UPDATE task_runs SET
-	    history = history || jsonb_build_array(jsonb_build_object(
+// queryReclaim takes the next attempt of a task version ($1, of source
+// $8) whose last attempt was released, lost or expired and whose retry
+// time has come. The row lock and the status check make a second claimer
+// update nothing. The finished attempt goes to history.
+const queryReclaim = finishedAttempt + `
+	UPDATE task_runs SET history = history || h.entry,` + nextAttempt + `
+	FROM h
+	WHERE id = h.h_id AND source = h.h_source AND idempotency_key = $1 AND source = $8
+	  AND status IN ('released', 'lost', 'expired') AND retry_at <= $6
+	RETURNING ` + runColumns
+
+// queryRerun takes a task version again ($1, of source $8) after it
+// finished (completed or failed, the tool showing it: no write due) when
+// the mirror shows it eligible at a newer record version than the last
+// claim's: a person moved the card back to the todo status. It is the
+// next attempt, with the failures reset; the finished attempt goes to
+// history.
+const queryRerun = finishedAttempt + `
+	UPDATE task_runs SET history = history || h.entry, failures = 0,` + nextAttempt + `
+	FROM h
+	WHERE id = h.h_id AND source = h.h_source AND idempotency_key = $1 AND source = $8
+	  AND status IN ('completed', 'failed') AND tool_action IS NULL AND record_version < $2
+	RETURNING ` + runColumns
+
+// finishedAttempt is h, the history entry of the attempt that ended of
+// the task run $1 of source $8 (queryReclaim, queryRerun), read in a
+// materialized CTE: Citus refuses a column of the updated row in a STABLE
+// function of an UPDATE (jsonb_build_object of a timestamptz: "STABLE
+// functions used in UPDATE queries cannot be called with column
+// references"), in a subquery of its FROM too; a CTE it runs first, as a
+// statement of its own. The UPDATE checks the row's status again on its
+// newest version, so a concurrent claim still makes the second one update
+// nothing.
+const finishedAttempt = `
+	WITH h AS MATERIALIZED (
+	    SELECT id AS h_id, source AS h_source, jsonb_build_array(jsonb_build_object(
 	        'attempt', attempt, 'run_id', run_id, 'status', status, 'claimed_by', claimed_by, 'claimed_at', claimed_at,
-	        'started_at', started_at, 'finished_at', finished_at, 'exit_code', exit_code, 'last_error', last_error)),
+	        'started_at', started_at, 'finished_at', finished_at, 'exit_code', exit_code, 'last_error', last_error)) AS entry
+	    FROM task_runs WHERE idempotency_key = $1 AND source = $8)`
+
+// nextAttempt sets the columns of the next attempt of a task run, claimed
+// by $5 at $6 for $7 at record version $2 (queryReclaim, queryRerun).
+const nextAttempt = `
 	    attempt = attempt + 1, run_id = 'run-' || id::text || '.' || (attempt + 1)::text, status = 'claimed',
 	    record_version = $2, title = $3, sync_run_id = $4, claimed_by = $5, claimed_at = $6::timestamptz,
 	    claim_expires_at = $6::timestamptz + $7::interval, started_at = NULL, finished_at = NULL, exit_code = NULL,
 	    result = NULL, stderr_tail = NULL, retry_at = NULL, tool_action = 'claim', tool_error = NULL, tool_due_at = NULL,
-	    report_token_hash = NULL, report = NULL, reported_at = NULL, updated_at = $6
-	WHERE idempotency_key = $1 AND status IN ('released', 'lost', 'expired') AND retry_at <= $6
-	RETURNING ` + runColumns
-
-// queryRerun takes a task version again after it finished (completed or
-// failed, the tool showing it: no write due) when the mirror shows it
-// eligible at a newer record version than the last claim's: a person
-// moved the card back to the todo status. It is the next attempt, with
-// the failures reset; the finished attempt goes to history.
-const queryRerun = `
-	UPDATE task_runs SET
-	    history = history || jsonb_build_array(jsonb_build_object(
-	        'attempt', attempt, 'run_id', run_id, 'status', status, 'claimed_by', claimed_by, 'claimed_at', claimed_at,
-	        'started_at', started_at, 'finished_at', finished_at, 'exit_code', exit_code, 'last_error', last_error)),
-	    attempt = attempt + 1, run_id = 'run-' || id::text || '.' || (attempt + 1)::text, status = 'claimed', failures = 0,
-	    record_version = $2, title = $3, sync_run_id = $4, claimed_by = $5, claimed_at = $6::timestamptz,
-	    claim_expires_at = $6::timestamptz + $7::interval, started_at = NULL, finished_at = NULL, exit_code = NULL,
-	    result = NULL, stderr_tail = NULL, retry_at = NULL, tool_action = 'claim', tool_error = NULL, tool_due_at = NULL,
-	    report_token_hash = NULL, report = NULL, reported_at = NULL, updated_at = $6
-	WHERE idempotency_key = $1 AND status IN ('completed', 'failed') AND tool_action IS NULL AND record_version < $2
-	RETURNING ` + runColumns
+	    report_token_hash = NULL, report = NULL, reported_at = NULL, updated_at = $6`
 
 // queryConfirming records that the visible claim was written.
 const queryConfirming = `
@@ -197,29 +211,50 @@ const reviewColumns = `r.id, r.task_run_id, r.attempt, r.source, r.task, r.recor
 
 // queryClaimReviews leases up to $3 pending reviews that are due at $1 and
 // not leased by another evaluator (or whose lease lapsed) to $2 until $4;
-// it skips the rows another evaluator is claiming.
+// it skips the rows another evaluator is claiming. $5 restricts it to the
+// reviews of those sources (NULL: every source): on Citus a claim runs
+// once per shard of its candidates (queryClaimReviewCandidates,
+// db.ClaimGroups), a router query, where Citus takes row locks; the join
+// with the reviewed run names its source, as co-located tables join on
+// Citus (docs/scaling.md, "Claims on Citus").
 const queryClaimReviews = `
 	UPDATE task_reviews r SET claimed_by = $2, claim_expires_at = $4
 	FROM task_runs t
-	WHERE t.id = r.task_run_id AND r.id IN (
-	    SELECT id FROM task_reviews
-	    WHERE status = 'pending' AND retry_at <= $1 AND (claim_expires_at IS NULL OR claim_expires_at < $1)
-	    ORDER BY retry_at
+	WHERE t.id = r.task_run_id AND t.source = r.source
+	  AND ($5::text[] IS NULL OR r.source = ANY($5::text[])) AND r.id IN (
+	    SELECT id FROM task_reviews` + reviewsDue + `
 	    LIMIT $3
 	    FOR UPDATE SKIP LOCKED)
 	RETURNING ` + reviewColumns
 
-// queryDecideReview records a claimed review's decision.
+// reviewsDue is which reviews queryClaimReviews takes, in its order.
+const reviewsDue = `
+	    WHERE status = 'pending' AND retry_at <= $1 AND (claim_expires_at IS NULL OR claim_expires_at < $1)
+	      AND ($5::text[] IS NULL OR source = ANY($5::text[]))
+	    ORDER BY retry_at`
+
+// queryClaimReviewCandidates is queryClaimReviews' pick without its
+// locks: the source of each review it would take now, in its order ($2,
+// $4 unused, $5 NULL).
+const queryClaimReviewCandidates = `
+	SELECT source FROM (
+	    SELECT source FROM task_reviews` + reviewsDue + `
+	    LIMIT $3) c
+	WHERE $2::text IS NOT NULL AND $4::timestamptz IS NOT NULL`
+
+// queryDecideReview records a claimed review's decision (the review of
+// source $8: one shard's statement on Citus).
 const queryDecideReview = `
 	UPDATE task_reviews SET status = $3, score = $4, criteria = $5::jsonb, final = $6, decided_at = $7,
 	                        last_error = NULL, claimed_by = NULL, claim_expires_at = NULL
-	WHERE id = $1 AND claimed_by = $2 AND status = 'pending'`
+	WHERE id = $1 AND source = $8 AND claimed_by = $2 AND status = 'pending'`
 
-// queryHoldReview gives a claimed review back until $4, saying why ($3).
+// queryHoldReview gives a claimed review of source $6 back until $4,
+// saying why ($3).
 const queryHoldReview = `
 	UPDATE task_reviews SET holds = holds + 1, retry_at = $4, last_error = $3, criteria = $5::jsonb,
 	                        claimed_by = NULL, claim_expires_at = NULL
-	WHERE id = $1 AND claimed_by = $2 AND status = 'pending'`
+	WHERE id = $1 AND source = $6 AND claimed_by = $2 AND status = 'pending'`
 
 // queryDropReviews drops the pending reviews written before $4 of the
 // task watches ($1[i], $2[i]), saying why ($3), decided at $5.
@@ -230,13 +265,17 @@ const queryDropReviews = `
 
 // queryDecidedReviews locks up to $2 reviewing runs of the given sources
 // whose review of the current attempt is decided and not yet applied.
+// The reviews are read by the same sources and joined on the source:
+// Citus locks rows only in a statement whose every table it can route to
+// one shard (db.EachShard runs it per shard group).
 const queryDecidedReviews = `
 	SELECT ` + runColumns + `, rv.review_id, rv.review_status, rv.review_score, rv.review_criteria, rv.review_final
 	FROM task_runs
 	JOIN (SELECT id AS review_id, task_run_id, attempt AS review_attempt, status AS review_status,
-	             coalesce(score, 0) AS review_score, criteria AS review_criteria, final AS review_final
-	      FROM task_reviews WHERE status <> 'pending' AND applied_at IS NULL) rv
-	  ON rv.task_run_id = task_runs.id AND rv.review_attempt = task_runs.attempt
+	             coalesce(score, 0) AS review_score, criteria AS review_criteria, final AS review_final,
+	             source AS review_source
+	      FROM task_reviews WHERE status <> 'pending' AND applied_at IS NULL AND source = ANY ($1::text[])) rv
+	  ON rv.task_run_id = task_runs.id AND rv.review_source = task_runs.source AND rv.review_attempt = task_runs.attempt
 	WHERE task_runs.status = 'reviewing' AND source = ANY ($1::text[])
 	LIMIT $2
 	FOR UPDATE OF task_runs SKIP LOCKED`

@@ -58,8 +58,29 @@ type PendingReview struct {
 // ClaimReviews leases up to limit due pending reviews to owner until
 // now+lease (FOR UPDATE SKIP LOCKED: evaluators share them); a review
 // whose evaluator died is claimable again once its lease lapsed.
+//
+// On Citus the claim is one statement per shard of its candidates
+// (db.ClaimGroups), each locking with SKIP LOCKED in its shard.
 func ClaimReviews(ctx context.Context, q Querier, owner string, now time.Time, lease time.Duration, limit int) ([]*PendingReview, error) {
-	rows, err := q.Query(ctx, queryClaimReviews, now, owner, limit, now.Add(lease))
+	groups, err := db.ClaimGroups(ctx, q, "task_reviews", limit, queryClaimReviewCandidates, now, owner, limit, now.Add(lease), nil)
+	if err != nil {
+		return nil, fmt.Errorf("claim task reviews: %w", err)
+	}
+	var out []*PendingReview
+	for _, g := range groups {
+		got, err := claimReviews(ctx, q, owner, now, lease, g)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// claimReviews runs one claim statement: the reviews of g's sources (nil:
+// every source), at most g.Limit.
+func claimReviews(ctx context.Context, q Querier, owner string, now time.Time, lease time.Duration, g db.ClaimGroup) ([]*PendingReview, error) {
+	rows, err := q.Query(ctx, queryClaimReviews, now, owner, g.Limit, now.Add(lease), g.Restriction())
 	if err != nil {
 		return nil, fmt.Errorf("claim task reviews: %w", err)
 	}
@@ -104,7 +125,7 @@ func Decide(ctx context.Context, q Querier, p *PendingReview, d Decision) (bool,
 	if err != nil {
 		return false, fmt.Errorf("task review %d: encode the criteria: %w", p.ID, err)
 	}
-	tag, err := q.Exec(ctx, queryDecideReview, p.ID, p.claimedBy, status, d.Score, string(crit), d.Final, d.At)
+	tag, err := q.Exec(ctx, queryDecideReview, p.ID, p.claimedBy, status, d.Score, string(crit), d.Final, d.At, p.Source)
 	if err != nil {
 		return false, fmt.Errorf("task review %d: record the decision: %w", p.ID, err)
 	}
@@ -119,7 +140,7 @@ func Hold(ctx context.Context, q Querier, p *PendingReview, why string, retryAt 
 	if err != nil {
 		return fmt.Errorf("task review %d: encode the criteria: %w", p.ID, err)
 	}
-	if _, err := q.Exec(ctx, queryHoldReview, p.ID, p.claimedBy, why, retryAt, string(b)); err != nil {
+	if _, err := q.Exec(ctx, queryHoldReview, p.ID, p.claimedBy, why, retryAt, string(b), p.Source); err != nil {
 		return fmt.Errorf("task review %d: hold: %w", p.ID, err)
 	}
 	return nil

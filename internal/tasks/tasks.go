@@ -211,7 +211,7 @@ func ClaimTask(ctx context.Context, q Querier, c Claim) (*Run, error) {
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("claim task %s: %w", c.IdempotencyKey, err)
 	}
-	r, err = scanRun(q.QueryRow(ctx, queryReclaim, c.IdempotencyKey, c.RecordVersion, c.Title, sync, c.By, c.At, c.Lease))
+	r, err = scanRun(q.QueryRow(ctx, queryReclaim, c.IdempotencyKey, c.RecordVersion, c.Title, sync, c.By, c.At, c.Lease, c.Source))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
@@ -229,7 +229,7 @@ func RerunTask(ctx context.Context, q Querier, c Claim) (*Run, error) {
 	if c.SyncRunID != 0 {
 		sync = c.SyncRunID
 	}
-	r, err := scanRun(q.QueryRow(ctx, queryRerun, c.IdempotencyKey, c.RecordVersion, c.Title, sync, c.By, c.At, c.Lease))
+	r, err := scanRun(q.QueryRow(ctx, queryRerun, c.IdempotencyKey, c.RecordVersion, c.Title, sync, c.By, c.At, c.Lease, c.Source))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
