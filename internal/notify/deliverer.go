@@ -236,8 +236,8 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 // drain while rows it claimed are unrecorded, since their owners may have
 // more rows due.
 //
-// A lane that is not fair claims its next batch while it hands out the
-// current one (prefetch) whenever the current batch was full, so that its
+// A lane that is not fair claims its next batches (claimsAhead) while it
+// hands out the current one (prefetch) whenever the current batch was full, so that its
 // workers do not wait for a claim's round trip between batches. The
 // prefetched rows are leased from their claim on; a row whose lease can no
 // longer cover an attempt when its turn comes goes back unsent, as any
@@ -256,7 +256,7 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, error) {
 	logger := d.logger.With("sink", l.name)
 	concurrency := max(l.cfg.Concurrency, 1)
-	rec := newRecorder(ctx, d, logger, d.unrecorded(concurrency), max(d.conf.BatchSize, 1))
+	rec := newRecorder(ctx, d, logger, d.unrecorded(concurrency), (claimsAhead+1)*max(d.conf.BatchSize, 1))
 	var recorded <-chan struct{} // nil (never ready) unless the lane is fair
 	if l.perOwner > 0 {
 		recorded = rec.recorded
@@ -285,19 +285,18 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 			}
 		})
 	}
-	// ahead is the claim of the next batch under way while the current
-	// one is handed out (nil: none).
-	var ahead <-chan claimResult
-	// dropAhead gives the rows of a claim under way back unsent.
+	// ahead are the claims of the next batches under way while the
+	// current one is handed out, oldest first.
+	var ahead []<-chan claimResult
+	// dropAhead gives the rows of the claims under way back unsent.
 	dropAhead := func() {
-		if ahead == nil {
-			return
+		for _, ch := range ahead {
+			got := <-ch
+			for _, r := range got.batch {
+				rec.add(outcome{id: r.n.ID, created: r.n.CreatedAt, kind: outcomeUnclaim})
+			}
 		}
-		got := <-ahead
 		ahead = nil
-		for _, r := range got.batch {
-			rec.add(outcome{id: r.n.ID, created: r.n.CreatedAt, kind: outcomeUnclaim})
-		}
 	}
 	attempted := 0
 	progress := 0 // attempted when a drain last found nothing due (fair lanes)
@@ -320,9 +319,9 @@ claim:
 		sentBefore := rec.sent.Load()
 		var batch []*claimedRow
 		var cerr error
-		if ahead != nil {
-			got := <-ahead
-			ahead = nil
+		if len(ahead) > 0 {
+			got := <-ahead[0]
+			ahead = ahead[1:]
 			batch, cerr = got.batch, got.err
 		} else {
 			batch, cerr = d.claim(ctx, l)
@@ -381,8 +380,8 @@ claim:
 			continue
 		}
 		rec.held.Add(int64(len(batch)))
-		if l.perOwner == 0 && len(batch) >= d.conf.BatchSize && !rec.failing.Load() {
-			ahead = d.claimAhead(ctx, l)
+		for l.perOwner == 0 && len(batch) >= d.conf.BatchSize && len(ahead) < claimsAhead && !rec.failing.Load() {
+			ahead = append(ahead, d.claimAhead(ctx, l))
 		}
 		for i, c := range batch {
 			if ctx.Err() != nil || rec.failing.Load() {
@@ -417,6 +416,12 @@ claim:
 	}
 	return attempted, err
 }
+
+// claimsAhead is how many claims of its next batches a lane that is not
+// fair keeps under way while it hands out a full batch: two, so that
+// claims (the statement that costs most per row) overlap each other as
+// well as the sends.
+const claimsAhead = 2
 
 // claimResult is the outcome of a claim made ahead (claimAhead).
 type claimResult struct {
@@ -627,11 +632,11 @@ type recorder struct {
 }
 
 // newRecorder returns a running recorder with the given send slots; its
-// queue holds the outcomes of every slot and of two claimed batches given
-// back unsent, so that a worker or the lane adding an outcome does not
+// queue holds the outcomes of every slot and of the claimed rows
+// (claimed) given back unsent, so that a worker or the lane adding an outcome does not
 // wait while a write is in flight.
-func newRecorder(ctx context.Context, d *Deliverer, logger *slog.Logger, slots, batch int) *recorder {
-	r := &recorder{d: d, logger: logger, ctx: ctx, in: make(chan outcome, slots+2*batch), done: make(chan error, 1),
+func newRecorder(ctx context.Context, d *Deliverer, logger *slog.Logger, slots, claimed int) *recorder {
+	r := &recorder{d: d, logger: logger, ctx: ctx, in: make(chan outcome, slots+claimed), done: make(chan error, 1),
 		slots: make(chan struct{}, slots), recovered: make(chan struct{}, 1), recorded: make(chan struct{}, 1)}
 	go r.run()
 	return r
