@@ -47,7 +47,10 @@ func TestOutcomeRecordedWhileNextBatchIsClaimed(t *testing.T) {
 	behave, held, release := holdRequest(t, keys[1])
 	rc.behave = behave
 	d := newDeliverer(t, pool, map[string]Sink{"hook": rc.sink(t)},
-		map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 3, 1)}, DelivererConfig{Owner: "ahead", BatchSize: batch})
+		// A timeout longer than the test waits: the held request must not
+		// end (and its lane go on) before the test releases it.
+		map[string]*config.Sink{"hook": sinkConf("webhook", 2*testsignal.Timeout, 3, 1)},
+		DelivererConfig{Owner: "ahead", BatchSize: batch, Lease: 5 * testsignal.Timeout})
 	done := make(chan error, 1)
 	go func() {
 		_, err := d.DeliverDue(context.Background())
