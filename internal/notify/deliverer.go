@@ -342,6 +342,12 @@ claim:
 			continue
 		}
 		backoff.Reset()
+		if len(batch) == 0 && len(ahead) > 0 {
+			// Claims made at once may come back in any order: one that
+			// found the rows locked by another is empty though rows are
+			// due. Only the last claim under way decides.
+			continue
+		}
 		if len(batch) == 0 {
 			if drain {
 				if recorded == nil {
