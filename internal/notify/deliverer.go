@@ -245,8 +245,8 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 //
 // Sending stops while outcomes cannot be recorded: a row sent then would
 // be sent again after its lease. Each send takes one of the lane's send
-// slots (maxUnrecorded, twice the most outcomes one write takes) that only
-// the recording of its outcome gives back, so at most that many rows are
+// slots (twice the claim batch, or twice the concurrency if more) that
+// only the recording of its outcome gives back, so at most that many rows are
 // ever sent and not yet recorded — what a crash or a database outage can
 // repeat — whatever the claim batch; twice, so that sends go on at full
 // speed while a write of outcomes is in flight. Once a write fails, no
@@ -447,12 +447,15 @@ func (d *Deliverer) claimAhead(ctx context.Context, l *lane) <-chan claimResult 
 }
 
 // unrecorded is how many rows a lane with the given concurrency may have
-// sent and not yet recorded: its send slots.
+// sent and not yet recorded, its send slots: twice the claim batch (or
+// twice the concurrency, if more), so that sends go on at full speed while
+// the outcomes of a batch are written. It is what a crash or a database
+// outage may make a lane send twice.
 func (d *Deliverer) unrecorded(concurrency int) int {
 	if d.maxUnrecorded > 0 {
 		return d.maxUnrecorded
 	}
-	return max(2*concurrency, maxUnrecorded)
+	return max(2*concurrency, 2*d.conf.BatchSize)
 }
 
 // leaseCovers reports whether c's lease outlasts a whole attempt plus a
@@ -594,12 +597,6 @@ type outcome struct {
 // recordBatch is the most outcomes one statement writes.
 const recordBatch = 500
 
-// maxUnrecorded is the most rows a lane may have sent and not yet
-// recorded (its send slots, unless twice its concurrency is more): twice
-// what one write of outcomes takes, so that while a full write is in
-// flight as many sends may go on. It is what a crash or a database outage
-// may make a lane send twice.
-const maxUnrecorded = 2 * recordBatch
 
 // recordGiveUp is how long a stopping lane keeps trying to record
 // outcomes while the database does not answer; the rows left are sent
