@@ -597,7 +597,6 @@ type outcome struct {
 // recordBatch is the most outcomes one statement writes.
 const recordBatch = 500
 
-
 // recordGiveUp is how long a stopping lane keeps trying to record
 // outcomes while the database does not answer; the rows left are sent
 // again after their lease.
