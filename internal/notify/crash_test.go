@@ -135,8 +135,11 @@ func TestKilledDeliverersLoseNothing(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT sum(attempts) FROM notifications`).Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}
-	if dups > kills*(crashBatch+crashParallel) {
-		t.Errorf("%d duplicates for %d kills: more than the rows in flight at each kill", dups, kills)
+	// A child may have sent as many rows unrecorded as it has send slots,
+	// twice its claim batch (Deliverer.unrecorded), when it is killed, and
+	// a few more may be under way.
+	if inFlight := 2*crashBatch + crashParallel; dups > kills*inFlight {
+		t.Errorf("%d duplicates for %d kills: more than the rows in flight at each kill (%d)", dups, kills, inFlight)
 	}
 	t.Logf("crash test: %d notifications, %d SIGKILLed deliverers (%d rows left leased), %d delivered, %d duplicates recognised by idempotency key, %d attempts",
 		total, kills, leased, rc.total.Load(), dups, attempts)

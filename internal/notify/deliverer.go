@@ -82,6 +82,9 @@ type Deliverer struct {
 	wake     chan struct{}
 	listener *db.Listener
 	loop     service.Loop
+	// maxUnrecorded replaces the lanes' send slots (tests); 0 leaves
+	// unrecorded's default.
+	maxUnrecorded int
 }
 
 // lane is one sink's queue.
@@ -233,19 +236,27 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 // drain while rows it claimed are unrecorded, since their owners may have
 // more rows due.
 //
+// A lane that is not fair claims its next batches (claimsAhead) while it
+// hands out the current one (prefetch) whenever the current batch was full, so that its
+// workers do not wait for a claim's round trip between batches. The
+// prefetched rows are leased from their claim on; a row whose lease can no
+// longer cover an attempt when its turn comes goes back unsent, as any
+// other (leaseCovers).
+//
 // Sending stops while outcomes cannot be recorded: a row sent then would
-// be sent again after its lease. Each send takes one of 2 × concurrency
-// slots that only the recording of its outcome gives back (twice, so that
-// sends go on while the previous outcomes are written), so at most that
-// many rows are ever sent and not yet recorded — what a crash or a
-// database outage can repeat — whatever the claim batch. Once a write
-// fails, no new send starts (the check is made before each one) until a
-// write succeeds; the rows not sent go back to pending then, without
-// counting an attempt.
+// be sent again after its lease. Each send takes one of the lane's send
+// slots (twice the claim batch, or twice the concurrency if more) that
+// only the recording of its outcome gives back, so at most that many rows are
+// ever sent and not yet recorded — what a crash or a database outage can
+// repeat — whatever the claim batch; twice, so that sends go on at full
+// speed while a write of outcomes is in flight. Once a write fails, no
+// new send starts (the check is made before each one) until a write
+// succeeds; the rows not sent go back to pending then, without counting
+// an attempt.
 func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, error) {
 	logger := d.logger.With("sink", l.name)
 	concurrency := max(l.cfg.Concurrency, 1)
-	rec := newRecorder(ctx, d, logger, 2*concurrency)
+	rec := newRecorder(ctx, d, logger, d.unrecorded(concurrency), (claimsAhead+1)*max(d.conf.BatchSize, 1))
 	var recorded <-chan struct{} // nil (never ready) unless the lane is fair
 	if l.perOwner > 0 {
 		recorded = rec.recorded
@@ -274,6 +285,19 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 			}
 		})
 	}
+	// ahead are the claims of the next batches under way while the
+	// current one is handed out, oldest first.
+	var ahead []<-chan claimResult
+	// dropAhead gives the rows of the claims under way back unsent.
+	dropAhead := func() {
+		for _, ch := range ahead {
+			got := <-ch
+			for _, r := range got.batch {
+				rec.add(outcome{id: r.n.ID, created: r.n.CreatedAt, kind: outcomeUnclaim})
+			}
+		}
+		ahead = nil
+	}
 	attempted := 0
 	progress := 0 // attempted when a drain last found nothing due (fair lanes)
 	var err error
@@ -281,6 +305,7 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 claim:
 	for ctx.Err() == nil {
 		if rec.failing.Load() {
+			dropAhead()
 			if drain {
 				err = errors.New("stopped sending: delivery outcomes cannot be recorded")
 				break
@@ -292,7 +317,15 @@ claim:
 			continue
 		}
 		sentBefore := rec.sent.Load()
-		batch, cerr := d.claim(ctx, l)
+		var batch []*claimedRow
+		var cerr error
+		if len(ahead) > 0 {
+			got := <-ahead[0]
+			ahead = ahead[1:]
+			batch, cerr = got.batch, got.err
+		} else {
+			batch, cerr = d.claim(ctx, l)
+		}
 		if cerr != nil {
 			if ctx.Err() != nil {
 				break
@@ -309,6 +342,12 @@ claim:
 			continue
 		}
 		backoff.Reset()
+		if len(batch) == 0 && len(ahead) > 0 {
+			// Claims made at once may come back in any order: one that
+			// found the rows locked by another is empty though rows are
+			// due. Only the last claim under way decides.
+			continue
+		}
 		if len(batch) == 0 {
 			if drain {
 				if recorded == nil {
@@ -347,6 +386,9 @@ claim:
 			continue
 		}
 		rec.held.Add(int64(len(batch)))
+		for l.perOwner == 0 && len(batch) >= d.conf.BatchSize && len(ahead) < claimsAhead && !rec.failing.Load() {
+			ahead = append(ahead, d.claimAhead(ctx, l))
+		}
 		for i, c := range batch {
 			if ctx.Err() != nil || rec.failing.Load() {
 				for _, r := range batch[i:] {
@@ -372,12 +414,48 @@ claim:
 			}
 		}
 	}
+	dropAhead()
 	close(work)
 	workers.Wait()
 	if ferr := rec.close(); ferr != nil && err == nil {
 		err = ferr
 	}
 	return attempted, err
+}
+
+// claimsAhead is how many claims of its next batches a lane that is not
+// fair keeps under way while it hands out a full batch: two, so that
+// claims (the statement that costs most per row) overlap each other as
+// well as the sends.
+const claimsAhead = 2
+
+// claimResult is the outcome of a claim made ahead (claimAhead).
+type claimResult struct {
+	batch []*claimedRow
+	err   error
+}
+
+// claimAhead claims l's next batch in the background; the channel
+// receives its result once.
+func (d *Deliverer) claimAhead(ctx context.Context, l *lane) <-chan claimResult {
+	ch := make(chan claimResult, 1)
+	go func() {
+		batch, err := d.claim(ctx, l)
+		ch <- claimResult{batch: batch, err: err}
+	}()
+	return ch
+}
+
+// unrecorded is how many rows a lane with the given concurrency may have
+// sent and not yet recorded, its send slots: twice the claim batch (or
+// twice the concurrency, if more), so that sends go on at full speed while
+// the outcomes of a batch are written. It is what a crash or a database
+// outage may make a lane send twice.
+func (d *Deliverer) unrecorded(concurrency int) int {
+	if d.maxUnrecorded > 0 {
+		return d.maxUnrecorded
+	}
+	return max(2*concurrency, 2*d.conf.BatchSize)
 }
 
 // leaseCovers reports whether c's lease outlasts a whole attempt plus a
@@ -555,8 +633,12 @@ type recorder struct {
 	recorded chan struct{}
 }
 
-func newRecorder(ctx context.Context, d *Deliverer, logger *slog.Logger, slots int) *recorder {
-	r := &recorder{d: d, logger: logger, ctx: ctx, in: make(chan outcome, 512), done: make(chan error, 1),
+// newRecorder returns a running recorder with the given send slots; its
+// queue holds the outcomes of every slot and of the claimed rows
+// (claimed) given back unsent, so that a worker or the lane adding an outcome does not
+// wait while a write is in flight.
+func newRecorder(ctx context.Context, d *Deliverer, logger *slog.Logger, slots, claimed int) *recorder {
+	r := &recorder{d: d, logger: logger, ctx: ctx, in: make(chan outcome, slots+claimed), done: make(chan error, 1),
 		slots: make(chan struct{}, slots), recovered: make(chan struct{}, 1), recorded: make(chan struct{}, 1)}
 	go r.run()
 	return r
