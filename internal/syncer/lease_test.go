@@ -160,6 +160,13 @@ func TestThreeReplicasNeverOverlap(t *testing.T) {
 		})
 	}
 	t.Cleanup(stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for name, c := range state {
+				t.Logf("%s: %d runs", name, c.runs.Load())
+			}
+		}
+	})
 	testsignal.EventuallyWithin(t, 30*time.Second, fmt.Sprintf("every source to run %d times", minRuns), func() bool {
 		for _, c := range state {
 			if c.runs.Load() < minRuns {
