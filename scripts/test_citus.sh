@@ -105,7 +105,11 @@ export LOOKOUT_PGTEST_TEMPLATE=0
 # Making a schema of the pool (the first run, or after a test changed one)
 # takes minutes on a busy machine.
 export LOOKOUT_PGTEST_MIGRATE_TIMEOUT="${LOOKOUT_PGTEST_MIGRATE_TIMEOUT:-10m}"
-echo "== TEST_DATABASE_URL=$TEST_DATABASE_URL LOOKOUT_PGTEST_TEMPLATE=0 LOOKOUT_PGTEST_MIGRATE_TIMEOUT=$LOOKOUT_PGTEST_MIGRATE_TIMEOUT"
+# Each wait of a test on state (internal/testsignal) is bounded by 20 s on one
+# PostgreSQL; through the coordinator on a busy machine a daemon's start took
+# longer (load 40 on 2 cores): 2 minutes here.
+export LOOKOUT_TESTSIGNAL_TIMEOUT="${LOOKOUT_TESTSIGNAL_TIMEOUT:-2m}"
+echo "== TEST_DATABASE_URL=$TEST_DATABASE_URL LOOKOUT_PGTEST_TEMPLATE=0 LOOKOUT_PGTEST_MIGRATE_TIMEOUT=$LOOKOUT_PGTEST_MIGRATE_TIMEOUT LOOKOUT_TESTSIGNAL_TIMEOUT=$LOOKOUT_TESTSIGNAL_TIMEOUT"
 rc=0
 if [ "${LOOKOUT_CITUS_FAULTS:-1}" != only ]; then
 	echo "== go test -count=1 -timeout 60m $* $PKGS"

@@ -372,7 +372,7 @@ func TestNULCharacters(t *testing.T) {
 	e.sync()
 	var title, note, status string
 	if err := e.pool.QueryRow(context.Background(), `
-		SELECT r.title, r.extra->>'note', s.status FROM records r, sync_runs s WHERE r.record_id = 'n1'`).Scan(&title, &note, &status); err != nil {
+		SELECT r.title, r.extra->>'note', s.status FROM records r JOIN sync_runs s ON s.source = r.source WHERE r.record_id = 'n1'`).Scan(&title, &note, &status); err != nil {
 		t.Fatal(err)
 	}
 	if status != "succeeded" || title != "a\uFFFDb" || note != "c\uFFFDd" {

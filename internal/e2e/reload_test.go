@@ -165,7 +165,7 @@ func TestDefinitionsCreatedAtRuntime(t *testing.T) {
 	e.wait("alice's notification", 1, `SELECT count(*) FROM notifications WHERE watch = 'done' AND owner = 'alice' AND payload->>'owner' = 'alice'`)
 	// (The created change may have been judged before or after the watch
 	// existed: the guarantee is for changes committed after it.)
-	if n := e.count(`SELECT count(*) FROM evaluations e JOIN changes c ON c.id = e.change_id
+	if n := e.count(`SELECT count(*) FROM evaluations e JOIN changes c ON c.source = e.source AND c.id = e.change_id
 		WHERE e.watch = 'done' AND e.owner = 'alice' AND c.kind = 'updated' AND e.decision = 'notify'`); n != 1 {
 		t.Errorf("alice's notify decisions on the update = %d, want 1", n)
 	}

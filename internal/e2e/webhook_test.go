@@ -77,7 +77,7 @@ watches:
 	if n := e.count(`SELECT count(*) FROM evaluations WHERE source = 'gh' AND record_id = '2' AND watch = 'fires' AND decision = 'notify'`); n != 1 {
 		t.Errorf("%d notify evaluations of issue 2, want 1", n)
 	}
-	if n := e.count(`SELECT count(*) FROM changes WHERE source = 'gh' AND eval_status = 'done' AND NOT EXISTS (SELECT 1 FROM evaluations v WHERE v.change_id = changes.id)`); n != 0 {
+	if n := e.count(`SELECT count(*) FROM changes WHERE source = 'gh' AND eval_status = 'done' AND NOT EXISTS (SELECT 1 FROM evaluations v WHERE v.source = changes.source AND v.change_id = changes.id)`); n != 0 {
 		t.Errorf("%d changes of gh done without an evaluation", n)
 	}
 	if logs := evaluatord.Logs(); strings.Contains(logs, "cannot be built") || strings.Contains(logs, "refused") {

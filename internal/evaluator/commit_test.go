@@ -159,7 +159,7 @@ func TestCommitDedupePolicies(t *testing.T) {
 	}
 	var linked int
 	if err := pool.QueryRow(ctx, `
-		SELECT count(*) FROM evaluations e JOIN notifications n ON n.id = e.notification_id
+		SELECT count(*) FROM evaluations e JOIN notifications n ON n.source = e.source AND n.id = e.notification_id
 		WHERE e.decision = 'duplicate' AND n.watch = e.watch AND n.last_duplicate_at IS NOT NULL`).Scan(&linked); err != nil {
 		t.Fatal(err)
 	}
@@ -167,8 +167,10 @@ func TestCommitDedupePolicies(t *testing.T) {
 		t.Errorf("%d duplicate evaluations point at the notification that suppressed them, want 2", linked)
 	}
 
-	// An hour later the window is over.
-	if _, err := pool.Exec(ctx, `UPDATE notifications SET created_at = created_at - interval '2 hours' WHERE watch = 'win'`); err != nil {
+	// An hour later the window is over. (The time is moved in UTC, as
+	// timestamp arithmetic: Citus refuses timestamptz - interval, a STABLE
+	// function, of a column in an UPDATE.)
+	if _, err := pool.Exec(ctx, `UPDATE notifications SET created_at = (created_at AT TIME ZONE 'UTC' - interval '2 hours') AT TIME ZONE 'UTC' WHERE watch = 'win'`); err != nil {
 		t.Fatal(err)
 	}
 	apply(t, pool, normalize.Record{ID: "T1", Title: "third", Status: "open"})
@@ -354,7 +356,7 @@ func TestCommitTwoChangesOfOneRecordInOneBatch(t *testing.T) {
 	claimed, err := scanChanges(tx.Query(ctx, `
 		SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, coalesce(ch.new_hash, ''), ch.changed_fields,
 		       ch.record, ch.previous, ch.eval_attempts + 1, ch.created_at
-		FROM changes ch WHERE record_id = 'T1' ORDER BY id FOR UPDATE`))
+		FROM changes ch WHERE source = 'tasks' AND record_id = 'T1' ORDER BY id FOR UPDATE`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,9 +405,10 @@ func TestBatchAcrossWeeksIsSettledWhole(t *testing.T) {
 	apply(t, pool, normalize.Record{ID: "OLD-1", Title: "old", Status: "open"}, normalize.Record{ID: "OLD-2", Title: "old", Status: "open"})
 	// OLD-1's change was created three weeks ago and comes back for a
 	// second attempt (its earlier decisions are read); moving created_at
-	// moves the row to that week's partition.
+	// moves the row to that week's partition (in UTC, as in
+	// TestCommitDedupePolicies, for Citus).
 	if _, err := pool.Exec(ctx, `
-		UPDATE changes SET created_at = created_at - interval '21 days',
+		UPDATE changes SET created_at = (created_at AT TIME ZONE 'UTC' - interval '21 days') AT TIME ZONE 'UTC',
 		       eval_attempts = CASE WHEN record_id = 'OLD-1' THEN 1 ELSE 0 END
 		WHERE record_id IN ('OLD-1', 'OLD-2')`); err != nil {
 		t.Fatal(err)
@@ -419,7 +422,7 @@ func TestBatchAcrossWeeksIsSettledWhole(t *testing.T) {
 	}
 	rows, err := pool.Query(ctx, `
 		SELECT c.record_id, c.eval_status, c.created_at < now() - interval '20 days', count(ev.id)
-		FROM changes c LEFT JOIN evaluations ev ON ev.change_id = c.id AND ev.change_created_at = c.created_at
+		FROM changes c LEFT JOIN evaluations ev ON ev.source = c.source AND ev.change_id = c.id AND ev.change_created_at = c.created_at
 		GROUP BY 1, 2, 3 ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)

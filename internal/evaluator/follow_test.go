@@ -54,7 +54,7 @@ watches:
 	}
 	judgedBy := func(id string) map[string]bool {
 		t.Helper()
-		rows, err := pool.Query(ctx, `SELECT DISTINCT e.watch FROM evaluations e JOIN changes c ON c.id = e.change_id WHERE c.record_id = $1`, id)
+		rows, err := pool.Query(ctx, `SELECT DISTINCT e.watch FROM evaluations e JOIN changes c ON c.source = e.source AND c.id = e.change_id WHERE c.record_id = $1`, id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,7 +41,7 @@ func remove(t *testing.T, pool *pgxpool.Pool, ids ...string) {
 func changeDecisions(t *testing.T, pool *pgxpool.Pool, recordID string, version int) map[string]string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
-		SELECT e.watch, e.decision FROM evaluations e JOIN changes c ON c.id = e.change_id
+		SELECT e.watch, e.decision FROM evaluations e JOIN changes c ON c.source = e.source AND c.id = e.change_id
 		WHERE c.record_id = $1 AND c.version = $2`, recordID, version)
 	if err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func changeOf(t *testing.T, pool *pgxpool.Pool, source string) (status string, e
 	t.Helper()
 	if err := pool.QueryRow(context.Background(), `
 		SELECT c.eval_status, coalesce(c.eval_error, ''),
-		       (SELECT count(*) FROM evaluations e WHERE e.change_id = c.id),
+		       (SELECT count(*) FROM evaluations e WHERE e.source = c.source AND e.change_id = c.id),
 		       (SELECT count(*) FROM notifications n WHERE n.source = c.source)
 		FROM changes c WHERE c.source = $1`, source).Scan(&status, &evalErr, &evaluations, &notifications); err != nil {
 		t.Fatal(err)

@@ -69,15 +69,19 @@ const (
 		WHERE e.id = r.id AND e.claimed_by = $1 AND e.processed_at IS NULL`
 
 	// releaseEvents gives claimed events back until a retry time, or
-	// marks failed those out of attempts.
+	// marks failed those out of attempts. The times are read once, in a
+	// CTE: Citus refuses now() in the CASE of an UPDATE of a distributed
+	// table ("non-IMMUTABLE functions are not allowed in CASE or COALESCE
+	// statements").
 	releaseEvents = `
-		WITH u AS (
+		WITH t AS (SELECT now() AS now, now() + $3::interval AS retry_at), u AS (
 		UPDATE inbound_events SET
 		    claimed_by = NULL,
-		    claim_expires_at = CASE WHEN attempts >= $5 THEN NULL ELSE now() + $3::interval END,
+		    claim_expires_at = CASE WHEN attempts >= $5 THEN NULL ELSE t.retry_at END,
 		    detail = $4,
-		    processed_at = CASE WHEN attempts >= $5 THEN now() END,
+		    processed_at = CASE WHEN attempts >= $5 THEN t.now END,
 		    outcome = CASE WHEN attempts >= $5 THEN 'failed' END
+		FROM t
 		WHERE id = ANY ($2::bigint[]) AND claimed_by = $1 AND processed_at IS NULL
 		RETURNING id, outcome
 		)

@@ -170,11 +170,12 @@ const (
 	                         WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
 	                         THEN 'configuration changed' ELSE sources.status_reason END`
 
-	// QueryCompleteExpired marks completed the active sources whose stop.after passed and whose lease is not held.
+	// QueryCompleteExpired marks completed the active sources whose stop.after passed and whose lease is not held,
+	// each with its reason ($2, written by the caller: Citus refuses to_char, a STABLE function, of a column in
+	// an UPDATE of a distributed table).
 	QueryCompleteExpired = `
-	UPDATE sources SET status = 'completed', status_changed_at = $3, updated_at = now(),
-	       status_reason = 'stop.after ' || to_char(x.after AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ' reached'
-	FROM unnest($1::text[], $2::timestamptz[]) AS x(name, after)
+	UPDATE sources SET status = 'completed', status_changed_at = $3, updated_at = now(), status_reason = x.reason
+	FROM unnest($1::text[], $2::text[]) AS x(name, reason)
 	WHERE sources.name = x.name AND sources.status = 'active'
 	  AND (sources.lease_expires_at IS NULL OR sources.lease_expires_at < $3)
 	RETURNING sources.name, sources.status_reason`
@@ -203,6 +204,8 @@ const (
 	WHERE s.name = x.name AND s.lease_owner = $6`
 
 	// QueryAbandonTaken records the runs whose leases a claim took over as abandoned (a row written for a run that had none).
+	// The runs that have a row are read by an uncorrelated subquery: Citus refuses a correlated one (NOT EXISTS) beside
+	// the CTE.
 	QueryAbandonTaken = `
 	WITH x AS (
 	    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::timestamptz[]) AS x(id, source, owner, started_at)
@@ -214,7 +217,7 @@ const (
 	INSERT INTO sync_runs (id, source, owner, reason, status, started_at, finished_at, error)
 	SELECT x.id, x.source, x.owner, 'schedule', 'abandoned', x.started_at, $5,
 	       'lease expired while running; taken over by ' || $6
-	FROM x WHERE NOT EXISTS (SELECT 1 FROM sync_runs r WHERE r.id = x.id AND r.source = x.source)`
+	FROM x WHERE (x.id, x.source) NOT IN (SELECT r.id, r.source FROM sync_runs r WHERE r.id = ANY($1) AND r.source = ANY($2))`
 
 	// QueryHeartbeat renews a run's lease and writes its running sync_runs row if it has none; it returns whether the lease is still held.
 	QueryHeartbeat = `

@@ -563,8 +563,7 @@ func (s *Syncer) Done() <-chan struct{} { return s.loop.Done() }
 // passed, so that a syncer that was down past the date does not run them
 // once more. A source whose lease is held is completed by its run.
 func (s *Syncer) completeExpired(ctx context.Context, now time.Time) error {
-	var names []string
-	var afters []time.Time
+	var names, reasons []string
 	s.mu.RLock()
 	for name, src := range s.sources {
 		if src.retired || src.paused {
@@ -572,14 +571,14 @@ func (s *Syncer) completeExpired(ctx context.Context, now time.Time) error {
 		}
 		if st := src.cfg.Stop; st != nil && st.After != nil && !now.Before(*st.After) {
 			names = append(names, name)
-			afters = append(afters, *st.After)
+			reasons = append(reasons, "stop.after "+st.After.UTC().Format(time.RFC3339)+" reached")
 		}
 	}
 	s.mu.RUnlock()
 	if len(names) == 0 {
 		return nil
 	}
-	rows, err := s.pool.Query(ctx, sources.QueryCompleteExpired, names, afters, now)
+	rows, err := s.pool.Query(ctx, sources.QueryCompleteExpired, names, reasons, now)
 	if err != nil {
 		return fmt.Errorf("complete sources past stop.after: %w", err)
 	}

@@ -7,14 +7,36 @@ package testsignal
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sync"
 	"time"
 )
 
+// TimeoutEnv names the environment variable that sets Timeout (a Go
+// duration, e.g. 2m). scripts/test_citus.sh sets it: on a Citus cluster
+// on one busy machine every statement goes through the coordinator to
+// the workers, and a daemon's start or a pipeline's step that takes a
+// few seconds on one PostgreSQL took more than 20 s at load 40.
+const TimeoutEnv = "LOOKOUT_TESTSIGNAL_TIMEOUT"
+
 // Timeout is how long a wait lasts before the test fails: long enough
 // for a busy machine, short enough to fail well before go test's own
-// timeout.
-const Timeout = 20 * time.Second
+// timeout. 20 s unless TimeoutEnv says otherwise.
+var Timeout = timeoutOf(os.Getenv(TimeoutEnv))
+
+// timeoutOf reads TimeoutEnv's value v: 20 s when empty; a value that is
+// not a positive duration stops the test binary with the reason.
+func timeoutOf(v string) time.Duration {
+	if v == "" {
+		return 20 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		panic(fmt.Sprintf("testsignal: %s=%q is not a positive duration (e.g. 2m)", TimeoutEnv, v))
+	}
+	return d
+}
 
 // pollInterval is how often Eventually checks its condition.
 const pollInterval = 5 * time.Millisecond

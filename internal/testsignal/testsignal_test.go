@@ -54,3 +54,25 @@ func TestReceive(t *testing.T) {
 		t.Errorf("Receive = %d", got)
 	}
 }
+
+// TestTimeoutOf: TimeoutEnv's value sets the waits' bound; empty is 20 s,
+// and a value that is no positive duration names the variable.
+func TestTimeoutOf(t *testing.T) {
+	t.Parallel()
+	if got := timeoutOf(""); got != 20*time.Second {
+		t.Errorf("empty: %s, want 20s", got)
+	}
+	if got := timeoutOf("2m"); got != 2*time.Minute {
+		t.Errorf("2m: %s", got)
+	}
+	for _, v := range []string{"soon", "0s", "-1m"} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), TimeoutEnv) {
+					t.Errorf("%q: recovered %v, want a panic naming %s", v, r, TimeoutEnv)
+				}
+			}()
+			timeoutOf(v)
+		}()
+	}
+}
