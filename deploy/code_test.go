@@ -30,12 +30,13 @@ var dynamicEnv = map[string]string{
 
 // unsetEnv are variables the code reads that a deployment does not set.
 var unsetEnv = map[string]string{
-	"USER":                "the api's token commands name the operator by it (an interactive use)",
-	"TEST_DATABASE_URL":   "tests only",
-	"LOOKOUT_TOKEN":       "api mcp --stdio: a local assistant's token, not the daemon's",
-	"LOOKOUT_CHROMIUM":    "web sources with render: browser: the default image has no Chromium (docs/web.md: build FROM a base that has it)",
-	"LOOKOUT_CPUPROFILE":  "evaluator: a CPU profile of one run, for a benchmark (docs/benchmarks.md), never set in production",
-	"LOOKOUT_HEAPPROFILE": "syncer: a heap profile of the built daemon, for a benchmark (docs/benchmarks.md), never set in production",
+	"USER":                       "the api's token commands name the operator by it (an interactive use)",
+	"TEST_DATABASE_URL":          "tests only",
+	"LOOKOUT_TOKEN":              "api mcp --stdio: a local assistant's token, not the daemon's",
+	"LOOKOUT_CHROMIUM":           "web sources with render: browser: the default image has no Chromium (docs/web.md: build FROM a base that has it)",
+	"LOOKOUT_CPUPROFILE":         "evaluator: a CPU profile of one run, for a benchmark (docs/benchmarks.md), never set in production",
+	"LOOKOUT_HEAPPROFILE":        "syncer: a heap profile of the built daemon, for a benchmark (docs/benchmarks.md), never set in production",
+	"LOOKOUT_TESTSIGNAL_TIMEOUT": "tests only: the bound of a test's wait (internal/testsignal, whose signals the daemons carry as no-ops; scripts/test_citus.sh sets it)",
 }
 
 type goPackage struct {
