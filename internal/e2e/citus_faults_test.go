@@ -62,11 +62,7 @@ func citusWorkers(t *testing.T) []*citusWorker {
 		t.Skipf("not on a Citus cluster: %s names no worker data directories (scripts/test_citus.sh sets it; docs/development.md)", CitusWorkerDirsEnv)
 	}
 	pool := pgtest.PoolFor(t, pgtest.URL(t))
-	var citus bool
-	if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
-		t.Fatal(err)
-	}
-	if !citus {
+	if !pgtest.OnCitus(t, pool) {
 		t.Skipf("not on a Citus cluster: TEST_DATABASE_URL's database has no citus extension (%s is set: %q)", CitusWorkerDirsEnv, os.Getenv(CitusWorkerDirsEnv))
 	}
 	var ws []*citusWorker

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/pgtest"
 )
 
 // claimAlias is the claim's own scan of changes (ch, or ch_N on a
@@ -46,7 +47,7 @@ func claimRowsRead(node map[string]any) float64 {
 func TestClaimOnAFreshPartitionReadsItsBatch(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": anySource})
-	skipOnCitus(t, h.pool, "the test deletes the statistics of the coordinator's tables, and the workers plan the claim on their shards, with their own")
+	pgtest.SkipOnCitus(t, h.pool, "the test deletes the statistics of the coordinator's tables, and the workers plan the claim on their shards, with their own")
 	const backlog, limit = 10_000, 500
 	body := strings.Repeat("generated ", 20)
 	for i := 0; i < backlog; i += 1000 {

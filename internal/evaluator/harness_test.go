@@ -256,23 +256,3 @@ func testConfig(cfg *config.Config, o Config) Config {
 	}
 	return c
 }
-
-// skipOnCitus skips the test when pool's database is a Citus coordinator
-// (make test-citus), for the reason given: what the test does that Citus
-// does not, as docs/scaling.md lists it.
-func skipOnCitus(t *testing.T, pool *pgxpool.Pool, why string) {
-	t.Helper()
-	if onCitus(t, pool) {
-		t.Skip("on Citus: " + why)
-	}
-}
-
-// onCitus reports whether pool's database is a Citus coordinator.
-func onCitus(t *testing.T, pool *pgxpool.Pool) bool {
-	t.Helper()
-	var citus bool
-	if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
-		t.Fatal(err)
-	}
-	return citus
-}

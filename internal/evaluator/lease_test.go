@@ -13,6 +13,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/changes"
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -40,7 +41,7 @@ func TestFrozenClaimIsTakenOver(t *testing.T) {
 	// claim reads its candidates on every shard first, a busy machine
 	// (load 40 on 2 cores) took longer than 1 s for it.
 	lease := time.Second
-	if onCitus(t, h.pool) {
+	if pgtest.OnCitus(t, h.pool) {
 		lease = 5 * time.Second
 	}
 	newEvaluator := func(owner string) *Evaluator {

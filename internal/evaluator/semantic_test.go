@@ -219,7 +219,7 @@ func TestModelDownHoldsOnlyTheWatchThatNeedsIt(t *testing.T) {
 	// evaluations, migration 44) counts the held decision the model
 	// replaced once, as the evaluations do. On Citus the triggers are
 	// dropped and the rollup stays empty (docs/scaling.md).
-	if onCitus(t, h.pool) {
+	if pgtest.OnCitus(t, h.pool) {
 		return
 	}
 	const fromHistory = `
@@ -351,7 +351,7 @@ func TestLeaseIsKeptDuringASlowModelStep(t *testing.T) {
 	// busy machine (load 40 on 2 cores) took longer than 600 ms for it, so
 	// there the lease and the model's timeout are ten times longer.
 	lease, timeout := "600ms", "500ms"
-	if onCitus(t, pgtest.PoolFor(t, pgtest.URL(t))) {
+	if pgtest.OnCitus(t, pgtest.PoolFor(t, pgtest.URL(t))) {
 		lease, timeout = "6s", "5s"
 	}
 	global := strings.Replace(strings.Replace(baseGlobal, "lease: 10s", "lease: "+lease, 1), "timeout: 2s", "timeout: "+timeout, 1)

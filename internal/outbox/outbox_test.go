@@ -30,18 +30,6 @@ func setup(t *testing.T) (context.Context, *pgxpool.Pool) {
 	return ctx, pool
 }
 
-// onCitus reports whether pool's database is a Citus cluster (the
-// citus extension), where EXPLAIN shows Citus' distributed plan, not the
-// one PostgreSQL plan the plan tests check.
-func onCitus(t *testing.T, ctx context.Context, pool *pgxpool.Pool) bool {
-	t.Helper()
-	var citus bool
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
-		t.Fatal(err)
-	}
-	return citus
-}
-
 // note returns a pending row of sink for key.
 func note(key, sink string) outbox.Notification {
 	return outbox.Notification{DedupeKey: key, Sink: sink, Source: "src", RecordID: "r1", Watch: "w",
@@ -239,7 +227,7 @@ func TestEnqueueDedupesAcrossPartitions(t *testing.T) {
 	// Citus it waits on the worker that holds the key's shard, which
 	// citus_stat_activity shows (pg_stat_activity is the coordinator's).
 	activity := "pg_stat_activity"
-	if onCitus(t, ctx, pool) {
+	if pgtest.OnCitus(t, pool) {
 		activity = "citus_stat_activity"
 	}
 	testsignal.Eventually(t, "the second Enqueue to wait on the key", func() bool {
@@ -843,7 +831,7 @@ func planRows(node map[string]any) float64 {
 // to break the tie), so draining n rows read n²/200 of them.
 func TestClaimReadsOnlyItsBatch(t *testing.T) {
 	ctx, pool := setup(t)
-	if onCitus(t, ctx, pool) {
+	if pgtest.OnCitus(t, pool) {
 		t.Skip("on Citus the claim runs per shard of its candidates, each shard's plan a worker's: the one PostgreSQL plan checked here is not the coordinator's (docs/scaling.md)")
 	}
 	const backlog, limit = 3000, 100
@@ -904,7 +892,7 @@ func scannedPartitions(node map[string]any, into map[string]bool) {
 // key); by id alone every partition's index was searched for every row.
 func TestRecordReadsOnlyTheRowsPartitions(t *testing.T) {
 	ctx, pool := setup(t)
-	if onCitus(t, ctx, pool) {
+	if pgtest.OnCitus(t, pool) {
 		t.Skip("on Citus each shard's plan is a worker's: the one PostgreSQL plan checked here is not the coordinator's (docs/scaling.md); TestRecordOutcomes records outcomes there")
 	}
 	notes := make([]outbox.Notification, 2000)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/db"
 )
@@ -361,4 +362,26 @@ func quoteLiteral(s string) string {
 		out = append(out, s[i])
 	}
 	return string(append(out, '\''))
+}
+
+// OnCitus reports whether pool's database is a Citus coordinator (the
+// citus extension: make test-citus), where a test that checks one
+// PostgreSQL's plan or injects a failure with a trigger cannot run.
+func OnCitus(tb testing.TB, pool *pgxpool.Pool) bool {
+	tb.Helper()
+	var citus bool
+	if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		tb.Fatalf("is the database a Citus coordinator: %v", err)
+	}
+	return citus
+}
+
+// SkipOnCitus skips the test when pool's database is a Citus coordinator,
+// for the reason given: what the test does that Citus does not, as
+// docs/scaling.md lists it.
+func SkipOnCitus(tb testing.TB, pool *pgxpool.Pool, why string) {
+	tb.Helper()
+	if OnCitus(tb, pool) {
+		tb.Skip("on Citus: " + why)
+	}
 }

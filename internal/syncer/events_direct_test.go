@@ -16,6 +16,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/inbound"
 	"github.com/lookout-dev/lookout/internal/ingest"
+	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/signature"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
@@ -177,7 +178,7 @@ func TestWebhookEventMirroredOnItsNotify(t *testing.T) {
 func TestWebhookEventsFailedTransactionRetriesWithLease(t *testing.T) {
 	t.Parallel()
 	w := newHookWorld(t, EventsConfig{})
-	skipOnCitus(t, w.pool, "the test makes a batch fail with a trigger on records, and Citus refuses triggers on distributed tables")
+	pgtest.SkipOnCitus(t, w.pool, "the test makes a batch fail with a trigger on records, and Citus refuses triggers on distributed tables")
 	w.exec(`CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF NEW.record_id = 'bad' THEN RAISE EXCEPTION 'record bad refused by the test'; END IF; RETURN NEW; END $$`)
 	w.exec(`CREATE TRIGGER refuse_bad BEFORE INSERT ON records FOR EACH ROW EXECUTE FUNCTION refuse_bad()`)

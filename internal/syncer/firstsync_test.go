@@ -122,7 +122,7 @@ func TestFirstSyncRecordOnTwoPages(t *testing.T) {
 func TestFirstSyncStopsAtAFailedBatch(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	skipOnCitus(t, h.pool, "the test makes a batch fail with a trigger on records, and Citus refuses triggers on distributed tables")
+	pgtest.SkipOnCitus(t, h.pool, "the test makes a batch fail with a trigger on records, and Citus refuses triggers on distributed tables")
 	h.exec(`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF NEW.record_id = 'p5-7' THEN RAISE EXCEPTION 'refused %', NEW.record_id; END IF; RETURN NEW; END $$`)
 	h.exec(`CREATE TRIGGER refuse BEFORE INSERT ON records FOR EACH ROW EXECUTE FUNCTION refuse()`)

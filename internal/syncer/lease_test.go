@@ -16,6 +16,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/normalize"
+	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
@@ -188,7 +189,7 @@ func TestThreeReplicasNeverOverlap(t *testing.T) {
 	// runs/s (4 or 5 of the 6 runs of each source in 30 s), so there the
 	// wait is longer; it waits for the runs, not for the time.
 	within := 30 * time.Second
-	if onCitus(t, h.pool) {
+	if pgtest.OnCitus(t, h.pool) {
 		within = 3 * time.Minute
 	}
 	testsignal.EventuallyWithin(t, within, fmt.Sprintf("every source to run %d times", minRuns), func() bool {

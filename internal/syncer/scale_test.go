@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
@@ -83,7 +84,7 @@ func (u *countingUpstream) serve(w http.ResponseWriter, r *http.Request) {
 func TestReplicasNeverOverlapAtScale(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	skipOnCitus(t, h.pool, "1,500 runs at 15,000 runs/s demanded; the 3-node cluster on one 2-core machine ran about 1.3 runs/s at load 40 "+
+	pgtest.SkipOnCitus(t, h.pool, "1,500 runs at 15,000 runs/s demanded; the 3-node cluster on one 2-core machine ran about 1.3 runs/s at load 40 "+
 		"(TestThreeReplicasNeverOverlap checks the same guarantee there on 9 sources)")
 	const nSources, minRuns = 300, 5
 	up := newCountingUpstream(t, 4)
