@@ -16,25 +16,33 @@ import (
 // partition), not the order check's (p) or the oldest pending change's (o).
 var claimAlias = regexp.MustCompile(`^ch(_[0-9]+)?$`)
 
-// claimRowsRead returns the rows the scans of changes under alias ch
-// returned in an EXPLAIN (ANALYZE, FORMAT JSON) plan node, over all loops.
-func claimRowsRead(node map[string]any) float64 {
-	var n float64
-	if alias, _ := node["Alias"].(string); claimAlias.MatchString(alias) {
-		if rel, _ := node["Relation Name"].(string); strings.HasPrefix(rel, "changes") {
-			rows, _ := node["Actual Rows"].(float64)
-			loops, _ := node["Actual Loops"].(float64)
-			n += rows * loops
-		}
-	}
+// sumPlan adds up f over an EXPLAIN (ANALYZE, FORMAT JSON) plan node and
+// every node below it.
+func sumPlan(node map[string]any, f func(node map[string]any) float64) float64 {
+	n := f(node)
 	if kids, ok := node["Plans"].([]any); ok {
 		for _, k := range kids {
 			if m, ok := k.(map[string]any); ok {
-				n += claimRowsRead(m)
+				n += sumPlan(m, f)
 			}
 		}
 	}
 	return n
+}
+
+// claimRowsRead returns the rows the scans of changes under alias ch
+// returned in a plan node, over all loops.
+func claimRowsRead(node map[string]any) float64 {
+	return sumPlan(node, func(node map[string]any) float64 {
+		alias, _ := node["Alias"].(string)
+		rel, _ := node["Relation Name"].(string)
+		if !claimAlias.MatchString(alias) || !strings.HasPrefix(rel, "changes") {
+			return 0
+		}
+		rows, _ := node["Actual Rows"].(float64)
+		loops, _ := node["Actual Loops"].(float64)
+		return rows * loops
+	})
 }
 
 // TestClaimOnAFreshPartitionReadsItsBatch: the claim of a batch out of a
@@ -88,24 +96,18 @@ func TestClaimOnAFreshPartitionReadsItsBatch(t *testing.T) {
 }
 
 // snapshotsRead returns the loops of the scans of records (alias r, the
-// claim's record snapshot) in an EXPLAIN (ANALYZE, FORMAT JSON) plan node:
-// how many changes the claim built a snapshot for.
+// claim's record snapshot) in a plan node: how many changes the claim
+// built a snapshot for.
 func snapshotsRead(node map[string]any) float64 {
-	var n float64
-	if alias, _ := node["Alias"].(string); alias == "r" {
-		if rel, _ := node["Relation Name"].(string); rel == "records" {
-			loops, _ := node["Actual Loops"].(float64)
-			n += loops
+	return sumPlan(node, func(node map[string]any) float64 {
+		alias, _ := node["Alias"].(string)
+		rel, _ := node["Relation Name"].(string)
+		if alias != "r" || rel != "records" {
+			return 0
 		}
-	}
-	if kids, ok := node["Plans"].([]any); ok {
-		for _, k := range kids {
-			if m, ok := k.(map[string]any); ok {
-				n += snapshotsRead(m)
-			}
-		}
-	}
-	return n
+		loops, _ := node["Actual Loops"].(float64)
+		return loops
+	})
 }
 
 // TestClaimBuildsNoSnapshotOfALockedChange: a claim that meets the changes
