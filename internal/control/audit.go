@@ -28,10 +28,7 @@ func (s *Service) ListAudit(ctx context.Context, p Principal, q AuditQuery) (*Au
 	if err != nil {
 		return nil, err
 	}
-	owner := p.Owner
-	if p.Admin {
-		owner = ""
-	}
+	owner := p.listOwner()
 	entries, err := audit.List(ctx, s.pool, audit.Filter{Owner: owner, Kind: q.Kind, Target: q.Target, Before: before, Limit: limit + 1})
 	if err != nil {
 		return nil, err

@@ -39,6 +39,15 @@ type Principal struct {
 	RequestID string
 }
 
+// listOwner is the owner a listing is restricted to: p's own objects, or
+// every owner's ("") for an admin.
+func (p Principal) listOwner() string {
+	if p.Admin {
+		return ""
+	}
+	return p.Owner
+}
+
 // Limits bound what one owner may have; 0 is no limit.
 type Limits struct {
 	// Watches an owner may have. Defaults to 100.

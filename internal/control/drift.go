@@ -42,16 +42,14 @@ func (s *Service) ModelDrift(ctx context.Context, p Principal, q ModelDriftQuery
 	}
 	set := drift.SettingsOf(d)
 	out.Enabled, out.EmbedModel, out.Threshold, out.MinSamples = true, set.EmbedModel, set.Threshold, set.MinSamples
-	owner := p.Owner
 	if p.Admin {
-		owner = ""
 		st, err := drift.QueueState(ctx, s.pool)
 		if err != nil {
 			return nil, err
 		}
 		out.Queue = &st
 	}
-	reports, err := drift.Report(ctx, s.pool, set, drift.ReportQuery{Source: q.Source, Watch: q.Watch, Owner: owner, Weeks: q.Weeks, Now: q.Now})
+	reports, err := drift.Report(ctx, s.pool, set, drift.ReportQuery{Source: q.Source, Watch: q.Watch, Owner: p.listOwner(), Weeks: q.Weeks, Now: q.Now})
 	if err != nil {
 		return nil, err
 	}

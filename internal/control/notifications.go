@@ -260,10 +260,7 @@ func (s *Service) GetNotification(ctx context.Context, p Principal, id int64) (*
 	if len(notes) == 0 || notes[0].ID != id {
 		return nil, notFound
 	}
-	f := outbox.Filter{ID: id, Limit: 1}
-	if !p.Admin {
-		f.Owner = p.Owner
-	}
+	f := outbox.Filter{ID: id, Owner: p.listOwner(), Limit: 1}
 	rows, err := outbox.List(ctx, s.pool, f)
 	if err != nil {
 		return nil, fmt.Errorf("notification %d: %w", id, err)

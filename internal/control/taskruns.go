@@ -86,10 +86,7 @@ func (s *Service) TaskRuns(ctx context.Context, p Principal, q TaskRunQuery) (*T
 	if err != nil {
 		return nil, err
 	}
-	owner := p.Owner
-	if p.Admin {
-		owner = ""
-	}
+	owner := p.listOwner()
 	rows, err := s.pool.Query(ctx, queryTaskRunsOf, owner, q.Source, q.Task, q.Status, q.RecordID, before, limit+1)
 	if err != nil {
 		return nil, fmt.Errorf("list task runs: %w", err)
