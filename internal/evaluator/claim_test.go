@@ -19,14 +19,8 @@ var claimAlias = regexp.MustCompile(`^ch(_[0-9]+)?$`)
 // sumPlan adds up f over an EXPLAIN (ANALYZE, FORMAT JSON) plan node and
 // every node below it.
 func sumPlan(node map[string]any, f func(node map[string]any) float64) float64 {
-	n := f(node)
-	if kids, ok := node["Plans"].([]any); ok {
-		for _, k := range kids {
-			if m, ok := k.(map[string]any); ok {
-				n += sumPlan(m, f)
-			}
-		}
-	}
+	var n float64
+	pgtest.EachPlanNode(node, func(node map[string]any) { n += f(node) })
 	return n
 }
 

@@ -809,18 +809,13 @@ func TestChannelIsTheSchemasOutbox(t *testing.T) {
 // most rows any scan node of notifications returned (over all its loops).
 func planRows(node map[string]any) float64 {
 	most := 0.0
-	if rel, _ := node["Relation Name"].(string); rel != "" && len(rel) >= len("notifications") && rel[:len("notifications")] == "notifications" {
-		rows, _ := node["Actual Rows"].(float64)
-		loops, _ := node["Actual Loops"].(float64)
-		most = rows * max(loops, 1)
-	}
-	if kids, ok := node["Plans"].([]any); ok {
-		for _, k := range kids {
-			if m, ok := k.(map[string]any); ok {
-				most = max(most, planRows(m))
-			}
+	pgtest.EachPlanNode(node, func(node map[string]any) {
+		if rel, _ := node["Relation Name"].(string); strings.HasPrefix(rel, "notifications") {
+			rows, _ := node["Actual Rows"].(float64)
+			loops, _ := node["Actual Loops"].(float64)
+			most = max(most, rows*max(loops, 1))
 		}
-	}
+	})
 	return most
 }
 
@@ -872,19 +867,14 @@ func TestClaimReadsOnlyItsBatch(t *testing.T) {
 // scannedPartitions returns the partitions of notifications a plan
 // executed a scan of at least once.
 func scannedPartitions(node map[string]any, into map[string]bool) {
-	rel, _ := node["Relation Name"].(string)
-	if loops, _ := node["Actual Loops"].(float64); loops > 0 && rel != "notifications" && strings.HasPrefix(rel, "notifications_") {
-		if _, update := node["Operation"]; !update {
-			into[rel] = true
-		}
-	}
-	if kids, ok := node["Plans"].([]any); ok {
-		for _, k := range kids {
-			if m, ok := k.(map[string]any); ok {
-				scannedPartitions(m, into)
+	pgtest.EachPlanNode(node, func(node map[string]any) {
+		rel, _ := node["Relation Name"].(string)
+		if loops, _ := node["Actual Loops"].(float64); loops > 0 && rel != "notifications" && strings.HasPrefix(rel, "notifications_") {
+			if _, update := node["Operation"]; !update {
+				into[rel] = true
 			}
 		}
-	}
+	})
 }
 
 // TestRecordReadsOnlyTheRowsPartitions: recording an outcome looks the
