@@ -375,7 +375,9 @@ func TestExpiredLeaseIsTakenOverAndFenced(t *testing.T) {
 	keys := insertNotifications(t, pool, "hook", "k", 3)
 	cfgs := map[string]*config.Sink{"hook": sinkConf("webhook", 100*time.Millisecond, 5, 2)}
 	sinks := map[string]Sink{"hook": rc.sink(t)}
-	a := newDeliverer(t, pool, sinks, cfgs, DelivererConfig{Owner: "a", Lease: 400 * time.Millisecond})
+	// Both leases are long, and a's ends when the test says so: a short
+	// real-time lease would end before b's first look on a busy machine.
+	a := newDeliverer(t, pool, sinks, cfgs, DelivererConfig{Owner: "a", Lease: 30 * time.Second})
 	b := newDeliverer(t, pool, sinks, cfgs, DelivererConfig{Owner: "b", Lease: 30 * time.Second})
 	ctx := context.Background()
 	claimed, err := a.claim(ctx, a.lanes[0]) // a claims, then "dies"
@@ -384,6 +386,9 @@ func TestExpiredLeaseIsTakenOverAndFenced(t *testing.T) {
 	}
 	if n, err := b.DeliverDue(ctx); n != 0 || err != nil {
 		t.Fatalf("b delivered %d leased rows (%v); want 0", n, err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE notifications SET lease_expires_at = now() - interval '1 second' WHERE sink = 'hook' AND lease_owner = 'a'`); err != nil {
+		t.Fatal(err)
 	}
 	testsignal.Eventually(t, "b to take over after the lease", func() bool {
 		_, _ = b.DeliverDue(ctx)
