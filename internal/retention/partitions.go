@@ -136,9 +136,10 @@ func (p *Pruner) ensure(ctx context.Context, conn *pgx.Conn, t table) ([]string,
 }
 
 // attach makes t's partition of the week starting at week, in one
-// transaction: the table is created apart, the default partition's rows of
-// that week (if any) move into it, and it is attached. Attaching builds its
-// indexes from the parent's.
+// transaction: the table is created apart, with the default partition's
+// storage parameters, the default partition's rows of that week (if any)
+// move into it, and it is attached. Attaching builds its indexes from the
+// parent's.
 func (p *Pruner) attach(ctx context.Context, conn *pgx.Conn, t table, week time.Time, def bool) (string, error) {
 	name := PartitionName(t.name, week)
 	part := pgx.Identifier{name}.Sanitize()
@@ -146,8 +147,20 @@ func (p *Pruner) attach(ctx context.Context, conn *pgx.Conn, t table, week time.
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+lockTimeout+`'`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`,
-			part, pgx.Identifier{t.name}.Sanitize())); err != nil {
+		// The storage parameters (notifications' fillfactor, migration
+		// 58) are the default partition's: a partitioned table holds
+		// none, and LIKE copies none.
+		with := ""
+		if def {
+			if err := tx.QueryRow(ctx, `
+				SELECT coalesce(' WITH (' || string_agg(quote_ident(option_name) || ' = ' || quote_literal(option_value), ', ') || ')', '')
+				FROM pg_options_to_table((SELECT reloptions FROM pg_class WHERE oid = $1::regclass))`,
+				pgx.Identifier{t.name + "_default"}.Sanitize()).Scan(&with); err != nil {
+				return fmt.Errorf("read the storage parameters of %s_default: %w", t.name, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (LIKE %s INCLUDING DEFAULTS INCLUDING CONSTRAINTS)%s`,
+			part, pgx.Identifier{t.name}.Sanitize(), with)); err != nil {
 			return err
 		}
 		if def {

@@ -78,6 +78,36 @@ func TestPartitionsMadeAhead(t *testing.T) {
 	}
 }
 
+// A partition made takes the storage parameters of its table's default
+// partition: notifications' leave room on each page for a claim's new
+// row version (migration 58), and so do the weeks made later; a table
+// whose default partition has none makes partitions without any.
+func TestPartitionsMadeTakeTheDefaultPartitionsStorage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	prune(t, f, Config{BatchSize: 10, Interval: time.Hour})
+	options := func(rel string) string {
+		t.Helper()
+		var opts string
+		if err := f.pool.QueryRow(context.Background(), `
+			SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = $1::regclass`, rel).Scan(&opts); err != nil {
+			t.Fatalf("storage parameters of %s: %v", rel, err)
+		}
+		return opts
+	}
+	for _, c := range []struct{ table, want string }{{"notifications", "fillfactor=45"}, {"changes", ""}} {
+		if got := options(c.table + "_default"); got != c.want {
+			t.Errorf("%s_default has storage parameters %q; want %q", c.table, got, c.want)
+		}
+		for i := range Ahead + 1 {
+			name := PartitionName(c.table, WeekOf(f.now).Add(time.Duration(i)*Week))
+			if got := options(name); got != c.want {
+				t.Errorf("%s (made by the prune) has storage parameters %q; want %q, its default partition's", name, got, c.want)
+			}
+		}
+	}
+}
+
 // An old partition without pending work is dropped whole: no row is
 // deleted one by one. A partition holding a pending change is kept, and
 // its old done rows are deleted by rows; once the change is decided, the
