@@ -19,7 +19,7 @@
 #   LOOKOUT_CITUS_PORT     the coordinator's port; the workers take the next two (default 54400)
 #   LOOKOUT_CITUS_SHARDS   citus.shard_count of the test database (default 4: the tests'
 #                          pool of schemas is made and emptied faster with few shards)
-#   LOOKOUT_CITUS_KEEP=1   leave the cluster running afterwards
+#   LOOKOUT_CITUS_KEEP=1   leave the cluster running afterwards (the next run uses it)
 #   TEST_PKGS              packages to test (default: the end-to-end tests and
 #                          db changes outbox notify evaluator syncer taskrunner)
 #   LOOKOUT_CITUS_FAULTS=0 skip the fault tests (LOOKOUT_CITUS_FAULTS=only runs only them)
@@ -79,8 +79,21 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-echo "== starting a coordinator on $PORT and 2 workers ($DIR)"
-URL="$("$scripts/cluster.sh" start "$DIR" "$PORT" 2)"
+# A cluster left running (LOOKOUT_CITUS_KEEP=1) is used again: cluster.sh
+# refuses to start nodes that run.
+running=1
+for i in 0 1 2; do
+	if ! pg_isready -q -h 127.0.0.1 -p $((PORT + i)) || [ ! -f "$DIR/node$i/postmaster.pid" ]; then
+		running=0
+	fi
+done
+if [ "$running" = 1 ]; then
+	echo "== using the running coordinator on $PORT and its 2 workers ($DIR)"
+	URL="postgres://postgres@127.0.0.1:$PORT/lookout?sslmode=disable"
+else
+	echo "== starting a coordinator on $PORT and 2 workers ($DIR)"
+	URL="$("$scripts/cluster.sh" start "$DIR" "$PORT" 2)"
+fi
 psql "$URL" -XAtqc "ALTER DATABASE lookout SET citus.shard_count = $SHARDS" >/dev/null
 echo "   $(psql "$URL" -XAtc "SELECT 'citus ' || extversion || ', ' || (SELECT count(*) FROM pg_dist_node WHERE noderole = 'primary') || ' nodes' FROM pg_extension WHERE extname = 'citus'")"
 
@@ -109,6 +122,19 @@ export LOOKOUT_PGTEST_MIGRATE_TIMEOUT="${LOOKOUT_PGTEST_MIGRATE_TIMEOUT:-10m}"
 # PostgreSQL; through the coordinator on a busy machine a daemon's start took
 # longer (load 40 on 2 cores): 2 minutes here.
 export LOOKOUT_TESTSIGNAL_TIMEOUT="${LOOKOUT_TESTSIGNAL_TIMEOUT:-2m}"
+# The Ollama fixture of scripts/test.sh, when it is there (this script does not
+# build it): without it the end-to-end tests of a real model's answers
+# (TestTaskReviewWithRealBinaries, TestDryRunWithModelIsAnsweredByTheEvaluator,
+# TestDriftWithRealOllama) skip.
+if [ -z "${LOOKOUT_TEST_OLLAMA:-}" ] && [ -x "$ROOT/.tools/bin/ollama" ]; then
+	export LOOKOUT_TEST_OLLAMA="$ROOT/.tools/bin/ollama"
+fi
+for model in "$ROOT/../shared/models/llama-2-tiny-random.gguf" "$ROOT/../../shared/models/llama-2-tiny-random.gguf"; do
+	if [ -z "${LOOKOUT_TEST_MODEL:-}" ] && [ -f "$model" ]; then
+		export LOOKOUT_TEST_MODEL="$(realpath -- "$model")"
+	fi
+done
+echo "== LOOKOUT_TEST_OLLAMA=${LOOKOUT_TEST_OLLAMA:-<unset: Ollama tests skip>} LOOKOUT_TEST_MODEL=${LOOKOUT_TEST_MODEL:-<unset: Ollama tests skip>}"
 echo "== TEST_DATABASE_URL=$TEST_DATABASE_URL LOOKOUT_PGTEST_TEMPLATE=0 LOOKOUT_PGTEST_MIGRATE_TIMEOUT=$LOOKOUT_PGTEST_MIGRATE_TIMEOUT LOOKOUT_TESTSIGNAL_TIMEOUT=$LOOKOUT_TESTSIGNAL_TIMEOUT"
 rc=0
 if [ "${LOOKOUT_CITUS_FAULTS:-1}" != only ]; then

@@ -8,13 +8,23 @@ package drift
 // calls are written right after the call, outside any transaction, so a
 // call commits within moments of its created_at: the lookback covers the
 // ones that commit out of order). $1 lookback, $2 batch.
+//
+// The calls queued already are read by an uncorrelated NOT IN of the
+// queue's rows in the same window (a row's call_created_at is its call's
+// created_at), not by a NOT EXISTS correlated with the call: on Citus
+// (docs/scaling.md "On Citus") model_calls is distributed and
+// drift_embeddings a local table of the coordinator, and Citus refuses
+// the correlated form ("direct joins between distributed and local tables
+// are not supported"); it reads the uncorrelated one on the coordinator
+// first. model_call_id is never NULL (the queue's key).
 const queryFeed = `
 INSERT INTO drift_embeddings (model_call_id, call_created_at, source, watch, owner, model, model_digest, reason)
 SELECT mc.id, mc.created_at, mc.source, mc.watch, mc.owner, mc.model, mc.model_digest, mc.reason
 FROM model_calls mc
 WHERE mc.created_at >= coalesce((SELECT max(call_created_at) FROM drift_embeddings) - $1::interval, '-infinity')
   AND mc.outcome = 'ok' AND mc.purpose NOT IN ('replay', 'briefing') AND coalesce(mc.reason, '') <> ''
-  AND NOT EXISTS (SELECT 1 FROM drift_embeddings d WHERE d.model_call_id = mc.id)
+  AND mc.id NOT IN (SELECT d.model_call_id FROM drift_embeddings d
+                    WHERE d.call_created_at >= coalesce((SELECT max(call_created_at) FROM drift_embeddings) - $1::interval, '-infinity'))
 ORDER BY mc.created_at, mc.id
 LIMIT $2
 ON CONFLICT (model_call_id) DO NOTHING
