@@ -12,8 +12,8 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/connectors"
-	"github.com/lookout-dev/lookout/internal/metrics"
 	_ "github.com/lookout-dev/lookout/internal/connectors/rss"
+	"github.com/lookout-dev/lookout/internal/metrics"
 )
 
 // loadFeeds writes a configuration directory of n rss sources, one file
