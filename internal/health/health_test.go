@@ -156,8 +156,8 @@ func TestReadyzSchemaAheadIsAWarning(t *testing.T) {
 func TestServerServesAndStops(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
-	m.InitSource("tasks", "file")
-	m.PollStarted("tasks")
+	m.InitConnector("file")
+	m.PollStarted("file")
 	s := New("127.0.0.1:0", m.Handler(nil), nil, slog.New(slog.DiscardHandler))
 	if err := s.Stop(); err != nil {
 		t.Fatalf("Stop before Start: %v", err)

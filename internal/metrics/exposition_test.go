@@ -49,16 +49,16 @@ func connectorOf(i int) string { return []string{"file", "http", "rss", "github"
 func simulate(f fleet, n int) {
 	for i := 1; i <= n; i++ {
 		src := "source-" + strconv.Itoa(i)
-		f.syncer.InitSource(src, connectorOf(i))
-		f.syncer.PollStarted(src)
+		f.syncer.InitConnector(connectorOf(i))
+		f.syncer.PollStarted(connectorOf(i))
 		f.syncer.ScheduleLateness(50 * time.Millisecond)
 		f.syncer.UpstreamResponse("api.example.com", 200)
-		f.syncer.RecordsChanged(src, 1, 0, 0)
+		f.syncer.RecordsChanged(connectorOf(i), 1, 0, 0)
 		status := "succeeded"
 		if i%10 == 0 {
 			status = "failed"
 		}
-		f.syncer.PollFinished(src, status, 120*time.Millisecond)
+		f.syncer.PollFinished(src, connectorOf(i), status, 120*time.Millisecond)
 		f.evaluator.Decision("filter", "notify")
 		f.evaluator.DecisionLag(300 * time.Millisecond)
 	}

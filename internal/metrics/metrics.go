@@ -17,8 +17,9 @@
 // database gauges of PerSourceGauges.
 //
 // The run instruments are labelled by the source's connector, which the
-// syncer gives with InitSource; a source never initialized counts under
-// connector "unknown".
+// syncer gives with every run (and InitConnector for the series at zero);
+// a run of a source the syncer no longer has counts under connector
+// "unknown".
 package metrics
 
 import (
@@ -26,7 +27,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,15 +89,12 @@ type Metrics struct {
 	configVersion     prometheus.Gauge
 	hooks             webhooks
 	pruned            pruned
-
-	connMu     sync.RWMutex
-	connectors map[string]string // source name -> connector (InitSource)
 }
 
 // New returns a set of instruments on a fresh registry that also carries
 // the Go runtime and process collectors.
 func New() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), connectors: map[string]string{}}
+	m := &Metrics{reg: prometheus.NewRegistry()}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 		m.reg.MustRegister(v)
@@ -180,7 +177,7 @@ var (
 
 // initZeros makes the series of the counters' closed label sets exist at
 // zero. Open sets (a connector, a sink, a model, a host) are made by
-// InitSource and InitSink when the process learns them.
+// InitConnector and InitSink when the process learns them.
 func (m *Metrics) initZeros() {
 	for _, c := range zeroComponents {
 		m.claimsExpired.WithLabelValues(c)
@@ -233,22 +230,19 @@ func (p slogPrinter) Println(v ...any) {
 	}
 }
 
-// ConnectorUnknown is the connector label of runs of a source that
-// InitSource never named.
+// ConnectorUnknown is the connector label of runs of a source whose
+// connector the caller does not know (a source no longer built).
 const ConnectorUnknown = "unknown"
 
-// InitSource tells the instruments the connector of source (its runs
-// count under that connector) and makes the connector's run series exist
-// (at zero) before its first run, so that rate() and absent() work from
-// the first scrape. Calling it again with another connector moves the
-// source's later runs there.
-func (m *Metrics) InitSource(source, connector string) {
+// InitConnector makes the run series of connector exist (at zero) before
+// the first run of one of its sources, so that rate() and absent() work
+// from the first scrape. The instruments keep nothing per source: the
+// callers name the connector of each run (a syncer of 100,000 sources
+// held a map of them here, 160 bytes a source).
+func (m *Metrics) InitConnector(connector string) {
 	if m == nil {
 		return
 	}
-	m.connMu.Lock()
-	m.connectors[source] = connector
-	m.connMu.Unlock()
 	m.pollsStarted.WithLabelValues(connector)
 	for _, st := range []string{"succeeded", "failed"} {
 		m.pollsFinished.WithLabelValues(connector, st)
@@ -256,16 +250,6 @@ func (m *Metrics) InitSource(source, connector string) {
 	for _, k := range []string{"created", "updated", "deleted"} {
 		m.recordsChanged.WithLabelValues(connector, k)
 	}
-}
-
-// connector is the connector label of source's runs.
-func (m *Metrics) connector(source string) string {
-	m.connMu.RLock()
-	defer m.connMu.RUnlock()
-	if c, ok := m.connectors[source]; ok {
-		return c
-	}
-	return ConnectorUnknown
 }
 
 // InitSink makes the sink's delivery series exist (at zero).
@@ -278,22 +262,21 @@ func (m *Metrics) InitSink(sink string) {
 	}
 }
 
-// PollStarted counts a claimed run of source.
-func (m *Metrics) PollStarted(source string) {
+// PollStarted counts a claimed run of a source of connector.
+func (m *Metrics) PollStarted(connector string) {
 	if m == nil {
 		return
 	}
-	m.pollsStarted.WithLabelValues(m.connector(source)).Inc()
+	m.pollsStarted.WithLabelValues(connector).Inc()
 }
 
 // PollFinished counts a run's outcome and observes its duration, under
-// the source's connector; a failed run is also remembered by source for
-// Failures.
-func (m *Metrics) PollFinished(source, status string, d time.Duration) {
+// the source's connector conn; a failed run is also remembered by source
+// for Failures.
+func (m *Metrics) PollFinished(source, conn, status string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	conn := m.connector(source)
 	m.pollsFinished.WithLabelValues(conn, status).Inc()
 	if status == "failed" {
 		m.failed.add(func(f *Failures) { f.Runs[source]++ })
@@ -310,13 +293,12 @@ func (m *Metrics) ScheduleLateness(d time.Duration) {
 	m.lateness.Observe(max(d, 0).Seconds())
 }
 
-// RecordsChanged counts the changes a run (or webhook events) of source
-// wrote, under the source's connector.
-func (m *Metrics) RecordsChanged(source string, created, updated, deleted int) {
+// RecordsChanged counts the changes a run (or webhook events) of a
+// source of connector conn wrote.
+func (m *Metrics) RecordsChanged(conn string, created, updated, deleted int) {
 	if m == nil || created+updated+deleted == 0 {
 		return
 	}
-	conn := m.connector(source)
 	for kind, n := range map[string]int{"created": created, "updated": updated, "deleted": deleted} {
 		if n > 0 {
 			m.recordsChanged.WithLabelValues(conn, kind).Add(float64(n))

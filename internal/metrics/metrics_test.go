@@ -53,11 +53,11 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	t.Parallel()
 	var m *Metrics
 	// None of these may panic.
-	m.InitSource("s", "file")
+	m.InitConnector("file")
 	m.InitSink("k")
-	m.PollStarted("s")
-	m.PollFinished("s", "succeeded", time.Second)
-	m.RecordsChanged("s", 1, 2, 3)
+	m.PollStarted("file")
+	m.PollFinished("s", "file", "succeeded", time.Second)
+	m.RecordsChanged("file", 1, 2, 3)
 	m.ClaimsExpired(ComponentSyncer, 1)
 	m.RateLimitWait("h", LimitHost)
 	m.UpstreamResponse("h", 200)
@@ -85,14 +85,14 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 func TestInstruments(t *testing.T) {
 	t.Parallel()
 	m := New()
-	m.InitSource("tasks", "file")
-	m.PollStarted("tasks")
-	m.PollFinished("tasks", "succeeded", 1500*time.Millisecond)
-	m.RecordsChanged("tasks", 3, 0, 1)
-	m.InitSource("notes", "file")
-	m.PollStarted("notes")
-	m.PollFinished("notes", "failed", 500*time.Millisecond)
-	m.PollStarted("stranger") // never initialized
+	m.InitConnector("file")
+	m.PollStarted("file")
+	m.PollFinished("tasks", "file", "succeeded", 1500*time.Millisecond)
+	m.RecordsChanged("file", 3, 0, 1)
+	m.InitConnector("file")
+	m.PollStarted("file")
+	m.PollFinished("notes", "file", "failed", 500*time.Millisecond)
+	m.PollStarted(ConnectorUnknown) // a source the caller no longer has
 	m.Decision("filter", "notify")
 	m.DuplicatesSuppressed(2)
 	m.DecisionLag(3 * time.Second)
@@ -151,9 +151,9 @@ func TestMetricsLint(t *testing.T) {
 	pool := pgtest.Pool(t)
 	m := New()
 	m.CollectDatabase(pool, SourceGauges|OutboxGauges|PerSourceGauges, []string{"log"}, 0)
-	m.InitSource("tasks", "file")
+	m.InitConnector("file")
 	m.InitSink("log")
-	m.PollFinished("tasks", "succeeded", time.Second)
+	m.PollFinished("tasks", "file", "succeeded", time.Second)
 	m.DecisionLag(time.Second)
 	m.ModelCall("llama3.2", "ok", 1, 1, time.Second)
 	m.Delivery("log", "delivered", time.Second)
@@ -316,7 +316,7 @@ func TestCountersAtZeroBeforeTheirFirstEvent(t *testing.T) {
 	wantLines(t, body, want...)
 	// A sink's and a connector's series exist once the process knows them.
 	m.InitSink("hook")
-	m.InitSource("tasks", "file")
+	m.InitConnector("file")
 	wantLines(t, scrape(t, m), `lookout_notifications_delivered_total{sink="hook",status="dead"} 0`,
 		`lookout_polls_finished_total{connector="file",status="failed"} 0`)
 }

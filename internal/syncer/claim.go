@@ -192,7 +192,7 @@ func (s *Syncer) claimed(claims []claim, spreadN int) {
 		s.stats.spread(spreadN)
 	}
 	for _, c := range claims {
-		s.conf.Metrics.PollStarted(c.name)
+		s.conf.Metrics.PollStarted(s.connectorOf(c.name))
 		s.conf.Metrics.ScheduleLateness(c.lateness)
 		s.stats.claimedRun(c.lateness)
 		if c.reason == "takeover" {

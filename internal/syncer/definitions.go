@@ -34,8 +34,10 @@ func (s *Syncer) Apply(ctx context.Context, d *definitions.Delta) error {
 				"managed_by", def.Row.ManagedBy, "error", s.conf.Redactor.Error(err))
 			continue
 		}
-		// Built, the connector holds its settings: the source keeps no
-		// parsed YAML (a change of the definition comes parsed anew).
+		// Built, the connector holds its settings and the source what it
+		// reads of the definition: no parsed YAML is kept (a change of
+		// the definition comes parsed anew), nor, without task watches,
+		// the parsed definition.
 		def.Config.Release()
 		src.paused = def.Row.Paused
 		built = append(built, src)
@@ -52,8 +54,8 @@ func (s *Syncer) Apply(ctx context.Context, d *definitions.Delta) error {
 		}
 	}
 	for _, src := range built {
-		s.sources[src.cfg.Name] = src
-		s.conf.Metrics.InitSource(src.cfg.Name, src.cfg.Connector)
+		s.sources[src.name] = src
+		s.conf.Metrics.InitConnector(src.settings.connector)
 	}
 	for _, name := range d.RemovedSources {
 		if src := s.sources[name]; src != nil && !containsSource(d, name) {

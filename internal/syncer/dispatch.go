@@ -470,7 +470,7 @@ func (s *Syncer) recordLost(ctx context.Context, lost []quietRun) error {
 		return err
 	}
 	for _, q := range lost {
-		s.conf.Metrics.PollFinished(q.c.name, string(sources.RunAbandoned), q.finishedAt.Sub(q.c.startedAt))
+		s.conf.Metrics.PollFinished(q.c.name, s.connectorOf(q.c.name), string(sources.RunAbandoned), q.finishedAt.Sub(q.c.startedAt))
 		s.stats.finished(sources.RunAbandoned, false, 0)
 		s.logger.Error("record run outcome", "source", q.c.name, "run_id", q.c.runID, "status", string(sources.RunAbandoned), "error", ErrLeaseLost)
 	}
@@ -482,7 +482,7 @@ func (s *Syncer) recordLost(ctx context.Context, lost []quietRun) error {
 func (s *Syncer) quietDone(q quietRun) {
 	s.hours.add(q)
 	d := q.finishedAt.Sub(q.c.startedAt)
-	s.conf.Metrics.PollFinished(q.c.name, string(q.status), d)
+	s.conf.Metrics.PollFinished(q.c.name, s.connectorOf(q.c.name), string(q.status), d)
 	s.stats.finished(q.status, true, 0)
 	if s.logger.Enabled(context.Background(), slog.LevelDebug) {
 		s.logger.Debug("run finished", "source", q.c.name, "run_id", q.c.runID, "status", string(q.status), "requests", q.requests,
@@ -493,7 +493,7 @@ func (s *Syncer) quietDone(q quietRun) {
 // quietFailed reports a quiet run whose completion could not be written;
 // its lease expires and another claim runs the source again.
 func (s *Syncer) quietFailed(q quietRun, err error) {
-	s.conf.Metrics.PollFinished(q.c.name, string(sources.RunFailed), q.finishedAt.Sub(q.c.startedAt))
+	s.conf.Metrics.PollFinished(q.c.name, s.connectorOf(q.c.name), string(sources.RunFailed), q.finishedAt.Sub(q.c.startedAt))
 	s.stats.finished(sources.RunFailed, false, 0)
 	s.logger.Error("record run outcome", "source", q.c.name, "run_id", q.c.runID, "status", string(q.status), "error", err)
 }

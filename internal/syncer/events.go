@@ -410,7 +410,7 @@ func (e *Events) mirrored(logger *slog.Logger, name string, st changes.Stats, fi
 	if len(finished) == 0 {
 		return
 	}
-	e.s.conf.Metrics.RecordsChanged(name, st.Created, st.Updated, st.Deleted)
+	e.s.conf.Metrics.RecordsChanged(e.s.connectorOf(name), st.Created, st.Updated, st.Deleted)
 	byOutcome := map[string]int{}
 	for _, r := range finished {
 		byOutcome[r.Outcome]++
@@ -581,7 +581,7 @@ func (e *Events) write(ctx context.Context, tx pgx.Tx, src *source, items []mapp
 	if len(items) == 0 {
 		return nil, nil
 	}
-	name := src.cfg.Name
+	name := src.name
 	ids := make([]string, 0, len(items))
 	winner := map[string]int{}
 	for i, m := range items {

@@ -217,7 +217,7 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 	c := r.claim
 	claimAttr := slog.Group("claim", "owner", s.conf.Owner, "expires_at", r.leaseExpiry().UTC())
 	fin, err := s.finish(context.WithoutCancel(ctx), r, src, out, rs)
-	s.conf.Metrics.RecordsChanged(c.name, out.stats.Created, out.stats.Updated, out.stats.Deleted)
+	s.conf.Metrics.RecordsChanged(src.settings.connector, out.stats.Created, out.stats.Updated, out.stats.Deleted)
 	repaired := int(r.repaired.Load())
 	s.conf.Metrics.WebhookRepaired(repaired)
 	if err != nil {
@@ -225,12 +225,12 @@ func (s *Syncer) recordFull(ctx context.Context, r *run, src *source, out outcom
 		if errors.Is(err, ErrLeaseLost) {
 			status = sources.RunAbandoned
 		}
-		s.conf.Metrics.PollFinished(c.name, string(status), s.conf.Now().Sub(c.startedAt))
+		s.conf.Metrics.PollFinished(c.name, src.settings.connector, string(status), s.conf.Now().Sub(c.startedAt))
 		s.stats.finished(status, false, out.stats.Changed())
 		logger.Error("record run outcome", "status", string(status), claimAttr, "error", err)
 		return
 	}
-	s.conf.Metrics.PollFinished(c.name, string(out.status), s.conf.Now().Sub(c.startedAt))
+	s.conf.Metrics.PollFinished(c.name, src.settings.connector, string(out.status), s.conf.Now().Sub(c.startedAt))
 	s.stats.finished(out.status, false, out.stats.Changed())
 	// A run requested (run-now) while this one held the source's lease was
 	// skipped by the claims meanwhile: look for it now rather than at the
@@ -288,8 +288,7 @@ func (s *Syncer) quiet(r *run, src *source, out outcome, rs *runStats) (quietRun
 		since = *c.lastChange
 	}
 	next := src.schedule.Next(now, schedule.Run{Interval: cur, Quiet: now.Sub(since), MinInterval: out.result.MinInterval, Due: c.dueAt})
-	sc := src.cfg
-	if sc.Stop != nil && sc.Stop.After != nil && !next.At.Before(*sc.Stop.After) {
+	if after := src.settings.stopAfter; after != nil && !next.At.Before(*after) {
 		return quietRun{}, false // completes the source
 	}
 	fin := finished{requests: max(out.result.Requests, int(rs.requests.Load())), waits: int(rs.waits.Load())}
@@ -668,7 +667,7 @@ func (s *Syncer) writeGroup(ctx context.Context, r *run, conn *pgxpool.Conn, gro
 		db = s.pool
 	}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if src.cfg.Webhook != nil {
+		if src.settings.webhook {
 			// The source's events are written at the same time.
 			if err := changes.Lock(ctx, tx, r.name); err != nil {
 				return err
@@ -753,7 +752,7 @@ func (s *Syncer) extendLease(ctx context.Context, tx pgx.Tx, r *run, st changes.
 // what exists and repairs nothing.
 func (r *run) repairs(s *Syncer, st changes.Stats) int {
 	src := s.source(r.name)
-	if src == nil || src.cfg.Webhook == nil || r.lastSuccess == nil {
+	if src == nil || !src.settings.webhook || r.lastSuccess == nil {
 		return 0
 	}
 	return st.Changed()
@@ -821,7 +820,7 @@ func (s *Syncer) checkKeys(ctx context.Context, r *run, src *source, kc connecto
 // in batches, unless the deletion guard refuses them all.
 func (s *Syncer) deleteMissing(ctx context.Context, r *run, src *source, missing []string, live int) (changes.Stats, error) {
 	var total changes.Stats
-	if err := guardDeletes(src.cfg, len(missing), live); err != nil {
+	if err := guardDeletes(src, len(missing), live); err != nil {
 		return total, err
 	}
 	if len(missing) > 0 {
@@ -834,7 +833,7 @@ func (s *Syncer) deleteMissing(ctx context.Context, r *run, src *source, missing
 		var st changes.Stats
 		var written func(bool)
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if src.cfg.Webhook != nil {
+			if src.settings.webhook {
 				if err := changes.Lock(ctx, tx, r.name); err != nil {
 					return err
 				}
@@ -861,17 +860,14 @@ func (s *Syncer) deleteMissing(ctx context.Context, r *run, src *source, missing
 // guardDeletes refuses n deletions out of live records when they are at
 // least config.MinGuardedDeletes and more than the source's
 // max_delete_fraction of live.
-func guardDeletes(sc *config.Source, n, live int) error {
-	limit := config.MaxDeleteFractionDefault
-	if sc.MaxDeleteFraction != nil {
-		limit = *sc.MaxDeleteFraction
-	}
+func guardDeletes(src *source, n, live int) error {
+	limit := src.settings.maxDeleteFraction
 	if n < config.MinGuardedDeletes || live == 0 || float64(n) <= limit*float64(live) {
 		return nil
 	}
 	return fmt.Errorf("%w: source %s: this complete run would delete %d of %d live records (%.0f%%), more than max_delete_fraction %g allows; "+
 		"nothing was deleted (records created or updated by the run are kept). If the upstream really lost them, "+
-		"set max_delete_fraction: 1 in %s for one run, or raise it", ErrMassDelete, sc.Name, n, live, 100*float64(n)/float64(live), limit, cmp.Or(sc.Path, "the source's file"))
+		"set max_delete_fraction: 1 in %s for one run, or raise it", ErrMassDelete, src.name, n, live, 100*float64(n)/float64(live), limit, cmp.Or(src.path, "the source's file"))
 }
 
 // finished is what finish decided.
@@ -1027,12 +1023,9 @@ func (s *Syncer) nextRun(src *source, out outcome, prev leasedState, run schedul
 // completes it. A stop.when that fails to evaluate is logged and added to
 // lastError, and the source keeps running.
 func (s *Syncer) stopConditions(src *source, c claim, out outcome, fin finished, prevStatus string, after sourceAfter, now time.Time) (status, reason, lastError string) {
-	sc := src.cfg
+	set := src.settings
 	status, lastError = prevStatus, errText(out.err)
-	maxFailures := 0
-	if sc.Stop != nil && sc.Stop.MaxFailures != nil {
-		maxFailures = *sc.Stop.MaxFailures
-	}
+	maxFailures := set.maxFailures
 	switch {
 	case out.disable != "":
 		return "disabled", out.disable, lastError
@@ -1047,12 +1040,12 @@ func (s *Syncer) stopConditions(src *source, c claim, out outcome, fin finished,
 			s.logger.Warn("stop.when failed; the source keeps running", "source", c.name, "run_id", c.runID, "error", err)
 		case stop:
 			status = "completed"
-			reason = fmt.Sprintf("stop.when %q was true after run %d", sc.Stop.When, c.runID)
+			reason = fmt.Sprintf("stop.when %q was true after run %d", set.stopWhen, c.runID)
 		}
 	}
-	if status == prevStatus && sc.Stop != nil && sc.Stop.After != nil && !fin.next.At.Before(*sc.Stop.After) {
+	if status == prevStatus && set.stopAfter != nil && !fin.next.At.Before(*set.stopAfter) {
 		status = "completed"
-		reason = fmt.Sprintf("stop.after %s reached: no run after it", sc.Stop.After.UTC().Format(time.RFC3339))
+		reason = fmt.Sprintf("stop.after %s reached: no run after it", set.stopAfter.UTC().Format(time.RFC3339))
 	}
 	return status, reason, lastError
 }
@@ -1127,8 +1120,8 @@ func evalStopWhen(src *source, out outcome, fin finished, c claim, started, now 
 		"duration_seconds": now.Sub(started).Seconds(),
 	}
 	source := map[string]any{
-		"name":            src.cfg.Name,
-		"connector":       src.cfg.Connector,
+		"name":            src.name,
+		"connector":       src.settings.connector,
 		"failure_count":   fin.failures,
 		"last_change_at":  timeOrNil(lastChange),
 		"last_success_at": timeOrNil(lastSuccess),

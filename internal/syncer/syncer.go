@@ -35,6 +35,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/connectors"
 	"github.com/lookout-dev/lookout/internal/egress"
 	"github.com/lookout-dev/lookout/internal/intern"
+	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/schedule"
 	"github.com/lookout-dev/lookout/internal/service"
@@ -91,13 +92,27 @@ const PoolConns = 16
 // leave one to the runs that write.
 const reservedConns = 2
 
-// source is a configured source, built once.
+// source is a configured source, built once. It keeps what its runs
+// and its registration read of its definition, not the parsed
+// definition (a config.Source is about 500 bytes with its parts): a
+// syncer holds one per source, so it is small
+// (TestBuiltSourceStateIsSmall).
 type source struct {
-	cfg      *config.Source
+	name string
+	// hash is the definition's config.Source.Hash (sources.config_hash).
+	hash string
+	// path is the definition's file, named by the deletion guard's error.
+	path     string
 	conn     connectors.Connector
 	mapper   *normalize.Mapper
 	schedule *schedule.Schedule
 	stopWhen *normalize.Condition // nil without stop.when
+	// settings are the rest of what is read of the definition, shared
+	// by the sources defined alike.
+	settings *sourceSettings
+	// tasks is the parsed definition of a source with task watches, for
+	// the task runner (TaskSource); nil for the others.
+	tasks *config.Source
 	// paused is set for a source whose definition is paused: registered
 	// as paused, not claimed.
 	paused bool
@@ -105,11 +120,87 @@ type source struct {
 	retired bool
 }
 
+// sourceSettings are the keys of a source's definition that its runs
+// and its registration read once it is built, defaults applied.
+// Immutable; one per distinct value (sharedSettings).
+type sourceSettings struct {
+	connector string
+	// every and jitter are the schedule's (firstRunWindow); cron is set
+	// for a cron schedule.
+	every, jitter time.Duration
+	cron          bool
+	// stuckAfter is sources.stuck_after_seconds.
+	stuckAfter int
+	// maxFailures is stop.max_failures (0: none), stopAfter stop.after
+	// (nil: none), stopWhen stop.when's text.
+	maxFailures int
+	stopAfter   *time.Time
+	stopWhen    string
+	// maxDeleteFraction is max_delete_fraction, defaulted.
+	maxDeleteFraction float64
+	// webhook is set for a webhook-first source; webhookProvider is
+	// sources.webhook and silence sources.silence_alert_seconds (0:
+	// NULL).
+	webhook         bool
+	webhookProvider string
+	silence         int
+}
+
+// settingsOf is what a source keeps of sc's definition.
+func settingsOf(sc *config.Source) sourceSettings {
+	st := sourceSettings{connector: sc.Connector, every: sc.Every, cron: sc.Cron != "", stuckAfter: stuckAfterSeconds(sc.StuckAfter),
+		maxDeleteFraction: config.MaxDeleteFractionDefault}
+	if sc.Jitter != nil {
+		st.jitter = *sc.Jitter
+	}
+	if sc.MaxDeleteFraction != nil {
+		st.maxDeleteFraction = *sc.MaxDeleteFraction
+	}
+	if stop := sc.Stop; stop != nil {
+		st.stopAfter, st.stopWhen = stop.After, stop.When
+		if stop.MaxFailures != nil {
+			st.maxFailures = *stop.MaxFailures
+		}
+	}
+	if w := sc.Webhook; w != nil {
+		st.webhook, st.webhookProvider = true, w.Provider
+		if w.SilenceAlert != nil && *w.SilenceAlert > 0 {
+			st.silence = max(int(*w.SilenceAlert/time.Second), 1)
+		}
+	}
+	return st
+}
+
+// settings holds one sourceSettings per distinct value.
+var settings intern.Cache[sourceSettings]
+
+// sharedSettings returns the settings of sc, the ones other sources
+// defined alike hold if any.
+func sharedSettings(sc *config.Source) (*sourceSettings, error) {
+	st := settingsOf(sc)
+	after := ""
+	if st.stopAfter != nil {
+		after = st.stopAfter.UTC().Format(time.RFC3339Nano)
+	}
+	key := fmt.Sprintf("%q %d %d %t %d %d %q %q %g %t %q %d", st.connector, st.every, st.jitter, st.cron, st.stuckAfter, st.maxFailures,
+		after, st.stopWhen, st.maxDeleteFraction, st.webhook, st.webhookProvider, st.silence)
+	return settings.Get(key, func() (*sourceSettings, error) { return &st, nil })
+}
+
 // source returns the built source called name (retired or not), or nil.
 func (s *Syncer) source(name string) *source {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.sources[name]
+}
+
+// connectorOf is the connector of source name, the label of its runs'
+// metrics; metrics.ConnectorUnknown if the syncer has not built it.
+func (s *Syncer) connectorOf(name string) string {
+	if src := s.source(name); src != nil {
+		return src.settings.connector
+	}
+	return metrics.ConnectorUnknown
 }
 
 // runnable returns the source called name if it is to be claimed.
@@ -195,11 +286,14 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Syncer, error) 
 		}
 		s.sources[sc.Name] = src
 		s.names = append(s.names, sc.Name)
-		conf.Metrics.InitSource(sc.Name, sc.Connector)
+		conf.Metrics.InitConnector(sc.Connector)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// Built, a source keeps what it reads of its definition: the parsed
+	// sources are the caller's to drop.
+	s.conf.Sources = nil
 	return s, nil
 }
 
@@ -268,7 +362,15 @@ func (s *Syncer) buildFor(sc *config.Source, untrusted bool) (*source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &source{cfg: sc, conn: conn, mapper: mapper, schedule: sched, stopWhen: stopWhen}, nil
+	st, err := sharedSettings(sc)
+	if err != nil {
+		return nil, err
+	}
+	src := &source{name: sc.Name, hash: sc.Hash, path: sc.Path, conn: conn, mapper: mapper, schedule: sched, stopWhen: stopWhen, settings: st}
+	if len(sc.Tasks) > 0 {
+		src.tasks = sc
+	}
+	return src, nil
 }
 
 // mappers holds one Mapper per distinct mapping (fields and volatile):
@@ -340,14 +442,14 @@ func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) er
 	fresh := 0
 	if !firstNow { // sources created at runtime are due at once
 		for _, src := range srcs {
-			if st, ok := stored[src.cfg.Name]; !ok || st.hash != src.cfg.Hash {
+			if st, ok := stored[src.name]; !ok || st.hash != src.hash {
 				fresh++
 			}
 		}
 	}
-	srcs = slices.SortedFunc(slices.Values(srcs), func(a, b *source) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
+	srcs = slices.SortedFunc(slices.Values(srcs), func(a, b *source) int { return strings.Compare(a.name, b.name) })
 	srcs = slices.DeleteFunc(srcs, func(src *source) bool {
-		st, ok := stored[src.cfg.Name]
+		st, ok := stored[src.name]
 		return ok && st.matches(src)
 	})
 	for start := 0; start < len(srcs); start += registerChunk {
@@ -396,12 +498,12 @@ type storedSource struct {
 
 // matches reports whether registering src would change nothing.
 func (st storedSource) matches(src *source) bool {
-	sc := src.cfg
+	set := src.settings
 	pausedByDefinition := st.status == "paused" && st.statusReason != nil && *st.statusReason == sources.DefinitionPaused
-	web, _ := webhookProvider(sc).(string)
-	sil, _ := silenceSeconds(sc).(int)
-	return st.status != "removed" && st.hash == sc.Hash && st.connector == sc.Connector && st.schedule == src.schedule.String() &&
-		derefString(st.webhook) == web && derefInt(st.silence) == sil && st.stuckAfter == stuckAfterSeconds(sc.StuckAfter) &&
+	web, _ := webhookProvider(set).(string)
+	sil, _ := silenceSeconds(set).(int)
+	return st.status != "removed" && st.hash == src.hash && st.connector == set.connector && st.schedule == src.schedule.String() &&
+		derefString(st.webhook) == web && derefInt(st.silence) == sil && st.stuckAfter == set.stuckAfter &&
 		pausedByDefinition == src.paused
 }
 
@@ -423,7 +525,7 @@ func derefInt(p *int) int {
 func (s *Syncer) storedSources(ctx context.Context, srcs []*source) (map[string]storedSource, error) {
 	names := make([]string, len(srcs))
 	for i, src := range srcs {
-		names[i] = src.cfg.Name
+		names[i] = src.name
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT name, config_hash, connector, schedule, webhook, silence_alert_seconds, stuck_after_seconds, status, status_reason
@@ -452,9 +554,9 @@ func (s *Syncer) registerBatch(srcs []*source, fresh int, firstNow bool) *pgx.Ba
 	b := &pgx.Batch{}
 	now := s.conf.Now()
 	for _, src := range srcs {
-		sc := src.cfg
+		set := src.settings
 		first := src.schedule.First(now)
-		if w := firstRunWindow(sc, fresh); w > 0 {
+		if w := firstRunWindow(set, fresh); w > 0 {
 			first.At = now.Add(rand.N(w))
 			first.Reason = fmt.Sprintf("registered with %d other new or changed sources: first run spread over %s", fresh-1, w)
 		}
@@ -468,8 +570,8 @@ func (s *Syncer) registerBatch(srcs []*source, fresh int, firstNow bool) *pgx.Ba
 			interval = &secs
 		}
 		b.Queue(sources.QueryRegister,
-			sc.Name, sc.Connector, sc.Hash, src.schedule.String(), interval, first.Reason, insertAt, now,
-			stuckAfterSeconds(sc.StuckAfter), src.paused, first.At, sources.DefinitionPaused, webhookProvider(sc), silenceSeconds(sc))
+			src.name, set.connector, src.hash, src.schedule.String(), interval, first.Reason, insertAt, now,
+			set.stuckAfter, src.paused, first.At, sources.DefinitionPaused, webhookProvider(set), silenceSeconds(set))
 	}
 	return b
 }
@@ -483,21 +585,21 @@ func (s *Syncer) Wake() {
 	}
 }
 
-// webhookProvider is sources.webhook of sc: its webhook provider, or NULL.
-func webhookProvider(sc *config.Source) any {
-	if sc.Webhook == nil {
+// webhookProvider is sources.webhook of set: its webhook provider, or NULL.
+func webhookProvider(set *sourceSettings) any {
+	if !set.webhook {
 		return nil
 	}
-	return sc.Webhook.Provider
+	return set.webhookProvider
 }
 
-// silenceSeconds is sources.silence_alert_seconds of sc: NULL without a
+// silenceSeconds is sources.silence_alert_seconds of set: NULL without a
 // webhook or with the silence alert off.
-func silenceSeconds(sc *config.Source) any {
-	if sc.Webhook == nil || sc.Webhook.SilenceAlert == nil || *sc.Webhook.SilenceAlert <= 0 {
+func silenceSeconds(set *sourceSettings) any {
+	if set.silence == 0 {
 		return nil
 	}
-	return max(int(*sc.Webhook.SilenceAlert/time.Second), 1)
+	return set.silence
 }
 
 // firstRunsPerSecond is the pace at which the first runs of sources
@@ -505,19 +607,19 @@ func silenceSeconds(sc *config.Source) any {
 // many per second, within each source's interval.
 const firstRunsPerSecond = 100
 
-// firstRunWindow is how far the first run of sc is spread when fresh
+// firstRunWindow is how far the first run of set is spread when fresh
 // sources (new or with a changed configuration) are registered together:
 // over fresh/firstRunsPerSecond seconds, at most its interval, when more
 // than firstRunsPerSecond are fresh and that is longer than its jitter;
 // else 0 (its jitter applies). A hundred thousand
 // sources every minute registered at once start spread over the minute,
 // not in a herd within its jitter. Cron sources run at their slot.
-func firstRunWindow(sc *config.Source, fresh int) time.Duration {
-	if sc.Cron != "" || sc.Every <= 0 || fresh <= firstRunsPerSecond {
+func firstRunWindow(set *sourceSettings, fresh int) time.Duration {
+	if set.cron || set.every <= 0 || fresh <= firstRunsPerSecond {
 		return 0
 	}
-	w := min(time.Duration(fresh)*time.Second/firstRunsPerSecond, sc.Every)
-	if sc.Jitter != nil && w <= *sc.Jitter {
+	w := min(time.Duration(fresh)*time.Second/firstRunsPerSecond, set.every)
+	if w <= set.jitter {
 		return 0
 	}
 	return w
@@ -569,9 +671,9 @@ func (s *Syncer) completeExpired(ctx context.Context, now time.Time) error {
 		if src.retired || src.paused {
 			continue
 		}
-		if st := src.cfg.Stop; st != nil && st.After != nil && !now.Before(*st.After) {
+		if after := src.settings.stopAfter; after != nil && !now.Before(*after) {
 			names = append(names, name)
-			reasons = append(reasons, "stop.after "+st.After.UTC().Format(time.RFC3339)+" reached")
+			reasons = append(reasons, "stop.after "+after.UTC().Format(time.RFC3339)+" reached")
 		}
 	}
 	s.mu.RUnlock()

@@ -13,15 +13,20 @@ import (
 // source's and the host's budgets like the runs do.
 
 // TaskSource returns the definition of source name and its connector when
-// the syncer runs the source (defined, not retired) and its connector
-// can act on tasks (connectors.Actor).
+// the syncer runs the source (defined, not retired) and the source has
+// task watches; ok reports whether its connector can act on tasks
+// (connectors.Actor). A source without task watches keeps no parsed
+// definition: nil.
 func (s *Syncer) TaskSource(name string) (*config.Source, connectors.Actor, bool) {
 	src := s.source(name)
 	if src == nil || src.retired {
 		return nil, nil, false
 	}
+	if src.tasks == nil {
+		return nil, nil, false
+	}
 	a, ok := src.conn.(connectors.Actor)
-	return src.cfg, a, ok
+	return src.tasks, a, ok
 }
 
 // TaskSources lists the sources the syncer runs that have task watches.
@@ -30,7 +35,7 @@ func (s *Syncer) TaskSources() []string {
 	defer s.mu.RUnlock()
 	var names []string
 	for name, src := range s.sources {
-		if !src.retired && len(src.cfg.Tasks) > 0 {
+		if !src.retired && src.tasks != nil {
 			names = append(names, name)
 		}
 	}
