@@ -1,6 +1,7 @@
 package definitions
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -711,7 +712,7 @@ func (s *Store) ValidateWatch(ctx context.Context, a Actor, source string, data 
 }
 
 func (s *Store) validateWatch(src *Source, data []byte) (*Watch, error) {
-	raw, err := toJSON(data)
+	raw, err := watchJSON(data)
 	if err != nil {
 		return nil, &ValidationError{Problems: []Problem{{Message: err.Error()}}}
 	}
@@ -752,6 +753,17 @@ func rebase(ps []Problem, prefix string) []Problem {
 		}
 	}
 	return ps
+}
+
+// watchJSON is a watch's definition as JSON, to join to its source's
+// (document): a JSON object (what the API and the MCP tools send) as it
+// is, since Validator.Sent parses the joined document (keys, types, size,
+// duplicates) anyway; YAML through toJSON.
+func watchJSON(data []byte) (json.RawMessage, error) {
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' && len(t) <= config.MaxDocumentBytes && json.Valid(t) {
+		return t, nil
+	}
+	return toJSON(data)
 }
 
 // toJSON reads one YAML or JSON document as canonical JSON, without
