@@ -60,6 +60,7 @@ func main() {
 	nodes := flag.String("nodes", "", "comma-separated URLs of further PostgreSQL nodes on this machine (a Citus coordinator's workers): (10) reports each one's WAL and CPU per run")
 	only := flag.String("only", "", "comma-separated measurements to run, e.g. 10 or 1,2,10 (default all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
+	memprofile := flag.String("memprofile", "", "write the allocations of the run (pprof's allocs profile) to `file` when it ends")
 	if err := flag.CommandLine.Parse(os.Args[1:]); err != nil {
 		out, code := os.Stderr, 2
 		if errors.Is(err, flag.ErrHelp) {
@@ -108,6 +109,26 @@ func main() {
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
+	if *memprofile != "" {
+		if err := writeAllocs(*memprofile); err != nil {
+			fmt.Fprintln(os.Stderr, "lookout-bench:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// writeAllocs writes pprof's allocs profile (every allocation since the
+// start, sampled) to file.
+func writeAllocs(file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return f.Close()
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -446,7 +446,7 @@ func noRedacted(def json.RawMessage, prefix string, source bool) error {
 				if source && pointer == prefix && k == "watches" {
 					continue
 				}
-				walk(x[k], pointer+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k))
+				walk(x[k], pointer+"/"+definitions.PointerToken(k))
 			}
 		case []any:
 			for i, c := range x {

@@ -156,7 +156,7 @@ func noEnvRefs(def json.RawMessage, prefix string) error {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, c := range x {
-				walk(c, p+"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(k))
+				walk(c, p+"/"+definitions.PointerToken(k))
 			}
 		case []any:
 			for i, c := range x {

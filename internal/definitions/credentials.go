@@ -68,7 +68,7 @@ func walkCredentials(v any, pointer string, inHeaders bool, fn func(pointer, val
 			if pointer == "" && k == "watches" {
 				continue
 			}
-			p := pointer + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+			p := pointer + "/" + PointerToken(k)
 			if s, ok := child.(string); ok {
 				if credentialKeys[keyName(k)] || (inHeaders && sensitiveHeader.MatchString(k)) {
 					out, err := fn(p, s)

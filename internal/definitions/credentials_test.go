@@ -114,3 +114,19 @@ func TestPostgresDSNIsACredential(t *testing.T) {
 		t.Errorf("opened: %v %s", err, opened)
 	}
 }
+
+// TestRedactCredentialsAllocatesLittle: RedactCredentials runs on every
+// watch and source the API answers with or audits (each create: twice),
+// so it must not build a replacer per key (it did: 35 MB of the 318 MB
+// 2,000 creates allocated, docs/benchmarks.md (7)).
+func TestRedactCredentialsAllocatesLittle(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun.
+	def := json.RawMessage(`{"name": "w-000001", "when": "record.status == \"open\"", "notify": ["log"], "dedupe": {"key": "id", "window": "1h"}}`)
+	want := `{"dedupe":{"key":"id","window":"1h"},"name":"w-000001","notify":["log"],"when":"record.status == \"open\""}`
+	if got := string(RedactCredentials(def)); got != want {
+		t.Fatalf("RedactCredentials = %s, want %s", got, want)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { RedactCredentials(def) }); allocs > 60 {
+		t.Errorf("RedactCredentials of a watch of 5 keys allocates %.0f times, want at most 60", allocs)
+	}
+}

@@ -2,11 +2,14 @@ package definitions_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
@@ -313,5 +316,70 @@ func TestCreateOnThePoolWakesTheFollowers(t *testing.T) {
 	}
 	if got, want := nextNotification(t, l, "the wake-up"), fmt.Sprint(w.Version); got != want {
 		t.Errorf("the wake-up's payload = %q, want the create's version %s", got, want)
+	}
+}
+
+// countingTx counts the statements sent through a transaction.
+type countingTx struct {
+	pgx.Tx
+	sent []string
+}
+
+func (c *countingTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.sent = append(c.sent, sql)
+	return c.Tx.Exec(ctx, sql, args...)
+}
+
+func (c *countingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.sent = append(c.sent, sql)
+	return c.Tx.Query(ctx, sql, args...)
+}
+
+func (c *countingTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.sent = append(c.sent, sql)
+	return c.Tx.QueryRow(ctx, sql, args...)
+}
+
+// A watch's create in a Deferred store (the API's) is two statements:
+// the source read FOR SHARE and the insert, which takes the config
+// version and refuses a name in use (it was four: the version, the
+// source, the name's check, the insert). A name in use still gets the
+// conflict that names it, and takes one more read.
+func TestDeferredCreateWatchIsTwoStatements(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	apply(t, pool, dir)
+	ctx := context.Background()
+	s := newStore(t, pool)
+
+	tx, _ := beginOn(t, pool)
+	ctx1 := &countingTx{Tx: tx}
+	w, err := s.Deferred(ctx1).CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "blog", []byte(`{"name": "alices"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ctx1.sent) != 2 {
+		t.Errorf("a watch's create sent %d statements, want 2:\n%s", len(ctx1.sent), strings.Join(ctx1.sent, "\n"))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var v int64
+	if err := pool.QueryRow(ctx, `SELECT last_value FROM config_version_seq`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if w.Version != v || w.Owner != "alice" || w.ManagedBy != definitions.ManagedByAPI {
+		t.Errorf("created %+v, want version %d (the last taken), owner alice, managed by the API", w, v)
+	}
+
+	tx2, _ := beginOn(t, pool)
+	_, err = s.Deferred(tx2).CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "blog", []byte(`{"name": "alices"}`))
+	var ce *definitions.ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `you already have watch "alices" of source "blog"`) {
+		t.Errorf("a second create of the name: %v, want the conflict naming alice's watch", err)
+	}
+	_, err = s.Deferred(tx2).CreateWatch(ctx, definitions.Actor{Owner: "bob"}, "blog", []byte(`{"name": "alices"}`))
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `watch name "alices" is not available on source "blog"`) || strings.Contains(err.Error(), "alice'") {
+		t.Errorf("another owner's create of the name: %v, want the conflict that does not say whose it is", err)
 	}
 }

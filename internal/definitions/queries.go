@@ -125,6 +125,14 @@ const (
 
 	queryWatchesOf = `SELECT ` + watchColumns + ` FROM watches WHERE source = $1 ORDER BY name`
 
+	// queryCreateWatch is a watch's create through the API: the config
+	// version taken in the insert, and a name in use inserts nothing
+	// (createWatchRow then reads the watch that holds it).
+	queryCreateWatch = `INSERT INTO watches (source, name, owner, managed_by, definition, definition_hash, version)
+	VALUES ($1, $2, $3, $4, $5, $6, nextval('config_version_seq'))
+	ON CONFLICT (source, name) DO NOTHING
+	RETURNING ` + watchColumns
+
 	queryInsertWatch = `INSERT INTO watches (source, name, owner, managed_by, definition, definition_hash, version)
 	VALUES ($1, $2, $3, $4, $5, $6, $7)
 	RETURNING ` + watchColumns

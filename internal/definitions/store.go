@@ -1,6 +1,7 @@
 package definitions
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -118,24 +119,29 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 // caller's transaction (In) it is a NOTIFY that commits with it; in a
 // Deferred store the caller wakes the daemons after its commit.
 func (s *Store) change(ctx context.Context, fn func(tx pgx.Tx, version int64) error) error {
-	run := func(tx pgx.Tx) error {
+	return s.changeTaking(ctx, func(tx pgx.Tx) (int64, error) {
 		var v int64
 		if err := tx.QueryRow(ctx, queryNextVersion).Scan(&v); err != nil {
-			return fmt.Errorf("take a config version: %w", err)
+			return 0, fmt.Errorf("take a config version: %w", err)
 		}
-		return fn(tx, v)
-	}
+		return v, fn(tx, v)
+	})
+}
+
+// changeTaking is change for a fn that takes its config version itself,
+// within a statement it runs anyway (nextval in its INSERT: one round
+// trip fewer), and returns it (the NOTIFY's payload in a caller's
+// transaction, a hint only).
+func (s *Store) changeTaking(ctx context.Context, fn func(tx pgx.Tx) (int64, error)) error {
 	tx, inTx := s.pool.(pgx.Tx)
 	switch {
 	case s.deferred:
-		return run(tx)
+		_, err := fn(tx)
+		return err
 	case inTx:
 		return pgx.BeginFunc(ctx, tx, func(tx pgx.Tx) error {
-			var v int64
-			if err := tx.QueryRow(ctx, queryNextVersion).Scan(&v); err != nil {
-				return fmt.Errorf("take a config version: %w", err)
-			}
-			if err := fn(tx, v); err != nil {
+			v, err := fn(tx)
+			if err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, queryNotify, strconv.FormatInt(v, 10)); err != nil {
@@ -144,7 +150,7 @@ func (s *Store) change(ctx context.Context, fn func(tx pgx.Tx, version int64) er
 			return nil
 		})
 	}
-	if err := pgx.BeginFunc(ctx, s.pool, run); err != nil {
+	if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { _, err := fn(tx); return err }); err != nil {
 		return err
 	}
 	// The change committed: a failed wake-up is not its failure (the
@@ -479,38 +485,59 @@ func (s *Store) writableSource(ctx context.Context, tx pgx.Tx, a Actor, name str
 // owned by the actor. The source is the actor's own or a shared one.
 func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []byte) (*Watch, error) {
 	var out *Watch
-	err := s.change(ctx, func(tx pgx.Tx, v int64) error {
+	err := s.changeTaking(ctx, func(tx pgx.Tx) (int64, error) {
 		// FOR SHARE: watches of several owners are created on one shared
 		// source in parallel.
 		src, err := scanSource(tx.QueryRow(ctx, queryGetSourceShared, source))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
+			return 0, ErrNotFound
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if !a.sees(src.Owner, true) {
-			return ErrNotFound
+			return 0, ErrNotFound
 		}
 		if src.Orphaned() {
-			return &ConflictError{What: fmt.Sprintf("source %q", source), Msg: orphanedMsg(src)}
+			return 0, &ConflictError{What: fmt.Sprintf("source %q", source), Msg: orphanedMsg(src)}
 		}
 		w, err := s.validateWatch(src, data)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		w.Owner, w.ManagedBy = a.Owner, ManagedByAPI
-		if cur, err := getWatch(ctx, tx, source, w.Name, true); err == nil {
-			return watchNameConflict(a, cur)
-		} else if !errors.Is(err, ErrNotFound) {
-			return err
+		out, err = createWatchRow(ctx, tx, a, w)
+		if err != nil {
+			return 0, err
 		}
-		out, err = insertWatch(ctx, tx, w, v)
-		return err
+		return out.Version, nil
 	})
 	// The source was read in the change and is not orphaned
 	// (out.SourceOrphanedAt stays nil): no withSource.
 	return out, err
+}
+
+// createWatchRow inserts a new watch with a new config version, in one
+// statement: a name in use (committed, or by a transaction that commits
+// while the insert waits on it) inserts nothing, and is then read to say
+// whose it is (watchNameConflict).
+func createWatchRow(ctx context.Context, tx pgx.Tx, a Actor, w *Watch) (*Watch, error) {
+	out, err := scanWatch(tx.QueryRow(ctx, queryCreateWatch, w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash))
+	if err == nil {
+		return out, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, uniqueConflict(err, fmt.Sprintf("watch name %q on source %q", w.Name, w.Source))
+	}
+	cur, err := getWatch(ctx, tx, w.Source, w.Name, false)
+	if errors.Is(err, ErrNotFound) {
+		// Deleted between the two statements: still not this create's.
+		return nil, &ConflictError{What: fmt.Sprintf("watch name %q is not available on source %q", w.Name, w.Source), Msg: watchNameTaken}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return nil, watchNameConflict(a, cur)
 }
 
 // orphanedMsg says what an orphaned source is.
@@ -685,7 +712,7 @@ func (s *Store) ValidateWatch(ctx context.Context, a Actor, source string, data 
 }
 
 func (s *Store) validateWatch(src *Source, data []byte) (*Watch, error) {
-	raw, err := toJSON(data)
+	raw, err := watchJSON(data)
 	if err != nil {
 		return nil, &ValidationError{Problems: []Problem{{Message: err.Error()}}}
 	}
@@ -726,6 +753,17 @@ func rebase(ps []Problem, prefix string) []Problem {
 		}
 	}
 	return ps
+}
+
+// watchJSON is a watch's definition as JSON, to join to its source's
+// (document): a JSON object (what the API and the MCP tools send) as it
+// is, since Validator.Sent parses the joined document (keys, types, size,
+// duplicates) anyway; YAML through toJSON.
+func watchJSON(data []byte) (json.RawMessage, error) {
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' && len(t) <= config.MaxDocumentBytes && json.Valid(t) {
+		return t, nil
+	}
+	return toJSON(data)
 }
 
 // toJSON reads one YAML or JSON document as canonical JSON, without

@@ -219,6 +219,20 @@ func leaves(err error) []error {
 
 var indexRE = regexp.MustCompile(`\[(\d+)\]`)
 
+// pointerEscaper escapes a JSON pointer's reference token (RFC 6901);
+// a Replacer is safe to share, and building one per key was most of what
+// redacting a definition allocated.
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// PointerToken escapes key as one reference token of a JSON pointer
+// (RFC 6901): "~" as "~0", "/" as "~1".
+func PointerToken(key string) string {
+	if !strings.ContainsAny(key, "~/") {
+		return key
+	}
+	return pointerEscaper.Replace(key)
+}
+
 // Pointer turns a config key path (watches[0].when, http.url) into a
 // JSON pointer (/watches/0/when, /http/url).
 func Pointer(key string) string {
@@ -228,7 +242,7 @@ func Pointer(key string) string {
 	key = indexRE.ReplaceAllString(key, ".$1")
 	parts := strings.Split(key, ".")
 	for i, p := range parts {
-		parts[i] = strings.NewReplacer("~", "~0", "/", "~1").Replace(p)
+		parts[i] = PointerToken(p)
 	}
 	return "/" + strings.Join(parts, "/")
 }

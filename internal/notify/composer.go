@@ -195,8 +195,7 @@ func watchKey(source, watch string) string { return source + "\x00" + watch }
 // notification.
 func NewComposer(sinks map[string]*config.Sink, sources []*config.Source) (*Composer, error) {
 	c := &Composer{sinks: map[string]templatePair{}, watches: map[string]*watchTemplates{}}
-	c.def = templatePair{mustParse("title", DefaultTitle), mustParse("body", DefaultBody)}
-	c.digest = templatePair{mustParse("digest.title", DefaultDigestTitle), mustParse("digest.body", DefaultDigestBody)}
+	c.def, c.digest = defaultTemplates()
 	var errs []error
 	for name, sc := range sinks {
 		var p templatePair
@@ -299,6 +298,15 @@ func (c *Composer) watch(source, watch string) *watchTemplates {
 func mustParse(name, text string) *template.Template {
 	return template.Must(template.New(name).Funcs(templateFuncs).Parse(text))
 }
+
+// defaultTemplates are the default message and digest templates, parsed
+// once per process and shared by every Composer (text/template's are safe
+// to execute at once): the api builds a Composer to validate each watch
+// it creates (watchspec.Check), and parsing the four was a third of that.
+var defaultTemplates = sync.OnceValues(func() (def, digest templatePair) {
+	return templatePair{mustParse("title", DefaultTitle), mustParse("body", DefaultBody)},
+		templatePair{mustParse("digest.title", DefaultDigestTitle), mustParse("digest.body", DefaultDigestBody)}
+})
 
 // watchTemplateCache interns the templates of watches (parseShared).
 var watchTemplateCache intern.Cache[template.Template]

@@ -368,3 +368,30 @@ func TestComposerSharesOneTemplatePerText(t *testing.T) {
 		t.Error("a different text or a digest's title shares another template")
 	}
 }
+
+// TestComposersShareTheDefaultTemplates: the default templates are parsed
+// once per process, not by every NewComposer (the api validates every
+// create through one: docs/benchmarks.md (7)).
+func TestComposersShareTheDefaultTemplates(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun.
+	a, err := NewComposer(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewComposer(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct {
+		name string
+		a, b any
+	}{{"title", a.def.title, b.def.title}, {"body", a.def.body, b.def.body},
+		{"digest title", a.digest.title, b.digest.title}, {"digest body", a.digest.body, b.digest.body}} {
+		if p.a != p.b {
+			t.Errorf("the default %s template was parsed again by a second NewComposer", p.name)
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = NewComposer(nil, nil) }); allocs > 10 {
+		t.Errorf("NewComposer without sinks or watches allocates %.0f times, want at most 10", allocs)
+	}
+}
