@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/lookout-dev/lookout/internal/db"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -131,12 +132,12 @@ func List(ctx context.Context, q Querier, f Filter) ([]Entry, error) {
 
 // Prune deletes at most limit entries recorded before before and returns
 // how many. internal/retention calls it until a batch is short.
-func Prune(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, queryPrune, before, limit)
+func Prune(ctx context.Context, q db.Querier, before time.Time, limit int) (int64, error) {
+	n, err := db.PruneEachShard(ctx, q, "audit_log", before, limit, queryPruneCandidates, queryPrune)
 	if err != nil {
-		return 0, fmt.Errorf("prune audit entries recorded before %s: %w", before.UTC().Format(time.RFC3339), err)
+		return n, fmt.Errorf("prune audit entries recorded before %s: %w", before.UTC().Format(time.RFC3339), err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // CountPrunable counts the entries Prune would delete (a dry run).

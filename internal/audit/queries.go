@@ -15,14 +15,21 @@ const queryList = `
 	ORDER BY id DESC LIMIT $5`
 
 // queryPrune deletes up to $2 entries recorded before $1. It reads
-// audit_log_at_idx.
+// audit_log_at_idx. $3 restricts it to the entries of those owners (NULL:
+// every owner): on Citus, where the table is distributed by owner, it runs
+// once per shard of its candidates (queryPruneCandidates,
+// db.PruneEachShard), a router statement, where Citus takes row locks.
 const queryPrune = `
-	DELETE FROM audit_log WHERE id = ANY (ARRAY(
+	DELETE FROM audit_log WHERE ($3::text[] IS NULL OR owner = ANY($3::text[])) AND id = ANY (ARRAY(
 	    SELECT id FROM audit_log
-	    WHERE at < $1
+	    WHERE at < $1 AND ($3::text[] IS NULL OR owner = ANY($3::text[]))
 	    ORDER BY at
 	    LIMIT $2
 	    FOR UPDATE SKIP LOCKED))`
+
+// queryPruneCandidates is queryPrune's pick without its locks: the owner
+// of each entry it would delete now, in its order.
+const queryPruneCandidates = `SELECT owner FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2`
 
 // queryCountPrunable counts what queryPrune deletes.
 const queryCountPrunable = `SELECT count(*) FROM audit_log WHERE at < $1`

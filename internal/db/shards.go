@@ -255,3 +255,28 @@ func EachShard[T any](ctx context.Context, q Querier, table string, keys []strin
 	}
 	return out, nil
 }
+
+// PruneEachShard deletes one batch of at most limit rows of table, a
+// retention prune: prune ($1 before, $2 the most rows, $3 the keys it is
+// restricted to, NULL for every key) is a DELETE that locks its rows with
+// FOR UPDATE SKIP LOCKED, and candidates ($1 before, $2 limit) is its pick
+// without the locks, the distribution key of each row it would delete, in
+// its order (see ClaimGroups). On one PostgreSQL it is prune once,
+// unrestricted; on Citus once per shard of the candidates, each a router
+// statement, where Citus takes row locks. It returns how many rows it
+// deleted in all.
+func PruneEachShard(ctx context.Context, q Querier, table string, before any, limit int, candidates, prune string) (int64, error) {
+	groups, err := ClaimGroups(ctx, q, table, limit, candidates, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, g := range groups {
+		tag, err := q.Exec(ctx, prune, before, g.Limit, g.Restriction())
+		if err != nil {
+			return n, err
+		}
+		n += tag.RowsAffected()
+	}
+	return n, nil
+}

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/lookout-dev/lookout/internal/db"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -107,12 +108,12 @@ func Save(ctx context.Context, tx Querier, owner, key string, s Stored) error {
 // must get the first answer): callers pass a before at least TTLDefault
 // ago. internal/retention, the one pruner of the table, calls it with
 // retention.idempotency_keys until a batch is short.
-func PruneBatch(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, queryPrune, before, limit)
+func PruneBatch(ctx context.Context, q db.Querier, before time.Time, limit int) (int64, error) {
+	n, err := db.PruneEachShard(ctx, q, "idempotency_keys", before, limit, queryPruneCandidates, queryPrune)
 	if err != nil {
-		return 0, fmt.Errorf("prune idempotency keys made before %s: %w", before.UTC().Format(time.RFC3339), err)
+		return n, fmt.Errorf("prune idempotency keys made before %s: %w", before.UTC().Format(time.RFC3339), err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // CountExpired counts the keys PruneBatch would delete (a dry run).

@@ -276,11 +276,11 @@ func deref(s *string) string {
 // window must outlast the providers' redeliveries. internal/retention
 // calls it until a batch is short.
 func Prune(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, queryPrune, before, limit)
+	n, err := db.PruneEachShard(ctx, q, "inbound_events", before, limit, queryPruneCandidates, queryPrune)
 	if err != nil {
-		return 0, fmt.Errorf("prune inbound events received before %s: %w", before.UTC().Format(time.RFC3339), err)
+		return n, fmt.Errorf("prune inbound events received before %s: %w", before.UTC().Format(time.RFC3339), err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // CountPrunable counts the events Prune would delete (a dry run).

@@ -98,14 +98,22 @@ const (
 
 // queryPrune deletes up to $2 processed events received before $1 (an
 // event not yet processed is never deleted). It reads
-// inbound_events_processed_idx.
+// inbound_events_processed_idx. $3 restricts it to the events of those
+// sources (NULL: every source): on Citus it runs once per shard of its
+// candidates (queryPruneCandidates, db.PruneEachShard), a router
+// statement, where Citus takes row locks.
 const queryPrune = `
-	DELETE FROM inbound_events WHERE id = ANY (ARRAY(
+	DELETE FROM inbound_events WHERE ($3::text[] IS NULL OR source = ANY($3::text[])) AND id = ANY (ARRAY(
 	    SELECT id FROM inbound_events
-	    WHERE processed_at IS NOT NULL AND received_at < $1
+	    WHERE processed_at IS NOT NULL AND received_at < $1 AND ($3::text[] IS NULL OR source = ANY($3::text[]))
 	    ORDER BY received_at
 	    LIMIT $2
 	    FOR UPDATE SKIP LOCKED))`
+
+// queryPruneCandidates is queryPrune's pick without its locks: the source
+// of each event it would delete now, in its order.
+const queryPruneCandidates = `
+	SELECT source FROM inbound_events WHERE processed_at IS NOT NULL AND received_at < $1 ORDER BY received_at LIMIT $2`
 
 // queryCountPrunable counts what queryPrune deletes.
 const queryCountPrunable = `SELECT count(*) FROM inbound_events WHERE processed_at IS NOT NULL AND received_at < $1`

@@ -97,18 +97,26 @@ func TestKilledDeliverersLoseNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Kill once the child is mid-stream: a few deliveries past the
-		// previous count, at a different point each round.
+		// previous count, at a different point each round. The child
+		// starts a test binary, connects and claims first: that took
+		// more than 10 s (the bound this wait had) on a busy machine, and
+		// through a Citus coordinator, so it waits as long as any wait on
+		// state (testsignal.Timeout).
 		target := before + int64(20+17*round)
-		deadline := time.Now().Add(10 * time.Second)
-		for rc.total.Load() < target && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		reached := false
+		defer func() {
+			if !reached {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Logf("round %d: the child's output:\n%s", round, out.String())
+			}
+		}()
+		testsignal.Eventually(t, fmt.Sprintf("round %d: the child's deliveries to reach %d", round, target),
+			func() bool { return rc.total.Load() >= target })
+		reached = true
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		kills++
-		if rc.total.Load() < target {
-			t.Fatalf("round %d: child delivered nothing in 10s; its output:\n%s", round, out.String())
-		}
 	}
 	var leased int
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM notifications WHERE lease_owner IS NOT NULL AND status = 'pending'`).Scan(&leased); err != nil {

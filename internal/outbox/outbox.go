@@ -837,17 +837,9 @@ func Attempts(ctx context.Context, q Querier, source string, id int64) ([]Attemp
 // On Citus the batch is one statement per shard of its candidates
 // (db.ClaimGroups), each locking with SKIP LOCKED in its shard.
 func PruneAttempts(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
-	groups, err := db.ClaimGroups(ctx, q, "delivery_attempts", limit, queryPruneAttemptCandidates, before, limit)
+	n, err := db.PruneEachShard(ctx, q, "delivery_attempts", before, limit, queryPruneAttemptCandidates, queryPruneAttempts)
 	if err != nil {
-		return 0, fmt.Errorf("prune delivery attempts started before %s: %w", before.UTC().Format(time.RFC3339), err)
-	}
-	var n int64
-	for _, g := range groups {
-		tag, err := q.Exec(ctx, queryPruneAttempts, before, g.Limit, g.Restriction())
-		if err != nil {
-			return n, fmt.Errorf("prune delivery attempts started before %s: %w", before.UTC().Format(time.RFC3339), err)
-		}
-		n += tag.RowsAffected()
+		return n, fmt.Errorf("prune delivery attempts started before %s: %w", before.UTC().Format(time.RFC3339), err)
 	}
 	return n, nil
 }

@@ -3,6 +3,7 @@ package retention
 import (
 	"context"
 	"fmt"
+	"github.com/lookout-dev/lookout/internal/db"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -137,7 +138,11 @@ var rowTables = []rowTable{
 	{
 		name: "sync_run_hours", window: func(c Config) time.Duration { return c.SyncRunHours },
 		prune: func(ctx context.Context, c *pgx.Conn, b time.Time, n int) (int64, error) {
-			return execCount(ctx, c, "sync_run_hours", pruneRunHours, b, n)
+			deleted, err := db.PruneEachShard(ctx, c, "sync_run_hours", b, n, pruneRunHoursCandidates, pruneRunHours)
+			if err != nil {
+				return deleted, fmt.Errorf("prune sync_run_hours older than %s: %w", b.UTC().Format(time.RFC3339), err)
+			}
+			return deleted, nil
 		},
 		count: func(ctx context.Context, c *pgx.Conn, b time.Time) (int64, error) {
 			return scanCount(ctx, c, "sync_run_hours", countRunHours, b)

@@ -3,6 +3,7 @@ package semantic
 import (
 	"context"
 	"fmt"
+	"github.com/lookout-dev/lookout/internal/db"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,8 +19,8 @@ type Querier interface {
 // PruneBudgets deletes at most limit model_budgets rows of UTC days that
 // ended before before, never the current UTC day, and returns how many.
 // internal/retention calls it until a batch is short.
-func PruneBudgets(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
-	return pruneBatch(ctx, q, "model_budgets", queryPruneBudgets, before, limit)
+func PruneBudgets(ctx context.Context, q db.Querier, before time.Time, limit int) (int64, error) {
+	return pruneShards(ctx, q, "model_budgets", queryPruneBudgetsCandidates, queryPruneBudgets, before, limit)
 }
 
 // CountBudgets counts the rows PruneBudgets would delete (a dry run).
@@ -30,8 +31,8 @@ func CountBudgets(ctx context.Context, q Querier, before time.Time) (int64, erro
 // PruneVerdicts deletes at most limit cached verdicts made before before
 // and not hit since, and returns how many. A pruned verdict is asked of
 // the model again if the same question comes back.
-func PruneVerdicts(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
-	return pruneBatch(ctx, q, "verdicts", queryPruneVerdicts, before, limit)
+func PruneVerdicts(ctx context.Context, q db.Querier, before time.Time, limit int) (int64, error) {
+	return pruneShards(ctx, q, "verdicts", queryPruneVerdictsCandidates, queryPruneVerdicts, before, limit)
 }
 
 // CountVerdicts counts the rows PruneVerdicts would delete (a dry run).
@@ -49,6 +50,17 @@ func PruneBriefings(ctx context.Context, q Querier, before time.Time, limit int)
 // CountBriefings counts the rows PruneBriefings would delete (a dry run).
 func CountBriefings(ctx context.Context, q Querier, before time.Time) (int64, error) {
 	return countOld(ctx, q, "briefings", queryCountBriefings, before)
+}
+
+// pruneShards runs the prune statement sql of a table distributed by
+// source, restricted to the sources of one shard at a time on Citus
+// (db.PruneEachShard), and returns how many rows it deleted.
+func pruneShards(ctx context.Context, q db.Querier, table, candidates, sql string, before time.Time, limit int) (int64, error) {
+	n, err := db.PruneEachShard(ctx, q, table, before, limit, candidates, sql)
+	if err != nil {
+		return n, fmt.Errorf("prune %s older than %s: %w", table, before.UTC().Format(time.RFC3339), err)
+	}
+	return n, nil
 }
 
 func pruneBatch(ctx context.Context, q Querier, table, sql string, before time.Time, limit int) (int64, error) {

@@ -50,17 +50,32 @@ const queryBriefCall = `
 // of at most $2 rows older than $1 and never what is in use; each count
 // query is its dry run. A batch locks its rows (SKIP LOCKED: a row another
 // transaction holds is left for the next prune) and deletes them by ctid,
-// a TID scan of the rows it read through the index.
+// a TID scan of the rows it read through the index. $3 restricts a batch
+// of model_budgets or verdicts to the rows of those sources (NULL: every
+// source): on Citus, where they are distributed by source, it runs once
+// per shard of its candidates (the …Candidates query, db.PruneEachShard),
+// a router statement, where Citus takes row locks and a ctid is one
+// shard's. briefings is a reference table there: its batch runs whole on
+// every node that holds it, which locks as one PostgreSQL does.
 
 // queryPruneBudgets deletes the model budgets of days before $1's UTC day,
 // never the current UTC day (the budgets count it).
 const queryPruneBudgets = `
-	DELETE FROM model_budgets WHERE ctid = ANY (ARRAY(
+	DELETE FROM model_budgets WHERE ($3::text[] IS NULL OR source = ANY($3::text[])) AND ctid = ANY (ARRAY(
 	    SELECT ctid FROM model_budgets
 	    WHERE day < ($1::timestamptz AT TIME ZONE 'UTC')::date AND day < (now() AT TIME ZONE 'UTC')::date
+	      AND ($3::text[] IS NULL OR source = ANY($3::text[]))
 	    ORDER BY day
 	    LIMIT $2
 	    FOR UPDATE SKIP LOCKED))`
+
+// queryPruneBudgetsCandidates is queryPruneBudgets' pick without its
+// locks: the source of each row it would delete now, in its order.
+const queryPruneBudgetsCandidates = `
+	SELECT source FROM model_budgets
+	WHERE day < ($1::timestamptz AT TIME ZONE 'UTC')::date AND day < (now() AT TIME ZONE 'UTC')::date
+	ORDER BY day
+	LIMIT $2`
 
 // queryCountBudgets counts what queryPruneBudgets deletes.
 const queryCountBudgets = `
@@ -70,12 +85,20 @@ const queryCountBudgets = `
 // queryPruneVerdicts deletes cached verdicts made before $1 and not hit
 // since.
 const queryPruneVerdicts = `
-	DELETE FROM verdicts WHERE ctid = ANY (ARRAY(
+	DELETE FROM verdicts WHERE ($3::text[] IS NULL OR source = ANY($3::text[])) AND ctid = ANY (ARRAY(
 	    SELECT ctid FROM verdicts
-	    WHERE created_at < $1 AND (last_hit_at IS NULL OR last_hit_at < $1)
+	    WHERE created_at < $1 AND (last_hit_at IS NULL OR last_hit_at < $1) AND ($3::text[] IS NULL OR source = ANY($3::text[]))
 	    ORDER BY created_at
 	    LIMIT $2
 	    FOR UPDATE SKIP LOCKED))`
+
+// queryPruneVerdictsCandidates is queryPruneVerdicts' pick without its
+// locks: the source of each verdict it would delete now, in its order.
+const queryPruneVerdictsCandidates = `
+	SELECT source FROM verdicts
+	WHERE created_at < $1 AND (last_hit_at IS NULL OR last_hit_at < $1)
+	ORDER BY created_at
+	LIMIT $2`
 
 // queryCountVerdicts counts what queryPruneVerdicts deletes.
 const queryCountVerdicts = `

@@ -173,15 +173,28 @@ const queryCandidates = `
 // tried again (completed, failed, or released, lost or expired with no
 // retry time) and whose state the tool already shows: never an attempt in
 // progress, a run waiting for its retry or a tool write still due. It
-// reads task_runs_finished_idx, whose predicate is the same.
+// reads task_runs_finished_idx, whose predicate is the same. $3 restricts
+// it to the runs of those sources (NULL: every source): on Citus it runs
+// once per shard of its candidates (queryPruneCandidates,
+// db.PruneEachShard), a router statement, where Citus takes row locks.
 const queryPrune = `
-	DELETE FROM task_runs WHERE id = ANY (ARRAY(
+	DELETE FROM task_runs WHERE ($3::text[] IS NULL OR source = ANY($3::text[])) AND id = ANY (ARRAY(
 	    SELECT id FROM task_runs
 	    WHERE finished_at < $1 AND tool_action IS NULL
 	      AND (status IN ('completed', 'failed') OR (status IN ('released', 'lost', 'expired') AND retry_at IS NULL))
+	      AND ($3::text[] IS NULL OR source = ANY($3::text[]))
 	    ORDER BY finished_at
 	    LIMIT $2
 	    FOR UPDATE SKIP LOCKED))`
+
+// queryPruneCandidates is queryPrune's pick without its locks: the source
+// of each run it would delete now, in its order.
+const queryPruneCandidates = `
+	SELECT source FROM task_runs
+	WHERE finished_at < $1 AND tool_action IS NULL
+	  AND (status IN ('completed', 'failed') OR (status IN ('released', 'lost', 'expired') AND retry_at IS NULL))
+	ORDER BY finished_at
+	LIMIT $2`
 
 // queryCountPrunable counts what queryPrune deletes.
 const queryCountPrunable = `

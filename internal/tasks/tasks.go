@@ -549,11 +549,11 @@ func clipText(s string, n int) string {
 // is short. A pruned run's idempotency key goes with it: the same task
 // version, eligible again, would be claimed as a new run.
 func Prune(ctx context.Context, q Querier, before time.Time, limit int) (int64, error) {
-	tag, err := q.Exec(ctx, queryPrune, before, limit)
+	n, err := db.PruneEachShard(ctx, q, "task_runs", before, limit, queryPruneCandidates, queryPrune)
 	if err != nil {
-		return 0, fmt.Errorf("prune task runs finished before %s: %w", before.UTC().Format(time.RFC3339), err)
+		return n, fmt.Errorf("prune task runs finished before %s: %w", before.UTC().Format(time.RFC3339), err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // CountPrunable counts the runs Prune would delete (a dry run).
