@@ -353,7 +353,8 @@ func (r *runner) syncVsCopy(ctx context.Context) error {
 	}{{"(1) initial sync", res.InitialCost}, {"(2) unchanged re-sync", res.ResyncCost}, {"    plain COPY", res.CopyCost}} {
 		fmt.Fprintf(out, "  %-32s %14.2f %14.2f %10.1f\n", c.name, c.c.Go.Seconds(), c.c.DB.Seconds(), float64(c.c.WAL)/1e6)
 		if len(c.c.NodeDB) > 0 {
-			fmt.Fprintf(out, "  %-32s %14s %14s%s, WAL%s (the line above: the coordinator's)\n", "", "workers:", "", nodeSeconds(c.c.NodeDB), nodeMB(c.c.NodeWAL))
+			fmt.Fprintf(out, "  %-32s %s; WAL %s (the line above: the coordinator's)\n", "    on the workers:",
+				strings.TrimPrefix(nodeSeconds(c.c.NodeDB), ", "), strings.TrimPrefix(nodeMB(c.c.NodeWAL), ", "))
 		}
 	}
 	fmt.Fprintln(out)

@@ -202,7 +202,7 @@ func WriteComparison(out io.Writer, runs []*Labeled) error {
 	}
 	if rs := has(func(r *Result) bool { return len(r.Schedule) > 0 }); len(rs) > 0 {
 		s0 := rs[0].Result.Schedule[0]
-		fmt.Fprintf(w, "(10) one `syncer run` keeping %d sources every %s\n", s0.Sources, time.Duration(float64(time.Second)*float64(s0.Sources)/s0.Demand))
+		fmt.Fprintf(w, "(10) one `syncer run` keeping %d sources every %s\n", s0.Sources, time.Duration(float64(time.Second)*float64(s0.Sources)/s0.Demand).Round(time.Second))
 		fmt.Fprintf(w, runCols+" %9s %6s %19s %9s %30s %30s %8s\n", "run", "UTC", "load", "runs/s", "demand", "lateness p50/p99 ms", "syncer ms", "PG CPU ms/run (nodes = sum)", "WAL B/run (nodes = sum)", "overlaps")
 		for _, r := range rs {
 			s := r.Result.Schedule[0]
