@@ -12,7 +12,7 @@ ARGS ?=
 SYNCER_PORT ?= 9464
 EVALUATOR_PORT ?= 9465
 
-.PHONY: help build test test-citus test-scripts run bench record-sql pg-start pg-stop fmt vet tidy
+.PHONY: help build test test-citus test-scripts run bench bench-citus record-sql pg-start pg-stop fmt vet tidy
 
 help: ## Show this help
 	@echo 'Usage: make <target>'
@@ -37,6 +37,9 @@ run: ## Run lookout locally (scripts/run.sh); ARGS='...', SYNCER_PORT=9464, EVAL
 
 bench: ## Run the benchmarks (scripts/bench.sh); ARGS='...'
 	bash scripts/bench.sh $(ARGS)
+
+bench-citus: ## Benchmarks (1)(3)(4)(10) on a local durable 3-node Citus cluster against a single node, alternated, one table (builds Citus first if missing; scripts/bench_citus.sh); ARGS='...'
+	bash scripts/bench_citus.sh $(ARGS)
 
 record-sql: ## Record the SQL the binaries send for a release: make record-sql RELEASE=v0.2.0 (docs/development.md)
 	@test -n "$(RELEASE)" || { echo 'usage: make record-sql RELEASE=vX.Y.Z' >&2; exit 2; }

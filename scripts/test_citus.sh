@@ -31,40 +31,17 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$ROOT"
 
-scripts="${LOOKOUT_CITUS_SCRIPTS:-}"
-if [ -z "$scripts" ]; then
-	for d in "$ROOT/../shared/citus" "$ROOT/../../shared/citus"; do
-		if [ -x "$d/cluster.sh" ]; then
-			scripts="$(cd "$d" && pwd -P)"
-			break
-		fi
-	done
-fi
-if [ -z "$scripts" ] || [ ! -x "$scripts/cluster.sh" ] || [ ! -x "$scripts/build.sh" ]; then
-	echo "test_citus: no build.sh and cluster.sh found (set LOOKOUT_CITUS_SCRIPTS to shared/citus)" >&2
-	exit 2
-fi
-TAG=v13.2.2
+# shellcheck source=scripts/citus_common.sh
+. "$ROOT/scripts/citus_common.sh"
+citus_scripts
+scripts="$CITUS_SCRIPTS"
 DIR="$(realpath -m -- "${LOOKOUT_CITUS_DIR:-$ROOT/.data/citus}")"
 PORT="${LOOKOUT_CITUS_PORT:-54400}"
 SHARDS="${LOOKOUT_CITUS_SHARDS:-4}"
 PKGS="${TEST_PKGS:-./internal/e2e/ ./internal/db/ ./internal/changes/ ./internal/outbox/ ./internal/notify/ ./internal/evaluator/ ./internal/syncer/ ./internal/taskrunner/}"
 
 # --- Citus ---------------------------------------------------------------------
-echo "== Citus $TAG ($scripts/build.sh; a no-op when installed, about 6 minutes otherwise)"
-git_dir="${CITUS_GIT_DIR:-}"
-if [ -z "$git_dir" ]; then
-	mirror="$(cd "$scripts/../.." && pwd -P)/.mirror/citusdata+citus/repo"
-	if [ -d "$mirror" ]; then
-		git_dir="$mirror"
-	else
-		git_dir="$ROOT/.data/citus-src.git"
-		if [ ! -d "$git_dir" ]; then
-			git clone --quiet --bare --depth 1 --branch "$TAG" https://github.com/citusdata/citus.git "$git_dir"
-		fi
-	fi
-fi
-"$scripts/build.sh" "$git_dir" "$TAG"
+citus_build
 
 # --- The cluster ------------------------------------------------------------------
 cleanup() {

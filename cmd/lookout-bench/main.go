@@ -61,6 +61,9 @@ func main() {
 	only := flag.String("only", "", "comma-separated measurements to run, e.g. 10 or 1,2,10 (default all)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `file`")
 	memprofile := flag.String("memprofile", "", "write the allocations of the run (pprof's allocs profile) to `file` when it ends")
+	jsonOut := flag.String("json", "", "also write the run's figures, load average and --label as JSON to `file`, for --compare")
+	label := flag.String("label", "", "the run's name in its --json file (e.g. \"single 1\", \"citus 1\")")
+	compare := flag.Bool("compare", false, "run nothing: print one table of the --json files given as arguments, a Citus cluster's runs (--nodes) against one node's, with the overhead")
 	if err := flag.CommandLine.Parse(os.Args[1:]); err != nil {
 		out, code := os.Stderr, 2
 		if errors.Is(err, flag.ErrHelp) {
@@ -70,6 +73,26 @@ func main() {
 		fmt.Fprintf(out, "Usage: lookout-bench [flags]\n\nMeasures lookout against baselines (docs/benchmarks.md); needs DATABASE_URL.\n\nFlags:\n")
 		flag.PrintDefaults()
 		os.Exit(code)
+	}
+	if *compare {
+		if flag.NArg() == 0 {
+			fmt.Fprintln(os.Stderr, "lookout-bench: --compare needs the --json files of the runs as arguments")
+			os.Exit(2)
+		}
+		var runs []*bench.Labeled
+		for _, path := range flag.Args() {
+			r, err := bench.ReadRun(path)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "lookout-bench:", err)
+				os.Exit(1)
+			}
+			runs = append(runs, r)
+		}
+		if err := bench.WriteComparison(os.Stdout, runs); err != nil {
+			fmt.Fprintln(os.Stderr, "lookout-bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "lookout-bench: unexpected argument %q\n", flag.Arg(0))
@@ -95,7 +118,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if _, err := bench.Run(ctx, bench.Options{DatabaseURL: url, Records: *records, PageSize: *page, Keep: *keep,
+	res, err := bench.Run(ctx, bench.Options{DatabaseURL: url, Records: *records, PageSize: *page, Keep: *keep,
 		Rate: *rate, LatencyFor: *latencyFor, Backlog: *backlog, Deliveries: *deliveries, SyncerBin: *syncerBin, RSSRecords: *rssRecords,
 		Creates: *creates, Clients: *clients, FirstRuns: *firstRuns, FirstRunGap: *firstRunGap,
 		ManyWatches: *manyWatches, ManySources: *manySources,
@@ -104,7 +127,11 @@ func main() {
 		WebhookRate: *webhookRate, WebhookFor: *webhookFor, WebhookStores: *webhookStores,
 		AdminSources: *adminSources, AdminChanges: *adminChanges, AdminRuns: *adminRuns, AdminSchema: *adminSchema, AdminPages: *adminPages,
 		Only: *only, Nodes: splitList(*nodes), Schedule: bench.ScheduleOptions{Replicas: *replicas, Sources: *sources, Every: *every, For: *window, Warmup: *warmup,
-			UnchangedEvery: *unchanged, BaseBin: *baseSyncer}}); err != nil {
+			UnchangedEvery: *unchanged, BaseBin: *baseSyncer}})
+	if err == nil && *jsonOut != "" {
+		err = bench.WriteRun(*jsonOut, &bench.Labeled{Label: *label, Nodes: 1 + len(splitList(*nodes)), Result: res})
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "lookout-bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)

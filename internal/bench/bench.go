@@ -126,6 +126,10 @@ func (o *Options) runs(n int) bool {
 
 // Result holds the measured figures.
 type Result struct {
+	// Start and End bound the run; Load is the machine's load average
+	// meanwhile.
+	Start, End                  time.Time
+	Load                        Load
 	Records                     int
 	Initial, Resync, Copy       time.Duration
 	InitialRate, ResyncRate     float64 // records/s
@@ -136,9 +140,11 @@ type Result struct {
 	// wall times on a shared machine do not show.
 	InitialCost, ResyncCost, CopyCost Cost
 
-	Latency        *LatencyResult
-	Backlog        int
-	BacklogTime    time.Duration
+	Latency     *LatencyResult
+	Backlog     int
+	BacklogTime time.Duration
+	// BacklogCost is what the drain of (4) cost (not the fill).
+	BacklogCost    Cost
 	Deliveries     int
 	DeliveriesTime time.Duration
 	// DeliveriesBare is the same-run baseline of (5): the time of a bare
@@ -229,7 +235,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer admin.Close()
-	res := &Result{Records: o.Records}
+	res := &Result{Records: o.Records, Start: time.Now()}
+	stopLoad := SampleLoad()
+	defer func() { res.Load, res.End = stopLoad(), time.Now() }()
 	fmt.Fprintf(out, "lookout benchmark (%d cores); every measurement on a fresh schema\n\n", runtime.NumCPU())
 	r := &runner{o: &o, admin: admin, out: out, res: res}
 	for _, m := range []struct {
@@ -344,6 +352,10 @@ func (r *runner) syncVsCopy(ctx context.Context) error {
 		c    Cost
 	}{{"(1) initial sync", res.InitialCost}, {"(2) unchanged re-sync", res.ResyncCost}, {"    plain COPY", res.CopyCost}} {
 		fmt.Fprintf(out, "  %-32s %14.2f %14.2f %10.1f\n", c.name, c.c.Go.Seconds(), c.c.DB.Seconds(), float64(c.c.WAL)/1e6)
+		if len(c.c.NodeDB) > 0 {
+			fmt.Fprintf(out, "  %-32s %s; WAL %s (the line above: the coordinator's)\n", "    on the workers:",
+				strings.TrimPrefix(nodeSeconds(c.c.NodeDB), ", "), strings.TrimPrefix(nodeMB(c.c.NodeWAL), ", "))
+		}
 	}
 	fmt.Fprintln(out)
 	return nil
@@ -381,13 +393,16 @@ func (r *runner) backlog(ctx context.Context) error {
 		return err
 	}
 	res.Backlog = o.Backlog
-	res.BacklogTime, err = RunBacklog(ctx, pool, o.Backlog)
+	res.BacklogTime, res.BacklogCost, err = runBacklogCost(ctx, pool, o.Backlog, o.Nodes)
 	done()
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "(4) evaluator throughput on a backlog of %d changes (2 deterministic watches)\n", o.Backlog)
-	fmt.Fprintf(out, "  %.2fs, %.0f changes/s\n\n", seconds(res.BacklogTime), float64(o.Backlog)/seconds(res.BacklogTime))
+	fmt.Fprintf(out, "  %.2fs, %.0f changes/s\n", seconds(res.BacklogTime), float64(o.Backlog)/seconds(res.BacklogTime))
+	c := res.BacklogCost
+	fmt.Fprintf(out, "  the drain's cost: bench (Go) %.2f s, PostgreSQL %.2f s%s, WAL %.1f MB%s\n\n", c.Go.Seconds(), c.DB.Seconds(), nodeSeconds(c.NodeDB),
+		float64(c.WAL)/1e6, nodeMB(c.NodeWAL))
 	return nil
 }
 
@@ -696,8 +711,8 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	}
 
 	// (a) initial sync
-	checkpoint(ctx, pool)
-	c0, err := measureCost(ctx, pool)
+	checkpoint(ctx, pool, o.Nodes)
+	c0, err := measureCost(ctx, pool, o.Nodes)
 	if err != nil {
 		return err
 	}
@@ -706,7 +721,7 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 		return err
 	}
 	res.Initial = time.Since(start)
-	if res.InitialCost, err = c0.since(ctx, pool); err != nil {
+	if res.InitialCost, err = c0.since(ctx, pool, o.Nodes); err != nil {
 		return err
 	}
 	if err := checkRun(ctx, pool, o.Records, "items_created"); err != nil {
@@ -727,7 +742,7 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	if err != nil {
 		return err
 	}
-	if c0, err = measureCost(ctx, pool); err != nil {
+	if c0, err = measureCost(ctx, pool, o.Nodes); err != nil {
 		return err
 	}
 	start = time.Now()
@@ -735,7 +750,7 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 		return err
 	}
 	res.Resync = time.Since(start)
-	if res.ResyncCost, err = c0.since(ctx, pool); err != nil {
+	if res.ResyncCost, err = c0.since(ctx, pool, o.Nodes); err != nil {
 		return err
 	}
 	if err := checkQuietRun(ctx, pool, o.Records); err != nil {
@@ -749,7 +764,7 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 
 	// (c) plain COPY of the same rows into a table like records
 	// (copyBaseline checkpoints before it).
-	res.Copy, res.CopyCost, err = copyBaseline(ctx, pool, api, cfg.Sources[0])
+	res.Copy, res.CopyCost, err = copyBaseline(ctx, pool, api, cfg.Sources[0], o.Nodes)
 	if err != nil {
 		return err
 	}
@@ -871,11 +886,18 @@ func checkRun(ctx context.Context, pool *pgxpool.Pool, n int, column string) err
 }
 
 // checkpoint starts a measurement of (1) or the COPY on the same footing:
-// no checkpoint of the writes before it running meanwhile. It needs
-// pg_checkpoint (or a superuser, as scripts/bench.sh's cluster gives);
-// without it the measurement runs as it is.
-func checkpoint(ctx context.Context, pool *pgxpool.Pool) {
+// no checkpoint of the writes before it running meanwhile, on pool's node
+// and on nodes (a coordinator's workers). It needs pg_checkpoint (or a
+// superuser, as scripts/bench.sh's cluster gives); without it the
+// measurement runs as it is.
+func checkpoint(ctx context.Context, pool *pgxpool.Pool, nodes []string) {
 	pool.Exec(ctx, "CHECKPOINT")
+	for _, u := range nodes {
+		if conn, err := pgx.Connect(ctx, u); err == nil {
+			conn.Exec(ctx, "CHECKPOINT")
+			conn.Close(ctx)
+		}
+	}
 }
 
 // warm establishes every connection of pool (its MaxConns) and releases
@@ -941,11 +963,23 @@ func tupleWrites(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 // before timing: the baseline is the database's best case. The COPY
 // runs on a connection that COPYed them once before into another table
 // (not measured), as (1) runs on connections that synced before
-// (warmupSync).
-func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config.Source) (time.Duration, Cost, error) {
+// (warmupSync). On a Citus coordinator both tables are distributed as
+// records is (by source, co-located with it): the COPY goes through the
+// coordinator to the shard of the source, as the syncer's writes do.
+func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config.Source, nodes []string) (time.Duration, Cost, error) {
+	citus, err := onCitus(ctx, pool)
+	if err != nil {
+		return 0, Cost{}, err
+	}
 	for _, t := range []string{"records_warmup", "records_copy"} {
 		if _, err := pool.Exec(ctx, `CREATE TABLE `+t+` (LIKE records INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)`); err != nil {
 			return 0, Cost{}, err
+		}
+		if !citus {
+			continue
+		}
+		if _, err := pool.Exec(ctx, `SELECT create_distributed_table($1, 'source', colocate_with => 'records')`, t); err != nil {
+			return 0, Cost{}, fmt.Errorf("distribute %s like records: %w", t, err)
 		}
 	}
 	rows, err := copyRows(api, src, "tickets")
@@ -960,8 +994,8 @@ func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config
 	if _, err := copyInto(ctx, conn, "records_warmup", rows); err != nil {
 		return 0, Cost{}, err
 	}
-	checkpoint(ctx, pool)
-	c0, err := measureCost(ctx, pool)
+	checkpoint(ctx, pool, nodes)
+	c0, err := measureCost(ctx, pool, nodes)
 	if err != nil {
 		return 0, Cost{}, err
 	}
@@ -969,8 +1003,18 @@ func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config
 	if err != nil {
 		return 0, Cost{}, err
 	}
-	c, err := c0.since(ctx, pool)
+	c, err := c0.since(ctx, pool, nodes)
 	return d, c, err
+}
+
+// onCitus reports whether pool's database has the citus extension (a
+// Citus coordinator).
+func onCitus(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	var citus bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return false, fmt.Errorf("look for the citus extension: %w", err)
+	}
+	return citus, nil
 }
 
 // copyColumns are the columns of records copyRows fills.
@@ -1020,20 +1064,44 @@ func copyInto(ctx context.Context, pool interface {
 
 // Cost is what a measurement cost: the bench process's CPU (the syncer
 // and the local API in it), PostgreSQL's processes' CPU and the WAL
-// written.
+// written; on a Citus coordinator DB and WAL are the coordinator's, and
+// NodeDB and NodeWAL those of each of Options.Nodes (its workers).
 type Cost struct {
-	Go, DB time.Duration
-	WAL    int64
+	Go, DB  time.Duration
+	WAL     int64
+	NodeDB  []time.Duration `json:",omitempty"`
+	NodeWAL []int64         `json:",omitempty"`
+}
+
+// TotalDB is the PostgreSQL CPU of every node.
+func (c Cost) TotalDB() time.Duration {
+	t := c.DB
+	for _, d := range c.NodeDB {
+		t += d
+	}
+	return t
+}
+
+// TotalWAL is the WAL every node wrote.
+func (c Cost) TotalWAL() int64 {
+	t := c.WAL
+	for _, w := range c.NodeWAL {
+		t += w
+	}
+	return t
 }
 
 // costMark is the counters at the start of a measurement.
 type costMark struct {
-	goCPU time.Duration
-	dbCPU map[int]time.Duration
-	wal   int64
+	goCPU   time.Duration
+	dbCPU   map[int]time.Duration
+	wal     int64
+	nodeCPU []map[int]time.Duration
+	nodeWAL []int64
 }
 
-func measureCost(ctx context.Context, pool *pgxpool.Pool) (costMark, error) {
+// measureCost reads the counters of Cost on pool's node and on nodes.
+func measureCost(ctx context.Context, pool *pgxpool.Pool, nodes []string) (costMark, error) {
 	var m costMark
 	var err error
 	if m.goCPU, err = procCPU(os.Getpid()); err != nil {
@@ -1045,18 +1113,55 @@ func measureCost(ctx context.Context, pool *pgxpool.Pool) (costMark, error) {
 	if err := pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`).Scan(&m.wal); err != nil {
 		return m, fmt.Errorf("read the WAL position: %w", err)
 	}
+	for _, u := range nodes {
+		cpu, wal, err := nodeSnap(ctx, u)
+		if err != nil {
+			return m, err
+		}
+		m.nodeCPU, m.nodeWAL = append(m.nodeCPU, cpu), append(m.nodeWAL, wal)
+	}
 	return m, nil
 }
 
 // since is the cost from m until now.
-func (m costMark) since(ctx context.Context, pool *pgxpool.Pool) (Cost, error) {
-	n, err := measureCost(ctx, pool)
+func (m costMark) since(ctx context.Context, pool *pgxpool.Pool, nodes []string) (Cost, error) {
+	n, err := measureCost(ctx, pool, nodes)
 	if err != nil {
 		return Cost{}, err
 	}
 	c := Cost{Go: n.goCPU - m.goCPU, WAL: n.wal - m.wal}
-	for pid, t := range n.dbCPU {
-		c.DB += t - m.dbCPU[pid] // a process started meanwhile counts whole
+	c.DB = cpuSince(m.dbCPU, n.dbCPU)
+	for i := range n.nodeWAL {
+		c.NodeDB = append(c.NodeDB, cpuSince(m.nodeCPU[i], n.nodeCPU[i]))
+		c.NodeWAL = append(c.NodeWAL, n.nodeWAL[i]-m.nodeWAL[i])
 	}
 	return c, nil
+}
+
+// cpuSince is the CPU PostgreSQL's processes spent from a to b (a process
+// started meanwhile counts whole).
+func cpuSince(a, b map[int]time.Duration) time.Duration {
+	var t time.Duration
+	for pid, d := range b {
+		t += d - a[pid]
+	}
+	return t
+}
+
+// nodeSeconds lists the CPU of each further node, ", node 1 0.12 s, ...".
+func nodeSeconds(d []time.Duration) string {
+	var b strings.Builder
+	for i, t := range d {
+		fmt.Fprintf(&b, ", node %d %.2f s", i+1, t.Seconds())
+	}
+	return b.String()
+}
+
+// nodeMB lists the WAL of each further node, ", node 1 0.1 MB, ...".
+func nodeMB(w []int64) string {
+	var b strings.Builder
+	for i, n := range w {
+		fmt.Fprintf(&b, ", node %d %.1f MB", i+1, float64(n)/1e6)
+	}
+	return b.String()
 }

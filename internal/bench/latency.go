@@ -263,6 +263,26 @@ func RunBacklog(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duration, 
 	return drainBacklog(ctx, pool, n)
 }
 
+// runBacklogCost is RunBacklog that also measures what the drain cost,
+// on pool's node and on nodes (a coordinator's workers).
+func runBacklogCost(ctx context.Context, pool *pgxpool.Pool, n int, nodes []string) (time.Duration, Cost, error) {
+	const base = 10_000_000 // as RunBacklog
+	if err := fillBacklog(ctx, pool, base, n); err != nil {
+		return 0, Cost{}, err
+	}
+	checkpoint(ctx, pool, nodes)
+	c0, err := measureCost(ctx, pool, nodes)
+	if err != nil {
+		return 0, Cost{}, err
+	}
+	d, err := drainBacklog(ctx, pool, n)
+	if err != nil {
+		return 0, Cost{}, err
+	}
+	c, err := c0.since(ctx, pool, nodes)
+	return d, c, err
+}
+
 // fillBacklog commits n created changes of source "gen", records base to
 // base+n-1, in transactions of 1,000.
 func fillBacklog(ctx context.Context, pool *pgxpool.Pool, base, n int) error {
