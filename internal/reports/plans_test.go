@@ -824,6 +824,12 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			index: "activity_hour_totals_pkey"},
 	} {
 		q.name = "retention: " + q.name + " by owner"
+		if strings.Contains(q.sql, "$3::text[]") {
+			// On one PostgreSQL the prune is one statement over every
+			// source or owner (db.PruneEachShard passes NULL); on Citus
+			// one per shard, with that shard's keys.
+			q.args = append(q.args, []string(nil))
+		}
 		queries = append(queries, q)
 	}
 	for _, v := range []string{"report_stuck", "report_overview", "report_recent_failures", "report_high_retry",
