@@ -353,7 +353,23 @@ func (a *Applied) matches(s *Source, ws []Watch) bool {
 // then, whole, the watches of the sources whose rows are not exactly the
 // directory's (take parses them from their rows), in tx's snapshot.
 func (a *Applied) readWatches(ctx context.Context, tx pgx.Tx, sources []Source) ([]Watch, error) {
-	bare, err := collect[Watch](tx.Query(ctx, queryAllWatchesBare))(scanWatch)
+	// Sized for the directory's watches: 100,000 rows are not copied
+	// from one growing slice to the next.
+	n := 0
+	for _, as := range a.sources {
+		n += len(as.watches)
+	}
+	rows, err := tx.Query(ctx, queryAllWatchesBare)
+	if err != nil {
+		return nil, err
+	}
+	bare, err := pgx.AppendRows(make([]Watch, 0, n), rows, func(r pgx.CollectableRow) (Watch, error) {
+		w, err := scanWatch(r)
+		if err != nil {
+			return Watch{}, err
+		}
+		return *w, nil
+	})
 	if err != nil {
 		return nil, err
 	}
