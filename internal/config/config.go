@@ -642,7 +642,10 @@ type Source struct {
 	Path string `yaml:"-"`
 	// Definition is the source as written, as JSON (a source file's keys,
 	// its connector block and watches included), with its ${ENV}
-	// references unexpanded: what the definitions tables store.
+	// references unexpanded: what the definitions tables store. It is
+	// canonical, as encoding/json writes a decoded value (objects' keys
+	// sorted, no spaces), at every depth: a watch's JSON within it is its
+	// canonical form (definitions.Split hashes it as it is).
 	Definition json.RawMessage `yaml:"-"`
 	// Hash identifies this source's configuration (stored in sources.config_hash).
 	Hash string `yaml:"-"`

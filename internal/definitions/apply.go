@@ -307,18 +307,10 @@ type appliedSource struct {
 // and every watch's hash, no other watch), its watches in the order of
 // ws; otherwise nil. A source is taken once.
 func (a *Applied) take(s *Source, ws []Watch) *config.Source {
-	if a == nil {
+	if !a.matches(s, ws) {
 		return nil
 	}
-	as, ok := a.sources[s.Name]
-	if !ok || as.hash != s.Hash || as.managedBy != s.ManagedBy || len(as.watches) != len(ws) || len(as.src.Watches) != len(ws) {
-		return nil
-	}
-	for _, w := range ws {
-		if h, ok := as.watches[w.Name]; !ok || h != w.Hash || w.ManagedBy != s.ManagedBy {
-			return nil
-		}
-	}
+	as := a.sources[s.Name]
 	delete(a.sources, s.Name)
 	src := as.src
 	// The watches in the rows' order (Delta: index-aligned).
@@ -335,6 +327,91 @@ func (a *Applied) take(s *Source, ws []Watch) *config.Source {
 	src.Path = FileOf(s.ManagedBy)
 	src.ForgetLines() // as a parse of the rows: the lines of the stored JSON are not the file's
 	return src
+}
+
+// matches reports whether the rows of source s and its watches ws are
+// exactly what the directory declared (take takes them).
+func (a *Applied) matches(s *Source, ws []Watch) bool {
+	if a == nil {
+		return false
+	}
+	as, ok := a.sources[s.Name]
+	if !ok || as.hash != s.Hash || as.managedBy != s.ManagedBy || len(as.watches) != len(ws) || len(as.src.Watches) != len(ws) {
+		return false
+	}
+	for _, w := range ws {
+		if h, ok := as.watches[w.Name]; !ok || h != w.Hash || w.ManagedBy != s.ManagedBy {
+			return false
+		}
+	}
+	return true
+}
+
+// readWatches reads every watch of a first load in tx that takes the
+// directory's parse (Follower.Reuse): the rows without their definitions
+// (a start on 100,000 watches does not read their JSON back to drop it),
+// then, whole, the watches of the sources whose rows are not exactly the
+// directory's (take parses them from their rows), in tx's snapshot.
+func (a *Applied) readWatches(ctx context.Context, tx pgx.Tx, sources []Source) ([]Watch, error) {
+	// Sized for the directory's watches: 100,000 rows are not copied
+	// from one growing slice to the next.
+	n := 0
+	for _, as := range a.sources {
+		n += len(as.watches)
+	}
+	rows, err := tx.Query(ctx, queryAllWatchesBare)
+	if err != nil {
+		return nil, err
+	}
+	bare, err := pgx.AppendRows(make([]Watch, 0, n), rows, func(r pgx.CollectableRow) (Watch, error) {
+		w, err := scanWatch(r)
+		if err != nil {
+			return Watch{}, err
+		}
+		return *w, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	bySource := make(map[string][]Watch, len(sources))
+	for start := 0; start < len(bare); {
+		end := start + 1
+		for end < len(bare) && bare[end].Source == bare[start].Source {
+			end++
+		}
+		bySource[bare[start].Source] = bare[start:end:end]
+		start = end
+	}
+	var whole []string
+	for i := range sources {
+		s := &sources[i]
+		if !a.matches(s, bySource[s.Name]) {
+			whole = append(whole, s.Name)
+		}
+		delete(bySource, s.Name)
+	}
+	// A watch without its source in the snapshot (none: the foreign
+	// key) would be read whole too.
+	for name := range bySource {
+		whole = append(whole, name)
+	}
+	if len(whole) == 0 {
+		return bare, nil
+	}
+	full, err := collect[Watch](tx.Query(ctx, queryWatchesOfAny, whole))(scanWatch)
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[[2]string]int, len(full))
+	for i := range full {
+		byKey[[2]string{full[i].Source, full[i].Name}] = i
+	}
+	for i := range bare {
+		if j, ok := byKey[[2]string{bare[i].Source, bare[i].Name}]; ok {
+			bare[i] = full[j]
+		}
+	}
+	return bare, nil
 }
 
 // fileSource is a source of the directory split into its definition rows.
@@ -633,20 +710,41 @@ func scanGeneration(row pgx.Row) (*Generation, error) {
 	return &g, nil
 }
 
-// bulkRows is how many definitions one statement of writeRows carries:
-// a few MB of arguments at most, so that a directory of 100,000 watches
-// is written in a few dozen statements without holding them all encoded.
+// bulkRows is how many definitions one statement of writeRows' updates
+// carries: a few MB of arguments at most, so that 100,000 changed watches
+// are written in a few dozen statements without holding them all encoded.
 const bulkRows = 2000
 
 // writeRows writes the plan's added and changed definitions at its
-// version, bulkRows to a statement (arrays unnested): sources inserted,
-// then updated (an adopted orphan's orphaned_at cleared), then watches.
+// version: the added ones with COPY (one statement a table, rows encoded
+// as they are sent, so that PostgreSQL inserts while the next are
+// encoded: the first apply of 100,000 watches, docs/benchmarks.md (13)),
+// the changed ones bulkRows to a statement (arrays unnested); sources
+// before watches, an adopted orphan's orphaned_at cleared.
 func (p *applyPlan) writeRows(ctx context.Context, tx pgx.Tx) error {
 	v := p.diff.Version
+	if len(p.insertSources) > 0 {
+		rows := p.insertSources
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"source_definitions"}, copySourceColumns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+			r := &rows[i]
+			return []any{r.Name, r.Owner, r.ManagedBy, r.Connector, r.Definition, r.Hash, v}, nil
+		})); err != nil {
+			return fmt.Errorf("insert source definitions: %w", err)
+		}
+	}
+	if len(p.insertWatches) > 0 {
+		rows := p.insertWatches
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"watches"}, copyWatchColumns, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+			w := &rows[i]
+			return []any{w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, v}, nil
+		})); err != nil {
+			return fmt.Errorf("insert watches: %w", err)
+		}
+	}
 	for _, part := range []struct {
 		what, sql string
 		rows      []Source
-	}{{"insert source definitions", queryInsertSources, p.insertSources}, {"update source definitions", queryUpdateSources, p.updateSources}} {
+	}{{"update source definitions", queryUpdateSources, p.updateSources}} {
 		for chunk := range slices.Chunk(part.rows, bulkRows) {
 			var a bulkArgs
 			for _, r := range chunk {
@@ -660,7 +758,7 @@ func (p *applyPlan) writeRows(ctx context.Context, tx pgx.Tx) error {
 	for _, part := range []struct {
 		what, sql string
 		rows      []Watch
-	}{{"insert watches", queryInsertWatches, p.insertWatches}, {"update watches", queryUpdateWatches, p.updateWatches}} {
+	}{{"update watches", queryUpdateWatches, p.updateWatches}} {
 		for chunk := range slices.Chunk(part.rows, bulkRows) {
 			var a bulkArgs
 			for _, w := range chunk {

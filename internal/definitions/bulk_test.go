@@ -18,7 +18,7 @@ import (
 )
 
 // statementCounter counts the statements a pool sends, those of a batch
-// one by one.
+// one by one, a COPY as one.
 type statementCounter struct{ n atomic.Int64 }
 
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -33,6 +33,11 @@ func (c *statementCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.Trace
 	c.n.Add(1)
 }
 func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (c *statementCounter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *statementCounter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
 
 // countingPool is a pool of pool's database whose statements c counts.
 func countingPool(t *testing.T, pool *pgxpool.Pool) (*pgxpool.Pool, *statementCounter) {
@@ -122,7 +127,8 @@ func TestApplyWritesDefinitionsInBulk(t *testing.T) {
 // their watches in the rows' order, when the rows are exactly the
 // directory's; a source a user added a watch to since is parsed from its
 // rows, with that watch. What the first load gives is what a parse of
-// the rows gives.
+// the rows gives. The definitions of the rows it takes are not read back
+// (their Definition is nil); those of a source parsed from its rows are.
 func TestFollowerReusesTheAppliedParse(t *testing.T) {
 	t.Parallel()
 	pool, dir := setup(t)
@@ -162,6 +168,16 @@ func TestFollowerReusesTheAppliedParse(t *testing.T) {
 	}
 	if b := got["blog"]; b == nil || b.Config == byName["blog"] || len(b.Config.Watches) != 2 {
 		t.Errorf("blog (a user's watch added since the apply) = %+v, want parsed from its rows with 2 watches", b)
+	}
+	for _, w := range got["acme"].Watches {
+		if w.Definition != nil {
+			t.Errorf("acme's watch %s was read back with its definition (%d bytes) though the directory's parse was taken", w.Name, len(w.Definition))
+		}
+	}
+	for _, w := range got["blog"].Watches {
+		if len(w.Definition) == 0 {
+			t.Errorf("blog's watch %s has no definition, though blog was parsed from its rows", w.Name)
+		}
 	}
 	for _, name := range []string{"acme", "blog"} {
 		g, w := got[name], want[name]

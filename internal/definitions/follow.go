@@ -79,7 +79,9 @@ func (d *Delta) Empty() bool {
 type SourceDef struct {
 	Row    Source
 	Config *config.Source
-	// Watches are the rows of Config.Watches, in the same order.
+	// Watches are the rows of Config.Watches, in the same order. In a
+	// first load that took the directory's parse of the source
+	// (Follower.Reuse), their Definition is nil: Config is what it says.
 	Watches []Watch
 }
 
@@ -248,9 +250,12 @@ func (f *Follower) since(ctx context.Context, prev *followPoint) (*Delta, *follo
 		for i := range sources {
 			names[i] = sources[i].Name
 		}
-		if d.Full {
+		switch {
+		case d.Full && f.reuse != nil:
+			watches, err = f.reuse.readWatches(ctx, tx, sources)
+		case d.Full:
 			watches, err = collect[Watch](tx.Query(ctx, queryAllWatches))(scanWatch)
-		} else {
+		default:
 			watches, err = collect[Watch](tx.Query(ctx, queryWatchesSince, prev.snapshot, names))(scanWatch)
 		}
 		if err != nil {

@@ -68,6 +68,10 @@ const (
 
 	watchColumns = `source, name, owner, managed_by, definition, definition_hash, paused,
 	       coalesce(paused_reason, ''), version, created_at, updated_at`
+	// watchBareColumns are watchColumns with a NULL definition (scanWatch
+	// reads it as nil).
+	watchBareColumns = `source, name, owner, managed_by, NULL::jsonb, definition_hash, paused,
+	       coalesce(paused_reason, ''), version, created_at, updated_at`
 
 	queryGetSource       = `SELECT ` + sourceColumns + ` FROM source_definitions WHERE name = $1`
 	queryGetSourceLocked = queryGetSource + ` FOR UPDATE`
@@ -137,24 +141,22 @@ const (
 	VALUES ($1, $2, $3, $4, $5, $6, $7)
 	RETURNING ` + watchColumns
 
-	// queryInsertSources and queryUpdateSources are Apply's bulk
-	// writes of a directory's sources: the columns as arrays ($1 names,
-	// $2 owners, $3 managed_by, $4 connectors, $5 definitions as text,
-	// $6 hashes), one version $7 for all. An updated source found
-	// orphaned is adopted (orphaned_at cleared).
-	queryInsertSources = `INSERT INTO source_definitions (name, owner, managed_by, connector, definition, definition_hash, version)
-	SELECT n, o, m, c, d::jsonb, h, $7 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(n, o, m, c, d, h)`
+	// queryUpdateSources is Apply's bulk update of a directory's
+	// changed sources: the columns as arrays ($1 names, $2 owners,
+	// $3 managed_by, $4 connectors, $5 definitions as text, $6 hashes),
+	// one version $7 for all. An updated source found orphaned is
+	// adopted (orphaned_at cleared). Added ones are copied
+	// (copySourceColumns).
 	queryUpdateSources = `UPDATE source_definitions s
 	SET owner = t.o, managed_by = t.m, connector = t.c, definition = t.d::jsonb, definition_hash = t.h, version = $7, updated_at = now(),
 	    orphaned_at = NULL
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(n, o, m, c, d, h)
 	WHERE s.name = t.n`
 
-	// queryInsertWatches and queryUpdateWatches are Apply's bulk writes
-	// of a directory's watches: $1 sources, $2 names, $3 owners,
-	// $4 managed_by, $5 definitions as text, $6 hashes, one version $7.
-	queryInsertWatches = `INSERT INTO watches (source, name, owner, managed_by, definition, definition_hash, version)
-	SELECT s, n, o, m, d::jsonb, h, $7 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(s, n, o, m, d, h)`
+	// queryUpdateWatches is Apply's bulk update of a directory's changed
+	// watches: $1 sources, $2 names, $3 owners, $4 managed_by,
+	// $5 definitions as text, $6 hashes, one version $7. Added ones are
+	// copied (copyWatchColumns).
 	queryUpdateWatches = `UPDATE watches w
 	SET owner = t.o, managed_by = t.m, definition = t.d::jsonb, definition_hash = t.h, version = $7, updated_at = now()
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(s, n, o, m, d, h)
@@ -194,9 +196,22 @@ const (
 	queryAllSources = `SELECT ` + sourceColumns + ` FROM source_definitions ORDER BY name`
 	queryAllWatches = `SELECT ` + watchColumns + ` FROM watches ORDER BY source, name`
 
+	// A first load that reuses the directory's parse (Follower.Reuse):
+	// every watch without its definition (NULL), then the definitions of
+	// the sources whose rows are not the directory's ($1).
+	queryAllWatchesBare = `SELECT ` + watchBareColumns + ` FROM watches ORDER BY source, name`
+	queryWatchesOfAny   = `SELECT ` + watchColumns + ` FROM watches WHERE source = ANY($1) ORDER BY source, name`
+
 	// The current state Apply diffs the directory against.
 	queryApplySources = `SELECT name, owner, managed_by, definition_hash, orphaned_at IS NOT NULL FROM source_definitions`
 	queryApplyWatches = `SELECT source, name, owner, managed_by, definition_hash FROM watches`
+)
+
+// The columns Apply copies the added definitions into (COPY: the xid is
+// stamped by the tables' trigger, created_at and updated_at default).
+var (
+	copySourceColumns = []string{"name", "owner", "managed_by", "connector", "definition", "definition_hash", "version"}
+	copyWatchColumns  = []string{"source", "name", "owner", "managed_by", "definition", "definition_hash", "version"}
 )
 
 // The generations of the configuration directory (config_generations),

@@ -30,7 +30,10 @@ func Split(src *config.Source, owner, managedBy string) (Source, []Watch, error)
 }
 
 // splitDefinition returns the keys of a source definition without
-// watches, and each watch, as canonical JSON.
+// watches, and each watch, as canonical JSON. def is canonical
+// (config.Source.Definition), so a watch is its bytes within def: not
+// decoded and encoded again (the split of 100,000 watches is a part of a
+// daemon's start, docs/benchmarks.md (13)).
 func splitDefinition(def json.RawMessage) (json.RawMessage, []json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(def, &m); err != nil {
@@ -48,11 +51,6 @@ func splitDefinition(def json.RawMessage) (json.RawMessage, []json.RawMessage, e
 	keys, err := canonical(m)
 	if err != nil {
 		return nil, nil, err
-	}
-	for i, w := range watches {
-		if watches[i], err = canonicalRaw(w); err != nil {
-			return nil, nil, err
-		}
 	}
 	return keys, watches, nil
 }
@@ -74,17 +72,6 @@ func document(keys json.RawMessage, watches ...json.RawMessage) ([]byte, error) 
 		m["watches"] = b
 	}
 	return json.Marshal(m)
-}
-
-// canonicalRaw re-encodes JSON with sorted keys and no spaces.
-func canonicalRaw(b json.RawMessage) (json.RawMessage, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("decode definition: %w", err)
-	}
-	return canonical(v)
 }
 
 func canonical(v any) (json.RawMessage, error) {
