@@ -419,8 +419,8 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 const countEvaluationsSQL = `SELECT count_evaluations($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::bigint[])`
 
 // queueCount queues count_evaluations for the rows written at at whose
-// inserted is true (every row when inserted is nil). Only the columns the
-// totals read are sent: the model drift's for model and cache steps only.
+// inserted is true (every row when inserted is nil): the columns the
+// totals read, in the round trip that ends the transaction's writes.
 func queueCount(b *pgx.Batch, at time.Time, decision, step, owner []string, confidence []*float64, call []*int64, inserted []bool) {
 	var n int
 	var ats []time.Time
