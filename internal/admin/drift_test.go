@@ -42,11 +42,17 @@ e (n, step, decision, call, at) AS (
     UNION ALL SELECT 900 + i, 'budget', 'hold', 900001, t.today FROM t, generate_series(1, 2) i
     UNION ALL SELECT 950 + i, 'model', 'notify', 999999, t.today FROM t, generate_series(1, 2) i
 )
+-- Counted as the evaluator counts what it inserts (migration 57).
+, ins AS (
 INSERT INTO evaluations (change_id, source, record_id, watch, step, matched, decision, model_call_id, evaluator, created_at,
                          owner, change_created_at)
 SELECT 100000 + n, 'tickets', 'h-' || n, 'urgent', step, true, decision, call, 'evaluator-1', at,
        (ARRAY['alice', 'bob', ''])[1 + n % 3], at
-FROM e`
+FROM e
+RETURNING created_at, decision, step, owner, confidence, model_call_id)
+SELECT count_evaluations(array_agg(created_at), array_agg(decision), array_agg(step), array_agg(owner), array_agg(confidence),
+                         array_agg(model_call_id))
+FROM ins`
 
 var (
 	evaluationRow = regexp.MustCompile(`<tr><td class="n">(?:<a href="[^"]*">)?([0-9]+)(?:</a>)?</td>`)

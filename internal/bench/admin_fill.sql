@@ -72,8 +72,8 @@ INSERT INTO changes (source, record_id, kind, version, new_hash, record, run_id,
 SELECT 'src-' || (1 + i % $1::int), 'r-' || i, 'updated', 1, 'b' || i, '{}', 1, now() - interval '1 minute'
 FROM generate_series(1, 200) i;
 
--- The model calls before their evaluations: the triggers that keep
--- model_drift_days (migration 44) join each model step to its call.
+-- The model calls before their evaluations: count_evaluations, which keeps
+-- model_drift_days (migrations 44, 57), joins each model step to its call.
 INSERT INTO model_calls (purpose, change_id, source, record_id, watch, content_hash, model, model_digest, prompt_version,
                          input_ref, input_hash, outcome, latency_ms, prompt_tokens, output_tokens, created_at, owner)
 SELECT 'evaluate', c.id, c.source, c.record_id, 'w', c.new_hash, 'llama3.2',
@@ -83,13 +83,21 @@ SELECT 'evaluate', c.id, c.source, c.record_id, 'w', c.new_hash, 'llama3.2',
 FROM changes c WHERE c.id % 100 = 0 AND c.eval_status = 'done'
 ORDER BY c.id;
 
+-- Counted as the evaluator counts the evaluations it inserts (migration 57),
+-- a day at a time.
+WITH ins AS (
 INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched, decision, reason, evaluator, created_at,
                          confidence, model_call_id, change_created_at, owner)
 SELECT c.id, c.source, c.record_id, 'w', c.new_hash, CASE WHEN c.id % 100 = 0 THEN 'model' ELSE 'filter' END, c.id % 20 = 0,
        CASE WHEN c.id % 20 = 0 THEN 'notify' ELSE 'skip' END, 'when', 'evaluator-1', c.created_at,
        CASE WHEN c.id % 100 = 0 THEN 0.8 END, CASE WHEN c.id % 100 = 0 THEN c.id / 100 END, c.created_at,
        CASE WHEN split_part(c.source, '-', 2)::int % 2 = 0 THEN 'owner-' || split_part(c.source, '-', 2)::int % 1000 ELSE '' END
-FROM changes c WHERE c.eval_status = 'done';
+FROM changes c WHERE c.eval_status = 'done'
+RETURNING created_at, decision, step, owner, confidence, model_call_id)
+SELECT count_evaluations(array_agg(created_at), array_agg(decision), array_agg(step), array_agg(owner), array_agg(confidence),
+                         array_agg(model_call_id))
+FROM ins
+GROUP BY date_trunc('day', created_at, 'UTC'); -- a day's rows per call, not 10 million in one array
 
 INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, change_id, content_hash, title, payload, status,
                            attempts, created_at, delivered_at, last_attempt_at, dead_at, last_error, next_attempt_at, owner)

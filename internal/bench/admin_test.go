@@ -49,7 +49,7 @@ func TestRunAdmin(t *testing.T) {
 		}
 	}
 	// The models page's drift counts every model step (model_drift_days,
-	// kept by the triggers on evaluations, migration 44, which join each
+	// kept by count_evaluations, migrations 44 and 57, which joins each
 	// step to its model call: the fill writes the calls first).
 	var judged int64
 	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(judged), 0)::bigint FROM model_drift_days`).Scan(&judged); err != nil {

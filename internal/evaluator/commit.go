@@ -342,13 +342,17 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 			firstAttempt = false
 		}
 	}
+	// One decision time for the statement's rows, as a COPY writes them
+	// and as count_evaluations adds them to the hour's and day's totals.
+	at := time.Now()
 	switch {
 	case len(evChange) > 0 && firstAttempt:
 		// No change of the batch was ever decided before (a decision is
 		// only written by the transaction that settles or holds its
 		// change, and a held change comes back with more attempts):
-		// nothing can conflict, so the rows go in with COPY.
-		at := time.Now()
+		// nothing can conflict, so the rows go in with COPY, in batches
+		// (no trigger on evaluations' inserts: migration 57), and every
+		// row is counted.
 		rows := make([][]any, len(evChange))
 		for i := range evChange {
 			var hash any
@@ -361,15 +365,28 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"evaluations"}, evaluationColumns, pgx.CopyFromRows(rows)); err != nil {
 			return fmt.Errorf("write evaluations: %w", err)
 		}
+		queueCount(b, at, evDecision, evStep, evOwner, evConfidence, evCall, nil)
 	case len(evChange) > 0:
 		// A held decision is replaced when the change comes back; any
-		// other existing decision stands (a repeat is a no-op).
+		// other existing decision stands (a repeat is a no-op). Only the
+		// rows inserted are counted here: a replaced one is counted by
+		// evaluations' update triggers. The changes' locks (or the lease
+		// the settle fenced) keep any other writer off their decisions,
+		// so what exists now is what the insert finds.
+		exists, err := existingDecisions(ctx, tx, claimed, owned)
+		if err != nil {
+			return err
+		}
+		inserted := make([]bool, len(evChange))
+		for i := range evChange {
+			inserted[i] = !exists[decisionKey{evChange[i], evWatch[i]}]
+		}
 		b.Queue(`
 			INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched,
 			                         decision, reason, urgency, notification_id, evaluator, model_call_id, confidence,
 			                         created_at, owner, change_created_at)
 			SELECT u.change_id, u.source, u.record_id, u.watch, NULLIF(u.hash, ''), u.step, u.matched,
-			       u.decision, u.reason, u.urgency, u.note, $1, u.call, u.confidence, clock_timestamp(), u.owner, u.change_at
+			       u.decision, u.reason, u.urgency, u.note, $1, u.call, u.confidence, $17, u.owner, u.change_at
 			FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
 			            $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::float8[], $15::text[],
 			            $16::timestamptz[])
@@ -382,7 +399,8 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 			        model_call_id = EXCLUDED.model_call_id, confidence = EXCLUDED.confidence, created_at = EXCLUDED.created_at
 			    WHERE evaluations.decision = 'hold'`,
 			e.conf.Owner, evChange, evSource, evRecord, evWatch, evHash, evStep, evMatched, evDecision, evReason, evUrgency, evNote,
-			evCall, evConfidence, evOwner, evChangeAt)
+			evCall, evConfidence, evOwner, evChangeAt, at)
+		queueCount(b, at, evDecision, evStep, evOwner, evConfidence, evCall, inserted)
 	}
 	if wake {
 		outbox.QueueWake(b)
@@ -393,6 +411,79 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		}
 	}
 	return nil
+}
+
+// countEvaluationsSQL adds inserted evaluations to the hourly activity and
+// the model drift (migration 57: their writer counts them, so that their
+// COPY is not made to insert row by row by a trigger's transition table).
+const countEvaluationsSQL = `SELECT count_evaluations($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::bigint[])`
+
+// queueCount queues count_evaluations for the rows written at at whose
+// inserted is true (every row when inserted is nil): the columns the
+// totals read, in the round trip that ends the transaction's writes.
+func queueCount(b *pgx.Batch, at time.Time, decision, step, owner []string, confidence []*float64, call []*int64, inserted []bool) {
+	var n int
+	var ats []time.Time
+	var decs, steps, owners []string
+	var confs []*float64
+	var calls []*int64
+	for i := range decision {
+		if inserted != nil && !inserted[i] {
+			continue
+		}
+		n++
+		ats = append(ats, at)
+		decs = append(decs, decision[i])
+		steps = append(steps, step[i])
+		owners = append(owners, owner[i])
+		confs = append(confs, confidence[i])
+		calls = append(calls, call[i])
+	}
+	if n == 0 {
+		return
+	}
+	b.Queue(countEvaluationsSQL, ats, decs, steps, owners, confs, calls)
+}
+
+// decisionKey is an evaluation's key within its change's partition: a
+// change and a watch.
+type decisionKey struct {
+	change int64
+	watch  string
+}
+
+// existingDecisions returns the decisions (of any verdict) written
+// already for the owned changes of claimed.
+func existingDecisions(ctx context.Context, tx pgx.Tx, claimed []*change, owned map[int64]bool) (map[decisionKey]bool, error) {
+	var mine []*change
+	for _, c := range claimed {
+		if owned[c.ID] {
+			mine = append(mine, c)
+		}
+	}
+	out := map[decisionKey]bool{}
+	if len(mine) == 0 {
+		return out, nil
+	}
+	k := keysOf(mine)
+	rows, err := tx.Query(ctx, `
+		SELECT change_id, watch FROM evaluations
+		WHERE change_id = ANY($1) AND source = ANY($2) AND change_created_at >= $3`, k.ids, k.sources, k.since)
+	if err != nil {
+		return nil, fmt.Errorf("read earlier decisions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key decisionKey
+		if err := rows.Scan(&key.change, &key.watch); err != nil {
+			return nil, fmt.Errorf("read earlier decisions: %w", err)
+		}
+		out[key] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read earlier decisions: %w", err)
+	}
+	return out, nil
 }
 
 // logDecisions logs the held, notify and duplicate decisions that were

@@ -215,12 +215,24 @@ func TestModelDownHoldsOnlyTheWatchThatNeedsIt(t *testing.T) {
 	if n := h.count(`SELECT count(*) FROM changes WHERE eval_status = 'pending'`); n != 0 {
 		t.Errorf("pending changes = %d, want 0", n)
 	}
-	// The models page's drift (model_drift_days, kept by the triggers on
-	// evaluations, migration 44) counts the held decision the model
-	// replaced once, as the evaluations do. On Citus the triggers are
-	// dropped and the rollup stays empty (docs/scaling.md).
+	// The models page's drift (model_drift_days) and the overview's hourly
+	// evaluations (activity_hour_totals) count the held decision the model
+	// replaced once, as the evaluations do: the evaluator counts the rows
+	// it inserts (migration 57), the update triggers the replaced one. On
+	// Citus nothing is counted and the rollups stay empty (docs/scaling.md).
 	if pgtest.OnCitus(t, h.pool) {
 		return
+	}
+	const activityFromHistory = `
+		SELECT date_trunc('hour', created_at, 'UTC'), count(*), count(*) FILTER (WHERE decision = 'notify')
+		FROM evaluations GROUP BY 1`
+	const activityTotals = `
+		SELECT hour, sum(evaluations), sum(notify_decisions) FROM activity_hour_totals
+		GROUP BY 1 HAVING sum(evaluations) <> 0 OR sum(notify_decisions) <> 0`
+	if n := h.count(`SELECT count(*) FROM ((` + activityTotals + ` EXCEPT ` + activityFromHistory + `) UNION ALL (` +
+		activityFromHistory + ` EXCEPT ` + activityTotals + `)) d`); n != 0 {
+		t.Errorf("%d hours of the activity's evaluations differ from the evaluations (totals %v, history %v)", n,
+			h.count(`SELECT coalesce(sum(evaluations), 0)::int FROM activity_hour_totals`), h.count(`SELECT count(*) FROM evaluations`))
 	}
 	const fromHistory = `
 		SELECT date_trunc('day', e.created_at, 'UTC'), mc.model, mc.model_digest, mc.prompt_version, count(*),

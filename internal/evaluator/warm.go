@@ -13,8 +13,8 @@ import (
 
 // warmUp opens a connection per worker (and the listener's) before the evaluator listens, and
 // readies each for its first batch: in a transaction it rolls back, it
-// runs the claim with a limit of 0, the settle of no change and a COPY of
-// no evaluation. A new connection's first batch otherwise pays for the
+// runs the claim with a limit of 0, the settle of no change, a COPY of
+// no evaluation and the count of one. A new connection's first batch otherwise pays for the
 // connection, the preparation of each statement, and the server loading
 // its catalog caches for changes, evaluations and their partitions and
 // indexes (the first custom plan of the claim alone took 60–200 ms at
@@ -65,6 +65,10 @@ func (e *Evaluator) warmConn(ctx context.Context, conn *pgx.Conn, distributed bo
 		} else {
 			b.Queue(claimSQL, 0, nil)
 			b.Queue(settleDoneSQL, []int64{}, nil, 0, time.Now())
+			// One row, so that its function's statement is planned too
+			// (rolled back: nothing is counted).
+			b.Queue(countEvaluationsSQL, []time.Time{time.Now()}, []string{"skip"}, []string{"filter"}, []string{""},
+				[]*float64{nil}, []*int64{nil})
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err

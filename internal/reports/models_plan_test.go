@@ -23,6 +23,8 @@ SELECT i, 'src-' || i % 50, 'r-' || i, 'w', 'llama3.2', CASE WHEN i > 9000 THEN 
        now() - (14000 - i) * interval '1 day' / 1000,
        (ARRAY['alice', 'bob', ''])[1 + i % 3]
 FROM generate_series(1, 14000) i;
+-- Counted as the evaluator counts the evaluations it inserts (migration 57).
+WITH ins AS (
 INSERT INTO evaluations (change_id, source, record_id, watch, step, matched, decision, confidence, model_call_id, evaluator,
                          created_at, owner, change_created_at)
 SELECT i, 'src-' || i % 50, 'r-' || i, 'w', CASE WHEN i % 5 = 0 AND i > 1000 THEN 'cache' ELSE 'model' END, true,
@@ -30,7 +32,11 @@ SELECT i, 'src-' || i % 50, 'r-' || i, 'w', CASE WHEN i % 5 = 0 AND i > 1000 THE
        CASE WHEN i % 5 = 0 AND i > 1000 THEN i - 1000 ELSE i END, 'evaluator-1',
        now() - (14000 - i) * interval '1 day' / 1000,
        (ARRAY['alice', 'bob', ''])[1 + i % 3], now() - (14000 - i) * interval '1 day' / 1000
-FROM generate_series(1, 14000) i;
+FROM generate_series(1, 14000) i
+RETURNING created_at, decision, step, owner, confidence, model_call_id)
+SELECT count_evaluations(array_agg(created_at), array_agg(decision), array_agg(step), array_agg(owner), array_agg(confidence),
+                         array_agg(model_call_id))
+FROM ins;
 INSERT INTO evaluations (change_id, source, record_id, watch, step, matched, decision, evaluator, created_at, owner, change_created_at)
 SELECT 100000 + i, 'src-' || i % 50, 'r-' || i, 'w', 'filter', false, 'skip', 'evaluator-1',
        now() - i * interval '1 day' / 1000, '', now() - i * interval '1 day' / 1000
