@@ -104,7 +104,7 @@ func TestSendsGoOnWhileAnOutcomeIsBeingRecorded(t *testing.T) {
 		once.Do(func() {
 			tx, err := pool.Begin(ctx)
 			if err == nil {
-				_, err = tx.Exec(ctx, `SELECT 1 FROM notifications WHERE dedupe_key = $1 FOR UPDATE`, key)
+				_, err = tx.Exec(ctx, `SELECT 1 FROM notifications WHERE source = 'src' AND dedupe_key = $1 FOR UPDATE`, key)
 			}
 			if err != nil {
 				rc.problem("lock the first row: %v", err)
