@@ -363,13 +363,7 @@ func (a *Applied) readWatches(ctx context.Context, tx pgx.Tx, sources []Source) 
 	if err != nil {
 		return nil, err
 	}
-	bare, err := pgx.AppendRows(make([]Watch, 0, n), rows, func(r pgx.CollectableRow) (Watch, error) {
-		w, err := scanWatch(r)
-		if err != nil {
-			return Watch{}, err
-		}
-		return *w, nil
-	})
+	bare, err := pgx.AppendRows(make([]Watch, 0, n), rows, watchRow)
 	if err != nil {
 		return nil, err
 	}

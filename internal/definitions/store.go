@@ -672,13 +672,7 @@ func (s *Store) ListWatches(ctx context.Context, a Actor, source string, opt Lis
 	if err != nil {
 		return nil, fmt.Errorf("list watches: %w", err)
 	}
-	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Watch, error) {
-		w, err := scanWatch(r)
-		if err != nil {
-			return Watch{}, err
-		}
-		return *w, nil
-	})
+	ws, err := pgx.CollectRows(rows, watchRow)
 	if err != nil {
 		return nil, err
 	}
@@ -810,13 +804,7 @@ func watchesOf(ctx context.Context, tx querier, source string) ([]Watch, error) 
 	if err != nil {
 		return nil, fmt.Errorf("read watches of %s: %w", source, err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Watch, error) {
-		w, err := scanWatch(r)
-		if err != nil {
-			return Watch{}, err
-		}
-		return *w, nil
-	})
+	return pgx.CollectRows(rows, watchRow)
 }
 
 func insertSource(ctx context.Context, tx pgx.Tx, r *Source, v int64) (*Source, error) {
@@ -886,6 +874,15 @@ func scanSource(row pgx.Row) (*Source, error) {
 		return nil, fmt.Errorf("read source definition: %w", err)
 	}
 	return &s, nil
+}
+
+// watchRow is scanWatch as a pgx.RowToFunc, for reading many watches.
+func watchRow(r pgx.CollectableRow) (Watch, error) {
+	w, err := scanWatch(r)
+	if err != nil {
+		return Watch{}, err
+	}
+	return *w, nil
 }
 
 func scanWatch(row pgx.Row) (*Watch, error) {
