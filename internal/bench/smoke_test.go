@@ -95,11 +95,11 @@ const smokeDeliveriesMin = 0.22
 // POST (this process: the client and the receiver) to CPU time per
 // delivery through the outbox (this process: the deliverer and the
 // receiver; and the PostgreSQL backends of its pool), over all the runs
-// of a measurement: see TestSmokeDeliveries. Clean runs gave 0.344 to
+// of a measurement: see TestSmokeDeliveries. Clean runs gave 0.326 to
 // 0.386 at load 37 to 78 (the bare loop's CPU per POST 87 to 147 µs), a
 // planted 2x slowdown (the deliverer's CPU doubled: a busy loop after
-// DeliverDue as long as the CPU it used) 0.16 to 0.19; 0.27 lies between,
-// about three quarters of the lowest clean run (docs/benchmarks.md).
+// DeliverDue as long as the CPU it used) 0.16 to 0.19 at load 38 to 66;
+// 0.27 lies between (docs/benchmarks.md).
 const smokeDeliveriesCPUMin = 0.27
 
 // TestSmokeDeliveries guards (5): deliveries through the outbox (claim,
