@@ -179,6 +179,13 @@ func BarePosts(ctx context.Context, r *Receiver, n int) (time.Duration, error) {
 // (runs in one schema take different names); the outbox must hold no
 // other pending rows.
 func DeliverTo(ctx context.Context, pool *pgxpool.Pool, r *Receiver, run string, n int) (time.Duration, error) {
+	return deliverTo(ctx, pool, r, run, n, nil)
+}
+
+// deliverTo is DeliverTo; a non-nil span is called as the timed part
+// starts and the function it returns as it ends (the CI smoke reads the
+// CPU time spent there).
+func deliverTo(ctx context.Context, pool *pgxpool.Pool, r *Receiver, run string, n int, span func() func()) (time.Duration, error) {
 	secret := benchSecret
 	dir, err := os.MkdirTemp("", "lookout-bench-deliver-")
 	if err != nil {
@@ -220,11 +227,19 @@ func DeliverTo(ctx context.Context, pool *pgxpool.Pool, r *Receiver, run string,
 	dconf := notify.DelivererConfigFrom(&cfg.Global)
 	dconf.Owner = "bench"
 	d := notify.NewDeliverer(pool, sinks, dconf, logger)
+	var end func()
+	if span != nil {
+		end = span()
+	}
 	start := time.Now()
-	if _, err := d.DeliverDue(ctx); err != nil {
+	_, err = d.DeliverDue(ctx)
+	took := time.Since(start)
+	if end != nil {
+		end()
+	}
+	if err != nil {
 		return 0, err
 	}
-	took := time.Since(start)
 	var delivered int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE status = 'delivered' AND dedupe_key LIKE $1`,
 		"bench/"+run+"r%").Scan(&delivered); err != nil {

@@ -261,7 +261,7 @@ func Claim(ctx context.Context, q Querier, sink, owner string, limit int, lease 
 	}
 	var out []Claimed
 	for _, g := range groups {
-		rows, err := q.Query(ctx, queryClaim, sink, g.Limit, owner, lease, g.Restriction())
+		rows, err := q.Query(ctx, claimStatement(g.Limit, g.Keys != nil), sink, g.Limit, owner, lease, g.Restriction())
 		if err != nil {
 			return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
 		}
