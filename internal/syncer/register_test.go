@@ -2,7 +2,12 @@ package syncer
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +129,60 @@ func TestRegisterInBulkKeepsTheUpsertRules(t *testing.T) {
 	}
 	if n != len(names) {
 		t.Errorf("%d rows in sources, want %d", n, len(names))
+	}
+}
+
+// TestRegisterManySources times the registration of
+// LOOKOUT_TEST_REGISTER_SOURCES new sources, then of all of them with a
+// changed configuration (skipped when unset): the figures of
+// docs/scaling.md "Registration on Citus", on one PostgreSQL or, with
+// TEST_DATABASE_URL a Citus coordinator, on a cluster. It checks every
+// source was written both times.
+func TestRegisterManySources(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("LOOKOUT_TEST_REGISTER_SOURCES"))
+	if n <= 0 {
+		t.Skip("LOOKOUT_TEST_REGISTER_SOURCES is not set")
+	}
+	h := newHarness(t)
+	ctx := context.Background()
+	none := items(func() []map[string]any { return nil })
+	body, fetch := map[string]string{}, map[string]fetchFunc{}
+	for i := range n {
+		name := fmt.Sprintf("s%06d", i)
+		body[name] = "every: 1m\n"
+		fetch[name] = none
+	}
+	s, err := New(h.pool, overlay(FromConfig(loadConfig(t, "", body, fetch)), Config{Owner: "test", Now: h.clock.Now, Transport: h.tr}),
+		slog.New(slog.NewTextHandler(h.logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := slices.Collect(maps.Values(s.sources))
+	count := func(hashSuffix string) int {
+		t.Helper()
+		var got int
+		if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM sources WHERE config_hash LIKE '%' || $1`, hashSuffix).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	start := time.Now()
+	if err := s.register(ctx, all, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("registered %d new sources in %s", n, time.Since(start).Round(time.Millisecond))
+	if got := count(""); got != n {
+		t.Fatalf("%d sources registered, want %d", got, n)
+	}
+	for _, src := range all {
+		src.hash += "-changed"
+	}
+	start = time.Now()
+	if err := s.register(ctx, all, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("registered %d changed sources in %s", n, time.Since(start).Round(time.Millisecond))
+	if got := count("-changed"); got != n {
+		t.Fatalf("%d sources brought to their new configuration, want %d", got, n)
 	}
 }
