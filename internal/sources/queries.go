@@ -127,48 +127,75 @@ const (
 	       updated_at = now()
 	WHERE name = $1`
 
-	// QueryRegister registers a configured source (syncer.register): a new
-	// row, or the row brought to its configuration; a source paused in its
-	// definition ($10) is registered paused with DefinitionPaused ($12), and
-	// active again when its definition is resumed; a removed source defined
-	// again is active again. The DO UPDATE calls no function that is not
-	// immutable (updated_at is the inserted row's, its default now()):
-	// Citus refuses one there on a distributed table.
-	QueryRegister = `
+	// QueryRegisterNew registers new configured sources (syncer.register),
+	// a batch of rows in one statement: $1..$11 one array each, a source per
+	// index (name, connector, config hash, schedule, interval, interval
+	// reason, next run, paused, webhook, silence alert, stuck after), $12
+	// DefinitionPaused, $13 the time of the registration. A source paused
+	// in its definition ($8) is registered paused with DefinitionPaused. A name already
+	// registered is left to QueryRegisterExisting (ON CONFLICT DO NOTHING:
+	// another replica registered it meanwhile); RETURNING names the rows
+	// inserted.
+	//
+	// One statement for a batch, not one a source: on Citus an INSERT of a
+	// row is planned and routed by the coordinator, a round trip to a
+	// worker each, where this INSERT … SELECT is planned once and sent to
+	// each shard once (docs/scaling.md "Registration on Citus").
+	QueryRegisterNew = `
 	INSERT INTO sources (name, connector, config_hash, schedule, interval_seconds, interval_reason, next_run_at, status_changed_at,
 	                     stuck_after_seconds, status, status_reason, webhook, silence_alert_seconds)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CASE WHEN $10 THEN 'paused' ELSE 'active' END,
-	        CASE WHEN $10 THEN $12 END, $13, $14)
-	ON CONFLICT (name) DO UPDATE SET
-	    connector = excluded.connector,
-	    webhook = excluded.webhook,
-	    silence_alert_seconds = excluded.silence_alert_seconds,
-	    stuck_after_seconds = excluded.stuck_after_seconds,
-	    schedule = excluded.schedule,
-	    config_hash = excluded.config_hash,
-	    updated_at = excluded.updated_at,
-	    interval_seconds = CASE WHEN sources.config_hash <> excluded.config_hash
-	                            THEN excluded.interval_seconds ELSE sources.interval_seconds END,
-	    interval_reason = CASE WHEN sources.config_hash <> excluded.config_hash
-	                           THEN 'configuration changed; ' || excluded.interval_reason ELSE sources.interval_reason END,
-	    next_run_at = CASE WHEN sources.config_hash <> excluded.config_hash
-	                       THEN least(sources.next_run_at, $11) ELSE sources.next_run_at END,
-	    failure_count = CASE WHEN sources.config_hash <> excluded.config_hash THEN 0 ELSE sources.failure_count END,
-	    status_changed_at = CASE WHEN $10 AND sources.status <> 'paused' THEN excluded.status_changed_at
-	                             WHEN sources.status = 'removed' THEN excluded.status_changed_at
-	                             WHEN NOT $10 AND sources.status = 'paused' AND sources.status_reason = $12 THEN excluded.status_changed_at
-	                             WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
-	                             THEN excluded.status_changed_at ELSE sources.status_changed_at END,
-	    status = CASE WHEN $10 THEN 'paused'
-	                  WHEN sources.status = 'removed' THEN 'active'
-	                  WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'active'
-	                  WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
-	                  THEN 'active' ELSE sources.status END,
-	    status_reason = CASE WHEN $10 THEN $12
-	                         WHEN sources.status = 'removed' THEN 'defined again'
-	                         WHEN sources.status = 'paused' AND sources.status_reason = $12 THEN 'resumed in its definition'
-	                         WHEN sources.config_hash <> excluded.config_hash AND sources.status IN ('disabled', 'completed')
-	                         THEN 'configuration changed' ELSE sources.status_reason END`
+	SELECT x.name, x.connector, x.config_hash, x.schedule, x.interval_seconds, x.interval_reason, x.at, $13::timestamptz,
+	       x.stuck_after, CASE WHEN x.paused THEN 'paused' ELSE 'active' END, CASE WHEN x.paused THEN $12::text END,
+	       x.webhook, x.silence
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::timestamptz[], $8::bool[],
+	            $9::text[], $10::int[], $11::int[])
+	     AS x(name, connector, config_hash, schedule, interval_seconds, interval_reason, at, paused, webhook, silence, stuck_after)
+	ON CONFLICT (name) DO NOTHING
+	RETURNING name`
+
+	// QueryRegisterExisting brings registered sources to their
+	// configuration (syncer.register), a batch in one statement: the
+	// arguments of QueryRegisterNew, $7 the next run of a source whose
+	// configuration changed (at the latest). A new configuration restarts
+	// the interval, the failures and a disabled or completed source; a
+	// source paused in its definition ($8) is paused with DefinitionPaused
+	// ($12), and active again when its definition is resumed; a removed
+	// source defined again is active again. It calls no function that is
+	// not immutable on a column (now() is the transaction's, the
+	// coordinator's): Citus refuses one in an UPDATE of a distributed table.
+	QueryRegisterExisting = `
+	UPDATE sources s SET
+	    connector = x.connector,
+	    webhook = x.webhook,
+	    silence_alert_seconds = x.silence,
+	    stuck_after_seconds = x.stuck_after,
+	    schedule = x.schedule,
+	    config_hash = x.config_hash,
+	    updated_at = now(),
+	    interval_seconds = CASE WHEN s.config_hash <> x.config_hash THEN x.interval_seconds ELSE s.interval_seconds END,
+	    interval_reason = CASE WHEN s.config_hash <> x.config_hash
+	                           THEN 'configuration changed; ' || x.interval_reason ELSE s.interval_reason END,
+	    next_run_at = CASE WHEN s.config_hash <> x.config_hash THEN least(s.next_run_at, x.at) ELSE s.next_run_at END,
+	    failure_count = CASE WHEN s.config_hash <> x.config_hash THEN 0 ELSE s.failure_count END,
+	    status_changed_at = CASE WHEN x.paused AND s.status <> 'paused' THEN $13::timestamptz
+	                             WHEN s.status = 'removed' THEN $13
+	                             WHEN NOT x.paused AND s.status = 'paused' AND s.status_reason = $12 THEN $13
+	                             WHEN s.config_hash <> x.config_hash AND s.status IN ('disabled', 'completed')
+	                             THEN $13::timestamptz ELSE s.status_changed_at END,
+	    status = CASE WHEN x.paused THEN 'paused'
+	                  WHEN s.status = 'removed' THEN 'active'
+	                  WHEN s.status = 'paused' AND s.status_reason = $12 THEN 'active'
+	                  WHEN s.config_hash <> x.config_hash AND s.status IN ('disabled', 'completed')
+	                  THEN 'active' ELSE s.status END,
+	    status_reason = CASE WHEN x.paused THEN $12::text
+	                         WHEN s.status = 'removed' THEN 'defined again'
+	                         WHEN s.status = 'paused' AND s.status_reason = $12 THEN 'resumed in its definition'
+	                         WHEN s.config_hash <> x.config_hash AND s.status IN ('disabled', 'completed')
+	                         THEN 'configuration changed' ELSE s.status_reason END
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::float8[], $6::text[], $7::timestamptz[], $8::bool[],
+	            $9::text[], $10::int[], $11::int[])
+	     AS x(name, connector, config_hash, schedule, interval_seconds, interval_reason, at, paused, webhook, silence, stuck_after)
+	WHERE s.name = x.name`
 
 	// QueryCompleteExpired marks completed the active sources whose stop.after passed and whose lease is not held,
 	// each with its reason ($2, written by the caller: Citus refuses to_char, a STABLE function, of a column in

@@ -433,7 +433,11 @@ func (s *Syncer) Register(ctx context.Context) error {
 // writes nothing, instead of rewriting and locking every row while other
 // replicas run them. The writes go in name order, in transactions of
 // registerChunk sources, each retried on a deadlock: a replica's
-// registration and another's runs lock rows in different orders.
+// registration and another's runs lock rows in different orders. A
+// transaction is two statements at most, whatever its number of sources:
+// the new ones inserted, the others updated (on Citus a statement a
+// source took the coordinator a round trip to a worker each: 10,000
+// sources registered in 4 minutes, docs/scaling.md).
 func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) error {
 	stored, err := s.storedSources(ctx, srcs)
 	if err != nil {
@@ -452,10 +456,9 @@ func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) er
 		st, ok := stored[src.name]
 		return ok && st.matches(src)
 	})
-	for start := 0; start < len(srcs); start += registerChunk {
-		chunk := srcs[start:min(start+registerChunk, len(srcs))]
-		err := retryDeadlocks(ctx, func() error { return s.pool.SendBatch(ctx, s.registerBatch(chunk, fresh, firstNow)).Close() })
-		if err != nil {
+	for chunk := range slices.Chunk(srcs, registerChunk) {
+		rows := s.registerRows(chunk, stored, fresh, firstNow)
+		if err := retryDeadlocks(ctx, func() error { return s.writeRegistration(ctx, rows) }); err != nil {
 			return fmt.Errorf("register sources: %w", err)
 		}
 	}
@@ -549,10 +552,27 @@ func (s *Syncer) storedSources(ctx context.Context, srcs []*source) (map[string]
 	return out, nil
 }
 
-// registerBatch is the upserts of srcs, one implicit transaction.
-func (s *Syncer) registerBatch(srcs []*source, fresh int, firstNow bool) *pgx.Batch {
-	b := &pgx.Batch{}
+// registration is a chunk of register's sources as the arguments of
+// sources.QueryRegisterNew and QueryRegisterExisting, one array a column;
+// at is a new source's next run, and isNew tells which sources had no row
+// when register read them.
+type registration struct {
+	name, connector, hash, schedule, reason []string
+	interval                                []*float64
+	insertAt, firstAt                       []time.Time
+	paused                                  []bool
+	webhook                                 []*string
+	silence                                 []*int
+	stuckAfter                              []int
+	isNew                                   []bool
+	now                                     time.Time
+}
+
+// registerRows is the registration of srcs (stored: their rows as
+// register read them).
+func (s *Syncer) registerRows(srcs []*source, stored map[string]storedSource, fresh int, firstNow bool) *registration {
 	now := s.conf.Now()
+	r := &registration{now: now}
 	for _, src := range srcs {
 		set := src.settings
 		first := src.schedule.First(now)
@@ -569,11 +589,95 @@ func (s *Syncer) registerBatch(srcs []*source, fresh int, firstNow bool) *pgx.Ba
 			secs := iv.Seconds()
 			interval = &secs
 		}
-		b.Queue(sources.QueryRegister,
-			src.name, set.connector, src.hash, src.schedule.String(), interval, first.Reason, insertAt, now,
-			set.stuckAfter, src.paused, first.At, sources.DefinitionPaused, webhookProvider(set), silenceSeconds(set))
+		var web *string
+		if w, ok := webhookProvider(set).(string); ok {
+			web = &w
+		}
+		var silence *int
+		if sil, ok := silenceSeconds(set).(int); ok {
+			silence = &sil
+		}
+		_, registered := stored[src.name]
+		r.name = append(r.name, src.name)
+		r.connector = append(r.connector, set.connector)
+		r.hash = append(r.hash, src.hash)
+		r.schedule = append(r.schedule, src.schedule.String())
+		r.interval = append(r.interval, interval)
+		r.reason = append(r.reason, first.Reason)
+		r.insertAt = append(r.insertAt, insertAt)
+		r.firstAt = append(r.firstAt, first.At)
+		r.paused = append(r.paused, src.paused)
+		r.webhook = append(r.webhook, web)
+		r.silence = append(r.silence, silence)
+		r.stuckAfter = append(r.stuckAfter, set.stuckAfter)
+		r.isNew = append(r.isNew, !registered)
 	}
-	return b
+	return r
+}
+
+// args are the arguments of sources.QueryRegisterNew (at: insertAt) or
+// QueryRegisterExisting (at: firstAt) for the sources of r at idx.
+func (r *registration) args(idx []int, at []time.Time) []any {
+	var (
+		name, connector, hash, schedule, reason = make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx))
+		interval                                = make([]*float64, len(idx))
+		ats                                     = make([]time.Time, len(idx))
+		paused                                  = make([]bool, len(idx))
+		webhook                                 = make([]*string, len(idx))
+		silence                                 = make([]*int, len(idx))
+		stuckAfter                              = make([]int, len(idx))
+	)
+	for j, i := range idx {
+		name[j], connector[j], hash[j], schedule[j], reason[j] = r.name[i], r.connector[i], r.hash[i], r.schedule[i], r.reason[i]
+		interval[j], ats[j], paused[j], webhook[j], silence[j], stuckAfter[j] = r.interval[i], at[i], r.paused[i], r.webhook[i], r.silence[i], r.stuckAfter[i]
+	}
+	return []any{name, connector, hash, schedule, interval, reason, ats, paused, webhook, silence, stuckAfter, sources.DefinitionPaused, r.now}
+}
+
+// writeRegistration writes r in one transaction: the sources that had no
+// row inserted in one statement, then the others, and the new ones
+// another replica registered meanwhile, updated in one.
+func (s *Syncer) writeRegistration(ctx context.Context, r *registration) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var fresh, existing []int
+		for i, isNew := range r.isNew {
+			if isNew {
+				fresh = append(fresh, i)
+			} else {
+				existing = append(existing, i)
+			}
+		}
+		if len(fresh) > 0 {
+			rows, err := tx.Query(ctx, sources.QueryRegisterNew, r.args(fresh, r.insertAt)...)
+			if err != nil {
+				return fmt.Errorf("insert: %w", err)
+			}
+			inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return fmt.Errorf("insert: %w", err)
+			}
+			if len(inserted) < len(fresh) {
+				// Registered by another replica since register read
+				// the rows: updated, as if they had been there.
+				done := make(map[string]bool, len(inserted))
+				for _, n := range inserted {
+					done[n] = true
+				}
+				for _, i := range fresh {
+					if !done[r.name[i]] {
+						existing = append(existing, i)
+					}
+				}
+				slices.Sort(existing)
+			}
+		}
+		if len(existing) > 0 {
+			if _, err := tx.Exec(ctx, sources.QueryRegisterExisting, r.args(existing, r.firstAt)...); err != nil {
+				return fmt.Errorf("update: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // Wake makes the polling loop look for due sources now (after a change
