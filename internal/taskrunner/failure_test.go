@@ -137,15 +137,10 @@ func TestHangingExecutorIsKilledWithItsChildren(t *testing.T) {
 				t.Errorf("the execution's timeout is %s, want the task's 500ms", timeout)
 			}
 			ctx, cancel := context.WithCancel(ctx)
-			go func() { // the time is up once the agent hangs with its child
-				for ctx.Err() == nil {
-					if _, err := os.Stat(childFile); err == nil {
-						cancel()
-						return
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-			}()
+			testsignal.CancelWhen(ctx, cancel, func() bool { // the agent hangs with its child
+				_, err := os.Stat(childFile)
+				return err == nil
+			})
 			return ctx, cancel
 		}
 	})

@@ -126,6 +126,24 @@ func EventuallyWithin(tb TB, within time.Duration, what string, cond func() bool
 	}
 }
 
+// CancelWhen calls cancel once cond holds, polling it as Eventually does,
+// and stops polling when ctx ends: a test ends an operation's time when
+// the operation's state says it hangs (an executor has started its
+// child), instead of when a short timer fires on a machine of unknown
+// speed. ctx is usually the one cancel ends, with the test's own
+// deadline as a safety net.
+func CancelWhen(ctx context.Context, cancel context.CancelFunc, cond func() bool) {
+	go func() {
+		for ctx.Err() == nil {
+			if cond() {
+				cancel()
+				return
+			}
+			time.Sleep(pollInterval)
+		}
+	}()
+}
+
 // Sleeps records the waits a loop asks for through a replaceable sleep
 // (service.WithRetrySleep's), and returns at once: a test counts attempts,
 // not time. Once Limit waits are recorded, the next one blocks until ctx

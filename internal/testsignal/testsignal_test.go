@@ -1,6 +1,7 @@
 package testsignal
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -99,4 +100,26 @@ func TestTimeoutReadsTheEnvironment(t *testing.T) {
 	if !strings.Contains(f.failed, "timed out after 30ms waiting for nothing") {
 		t.Errorf("Receive's failure %q, want it bounded by the 30ms set", f.failed)
 	}
+}
+
+// TestCancelWhen: the context ends once the condition holds, not before.
+func TestCancelWhen(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ready atomic.Bool
+	polled := make(chan struct{}, 1)
+	CancelWhen(ctx, cancel, func() bool {
+		select {
+		case polled <- struct{}{}:
+		default:
+		}
+		return ready.Load()
+	})
+	Receive(t, polled, "a first poll")
+	if ctx.Err() != nil {
+		t.Fatal("canceled before the condition held")
+	}
+	ready.Store(true)
+	Receive(t, ctx.Done(), "the cancel once the condition held")
 }
