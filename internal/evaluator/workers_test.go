@@ -131,7 +131,7 @@ func TestCommitThatNotifiesWakesTheDeliverers(t *testing.T) {
 	}
 	apply(t, pool, normalize.Record{ID: "N1", Title: "new", Status: "open"})
 	drain(t, e)
-	wctx, cancel := context.WithTimeout(ctx, testsignal.Timeout)
+	wctx, cancel := context.WithTimeout(ctx, testsignal.Timeout())
 	defer cancel()
 	if _, err := conn.Conn().WaitForNotification(wctx); err != nil {
 		t.Fatalf("no wake-up of the deliverers after a batch that notified: %v", err)

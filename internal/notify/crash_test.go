@@ -101,7 +101,7 @@ func TestKilledDeliverersLoseNothing(t *testing.T) {
 		// starts a test binary, connects and claims first: that took
 		// more than 10 s (the bound this wait had) on a busy machine, and
 		// through a Citus coordinator, so it waits as long as any wait on
-		// state (testsignal.Timeout).
+		// state (testsignal.Timeout()).
 		target := before + int64(20+17*round)
 		reached := false
 		defer func() {

@@ -373,7 +373,9 @@ func TestExpiredLeaseIsTakenOverAndFenced(t *testing.T) {
 	pool := pgtest.Pool(t)
 	rc := newReceiver(t, "s3cret")
 	keys := insertNotifications(t, pool, "hook", "k", 3)
-	cfgs := map[string]*config.Sink{"hook": sinkConf("webhook", 100*time.Millisecond, 5, 2)}
+	// The sink's timeout is long too: a 100 ms one timed out b's delivery
+	// on a busy machine, and its retry made attempts 3.
+	cfgs := map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 5, 2)}
 	sinks := map[string]Sink{"hook": rc.sink(t)}
 	// Both leases are long, and a's ends when the test says so: a short
 	// real-time lease would end before b's first look on a busy machine.

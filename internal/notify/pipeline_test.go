@@ -49,8 +49,8 @@ func TestOutcomeRecordedWhileNextBatchIsClaimed(t *testing.T) {
 	d := newDeliverer(t, pool, map[string]Sink{"hook": rc.sink(t)},
 		// A timeout longer than the test waits: the held request must not
 		// end (and its lane go on) before the test releases it.
-		map[string]*config.Sink{"hook": sinkConf("webhook", 2*testsignal.Timeout, 3, 1)},
-		DelivererConfig{Owner: "ahead", BatchSize: batch, Lease: 5 * testsignal.Timeout})
+		map[string]*config.Sink{"hook": sinkConf("webhook", 2*testsignal.Timeout(), 3, 1)},
+		DelivererConfig{Owner: "ahead", BatchSize: batch, Lease: 5 * testsignal.Timeout()})
 	done := make(chan error, 1)
 	go func() {
 		_, err := d.DeliverDue(context.Background())

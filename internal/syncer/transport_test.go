@@ -423,14 +423,20 @@ func TestHostRateReport(t *testing.T) {
 
 // TestWaitBeyondRequestDeadlineDefers: a connector that bounds each
 // request with its own timeout must not see a rate-limit wait turn into a
-// timeout failure: the run is deferred instead.
+// timeout failure: the run is deferred instead, naming the request's
+// deadline. The second page's wait (the source's second token, 10,000 s
+// away) is longer than syncer.max_wait (1 h), which is longer than the
+// request's deadline (1 min): only a wait bounded by the deadline gives
+// that reason, and no stall of the machine changes the order. (It used a
+// 100 ms request deadline and a 500 ms wait: a first page slower than
+// 100 ms failed the run, one slower than 500 ms found its token ready.)
 func TestWaitBeyondRequestDeadlineDefers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	up := newUpstream(t, 2, time.Now)
 	fetch := func(ctx context.Context, env connectors.Env, cur json.RawMessage, emit connectors.EmitFunc) (connectors.Result, error) {
 		for page := 1; page <= 2; page++ {
-			rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
 			req, _ := http.NewRequestWithContext(rctx, http.MethodGet, fmt.Sprintf("%s/s/page/%d", up.URL, page), nil)
 			resp, err := env.HTTP.Do(req)
 			if err != nil {
@@ -443,9 +449,9 @@ func TestWaitBeyondRequestDeadlineDefers(t *testing.T) {
 		return connectors.Result{}, nil
 	}
 	cfg := loadConfig(t, "defaults: {host_rate_limit: {per_second: 1000, burst: 100}}\n", map[string]string{
-		"s": "every: 1h\njitter: 0s\nrate_limit: {per_second: 2, burst: 1}\n",
+		"s": "every: 1h\njitter: 0s\nrate_limit: {per_second: 0.0001, burst: 1}\n",
 	}, map[string]fetchFunc{"s": fetch})
-	s := h.syncer(cfg, Config{Now: time.Now})
+	s := h.syncer(cfg, Config{Now: time.Now, MaxWait: time.Hour})
 	h.runDue(s)
 	runs := h.runs("s")
 	if r := runs[0]; r.Status != "deferred" || !strings.Contains(r.Error, "before the request's deadline") {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/testsignal"
@@ -19,18 +20,14 @@ import (
 // next run retries it once, with the same idempotency key.
 func TestKilledExecutorClaimExpiresAndIsRetried(t *testing.T) {
 	t.Parallel()
-	lease := "3s"
-	if pgtest.OnCitus(t, pgtest.PoolFor(t, pgtest.URL(t))) {
-		// The claim's confirmation in the tool must land within the
-		// lease; through the coordinator of a busy cluster the claim
-		// itself took most of 3 s and the confirmation ran out of it
-		// ("confirm the claim in the tool: context deadline exceeded"),
-		// so the first execution never started. The test waits for the
-		// lease to expire either way.
-		lease = "20s"
-	}
-	w := newWorld(t, options{mode: modeHangOnce,
-		task: "name: execute\n    when: record.status == \"Todo\"\n    lease: " + lease + "\n    timeout: 2s\n    backoff: {min: 1ms, max: 1ms}\n"})
+	// The lease and the timeout are long, and the lease ends when the test
+	// moves the clock: with a 3 s lease and a 2 s timeout the execution
+	// had to start within 0.7 s of the claim (the claim's confirmation in
+	// the tool and its read-back), which a busy machine, or a Citus
+	// coordinator, did not always do.
+	clk := &clock{}
+	w := newWorld(t, options{mode: modeHangOnce, now: clk.Now,
+		task: "name: execute\n    when: record.status == \"Todo\"\n    lease: 10m\n    timeout: 1m\n    backoff: {min: 1ms, max: 1ms}\n"})
 	id := w.addTask("fragile", 1)
 	proxy, url := pgtest.NewProxy(t, w.url)
 	a := w.replica("syncer-a", pgtest.PoolFor(t, url), nil)
@@ -59,6 +56,7 @@ func TestKilledExecutorClaimExpiresAndIsRetried(t *testing.T) {
 	}
 
 	// b's maintenance recovers the claim once it expired.
+	clk.Advance(10*time.Minute + time.Second)
 	if err := b.runner.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,12 @@
 package taskrunner_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lookout-dev/lookout/internal/connectors/notion/notiontest"
 	"github.com/lookout-dev/lookout/internal/taskrunner"
@@ -118,12 +120,30 @@ func TestBadExecutors(t *testing.T) {
 // An executor that hangs past its timeout is killed with its whole
 // process group — a child it started too — and, with attempts left, the
 // task goes back to Todo with RetryCount 1 and a LastError that says so.
+// The execution's time runs out when the agent has started its child
+// (Hooks.ExecTimeout, given the task's timeout), not when a 500 ms timer
+// fires: on a busy machine the shell was killed before it had started
+// the child, and the test had no child to look at. The real timer is
+// TestExecutorFailures/hang's.
 func TestHangingExecutorIsKilledWithItsChildren(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, options{mode: modeHangTree,
 		task: "name: execute\n    when: record.status == \"Todo\"\n    lease: 30s\n    timeout: 500ms\n    max_attempts: 2\n    backoff: {min: 1h, max: 1h}\n"})
 	id := w.addTask("slow", 1)
-	rep := w.replica("syncer-1", nil, nil)
+	childFile := filepath.Join(w.agent.dir, "child")
+	rep := w.replica("syncer-1", nil, func(c *taskrunner.Config) {
+		c.Hooks.ExecTimeout = func(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+			if timeout != 500*time.Millisecond {
+				t.Errorf("the execution's timeout is %s, want the task's 500ms", timeout)
+			}
+			ctx, cancel := context.WithCancel(ctx)
+			testsignal.CancelWhen(ctx, cancel, func() bool { // the agent hangs with its child
+				_, err := os.Stat(childFile)
+				return err == nil
+			})
+			return ctx, cancel
+		}
+	})
 	w.sync(rep)
 	r := w.run(id)
 	if r.Status != "released" || r.Failures != 1 || !strings.Contains(r.LastError, "did not finish within its time (") ||
@@ -134,7 +154,7 @@ func TestHangingExecutorIsKilledWithItsChildren(t *testing.T) {
 		!strings.Contains(le.(string), "did not finish within its time") {
 		t.Errorf("page: Status %v, RetryCount %v, LastError %q; want Todo, 1, the timeout", s, rc, le)
 	}
-	raw, err := os.ReadFile(filepath.Join(w.agent.dir, "child"))
+	raw, err := os.ReadFile(childFile)
 	if err != nil {
 		t.Fatalf("the agent's child: %v", err)
 	}

@@ -221,7 +221,7 @@ func (w *world) start(rep *replica) {
 func (w *world) sync(rep *replica) {
 	w.t.Helper()
 	w.mirror(rep)
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 	defer cancel()
 	rep.runner.Once(ctx)
 }
@@ -230,7 +230,7 @@ func (w *world) sync(rep *replica) {
 // and runs at the next rep.runner.Once.
 func (w *world) mirror(rep *replica) {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 	defer cancel()
 	if _, err := w.pool.Exec(ctx, `UPDATE sources SET next_run_at = now() - interval '1 second', run_requested_at = now()`); err != nil {
 		w.t.Fatal(err)

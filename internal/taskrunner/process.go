@@ -103,7 +103,11 @@ func (r *Runner) process(ctx context.Context, src *source, w *watch, run *tasks.
 	in := input{run: run, record: record, deadline: deadline, token: token}
 	in.json = taskJSON(run, record, deadline, token)
 	log.Info("task executing", "executor", w.exec.kind(), "idempotency_key", run.IdempotencyKey, "deadline", deadline.UTC())
-	ectx, ecancel := context.WithTimeout(ctx, w.cfg.Timeout)
+	withTimeout := context.WithTimeout
+	if h := r.conf.Hooks.ExecTimeout; h != nil {
+		withTimeout = h
+	}
+	ectx, ecancel := withTimeout(ctx, w.cfg.Timeout)
 	out := w.exec.run(ectx, in)
 	ecancel()
 	took := r.conf.Now().Sub(started)

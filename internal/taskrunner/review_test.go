@@ -64,7 +64,7 @@ func (w *world) reviewer(alertSinks ...string) *reviewer {
 // once runs one round of reviews and returns how many it decided.
 func (r *reviewer) once(t *testing.T) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 	defer cancel()
 	n, err := r.rev.Once(ctx)
 	if err != nil {
@@ -117,7 +117,7 @@ func TestReviewFailsTwiceThenPasses(t *testing.T) {
 		if n := rv.once(t); n != 1 {
 			t.Fatalf("round %d: %d reviews decided, want 1", i, n)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 		rep.runner.Once(ctx) // the maintenance applies the review
 		cancel()
 		r = w.run(id)
@@ -212,7 +212,7 @@ func TestReviewFailsPastMaxCorrections(t *testing.T) {
 	rep := w.replica("syncer-1", nil, nil)
 	rv := w.reviewer("ops")
 	rv.verdicts(false, 2, "nothing useful")
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 	defer cancel()
 	for i := 1; i <= 2; i++ {
 		w.sync(rep)
@@ -265,7 +265,7 @@ func TestReviewHeldWhileTheModelIsDown(t *testing.T) {
 	if n := rv.once(t); n != 0 {
 		t.Fatalf("%d reviews decided while the model is down, want 0", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 	defer cancel()
 	rep.runner.Once(ctx)
 	r := w.run(id)
@@ -303,7 +303,7 @@ func TestReviewLeavesAPersonsMove(t *testing.T) {
 	if n := rv.once(t); n != 1 {
 		t.Fatalf("%d reviews decided, want 1", n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 	defer cancel()
 	rep.runner.Once(ctx)
 	r := w.run(id)
@@ -349,7 +349,7 @@ func TestReviewDroppedWhenTheReviewBlockIsRemoved(t *testing.T) {
 	}
 	rep := w.replica("syncer-2", nil, nil)
 	once := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), testsignal.Timeout())
 		defer cancel()
 		rep.runner.Once(ctx)
 	}

@@ -76,6 +76,11 @@ type Hooks struct {
 	// AfterClaim runs after the visible claim was written, before it is
 	// read back.
 	AfterClaim func(source, recordID, runID string)
+	// ExecTimeout, when set, bounds an execution instead of
+	// context.WithTimeout(ctx, timeout): a test ends the execution when
+	// the executor's state says it hangs, not when a timer fires on a
+	// machine of unknown speed.
+	ExecTimeout func(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc)
 }
 
 // FromConfig returns the task runner settings of a loaded configuration

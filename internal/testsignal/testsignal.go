@@ -22,8 +22,11 @@ const TimeoutEnv = "LOOKOUT_TESTSIGNAL_TIMEOUT"
 
 // Timeout is how long a wait lasts before the test fails: long enough
 // for a busy machine, short enough to fail well before go test's own
-// timeout. 20 s unless TimeoutEnv says otherwise.
-var Timeout = timeoutOf(os.Getenv(TimeoutEnv))
+// timeout. 20 s unless TimeoutEnv says otherwise. It reads TimeoutEnv at
+// each call, not at the package's init: a test (or TestMain) that sets
+// the variable is heard, and a binary that links the package (the
+// daemons carry its signals as no-ops) never reads it.
+func Timeout() time.Duration { return timeoutOf(os.Getenv(TimeoutEnv)) }
 
 // timeoutOf reads TimeoutEnv's value v: 20 s when empty; a value that is
 // not a positive duration stops the test binary with the reason.
@@ -89,13 +92,14 @@ func (s *Signal[T]) WaitOrTimeout() T {
 // what it waited for.
 func Receive[T any](tb TB, ch <-chan T, what string) T {
 	tb.Helper()
-	t := time.NewTimer(Timeout)
+	within := Timeout()
+	t := time.NewTimer(within)
 	defer t.Stop()
 	select {
 	case v := <-ch:
 		return v
 	case <-t.C:
-		tb.Fatalf("timed out after %s waiting for %s", Timeout, what)
+		tb.Fatalf("timed out after %s waiting for %s", within, what)
 		var zero T
 		return zero
 	}
@@ -105,7 +109,7 @@ func Receive[T any](tb TB, ch <-chan T, what string) T {
 // what it waited for.
 func Eventually(tb TB, what string, cond func() bool) {
 	tb.Helper()
-	EventuallyWithin(tb, Timeout, what, cond)
+	EventuallyWithin(tb, Timeout(), what, cond)
 }
 
 // EventuallyWithin is Eventually with its own deadline, for tests whose
@@ -120,6 +124,24 @@ func EventuallyWithin(tb TB, within time.Duration, what string, cond func() bool
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+// CancelWhen calls cancel once cond holds, polling it as Eventually does,
+// and stops polling when ctx ends: a test ends an operation's time when
+// the operation's state says it hangs (an executor has started its
+// child), instead of when a short timer fires on a machine of unknown
+// speed. ctx is usually the one cancel ends, with the test's own
+// deadline as a safety net.
+func CancelWhen(ctx context.Context, cancel context.CancelFunc, cond func() bool) {
+	go func() {
+		for ctx.Err() == nil {
+			if cond() {
+				cancel()
+				return
+			}
+			time.Sleep(pollInterval)
+		}
+	}()
 }
 
 // Sleeps records the waits a loop asks for through a replaceable sleep

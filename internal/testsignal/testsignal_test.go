@@ -1,6 +1,7 @@
 package testsignal
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -75,4 +76,50 @@ func TestTimeoutOf(t *testing.T) {
 			timeoutOf(v)
 		}()
 	}
+}
+
+// TestTimeoutReadsTheEnvironment: a variable set after the package's
+// init (by a test, by TestMain) bounds the waits that follow. It was read
+// once at init, and such a setting was silently ignored.
+func TestTimeoutReadsTheEnvironment(t *testing.T) {
+	t.Setenv(TimeoutEnv, "")
+	if got := Timeout(); got != 20*time.Second {
+		t.Errorf("unset: %s, want 20s", got)
+	}
+	t.Setenv(TimeoutEnv, "30ms")
+	if got := Timeout(); got != 30*time.Millisecond {
+		t.Errorf("set to 30ms: %s", got)
+	}
+	var f fakeTB
+	Eventually(&f, "never", func() bool { return false })
+	if !strings.Contains(f.failed, "timed out after 30ms waiting for never") {
+		t.Errorf("Eventually's failure %q, want it bounded by the 30ms set", f.failed)
+	}
+	f = fakeTB{}
+	Receive(&f, make(chan int), "nothing")
+	if !strings.Contains(f.failed, "timed out after 30ms waiting for nothing") {
+		t.Errorf("Receive's failure %q, want it bounded by the 30ms set", f.failed)
+	}
+}
+
+// TestCancelWhen: the context ends once the condition holds, not before.
+func TestCancelWhen(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ready atomic.Bool
+	polled := make(chan struct{}, 1)
+	CancelWhen(ctx, cancel, func() bool {
+		select {
+		case polled <- struct{}{}:
+		default:
+		}
+		return ready.Load()
+	})
+	Receive(t, polled, "a first poll")
+	if ctx.Err() != nil {
+		t.Fatal("canceled before the condition held")
+	}
+	ready.Store(true)
+	Receive(t, ctx.Done(), "the cancel once the condition held")
 }
