@@ -161,3 +161,71 @@ func TestClaimBuildsNoSnapshotOfALockedChange(t *testing.T) {
 		t.Fatalf("the claim took %d changes; want %d", got, want)
 	}
 }
+
+// orderChecks returns the most loops of any scan of changes under alias p
+// (the order check, one scan per partition) in a plan node: how many
+// candidates the claim checked for an earlier pending change.
+func orderChecks(node map[string]any) float64 {
+	var most float64
+	pgtest.EachPlanNode(node, func(node map[string]any) {
+		alias, _ := node["Alias"].(string)
+		rel, _ := node["Relation Name"].(string)
+		if !regexp.MustCompile(`^p(_[0-9]+)?$`).MatchString(alias) || !strings.HasPrefix(rel, "changes") {
+			return
+		}
+		if loops, _ := node["Actual Loops"].(float64); loops > most {
+			most = loops
+		}
+	})
+	return most
+}
+
+// TestClaimChecksNoOrderOfARecordsFirstChange: a change at version 1 is
+// the first change of its record, so the claim takes it without looking
+// for an earlier pending change of the record; an update is still
+// checked. A backlog of an initial sync (version 1 throughout) paid a
+// probe of changes_record_idx in every partition per candidate before.
+func TestClaimChecksNoOrderOfARecordsFirstChange(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, baseGlobal, map[string]string{"tasks.yaml": anySource})
+	pgtest.SkipOnCitus(t, h.pool, "the test explains one PostgreSQL's claim over every source; on Citus the claim runs once per shard, a statement the workers plan")
+	const created, updated = 150, 50
+	recs := make([]normalize.Record, updated)
+	for i := range recs {
+		recs[i] = normalize.Record{ID: fmt.Sprintf("U-%d", i), Title: "t", Status: "open"}
+	}
+	h.sync("tasks", recs...)
+	h.drain()
+	for i := range recs {
+		recs[i].Title = "t2"
+	}
+	for i := range created {
+		recs = append(recs, normalize.Record{ID: fmt.Sprintf("C-%d", i), Title: "t", Status: "open"})
+	}
+	h.sync("tasks", recs...)
+	if got := h.count(`SELECT count(*) FROM changes WHERE eval_status = 'pending' AND version > 1`); got != updated {
+		t.Fatalf("%d pending updates; want %d", got, updated)
+	}
+
+	tx, err := h.pool.Begin(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(h.ctx))
+	var raw []byte
+	if err := tx.QueryRow(h.ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+claimSQL, 1000, nil).Scan(&raw); err != nil {
+		t.Fatalf("explain the claim: %v", err)
+	}
+	var plans []map[string]any
+	if err := json.Unmarshal(raw, &plans); err != nil {
+		t.Fatal(err)
+	}
+	plan := plans[0]["Plan"].(map[string]any)
+	if got, _ := plan["Actual Rows"].(float64); got != created+updated {
+		t.Fatalf("the claim took %.0f changes; want %d", got, created+updated)
+	}
+	if got := orderChecks(plan); got > updated {
+		t.Fatalf("a claim of %d created and %d updated records checked the order of %.0f changes; want at most %d (the updates)",
+			created, updated, got, updated)
+	}
+}

@@ -574,6 +574,17 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // snapshots of the whole batch the first one holds before skipping it
 // (docs/benchmarks.md, (4); TestClaimBuildsNoSnapshotOfALockedChange).
 //
+// A change at version 1 is the first change of its record (the writer
+// creates a record at version 1 only when it has no row of it, under the
+// source's lock, and every later change of the record has a higher
+// version and a higher id; records' rows are never deleted): no earlier
+// change can hold it back, and the claim takes it without the order check
+// (the check is a SubPlan under the OR, run for the other changes only).
+// A backlog of an initial sync is all such changes: the check's probe of
+// changes_record_idx in every partition was most of its claim
+// (docs/benchmarks.md, (4) on branch eval-claim;
+// TestClaimChecksNoOrderOfARecordsFirstChange).
+//
 // The order check reads the record's changes through changes_record_idx
 // (source, record_id, id), from the oldest pending change of all on
 // (p.id >= the InitPlan's min(id), found at the head of
@@ -623,12 +634,12 @@ const claimWhere = `
 	WHERE ch.eval_status = 'pending' AND ch.eval_next_at <= now()
 	  AND ($2::text[] IS NULL OR ch.source = ANY($2::text[]))
 	  AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
-	  AND NOT EXISTS (
+	  AND (ch.version = 1 OR NOT EXISTS (
 	      SELECT 1 FROM changes p
 	      WHERE p.source = ch.source AND ($2::text[] IS NULL OR p.source = ANY($2::text[])) AND p.record_id = ch.record_id
 	        AND p.id >= (SELECT min(o.id) FROM changes o
 	                     WHERE o.eval_status = 'pending' AND ($2::text[] IS NULL OR o.source = ANY($2::text[])))
-	        AND p.id < ch.id AND p.eval_status = 'pending')
+	        AND p.id < ch.id AND p.eval_status = 'pending'))
 	ORDER BY ch.id`
 
 // candidatesSQL is claimSQL's pick without its locks: the sources of the
