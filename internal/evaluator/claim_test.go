@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 )
@@ -227,5 +229,74 @@ func TestClaimChecksNoOrderOfARecordsFirstChange(t *testing.T) {
 	if got := orderChecks(plan); got > updated {
 		t.Fatalf("a claim of %d created and %d updated records checked the order of %.0f changes; want at most %d (the updates)",
 			created, updated, got, updated)
+	}
+}
+
+// changesRead returns the rows tx read from the partitions of changes so
+// far (index and sequential scans: pg_stat_xact_user_tables).
+func changesRead(t *testing.T, h *harness, tx pgx.Tx) int64 {
+	t.Helper()
+	var n int64
+	if err := tx.QueryRow(h.ctx, `SELECT coalesce(sum(coalesce(idx_tup_fetch, 0) + seq_tup_read), 0)::bigint
+		FROM pg_stat_xact_user_tables WHERE schemaname = current_schema() AND relname LIKE 'changes%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSecondClaimStartsAfterTheBatchAnotherHolds: while one worker holds a
+// full batch of a backlog, another worker's claim starts after it, without
+// reading the held changes; once no full batch is held, a claim starts at
+// the head again, and the drain takes every change.
+func TestSecondClaimStartsAfterTheBatchAnotherHolds(t *testing.T) {
+	t.Parallel()
+	const batch = 100
+	h := newHarnessWith(t, Config{BatchSize: batch}, baseGlobal, map[string]string{"tasks.yaml": anySource})
+	pgtest.SkipOnCitus(t, h.pool, "on Citus a claim runs once per shard, unbounded")
+	recs := make([]normalize.Record, 20*batch)
+	for i := range recs {
+		recs[i] = normalize.Record{ID: fmt.Sprintf("T-%d", i), Title: "t", Status: "open"}
+	}
+	h.sync("tasks", recs...)
+	// With statistics, as the evaluator keeps them (claimStats): a claim
+	// reads changes_pending_idx in id order until its batch is full.
+	h.exec(`ANALYZE changes`)
+
+	first, got1, err := h.ev.claim(h.ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Rollback(context.WithoutCancel(h.ctx))
+	if len(got1) != batch {
+		t.Fatalf("the first claim took %d changes; want %d", len(got1), batch)
+	}
+	second, got2, err := h.ev.claim(h.ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Rollback(context.WithoutCancel(h.ctx))
+	if len(got2) != batch || got2[0].ID <= got1[len(got1)-1].ID {
+		t.Fatalf("the second claim took %d changes from %d; want %d after %d", len(got2), got2[0].ID, batch, got1[len(got1)-1].ID)
+	}
+	// The first claim read its batch; the second, the same number of
+	// rows, not the first's batch as well.
+	read1, read2 := changesRead(t, h, first), changesRead(t, h, second)
+	t.Logf("rows of changes read: first claim %d, second %d", read1, read2)
+	if read2 > read1+batch/2 {
+		t.Errorf("the second claim read %d rows of changes, the first %d: it read the %d changes the first holds", read2, read1, batch)
+	}
+
+	// Both batches end; a claim from the head takes what is left, in order.
+	if err := first.Rollback(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Rollback(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.claimedIDs(false); len(got) != batch || got[0] != got1[0].ID {
+		t.Fatalf("with no batch held the claim took %d changes from %v; want %d from the head %d", len(got), got[:min(1, len(got))], batch, got1[0].ID)
+	}
+	if n := h.drain(); n != len(recs) {
+		t.Fatalf("drained %d changes; want %d", n, len(recs))
 	}
 }

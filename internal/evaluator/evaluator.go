@@ -66,6 +66,7 @@ type Evaluator struct {
 	listener *db.Listener
 	loop     service.Loop
 	stats    claimStats
+	heads    claimHeads
 }
 
 // New compiles the watches of conf.Sources. Expression errors name file
@@ -465,27 +466,19 @@ func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, 
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	var claimed []*change
-	var groups []db.ClaimGroup
-	if err == nil {
-		groups, err = db.ClaimGroups(ctx, tx, "changes", e.conf.BatchSize, cand, e.conf.BatchSize, nil)
+	// On one PostgreSQL a claim during a backlog starts after the full
+	// batches other workers hold (claimHeads); when nothing is left there,
+	// it claims from the head.
+	var after int64
+	if !rescue && !sh.Distributed() {
+		after = e.heads.after()
 	}
-	if err == nil && len(groups) > 0 {
-		b = &pgx.Batch{}
-		for _, g := range groups {
-			b.Queue(q, g.Limit, g.Restriction())
-		}
-		br = tx.SendBatch(ctx, b)
-		for range groups {
-			var got []*change
-			if got, err = scanChanges(br.Query()); err != nil {
-				break
-			}
-			claimed = append(claimed, got...)
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+	var claimed []*change
+	if err == nil {
+		claimed, err = e.claimGroups(ctx, tx, q, cand, after)
+	}
+	if err == nil && len(claimed) == 0 && after > 0 {
+		claimed, err = e.claimGroups(ctx, tx, q, cand, 0)
 	}
 	if err == nil {
 		err = fillSnapshots(ctx, tx, claimed)
@@ -496,8 +489,42 @@ func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, 
 	}
 	if len(claimed) >= e.conf.BatchSize {
 		e.stats.backlog()
+		if !rescue && !sh.Distributed() {
+			return e.heads.hold(tx, claimed[len(claimed)-1].ID), claimed, nil
+		}
 	}
 	return tx, claimed, nil
+}
+
+// claimGroups runs the claim statement q (cand: its candidates, for
+// db.ClaimGroups) in tx and returns the changes it locked. after > 0
+// takes only changes with a greater id (claimSQL only: claimAfterSQL).
+func (e *Evaluator) claimGroups(ctx context.Context, tx pgx.Tx, q, cand string, after int64) ([]*change, error) {
+	groups, err := db.ClaimGroups(ctx, tx, "changes", e.conf.BatchSize, cand, e.conf.BatchSize, nil)
+	if err != nil || len(groups) == 0 {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	for _, g := range groups {
+		if after > 0 && q == claimSQL {
+			b.Queue(claimAfterSQL, g.Limit, g.Restriction(), after)
+		} else {
+			b.Queue(q, g.Limit, g.Restriction())
+		}
+	}
+	br := tx.SendBatch(ctx, b)
+	var claimed []*change
+	for range groups {
+		var got []*change
+		if got, err = scanChanges(br.Query()); err != nil {
+			break
+		}
+		claimed = append(claimed, got...)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return claimed, err
 }
 
 // queueBound queues the bounds of a transaction that holds change row
@@ -663,6 +690,9 @@ const (
 	rescueFrom = "WHERE ch.eval_status = 'pending' AND"
 	rescueTo   = "WHERE ch.eval_status = 'pending' AND ch.eval_owner IS NOT NULL AND"
 )
+
+// claimAfterSQL is claimSQL for the changes after id $3 only (claimHeads).
+var claimAfterSQL = strings.Replace(claimSQL, rescueFrom, "WHERE ch.eval_status = 'pending' AND ch.id > $3 AND", 1)
 
 // changeKeys is the key of a set of claimed changes that every statement
 // reading or writing them by id carries (docs/scaling.md#which-hot-path-queries-carry-the-source-key):
