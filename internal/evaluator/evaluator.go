@@ -66,6 +66,7 @@ type Evaluator struct {
 	listener *db.Listener
 	loop     service.Loop
 	stats    claimStats
+	heads    claimHeads
 }
 
 // New compiles the watches of conf.Sources. Expression errors name file
@@ -465,27 +466,19 @@ func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, 
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	var claimed []*change
-	var groups []db.ClaimGroup
-	if err == nil {
-		groups, err = db.ClaimGroups(ctx, tx, "changes", e.conf.BatchSize, cand, e.conf.BatchSize, nil)
+	// On one PostgreSQL a claim during a backlog starts after the full
+	// batches other workers hold (claimHeads); when nothing is left there,
+	// it claims from the head.
+	var after int64
+	if !rescue && !sh.Distributed() {
+		after = e.heads.after()
 	}
-	if err == nil && len(groups) > 0 {
-		b = &pgx.Batch{}
-		for _, g := range groups {
-			b.Queue(q, g.Limit, g.Restriction())
-		}
-		br = tx.SendBatch(ctx, b)
-		for range groups {
-			var got []*change
-			if got, err = scanChanges(br.Query()); err != nil {
-				break
-			}
-			claimed = append(claimed, got...)
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+	var claimed []*change
+	if err == nil {
+		claimed, err = e.claimGroups(ctx, tx, q, cand, after)
+	}
+	if err == nil && len(claimed) == 0 && after > 0 {
+		claimed, err = e.claimGroups(ctx, tx, q, cand, 0)
 	}
 	if err == nil {
 		err = fillSnapshots(ctx, tx, claimed)
@@ -496,8 +489,42 @@ func (e *Evaluator) claim(ctx context.Context, rescue bool) (pgx.Tx, []*change, 
 	}
 	if len(claimed) >= e.conf.BatchSize {
 		e.stats.backlog()
+		if !rescue && !sh.Distributed() {
+			return e.heads.hold(tx, claimed[len(claimed)-1].ID), claimed, nil
+		}
 	}
 	return tx, claimed, nil
+}
+
+// claimGroups runs the claim statement q (cand: its candidates, for
+// db.ClaimGroups) in tx and returns the changes it locked. after > 0
+// takes only changes with a greater id (claimSQL only: claimAfterSQL).
+func (e *Evaluator) claimGroups(ctx context.Context, tx pgx.Tx, q, cand string, after int64) ([]*change, error) {
+	groups, err := db.ClaimGroups(ctx, tx, "changes", e.conf.BatchSize, cand, e.conf.BatchSize, nil)
+	if err != nil || len(groups) == 0 {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	for _, g := range groups {
+		if after > 0 && q == claimSQL {
+			b.Queue(claimAfterSQL, g.Limit, g.Restriction(), after)
+		} else {
+			b.Queue(q, g.Limit, g.Restriction())
+		}
+	}
+	br := tx.SendBatch(ctx, b)
+	var claimed []*change
+	for range groups {
+		var got []*change
+		if got, err = scanChanges(br.Query()); err != nil {
+			break
+		}
+		claimed = append(claimed, got...)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return claimed, err
 }
 
 // queueBound queues the bounds of a transaction that holds change row
@@ -574,6 +601,17 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // snapshots of the whole batch the first one holds before skipping it
 // (docs/benchmarks.md, (4); TestClaimBuildsNoSnapshotOfALockedChange).
 //
+// A change at version 1 is the first change of its record (the writer
+// creates a record at version 1 only when it has no row of it, under the
+// source's lock, and every later change of the record has a higher
+// version and a higher id; records' rows are never deleted): no earlier
+// change can hold it back, and the claim takes it without the order check
+// (the check is a SubPlan under the OR, run for the other changes only).
+// A backlog of an initial sync is all such changes: the check's probe of
+// changes_record_idx in every partition was most of its claim
+// (docs/benchmarks.md, (4) on branch eval-claim;
+// TestClaimChecksNoOrderOfARecordsFirstChange).
+//
 // The order check reads the record's changes through changes_record_idx
 // (source, record_id, id), from the oldest pending change of all on
 // (p.id >= the InitPlan's min(id), found at the head of
@@ -623,12 +661,12 @@ const claimWhere = `
 	WHERE ch.eval_status = 'pending' AND ch.eval_next_at <= now()
 	  AND ($2::text[] IS NULL OR ch.source = ANY($2::text[]))
 	  AND (ch.eval_lease_expires_at IS NULL OR ch.eval_lease_expires_at < now())
-	  AND NOT EXISTS (
+	  AND (ch.version = 1 OR NOT EXISTS (
 	      SELECT 1 FROM changes p
 	      WHERE p.source = ch.source AND ($2::text[] IS NULL OR p.source = ANY($2::text[])) AND p.record_id = ch.record_id
 	        AND p.id >= (SELECT min(o.id) FROM changes o
 	                     WHERE o.eval_status = 'pending' AND ($2::text[] IS NULL OR o.source = ANY($2::text[])))
-	        AND p.id < ch.id AND p.eval_status = 'pending')
+	        AND p.id < ch.id AND p.eval_status = 'pending'))
 	ORDER BY ch.id`
 
 // candidatesSQL is claimSQL's pick without its locks: the sources of the
@@ -652,6 +690,9 @@ const (
 	rescueFrom = "WHERE ch.eval_status = 'pending' AND"
 	rescueTo   = "WHERE ch.eval_status = 'pending' AND ch.eval_owner IS NOT NULL AND"
 )
+
+// claimAfterSQL is claimSQL for the changes after id $3 only (claimHeads).
+var claimAfterSQL = strings.Replace(claimSQL, rescueFrom, "WHERE ch.eval_status = 'pending' AND ch.id > $3 AND", 1)
 
 // changeKeys is the key of a set of claimed changes that every statement
 // reading or writing them by id carries (docs/scaling.md#which-hot-path-queries-carry-the-source-key):
