@@ -378,6 +378,7 @@ func (r *runner) latency(ctx context.Context) error {
 	}
 	fmt.Fprintf(out, "(3) commit-to-decision latency, steady %d changes/s for %s, deterministic watches, no model\n", o.Rate, o.LatencyFor)
 	fmt.Fprintf(out, "  LISTEN/NOTIFY wake-up   %s\n", res.Latency.Notify)
+	fmt.Fprintf(out, "  its steps (the evaluator's batch timelines, evaluator.BatchTrace):\n%s", res.Latency.Steps)
 	fmt.Fprintf(out, "  naive 1s polling loop   %s\n\n", res.Latency.Naive)
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,9 +113,14 @@ func measureLatency(ctx context.Context, pool *pgxpool.Pool, ev *evaluator.Evalu
 // measureSamples is measureLatency's measurement: every change's
 // commit-to-decision time.
 func measureSamples(ctx context.Context, pool *pgxpool.Pool, ev *evaluator.Evaluator, run func(context.Context) (stop func()), rate, perTx int, dur time.Duration, firstID int) ([]time.Duration, int, error) {
+	return measureSamplesInto(ctx, pool, ev, run, rate, perTx, dur, firstID, map[string]time.Time{})
+}
+
+// measureSamplesInto is measureSamples that keeps each record's commit
+// time in commits (for the steps of Config.Trace).
+func measureSamplesInto(ctx context.Context, pool *pgxpool.Pool, ev *evaluator.Evaluator, run func(context.Context) (stop func()), rate, perTx int, dur time.Duration, firstID int, commits map[string]time.Time) ([]time.Duration, int, error) {
 	h, _ := normalize.NewHasher(nil)
 	stop := run(ctx)
-	commits := map[string]time.Time{}
 	interval := time.Second * time.Duration(perTx) / time.Duration(rate)
 	tick := time.NewTicker(interval)
 	end := time.Now().Add(dur)
@@ -196,6 +203,114 @@ func percentiles(d []time.Duration) Latency {
 type LatencyResult struct {
 	Rate          int
 	Notify, Naive Latency
+	// Steps split the LISTEN/NOTIFY run's changes' path (evaluator.BatchTrace).
+	Steps Steps
+}
+
+// Steps is the distribution of each step of a change's path from its
+// commit by the writer to its decision's commit, over the changes of a
+// run, and the mean of each step over its slowest percent (Tail, the
+// changes at or over the p99 of Committed).
+type Steps struct {
+	// Wake is the writer's commit to the evaluator's wake-up (NOTIFY
+	// delivery, the listener, the run loop), over the changes whose batch
+	// a wake-up started.
+	Wake Latency
+	// Wait is the wake-up (or the commit, when later) to the claim's
+	// begin: waiting for a free worker, or for the batch before.
+	Wait Latency
+	// Claim, Evaluate and Commit are the batch's claim, its evaluation
+	// (decided watches read, watches run) and the write of the decisions
+	// with the transaction's commit.
+	Claim, Evaluate, Commit Latency
+	// Committed is the writer's commit to the decision's commit.
+	Committed Latency
+	// Tail is the mean of Wake, Wait, Claim, Evaluate and Commit over the
+	// changes at or over Committed's p99 (Wake: those with a wake-up).
+	Tail [5]time.Duration
+}
+
+// stepsOf joins the evaluator's batch timelines with the records' commit
+// times.
+func stepsOf(traces []evaluator.BatchTrace, commits map[string]time.Time) Steps {
+	var wake, wait, claim, eval, commit, total []time.Duration
+	type path struct {
+		steps [5]time.Duration
+		woken bool
+		total time.Duration
+	}
+	var paths []path
+	pos := func(d time.Duration) time.Duration { return max(d, 0) }
+	for _, tr := range traces {
+		for _, rid := range tr.RecordIDs {
+			at, ok := commits[rid]
+			if !ok {
+				continue
+			}
+			var p path
+			from := at
+			if !tr.Woken.IsZero() {
+				p.woken = true
+				p.steps[0] = pos(tr.Woken.Sub(at))
+				wake = append(wake, p.steps[0])
+				if tr.Woken.After(from) {
+					from = tr.Woken
+				}
+			}
+			p.steps[1] = pos(tr.Claiming.Sub(from))
+			p.steps[2] = tr.Claimed.Sub(tr.Claiming)
+			p.steps[3] = tr.Evaluated.Sub(tr.Claimed)
+			p.steps[4] = tr.Committed.Sub(tr.Evaluated)
+			p.total = pos(tr.Committed.Sub(at))
+			wait, claim, eval, commit = append(wait, p.steps[1]), append(claim, p.steps[2]), append(eval, p.steps[3]), append(commit, p.steps[4])
+			total = append(total, p.total)
+			paths = append(paths, p)
+		}
+	}
+	var s Steps
+	if len(total) == 0 {
+		return s
+	}
+	if len(wake) > 0 {
+		s.Wake = percentiles(wake)
+	}
+	s.Wait, s.Claim, s.Evaluate, s.Commit, s.Committed = percentiles(wait), percentiles(claim), percentiles(eval), percentiles(commit), percentiles(total)
+	var n, nw int
+	for _, p := range paths {
+		if p.total < s.Committed.P99 {
+			continue
+		}
+		n++
+		if p.woken {
+			nw++
+			s.Tail[0] += p.steps[0]
+		}
+		for i := 1; i < 5; i++ {
+			s.Tail[i] += p.steps[i]
+		}
+	}
+	if nw > 0 {
+		s.Tail[0] /= time.Duration(nw)
+	}
+	for i := 1; i < 5; i++ {
+		s.Tail[i] /= time.Duration(n)
+	}
+	return s
+}
+
+// String prints the steps, one a line, indented for the bench's output.
+func (s Steps) String() string {
+	var b strings.Builder
+	for _, l := range []struct {
+		name string
+		lat  Latency
+	}{{"commit to wake-up", s.Wake}, {"wait for a worker", s.Wait}, {"claim", s.Claim}, {"evaluate", s.Evaluate},
+		{"write and commit", s.Commit}, {"commit to committed", s.Committed}} {
+		fmt.Fprintf(&b, "    %-22s %s\n", l.name, l.lat)
+	}
+	fmt.Fprintf(&b, "    slowest 1%%, mean: wake-up %s, wait %s, claim %s, evaluate %s, write and commit %s\n",
+		ms(s.Tail[0]), ms(s.Tail[1]), ms(s.Tail[2]), ms(s.Tail[3]), ms(s.Tail[4]))
+	return b.String()
 }
 
 // RunLatency measures commit-to-decision latency under a steady load of
@@ -215,6 +330,15 @@ func RunLatency(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dura
 	econf := evaluator.FromConfig(cfg)
 	econf.Owner = "bench-notify"
 	econf.CatchUpInterval = time.Hour
+	var (
+		mu     sync.Mutex
+		traces []evaluator.BatchTrace
+	)
+	econf.Trace = func(t evaluator.BatchTrace) {
+		mu.Lock()
+		traces = append(traces, t)
+		mu.Unlock()
+	}
 	ev, err := evaluator.New(pool, econf, logger)
 	if err != nil {
 		return nil, err
@@ -228,11 +352,15 @@ func RunLatency(ctx context.Context, pool *pgxpool.Pool, rate int, dur time.Dura
 		}
 		return func() { _ = ev.Stop() }
 	}
-	var next int
-	res.Notify, next, err = measureLatency(ctx, pool, ev, startNotify, rate, perTx, dur, 0)
+	commits := map[string]time.Time{}
+	samples, next, err := measureSamplesInto(ctx, pool, ev, startNotify, rate, perTx, dur, 0, commits)
 	if err != nil {
 		return nil, fmt.Errorf("notify latency: %w", err)
 	}
+	res.Notify = percentiles(samples)
+	mu.Lock()
+	res.Steps = stepsOf(traces, commits)
+	mu.Unlock()
 
 	econf = evaluator.FromConfig(cfg)
 	econf.Owner = "bench-naive"

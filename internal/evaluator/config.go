@@ -40,6 +40,10 @@ type Config struct {
 	// OnBatch, when set, is called after each committed batch with the
 	// number of notifications it created (the delivery wake-up).
 	OnBatch func(notifications int)
+	// Trace, when set, is called after the claim transaction of each batch
+	// committed, with the batch's timeline (BatchTrace): the benchmark's
+	// per-step latency of (3). Defaults to nil: no timeline is kept.
+	Trace func(BatchTrace)
 	// Metrics records decisions, duplicates, change-to-decision lag and
 	// model calls. Defaults to nil: nothing is recorded.
 	Metrics *metrics.Metrics
@@ -52,8 +56,8 @@ type Config struct {
 
 // FromConfig returns the evaluator settings of a loaded configuration
 // directory: its sources, sinks and lookout.yaml's evaluator and ollama
-// blocks, with the defaults the loader applied. Owner, OnBatch and Metrics
-// are left for the caller.
+// blocks, with the defaults the loader applied. Owner, OnBatch, Trace and
+// Metrics are left for the caller.
 func FromConfig(cfg *config.Config) Config {
 	g := &cfg.Global
 	return Config{

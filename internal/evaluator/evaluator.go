@@ -49,6 +49,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/notify"
+	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/semantic"
 	"github.com/lookout-dev/lookout/internal/service"
 	"github.com/lookout-dev/lookout/internal/watchspec"
@@ -67,6 +68,10 @@ type Evaluator struct {
 	loop     service.Loop
 	stats    claimStats
 	heads    claimHeads
+	// wakes carries the deliverers' wake-ups of committed claims to
+	// wakeLoop while waking (run) is set; without it they are sent at once.
+	wakes  chan struct{}
+	waking atomic.Bool
 }
 
 // New compiles the watches of conf.Sources. Expression errors name file
@@ -80,7 +85,8 @@ func New(pool *pgxpool.Pool, conf Config, logger *slog.Logger) (*Evaluator, erro
 	if conf.Now == nil {
 		conf.Now = time.Now
 	}
-	e := &Evaluator{pool: pool, conf: conf, logger: logger.With("component", "evaluator"), index: newIndex()}
+	e := &Evaluator{pool: pool, conf: conf, logger: logger.With("component", "evaluator"), index: newIndex(),
+		wakes: make(chan struct{}, 1)}
 	var errs []error
 	asks := false
 	for _, src := range conf.Sources {
@@ -164,12 +170,15 @@ func (e *Evaluator) run(ctx context.Context) error {
 	// while one worker is busy with a batch (a slow model call, a large
 	// batch) is taken by an idle one at once, not when the busy batch ends.
 	workers := max(e.conf.Workers, 1)
-	kick := make(chan struct{}, workers)
+	kick := make(chan time.Time, workers) // when the wake-up was received
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	e.waking.Store(true)
+	defer e.waking.Store(false)
+	wg.Go(func() { e.wakeLoop(ctx) })
 	for range workers {
 		wg.Go(func() { e.work(ctx, kick) })
 	}
-	defer wg.Wait()
 	timer := time.NewTimer(e.conf.CatchUpInterval)
 	defer timer.Stop()
 	for {
@@ -179,9 +188,10 @@ func (e *Evaluator) run(ctx context.Context) error {
 		case <-e.listener.Wake():
 		case <-timer.C:
 		}
+		woken := time.Now()
 		for range workers {
 			select {
-			case kick <- struct{}{}:
+			case kick <- woken:
 			default: // every worker has a wake-up pending already
 			}
 		}
@@ -192,16 +202,18 @@ func (e *Evaluator) run(ctx context.Context) error {
 // work is one worker of run: on every wake-up it claims and evaluates
 // batches until none is left. A failed batch is retried with backoff
 // until one succeeds (the wake-up that failed may be the only one).
-func (e *Evaluator) work(ctx context.Context, kick <-chan struct{}) {
+func (e *Evaluator) work(ctx context.Context, kick <-chan time.Time) {
 	backoff := service.Backoff{Min: 100 * time.Millisecond, Max: 30 * time.Second}
 	for {
+		var woken time.Time
 		select {
 		case <-ctx.Done():
 			return
-		case <-kick:
+		case woken = <-kick:
 		}
 		for {
-			claimed, _, err := e.batch(ctx, false)
+			claimed, _, err := e.tracedBatch(ctx, false, woken)
+			woken = time.Time{} // the next batches of this wake-up were not woken
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -218,6 +230,39 @@ func (e *Evaluator) work(ctx context.Context, kick <-chan struct{}) {
 				break
 			}
 		}
+	}
+}
+
+// wakeLoop sends the deliverers' wake-ups of the workers' committed
+// claims (wakeDeliverers), off the workers' path, until ctx ends.
+// Wake-ups that come while one is sent coalesce into one more.
+func (e *Evaluator) wakeLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wakes:
+		}
+		if err := outbox.WakeAfterCommit(ctx, e.pool); err != nil && ctx.Err() == nil {
+			e.logger.Warn("wake the deliverers; their catch-up takes the notifications", "error", err)
+		}
+	}
+}
+
+// wakeDeliverers wakes the deliverers after a claim transaction that
+// created notifications committed: through wakeLoop while run runs (a
+// worker does not wait for the NOTIFY's commit lock, which a writer's
+// commit holds through its WAL flush), else at once (Drain, Batch).
+func (e *Evaluator) wakeDeliverers(ctx context.Context) {
+	if e.waking.Load() {
+		select {
+		case e.wakes <- struct{}{}:
+		default: // one is pending already
+		}
+		return
+	}
+	if err := outbox.WakeAfterCommit(ctx, e.pool); err != nil {
+		e.logger.Warn("wake the deliverers; their catch-up takes the notifications", "error", err)
 	}
 }
 
@@ -310,6 +355,31 @@ func (e *Evaluator) Batch(ctx context.Context) (int, error) {
 // use it. The model is then called outside any transaction, and the model
 // decisions are committed only while this batch still holds the lease.
 func (e *Evaluator) batch(ctx context.Context, rescue bool) (int, int, error) {
+	return e.tracedBatch(ctx, rescue, time.Time{})
+}
+
+// BatchTrace is the timeline of one batch's claim transaction, from the
+// wake-up that started it to its commit (Config.Trace).
+type BatchTrace struct {
+	// RecordIDs are the records of the changes the transaction settled.
+	RecordIDs []string
+	// Woken is when the evaluator received the wake-up (a NOTIFY, a
+	// reconnect or the catch-up timer) that started the batch; zero for a
+	// batch that followed another one of the same wake-up, or Drain's.
+	Woken time.Time
+	// Claiming is when the claim transaction began, Claimed when the claim
+	// returned its changes, Evaluated when the decisions were made (before
+	// their write), Committed when the transaction committed.
+	Claiming, Claimed, Evaluated, Committed time.Time
+}
+
+// tracedBatch is batch; woken is when the wake-up that started it was
+// received (for Config.Trace).
+func (e *Evaluator) tracedBatch(ctx context.Context, rescue bool, woken time.Time) (int, int, error) {
+	var trace *BatchTrace
+	if e.conf.Trace != nil {
+		trace = &BatchTrace{Woken: woken, Claiming: time.Now()}
+	}
 	tx, claimed, err := e.claim(ctx, rescue)
 	if err != nil {
 		return 0, 0, err
@@ -317,6 +387,9 @@ func (e *Evaluator) batch(ctx context.Context, rescue bool) (int, int, error) {
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if len(claimed) == 0 {
 		return 0, 0, nil
+	}
+	if trace != nil {
+		trace.Claimed = time.Now()
 	}
 	if rescue {
 		e.logger.Info("taking over changes whose lease expired", "changes", len(claimed))
@@ -372,9 +445,19 @@ func (e *Evaluator) batch(ctx context.Context, rescue bool) (int, int, error) {
 		// one evaluator must not mistake each other's leases for their own.
 		owner = fmt.Sprintf("%s#%08x", e.conf.Owner, rand.Uint32())
 	}
+	if trace != nil {
+		trace.Evaluated = time.Now()
+	}
 	n, notes, err := e.commitClaim(ctx, tx, claimed, settled, leased, first, owner)
 	if err != nil {
 		return 0, 0, fmt.Errorf("commit %d changes: %w", len(claimed), err)
+	}
+	if trace != nil {
+		trace.Committed = time.Now()
+		for _, c := range settled {
+			trace.RecordIDs = append(trace.RecordIDs, c.RecordID)
+		}
+		e.conf.Trace(*trace)
 	}
 	e.committed(settled, first, notes)
 	if len(leased) == 0 {
@@ -542,14 +625,19 @@ func (e *Evaluator) queueBound(b *pgx.Batch) {
 // settled (row-locked by tx), leases those of leased to owner, writes the
 // decisions decs of both, and commits. It returns the number of changes
 // completed and notifications created.
+//
+// The deliverers are woken after the commit (wakeDeliverers), not by a
+// NOTIFY of tx: PostgreSQL holds a lock through the commit of a
+// transaction that NOTIFYs, WAL flush included, so the claim's commit and
+// the change log writer's (which NOTIFYs the evaluators) flushed one after
+// the other instead of together, and each waited for the other's flush
+// (commit-to-decision (3), docs/benchmarks.md).
 func (e *Evaluator) commitClaim(ctx context.Context, tx pgx.Tx, claimed, settled, leased []*change, decs []decision, owner string) (int, int, error) {
 	owned := map[int64]bool{}
 	completed := 0
-	woke := false
 	if len(settled) > 0 {
-		woke = notifies(decs)
 		var err error
-		if owned, completed, err = e.settle(ctx, tx, settled, decs, "", woke); err != nil {
+		if owned, completed, err = e.settle(ctx, tx, settled, decs, "", false); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -565,11 +653,14 @@ func (e *Evaluator) commitClaim(ctx context.Context, tx pgx.Tx, claimed, settled
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := e.recordEvaluations(ctx, tx, claimed, decs, owned, created > 0 && !woke); err != nil {
+	if err := e.recordEvaluations(ctx, tx, claimed, decs, owned, false); err != nil {
 		return 0, 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, 0, err
+	}
+	if created > 0 {
+		e.wakeDeliverers(ctx)
 	}
 	return completed, created, nil
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/ollama/ollama/api"
 
 	"github.com/lookout-dev/lookout/internal/db"
@@ -111,8 +113,8 @@ func TestClaimReadsCreatedSnapshotsFromTheRecord(t *testing.T) {
 	}
 }
 
-// A batch that notifies wakes the deliverers (<schema>.outbox) when it
-// commits; the wake-up now rides with the settle statement.
+// A batch that notifies wakes the deliverers (<schema>.outbox) once it
+// committed (Drain: at once; run: wakeLoop, TestClaimCommitsWithoutNotify).
 func TestCommitThatNotifiesWakesTheDeliverers(t *testing.T) {
 	t.Parallel()
 	pool, e := commitSetup(t, "", "  - {name: any, notify: [log]}\n")
@@ -138,5 +140,98 @@ func TestCommitThatNotifiesWakesTheDeliverers(t *testing.T) {
 	}
 	if n := notes(t, pool); n["any"].rows != 1 {
 		t.Errorf("notifications %v, want one of watch any", n)
+	}
+}
+
+// notifyTracer records, per connection, whether each pg_notify it sent was
+// inside a transaction, and whether with synchronous_commit off.
+type notifyTracer struct {
+	mu     sync.Mutex
+	inTx   map[*pgx.Conn]bool
+	inside int // pg_notify sent inside a transaction
+	async  int // pg_notify sent alone, committed asynchronously
+}
+
+func (n *notifyTracer) saw(conn *pgx.Conn, sql string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	q := strings.ToLower(strings.TrimSpace(sql))
+	switch {
+	case strings.HasPrefix(q, "begin"):
+		n.inTx[conn] = true
+	case q == "commit" || q == "rollback":
+		n.inTx[conn] = false
+	case strings.Contains(q, "pg_notify") && strings.Contains(q, ".outbox"):
+		if n.inTx[conn] {
+			n.inside++
+		} else if strings.Contains(q, "'synchronous_commit', 'off'") {
+			n.async++
+		}
+	}
+}
+
+func (n *notifyTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	n.saw(conn, d.SQL)
+	return ctx
+}
+func (n *notifyTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (n *notifyTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (n *notifyTracer) TraceBatchQuery(_ context.Context, conn *pgx.Conn, d pgx.TraceBatchQueryData) {
+	n.saw(conn, d.SQL)
+}
+func (n *notifyTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// TestClaimCommitsWithoutNotify: the running evaluator's claim transaction
+// sends no NOTIFY (PostgreSQL holds a lock through the commit of one that
+// does, WAL flush included, so the claim's commit and the change log
+// writer's flushed one after the other); the deliverers are woken after
+// the commit, by a NOTIFY alone that commits asynchronously, and the
+// notifications are there when they wake. Before the wake-up left the
+// claim: 1 NOTIFY inside the transaction, 0 alone.
+func TestClaimCommitsWithoutNotify(t *testing.T) {
+	t.Parallel()
+	base, e := commitSetup(t, "", "  - {name: any, notify: [log]}\n")
+	ctx := context.Background()
+	tr := &notifyTracer{inTx: map[*pgx.Conn]bool{}}
+	cfg := base.Config().Copy()
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	e.pool = pool
+	schema, err := db.CurrentSchema(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := base.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{outbox.Channel(schema)}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop() })
+	apply(t, base, normalize.Record{ID: "N1", Title: "new", Status: "open"})
+	wctx, cancel := context.WithTimeout(ctx, testsignal.Timeout())
+	defer cancel()
+	if _, err := conn.Conn().WaitForNotification(wctx); err != nil {
+		t.Fatalf("no wake-up of the deliverers after a batch that notified: %v", err)
+	}
+	if n := notes(t, base); n["any"].rows != 1 {
+		t.Errorf("notifications %v when the deliverers woke, want one of watch any", n)
+	}
+	tr.mu.Lock()
+	inside, async := tr.inside, tr.async
+	tr.mu.Unlock()
+	if inside != 0 || async != 1 {
+		t.Errorf("outbox NOTIFYs: %d inside a transaction, %d alone with synchronous_commit off; want 0 and 1", inside, async)
 	}
 }

@@ -74,6 +74,23 @@ func Wake(ctx context.Context, q Querier) error {
 // statements as one batch.
 func QueueWake(b *pgx.Batch) { b.Queue(queryWake) }
 
+// WakeAfterCommit signals the deliverers in a transaction of its own, for
+// a caller whose notifications committed already; q is not in a
+// transaction. PostgreSQL serializes the commits of transactions that
+// NOTIFY with a lock held through the commit's WAL flush, so a wake-up
+// sent with a writer's data makes every other NOTIFYing commit (the change
+// log writer's) wait for that flush, and waits for theirs; this one
+// commits asynchronously (it writes no data, only its commit record), so
+// it holds the lock for no flush. A crash can lose it, as it can lose the
+// wake-up of a process that dies between its commit and this call: the
+// deliverers' catch-up takes the rows then.
+func WakeAfterCommit(ctx context.Context, q Querier) error {
+	if _, err := q.Exec(ctx, queryWakeAsync); err != nil {
+		return fmt.Errorf("wake the deliverers: %w", err)
+	}
+	return nil
+}
+
 // Notification is a row to enqueue.
 type Notification struct {
 	DedupeKey string

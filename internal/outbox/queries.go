@@ -17,6 +17,10 @@ const channelSuffix = ".outbox"
 // when the caller's transaction commits.
 const queryWake = `SELECT pg_notify(current_schema() || '` + channelSuffix + `', '')`
 
+// queryWakeAsync is queryWake as a transaction of its own that commits
+// without waiting for its WAL flush (WakeAfterCommit).
+const queryWakeAsync = `SELECT set_config('synchronous_commit', 'off', true), pg_notify(current_schema() || '` + channelSuffix + `', '')`
+
 // enqueueInsert takes the dedupe keys of rows from parallel arrays, in
 // input order, and inserts a notification for each key it took, with the
 // id and time the key row names (ids grow with the input order). The dedupe
