@@ -81,6 +81,24 @@ func Record(ctx context.Context, q Querier, e Entry, before, after any) error {
 	return nil
 }
 
+// Queue is Record's insert queued in b, to be sent in the change's
+// transaction with other statements in one round trip (the caller sends
+// b before it commits, or with its COMMIT). Before and After are
+// marshalled now: what the caller changes in them afterwards is not
+// recorded. A failure of the insert is the batch's.
+func Queue(b *pgx.Batch, e Entry, before, after any) error {
+	bj, err := marshal(before)
+	if err != nil {
+		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
+	}
+	aj, err := marshal(after)
+	if err != nil {
+		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
+	}
+	b.Queue(queryInsert, e.Actor, e.TokenID, e.Via, e.Action, e.Kind, e.Target, e.Owner, bj, aj, e.RequestID)
+	return nil
+}
+
 func marshal(v any) ([]byte, error) {
 	if v == nil {
 		return nil, nil

@@ -175,7 +175,7 @@ func (s *Service) CreateWatch(ctx context.Context, tx pgx.Tx, p Principal, req C
 		return nil, fromStore(err, "/watch", "source", source)
 	}
 	out.Watch = watchView(w)
-	if err := audit.Record(ctx, tx, entry(p, "create", "watch", w.Source+"/"+w.Name, w.Owner), nil, out.Watch); err != nil {
+	if err := s.record(ctx, tx, entry(p, "create", "watch", w.Source+"/"+w.Name, w.Owner), nil, out.Watch); err != nil {
 		return nil, err
 	}
 	out.Watch.WebhookSecret = secret // shown once, never audited
@@ -245,12 +245,12 @@ func (s *Service) auditSource(ctx context.Context, tx pgx.Tx, p Principal, src *
 		return nil, fromStore(err, prefix, "source", "")
 	}
 	v := sourceView(src)
-	if err := audit.Record(ctx, tx, entry(p, "create", "source", src.Name, src.Owner), nil, v); err != nil {
+	if err := s.record(ctx, tx, entry(p, "create", "source", src.Name, src.Owner), nil, v); err != nil {
 		return nil, err
 	}
 	for i := range watches {
 		wv := watchView(&watches[i])
-		if err := audit.Record(ctx, tx, entry(p, "create", "watch", wv.Source+"/"+wv.Name, wv.Owner), nil, wv); err != nil {
+		if err := s.record(ctx, tx, entry(p, "create", "watch", wv.Source+"/"+wv.Name, wv.Owner), nil, wv); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/idempotency"
 )
@@ -34,55 +35,23 @@ type Answer struct {
 // commit (definitions.Store.Wake, one NOTIFY shared by the creates that
 // committed meanwhile), so that the commits of concurrent creates do not
 // queue on PostgreSQL's NOTIFY queue lock.
+//
+// The create's audit rows (Service.record) and the key's answer are not
+// written one statement at a time: they are queued and sent with the
+// COMMIT in one round trip (a pipeline; an error of any of them rolls the
+// whole create back as before).
 func (s *Service) Idempotent(ctx context.Context, p Principal, key, operation string, body []byte,
 	create func(ctx context.Context, tx pgx.Tx) (*Answer, error)) (*Answer, error) {
-	var out *Answer
-	wake := &wakeAfterCommit{}
-	ctx = context.WithValue(ctx, wakeAfterCommitKey{}, wake)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if key != "" {
-			if len(key) > idempotency.MaxKeyLength {
-				return &InvalidError{Errors: []FieldError{{Header: "Idempotency-Key", Detail: fmt.Sprintf("at most %d characters", idempotency.MaxKeyLength)}}}
-			}
-			prior, err := idempotency.Claim(ctx, tx, p.Owner, key, operation, idempotency.Hash(operation, body))
-			if err != nil {
-				return err
-			}
-			if prior != nil {
-				resp := prior.Response
-				if prior.Sealed {
-					plain, err := s.conf.Keys.Open(string(resp), "idempotency:"+p.Owner+":"+key)
-					if err != nil {
-						return fmt.Errorf("open the stored answer of Idempotency-Key %q: %w", key, err)
-					}
-					resp = plain
-				}
-				out = &Answer{Status: prior.Status, Body: resp, Replayed: true}
-				return nil
-			}
-		}
-		a, err := create(ctx, tx)
-		if err != nil {
-			return err
-		}
-		out = a
-		if key == "" {
-			return nil
-		}
-		stored := idempotency.Stored{Status: a.Status, Response: a.Body}
-		if a.Secret {
-			sealed, err := s.conf.Keys.Seal(a.Body, "idempotency:"+p.Owner+":"+key)
-			if err != nil {
-				return err
-			}
-			stored.Response, stored.Sealed = []byte(sealed), true
-		}
-		return idempotency.Save(ctx, tx, p.Owner, key, stored)
-	})
+	if len(key) > idempotency.MaxKeyLength {
+		return nil, &InvalidError{Errors: []FieldError{{Header: "Idempotency-Key", Detail: fmt.Sprintf("at most %d characters", idempotency.MaxKeyLength)}}}
+	}
+	c := &idempotentCreate{}
+	ctx = context.WithValue(ctx, idempotentCreateKey{}, c)
+	out, err := s.idempotentTx(ctx, p, key, operation, body, create, c)
 	if err != nil {
 		return nil, err
 	}
-	if wake.changed {
+	if c.changed {
 		// Committed: a failed wake-up is not the create's failure (the
 		// followers catch up on their slow timer).
 		if err := s.store.Wake(ctx); err != nil {
@@ -92,18 +61,129 @@ func (s *Service) Idempotent(ctx context.Context, p Principal, key, operation st
 	return out, nil
 }
 
-// wakeAfterCommit is set in the context of Idempotent's create: the
-// definitions it changes wake the followers after its commit.
-type wakeAfterCommit struct{ changed bool }
+// idempotentTx runs Idempotent's transaction on a connection of its own
+// (its COMMIT goes in one round trip with the last writes, commitWith).
+// The connection is back in the pool when it returns: a connection left
+// in a transaction (a panic, a failed rollback) is dropped by the pool.
+func (s *Service) idempotentTx(ctx context.Context, p Principal, key, operation string, body []byte,
+	create func(ctx context.Context, tx pgx.Tx) (*Answer, error), c *idempotentCreate) (*Answer, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: acquire a connection: %w", operation, err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: begin: %w", operation, err)
+	}
+	out, err := s.idempotentIn(ctx, tx, p, key, operation, body, create, c)
+	if err == nil {
+		err = commitWith(ctx, conn.Conn(), &c.last)
+	}
+	if err != nil {
+		// A failed rollback closes the connection (pgx): nothing of the
+		// create is kept either way.
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return out, nil
+}
 
-type wakeAfterCommitKey struct{}
+// idempotentIn is Idempotent's work in tx up to its commit: the key's
+// claim, create, and the key's answer queued in c.last.
+func (s *Service) idempotentIn(ctx context.Context, tx pgx.Tx, p Principal, key, operation string, body []byte,
+	create func(ctx context.Context, tx pgx.Tx) (*Answer, error), c *idempotentCreate) (*Answer, error) {
+	if key != "" {
+		prior, err := idempotency.Claim(ctx, tx, p.Owner, key, operation, idempotency.Hash(operation, body))
+		if err != nil {
+			return nil, err
+		}
+		if prior != nil {
+			resp := prior.Response
+			if prior.Sealed {
+				plain, err := s.conf.Keys.Open(string(resp), "idempotency:"+p.Owner+":"+key)
+				if err != nil {
+					return nil, fmt.Errorf("open the stored answer of Idempotency-Key %q: %w", key, err)
+				}
+				resp = plain
+			}
+			return &Answer{Status: prior.Status, Body: resp, Replayed: true}, nil
+		}
+	}
+	a, err := create(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return a, nil
+	}
+	stored := idempotency.Stored{Status: a.Status, Response: a.Body}
+	if a.Secret {
+		sealed, err := s.conf.Keys.Seal(a.Body, "idempotency:"+p.Owner+":"+key)
+		if err != nil {
+			return nil, err
+		}
+		stored.Response, stored.Sealed = []byte(sealed), true
+	}
+	idempotency.QueueSave(&c.last, p.Owner, key, stored)
+	return a, nil
+}
+
+// commitWith sends last and a COMMIT in one round trip on conn, whose
+// transaction is open: PostgreSQL runs them in order, and after an error
+// skips the rest (the COMMIT too), leaving the transaction to roll back.
+func commitWith(ctx context.Context, conn *pgx.Conn, last *pgx.Batch) error {
+	last.Queue("COMMIT")
+	br := conn.SendBatch(ctx, last)
+	n := last.Len()
+	for i := range n {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			if i == n-1 {
+				return fmt.Errorf("commit: %w", err)
+			}
+			return fmt.Errorf("write the audit rows and the Idempotency-Key's answer: %w", err)
+		}
+		if i == n-1 && tag.String() != "COMMIT" {
+			// PostgreSQL answers ROLLBACK to the COMMIT of a failed
+			// transaction.
+			_ = br.Close()
+			return pgx.ErrTxCommitRollback
+		}
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// idempotentCreate is set in the context of Idempotent's create: the
+// definitions it changes wake the followers after its commit (changed),
+// and its last writes (audit rows, the key's answer) wait in last for the
+// COMMIT.
+type idempotentCreate struct {
+	changed bool
+	last    pgx.Batch
+}
+
+type idempotentCreateKey struct{}
+
+// record writes an audit row of a change in tx: in an Idempotent create,
+// queued to be sent with its COMMIT; elsewhere at once.
+func (s *Service) record(ctx context.Context, tx pgx.Tx, e audit.Entry, before, after any) error {
+	if c, ok := ctx.Value(idempotentCreateKey{}).(*idempotentCreate); ok {
+		return audit.Queue(&c.last, e, before, after)
+	}
+	return audit.Record(ctx, tx, e, before, after)
+}
 
 // storeIn returns the definitions store in tx: Deferred when ctx is an
 // Idempotent create's (which wakes the followers after its commit), else
 // In (a NOTIFY that commits with tx).
 func (s *Service) storeIn(ctx context.Context, tx pgx.Tx) *definitions.Store {
-	if w, ok := ctx.Value(wakeAfterCommitKey{}).(*wakeAfterCommit); ok {
-		w.changed = true
+	if c, ok := ctx.Value(idempotentCreateKey{}).(*idempotentCreate); ok {
+		c.changed = true
 		return s.store.Deferred(tx)
 	}
 	return s.store.In(tx)

@@ -103,6 +103,13 @@ func Save(ctx context.Context, tx Querier, owner, key string, s Stored) error {
 	return nil
 }
 
+// QueueSave is Save queued in b, to be sent in the transaction of the
+// request that claimed key with its other last statements in one round
+// trip (the caller sends b before it commits, or with its COMMIT).
+func QueueSave(b *pgx.Batch, owner, key string, s Stored) {
+	b.Queue(querySave, owner, key, s.Status, s.Response, s.Sealed)
+}
+
 // PruneBatch deletes at most limit keys made before before and returns how
 // many. A key younger than TTLDefault is in its window (a retry with it
 // must get the first answer): callers pass a before at least TTLDefault
