@@ -6,9 +6,11 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lookout-dev/lookout/internal/clitest"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // TestDriftWithRealOllama runs the real evaluator binary (`evaluator
@@ -23,21 +25,26 @@ func TestDriftWithRealOllama(t *testing.T) {
 	t.Parallel()
 	base := ollamatest.Real(t)
 	e := newEnv(t)
+	// A model call's bound: 2 minutes on a quiet machine, more on one known
+	// to be slow (testsignal.Scaled: 12 min on the Citus cluster, where no
+	// answer came within 2 minutes at load 54 to 90); the lease outlasts
+	// it. A server that hangs still fails: no reason to embed.
+	modelTimeout := testsignal.Scaled(2 * time.Minute)
 	e.write("lookout.yaml", fmt.Sprintf(`ollama:
   host: %s
   model: tiny
-  timeout: 2m
+  timeout: %s
   concurrency: 1
   reason_max_chars: 40
   options: {num_predict: 96}
   drift: {embed_model: tiny, min_samples: 1, threshold: 0.5, batch: 2, notify: [log]}
 evaluator:
-  lease: 5m
+  lease: %s
 sinks:
   log: {type: log}
 defaults:
   jitter: 0s
-`, base))
+`, base, modelTimeout, 3*modelTimeout))
 	e.write("sources/tasks.yaml", `name: tasks
 connector: file
 every: 1h

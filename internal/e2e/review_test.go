@@ -136,6 +136,12 @@ func TestTaskReviewWithRealBinaries(t *testing.T) {
 	}}
 	srv := httptest.NewServer(proxy.handler(real))
 	t.Cleanup(srv.Close)
+	// The tiny model answers in seconds on a quiet machine; a minute then,
+	// more when the machine is known to be slow (testsignal.Scaled, within
+	// the evaluator's 5-minute review lease: 4 min on the Citus cluster,
+	// where a minute ran out at load 12 to 36). A server that hangs still
+	// fails the test: no review, no Complete.
+	modelTimeout := min(testsignal.Scaled(time.Minute), 4*time.Minute)
 	e.write("lookout.yaml", fmt.Sprintf(`sinks:
   log: {type: log}
 alerts:
@@ -150,13 +156,14 @@ syncer:
   tasks_grace: 1s
 evaluator:
   catch_up_interval: 1s
+  lease: %s
 ollama:
   host: %s
   model: tiny
-  timeout: 1m
+  timeout: %s
   concurrency: 1
   options: {num_predict: 64}
-`, srv.URL))
+`, 2*modelTimeout, srv.URL, modelTimeout))
 	e.write("sources/tasks.yaml", fmt.Sprintf(`name: tasks
 connector: notion
 every: 1s
@@ -193,8 +200,9 @@ tasks:
 
 	status := func(id string) any { return fake.Value(id, "Status") }
 	// Six calls of the tiny model on a shared 2-core machine: about 5 s
-	// each, and loading it first.
-	testsignal.EventuallyWithin(tb, 5*time.Minute, "good Complete and hopeless Failed in the tool", func() bool {
+	// each, and loading it first (5 minutes on a quiet machine; scaled as
+	// the model's timeout is).
+	testsignal.EventuallyWithin(tb, testsignal.Scaled(5*time.Minute), "good Complete and hopeless Failed in the tool", func() bool {
 		return status(good) == "Complete" && status(hopeless) == "Failed"
 	})
 	type run struct {

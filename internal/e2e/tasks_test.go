@@ -493,6 +493,15 @@ echo '{"done": true}'
 // has a secret) keeps running: it takes the next task and completes it,
 // and it exits 0 on SIGTERM. The failed end's nil retry_at once panicked
 // in the log handler and ended `syncer run` with exit 2.
+//
+// The lease is long next to the timeout: the claim and its confirmation in
+// the tool must be done by the lease less the timeout and the end's margin
+// (docs/tasks.md "The lease and the timeout"). With lease 8s and timeout
+// 7s that left 0.5 s, which a busy machine (the Citus cluster at load 12
+// to 36: a host token's statement alone took longer) missed on every
+// attempt, each given back ("take a token for host …: context deadline
+// exceeded"). With 10m the window is minutes, longer than the test's own
+// waits, which alone bound it (testsignal.Timeout).
 func TestFailedTaskOutcomeKeepsTheSyncerRunning(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -529,7 +538,7 @@ tasks:
     when: record.status == "Todo"
     order: [extra.priority desc, created_at asc]
     take: 1
-    lease: 8s
+    lease: 10m
     timeout: 7s
     command: [%s]
 `, strings.ReplaceAll(fake.DatabaseID, "-", ""), fake.URL, agent))

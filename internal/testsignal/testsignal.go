@@ -32,13 +32,26 @@ func Timeout() time.Duration { return timeoutOf(os.Getenv(TimeoutEnv)) }
 // not a positive duration stops the test binary with the reason.
 func timeoutOf(v string) time.Duration {
 	if v == "" {
-		return 20 * time.Second
+		return defaultTimeout
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		panic(fmt.Sprintf("testsignal: %s=%q is not a positive duration (e.g. 2m)", TimeoutEnv, v))
 	}
 	return d
+}
+
+// defaultTimeout is Timeout when TimeoutEnv is not set.
+const defaultTimeout = 20 * time.Second
+
+// Scaled returns d, a bound that holds on a quiet machine (a real model's
+// answer, a lease that must outlast it), scaled as Timeout is from its
+// default: 6 times d when TimeoutEnv is 2m (scripts/test_citus.sh), d
+// itself by default, never less than d. A hang still fails, later.
+func Scaled(d time.Duration) time.Duration { return scaledBy(d, Timeout()) }
+
+func scaledBy(d, timeout time.Duration) time.Duration {
+	return max(d, time.Duration(float64(d)*float64(timeout)/float64(defaultTimeout)))
 }
 
 // pollInterval is how often Eventually checks its condition.

@@ -123,3 +123,20 @@ func TestCancelWhen(t *testing.T) {
 	ready.Store(true)
 	Receive(t, ctx.Done(), "the cancel once the condition held")
 }
+
+// TestScaled: a quiet machine's bound grows with Timeout (a minute is six
+// at 2m, hours do not overflow) and never shrinks below itself.
+func TestScaled(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ d, timeout, want time.Duration }{
+		{time.Minute, 20 * time.Second, time.Minute},
+		{time.Minute, 2 * time.Minute, 6 * time.Minute},
+		{5 * time.Minute, 2 * time.Minute, 30 * time.Minute},
+		{time.Minute, 5 * time.Second, time.Minute},
+		{10 * time.Hour, time.Hour, 1800 * time.Hour},
+	} {
+		if got := scaledBy(c.d, c.timeout); got != c.want {
+			t.Errorf("%s at %s: %s, want %s", c.d, c.timeout, got, c.want)
+		}
+	}
+}
