@@ -157,8 +157,9 @@ type table struct {
 	// same statement.
 	returning, afterDelete string
 	// onDrop runs (%s: the partition) in the transaction that drops a
-	// partition whole.
-	onDrop string
+	// partition whole; onDropDistributed instead, when set, on Citus
+	// (db.Sharding), where the tables it joins are not co-located.
+	onDrop, onDropDistributed string
 }
 
 // forgetKeys deletes the dedupe keys of notifications (%s: their rows),
@@ -189,6 +190,15 @@ var tables = []table{
 		                         (SELECT array_agg(record_id) FROM deleted), (SELECT array_agg(watch) FROM deleted))
 		           AS b(id, dedupe_key, sink, source, record_id, watch))`) + `)`,
 		onDrop: forgetKeys,
+		// On Citus notification_keys is distributed by its key and a
+		// partition of notifications by source: Citus refuses their
+		// join ("complex joins are only supported when all distributed
+		// tables are co-located"), and joins the keys' shards with the
+		// partition's rows read first (a materialized CTE: an
+		// intermediate result).
+		onDropDistributed: `WITH dropped AS MATERIALIZED (
+		    SELECT id, dedupe_key, sink, source, record_id, watch FROM %s)` +
+			fmt.Sprintf(forgetKeys, `dropped`),
 	},
 	{
 		name: "evaluations", at: "created_at", key: "change_created_at",
@@ -196,6 +206,8 @@ var tables = []table{
 		// A held change keeps the decisions of its other watches until it
 		// is decided.
 		deletable: `change_id NOT IN (SELECT id FROM changes WHERE eval_status = 'pending')`,
+		// An evaluation has its change's source: joined on it, the
+		// distribution column of the co-located tables on Citus.
 		pending: `SELECT EXISTS (SELECT 1 FROM changes c WHERE c.eval_status = 'pending'
 		                          AND EXISTS (SELECT 1 FROM %s e WHERE e.change_id = c.id AND e.source = c.source))`,
 	},
@@ -214,7 +226,8 @@ var tables = []table{
 		name: "sync_runs", at: "started_at", key: "started_at",
 		window: func(c Config) time.Duration { return c.SyncRuns },
 		// A running run is in progress (or stuck, which report_stuck
-		// shows); sources.run_id is each source's latest run.
+		// shows); sources.run_id is each source's latest run (joined on
+		// the source too: Citus's distribution column).
 		deletable: `status <> 'running'
 		            AND id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)`,
 		pending: `SELECT EXISTS (SELECT 1 FROM %[1]s WHERE status = 'running')

@@ -222,8 +222,13 @@ func (f *fixture) survivors() map[string][]string {
 		"model_calls":   f.labels(`SELECT record_id FROM model_calls`),
 		"sync_runs":     f.labels(`SELECT error FROM sync_runs`),
 		"verdicts":      f.labels(`SELECT reason || coalesce(':' || model_call_id, ':null') FROM verdicts`),
-		"keys":          f.labels(`SELECT n.title FROM notification_keys k JOIN notifications n ON n.id = k.notification_id`),
-		"orphan keys":   f.labels(`SELECT k.dedupe_key FROM notification_keys k WHERE NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = k.notification_id)`),
+		// The keys are read first (a materialized CTE): on Citus
+		// notification_keys is distributed by its key, notifications by
+		// source, and Citus joins them only through such a result.
+		"keys": f.labels(`WITH k AS MATERIALIZED (SELECT notification_id FROM notification_keys)
+		                  SELECT n.title FROM k JOIN notifications n ON n.id = k.notification_id`),
+		"orphan keys": f.labels(`SELECT k.dedupe_key FROM notification_keys k
+		                         WHERE k.notification_id NOT IN (SELECT id FROM notifications)`),
 	}
 }
 
