@@ -21,7 +21,7 @@
 #                          pool of schemas is made and emptied faster with few shards)
 #   LOOKOUT_CITUS_KEEP=1   leave the cluster running afterwards (the next run uses it)
 #   TEST_PKGS              packages to test (default: the end-to-end tests and
-#                          db changes outbox notify evaluator syncer taskrunner)
+#                          db changes outbox notify evaluator syncer taskrunner retention)
 #   LOOKOUT_CITUS_FAULTS=0 skip the fault tests (LOOKOUT_CITUS_FAULTS=only runs only them)
 #
 # The exit status is go test's (the first of the two steps that failed), or
@@ -38,7 +38,7 @@ scripts="$CITUS_SCRIPTS"
 DIR="$(realpath -m -- "${LOOKOUT_CITUS_DIR:-$ROOT/.data/citus}")"
 PORT="${LOOKOUT_CITUS_PORT:-54400}"
 SHARDS="${LOOKOUT_CITUS_SHARDS:-4}"
-PKGS="${TEST_PKGS:-./internal/e2e/ ./internal/db/ ./internal/changes/ ./internal/outbox/ ./internal/notify/ ./internal/evaluator/ ./internal/syncer/ ./internal/taskrunner/}"
+PKGS="${TEST_PKGS:-./internal/e2e/ ./internal/db/ ./internal/changes/ ./internal/outbox/ ./internal/notify/ ./internal/evaluator/ ./internal/syncer/ ./internal/taskrunner/ ./internal/retention/}"
 
 # --- Citus ---------------------------------------------------------------------
 citus_build

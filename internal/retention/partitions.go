@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lookout-dev/lookout/internal/db"
 )
 
 // Partitions of the history tables (migration 16): one per UTC week,
@@ -265,7 +267,15 @@ func (p *Pruner) drop(ctx context.Context, conn *pgx.Conn, t table, part string)
 			return err
 		}
 		if t.onDrop != "" {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(t.onDrop, rel)); err != nil {
+			sh, err := db.ShardingOf(ctx, tx)
+			if err != nil {
+				return err
+			}
+			onDrop := t.onDrop
+			if sh.Distributed() && t.onDropDistributed != "" {
+				onDrop = t.onDropDistributed
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf(onDrop, rel)); err != nil {
 				return err
 			}
 		}

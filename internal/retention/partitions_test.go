@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 )
@@ -67,14 +69,17 @@ func TestPartitionsMadeAhead(t *testing.T) {
 			t.Errorf("%s_default is missing", table)
 		}
 	}
-	// A row of this week goes to this week's partition.
+	// A row of this week goes to this week's partition (read from it by
+	// name: on Citus a row's tableoid is its shard's).
 	id := f.change("now", "done", f.ago(0))
-	var part string
-	if err := f.pool.QueryRow(context.Background(), `SELECT tableoid::regclass::text FROM changes WHERE id = $1`, id).Scan(&part); err != nil {
+	want := PartitionName("changes", WeekOf(f.now))
+	var in bool
+	if err := f.pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE id = $1)`,
+		pgx.Identifier{want}.Sanitize()), id).Scan(&in); err != nil {
 		t.Fatal(err)
 	}
-	if want := PartitionName("changes", WeekOf(f.now)); part != want {
-		t.Errorf("a change of now is in %s, want %s", part, want)
+	if !in {
+		t.Errorf("a change of now is not in %s", want)
 	}
 }
 
@@ -85,6 +90,7 @@ func TestPartitionsMadeAhead(t *testing.T) {
 func TestPartitionsMadeTakeTheDefaultPartitionsStorage(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	pgtest.SkipOnCitus(t, f.pool, "pgtest's leased schemas on Citus have no storage parameters on notifications_default (a schema the binary migrates has migration 58's fillfactor)")
 	prune(t, f, Config{BatchSize: 10, Interval: time.Hour})
 	options := func(rel string) string {
 		t.Helper()
@@ -196,6 +202,7 @@ func TestMigration16UpAndDownWithData(t *testing.T) {
 	const partitioned, before = 16, 15
 	_, url := pgtest.Schema(t)
 	pool := pgtest.PoolFor(t, url)
+	pgtest.SkipOnCitus(t, pool, "the down migrations run on one PostgreSQL only: migration 57's down makes triggers on evaluations, which Citus refuses on a distributed table")
 	ctx := context.Background()
 	if v, err := db.MigrateTo(ctx, pool, before); err != nil || v != before {
 		t.Fatalf("migrate down to %d: %d, %v", before, v, err)
@@ -394,12 +401,16 @@ func TestPartitionsAtCalendarEdges(t *testing.T) {
 				}
 			}
 			for label, week := range map[string]string{"keep-now": tc.week, "keep-ten-minutes-before": tc.before} {
-				var part string
-				if err := f.pool.QueryRow(context.Background(), `SELECT tableoid::regclass::text FROM changes WHERE record_id = $1`, label).Scan(&part); err != nil {
+				// Read from the partition by name: on Citus a row's
+				// tableoid is its shard's.
+				want := "changes_p" + week
+				var in bool
+				if err := f.pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE record_id = $1)`,
+					pgx.Identifier{want}.Sanitize()), label).Scan(&in); err != nil {
 					t.Fatal(err)
 				}
-				if want := "changes_p" + week; part != want {
-					t.Errorf("%s is in %s, want %s", label, part, want)
+				if !in {
+					t.Errorf("%s is not in %s", label, want)
 				}
 			}
 			ch := tableResult(t, res, "changes")

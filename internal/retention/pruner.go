@@ -41,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/metrics"
 	"github.com/lookout-dev/lookout/internal/service"
 )
@@ -156,8 +157,9 @@ type table struct {
 	// same statement.
 	returning, afterDelete string
 	// onDrop runs (%s: the partition) in the transaction that drops a
-	// partition whole.
-	onDrop string
+	// partition whole; onDropDistributed instead, when set, on Citus
+	// (db.Sharding), where the tables it joins are not co-located.
+	onDrop, onDropDistributed string
 }
 
 // forgetKeys deletes the dedupe keys of notifications (%s: their rows),
@@ -188,6 +190,15 @@ var tables = []table{
 		                         (SELECT array_agg(record_id) FROM deleted), (SELECT array_agg(watch) FROM deleted))
 		           AS b(id, dedupe_key, sink, source, record_id, watch))`) + `)`,
 		onDrop: forgetKeys,
+		// On Citus notification_keys is distributed by its key and a
+		// partition of notifications by source: Citus refuses their
+		// join ("complex joins are only supported when all distributed
+		// tables are co-located"), and joins the keys' shards with the
+		// partition's rows read first (a materialized CTE: an
+		// intermediate result).
+		onDropDistributed: `WITH dropped AS MATERIALIZED (
+		    SELECT id, dedupe_key, sink, source, record_id, watch FROM %s)` +
+			fmt.Sprintf(forgetKeys, `dropped`),
 	},
 	{
 		name: "evaluations", at: "created_at", key: "change_created_at",
@@ -195,8 +206,10 @@ var tables = []table{
 		// A held change keeps the decisions of its other watches until it
 		// is decided.
 		deletable: `change_id NOT IN (SELECT id FROM changes WHERE eval_status = 'pending')`,
+		// An evaluation has its change's source: joined on it, the
+		// distribution column of the co-located tables on Citus.
 		pending: `SELECT EXISTS (SELECT 1 FROM changes c WHERE c.eval_status = 'pending'
-		                          AND EXISTS (SELECT 1 FROM %s e WHERE e.change_id = c.id))`,
+		                          AND EXISTS (SELECT 1 FROM %s e WHERE e.change_id = c.id AND e.source = c.source))`,
 	},
 	{
 		name: "model_calls", at: "created_at", key: "created_at",
@@ -213,11 +226,12 @@ var tables = []table{
 		name: "sync_runs", at: "started_at", key: "started_at",
 		window: func(c Config) time.Duration { return c.SyncRuns },
 		// A running run is in progress (or stuck, which report_stuck
-		// shows); sources.run_id is each source's latest run.
+		// shows); sources.run_id is each source's latest run (joined on
+		// the source too: Citus's distribution column).
 		deletable: `status <> 'running'
 		            AND id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)`,
 		pending: `SELECT EXISTS (SELECT 1 FROM %[1]s WHERE status = 'running')
-		              OR EXISTS (SELECT 1 FROM sources s JOIN %[1]s r ON r.id = s.run_id)`,
+		              OR EXISTS (SELECT 1 FROM sources s JOIN %[1]s r ON r.id = s.run_id AND r.source = s.name)`,
 	},
 }
 
@@ -448,13 +462,28 @@ func (p *Pruner) pruneRows(ctx context.Context, conn *pgx.Conn, t table, rel str
 		err := conn.QueryRow(ctx, t.countSQL(rel), frontier, cutoff).Scan(&n)
 		return n, 0, err
 	}
-	del := t.deleteSQL(rel)
-	var after, rows int64
+	del, cand := t.deleteSQL(rel), t.candidatesSQL(rel)
+	var after, last, rows int64
 	batches := 0
 	for {
-		var n, last int64
-		if err := conn.QueryRow(ctx, del, after, frontier, cutoff, p.conf.BatchSize).Scan(&n, &last); err != nil {
+		// One batch: on one PostgreSQL one statement (one group, every
+		// source); on Citus one router statement per shard of the
+		// batch's candidates (db.ClaimGroups), where Citus takes row
+		// locks.
+		groups, err := db.ClaimGroups(ctx, conn, t.name, p.conf.BatchSize, cand, after, frontier, cutoff, p.conf.BatchSize)
+		if err != nil {
 			return rows, batches, err
+		}
+		var n int64
+		for _, g := range groups {
+			var gn, glast int64
+			if err := conn.QueryRow(ctx, del, after, frontier, cutoff, g.Limit, g.Restriction()).Scan(&gn, &glast); err != nil {
+				return rows, batches, err
+			}
+			n += gn
+			// The groups split the first BatchSize candidates after
+			// after: the batch ends at the highest id any group deleted.
+			last = max(last, glast)
 		}
 		batches++
 		rows += n
@@ -512,9 +541,13 @@ func (t table) probeSQL(rel string) string {
 	return fmt.Sprintf(`SELECT id, %[2]s < $2 FROM %[1]s WHERE id >= $1 ORDER BY id LIMIT 1`, pgx.Identifier{rel}.Sanitize(), t.at)
 }
 
-// deleteSQL ($1 after id, $2 frontier, $3 cutoff, $4 batch size) deletes
-// one batch of rel and returns how many rows and the highest id it
-// deleted.
+// deleteSQL ($1 after id, $2 frontier, $3 cutoff, $4 batch size, $5 the
+// sources it is restricted to, NULL for every source) deletes one batch of
+// rel and returns how many rows and the highest id it deleted. On Citus,
+// where rel is distributed by source, it runs once per shard of the
+// batch's candidates (candidatesSQL), restricted to that shard's sources:
+// a router statement, where Citus takes row locks (FOR UPDATE is refused
+// across shards).
 func (t table) deleteSQL(rel string) string {
 	returning := t.returning
 	if returning == "" {
@@ -524,13 +557,27 @@ func (t table) deleteSQL(rel string) string {
 		WITH doomed AS (
 		    SELECT id FROM %[1]s
 		    WHERE id > $1 AND id < $2 AND %[2]s < $3 AND %[3]s
+		      AND ($5::text[] IS NULL OR source = ANY($5::text[]))
 		    ORDER BY id
 		    LIMIT $4
 		    FOR UPDATE SKIP LOCKED
 		), deleted AS (
-		    DELETE FROM %[1]s WHERE id IN (SELECT id FROM doomed) RETURNING %[4]s
+		    DELETE FROM %[1]s WHERE id IN (SELECT id FROM doomed)
+		      AND ($5::text[] IS NULL OR source = ANY($5::text[]))
+		    RETURNING %[4]s
 		)%[5]s
 		SELECT count(*), coalesce(max(id), 0) FROM deleted`, pgx.Identifier{rel}.Sanitize(), t.at, t.deletable, returning, t.afterDelete)
+}
+
+// candidatesSQL ($1 after id, $2 frontier, $3 cutoff, $4 batch size) is
+// deleteSQL's pick without its locks: the source of each row it would
+// delete now, in its order (db.ClaimGroups; run on Citus only).
+func (t table) candidatesSQL(rel string) string {
+	return fmt.Sprintf(`
+		SELECT source FROM %[1]s
+		WHERE id > $1 AND id < $2 AND %[2]s < $3 AND %[3]s
+		ORDER BY id
+		LIMIT $4`, pgx.Identifier{rel}.Sanitize(), t.at, t.deletable)
 }
 
 // countSQL ($1 frontier, $2 cutoff) counts what a prune of rel would
@@ -561,7 +608,7 @@ func Statements(rel func(table string) string, frontier int64, cutoff time.Time,
 		out = append(out,
 			Statement{t.name, "bounds", t.boundsSQL(r), nil},
 			Statement{t.name, "probe", t.probeSQL(r), []any{frontier, cutoff}},
-			Statement{t.name, "delete", t.deleteSQL(r), []any{int64(0), frontier, cutoff, batch}},
+			Statement{t.name, "delete", t.deleteSQL(r), []any{int64(0), frontier, cutoff, batch, nil}},
 			Statement{t.name, "count", t.countSQL(r), []any{frontier, cutoff}},
 		)
 		if t.pending != "" {

@@ -116,27 +116,38 @@ func (f *fixture) change(label, status, at string) int64 {
 		VALUES ('s', $1, 'created', 1, '{}', $2, %s) RETURNING id`, at), label, status)
 }
 
+// evaluation inserts an evaluation of change labelled by its watch. The
+// change's time is read first: Citus refuses a subquery in an INSERT's
+// VALUES ("subqueries are not supported within INSERT queries").
 func (f *fixture) evaluation(label string, change int64, at string) {
+	f.t.Helper()
+	var changeAt time.Time
+	if err := f.pool.QueryRow(context.Background(), `SELECT created_at FROM changes WHERE id = $1`, change).Scan(&changeAt); err != nil {
+		f.t.Fatalf("read change %d: %v", change, err)
+	}
 	f.exec(fmt.Sprintf(`
 		INSERT INTO evaluations (change_id, source, record_id, watch, step, matched, decision, evaluator, created_at,
 		                         change_created_at)
-		VALUES ($1, 's', 'r', $2, 'filter', false, 'skip', 'e', %s, (SELECT created_at FROM changes WHERE id = $1))`, at), change, label)
+		VALUES ($1, 's', 'r', $2, 'filter', false, 'skip', 'e', %s, $3)`, at), change, label, changeAt)
 }
 
 // notification inserts a notification labelled by its title, with a
-// version dedupe key unless key is given, and its dedupe key.
+// version dedupe key unless key is given, and its dedupe key (two
+// statements: notification_keys is distributed by its key on Citus).
 func (f *fixture) notification(label, status, key string, at string) int64 {
+	f.t.Helper()
 	if key == "" {
 		key = "s/r/w/v1-" + label
 	}
-	return f.id(fmt.Sprintf(`
-		WITH n AS (
-		    INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, created_at)
-		    VALUES ($1, 's', 'r', 'w', 'log', $2, '{}', $3, %s) RETURNING id, dedupe_key, sink, created_at
-		), k AS (
-		    INSERT INTO notification_keys (dedupe_key, sink, notification_id, created_at) SELECT dedupe_key, sink, id, created_at FROM n
-		)
-		SELECT id FROM n`, at), key, label, status)
+	var id int64
+	var created time.Time
+	if err := f.pool.QueryRow(context.Background(), fmt.Sprintf(`
+		INSERT INTO notifications (dedupe_key, source, record_id, watch, sink, title, payload, status, created_at)
+		VALUES ($1, 's', 'r', 'w', 'log', $2, '{}', $3, %s) RETURNING id, created_at`, at), key, label, status).Scan(&id, &created); err != nil {
+		f.t.Fatalf("insert notification %s: %v", label, err)
+	}
+	f.exec(`INSERT INTO notification_keys (dedupe_key, sink, notification_id, created_at) VALUES ($1, 'log', $2, $3)`, key, id, created)
+	return id
 }
 
 func (f *fixture) modelCall(label, at string) int64 {
@@ -211,8 +222,13 @@ func (f *fixture) survivors() map[string][]string {
 		"model_calls":   f.labels(`SELECT record_id FROM model_calls`),
 		"sync_runs":     f.labels(`SELECT error FROM sync_runs`),
 		"verdicts":      f.labels(`SELECT reason || coalesce(':' || model_call_id, ':null') FROM verdicts`),
-		"keys":          f.labels(`SELECT n.title FROM notification_keys k JOIN notifications n ON n.id = k.notification_id`),
-		"orphan keys":   f.labels(`SELECT k.dedupe_key FROM notification_keys k WHERE NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = k.notification_id)`),
+		// The keys are read first (a materialized CTE): on Citus
+		// notification_keys is distributed by its key, notifications by
+		// source, and Citus joins them only through such a result.
+		"keys": f.labels(`WITH k AS MATERIALIZED (SELECT notification_id FROM notification_keys)
+		                  SELECT n.title FROM k JOIN notifications n ON n.id = k.notification_id`),
+		"orphan keys": f.labels(`SELECT k.dedupe_key FROM notification_keys k
+		                         WHERE k.notification_id NOT IN (SELECT id FROM notifications)`),
 	}
 }
 
