@@ -394,8 +394,10 @@ func TestLogFields(t *testing.T) {
 	}
 }
 
-// TestMetricsOfRateLimitWaits: a source limited to 5 requests per second
-// with a burst of 1 waits before its second and third page.
+// TestMetricsOfRateLimitWaits: a source limited to one request every 2
+// seconds with a burst of 1 waits before its second and third page. (At 5
+// a second, a page that took longer than 200 ms on a busy machine, as on a
+// Citus cluster at load 20, found its token refilled and did not wait.)
 func TestMetricsOfRateLimitWaits(t *testing.T) {
 	t.Parallel()
 	api := &fakeAPI{perPage: 7}
@@ -405,7 +407,7 @@ func TestMetricsOfRateLimitWaits(t *testing.T) {
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	e := newEnv(t)
-	e.write("sources/api.yaml", fmt.Sprintf("name: api\nconnector: http\nrate_limit: {per_second: 5, burst: 1}\nhttp:\n  url: %s/items?page=1\n  items: body.data\n  next: body.links.next\nfields:\n  title: item.name\n", srv.URL))
+	e.write("sources/api.yaml", fmt.Sprintf("name: api\nconnector: http\nrate_limit: {per_second: 0.5, burst: 1}\nhttp:\n  url: %s/items?page=1\n  items: body.data\n  next: body.links.next\nfields:\n  title: item.name\n", srv.URL))
 	m := metrics.New()
 	sconf := syncer.FromConfig(e.config())
 	sconf.Owner = "syncer-w"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/semantic/ollamatest"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 // TestRealOllama runs the evaluator against a real Ollama server with a
@@ -24,19 +25,26 @@ import (
 func TestRealOllama(t *testing.T) {
 	t.Parallel()
 	base := ollamatest.Real(t)
+	// The tiny model answers in seconds on a quiet machine; on a busy one
+	// (a Citus cluster beside it: 2m4s for the first pass) an answer can
+	// take longer than the 2 minutes set for a quiet machine, and the call
+	// then fails as a timeout and is retried later, which is not what the
+	// test is about: the bound grows as testsignal's does (Scaled), and the
+	// lease outlasts two calls. A hung server still fails the test.
+	modelTimeout := testsignal.Scaled(2 * time.Minute)
 	global := fmt.Sprintf(`
 ollama:
   host: %s
   model: tiny
-  timeout: 2m
+  timeout: %s
   concurrency: 1
   reason_max_chars: 40
   options: {num_predict: 128}
 evaluator:
-  lease: 5m
+  lease: %s
 sinks:
   log: {type: log}
-`, base)
+`, base, modelTimeout, 2*modelTimeout+time.Minute)
 	h := &harness{t: t, ctx: context.Background()}
 	h.cfg = loadConfig(t, global, map[string]string{"tasks.yaml": tasksSource})
 	h.pool = pgtest.Pool(t)
