@@ -67,15 +67,11 @@ type Entry struct {
 // Record inserts e (ID and At are set by the database). Before and After
 // are marshalled from any value; nil stores NULL.
 func Record(ctx context.Context, q Querier, e Entry, before, after any) error {
-	b, err := marshal(before)
+	args, err := insertArgs(e, before, after)
 	if err != nil {
-		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
+		return err
 	}
-	a, err := marshal(after)
-	if err != nil {
-		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
-	}
-	if _, err := q.Exec(ctx, queryInsert, e.Actor, e.TokenID, e.Via, e.Action, e.Kind, e.Target, e.Owner, b, a, e.RequestID); err != nil {
+	if _, err := q.Exec(ctx, queryInsert, args...); err != nil {
 		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
 	}
 	return nil
@@ -87,16 +83,26 @@ func Record(ctx context.Context, q Querier, e Entry, before, after any) error {
 // marshalled now: what the caller changes in them afterwards is not
 // recorded. A failure of the insert is the batch's.
 func Queue(b *pgx.Batch, e Entry, before, after any) error {
-	bj, err := marshal(before)
+	args, err := insertArgs(e, before, after)
 	if err != nil {
-		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
+		return err
 	}
-	aj, err := marshal(after)
-	if err != nil {
-		return fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
-	}
-	b.Queue(queryInsert, e.Actor, e.TokenID, e.Via, e.Action, e.Kind, e.Target, e.Owner, bj, aj, e.RequestID)
+	b.Queue(queryInsert, args...)
 	return nil
+}
+
+// insertArgs are queryInsert's arguments for e, before and after
+// marshalled: what Record sends and Queue queues.
+func insertArgs(e Entry, before, after any) ([]any, error) {
+	b, err := marshal(before)
+	if err != nil {
+		return nil, fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
+	}
+	a, err := marshal(after)
+	if err != nil {
+		return nil, fmt.Errorf("audit %s %s %s: %w", e.Action, e.Kind, e.Target, err)
+	}
+	return []any{e.Actor, e.TokenID, e.Via, e.Action, e.Kind, e.Target, e.Owner, b, a, e.RequestID}, nil
 }
 
 func marshal(v any) ([]byte, error) {
