@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -37,15 +38,8 @@ func (m cpuMeter) sample(ctx context.Context) (cpuSample, error) {
 	if err != nil {
 		return cpuSample{}, fmt.Errorf("backends of %s: %w", m.app, err)
 	}
-	var pids []int
-	for rows.Next() {
-		var pid int
-		if err := rows.Scan(&pid); err != nil {
-			return cpuSample{}, err
-		}
-		pids = append(pids, pid)
-	}
-	if err := rows.Err(); err != nil {
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
 		return cpuSample{}, fmt.Errorf("backends of %s: %w", m.app, err)
 	}
 	s := cpuSample{backends: map[int]time.Duration{}, ok: len(pids) > 0}
@@ -55,7 +49,8 @@ func (m cpuMeter) sample(ctx context.Context) (cpuSample, error) {
 			s.ok = false
 			continue
 		}
-		ns, err := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
+		first, _, _ := strings.Cut(string(raw), " ")
+		ns, err := strconv.ParseInt(strings.TrimSpace(first), 10, 64)
 		if err != nil {
 			s.ok = false
 			continue

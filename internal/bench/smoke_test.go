@@ -98,9 +98,11 @@ const smokeDeliveriesMin = 0.22
 // of a measurement: see TestSmokeDeliveries. Clean runs gave 0.326 to
 // 0.386 at load 37 to 78 (the bare loop's CPU per POST 87 to 147 µs), a
 // planted 2x slowdown (the deliverer's CPU doubled: a busy loop after
-// DeliverDue as long as the CPU it used) 0.16 to 0.19 at load 38 to 66;
-// 0.27 lies between (docs/benchmarks.md).
-const smokeDeliveriesCPUMin = 0.27
+// DeliverDue as long as the CPU it used) 0.16 to 0.19 at load 38 to 66.
+// On the quiet machine a clean run gave 0.300 (the bare loop cheaper per
+// POST there), so 0.24 lies between with room on both sides
+// (docs/benchmarks.md).
+const smokeDeliveriesCPUMin = 0.24
 
 // TestSmokeDeliveries guards (5): deliveries through the outbox (claim,
 // sign, POST, record) against a bare signed POST loop with the same
