@@ -291,17 +291,31 @@ watches:
 		return status(fragile) == "Complete"
 	})
 	r := runs()["fragile"]
-	if r.status != "completed" || r.attempt != 2 || r.executions != 2 || r.failures != 1 || r.claimedBy == holder {
-		t.Errorf("fragile: status %s, attempt %d, executions %d, failures %d, claimed by %s (the killed one: %s)",
-			r.status, r.attempt, r.executions, r.failures, r.claimedBy, holder)
-	}
 	var history []struct {
 		Status    string `json:"status"`
 		LastError string `json:"last_error"`
 	}
-	if err := json.Unmarshal([]byte(r.history), &history); err != nil || len(history) != 1 || history[0].Status != "expired" ||
-		!strings.Contains(history[0].LastError, "the claim expired at") {
-		t.Errorf("fragile's first attempt in history: %s (%v), want expired with the reason", r.history, err)
+	if err := json.Unmarshal([]byte(r.history), &history); err != nil {
+		t.Fatalf("fragile's history %s: %v", r.history, err)
+	}
+	// On a busy machine an attempt can also be released before its
+	// execution (its claim's confirmation in the tool timed out): such an
+	// attempt ran nothing and is no retry; it only moves the attempt count.
+	var executed []string
+	unexecuted := 0
+	for _, h := range history {
+		if h.Status == "released" && strings.Contains(h.LastError, "not executed") {
+			unexecuted++
+			continue
+		}
+		executed = append(executed, h.Status+": "+h.LastError)
+	}
+	if r.status != "completed" || r.attempt != 2+unexecuted || r.executions != 2 || r.failures != 1 || r.claimedBy == holder {
+		t.Errorf("fragile: status %s, attempt %d (%d released unexecuted), executions %d, failures %d, claimed by %s (the killed one: %s)",
+			r.status, r.attempt, unexecuted, r.executions, r.failures, r.claimedBy, holder)
+	}
+	if len(executed) != 1 || !strings.HasPrefix(executed[0], "expired: ") || !strings.Contains(executed[0], "the claim expired at") {
+		t.Errorf("fragile's executed attempts in history: %s, want one expired with the reason", r.history)
 	}
 	if rc := fake.Value(fragile, "RetryCount"); rc != float64(1) {
 		t.Errorf("fragile: RetryCount %v in the tool, want 1", rc)
@@ -343,8 +357,8 @@ watches:
 		}
 	}
 	if len(fragileCalls) != 2 || fragileCalls[0].IdempotencyKey != r.key || fragileCalls[1].IdempotencyKey != r.key ||
-		fragileCalls[1].Attempt != 2 || fragileCalls[1].RetryCount != 1 {
-		t.Errorf("fragile's executions: %+v; want two with key %s, the second attempt 2 with retry_count 1", fragileCalls, r.key)
+		fragileCalls[1].Attempt != r.attempt || fragileCalls[1].RetryCount != 1 {
+		t.Errorf("fragile's executions: %+v; want two with key %s, the second attempt %d with retry_count 1", fragileCalls, r.key, r.attempt)
 	}
 	keys = lines(t, filepath.Join(agentDir, "keys"))
 	if want := []string{got["first"].key, got["third"].key, r.key, r.key}; !slices.Equal(keys, want) {
