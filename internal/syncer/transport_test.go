@@ -314,17 +314,21 @@ func measureHost(t *testing.T, sc hostScenario) hostMeasure {
 		}
 	}
 	testsignal.Eventually(t, "a first request", func() bool { return up.total.Load() > 0 })
-	first := up.log()[0].Real
-	time.Sleep(time.Until(first.Add(sc.duration))) // the measured period: a duration, not a synchronisation
+	// The measured period ends on a count, not a clock: once the budget has
+	// allowed a duration's worth of requests (burst + per_second x
+	// duration), so that the budget, not a busy machine's idleness, was the
+	// bound however slow the replicas were (a fixed 2 s window saw 4
+	// requests on a Citus cluster at load 20).
+	want := int64(sc.hostBurst + sc.hostRate*sc.duration.Seconds())
+	testsignal.Eventually(t, fmt.Sprintf("%d requests", want), func() bool { return up.total.Load() >= want })
 	stop()
 
 	m := hostMeasure{perReplica: map[string]int{}, bound: int(sc.hostBurst + sc.hostRate)}
 	var times []time.Time
 	for _, r := range up.log() {
-		if r.Real.Sub(first) < sc.duration {
-			times = append(times, r.Real)
-		}
+		times = append(times, r.Real)
 	}
+	first := times[0]
 	m.requests = len(times)
 	m.span = times[len(times)-1].Sub(first)
 	m.taken = times[len(times)-1].Sub(began)
@@ -337,7 +341,7 @@ func measureHost(t *testing.T, sc hostScenario) hostMeasure {
 		}
 		m.maxSliding = max(m.maxSliding, j-i)
 	}
-	for i := range int(sc.duration / time.Second) {
+	for i := range int(m.span/time.Second) + 1 {
 		m.windows = append(m.windows, fixed[i])
 		m.maxFixed = max(m.maxFixed, fixed[i])
 	}
@@ -361,8 +365,8 @@ func measureHost(t *testing.T, sc hostScenario) hostMeasure {
 // check asserts the measure against the token bucket: in any one-second
 // window at most burst + per_second requests, overall at most burst +
 // per_second x the time since the replicas started (taken), plus one per
-// replica for network timing; and enough requests
-// that the budget, not idleness, was the bound.
+// replica for network timing (measureHost waits for enough requests that
+// the budget, not idleness, was the bound).
 func (m hostMeasure) check(t *testing.T, sc hostScenario) {
 	t.Helper()
 	// The upstream counts requests when they arrive, the budget when they
@@ -378,9 +382,6 @@ func (m hostMeasure) check(t *testing.T, sc hostScenario) {
 	// that time, not in span.
 	if limit := sc.hostBurst + sc.hostRate*m.taken.Seconds() + float64(slack); float64(m.requests) > limit {
 		t.Errorf("%d requests arrived in %s, their tokens taken within %s of the replicas' start; the host budget allows %.0f", m.requests, m.span, m.taken, limit)
-	}
-	if low := sc.hostRate * sc.duration.Seconds() / 2; float64(m.requests) < low {
-		t.Errorf("only %d requests in %s: the sources were not kept busy", m.requests, sc.duration)
 	}
 	if len(m.perReplica) != sc.replicas {
 		t.Errorf("%d replicas sent requests, want %d: %v", len(m.perReplica), sc.replicas, m.perReplica)
@@ -408,8 +409,8 @@ func TestHostRateReport(t *testing.T) {
 	t.Parallel()
 	sc := hostScenario{replicas: 3, sources: 10, sourceRate: 2, hostRate: 5, hostBurst: 5, duration: 4 * time.Second}
 	m := measureHost(t, sc)
-	t.Logf("host rate report: %d sources x %g/s on %d replicas, host limit %g/s burst %g, measured over %s",
-		sc.sources, sc.sourceRate, sc.replicas, sc.hostRate, sc.hostBurst, sc.duration)
+	t.Logf("host rate report: %d sources x %g/s on %d replicas, host limit %g/s burst %g, measured until the budget of %s (burst + %s x per_second) was sent: %s",
+		sc.sources, sc.sourceRate, sc.replicas, sc.hostRate, sc.hostBurst, sc.duration, sc.duration, m.span.Round(time.Millisecond))
 	t.Logf("  requests %d, average %.2f/s, highest in one second: %d sliding / %d fixed windows (bucket allows %d); without the host budget the sources would send %g/s",
 		m.requests, float64(m.requests)/m.span.Seconds(), m.maxSliding, m.maxFixed, m.bound, sc.sourceRate*float64(sc.sources))
 	steady := 0
