@@ -463,3 +463,39 @@ func TestKeysOf(t *testing.T) {
 		t.Errorf("keysOf(nil) = %+v", k)
 	}
 }
+
+// TestEvaluationsIndexesEachRowEnters lists the indexes every evaluation
+// the evaluator writes enters (those without a predicate), each with the
+// reader it serves: an index no statement reads only costs the COPY of a
+// batch's decisions (migration 61 dropped evaluations_watch_created_idx,
+// an eighth of the COPY's WAL; docs/benchmarks.md, (4) on branch
+// eval-backlog3). An index added here needs a reader that its plan names
+// (internal/reports TestHotQueriesUseIndexes).
+func TestEvaluationsIndexesEachRowEnters(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	readers := map[string]string{
+		"evaluations_pkey":                "an evaluation by id (control's lookup of an id)",
+		"evaluations_change_id_watch_key": "a batch's decided watches and retries, a record's trail, replay",
+		"evaluations_created_idx":         "the admin's rows of an hour, retention",
+		"evaluations_record_idx":          "a record's decisions (docs/cookbook.md, question 6)",
+	}
+	rows, err := pool.Query(context.Background(), `
+		SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = 'evaluations'::regclass AND i.indpred IS NULL ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range got {
+		if readers[name] == "" {
+			t.Errorf("every evaluation enters index %s, which no reader of evaluations is listed for", name)
+		}
+	}
+	if len(got) != len(readers) {
+		t.Errorf("evaluations' indexes without a predicate: %v, want the %d listed", got, len(readers))
+	}
+}

@@ -1,0 +1,13 @@
+-- lookout schema, version 61: evaluations_watch_created_idx (watch,
+-- created_at), from migration 1, is read by no statement: every reader of
+-- evaluations finds its rows by change (evaluations_change_id_watch_key:
+-- the evaluator's decided watches and retries, a record's decision trail,
+-- replay), by record (evaluations_record_idx: the cookbook's "did it
+-- notify"), by hour (evaluations_created_idx: the admin's rows of an hour,
+-- retention), by model-judged hour (evaluations_judged_created_idx: the
+-- drift reports, which name the watch with its source) or by id (the
+-- primary key). Every evaluation the evaluator writes entered it: one
+-- index entry of five a row in the COPY of a batch's decisions, about an
+-- eighth of the COPY's WAL (docs/benchmarks.md, (4) on branch
+-- eval-backlog3). On Citus the DROP reaches every shard.
+DROP INDEX IF EXISTS evaluations_watch_created_idx;
