@@ -31,8 +31,9 @@ import (
 //     restarted) and the rows its migrations wrote are put back: the test
 //     sees exactly what a freshly migrated schema holds, ids from 1;
 //   - a schema whose objects differ from what its migrations made (a test
-//     altered, dropped or added a table, constraint, function or trigger)
-//     is dropped and made again, as is one whose reset fails;
+//     altered, dropped or added a table, constraint, function or trigger,
+//     or dropped a partition the migrations made) is dropped and made
+//     again, as is one whose reset fails;
 //   - when every schema is leased, the test makes a new one (so the pool
 //     grows to the number of tests running at once, 4 with go test's
 //     defaults on 2 cores).
@@ -88,6 +89,13 @@ func hasCitus(ctx context.Context, base string) (bool, error) {
 type poolState struct {
 	Fingerprint string                     `json:"fingerprint"`
 	Seeds       map[string]json.RawMessage `json:"seeds"`
+	// Partitions are the partitions the migrations made (the weeks around
+	// the schema's making). The fingerprint leaves partitions out, since
+	// the daemons add weeks as they run; but a test that drops one (the
+	// retention tests do) left the schema without it, and a later test's
+	// rows of that week went to the default partition: a schema missing
+	// one of these is made again.
+	Partitions []string `json:"partitions"`
 }
 
 // fromCitusPool leases a schema of the pool (see above) for the test and
@@ -155,6 +163,10 @@ func readyPoolSchema(ctx context.Context, conn *pgx.Conn, base, schema string) (
 		fp, err := fingerprint(ctx, conn, schema)
 		changed = err != nil || fp != st.Fingerprint
 	}
+	if !changed && len(st.Partitions) > 0 {
+		have, err := poolPartitions(ctx, conn, schema)
+		changed = err != nil || !containsAll(have, st.Partitions)
+	}
 	if changed {
 		if _, err := conn.Exec(ctx, "DROP SCHEMA "+db.Quote(schema)+" CASCADE"); err != nil {
 			return "", fmt.Errorf("drop the changed pool schema %s: %w", schema, err)
@@ -198,6 +210,9 @@ func makePoolSchema(ctx context.Context, conn *pgx.Conn, base, schema string) er
 		}
 	}
 	if st.Fingerprint, err = fingerprint(ctx, conn, schema); err != nil {
+		return err
+	}
+	if st.Partitions, err = poolPartitions(ctx, conn, schema); err != nil {
 		return err
 	}
 	b, err := json.Marshal(st)
@@ -324,6 +339,36 @@ func poolTables(ctx context.Context, conn *pgx.Conn, schema string) ([]string, e
 		return nil, fmt.Errorf("list the tables of %s: %w", schema, err)
 	}
 	return tables, nil
+}
+
+// poolPartitions lists schema's partitions.
+func poolPartitions(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT c.relname::text FROM pg_class c
+		WHERE c.relnamespace = $1::regnamespace AND c.relispartition AND c.relkind IN ('r', 'p')
+		ORDER BY 1`, schema)
+	if err != nil {
+		return nil, fmt.Errorf("list the partitions of %s: %w", schema, err)
+	}
+	parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list the partitions of %s: %w", schema, err)
+	}
+	return parts, nil
+}
+
+// containsAll reports whether have holds every name of want.
+func containsAll(have, want []string) bool {
+	set := make(map[string]bool, len(have))
+	for _, h := range have {
+		set[h] = true
+	}
+	for _, w := range want {
+		if !set[w] {
+			return false
+		}
+	}
+	return true
 }
 
 // fingerprint sums what a test could change in schema's objects: its
