@@ -177,3 +177,37 @@ func TestClaimFairKeepsAGenericPlan(t *testing.T) {
 			claims, generic, custom, claims-5)
 	}
 }
+
+// TestNotificationsIndexesEachRowEnters lists the reader of each index
+// every notification enters (no predicate): the insert writes an entry in
+// each, and so does the outcome of its delivery, an UPDATE of status
+// (in the due indexes' predicate, so never HOT). notifications_dedupe_idx
+// was read by nothing (the dedupe rule and a key's row are
+// notification_keys'); migration 64 dropped it, a quarter of the index
+// entries the common success path wrote. It fails with the index back.
+func TestNotificationsIndexesEachRowEnters(t *testing.T) {
+	ctx, pool := setup(t)
+	readers := map[string]string{
+		"notifications_pkey":        "a row by (id, created_at): claims, outcomes, the API's and admin's lookups",
+		"notifications_created_idx": "the admin's rows of an hour",
+		"notifications_record_idx":  "the dedupe window (querySuppressRecent)",
+	}
+	rows, err := pool.Query(ctx, `
+		SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = 'notifications'::regclass AND i.indpred IS NULL ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range got {
+		if readers[name] == "" {
+			t.Errorf("every notification enters index %s, which no reader of notifications is listed for", name)
+		}
+	}
+	if len(got) != len(readers) {
+		t.Errorf("notifications' indexes without a predicate: %v, want the %d listed", got, len(readers))
+	}
+}
