@@ -132,3 +132,82 @@ func TestClaimKeepsAGenericPlan(t *testing.T) {
 			claims, generic, custom, claims-5)
 	}
 }
+
+// TestClaimFairKeepsAGenericPlan is TestClaimKeepsAGenericPlan for the
+// own-webhook lane's claim (ClaimFair), on a backlog of many owners.
+func TestClaimFairKeepsAGenericPlan(t *testing.T) {
+	ctx, pool := setup(t)
+	pgtest.SkipOnCitus(t, pool, "a claim on Citus runs once per shard with that shard's limit, a parameter")
+	if os.Getenv(pgtest.ShardsEnv) != "" {
+		t.Skipf("%s: the claims take their Citus form, once per shard with that shard's limit, a parameter", pgtest.ShardsEnv)
+	}
+	var notes []outbox.Notification
+	for i := range 3000 {
+		n := note(fmt.Sprintf("k%d", i), "@webhook")
+		n.Owner = fmt.Sprintf("user%03d", i%600)
+		notes = append(notes, n)
+	}
+	enqueue(t, ctx, pool, notes...)
+	if _, err := pool.Exec(ctx, `ANALYZE notifications`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	const claims = 12
+	for i := range claims {
+		got, err := outbox.ClaimFair(ctx, conn, "@webhook", fmt.Sprint("me", i), 50, time.Minute, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 50 {
+			t.Fatalf("claim %d: %d rows; want 50", i, len(got))
+		}
+	}
+	var generic, custom int64
+	if err := conn.QueryRow(ctx, `
+		SELECT generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement LIKE '%WITH RECURSIVE owners%' AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&generic, &custom); err != nil {
+		t.Fatalf("the fair claim's prepared statement: %v", err)
+	}
+	if generic != claims-5 || custom != 5 {
+		t.Errorf("%d fair claims on one connection: %d generic plans, %d custom; want %d generic after PostgreSQL's 5 custom",
+			claims, generic, custom, claims-5)
+	}
+}
+
+// TestNotificationsIndexesEachRowEnters lists the reader of each index
+// every notification enters (no predicate): the insert writes an entry in
+// each, and so does the outcome of its delivery, an UPDATE of status
+// (in the due indexes' predicate, so never HOT). notifications_dedupe_idx
+// was read by nothing (the dedupe rule and a key's row are
+// notification_keys'); migration 64 dropped it, a quarter of the index
+// entries the common success path wrote. It fails with the index back.
+func TestNotificationsIndexesEachRowEnters(t *testing.T) {
+	ctx, pool := setup(t)
+	readers := map[string]string{
+		"notifications_pkey":        "a row by (id, created_at): claims, outcomes, the API's and admin's lookups",
+		"notifications_created_idx": "the admin's rows of an hour",
+		"notifications_record_idx":  "the dedupe window (querySuppressRecent)",
+	}
+	rows, err := pool.Query(ctx, `
+		SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = 'notifications'::regclass AND i.indpred IS NULL ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range got {
+		if readers[name] == "" {
+			t.Errorf("every notification enters index %s, which no reader of notifications is listed for", name)
+		}
+	}
+	if len(got) != len(readers) {
+		t.Errorf("notifications' indexes without a predicate: %v, want the %d listed", got, len(readers))
+	}
+}

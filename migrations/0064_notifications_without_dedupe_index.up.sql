@@ -1,0 +1,13 @@
+-- lookout schema, version 64: notifications_dedupe_idx (dedupe_key, sink),
+-- from migration 16, is read by no statement of lookout's: the dedupe rule
+-- and the lookup of a key's notification are notification_keys' primary
+-- key (dedupe_key, sink), which names the row by (notification_id,
+-- created_at) — outbox.Enqueue, retention's kept keys and the cookbook's
+-- "did it notify" go through it. Every notification entered the index
+-- twice: at its insert and again at the outcome of its delivery (an UPDATE
+-- of status, which is in the due indexes' predicate, so never HOT): one
+-- index entry of four the outcome writes on the common success path, about
+-- a ninth of the WAL of recording a delivery (docs/benchmarks.md, (5) on
+-- branch deliver-ratio3). On Citus the DROP reaches every shard; on a
+-- partitioned table it drops every partition's index.
+DROP INDEX IF EXISTS notifications_dedupe_idx;
