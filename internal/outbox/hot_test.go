@@ -183,7 +183,7 @@ func TestClaimFairKeepsAGenericPlan(t *testing.T) {
 // each, and so does the outcome of its delivery, an UPDATE of status
 // (in the due indexes' predicate, so never HOT). notifications_dedupe_idx
 // was read by nothing (the dedupe rule and a key's row are
-// notification_keys'); migration 64 dropped it, a quarter of the index
+// notification_keys'); migration 62 dropped it, a quarter of the index
 // entries the common success path wrote. It fails with the index back.
 func TestNotificationsIndexesEachRowEnters(t *testing.T) {
 	ctx, pool := setup(t)

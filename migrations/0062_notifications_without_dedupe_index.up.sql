@@ -1,4 +1,4 @@
--- lookout schema, version 64: notifications_dedupe_idx (dedupe_key, sink),
+-- lookout schema, version 62: notifications_dedupe_idx (dedupe_key, sink),
 -- from migration 16, is read by no statement of lookout's: the dedupe rule
 -- and the lookup of a key's notification are notification_keys' primary
 -- key (dedupe_key, sink), which names the row by (notification_id,
