@@ -196,12 +196,17 @@ func (a *API) createWatch(ctx context.Context, in *CreateWatchInput) (*CreatedWa
 			return nil, err
 		}
 		b, err := json.Marshal(out)
-		return &control.Answer{Status: http.StatusCreated, Body: b, Secret: out.Watch.WebhookSecret != ""}, err
+		return &control.Answer{Status: http.StatusCreated, Body: b, Secret: out.Watch.WebhookSecret != "", Value: out}, err
 	})
 	if err != nil {
 		return nil, a.fail(ctx, err)
 	}
-	out := &CreatedWatchOutput{Status: ans.Status, Replayed: ans.Replayed, Body: &control.CreatedWatch{}}
+	out := &CreatedWatchOutput{Status: ans.Status, Replayed: ans.Replayed}
+	if v, ok := ans.Value.(*control.CreatedWatch); ok {
+		out.Body = v
+		return out, nil
+	}
+	out.Body = &control.CreatedWatch{}
 	if err := json.Unmarshal(ans.Body, out.Body); err != nil {
 		return nil, a.fail(ctx, err)
 	}
@@ -230,12 +235,17 @@ func (a *API) createSource(ctx context.Context, in *CreateSourceInput) (*SourceO
 			return nil, err
 		}
 		b, err := json.Marshal(out)
-		return &control.Answer{Status: http.StatusCreated, Body: b}, err
+		return &control.Answer{Status: http.StatusCreated, Body: b, Value: out}, err
 	})
 	if err != nil {
 		return nil, a.fail(ctx, err)
 	}
-	out := &SourceOutput{Status: ans.Status, Replayed: ans.Replayed, Body: &control.SourceView{}}
+	out := &SourceOutput{Status: ans.Status, Replayed: ans.Replayed}
+	if v, ok := ans.Value.(*control.SourceView); ok {
+		out.Body = v
+		return out, nil
+	}
+	out.Body = &control.SourceView{}
 	if err := json.Unmarshal(ans.Body, out.Body); err != nil {
 		return nil, a.fail(ctx, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -209,6 +210,11 @@ func TestCreateWatchIdempotent(t *testing.T) {
 	if r1.StatusCode != 201 || r2.StatusCode != 201 || r2.Header.Get("Idempotent-Replayed") != "true" || r1.Header.Get("Idempotent-Replayed") == "true" ||
 		a.Watch.CreatedAt != b.Watch.CreatedAt {
 		t.Fatalf("retry: %d %d %q %+v %+v", r1.StatusCode, r2.StatusCode, r2.Header.Get("Idempotent-Replayed"), a, b)
+	}
+	// The first answer (encoded from what the create returned) and the
+	// replay (decoded from the stored answer) say the same.
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("first answer %+v, replay %+v", a, b)
 	}
 	p := f.problem(http.MethodPost, "/v1/watches", "alice", body(`{"source":"gh","watch":{"name":"twice"}}`), http.StatusUnprocessableEntity, "Idempotency-Key", "k-1")
 	if p.Type != ProblemTypeBase+ProblemIdempotency || p.Errors[0].Header != "Idempotency-Key" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/definitions"
@@ -21,6 +22,9 @@ type Answer struct {
 	// Replayed is set when the answer is the stored one of an earlier
 	// request with the same Idempotency-Key.
 	Replayed bool
+	// Value is what create encoded as Body, when it ran (not Replayed):
+	// the caller answers with it instead of decoding Body again.
+	Value any
 }
 
 // Idempotent runs create in one transaction with p's Idempotency-Key
@@ -61,10 +65,11 @@ func (s *Service) Idempotent(ctx context.Context, p Principal, key, operation st
 	return out, nil
 }
 
-// idempotentTx runs Idempotent's transaction on a connection of its own
-// (its COMMIT goes in one round trip with the last writes, commitWith).
-// The connection is back in the pool when it returns: a connection left
-// in a transaction (a panic, a failed rollback) is dropped by the pool.
+// idempotentTx runs Idempotent's transaction on a connection of its own:
+// its BEGIN goes in one round trip with the key's claim (begin), its
+// COMMIT in one with the last writes (commitWith). The connection is back
+// in the pool when it returns: a connection left in a transaction (a
+// panic, a failed rollback) is dropped by the pool.
 func (s *Service) idempotentTx(ctx context.Context, p Principal, key, operation string, body []byte,
 	create func(ctx context.Context, tx pgx.Tx) (*Answer, error), c *idempotentCreate) (*Answer, error) {
 	conn, err := s.pool.Acquire(ctx)
@@ -72,29 +77,66 @@ func (s *Service) idempotentTx(ctx context.Context, p Principal, key, operation 
 		return nil, fmt.Errorf("%s: acquire a connection: %w", operation, err)
 	}
 	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: begin: %w", operation, err)
+	hash := ""
+	if key != "" {
+		hash = idempotency.Hash(operation, body)
 	}
-	out, err := s.idempotentIn(ctx, tx, p, key, operation, body, create, c)
+	tx, claim, err := begin(ctx, conn.Conn(), p.Owner, key, operation, hash)
 	if err == nil {
-		err = commitWith(ctx, conn.Conn(), &c.last)
+		var out *Answer
+		out, err = s.idempotentIn(ctx, tx, claim, p, key, operation, hash, create, c)
+		if err == nil {
+			if err = commitWith(ctx, conn.Conn(), &c.last); err == nil {
+				return out, nil
+			}
+		}
 	}
-	if err != nil {
+	if conn.Conn().PgConn().TxStatus() != 'I' {
 		// A failed rollback closes the connection (pgx): nothing of the
 		// create is kept either way.
-		_ = tx.Rollback(ctx)
-		return nil, err
+		_, _ = conn.Exec(ctx, "ROLLBACK")
 	}
-	return out, nil
+	return nil, err
 }
 
-// idempotentIn is Idempotent's work in tx up to its commit: the key's
-// claim, create, and the key's answer queued in c.last.
-func (s *Service) idempotentIn(ctx context.Context, tx pgx.Tx, p Principal, key, operation string, body []byte,
+// begin opens a transaction on conn and, with a key, claims it: BEGIN and
+// the claim's INSERT go in one round trip (pgx's Begin would wait for
+// BEGIN's answer alone). It returns the transaction and the claim's
+// command tag (for idempotency.Claimed).
+func begin(ctx context.Context, conn *pgx.Conn, owner, key, operation, hash string) (pgx.Tx, pgconn.CommandTag, error) {
+	var b pgx.Batch
+	b.Queue("BEGIN")
+	if key != "" {
+		if err := idempotency.QueueClaim(&b, owner, key, operation, hash); err != nil {
+			return nil, pgconn.CommandTag{}, err
+		}
+	}
+	br := conn.SendBatch(ctx, &b)
+	_, err := br.Exec()
+	if err != nil {
+		_ = br.Close()
+		return nil, pgconn.CommandTag{}, fmt.Errorf("%s: begin: %w", operation, err)
+	}
+	var tag pgconn.CommandTag
+	if key != "" {
+		if tag, err = br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, tag, fmt.Errorf("claim idempotency key: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, tag, fmt.Errorf("%s: begin: %w", operation, err)
+	}
+	return newBegunTx(conn), tag, nil
+}
+
+// idempotentIn is Idempotent's work in tx up to its commit: the rest of
+// the key's claim (its INSERT was sent with the BEGIN and answered
+// claim), create, and the key's answer queued in c.last.
+func (s *Service) idempotentIn(ctx context.Context, tx pgx.Tx, claim pgconn.CommandTag, p Principal, key, operation, hash string,
 	create func(ctx context.Context, tx pgx.Tx) (*Answer, error), c *idempotentCreate) (*Answer, error) {
 	if key != "" {
-		prior, err := idempotency.Claim(ctx, tx, p.Owner, key, operation, idempotency.Hash(operation, body))
+		prior, err := idempotency.Claimed(ctx, tx, claim, p.Owner, key, operation, hash)
 		if err != nil {
 			return nil, err
 		}

@@ -76,12 +76,31 @@ func Claim(ctx context.Context, tx Querier, owner, key, operation, requestHash s
 	if err != nil {
 		return nil, fmt.Errorf("claim idempotency key: %w", err)
 	}
+	return Claimed(ctx, tx, tag, owner, key, operation, requestHash)
+}
+
+// QueueClaim is Claim's first statement queued in b, to be sent in one
+// round trip with the BEGIN of the request's transaction before it; the
+// caller passes its command tag to Claimed. A key longer than
+// MaxKeyLength is refused before anything is queued.
+func QueueClaim(b *pgx.Batch, owner, key, operation, requestHash string) error {
+	if len(key) > MaxKeyLength {
+		return fmt.Errorf("Idempotency-Key is %d characters, at most %d are allowed", len(key), MaxKeyLength)
+	}
+	b.Queue(queryClaim, owner, key, operation, requestHash)
+	return nil
+}
+
+// Claimed is the rest of Claim once its first statement (QueueClaim's)
+// ran in tx and answered tag: (nil, nil) when it took the key, else the
+// stored answer or a *MismatchError.
+func Claimed(ctx context.Context, tx Querier, tag pgconn.CommandTag, owner, key, operation, requestHash string) (*Stored, error) {
 	if tag.RowsAffected() == 1 {
 		return nil, nil
 	}
 	var s Stored
 	var op, hash string
-	err = tx.QueryRow(ctx, queryRead, owner, key).Scan(&op, &hash, &s.Status, &s.Response, &s.Sealed)
+	err := tx.QueryRow(ctx, queryRead, owner, key).Scan(&op, &hash, &s.Status, &s.Response, &s.Sealed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Pruned between the two statements: claim again.
 		return Claim(ctx, tx, owner, key, operation, requestHash)
