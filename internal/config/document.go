@@ -55,11 +55,6 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	if len(data) > MaxDocumentBytes {
 		return nil, tooLarge(file)
 	}
-	if root, ok := jsonNode(data); ok {
-		// A JSON object as the API sends it: the tree yaml.v3 would
-		// give, without yaml.v3's cost.
-		return checkDocument(file, root)
-	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -71,11 +66,7 @@ func parseYAML(file string, data []byte) (*yaml.Node, error) {
 	if len(doc.Content) == 0 {
 		return nil, &Error{File: file, Msg: "file is empty"}
 	}
-	return checkDocument(file, doc.Content[0])
-}
-
-// checkDocument checks a parsed document's root (parseYAML).
-func checkDocument(file string, root *yaml.Node) (*yaml.Node, error) {
+	root := doc.Content[0]
 	c := &docCheck{file: file, size: map[*yaml.Node]int{}, open: map[*yaml.Node]bool{}}
 	c.walk(root, "")
 	if len(c.errs) > 0 {
