@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lookout-dev/lookout/internal/audit"
+	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/idempotency"
 )
@@ -127,7 +128,7 @@ func begin(ctx context.Context, conn *pgx.Conn, owner, key, operation, hash stri
 	if err := br.Close(); err != nil {
 		return nil, tag, fmt.Errorf("%s: begin: %w", operation, err)
 	}
-	return newBegunTx(conn), tag, nil
+	return db.OpenTx(conn), tag, nil
 }
 
 // idempotentIn is Idempotent's work in tx up to its commit: the rest of

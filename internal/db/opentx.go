@@ -1,4 +1,4 @@
-package control
+package db
 
 import (
 	"context"
@@ -8,13 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// begunTx is a pgx.Tx over a transaction already open on conn: Idempotent
-// sends its BEGIN in one round trip with the Idempotency-Key's claim
-// (begin), where pgx's Begin waits for BEGIN's answer alone, and gives
-// the create this Tx. Its statements run on conn; Begin makes a
-// savepoint (a begunTx of it), Commit and Rollback end the transaction
-// or the savepoint. LargeObjects is not available (its zero value).
-type begunTx struct {
+// openTx is the pgx.Tx of OpenTx.
+type openTx struct {
 	conn *pgx.Conn
 	// savepoint names the savepoint this Tx ends, "" for the transaction.
 	savepoint string
@@ -24,14 +19,21 @@ type begunTx struct {
 	closed     bool
 }
 
-var _ pgx.Tx = (*begunTx)(nil)
+var _ pgx.Tx = (*openTx)(nil)
 
-func newBegunTx(conn *pgx.Conn) *begunTx {
-	return &begunTx{conn: conn, savepoints: new(int)}
+// OpenTx returns a pgx.Tx over a transaction the caller already opened on
+// conn, for a caller that sends its BEGIN in one round trip with its first
+// statement (control's Idempotent sends it with the Idempotency-Key's
+// claim), where pgx's Begin waits for BEGIN's answer alone. Its
+// statements run on conn; Begin makes a savepoint (a Tx of it), Commit
+// and Rollback end the transaction or the savepoint. LargeObjects is not
+// available (its zero value).
+func OpenTx(conn *pgx.Conn) pgx.Tx {
+	return &openTx{conn: conn, savepoints: new(int)}
 }
 
 // Begin makes a savepoint in the transaction.
-func (t *begunTx) Begin(ctx context.Context) (pgx.Tx, error) {
+func (t *openTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if t.closed {
 		return nil, pgx.ErrTxClosed
 	}
@@ -40,11 +42,11 @@ func (t *begunTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if _, err := t.conn.Exec(ctx, "SAVEPOINT "+name); err != nil {
 		return nil, err
 	}
-	return &begunTx{conn: t.conn, savepoint: name, savepoints: t.savepoints}, nil
+	return &openTx{conn: t.conn, savepoint: name, savepoints: t.savepoints}, nil
 }
 
 // Commit commits the transaction, or releases the savepoint.
-func (t *begunTx) Commit(ctx context.Context) error {
+func (t *openTx) Commit(ctx context.Context) error {
 	if t.closed {
 		return pgx.ErrTxClosed
 	}
@@ -66,7 +68,7 @@ func (t *begunTx) Commit(ctx context.Context) error {
 }
 
 // Rollback rolls the transaction back, or back to the savepoint.
-func (t *begunTx) Rollback(ctx context.Context) error {
+func (t *openTx) Rollback(ctx context.Context) error {
 	if t.closed {
 		return pgx.ErrTxClosed
 	}
@@ -79,48 +81,48 @@ func (t *begunTx) Rollback(ctx context.Context) error {
 	return err
 }
 
-func (t *begunTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error) {
+func (t *openTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error) {
 	if t.closed {
 		return 0, pgx.ErrTxClosed
 	}
 	return t.conn.CopyFrom(ctx, table, columns, rows)
 }
 
-func (t *begunTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+func (t *openTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return t.conn.SendBatch(ctx, b)
 }
 
-func (t *begunTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+func (t *openTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
 
-func (t *begunTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+func (t *openTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
 	if t.closed {
 		return nil, pgx.ErrTxClosed
 	}
 	return t.conn.Prepare(ctx, name, sql)
 }
 
-func (t *begunTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+func (t *openTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if t.closed {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
 	return t.conn.Exec(ctx, sql, args...)
 }
 
-func (t *begunTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+func (t *openTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if t.closed {
 		return nil, pgx.ErrTxClosed
 	}
 	return t.conn.Query(ctx, sql, args...)
 }
 
-func (t *begunTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+func (t *openTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if t.closed {
 		return errRow{pgx.ErrTxClosed}
 	}
 	return t.conn.QueryRow(ctx, sql, args...)
 }
 
-func (t *begunTx) Conn() *pgx.Conn { return t.conn }
+func (t *openTx) Conn() *pgx.Conn { return t.conn }
 
 // errRow is a pgx.Row that scans to err.
 type errRow struct{ err error }
