@@ -480,22 +480,5 @@ func TestEvaluationsIndexesEachRowEnters(t *testing.T) {
 		"evaluations_created_idx":         "the admin's rows of an hour, retention",
 		"evaluations_record_idx":          "a record's decisions (docs/cookbook.md, question 6)",
 	}
-	rows, err := pool.Query(context.Background(), `
-		SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-		WHERE i.indrelid = 'evaluations'::regclass AND i.indpred IS NULL ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range got {
-		if readers[name] == "" {
-			t.Errorf("every evaluation enters index %s, which no reader of evaluations is listed for", name)
-		}
-	}
-	if len(got) != len(readers) {
-		t.Errorf("evaluations' indexes without a predicate: %v, want the %d listed", got, len(readers))
-	}
+	pgtest.CheckFullIndexes(t, pool, "evaluations", readers)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/outbox"
 	"github.com/lookout-dev/lookout/internal/pgtest"
@@ -121,15 +122,23 @@ func TestClaimKeepsAGenericPlan(t *testing.T) {
 			t.Fatalf("claim %d: %d rows; want 100", i, len(got))
 		}
 	}
+	checkGenericPlans(t, conn, "%SET lease_owner = $3%", "claims", claims)
+}
+
+// checkGenericPlans fails t unless the statement prepared on conn whose
+// text is like pattern ran its calls with PostgreSQL's 5 custom plans and
+// the generic one after them.
+func checkGenericPlans(t *testing.T, conn *pgxpool.Conn, pattern, what string, calls int64) {
+	t.Helper()
 	var generic, custom int64
-	if err := conn.QueryRow(ctx, `
+	if err := conn.QueryRow(context.Background(), `
 		SELECT generic_plans, custom_plans FROM pg_prepared_statements
-		WHERE statement LIKE '%SET lease_owner = $3%' AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&generic, &custom); err != nil {
-		t.Fatalf("the claim's prepared statement: %v", err)
+		WHERE statement LIKE $1 AND statement NOT LIKE '%pg_prepared_statements%'`, pattern).Scan(&generic, &custom); err != nil {
+		t.Fatalf("the prepared statement of the %s: %v", what, err)
 	}
-	if generic != claims-5 || custom != 5 {
-		t.Errorf("%d claims on one connection: %d generic plans, %d custom; want %d generic after PostgreSQL's 5 custom",
-			claims, generic, custom, claims-5)
+	if generic != calls-5 || custom != 5 {
+		t.Errorf("%d %s on one connection: %d generic plans, %d custom; want %d generic after PostgreSQL's 5 custom",
+			calls, what, generic, custom, calls-5)
 	}
 }
 
@@ -166,16 +175,7 @@ func TestClaimFairKeepsAGenericPlan(t *testing.T) {
 			t.Fatalf("claim %d: %d rows; want 50", i, len(got))
 		}
 	}
-	var generic, custom int64
-	if err := conn.QueryRow(ctx, `
-		SELECT generic_plans, custom_plans FROM pg_prepared_statements
-		WHERE statement LIKE '%WITH RECURSIVE owners%' AND statement NOT LIKE '%pg_prepared_statements%'`).Scan(&generic, &custom); err != nil {
-		t.Fatalf("the fair claim's prepared statement: %v", err)
-	}
-	if generic != claims-5 || custom != 5 {
-		t.Errorf("%d fair claims on one connection: %d generic plans, %d custom; want %d generic after PostgreSQL's 5 custom",
-			claims, generic, custom, claims-5)
-	}
+	checkGenericPlans(t, conn, "%WITH RECURSIVE owners%", "fair claims", claims)
 }
 
 // TestNotificationsIndexesEachRowEnters lists the reader of each index
@@ -186,28 +186,11 @@ func TestClaimFairKeepsAGenericPlan(t *testing.T) {
 // notification_keys'); migration 62 dropped it, a quarter of the index
 // entries the common success path wrote. It fails with the index back.
 func TestNotificationsIndexesEachRowEnters(t *testing.T) {
-	ctx, pool := setup(t)
+	_, pool := setup(t)
 	readers := map[string]string{
 		"notifications_pkey":        "a row by (id, created_at): claims, outcomes, the API's and admin's lookups",
 		"notifications_created_idx": "the admin's rows of an hour",
 		"notifications_record_idx":  "the dedupe window (querySuppressRecent)",
 	}
-	rows, err := pool.Query(ctx, `
-		SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-		WHERE i.indrelid = 'notifications'::regclass AND i.indpred IS NULL ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range got {
-		if readers[name] == "" {
-			t.Errorf("every notification enters index %s, which no reader of notifications is listed for", name)
-		}
-	}
-	if len(got) != len(readers) {
-		t.Errorf("notifications' indexes without a predicate: %v, want the %d listed", got, len(readers))
-	}
+	pgtest.CheckFullIndexes(t, pool, "notifications", readers)
 }
