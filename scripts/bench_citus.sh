@@ -63,6 +63,7 @@ cleanup() {
 	scripts/pg.sh stop "$PGDIR" || true
 	exit "$rc"
 }
+citus_lock "$DIR"
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM

@@ -43,3 +43,18 @@ citus_build() {
 	fi
 	"$CITUS_SCRIPTS/build.sh" "$git_dir" "$CITUS_TAG"
 }
+
+# citus_lock DIR: holds, for the rest of the script, a lock on the cluster
+# directory DIR (the file DIR.lock beside it), or exits 1 naming the run
+# that holds it. Taken before the script traps its exit: a second run on
+# one directory would otherwise find the first's cluster stopping, fail to
+# start it, and its cleanup stop the cluster under the first run's tests.
+citus_lock() {
+	local dir="$1"
+	mkdir -p "$(dirname -- "$dir")"
+	exec 9>>"$dir.lock"
+	if ! flock -n 9; then
+		echo "$(basename -- "$0"): another run uses the cluster directory $dir (lock $dir.lock held); wait for it, or set another directory" >&2
+		exit 1
+	fi
+}

@@ -53,6 +53,7 @@ cleanup() {
 	fi
 	exit "$rc"
 }
+citus_lock "$DIR"
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
