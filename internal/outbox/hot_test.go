@@ -93,17 +93,46 @@ func TestClaimUpdatesAreHOT(t *testing.T) {
 // was planned again, 14 ms at load 30 for 1.3 ms of execution (before
 // claimStatement: 0 generic plans of 20).
 func TestClaimKeepsAGenericPlan(t *testing.T) {
+	var notes []outbox.Notification
+	for i := range 3000 {
+		notes = append(notes, note(fmt.Sprintf("k%d", i), "hook"))
+	}
+	checkGenericPlans(t, notes, "%SET lease_owner = $3%", "claims", 100,
+		func(ctx context.Context, conn *pgxpool.Conn, i int) ([]outbox.Claimed, error) {
+			return outbox.Claim(ctx, conn, "hook", fmt.Sprint("me", i), 100, time.Minute)
+		})
+}
+
+// TestClaimFairKeepsAGenericPlan is TestClaimKeepsAGenericPlan for the
+// own-webhook lane's claim (ClaimFair), on a backlog of many owners.
+func TestClaimFairKeepsAGenericPlan(t *testing.T) {
+	var notes []outbox.Notification
+	for i := range 3000 {
+		n := note(fmt.Sprintf("k%d", i), "@webhook")
+		n.Owner = fmt.Sprintf("user%03d", i%600)
+		notes = append(notes, n)
+	}
+	checkGenericPlans(t, notes, "%WITH RECURSIVE owners%", "fair claims", 50,
+		func(ctx context.Context, conn *pgxpool.Conn, i int) ([]outbox.Claimed, error) {
+			return outbox.ClaimFair(ctx, conn, "@webhook", fmt.Sprint("me", i), 50, time.Minute, 2)
+		})
+}
+
+// checkGenericPlans enqueues notes, analyzes them (as autovacuum keeps
+// them: the planner costs the backlog), makes 12 claims of batch rows on
+// one connection, and fails t unless the statement prepared there whose
+// text is like pattern ran them with PostgreSQL's 5 custom plans and the
+// generic one after them. On Citus a claim runs once per shard with that
+// shard's limit, a parameter: skipped.
+func checkGenericPlans(t *testing.T, notes []outbox.Notification, pattern, what string, batch int,
+	claim func(ctx context.Context, conn *pgxpool.Conn, i int) ([]outbox.Claimed, error)) {
+	t.Helper()
 	ctx, pool := setup(t)
 	pgtest.SkipOnCitus(t, pool, "a claim on Citus runs once per shard with that shard's limit, a parameter")
 	if os.Getenv(pgtest.ShardsEnv) != "" {
 		t.Skipf("%s: the claims take their Citus form, once per shard with that shard's limit, a parameter", pgtest.ShardsEnv)
 	}
-	var notes []outbox.Notification
-	for i := range 3000 {
-		notes = append(notes, note(fmt.Sprintf("k%d", i), "hook"))
-	}
 	enqueue(t, ctx, pool, notes...)
-	// As autovacuum keeps them: the planner costs the backlog.
 	if _, err := pool.Exec(ctx, `ANALYZE notifications`); err != nil {
 		t.Fatal(err)
 	}
@@ -112,26 +141,18 @@ func TestClaimKeepsAGenericPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	const claims = 12
-	for i := range claims {
-		got, err := outbox.Claim(ctx, conn, "hook", fmt.Sprint("me", i), 100, time.Minute)
+	const calls = 12
+	for i := range calls {
+		got, err := claim(ctx, conn, i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 100 {
-			t.Fatalf("claim %d: %d rows; want 100", i, len(got))
+		if len(got) != batch {
+			t.Fatalf("%s %d: %d rows; want %d", what, i, len(got), batch)
 		}
 	}
-	checkGenericPlans(t, conn, "%SET lease_owner = $3%", "claims", claims)
-}
-
-// checkGenericPlans fails t unless the statement prepared on conn whose
-// text is like pattern ran its calls with PostgreSQL's 5 custom plans and
-// the generic one after them.
-func checkGenericPlans(t *testing.T, conn *pgxpool.Conn, pattern, what string, calls int64) {
-	t.Helper()
 	var generic, custom int64
-	if err := conn.QueryRow(context.Background(), `
+	if err := conn.QueryRow(ctx, `
 		SELECT generic_plans, custom_plans FROM pg_prepared_statements
 		WHERE statement LIKE $1 AND statement NOT LIKE '%pg_prepared_statements%'`, pattern).Scan(&generic, &custom); err != nil {
 		t.Fatalf("the prepared statement of the %s: %v", what, err)
@@ -140,42 +161,6 @@ func checkGenericPlans(t *testing.T, conn *pgxpool.Conn, pattern, what string, c
 		t.Errorf("%d %s on one connection: %d generic plans, %d custom; want %d generic after PostgreSQL's 5 custom",
 			calls, what, generic, custom, calls-5)
 	}
-}
-
-// TestClaimFairKeepsAGenericPlan is TestClaimKeepsAGenericPlan for the
-// own-webhook lane's claim (ClaimFair), on a backlog of many owners.
-func TestClaimFairKeepsAGenericPlan(t *testing.T) {
-	ctx, pool := setup(t)
-	pgtest.SkipOnCitus(t, pool, "a claim on Citus runs once per shard with that shard's limit, a parameter")
-	if os.Getenv(pgtest.ShardsEnv) != "" {
-		t.Skipf("%s: the claims take their Citus form, once per shard with that shard's limit, a parameter", pgtest.ShardsEnv)
-	}
-	var notes []outbox.Notification
-	for i := range 3000 {
-		n := note(fmt.Sprintf("k%d", i), "@webhook")
-		n.Owner = fmt.Sprintf("user%03d", i%600)
-		notes = append(notes, n)
-	}
-	enqueue(t, ctx, pool, notes...)
-	if _, err := pool.Exec(ctx, `ANALYZE notifications`); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	const claims = 12
-	for i := range claims {
-		got, err := outbox.ClaimFair(ctx, conn, "@webhook", fmt.Sprint("me", i), 50, time.Minute, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != 50 {
-			t.Fatalf("claim %d: %d rows; want 50", i, len(got))
-		}
-	}
-	checkGenericPlans(t, conn, "%WITH RECURSIVE owners%", "fair claims", claims)
 }
 
 // TestNotificationsIndexesEachRowEnters lists the reader of each index

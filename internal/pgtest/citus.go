@@ -327,34 +327,30 @@ func referencingFirst(ctx context.Context, conn *pgx.Conn, schema string, tables
 
 // poolTables lists schema's tables but partitions.
 func poolTables(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
-	rows, err := conn.Query(ctx, `
-		SELECT c.relname::text FROM pg_class c
-		WHERE c.relnamespace = $1::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-		ORDER BY 1`, schema)
-	if err != nil {
-		return nil, fmt.Errorf("list the tables of %s: %w", schema, err)
-	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("list the tables of %s: %w", schema, err)
-	}
-	return tables, nil
+	return poolRelations(ctx, conn, schema, false)
 }
 
 // poolPartitions lists schema's partitions.
 func poolPartitions(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
+	return poolRelations(ctx, conn, schema, true)
+}
+
+// poolRelations lists schema's tables that are partitions, or those that
+// are not.
+func poolRelations(ctx context.Context, conn *pgx.Conn, schema string, partitions bool) ([]string, error) {
+	what := map[bool]string{false: "tables", true: "partitions"}[partitions]
 	rows, err := conn.Query(ctx, `
 		SELECT c.relname::text FROM pg_class c
-		WHERE c.relnamespace = $1::regnamespace AND c.relispartition AND c.relkind IN ('r', 'p')
-		ORDER BY 1`, schema)
+		WHERE c.relnamespace = $1::regnamespace AND c.relkind IN ('r', 'p') AND c.relispartition = $2
+		ORDER BY 1`, schema, partitions)
 	if err != nil {
-		return nil, fmt.Errorf("list the partitions of %s: %w", schema, err)
+		return nil, fmt.Errorf("list the %s of %s: %w", what, schema, err)
 	}
-	parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("list the partitions of %s: %w", schema, err)
+		return nil, fmt.Errorf("list the %s of %s: %w", what, schema, err)
 	}
-	return parts, nil
+	return names, nil
 }
 
 // containsAll reports whether have holds every name of want.
