@@ -524,8 +524,10 @@ func (d *Deliverer) attempt(ctx context.Context, l *lane, c *claimedRow, logger 
 		response: d.conf.Redactor.String(outbox.Excerpt(response))}
 	if err == nil {
 		d.conf.Metrics.Delivery(l.name, "delivered", now.Sub(start))
-		logger.Debug("delivered", "notification_id", n.ID, "dedupe_key", n.DedupeKey, "attempt", n.Attempt,
-			"delivery_id", n.DeliveryID, "duration_ms", now.Sub(start).Milliseconds())
+		if logger.Enabled(ctx, slog.LevelDebug) { // its arguments allocate, at every delivery
+			logger.Debug("delivered", "notification_id", n.ID, "dedupe_key", n.DedupeKey, "attempt", n.Attempt,
+				"delivery_id", n.DeliveryID, "duration_ms", now.Sub(start).Milliseconds())
+		}
 		o.kind = outcomeDelivered
 		return o
 	}

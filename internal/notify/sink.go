@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -129,7 +130,12 @@ const (
 func newDeliveryID(id int64, attempt int) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%d-%d-%s", id, attempt, hex.EncodeToString(b[:]))
+	out := make([]byte, 0, 48)
+	out = strconv.AppendInt(out, id, 10)
+	out = append(out, '-')
+	out = strconv.AppendInt(out, int64(attempt), 10)
+	out = append(out, '-')
+	return string(hex.AppendEncode(out, b[:]))
 }
 
 // Snippet shortens s to at most n bytes plus "…" for an error message,

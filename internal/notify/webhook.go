@@ -175,7 +175,26 @@ type WebhookSink struct {
 	opts   WebhookOptions
 	signer *signature.Signer // Standard Webhooks HMAC key; nil without a secret
 	client *http.Client
+	// base is the headers every request starts from, built once: the
+	// configured ones, Content-Type and User-Agent, keys canonical.
+	base http.Header
 }
+
+// Canonical forms of the headers a delivery sets, computed once rather
+// than at every request (http.Header.Set canonicalizes its key, and
+// allocates for one not canonical already, as webhook-id is).
+var (
+	canonWebhookID        = http.CanonicalHeaderKey(HeaderWebhookID)
+	canonWebhookTimestamp = http.CanonicalHeaderKey(HeaderWebhookTimestamp)
+	canonWebhookSignature = http.CanonicalHeaderKey(HeaderWebhookSignature)
+	canonTimestamp        = http.CanonicalHeaderKey(HeaderTimestamp)
+	canonSignature        = http.CanonicalHeaderKey(HeaderSignature)
+	canonDedupeKey        = http.CanonicalHeaderKey(HeaderDedupeKey)
+	canonIdempotencyKey   = http.CanonicalHeaderKey(HeaderIdempotencyKey)
+	canonDelivery         = http.CanonicalHeaderKey(HeaderDelivery)
+	canonAttempt          = http.CanonicalHeaderKey(HeaderAttempt)
+	canonNotification     = http.CanonicalHeaderKey(HeaderNotification)
+)
 
 var _ Sink = (*WebhookSink)(nil)
 
@@ -205,7 +224,13 @@ func NewWebhookSink(o WebhookOptions) (*WebhookSink, error) {
 	if c == nil {
 		c = newHTTPClient(o.Concurrency, o.Egress)
 	}
-	return &WebhookSink{opts: o, signer: signer, client: c}, nil
+	base := http.Header{}
+	for k, v := range o.Headers {
+		base.Set(k, v)
+	}
+	base.Set("Content-Type", "application/json")
+	base.Set("User-Agent", "lookout-webhook/1")
+	return &WebhookSink{opts: o, signer: signer, client: c, base: base}, nil
 }
 
 // newHTTPClient returns a client that keeps a connection per concurrent
@@ -224,32 +249,34 @@ func newHTTPClient(concurrency int, policy egress.Policy) *http.Client {
 // Deliver POSTs n's payload.
 func (s *WebhookSink) Deliver(ctx context.Context, n *Notification) error {
 	body := n.JSON()
-	h := http.Header{}
-	for k, v := range s.opts.Headers {
-		h.Set(k, v)
+	// The headers as http.Header.Set would write them, by their canonical
+	// keys: the base ones (a value slice shared by every request, which
+	// nothing appends to), then the delivery's, which replace a configured
+	// header of the same name.
+	h := make(http.Header, len(s.base)+10)
+	for k, v := range s.base {
+		h[k] = v
 	}
-	h.Set("Content-Type", "application/json")
-	h.Set("User-Agent", "lookout-webhook/1")
 	ts := s.opts.Now()
 	unix := strconv.FormatInt(ts.Unix(), 10)
 	if s.opts.Signature != SignatureLegacy {
-		h.Set(HeaderWebhookID, n.DedupeKey)
-		h.Set(HeaderWebhookTimestamp, unix)
+		h[canonWebhookID] = []string{n.DedupeKey}
+		h[canonWebhookTimestamp] = []string{unix}
 		if s.signer != nil {
-			h.Set(HeaderWebhookSignature, s.signer.SignStandard(n.DedupeKey, ts, body))
+			h[canonWebhookSignature] = []string{s.signer.SignStandard(n.DedupeKey, ts, body)}
 		}
 	}
 	if s.opts.Signature != SignatureStandard {
-		h.Set(HeaderTimestamp, unix)
+		h[canonTimestamp] = []string{unix}
 		if s.opts.Secret != "" {
-			h.Set(HeaderSignature, SignLegacy(s.opts.Secret, ts, body))
+			h[canonSignature] = []string{SignLegacy(s.opts.Secret, ts, body)}
 		}
-		h.Set(HeaderDedupeKey, n.DedupeKey)
-		h.Set(HeaderIdempotencyKey, n.DedupeKey)
+		h[canonDedupeKey] = []string{n.DedupeKey}
+		h[canonIdempotencyKey] = []string{n.DedupeKey}
 	}
-	h.Set(HeaderDelivery, n.DeliveryID)
-	h.Set(HeaderAttempt, strconv.Itoa(n.Attempt))
-	h.Set(HeaderNotification, strconv.FormatInt(n.ID, 10))
+	h[canonDelivery] = []string{n.DeliveryID}
+	h[canonAttempt] = []string{strconv.Itoa(n.Attempt)}
+	h[canonNotification] = []string{strconv.FormatInt(n.ID, 10)}
 	return post(ctx, s.client, n, s.opts.URL, h, body, "webhook")
 }
 

@@ -1,12 +1,17 @@
 package outbox_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lookout-dev/lookout/internal/outbox"
+	"github.com/lookout-dev/lookout/internal/pgtest"
 )
 
 // TestRecordWritesAttempts: Record appends one delivery_attempts row per
@@ -141,5 +146,79 @@ func TestPruneAttempts(t *testing.T) {
 	}
 	if len(left) != 2 || left[0].Before(cutoff) {
 		t.Fatalf("attempts left = %v; want the 2 that started at or after %s", left, cutoff)
+	}
+}
+
+// TestRecordedAttemptEntersTwoIndexes: the delivery_attempts row of an
+// outcome enters two B-trees, its primary key and (notification_id,
+// attempt), the attempts' readers; the prune's index on started_at is a
+// BRIN index (migration 64), which an insert into the table's last,
+// unsummarized block ranges does not write. EXPLAIN (ANALYZE, WAL) of
+// recording 200 deliveries (rolled back) counts the WAL records of the
+// attempts' INSERT apart from the notifications' UPDATE: one for the
+// heap and one for each index entry, a few more for page splits. With
+// the B-tree on started_at back (migration 39's) it is four a row.
+func TestRecordedAttemptEntersTwoIndexes(t *testing.T) {
+	ctx, pool := setup(t)
+	if pgtest.OnCitus(t, pool) {
+		t.Skip("on Citus the rows are written on the workers: the coordinator's plan counts none of their WAL")
+	}
+	var btrees []string
+	rows, err := pool.Query(ctx, `
+		SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+		WHERE i.indrelid = 'delivery_attempts'::regclass AND a.amname = 'btree' ORDER BY 1`)
+	if err == nil {
+		btrees, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"delivery_attempts_notification_idx", "delivery_attempts_pkey"}; !slices.Equal(btrees, want) {
+		t.Errorf("delivery_attempts' B-tree indexes = %v; want %v", btrees, want)
+	}
+	const n = 200
+	notes := make([]outbox.Notification, n)
+	for i := range notes {
+		notes[i] = note(fmt.Sprintf("k%d", i), "hook")
+	}
+	enqueue(t, ctx, pool, notes...)
+	got, err := outbox.Claim(ctx, pool, "hook", "me", n, time.Minute)
+	if err != nil || len(got) != n {
+		t.Fatalf("Claim = %d rows, %v; want %d", len(got), err, n)
+	}
+	now := time.Now()
+	outs := make([]outbox.Outcome, n)
+	for i, c := range got {
+		outs[i] = outbox.Outcome{ID: c.ID, CreatedAt: c.CreatedAt, Kind: outbox.Delivered, At: now, Started: now.Add(-time.Millisecond),
+			Duration: time.Millisecond, HTTPStatus: 204}
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []byte
+	err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, WAL, FORMAT JSON) `+outbox.QueryRecord, outbox.RecordArgs("me", outs)...).Scan(&raw)
+	_ = tx.Rollback(ctx)
+	if err != nil {
+		t.Fatalf("explain the record: %v", err)
+	}
+	var plans []map[string]any
+	if err := json.Unmarshal(raw, &plans); err != nil {
+		t.Fatal(err)
+	}
+	top := plans[0]["Plan"].(map[string]any)
+	total, _ := top["WAL Records"].(float64)
+	var update float64
+	pgtest.EachPlanNode(top, func(node map[string]any) {
+		if node["Subplan Name"] == "CTE recorded" {
+			update, _ = node["WAL Records"].(float64)
+		}
+	})
+	if update == 0 {
+		t.Fatalf("no WAL records counted for the CTE recorded (the notifications' UPDATE) in %s", raw)
+	}
+	if perRow := (total - update) / n; perRow < 2.9 || perRow > 3.3 {
+		t.Errorf("the attempts' INSERT wrote %.2f WAL records a row (%v of %v, the UPDATE %v); want about 3: heap, primary key, (notification_id, attempt)",
+			perRow, total-update, total, update)
 	}
 }

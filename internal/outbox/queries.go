@@ -339,22 +339,26 @@ const queryAttempts = `
 	ORDER BY attempt, id`
 
 // queryPruneAttempts deletes up to $2 delivery attempts that started
-// before $1, oldest first (delivery_attempts_started_idx). $3 restricts it
-// to the attempts of those sources (NULL: every source): on Citus it runs
-// once per shard of its candidates (queryPruneAttemptCandidates,
-// db.ClaimGroups), a router statement, where Citus takes row locks.
+// before $1, in no particular order: delivery_attempts_started_idx is a
+// BRIN index (migration 64), which finds the block ranges that hold them
+// but cannot return them in order, and sorting every prunable attempt for
+// each batch would make a long backlog's prune quadratic. A prune runs
+// until a batch is short, so every attempt past the window goes. $3
+// restricts it to the attempts of those sources (NULL: every source): on
+// Citus it runs once per shard of its candidates
+// (queryPruneAttemptCandidates, db.ClaimGroups), a router statement,
+// where Citus takes row locks.
 const queryPruneAttempts = `
 	DELETE FROM delivery_attempts WHERE ($3::text[] IS NULL OR source = ANY($3::text[])) AND id = ANY (ARRAY(
 	    SELECT id FROM delivery_attempts
 	    WHERE started_at < $1 AND ($3::text[] IS NULL OR source = ANY($3::text[]))
-	    ORDER BY started_at
 	    LIMIT $2
 	    FOR UPDATE SKIP LOCKED))`
 
 // queryPruneAttemptCandidates is queryPruneAttempts' pick without its
-// locks: the source of each attempt it would delete now, in its order.
+// locks: the source of each of up to $2 attempts it may delete now.
 const queryPruneAttemptCandidates = `
-	SELECT source FROM delivery_attempts WHERE started_at < $1 ORDER BY started_at LIMIT $2`
+	SELECT source FROM delivery_attempts WHERE started_at < $1 LIMIT $2`
 
 // queryCountPrunableAttempts counts what queryPruneAttempts deletes.
 const queryCountPrunableAttempts = `SELECT count(*) FROM delivery_attempts WHERE started_at < $1`
