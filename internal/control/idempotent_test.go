@@ -53,9 +53,10 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // A watch's create through Idempotent, with a key, sends its BEGIN with
 // the key's claim and its audit row and the key's answer with its
 // COMMIT, each in one round trip: BEGIN and the claim, the owner's lock
-// and count (alice has limits), the source, the insert, then the last
-// batch. Before, the audit row, the answer and the COMMIT were three
-// round trips (9 in all), and BEGIN and the claim two (7).
+// and count (alice has limits), the source's lock and the insert (one
+// statement once a create read the source: 6 round trips before), then
+// the last batch. Before, the audit row, the answer and the COMMIT were
+// three round trips (9 in all), and BEGIN and the claim two (7).
 func TestIdempotentCreateWatchSendsItsLastWritesWithTheCommit(t *testing.T) {
 	t.Parallel()
 	s := defService(t)
@@ -92,10 +93,13 @@ func TestIdempotentCreateWatchSendsItsLastWritesWithTheCommit(t *testing.T) {
 	rt.take()
 	first := create("second")
 	sent := rt.take()
-	if len(sent) != 6 || !strings.HasPrefix(sent[0], "batch: BEGIN; INSERT INTO idempotency_keys") ||
-		!strings.HasPrefix(sent[5], "batch: ") || !strings.Contains(sent[5], "INSERT INTO audit_log") ||
-		!strings.Contains(sent[5], "UPDATE idempotency_keys") || !strings.HasSuffix(sent[5], "; COMMIT") {
-		t.Errorf("a create sent %d round trips, want 6, the first BEGIN and the key's claim, the last the audit row, the answer and the COMMIT:\n%s", len(sent), strings.Join(sent, "\n"))
+	// The source was read by the first create: the second locks it in
+	// its insert (definitions' queryCreateWatchOnSource).
+	if len(sent) != 5 || !strings.HasPrefix(sent[0], "batch: BEGIN; INSERT INTO idempotency_keys") ||
+		!strings.Contains(sent[3], "FOR SHARE") || !strings.Contains(sent[3], "INSERT INTO watches") ||
+		!strings.HasPrefix(sent[4], "batch: ") || !strings.Contains(sent[4], "INSERT INTO audit_log") ||
+		!strings.Contains(sent[4], "UPDATE idempotency_keys") || !strings.HasSuffix(sent[4], "; COMMIT") {
+		t.Errorf("a create sent %d round trips, want 5, the first BEGIN and the key's claim, the fourth the source's lock and the insert, the last the audit row, the answer and the COMMIT:\n%s", len(sent), strings.Join(sent, "\n"))
 	}
 
 	// All of it committed: the watch, its audit row, the key's answer

@@ -383,3 +383,87 @@ func TestDeferredCreateWatchIsTwoStatements(t *testing.T) {
 		t.Errorf("another owner's create of the name: %v, want the conflict that does not say whose it is", err)
 	}
 }
+
+// A watch's create on a source an earlier create read is one statement
+// (queryCreateWatchOnSource: the source's lock FOR SHARE and the insert),
+// and only while the source is as read: a source whose definition
+// changed, orphaned, or given to another owner since (here by an
+// operator's SQL, which nothing in this process saw) is read again, and
+// the create answers as a create that read it first (created against the
+// new definition, refused as orphaned, not found).
+func TestCreateWatchOnAKnownSourceIsOneStatement(t *testing.T) {
+	t.Parallel()
+	pool, dir := setup(t)
+	apply(t, pool, dir)
+	ctx := context.Background()
+	s := newStore(t, pool)
+	create := func(name string) (*definitions.Watch, []string, error) {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &countingTx{Tx: tx}
+		w, err := s.Deferred(c).CreateWatch(ctx, definitions.Actor{Owner: "alice"}, "blog", []byte(`{"name": "`+name+`"}`))
+		end := tx.Commit
+		if err != nil {
+			end = tx.Rollback // its lock on the source goes with it
+		}
+		if err := end(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w, c.sent, err
+	}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if _, sent, err := create("first"); err != nil || len(sent) != 2 {
+		t.Fatalf("the first create on blog: %v, %d statements, want 2 (the source's read, the insert):\n%s", err, len(sent), strings.Join(sent, "\n"))
+	}
+	w, sent, err := create("second")
+	if err != nil || len(sent) != 1 || !strings.Contains(sent[0], "FOR SHARE") || !strings.Contains(sent[0], "INSERT INTO watches") {
+		t.Fatalf("the second create on blog: %v, %d statements, want 1 (the source's lock and the insert):\n%s", err, len(sent), strings.Join(sent, "\n"))
+	}
+	if w.Source != "blog" || w.Name != "second" || w.Owner != "alice" || w.ManagedBy != definitions.ManagedByAPI || w.Version == 0 {
+		t.Errorf("created %+v, want alice's watch second of blog, managed by the API, with a version", w)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM watches WHERE source = 'blog' AND name = 'second' AND owner = 'alice'`); n != 1 {
+		t.Errorf("watches second of alice: %d, want 1", n)
+	}
+
+	// A name in use: the statement inserts nothing, the create reads the
+	// source and names the holder, as before.
+	_, _, err = create("second")
+	var ce *definitions.ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), `you already have watch "second" of source "blog"`) {
+		t.Errorf("a second create of the name: %v, want the conflict naming alice's watch", err)
+	}
+
+	// The source changed since it was read: read again, and the create
+	// made; the next one is one statement again.
+	exec(`UPDATE source_definitions SET definition_hash = 'changed' WHERE name = 'blog'`)
+	if _, sent, err := create("third"); err != nil || len(sent) != 3 {
+		t.Errorf("a create on a changed source: %v, %d statements, want 3 (the one that inserted nothing, the read, the insert):\n%s", err, len(sent), strings.Join(sent, "\n"))
+	}
+	if _, sent, err := create("fourth"); err != nil || len(sent) != 1 {
+		t.Errorf("the create after it: %v, %d statements, want 1", err, len(sent))
+	}
+
+	// Orphaned since: refused, nothing created.
+	exec(`UPDATE source_definitions SET orphaned_at = now() WHERE name = 'blog'`)
+	if _, _, err := create("fifth"); !errors.As(err, &ce) || !strings.Contains(err.Error(), "is orphaned") {
+		t.Errorf("a create on a source orphaned since: %v, want the orphaned conflict", err)
+	}
+	// Another owner's since: not found, nothing created.
+	exec(`UPDATE source_definitions SET orphaned_at = NULL, owner = 'carol' WHERE name = 'blog'`)
+	if _, _, err := create("sixth"); !errors.Is(err, definitions.ErrNotFound) {
+		t.Errorf("a create on a source carol's since: %v, want not found", err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM watches WHERE name IN ('fifth', 'sixth')`); n != 0 {
+		t.Errorf("watches created on the orphaned or unseen source: %d, want 0", n)
+	}
+}

@@ -137,6 +137,20 @@ const (
 	ON CONFLICT (source, name) DO NOTHING
 	RETURNING ` + watchColumns
 
+	// queryCreateWatchOnSource is queryCreateWatch on a source known
+	// from an earlier create (sourceCache): it inserts only when source
+	// $1, locked FOR SHARE as queryGetSourceShared does, still has owner
+	// $7 and definition hash $8 and is not orphaned; else it inserts
+	// nothing, like a name in use, and CreateWatch reads the source.
+	queryCreateWatchOnSource = `WITH src AS (
+	    SELECT name FROM source_definitions
+	    WHERE name = $1 AND owner = $7 AND definition_hash = $8 AND orphaned_at IS NULL
+	    FOR SHARE)
+	INSERT INTO watches (source, name, owner, managed_by, definition, definition_hash, version)
+	SELECT src.name, $2, $3, $4, $5, $6, nextval('config_version_seq') FROM src
+	ON CONFLICT (source, name) DO NOTHING
+	RETURNING ` + watchColumns
+
 	queryInsertWatch = `INSERT INTO watches (source, name, owner, managed_by, definition, definition_hash, version)
 	VALUES ($1, $2, $3, $4, $5, $6, $7)
 	RETURNING ` + watchColumns

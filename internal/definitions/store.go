@@ -29,6 +29,9 @@ type Store struct {
 	// wake sends the followers' wake-up after commits, shared by the
 	// store and its In and Deferred copies.
 	wake *waker
+	// sources are the sources watches were created on, shared like wake
+	// (CreateWatch).
+	sources *sourceCache
 	// deferred: the store runs in a caller's transaction that wakes the
 	// followers itself after it commits (Deferred).
 	deferred bool
@@ -45,7 +48,9 @@ type database interface {
 // In returns the store running in the caller's transaction tx: its
 // changes are savepoints that commit (with their version and NOTIFY) when tx does, so that the control plane's audit row and
 // idempotency key commit with the change, or nothing does.
-func (s *Store) In(tx pgx.Tx) *Store { return &Store{pool: tx, validator: s.validator, wake: s.wake} }
+func (s *Store) In(tx pgx.Tx) *Store {
+	return &Store{pool: tx, validator: s.validator, wake: s.wake, sources: s.sources}
+}
 
 // Deferred returns the store running in the caller's transaction tx, like
 // In, but whose changes do not NOTIFY in tx: the caller calls Wake after
@@ -57,7 +62,7 @@ func (s *Store) In(tx pgx.Tx) *Store { return &Store{pool: tx, validator: s.vali
 // tx back. Without the Wake, followers see the change on their next
 // catch-up (WatcherConfig.CatchUpInterval).
 func (s *Store) Deferred(tx pgx.Tx) *Store {
-	return &Store{pool: tx, validator: s.validator, wake: s.wake, deferred: true}
+	return &Store{pool: tx, validator: s.validator, wake: s.wake, sources: s.sources, deferred: true}
 }
 
 // Wake wakes the daemons following the definitions (a NOTIFY on
@@ -73,7 +78,7 @@ func NewStore(pool *pgxpool.Pool, v *Validator) *Store {
 	if v == nil {
 		v = &Validator{}
 	}
-	return &Store{pool: pool, validator: v, wake: newWaker(func(ctx context.Context) error {
+	return &Store{pool: pool, validator: v, sources: newSourceCache(), wake: newWaker(func(ctx context.Context) error {
 		if _, err := pool.Exec(ctx, queryWake); err != nil {
 			return fmt.Errorf("notify config: %w", err)
 		}
@@ -486,6 +491,10 @@ func (s *Store) writableSource(ctx context.Context, tx pgx.Tx, a Actor, name str
 func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []byte) (*Watch, error) {
 	var out *Watch
 	err := s.changeTaking(ctx, func(tx pgx.Tx) (int64, error) {
+		var err error
+		if out, err = s.createWatchOnKnownSource(ctx, tx, a, source, data); out != nil || err != nil {
+			return versionOf(out), err
+		}
 		// FOR SHARE: watches of several owners are created on one shared
 		// source in parallel.
 		src, err := scanSource(tx.QueryRow(ctx, queryGetSourceShared, source))
@@ -501,6 +510,7 @@ func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []
 		if src.Orphaned() {
 			return 0, &ConflictError{What: fmt.Sprintf("source %q", source), Msg: orphanedMsg(src)}
 		}
+		s.sources.put(src)
 		w, err := s.validateWatch(src, data)
 		if err != nil {
 			return 0, err
@@ -515,6 +525,41 @@ func (s *Store) CreateWatch(ctx context.Context, a Actor, source string, data []
 	// The source was read in the change and is not orphaned
 	// (out.SourceOrphanedAt stays nil): no withSource.
 	return out, err
+}
+
+// createWatchOnKnownSource is CreateWatch's create in one statement, on
+// the source as an earlier create read it (sourceCache): data validated
+// against it, the watch inserted if the source is unchanged
+// (queryCreateWatchOnSource). It returns no watch and no error when the
+// source is not known, or changed, or the name is in use, or data is not
+// valid against the source known: CreateWatch then reads the source and
+// validates again, and says why.
+func (s *Store) createWatchOnKnownSource(ctx context.Context, tx pgx.Tx, a Actor, source string, data []byte) (*Watch, error) {
+	src := s.sources.get(source)
+	if src == nil || !a.sees(src.Owner, true) {
+		return nil, nil
+	}
+	w, err := s.validateWatch(src, data)
+	if err != nil {
+		return nil, nil
+	}
+	w.Owner, w.ManagedBy = a.Owner, ManagedByAPI
+	out, err := scanWatch(tx.QueryRow(ctx, queryCreateWatchOnSource, w.Source, w.Name, w.Owner, w.ManagedBy, w.Definition, w.Hash, src.Owner, src.Hash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, uniqueConflict(err, fmt.Sprintf("watch name %q on source %q", w.Name, w.Source))
+	}
+	return out, nil
+}
+
+// versionOf is w's version, 0 without a watch.
+func versionOf(w *Watch) int64 {
+	if w == nil {
+		return 0
+	}
+	return w.Version
 }
 
 // createWatchRow inserts a new watch with a new config version, in one
