@@ -1,7 +1,6 @@
 package outbox_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -192,21 +191,7 @@ func TestRecordedAttemptEntersTwoIndexes(t *testing.T) {
 		outs[i] = outbox.Outcome{ID: c.ID, CreatedAt: c.CreatedAt, Kind: outbox.Delivered, At: now, Started: now.Add(-time.Millisecond),
 			Duration: time.Millisecond, HTTPStatus: 204}
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw []byte
-	err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, WAL, FORMAT JSON) `+outbox.QueryRecord, outbox.RecordArgs("me", outs)...).Scan(&raw)
-	_ = tx.Rollback(ctx)
-	if err != nil {
-		t.Fatalf("explain the record: %v", err)
-	}
-	var plans []map[string]any
-	if err := json.Unmarshal(raw, &plans); err != nil {
-		t.Fatal(err)
-	}
-	top := plans[0]["Plan"].(map[string]any)
+	top := pgtest.ExplainAnalyze(t, pool, "WAL", outbox.QueryRecord, outbox.RecordArgs("me", outs)...)
 	total, _ := top["WAL Records"].(float64)
 	var update float64
 	pgtest.EachPlanNode(top, func(node map[string]any) {
@@ -215,7 +200,7 @@ func TestRecordedAttemptEntersTwoIndexes(t *testing.T) {
 		}
 	})
 	if update == 0 {
-		t.Fatalf("no WAL records counted for the CTE recorded (the notifications' UPDATE) in %s", raw)
+		t.Fatalf("no WAL records counted for the CTE recorded (the notifications' UPDATE) in %v", top)
 	}
 	if perRow := (total - update) / n; perRow < 2.9 || perRow > 3.3 {
 		t.Errorf("the attempts' INSERT wrote %.2f WAL records a row (%v of %v, the UPDATE %v); want about 3: heap, primary key, (notification_id, attempt)",

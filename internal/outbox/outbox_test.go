@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -839,21 +838,8 @@ func TestClaimReadsOnlyItsBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for round := range 3 {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var raw []byte
-		err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+outbox.QueryClaim, "hook", limit, "me", time.Minute, nil).Scan(&raw)
-		_ = tx.Rollback(ctx)
-		if err != nil {
-			t.Fatalf("explain the claim: %v", err)
-		}
-		var plans []map[string]any
-		if err := json.Unmarshal(raw, &plans); err != nil {
-			t.Fatal(err)
-		}
-		if got := planRows(plans[0]["Plan"].(map[string]any)); got > 2*limit {
+		plan := pgtest.ExplainAnalyze(t, pool, "", outbox.QueryClaim, "hook", limit, "me", time.Minute, nil)
+		if got := planRows(plan); got > 2*limit {
 			t.Fatalf("round %d: a claim of %d out of %d pending rows read %.0f rows of notifications; want at most %d",
 				round, limit, backlog, got, 2*limit)
 		}
@@ -906,22 +892,9 @@ func TestRecordReadsOnlyTheRowsPartitions(t *testing.T) {
 	}
 	outs := []outbox.Outcome{{ID: got[0].ID, CreatedAt: got[0].CreatedAt, Kind: outbox.Delivered, At: time.Now()},
 		{ID: got[1].ID, CreatedAt: got[1].CreatedAt, Kind: outbox.Delivered, At: time.Now()}}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw []byte
-	err = tx.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+outbox.QueryRecord, outbox.RecordArgs("me", outs)...).Scan(&raw)
-	_ = tx.Rollback(ctx)
-	if err != nil {
-		t.Fatalf("explain the record: %v", err)
-	}
-	var plans []map[string]any
-	if err := json.Unmarshal(raw, &plans); err != nil {
-		t.Fatal(err)
-	}
+	plan := pgtest.ExplainAnalyze(t, pool, "", outbox.QueryRecord, outbox.RecordArgs("me", outs)...)
 	scanned := map[string]bool{}
-	scannedPartitions(plans[0]["Plan"].(map[string]any), scanned)
+	scannedPartitions(plan, scanned)
 	if len(scanned) != 1 {
 		t.Fatalf("recording 2 outcomes of rows of one partition read partitions %v; want that one only", slices.Sorted(maps.Keys(scanned)))
 	}
