@@ -314,12 +314,14 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 	var evMatched []bool
 	var evNote, evCall []*int64
 	var evConfidence []*float64
+	var evIdx []int
 	for i := range decs {
 		d := &decs[i]
 		if !owned[d.change.ID] {
 			continue
 		}
 		d.written = true
+		evIdx = append(evIdx, i)
 		evChange = append(evChange, d.change.ID)
 		evChangeAt = append(evChangeAt, d.change.CreatedAt)
 		evSource = append(evSource, d.change.Source)
@@ -353,16 +355,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		// nothing can conflict, so the rows go in with COPY, in batches
 		// (no trigger on evaluations' inserts: migration 57), and every
 		// row is counted.
-		rows := make([][]any, len(evChange))
-		for i := range evChange {
-			var hash any
-			if evHash[i] != "" {
-				hash = evHash[i]
-			}
-			rows[i] = []any{evChange[i], evSource[i], evRecord[i], evWatch[i], hash, evStep[i], evMatched[i],
-				evDecision[i], evReason[i], evUrgency[i], evNote[i], e.conf.Owner, evCall[i], evConfidence[i], at, evOwner[i], evChangeAt[i]}
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"evaluations"}, evaluationColumns, pgx.CopyFromRows(rows)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"evaluations"}, evaluationColumns, newEvaluationRows(decs, evIdx, &e.conf.Owner, &at)); err != nil {
 			return fmt.Errorf("write evaluations: %w", err)
 		}
 		queueCount(b, at, evDecision, evStep, evOwner, evConfidence, evCall, nil)
