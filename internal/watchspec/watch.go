@@ -38,6 +38,13 @@ type Watch struct {
 	Owner string
 	// Question is the model step of a watch with an ask; nil without.
 	Question *modelspec.Question
+
+	// isTrue and isFalse are Filter's reasons when the condition holds and
+	// when it does not, built once by Compile: every decision of a drain
+	// carries one, and quoting the condition for each was a tenth of the
+	// evaluator's CPU in a backlog (docs/benchmarks.md, (4) on branch
+	// eval-cpu). Empty on a Watch not built by Compile.
+	isTrue, isFalse string
 }
 
 // Compile builds watch i of src (wc, src.Watches[i] or a definition made
@@ -53,7 +60,8 @@ func Compile(src *config.Source, i int, wc *config.Watch, owner string, model mo
 		}
 		return nil, errors.Join(errs...)
 	}
-	w := &Watch{Config: wc, Source: src.Name, Owner: owner, When: p}
+	w := &Watch{Config: wc, Source: src.Name, Owner: owner, When: p,
+		isTrue: whenReason(wc.When, true), isFalse: whenReason(wc.When, false)}
 	if wc.Ask != "" {
 		if w.Question, err = modelspec.NewQuestion(model, wc); err != nil {
 			return nil, src.Errorf(fmt.Sprintf("watches[%d].model.options", i), "%v", err)
@@ -78,10 +86,25 @@ func (w *Watch) Filter(env map[string]any) (matched bool, verdict, reason string
 	case err != nil:
 		return false, "error", fmt.Sprintf("when %q: %v", w.Config.When, err)
 	case !ok:
-		return false, "skip", fmt.Sprintf("when %q is false", w.Config.When)
+		if w.isFalse == "" {
+			return false, "skip", whenReason(w.Config.When, false)
+		}
+		return false, "skip", w.isFalse
 	default:
-		return true, "notify", fmt.Sprintf("when %q is true", w.Config.When)
+		if w.isTrue == "" {
+			return true, "notify", whenReason(w.Config.When, true)
+		}
+		return true, "notify", w.isTrue
 	}
+}
+
+// whenReason is Filter's reason for a condition when that held (holds)
+// or did not.
+func whenReason(when string, holds bool) string {
+	if holds {
+		return fmt.Sprintf("when %q is true", when)
+	}
+	return fmt.Sprintf("when %q is false", when)
 }
 
 // Check compiles every watch of cfg (Compile, over lookout.yaml's model

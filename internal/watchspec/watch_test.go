@@ -91,3 +91,48 @@ func TestCompileMatchesAChange(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterReasonsAreBuiltOnce checks Filter's verdicts and reasons, and
+// that a compiled watch's Filter allocates nothing beyond its condition's
+// run: the reason quoting the condition is built by Compile, not for every
+// decision of a backlog (docs/benchmarks.md, (4) on branch eval-cpu).
+func TestFilterReasonsAreBuiltOnce(t *testing.T) {
+	// Not parallel: AllocsPerRun counts the whole process.
+	src, err := validator(t).Source([]byte(strings.Replace(source, "%s",
+		`{"name": "open", "when": "record.status == 'open'"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watchspec.Compile(src, 0, src.Watches[0], "", modelspec.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envOf := func(status string) map[string]any {
+		return map[string]any{
+			"record": map[string]any{"status": status}, "previous": nil, "source": "tasks",
+			"change":  map[string]any{"id": int64(1), "kind": "updated", "version": 2, "changed_fields": []any{}},
+			"changed": func(string) bool { return false },
+		}
+	}
+	for _, tc := range []struct {
+		status, verdict, reason string
+		matched                 bool
+	}{
+		{"open", "notify", `when "record.status == 'open'" is true`, true},
+		{"done", "skip", `when "record.status == 'open'" is false`, false},
+	} {
+		// A Watch not built by Compile gives the same reasons.
+		for _, w := range []*watchspec.Watch{w, {Config: w.Config, Source: w.Source, When: w.When}} {
+			matched, verdict, reason := w.Filter(envOf(tc.status))
+			if matched != tc.matched || verdict != tc.verdict || reason != tc.reason {
+				t.Errorf("status %s: Filter = %v, %q, %q; want %v, %q, %q", tc.status, matched, verdict, reason, tc.matched, tc.verdict, tc.reason)
+			}
+		}
+		env := envOf(tc.status)
+		match := testing.AllocsPerRun(100, func() { _, _ = w.Match(env) })
+		filter := testing.AllocsPerRun(100, func() { _, _, _ = w.Filter(env) })
+		if filter > match {
+			t.Errorf("status %s: Filter allocates %.0f times, Match %.0f: the reason is built per decision", tc.status, filter, match)
+		}
+	}
+}
