@@ -81,7 +81,9 @@ func (s *Syncer) Apply(ctx context.Context, d *definitions.Delta) error {
 			s.restrict.Store(true)
 			s.logger.Warn("claims limited to the defined sources", "error", err)
 		}
-		s.loaded.Store(true)
+	}
+	if d.Full {
+		s.loaded.Store(true) // every source built is registered: Start registers none
 	}
 	if n := len(built) + len(d.RemovedSources) + len(orphaned); n > 0 && !d.Full {
 		s.logger.Info("definitions applied", "version", d.To, "sources_changed", len(built), "sources_removed", len(d.RemovedSources),
