@@ -69,10 +69,21 @@ func (s *Syncer) Apply(ctx context.Context, d *definitions.Delta) error {
 	}
 	s.renameLocked()
 	s.mu.Unlock()
-	if len(d.RemovedSources) > 0 || len(orphaned) > 0 || d.Full {
+	switch {
+	case len(d.RemovedSources) > 0 || len(orphaned) > 0:
 		// The rows of sources no longer defined stay active in the table:
 		// claim only the defined ones.
 		s.restrict.Store(true)
+	case d.Full:
+		// Every source is registered: the table says whether it holds
+		// others (sources no longer defined, or another configuration's).
+		if err := s.lookForOthers(ctx); err != nil {
+			s.restrict.Store(true)
+			s.logger.Warn("claims limited to the defined sources", "error", err)
+		}
+	}
+	if d.Full {
+		s.loaded.Store(true) // every source built is registered: Start registers none
 	}
 	if n := len(built) + len(d.RemovedSources) + len(orphaned); n > 0 && !d.Full {
 		s.logger.Info("definitions applied", "version", d.To, "sources_changed", len(built), "sources_removed", len(d.RemovedSources),

@@ -73,6 +73,10 @@ type Syncer struct {
 	// no longer defined): claims are then limited to names.
 	names    []string
 	restrict atomic.Bool
+	// loaded is set by a first load of the definitions (Apply of a full
+	// delta), which registered every source the syncer runs: the Start
+	// after it registers none again.
+	loaded atomic.Bool
 
 	// writers bounds the runs writing at once (batches, outcomes), so
 	// that the claim and the completer always find a connection.
@@ -462,10 +466,19 @@ func (s *Syncer) register(ctx context.Context, srcs []*source, firstNow bool) er
 			return fmt.Errorf("register sources: %w", err)
 		}
 	}
+	if err := s.lookForOthers(ctx); err != nil {
+		return fmt.Errorf("register sources: %w", err)
+	}
+	return nil
+}
+
+// lookForOthers sets restrict: whether the sources table holds active
+// sources this replica does not claim.
+func (s *Syncer) lookForOthers(ctx context.Context) error {
 	var others bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sources WHERE status = 'active' AND NOT (name = ANY ($1::text[])))`,
 		s.claimable()).Scan(&others); err != nil {
-		return fmt.Errorf("register sources: look for sources of other configurations: %w", err)
+		return fmt.Errorf("look for sources of other configurations: %w", err)
 	}
 	s.restrict.Store(others)
 	return nil
@@ -751,9 +764,15 @@ func stuckAfterSeconds(d time.Duration) int {
 }
 
 // Start registers the sources and runs the polling loop in the background.
+// After a first load of the definitions (Apply), which registered them,
+// it registers none: a second registration would read every row back to
+// write nothing (at 100,000 sources, megabytes of garbage and of resident
+// set before the daemon is ready).
 func (s *Syncer) Start(ctx context.Context) error {
-	if err := s.Register(ctx); err != nil {
-		return err
+	if !s.loaded.Swap(false) {
+		if err := s.Register(ctx); err != nil {
+			return err
+		}
 	}
 	return s.loop.Start(ctx, s.run)
 }
