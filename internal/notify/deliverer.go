@@ -97,6 +97,9 @@ type lane struct {
 	// serves (a SharedSink): at most perOwner rows of one owner in flight
 	// (outbox.ClaimFair).
 	perOwner int
+	// stored is set when the sink sends only the payload's bytes (a
+	// bodyOnlySink): the claim hands it the stored text, not decoded.
+	stored bool
 }
 
 // SharedSink is a sink many users share (watches' own webhooks, their own
@@ -140,6 +143,7 @@ func NewDeliverer(p *pgxpool.Pool, sinks map[string]Sink, conf DelivererConfig, 
 		if s, ok := l.sink.(SharedSink); ok {
 			l.perOwner = max(s.PerOwner(), 1)
 		}
+		_, l.stored = l.sink.(bodyOnlySink)
 		d.lanes = append(d.lanes, l)
 		conf.Metrics.InitSink(name)
 	}
@@ -494,9 +498,15 @@ func (d *Deliverer) claim(ctx context.Context, l *lane) ([]*claimedRow, error) {
 		}
 		n := &Notification{ID: r.ID, DedupeKey: r.DedupeKey, Sink: r.Sink, Source: r.Source, RecordID: r.RecordID,
 			Watch: r.Watch, Kind: r.Kind, Title: r.Title, Body: r.Body, Urgency: r.Urgency, Reason: r.Reason, Attempt: r.Attempts, CreatedAt: r.CreatedAt}
-		if n.Payload, err = decodePayload(n.ID, r.Payload); err != nil {
-			d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired)
-			return nil, err
+		var stored bool
+		if l.stored {
+			n.body, stored = storedBody(n.ID, r.Payload)
+		}
+		if !stored {
+			if n.Payload, err = decodePayload(n.ID, r.Payload); err != nil {
+				d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired)
+				return nil, err
+			}
 		}
 		n.DeliveryID = newDeliveryID(n.ID, n.Attempt)
 		out = append(out, &claimedRow{n: n, leaseEnd: leaseEnd})
