@@ -98,7 +98,7 @@ type lane struct {
 	// (outbox.ClaimFair).
 	perOwner int
 	// stored is set when the sink sends only the payload's bytes (a
-	// bodyOnlySink): the claim hands it the stored text, not decoded.
+	// bodyOnlySink): the claim does not decode the stored text for it.
 	stored bool
 }
 
@@ -498,11 +498,12 @@ func (d *Deliverer) claim(ctx context.Context, l *lane) ([]*claimedRow, error) {
 		}
 		n := &Notification{ID: r.ID, DedupeKey: r.DedupeKey, Sink: r.Sink, Source: r.Source, RecordID: r.RecordID,
 			Watch: r.Watch, Kind: r.Kind, Title: r.Title, Body: r.Body, Urgency: r.Urgency, Reason: r.Reason, Attempt: r.Attempts, CreatedAt: r.CreatedAt}
+		// Every lane sends the stored text when it can (so that a row's
+		// body is the same bytes whichever sink, wrapper or replica sends
+		// it); only a sink that reads Payload gets it decoded as well.
 		var stored bool
-		if l.stored {
-			n.body, stored = storedBody(n.ID, r.Payload)
-		}
-		if !stored {
+		n.body, stored = storedBody(n.ID, r.Payload)
+		if !stored || !l.stored {
 			if n.Payload, err = decodePayload(n.ID, r.Payload); err != nil {
 				d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired)
 				return nil, err

@@ -31,8 +31,7 @@ type Notification struct {
 	Reason  string
 	// Payload is the stored payload with NotificationID filled in. It is
 	// left zero for the sinks that send only its bytes (JSON), the webhook
-	// sinks, whose lanes do not decode it when they can send the stored
-	// text (storedBody).
+	// sinks, when their lane can send the stored text (storedBody).
 	Payload Payload
 	// Attempt is 1 on the first delivery attempt.
 	Attempt int
@@ -72,10 +71,11 @@ const responseExcerpt = 512
 
 // JSON is the payload as sent: the same bytes on every attempt of one
 // notification, so that a signature and an idempotency key stay stable.
-// For a webhook sink it is the stored payload's text as PostgreSQL writes
-// a jsonb (keys shortest first, `": "` and `", "` between them) with
-// notification_id set; otherwise Payload encoded (encoding/json, keys in
-// the struct's order). The keys' order is no contract: parse the body.
+// A claimed row's is the stored payload's text as PostgreSQL writes a
+// jsonb (keys shortest first, `": "` and `", "` between them) with
+// notification_id set (storedBody), or, for a stored payload not in that
+// shape, Payload encoded (encoding/json, keys in the struct's order). The
+// keys' order is no contract: receivers parse the body.
 func (n *Notification) JSON() []byte {
 	if n.body == nil {
 		n.body = n.Payload.Marshal()
@@ -85,8 +85,8 @@ func (n *Notification) JSON() []byte {
 
 // bodyOnlySink is a sink that reads of a notification's payload only the
 // bytes it sends (Notification.JSON), never the decoded Payload: its lane
-// hands it the stored payload's text (storedBody) without decoding it at
-// the claim.
+// does not decode the stored payload at the claim when it can send its
+// text as it is (storedBody).
 type bodyOnlySink interface {
 	Sink
 	sendsStoredBody()
