@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -141,6 +142,63 @@ func TestWebhookSendsTheStoredPayload(t *testing.T) {
 		}
 		if !reflect.DeepEqual(gotDoc, wantDoc) {
 			t.Errorf("%s: body parses to\n%v\nwant the decoded payload's\n%v", key, gotDoc, wantDoc)
+		}
+	}
+}
+
+// payloadCapture records what each delivery handed it: the body and the
+// decoded payload's title.
+type payloadCapture struct {
+	mu     sync.Mutex
+	bodies map[string]string
+	titles map[string]string
+}
+
+func (c *payloadCapture) Deliver(_ context.Context, n *Notification) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bodies[n.DedupeKey] = string(n.JSON())
+	c.titles[n.DedupeKey] = n.Payload.Title
+	return nil
+}
+
+// bodyOnlyCapture is a payloadCapture that reads only the body, as the
+// webhook sinks do.
+type bodyOnlyCapture struct{ payloadCapture }
+
+func (*bodyOnlyCapture) sendsStoredBody() {}
+
+// TestBodyOnlyLanesDoNotDecode checks that a lane whose sink reads only
+// the body (the webhook sinks) leaves the payload undecoded, while a sink
+// that reads Payload gets it decoded, and that both send the same bytes.
+func TestBodyOnlyLanesDoNotDecode(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	insertNotifications(t, pool, "raw", "k", 3)
+	insertNotifications(t, pool, "decoded", "k", 3)
+	raw := &bodyOnlyCapture{payloadCapture{bodies: map[string]string{}, titles: map[string]string{}}}
+	decoded := &payloadCapture{bodies: map[string]string{}, titles: map[string]string{}}
+	d := newDeliverer(t, pool, map[string]Sink{"raw": raw, "decoded": decoded},
+		map[string]*config.Sink{"raw": sinkConf("webhook", 5*time.Second, 3, 1), "decoded": sinkConf("command", 5*time.Second, 3, 1)},
+		DelivererConfig{})
+	if n, err := d.DeliverDue(context.Background()); n != 6 || err != nil {
+		t.Fatalf("DeliverDue = %d, %v; want 6, nil", n, err)
+	}
+	for i := range 3 {
+		key := "k/r" + strconv.Itoa(i)
+		if raw.titles[key] != "" || decoded.titles[key] != "Record "+strconv.Itoa(i) {
+			t.Errorf("%s: decoded titles %q (body-only sink) and %q; want none and %q", key, raw.titles[key], decoded.titles[key], "Record "+strconv.Itoa(i))
+		}
+		// Both send the stored text, each with its own row's id.
+		for sink, body := range map[string]string{"raw": raw.bodies[key], "decoded": decoded.bodies[key]} {
+			var want string
+			if err := pool.QueryRow(context.Background(), `SELECT jsonb_set(payload, '{notification_id}', to_jsonb(id))::text
+				FROM notifications WHERE sink = $1 AND dedupe_key = $2`, sink, key).Scan(&want); err != nil {
+				t.Fatal(err)
+			}
+			if body != want {
+				t.Errorf("%s of %s: body\n%s\nwant the stored text\n%s", key, sink, body, want)
+			}
 		}
 	}
 }
