@@ -134,9 +134,11 @@ func (e *RetryAfterError) Unwrap() error { return e.Err }
 // the first or the second, after body; and the kind must not be empty
 // (decodePayload makes an empty one single).
 //
-// The suffix check is sound for any JSON text: a `"` after a space is
-// outside a string, so `, "notification_id": <digits>}` at the very end is
-// the top-level object's last member.
+// The suffix check is sound for any JSON text: in `, "notification_id":
+// <digits>}` at its very end the `"` before notification_id is not escaped
+// and is followed by a letter (a string's closing quote is followed by
+// `,`, `:`, `}` or `]`), so it opens a key, and the final `}` closes the
+// top-level object: that key is its last member.
 func storedBody(id int64, raw []byte) (body []byte, ok bool) {
 	const idKey = `, "notification_id": `
 	end := len(raw) - 1
