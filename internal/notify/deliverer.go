@@ -97,6 +97,9 @@ type lane struct {
 	// serves (a SharedSink): at most perOwner rows of one owner in flight
 	// (outbox.ClaimFair).
 	perOwner int
+	// stored is set when the sink sends only the payload's bytes (a
+	// bodyOnlySink): the claim does not decode the stored text for it.
+	stored bool
 }
 
 // SharedSink is a sink many users share (watches' own webhooks, their own
@@ -140,6 +143,7 @@ func NewDeliverer(p *pgxpool.Pool, sinks map[string]Sink, conf DelivererConfig, 
 		if s, ok := l.sink.(SharedSink); ok {
 			l.perOwner = max(s.PerOwner(), 1)
 		}
+		_, l.stored = l.sink.(bodyOnlySink)
 		d.lanes = append(d.lanes, l)
 		conf.Metrics.InitSink(name)
 	}
@@ -494,9 +498,16 @@ func (d *Deliverer) claim(ctx context.Context, l *lane) ([]*claimedRow, error) {
 		}
 		n := &Notification{ID: r.ID, DedupeKey: r.DedupeKey, Sink: r.Sink, Source: r.Source, RecordID: r.RecordID,
 			Watch: r.Watch, Kind: r.Kind, Title: r.Title, Body: r.Body, Urgency: r.Urgency, Reason: r.Reason, Attempt: r.Attempts, CreatedAt: r.CreatedAt}
-		if n.Payload, err = decodePayload(n.ID, r.Payload); err != nil {
-			d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired)
-			return nil, err
+		// Every lane sends the stored text when it can (so that a row's
+		// body is the same bytes whichever sink, wrapper or replica sends
+		// it); only a sink that reads Payload gets it decoded as well.
+		var stored bool
+		n.body, stored = storedBody(n.ID, r.Payload)
+		if !stored || !l.stored {
+			if n.Payload, err = decodePayload(n.ID, r.Payload); err != nil {
+				d.conf.Metrics.ClaimsExpired(metrics.ComponentDelivery, expired)
+				return nil, err
+			}
 		}
 		n.DeliveryID = newDeliveryID(n.ID, n.Attempt)
 		out = append(out, &claimedRow{n: n, leaseEnd: leaseEnd})

@@ -47,7 +47,14 @@ type OwnWebhookSink struct {
 	client *http.Client
 }
 
-var _ SharedSink = (*OwnWebhookSink)(nil)
+var (
+	_ SharedSink   = (*OwnWebhookSink)(nil)
+	_ bodyOnlySink = (*OwnWebhookSink)(nil)
+)
+
+// sendsStoredBody marks the sink as reading only n.JSON(), as a webhook
+// sink does.
+func (s *OwnWebhookSink) sendsStoredBody() {}
 
 // OwnWebhookPerOwner is the most notifications of one owner (the API user
 // whose watches they are) that the own-webhook lane has in flight at once,

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -28,7 +29,9 @@ type Notification struct {
 	Body    string
 	Urgency string
 	Reason  string
-	// Payload is the stored payload with NotificationID filled in.
+	// Payload is the stored payload with NotificationID filled in. It is
+	// left zero for the sinks that send only its bytes (JSON), the webhook
+	// sinks, when their lane can send the stored text (storedBody).
 	Payload Payload
 	// Attempt is 1 on the first delivery attempt.
 	Attempt int
@@ -39,7 +42,7 @@ type Notification struct {
 	// is the same for every attempt.
 	DeliveryID string
 
-	body []byte // Payload encoded once
+	body []byte // the payload as sent: the stored text (storedBody) or Payload encoded once
 
 	// status and response are the receiver's answer to this attempt
 	// (Answered).
@@ -68,11 +71,25 @@ const responseExcerpt = 512
 
 // JSON is the payload as sent: the same bytes on every attempt of one
 // notification, so that a signature and an idempotency key stay stable.
+// A claimed row's is the stored payload's text as PostgreSQL writes a
+// jsonb (keys shortest first, `": "` and `", "` between them) with
+// notification_id set (storedBody), or, for a stored payload not in that
+// shape, Payload encoded (encoding/json, keys in the struct's order). The
+// keys' order is no contract: receivers parse the body.
 func (n *Notification) JSON() []byte {
 	if n.body == nil {
 		n.body = n.Payload.Marshal()
 	}
 	return n.body
+}
+
+// bodyOnlySink is a sink that reads of a notification's payload only the
+// bytes it sends (Notification.JSON), never the decoded Payload: its lane
+// does not decode the stored payload at the claim when it can send its
+// text as it is (storedBody).
+type bodyOnlySink interface {
+	Sink
+	sendsStoredBody()
 }
 
 // Sink delivers notifications to one channel.
@@ -105,6 +122,60 @@ func (e *RetryAfterError) Error() string {
 	return fmt.Sprintf("%v (retry after %s)", e.Err, e.At.UTC().Format(time.RFC3339))
 }
 func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// storedBody is the body of a notification as stored: raw, PostgreSQL's
+// text of the notifications.payload jsonb, with its notification_id set to
+// id, without decoding it (a decode and an encode cost about 9 µs a
+// delivery). ok is false when raw is not in the shape this expects, and
+// the caller then decodes it (decodePayload) and sends Payload.Marshal's
+// bytes, as before: jsonb writes an object's keys shortest first (equal
+// lengths in byte order) as `{"k": v, "k2": v2}`, so the top level's
+// notification_id, the longest of a payload's keys, is the last and kind
+// the first or the second, after body; and the kind must not be empty
+// (decodePayload makes an empty one single).
+//
+// The suffix check is sound for any JSON text: in `, "notification_id":
+// <digits>}` at its very end the `"` before notification_id is not escaped
+// and is followed by a letter (a string's closing quote is followed by
+// `,`, `:`, `}` or `]`), so it opens a key, and the final `}` closes the
+// top-level object: that key is its last member.
+func storedBody(id int64, raw []byte) (body []byte, ok bool) {
+	const idKey = `, "notification_id": `
+	end := len(raw) - 1
+	if end < 0 || raw[end] != '}' {
+		return nil, false
+	}
+	digits := end
+	for digits > 0 && raw[digits-1] >= '0' && raw[digits-1] <= '9' {
+		digits--
+	}
+	if digits == end || !bytes.HasSuffix(raw[:digits], []byte(idKey)) {
+		return nil, false
+	}
+	rest, found := bytes.CutPrefix(raw, []byte(`{"body": "`))
+	if found {
+		// Skip the body string: up to its first quote not escaped.
+		i := 0
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' {
+				i++
+			}
+		}
+		if i >= len(rest) {
+			return nil, false
+		}
+		rest, found = bytes.CutPrefix(rest[i+1:], []byte(`, "kind": "`))
+	} else {
+		rest, found = bytes.CutPrefix(raw, []byte(`{"kind": "`))
+	}
+	if !found || len(rest) == 0 || rest[0] == '"' {
+		return nil, false
+	}
+	body = make([]byte, 0, digits+21)
+	body = append(body, raw[:digits]...)
+	body = strconv.AppendInt(body, id, 10)
+	return append(body, '}'), true
+}
 
 func decodePayload(id int64, raw []byte) (Payload, error) {
 	var p Payload

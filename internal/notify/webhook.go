@@ -196,7 +196,10 @@ var (
 	canonNotification     = http.CanonicalHeaderKey(HeaderNotification)
 )
 
-var _ Sink = (*WebhookSink)(nil)
+var _ bodyOnlySink = (*WebhookSink)(nil)
+
+// sendsStoredBody marks the webhook sink as reading only n.JSON().
+func (s *WebhookSink) sendsStoredBody() {}
 
 // NewWebhookSink returns a webhook sink.
 func NewWebhookSink(o WebhookOptions) (*WebhookSink, error) {
