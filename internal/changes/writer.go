@@ -418,9 +418,9 @@ func (s *rowSource) Err() error { return nil }
 func (b *batch) recordRows() *rowSource {
 	return &rowSource{n: len(b.newRecords), values: make([]any, len(recordColumns)), fill: func(i int, v []any) {
 		row := &b.newRecords[i]
-		v[0], v[1], v[2], v[3] = text{row.source}, text{row.id}, int4{&row.version}, text{&row.r.Hash}
-		v[4], v[5], v[6], v[7], v[8] = text{row.title}, text{row.body}, text{row.url}, text{row.author}, text{row.status}
-		v[9], v[10], v[11], v[12], v[13], v[14] = textArray{&row.labels}, tstz{row.r.CreatedAt}, tstz{row.r.UpdatedAt}, row.extra, rawOf(row.r), int8{row.runID}
+		v[0], v[1], v[2], v[3] = db.Text{P: row.source}, db.Text{P: row.id}, int4{&row.version}, db.Text{P: &row.r.Hash}
+		v[4], v[5], v[6], v[7], v[8] = db.Text{P: row.title}, db.Text{P: row.body}, db.Text{P: row.url}, db.Text{P: row.author}, db.Text{P: row.status}
+		v[9], v[10], v[11], v[12], v[13], v[14] = textArray{&row.labels}, db.Tstz{P: row.r.CreatedAt}, db.Tstz{P: row.r.UpdatedAt}, row.extra, rawOf(row.r), db.Int8{P: row.runID}
 	}}
 }
 
@@ -438,14 +438,14 @@ func (b *batch) changeRows() ([]string, *rowSource) {
 	if short {
 		return createdColumns, &rowSource{n: len(b.changes), values: make([]any, len(createdColumns)), fill: func(i int, v []any) {
 			row := &b.changes[i]
-			v[0], v[1], v[2], v[3] = text{row.source}, text{row.id}, text{row.kind}, int4{&row.version}
-			v[4], v[5], v[6] = text{row.newHash}, textArray{&row.fields}, int8{row.runID}
+			v[0], v[1], v[2], v[3] = db.Text{P: row.source}, db.Text{P: row.id}, db.Text{P: row.kind}, int4{&row.version}
+			v[4], v[5], v[6] = db.Text{P: row.newHash}, textArray{&row.fields}, db.Int8{P: row.runID}
 		}}
 	}
 	return changeColumns, &rowSource{n: len(b.changes), values: make([]any, len(changeColumns)), fill: func(i int, v []any) {
 		row := &b.changes[i]
-		v[0], v[1], v[2], v[3], v[4], v[5] = text{row.source}, text{row.id}, text{row.kind}, int4{&row.version}, text{row.oldHash}, text{row.newHash}
-		v[6], v[7], v[8], v[9] = textArray{&row.fields}, jsonOf(row.record), jsonOf(row.previous), int8{row.runID}
+		v[0], v[1], v[2], v[3], v[4], v[5] = db.Text{P: row.source}, db.Text{P: row.id}, db.Text{P: row.kind}, int4{&row.version}, db.Text{P: row.oldHash}, db.Text{P: row.newHash}
+		v[6], v[7], v[8], v[9] = textArray{&row.fields}, jsonOf(row.record), jsonOf(row.previous), db.Int8{P: row.runID}
 	}}
 }
 
@@ -457,36 +457,15 @@ func jsonOf(p *string) any {
 	return *p
 }
 
-// text, int4, int8 and tstz are column values that pgx encodes through
-// its valuer interfaces: a nil pointer is NULL, and each is one pointer,
-// which an interface holds without allocating (a *string would be
-// dereferenced through reflection, a string boxed).
-type (
-	text struct{ p *string }
-	int4 struct{ p *int32 }
-	int8 struct{ p *int64 }
-	tstz struct{ p *time.Time }
-)
-
-func (t text) TextValue() (pgtype.Text, error) {
-	if t.p == nil {
-		return pgtype.Text{}, nil
-	}
-	return pgtype.Text{String: *t.p, Valid: true}, nil
-}
+// int4 is an int4 column value beside db's (db.Text, db.Int8, db.Tstz):
+// a nil pointer is NULL, one pointer in an interface, nothing allocated.
+type int4 struct{ p *int32 }
 
 func (i int4) Int64Value() (pgtype.Int8, error) {
 	if i.p == nil {
 		return pgtype.Int8{}, nil
 	}
 	return pgtype.Int8{Int64: int64(*i.p), Valid: true}, nil
-}
-
-func (i int8) Int64Value() (pgtype.Int8, error) {
-	if i.p == nil {
-		return pgtype.Int8{}, nil
-	}
-	return pgtype.Int8{Int64: *i.p, Valid: true}, nil
 }
 
 // textArray is a text[] column value whose elements pgx encodes as text
@@ -513,16 +492,9 @@ func (a textArray) Dimensions() []pgtype.ArrayDimension {
 	return []pgtype.ArrayDimension{{Length: int32(len(*a.p)), LowerBound: 1}}
 }
 
-func (a textArray) Index(i int) any { return text{&(*a.p)[i]} }
+func (a textArray) Index(i int) any { return db.Text{P: &(*a.p)[i]} }
 
-func (a textArray) IndexType() any { return text{} }
-
-func (t tstz) TimestamptzValue() (pgtype.Timestamptz, error) {
-	if t.p == nil {
-		return pgtype.Timestamptz{}, nil
-	}
-	return pgtype.Timestamptz{Time: *t.p, Valid: true}, nil
-}
+func (a textArray) IndexType() any { return db.Text{} }
 
 // nonEmpty points at s, or is nil (NULL) for "".
 func nonEmpty(s *string) *string {

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/lookout-dev/lookout/internal/db"
 )
 
 // evaluationRows is the COPY of evaluations (evaluationColumns): one row
@@ -15,7 +15,7 @@ import (
 // integers and times it replaces was a row's 17 allocations, about a
 // tenth of the evaluator's CPU in a backlog with the garbage collector's
 // share (docs/benchmarks.md, (4) on branch eval-cpu). The writer of
-// changes encodes its COPYs the same way (internal/changes, rowSource).
+// changes encodes its COPYs with the same values (db.Text, db.Int8, …).
 type evaluationRows struct {
 	decs      []decision
 	idx       []int
@@ -46,52 +46,12 @@ func (r *evaluationRows) Values() ([]any, error) {
 	if c.NewHash != "" {
 		hash = &c.NewHash
 	}
-	v[0], v[1], v[2], v[3], v[4] = int8Value{&c.ID}, textValue{&c.Source}, textValue{&c.RecordID}, textValue{&d.watch.Config.Name}, textValue{hash}
-	v[5], v[6], v[7], v[8], v[9] = textValue{&d.step}, d.matched, textValue{&d.verdict}, textValue{&d.reason}, textValue{&d.urgency}
-	v[10], v[11], v[12], v[13] = int8Value{d.noteID}, textValue{r.evaluator}, int8Value{d.modelCallID}, float8Value{d.confidence}
-	v[14], v[15], v[16] = tstzValue{r.at}, textValue{&d.watch.Owner}, tstzValue{&c.CreatedAt}
+	v[0], v[1], v[2], v[3], v[4] = db.Int8{P: &c.ID}, db.Text{P: &c.Source}, db.Text{P: &c.RecordID}, db.Text{P: &d.watch.Config.Name}, db.Text{P: hash}
+	v[5], v[6], v[7], v[8], v[9] = db.Text{P: &d.step}, d.matched, db.Text{P: &d.verdict}, db.Text{P: &d.reason}, db.Text{P: &d.urgency}
+	v[10], v[11], v[12], v[13] = db.Int8{P: d.noteID}, db.Text{P: r.evaluator}, db.Int8{P: d.modelCallID}, db.Float8{P: d.confidence}
+	v[14], v[15], v[16] = db.Tstz{P: r.at}, db.Text{P: &d.watch.Owner}, db.Tstz{P: &c.CreatedAt}
 	return v, nil
 }
 
 // Err is nil: the rows are in memory.
 func (r *evaluationRows) Err() error { return nil }
-
-// textValue, int8Value, float8Value and tstzValue are column values that
-// pgx encodes through its valuer interfaces: a nil pointer is NULL, and
-// each is one pointer, which an interface holds without allocating (a
-// string or an int64 would be boxed, a pointer dereferenced through
-// reflection).
-type (
-	textValue   struct{ p *string }
-	int8Value   struct{ p *int64 }
-	float8Value struct{ p *float64 }
-	tstzValue   struct{ p *time.Time }
-)
-
-func (t textValue) TextValue() (pgtype.Text, error) {
-	if t.p == nil {
-		return pgtype.Text{}, nil
-	}
-	return pgtype.Text{String: *t.p, Valid: true}, nil
-}
-
-func (i int8Value) Int64Value() (pgtype.Int8, error) {
-	if i.p == nil {
-		return pgtype.Int8{}, nil
-	}
-	return pgtype.Int8{Int64: *i.p, Valid: true}, nil
-}
-
-func (f float8Value) Float64Value() (pgtype.Float8, error) {
-	if f.p == nil {
-		return pgtype.Float8{}, nil
-	}
-	return pgtype.Float8{Float64: *f.p, Valid: true}, nil
-}
-
-func (t tstzValue) TimestamptzValue() (pgtype.Timestamptz, error) {
-	if t.p == nil {
-		return pgtype.Timestamptz{}, nil
-	}
-	return pgtype.Timestamptz{Time: *t.p, Valid: true}, nil
-}
