@@ -187,3 +187,30 @@ func TestNotificationsIndexesEachRowEnters(t *testing.T) {
 	}
 	pgtest.CheckFullIndexes(t, pool, "notifications", readers)
 }
+
+// TestClaimWritesItsValuesAsLiterals checks the values a claim writes into
+// its text on one PostgreSQL (claimStatement): a sink and an owner with
+// quotes and backslashes claim their rows and lease them to that owner,
+// for the lease given.
+func TestClaimWritesItsValuesAsLiterals(t *testing.T) {
+	ctx, pool := setup(t)
+	sink, owner := `it's a \ sink`, `o'wner\\x`
+	enqueue(t, ctx, pool, note("a", sink), note("b", sink), note("c", "other"))
+	got, err := outbox.Claim(ctx, pool, sink, owner, 10, 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Sink != sink || got[1].Sink != sink {
+		t.Fatalf("claimed %+v; want the 2 rows of sink %q", got, sink)
+	}
+	var leased int
+	var lease time.Duration
+	if err := pool.QueryRow(ctx, `
+		SELECT count(*), max(lease_expires_at - now()) FROM notifications WHERE lease_owner = $1 AND sink = $2`,
+		owner, sink).Scan(&leased, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if leased != 2 || lease <= 80*time.Second || lease > 90*time.Second {
+		t.Errorf("%d rows leased to %q for %v; want 2 for 90s", leased, owner, lease)
+	}
+}
