@@ -278,7 +278,8 @@ func Claim(ctx context.Context, q Querier, sink, owner string, limit int, lease 
 	}
 	var out []Claimed
 	for _, g := range groups {
-		rows, err := q.Query(ctx, claimStatement(g.Limit, g.Keys != nil), sink, g.Limit, owner, lease, g.Restriction())
+		sql, args := claimStatement(sink, g.Limit, owner, lease, g.Restriction(), g.Keys != nil)
+		rows, err := q.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, fmt.Errorf("claim notifications of sink %s: %w", sink, err)
 		}
