@@ -34,8 +34,8 @@ const SnapshotOfR = `record_snapshot_of(r.record_id, r.title, r.body, r.url, r.a
 // A statement that reads many snapshots (the evaluator's claim) reads
 // these and builds each snapshot in Go (RecordColumns.Snapshot): PostgreSQL
 // building the jsonb value and sending it as text, for the client to parse
-// it again, cost more of its CPU than the rest of the claim's row
-// (docs/benchmarks.md, (4) on branch eval-pg).
+// it again, was about a tenth of PostgreSQL's CPU in a drain of created
+// changes (docs/benchmarks.md, (4) on branch eval-pg).
 const SnapshotColumnsOfR = `r.record_id, r.title, r.body, r.url, r.author, r.status, r.labels,
 	r.external_created_at, r.external_updated_at, r.extra`
 

@@ -732,10 +732,11 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // the statement returns the record's columns (changes.SnapshotColumnsOfR,
 // NULL for a change that stores its snapshot) and scanClaimed builds the
 // snapshot from them (changes.RecordColumns). record_snapshot_of's jsonb,
-// sent as text and parsed again by the evaluator, cost PostgreSQL more
-// than the rest of a claimed row (docs/benchmarks.md, (4) on branch
-// eval-pg). The record is probed per locked change (a LATERAL subquery
-// kept apart by OFFSET 0, which no hash join of records can replace).
+// sent as text and parsed again by the evaluator, was about a tenth of
+// PostgreSQL's CPU in a drain of created changes (docs/benchmarks.md, (4)
+// on branch eval-pg). The record is probed per locked change, above the
+// locks (a LATERAL subquery kept apart by OFFSET 0: a hash join reading
+// records whole cannot replace the probes).
 const claimSQL = `
 	SELECT c.id, c.source, c.record_id, c.kind, c.version, coalesce(c.new_hash, ''), c.changed_fields,
 	       c.record, c.previous, c.attempts, c.created_at, ` + recordColumnsOfR + `
