@@ -690,9 +690,9 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // changes_with_record does: no second round trip, and consistent with the
 // lock (a writer that moves the record on materializes the snapshot into
 // the change row first, which the lock either waits out, re-reading the
-// row, or skips). The snapshot is built above the row locks, from the
-// locked rows only: built below them (in the locking query's target
-// list), it was built for every candidate, and the second worker of a
+// row, or skips). The record is read above the row locks, for the
+// locked rows only: the snapshot built below them (in the locking query's
+// target list) was built for every candidate, and the second worker of a
 // drain, which starts at the same head of the backlog, built the
 // snapshots of the whole batch the first one holds before skipping it
 // (docs/benchmarks.md, (4); TestClaimBuildsNoSnapshotOfALockedChange).
