@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/lookout-dev/lookout/internal/normalize"
 )
@@ -27,6 +28,80 @@ import (
 // row type finds no function for a shard's row type.
 const SnapshotOfR = `record_snapshot_of(r.record_id, r.title, r.body, r.url, r.author, r.status, r.labels,
 	r.external_created_at, r.external_updated_at, r.extra)`
+
+// SnapshotColumnsOfR is the SQL of the columns of the record row r that
+// SnapshotOfR builds its snapshot of, in the order of RecordColumns.Targets.
+// A statement that reads many snapshots (the evaluator's claim) reads
+// these and builds each snapshot in Go (RecordColumns.Snapshot): PostgreSQL
+// building the jsonb value and sending it as text, for the client to parse
+// it again, was about a tenth of PostgreSQL's CPU in a drain of created
+// changes (docs/benchmarks.md, (4) on branch eval-pg).
+const SnapshotColumnsOfR = `r.record_id, r.title, r.body, r.url, r.author, r.status, r.labels,
+	r.external_created_at, r.external_updated_at, r.extra`
+
+// RecordColumns holds a record's columns as SnapshotColumnsOfR reads them;
+// all are NULL when the statement found no record row.
+type RecordColumns struct {
+	ID, Title, Body, URL, Author, Status pgtype.Text
+	Labels                               []string
+	CreatedAt, UpdatedAt                 pgtype.Timestamptz
+	Extra                                []byte
+}
+
+// Targets returns the scan targets of SnapshotColumnsOfR's columns.
+func (c *RecordColumns) Targets() []any {
+	return []any{&c.ID, &c.Title, &c.Body, &c.URL, &c.Author, &c.Status, &c.Labels, &c.CreatedAt, &c.UpdatedAt, &c.Extra}
+}
+
+// Snapshot returns the snapshot record_snapshot_of(the columns) gives,
+// decoded as normalize.DecodeObject decodes it: the same keys and values
+// (a NULL text as "", NULL labels, times and extra as nil, a time as
+// RFC 3339 in UTC with its fraction's trailing zeros dropped). It returns
+// nil when the columns are of no record (ID NULL).
+func (c *RecordColumns) Snapshot() (map[string]any, error) {
+	if !c.ID.Valid {
+		return nil, nil
+	}
+	var labels any
+	if c.Labels != nil {
+		l := make([]any, len(c.Labels))
+		for i, s := range c.Labels {
+			l[i] = s
+		}
+		labels = l
+	}
+	var extra any
+	if c.Extra != nil {
+		var err error
+		if extra, err = normalize.Decode(c.Extra); err != nil {
+			return nil, fmt.Errorf("record %s: extra: %w", c.ID.String, err)
+		}
+	}
+	return map[string]any{
+		"id":         c.ID.String,
+		"title":      c.Title.String,
+		"body":       c.Body.String,
+		"url":        c.URL.String,
+		"author":     c.Author.String,
+		"status":     c.Status.String,
+		"labels":     labels,
+		"created_at": snapshotTime(c.CreatedAt),
+		"updated_at": snapshotTime(c.UpdatedAt),
+		"extra":      extra,
+	}, nil
+}
+
+// snapshotTime is record_snapshot_of's text of a time: RFC 3339 in UTC,
+// the fraction without trailing zeros (PostgreSQL keeps microseconds), nil
+// for NULL or an infinite time (to_char gives NULL for those). The writer
+// stores the snapshot in the change when a time has no such text
+// (StoresSnapshot).
+func snapshotTime(t pgtype.Timestamptz) any {
+	if !t.Valid || t.InfinityModifier != pgtype.Finite {
+		return nil
+	}
+	return t.Time.UTC().Format(time.RFC3339Nano)
+}
 
 // StoresSnapshot reports whether a created change of r must store the
 // snapshot itself because its record's columns cannot give it back

@@ -604,7 +604,7 @@ func (e *Evaluator) claimGroups(ctx context.Context, tx pgx.Tx, q, cand string, 
 	var claimed []*change
 	for range groups {
 		var got []*change
-		if got, err = scanChanges(br.Query()); err != nil {
+		if got, err = scanClaimed(br.Query()); err != nil {
 			break
 		}
 		claimed = append(claimed, got...)
@@ -690,9 +690,9 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // changes_with_record does: no second round trip, and consistent with the
 // lock (a writer that moves the record on materializes the snapshot into
 // the change row first, which the lock either waits out, re-reading the
-// row, or skips). The snapshot is built above the row locks, from the
-// locked rows only: built below them (in the locking query's target
-// list), it was built for every candidate, and the second worker of a
+// row, or skips). The record is read above the row locks, for the
+// locked rows only: the snapshot built below them (in the locking query's
+// target list) was built for every candidate, and the second worker of a
 // drain, which starts at the same head of the backlog, built the
 // snapshots of the whole batch the first one holds before skipping it
 // (docs/benchmarks.md, (4); TestClaimBuildsNoSnapshotOfALockedChange).
@@ -727,18 +727,39 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // On Citus the claim keeps the snapshot in the locking statement
 // (claimShardSQL): a row-locking subquery is not a statement Citus routes
 // to one shard as it is.
+//
+// The snapshot of a change that left it to its record is not built here:
+// the statement returns the record's columns (changes.SnapshotColumnsOfR,
+// NULL for a change that stores its snapshot) and scanClaimed builds the
+// snapshot from them (changes.RecordColumns). record_snapshot_of's jsonb,
+// sent as text and parsed again by the evaluator, was about a tenth of
+// PostgreSQL's CPU in a drain of created changes (docs/benchmarks.md, (4)
+// on branch eval-pg). The record is probed per locked change, above the
+// locks (a LATERAL subquery kept apart by OFFSET 0: a hash join reading
+// records whole cannot replace the probes).
 const claimSQL = `
 	SELECT c.id, c.source, c.record_id, c.kind, c.version, coalesce(c.new_hash, ''), c.changed_fields,
-	       coalesce(c.record, (SELECT ` + changes.SnapshotOfR + ` FROM records r
-	                           WHERE r.source = c.source AND ($2::text[] IS NULL OR r.source = ANY($2::text[]))
-	                             AND r.record_id = c.record_id AND r.version = c.version)),
-	       c.previous, c.attempts, c.created_at
+	       c.record, c.previous, c.attempts, c.created_at, ` + recordColumnsOfR + `
 	FROM (SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, ch.new_hash, ch.changed_fields, ch.record,
 	             ch.previous, ch.eval_attempts + 1 AS attempts, ch.created_at
 	      FROM changes ch` + claimWhere + `
 	      LIMIT $1
 	      FOR UPDATE OF ch SKIP LOCKED) c
+	LEFT JOIN LATERAL (SELECT ` + changes.SnapshotColumnsOfR + ` FROM records r
+	                   WHERE c.record IS NULL AND r.source = c.source AND ($2::text[] IS NULL OR r.source = ANY($2::text[]))
+	                     AND r.record_id = c.record_id AND r.version = c.version
+	                   OFFSET 0) r ON true
 	ORDER BY c.id`
+
+// recordColumnsOfR is changes.SnapshotColumnsOfR as the outer columns of
+// claimSQL's LATERAL subquery r.
+const recordColumnsOfR = `r.record_id, r.title, r.body, r.url, r.author, r.status, r.labels,
+	       r.external_created_at, r.external_updated_at, r.extra`
+
+// noRecordColumns stands for claimSQL's record columns in claimShardSQL,
+// which returns the snapshot itself.
+const noRecordColumns = `NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text[],
+	       NULL::timestamptz, NULL::timestamptz, NULL::jsonb`
 
 // claimShardSQL is claimSQL as one statement that builds the snapshots
 // below its row locks: the form a Citus shard's claim runs.
@@ -747,7 +768,7 @@ const claimShardSQL = `
 	       coalesce(ch.record, (SELECT ` + changes.SnapshotOfR + ` FROM records r
 	                            WHERE r.source = ch.source AND ($2::text[] IS NULL OR r.source = ANY($2::text[]))
 	                              AND r.record_id = ch.record_id AND r.version = ch.version)),
-	       ch.previous, ch.eval_attempts + 1, ch.created_at
+	       ch.previous, ch.eval_attempts + 1, ch.created_at, ` + noRecordColumns + `
 	FROM changes ch` + claimWhere + `
 	LIMIT $1
 	FOR UPDATE OF ch SKIP LOCKED`
@@ -867,6 +888,44 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 		}
 		if c.Record, c.Previous, err = normalize.DecodeSnapshots(rec, prev); err != nil {
 			return nil, fmt.Errorf("change %d: %w", c.ID, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read changes: %w", err)
+	}
+	return out, nil
+}
+
+// scanClaimed reads the rows of a claim (claimSQL's columns: scanChanges'
+// and the record's, changes.SnapshotColumnsOfR) and decodes or builds
+// their snapshots. A change whose snapshot neither the change nor its
+// record at the change's version holds keeps a nil Record, as in
+// scanChanges.
+func scanClaimed(rows pgx.Rows, err error) ([]*change, error) {
+	if err != nil {
+		return nil, fmt.Errorf("read changes: %w", err)
+	}
+	defer rows.Close()
+	var out []*change
+	var cols changes.RecordColumns
+	targets := make([]any, 0, 21)
+	for rows.Next() {
+		c := &change{}
+		var rec, prev []byte
+		cols = changes.RecordColumns{}
+		targets = append(append(targets[:0], &c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields,
+			&rec, &prev, &c.Attempts, &c.CreatedAt), cols.Targets()...)
+		if err := rows.Scan(targets...); err != nil {
+			return nil, fmt.Errorf("read changes: %w", err)
+		}
+		if c.Record, c.Previous, err = normalize.DecodeSnapshots(rec, prev); err != nil {
+			return nil, fmt.Errorf("change %d: %w", c.ID, err)
+		}
+		if c.Record == nil {
+			if c.Record, err = cols.Snapshot(); err != nil {
+				return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
+			}
 		}
 		out = append(out, c)
 	}

@@ -200,3 +200,75 @@ func TestClaimedSnapshotIsTheStoredOne(t *testing.T) {
 		t.Errorf("decoded differently:\n%#v\n%#v", fromRecord, fromChange)
 	}
 }
+
+// The claim builds a created change's snapshot from its record's columns
+// (changes.RecordColumns), not with record_snapshot_of in PostgreSQL: the
+// same map as the function's jsonb decoded, for texts, NULL texts, labels,
+// times with and without a fraction or none, and numbers, lists and objects
+// in extra; and the claim does not call the function (it is made to fail).
+func TestClaimBuildsTheSnapshotFromTheRecordsColumns(t *testing.T) {
+	t.Parallel()
+	pool, _ := commitSetup(t, "", snapshotWatches)
+	ctx := context.Background()
+	frac := time.Date(2026, 5, 6, 7, 8, 9, 120000000, time.UTC)
+	whole := time.Date(1999, 12, 31, 23, 59, 59, 0, time.FixedZone("x", 3600))
+	apply(t, pool,
+		normalize.Record{ID: "A", Title: "t", Body: "b\n\"q\" é \\ \u2028", URL: "u", Author: "a", Status: "open",
+			Labels: []string{"a", "b"}, CreatedAt: &frac, UpdatedAt: &whole,
+			Extra: map[string]any{"n": int64(1), "f": 1.5, "big": int64(1) << 62, "s": "é", "l": []any{"x", int64(2), nil, true},
+				"m": map[string]any{"k": map[string]any{}}}},
+		normalize.Record{ID: "B"},
+		normalize.Record{ID: "C", Labels: []string{}, CreatedAt: &whole, Extra: map[string]any{}})
+	// A record written by hand: NULL texts, and an infinite time (no text).
+	if _, err := pool.Exec(ctx, `UPDATE records SET title = NULL, body = NULL, url = NULL, author = NULL, status = NULL,
+		external_updated_at = 'infinity' WHERE record_id = 'B'`); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	rows, err := pool.Query(ctx, `SELECT r.record_id, `+changes.SnapshotOfR+` FROM records r`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var snap []byte
+		if err := rows.Scan(&id, &snap); err != nil {
+			t.Fatal(err)
+		}
+		m, err := normalize.DecodeObject(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = fmt.Sprintf("%#v", m)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 3 {
+		t.Fatalf("%d records, want 3", len(want))
+	}
+	if _, err := pool.Exec(ctx, `
+		CREATE OR REPLACE FUNCTION record_snapshot_of(record_id text, title text, body text, url text, author text, status text,
+		                                              labels text[], external_created_at timestamptz, external_updated_at timestamptz,
+		                                              extra jsonb) RETURNS jsonb
+		LANGUAGE plpgsql STABLE AS $$ BEGIN RAISE EXCEPTION 'record_snapshot_of called for %', record_id; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	claimed, err := scanClaimed(tx.Query(ctx, claimSQL, 10, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 3 {
+		t.Fatalf("claimed %d changes, want 3", len(claimed))
+	}
+	for _, c := range claimed {
+		if got := fmt.Sprintf("%#v", c.Record); got != want[c.RecordID] {
+			t.Errorf("record %s: claimed snapshot\n%s\nrecord_snapshot_of's\n%s", c.RecordID, got, want[c.RecordID])
+		}
+	}
+}

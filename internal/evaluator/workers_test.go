@@ -96,7 +96,7 @@ func TestClaimReadsCreatedSnapshotsFromTheRecord(t *testing.T) {
 	if err := tx.QueryRow(ctx, `SELECT array_agg(DISTINCT source) FROM changes`).Scan(&srcs); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := scanChanges(tx.Query(ctx, claimSQL, 10, srcs))
+	claimed, err := scanClaimed(tx.Query(ctx, claimSQL, 10, srcs))
 	if err != nil {
 		t.Fatal(err)
 	}
