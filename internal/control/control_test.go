@@ -17,6 +17,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/idempotency"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/secrets"
+	"github.com/lookout-dev/lookout/internal/testsignal"
 )
 
 func newService(t *testing.T, keys *secrets.Ring) *Service {
@@ -181,5 +182,48 @@ func TestWebhookSecret(t *testing.T) {
 	}
 	if _, err := definitions.OpenWebhookSecret(keys, "alice-src", "y", sealed); err == nil {
 		t.Error("a secret sealed for watch x opened for watch y")
+	}
+}
+
+// A request that waits on a key held by a create that then fails takes
+// the key itself once the first rolls back, and creates.
+func TestIdempotentWaiterTakesTheKeyOfAFailedCreate(t *testing.T) {
+	s := newService(t, nil)
+	ctx := context.Background()
+	alice := Principal{Owner: "alice"}
+	holding, fail := make(chan struct{}), make(chan struct{})
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := s.Idempotent(ctx, alice, "k", "create_thing", []byte(`{}`), func(ctx context.Context, tx pgx.Tx) (*Answer, error) {
+			close(holding)
+			<-fail
+			return nil, Invalid("/name", "refused")
+		})
+		firstErr <- err
+	}()
+	<-holding
+	second := make(chan *Answer, 1)
+	go func() {
+		a, err := s.Idempotent(ctx, alice, "k", "create_thing", []byte(`{}`), createThing("x", false))
+		if err != nil {
+			t.Errorf("second: %v", err)
+		}
+		second <- a
+	}()
+	// The second waits on the key's lock while the first holds it.
+	testsignal.Eventually(t, "the second request waits on the key", func() bool {
+		var n int
+		err := s.pool.QueryRow(ctx, `
+			SELECT count(*) FROM pg_locks, (SELECT hashtextextended('lookout.idempotency:alice:k', 0) AS h) k
+			WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			  AND classid::bigint = (h >> 32) & 4294967295 AND objid::bigint = h & 4294967295`).Scan(&n)
+		return err == nil && n > 0
+	})
+	close(fail)
+	if err := <-firstErr; err == nil {
+		t.Fatal("the first create succeeded")
+	}
+	if a := <-second; a == nil || a.Replayed || count(t, s) != 1 {
+		t.Errorf("second: %+v, %d rows; want a create of its own", a, count(t, s))
 	}
 }

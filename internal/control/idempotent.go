@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lookout-dev/lookout/internal/audit"
 	"github.com/lookout-dev/lookout/internal/db"
@@ -82,10 +81,10 @@ func (s *Service) idempotentTx(ctx context.Context, p Principal, key, operation 
 	if key != "" {
 		hash = idempotency.Hash(operation, body)
 	}
-	tx, claim, err := begin(ctx, conn.Conn(), p.Owner, key, operation, hash)
+	tx, prior, err := begin(ctx, conn.Conn(), p.Owner, key, operation, hash)
 	if err == nil {
 		var out *Answer
-		out, err = s.idempotentIn(ctx, tx, claim, p, key, operation, hash, create, c)
+		out, err = s.idempotentIn(ctx, tx, prior, p, key, operation, hash, create, c)
 		if err == nil {
 			if err = commitWith(ctx, conn.Conn(), &c.last); err == nil {
 				return out, nil
@@ -100,47 +99,43 @@ func (s *Service) idempotentTx(ctx context.Context, p Principal, key, operation 
 	return nil, err
 }
 
-// begin opens a transaction on conn and, with a key, claims it: BEGIN and
-// the claim's INSERT go in one round trip (pgx's Begin would wait for
-// BEGIN's answer alone). It returns the transaction and the claim's
-// command tag (for idempotency.Claimed).
-func begin(ctx context.Context, conn *pgx.Conn, owner, key, operation, hash string) (pgx.Tx, pgconn.CommandTag, error) {
+// begin opens a transaction on conn and, with a key, claims it: BEGIN,
+// the key's lock and the read of its answer go in one round trip (pgx's
+// Begin would wait for BEGIN's answer alone). It returns the transaction
+// and the key's stored answer, if it has one (idempotency.Claimed).
+func begin(ctx context.Context, conn *pgx.Conn, owner, key, operation, hash string) (pgx.Tx, *idempotency.Stored, error) {
 	var b pgx.Batch
 	b.Queue("BEGIN")
 	if key != "" {
 		if err := idempotency.QueueClaim(&b, owner, key, operation, hash); err != nil {
-			return nil, pgconn.CommandTag{}, err
+			return nil, nil, err
 		}
 	}
 	br := conn.SendBatch(ctx, &b)
 	_, err := br.Exec()
 	if err != nil {
 		_ = br.Close()
-		return nil, pgconn.CommandTag{}, fmt.Errorf("%s: begin: %w", operation, err)
+		return nil, nil, fmt.Errorf("%s: begin: %w", operation, err)
 	}
-	var tag pgconn.CommandTag
+	var prior *idempotency.Stored
 	if key != "" {
-		if tag, err = br.Exec(); err != nil {
+		if prior, err = idempotency.Claimed(br, key, operation, hash); err != nil {
 			_ = br.Close()
-			return nil, tag, fmt.Errorf("claim idempotency key: %w", err)
+			return nil, nil, err
 		}
 	}
 	if err := br.Close(); err != nil {
-		return nil, tag, fmt.Errorf("%s: begin: %w", operation, err)
+		return nil, nil, fmt.Errorf("%s: begin: %w", operation, err)
 	}
-	return db.OpenTx(conn), tag, nil
+	return db.OpenTx(conn), prior, nil
 }
 
-// idempotentIn is Idempotent's work in tx up to its commit: the rest of
-// the key's claim (its INSERT was sent with the BEGIN and answered
-// claim), create, and the key's answer queued in c.last.
-func (s *Service) idempotentIn(ctx context.Context, tx pgx.Tx, claim pgconn.CommandTag, p Principal, key, operation, hash string,
+// idempotentIn is Idempotent's work in tx up to its commit: the key's
+// stored answer (prior, read with the BEGIN), or create and the key with
+// its answer queued in c.last.
+func (s *Service) idempotentIn(ctx context.Context, tx pgx.Tx, prior *idempotency.Stored, p Principal, key, operation, hash string,
 	create func(ctx context.Context, tx pgx.Tx) (*Answer, error), c *idempotentCreate) (*Answer, error) {
 	if key != "" {
-		prior, err := idempotency.Claimed(ctx, tx, claim, p.Owner, key, operation, hash)
-		if err != nil {
-			return nil, err
-		}
 		if prior != nil {
 			resp := prior.Response
 			if prior.Sealed {
@@ -168,7 +163,7 @@ func (s *Service) idempotentIn(ctx context.Context, tx pgx.Tx, claim pgconn.Comm
 		}
 		stored.Response, stored.Sealed = []byte(sealed), true
 	}
-	idempotency.QueueSave(&c.last, p.Owner, key, stored)
+	idempotency.QueueSave(&c.last, p.Owner, key, operation, hash, stored)
 	return a, nil
 }
 

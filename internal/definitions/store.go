@@ -767,7 +767,7 @@ func (s *Store) validateWatch(src *Source, data []byte) (*Watch, error) {
 		}
 		return nil, err
 	}
-	_, ws, err := Split(parsed, "", "")
+	ws, err := parsedWatches(parsed, "", "")
 	if err != nil {
 		return nil, err
 	}

@@ -3,12 +3,14 @@
 // same key and the same body gets that answer again and creates nothing,
 // and a retry with another body is refused.
 //
-// Claim runs in the create's transaction, before the create: its INSERT
-// takes the key, so a concurrent request with the same key waits on it
-// until the first commits (then it finds the answer) or rolls back (then
-// it takes the key itself). Save stores the answer in the same
-// transaction. A create that fails rolls back and leaves the key free.
-// Named queries are in queries.go.
+// Claim runs in the create's transaction, before the create: it takes the
+// key with a transaction-scoped advisory lock, so a concurrent request
+// with the same key waits on it until the first commits (then it finds
+// the answer) or rolls back (then it takes the key itself), and reads the
+// key's answer. Save writes the key's one row, with its answer, in the
+// same transaction (queued with its COMMIT by control): a key is one
+// insert, not an insert and an update. A create that fails rolls back and
+// leaves the key free. Named queries are in queries.go.
 package idempotency
 
 import (
@@ -72,38 +74,41 @@ func Claim(ctx context.Context, tx Querier, owner, key, operation, requestHash s
 	if len(key) > MaxKeyLength {
 		return nil, fmt.Errorf("Idempotency-Key is %d characters, at most %d are allowed", len(key), MaxKeyLength)
 	}
-	tag, err := tx.Exec(ctx, queryClaim, owner, key, operation, requestHash)
-	if err != nil {
-		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	if _, err := tx.Exec(ctx, queryLock, owner, key); err != nil {
+		return nil, fmt.Errorf("lock idempotency key: %w", err)
 	}
-	return Claimed(ctx, tx, tag, owner, key, operation, requestHash)
+	return read(tx.QueryRow(ctx, queryRead, owner, key), key, operation, requestHash)
 }
 
-// QueueClaim is Claim's first statement queued in b, to be sent in one
-// round trip with the BEGIN of the request's transaction before it; the
-// caller passes its command tag to Claimed. A key longer than
-// MaxKeyLength is refused before anything is queued.
+// QueueClaim is Claim's statements queued in b, to be sent in one round
+// trip with the BEGIN of the request's transaction before them; the
+// caller passes the batch's results, at the first of them, to Claimed. A
+// key longer than MaxKeyLength is refused before anything is queued.
 func QueueClaim(b *pgx.Batch, owner, key, operation, requestHash string) error {
 	if len(key) > MaxKeyLength {
 		return fmt.Errorf("Idempotency-Key is %d characters, at most %d are allowed", len(key), MaxKeyLength)
 	}
-	b.Queue(queryClaim, owner, key, operation, requestHash)
+	b.Queue(queryLock, owner, key)
+	b.Queue(queryRead, owner, key)
 	return nil
 }
 
-// Claimed is the rest of Claim once its first statement (QueueClaim's)
-// ran in tx and answered tag: (nil, nil) when it took the key, else the
-// stored answer or a *MismatchError.
-func Claimed(ctx context.Context, tx Querier, tag pgconn.CommandTag, owner, key, operation, requestHash string) (*Stored, error) {
-	if tag.RowsAffected() == 1 {
-		return nil, nil
+// Claimed is the rest of Claim once QueueClaim's statements were sent:
+// it reads their results from br and returns (nil, nil) when the key is
+// new, else the stored answer or a *MismatchError.
+func Claimed(br pgx.BatchResults, key, operation, requestHash string) (*Stored, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("lock idempotency key: %w", err)
 	}
+	return read(br.QueryRow(), key, operation, requestHash)
+}
+
+func read(row pgx.Row, key, operation, requestHash string) (*Stored, error) {
 	var s Stored
 	var op, hash string
-	err := tx.QueryRow(ctx, queryRead, owner, key).Scan(&op, &hash, &s.Status, &s.Response, &s.Sealed)
+	err := row.Scan(&op, &hash, &s.Status, &s.Response, &s.Sealed)
 	if errors.Is(err, pgx.ErrNoRows) {
-		// Pruned between the two statements: claim again.
-		return Claim(ctx, tx, owner, key, operation, requestHash)
+		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read idempotency key: %w", err)
@@ -114,9 +119,10 @@ func Claimed(ctx context.Context, tx Querier, tag pgconn.CommandTag, owner, key,
 	return &s, nil
 }
 
-// Save stores the answer of the request that claimed key, in its transaction.
-func Save(ctx context.Context, tx Querier, owner, key string, s Stored) error {
-	if _, err := tx.Exec(ctx, querySave, owner, key, s.Status, s.Response, s.Sealed); err != nil {
+// Save writes key with the answer of the request that claimed it, in its
+// transaction.
+func Save(ctx context.Context, tx Querier, owner, key, operation, requestHash string, s Stored) error {
+	if _, err := tx.Exec(ctx, querySave, owner, key, operation, requestHash, s.Status, s.Response, s.Sealed); err != nil {
 		return fmt.Errorf("save idempotency key: %w", err)
 	}
 	return nil
@@ -125,8 +131,8 @@ func Save(ctx context.Context, tx Querier, owner, key string, s Stored) error {
 // QueueSave is Save queued in b, to be sent in the transaction of the
 // request that claimed key with its other last statements in one round
 // trip (the caller sends b before it commits, or with its COMMIT).
-func QueueSave(b *pgx.Batch, owner, key string, s Stored) {
-	b.Queue(querySave, owner, key, s.Status, s.Response, s.Sealed)
+func QueueSave(b *pgx.Batch, owner, key, operation, requestHash string, s Stored) {
+	b.Queue(querySave, owner, key, operation, requestHash, s.Status, s.Response, s.Sealed)
 }
 
 // PruneBatch deletes at most limit keys made before before and returns how

@@ -3,17 +3,23 @@ package idempotency
 // The named queries of the idempotency_keys table. Nothing outside this
 // package writes it.
 
-// queryClaim takes a key; status 0 and an empty response until Save.
-const queryClaim = `
-	INSERT INTO idempotency_keys (owner, key, operation, request_hash, status, response)
-	VALUES ($1, $2, $3, $4, 0, '')
-	ON CONFLICT (owner, key) DO NOTHING`
+// queryLock takes a key for the rest of the transaction: a concurrent
+// request with the same key waits here until the first commits (then
+// queryRead finds its answer) or rolls back. Two keys whose hashes meet
+// only wait for each other.
+const queryLock = `
+	SELECT pg_advisory_xact_lock(hashtextextended('lookout.idempotency:' || $1 || ':' || $2, 0))`
 
+// queryRead is the key's answer, if it has one; sent after queryLock, it
+// sees what the key's holder before it committed.
 const queryRead = `
 	SELECT operation, request_hash, status, response, sealed FROM idempotency_keys WHERE owner = $1 AND key = $2`
 
+// querySave writes the key with its answer, in the transaction that holds
+// the key (queryLock) and found no answer (queryRead).
 const querySave = `
-	UPDATE idempotency_keys SET status = $3, response = $4, sealed = $5 WHERE owner = $1 AND key = $2`
+	INSERT INTO idempotency_keys (owner, key, operation, request_hash, status, response, sealed)
+	VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
 // queryPrune deletes up to $2 keys made before $1. It reads
 // idempotency_keys_created_idx. $3 restricts it to the keys of those
