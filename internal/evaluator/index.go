@@ -185,6 +185,12 @@ func (e *Evaluator) Apply(_ context.Context, d *definitions.Delta) error {
 				ws = append(ws, w)
 			}
 		}
+		// Compiled, the watches hold what they run: the source keeps its
+		// typed settings, not the parsed YAML of its connector block, its
+		// definition's JSON or its key lines (at 100,000 watches over
+		// 1,000 files, a third of the heap at ready: docs/benchmarks.md,
+		// (13) on branch eval-start). A change comes parsed anew.
+		src.Release()
 		ix.sources[src.Name] = src
 		ix.bySource[src.Name] = ws
 	}
@@ -207,6 +213,7 @@ func (e *Evaluator) Apply(_ context.Context, d *definitions.Delta) error {
 		}
 		ix.bySource[def.Row.Source] = ws
 		if ix.sources[def.Row.Source] == nil {
+			def.Source.Release()
 			ix.sources[def.Row.Source] = def.Source
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/sourcegraph/conc/iter"
 
 	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/intern"
 	"github.com/lookout-dev/lookout/internal/modelspec"
 	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/notify"
@@ -39,12 +40,32 @@ type Watch struct {
 	// Question is the model step of a watch with an ask; nil without.
 	Question *modelspec.Question
 
-	// isTrue and isFalse are Filter's reasons when the condition holds and
-	// when it does not, built once by Compile: every decision of a drain
-	// carries one, and quoting the condition for each was a tenth of the
-	// evaluator's CPU in a backlog (docs/benchmarks.md, (4) on branch
-	// eval-cpu). Empty on a Watch not built by Compile.
+	// reasons are Filter's reasons, shared by the watches of one
+	// condition text; nil on a Watch not built by Compile.
+	reasons *whenReasons
+}
+
+// whenReasons are Filter's reasons for one condition text: when it holds
+// and when it does not. Every decision of a drain carries one, and
+// quoting the condition for each was a tenth of the evaluator's CPU in a
+// backlog (docs/benchmarks.md, (4) on branch eval-cpu); built for each
+// watch by Compile, they were two strings a watch held and a tenth of a
+// start's garbage at 100,000 watches (docs/benchmarks.md, (13) on branch
+// eval-start). Interned by the text: the watches of a directory copy a
+// few conditions.
+type whenReasons struct {
 	isTrue, isFalse string
+}
+
+// reasons interns the whenReasons of a condition text.
+var reasons intern.Cache[whenReasons]
+
+// reasonsOf returns the shared reasons of the condition text when.
+func reasonsOf(when string) *whenReasons {
+	r, _ := reasons.Get(when, func() (*whenReasons, error) {
+		return &whenReasons{isTrue: whenReason(when, true), isFalse: whenReason(when, false)}, nil
+	})
+	return r
 }
 
 // Compile builds watch i of src (wc, src.Watches[i] or a definition made
@@ -60,8 +81,7 @@ func Compile(src *config.Source, i int, wc *config.Watch, owner string, model mo
 		}
 		return nil, errors.Join(errs...)
 	}
-	w := &Watch{Config: wc, Source: src.Name, Owner: owner, When: p,
-		isTrue: whenReason(wc.When, true), isFalse: whenReason(wc.When, false)}
+	w := &Watch{Config: wc, Source: src.Name, Owner: owner, When: p, reasons: reasonsOf(wc.When)}
 	if wc.Ask != "" {
 		if w.Question, err = modelspec.NewQuestion(model, wc); err != nil {
 			return nil, src.Errorf(fmt.Sprintf("watches[%d].model.options", i), "%v", err)
@@ -86,15 +106,15 @@ func (w *Watch) Filter(env map[string]any) (matched bool, verdict, reason string
 	case err != nil:
 		return false, "error", fmt.Sprintf("when %q: %v", w.Config.When, err)
 	case !ok:
-		if w.isFalse == "" {
+		if w.reasons == nil {
 			return false, "skip", whenReason(w.Config.When, false)
 		}
-		return false, "skip", w.isFalse
+		return false, "skip", w.reasons.isFalse
 	default:
-		if w.isTrue == "" {
+		if w.reasons == nil {
 			return true, "notify", whenReason(w.Config.When, true)
 		}
-		return true, "notify", w.isTrue
+		return true, "notify", w.reasons.isTrue
 	}
 }
 

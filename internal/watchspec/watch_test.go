@@ -4,10 +4,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/lookout-dev/lookout/internal/config"
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/modelspec"
+	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/watchspec"
 )
 
@@ -134,5 +136,49 @@ func TestFilterReasonsAreBuiltOnce(t *testing.T) {
 		if filter > match {
 			t.Errorf("status %s: Filter allocates %.0f times, Match %.0f: the reason is built per decision", tc.status, filter, match)
 		}
+	}
+}
+
+// TestCompileSharesTheReasons checks that the watches of one condition
+// share Filter's reasons, built once for the text rather than for every
+// watch Compile builds: a directory of 100,000 watches copying a few
+// conditions held two strings a watch (docs/benchmarks.md, (13) on branch
+// eval-start).
+func TestCompileSharesTheReasons(t *testing.T) {
+	// Not parallel: AllocsPerRun counts the whole process.
+	when := `record.status == 'shared-` + t.Name() + `'`
+	src, err := validator(t).Source([]byte(strings.Replace(source, "%s",
+		`{"name": "a", "when": "`+when+`"}, {"name": "b", "when": "`+when+`"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := watchspec.Compile(src, 0, src.Watches[0], "", modelspec.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := watchspec.Compile(src, 1, src.Watches[1], "", modelspec.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]any{
+		"record": map[string]any{"status": "open"}, "previous": nil, "source": "tasks",
+		"change":  map[string]any{"id": int64(1), "kind": "updated", "version": 2, "changed_fields": []any{}},
+		"changed": func(string) bool { return false },
+	}
+	_, _, ra := a.Filter(env)
+	_, _, rb := b.Filter(env)
+	if want := `when "` + when + `" is false`; ra != want || rb != want {
+		t.Fatalf("reasons %q and %q, want %q", ra, rb, want)
+	}
+	if unsafe.StringData(ra) != unsafe.StringData(rb) {
+		t.Errorf("watches a and b of one condition hold a reason each: built per watch, not shared")
+	}
+	// Compiling another watch of a known condition allocates what the
+	// interned condition's lookup does and the Watch: no reason.
+	fields := src.Fields.Exprs()
+	lookup := testing.AllocsPerRun(100, func() { _, _ = normalize.CompileWhen(when, fields) })
+	compile := testing.AllocsPerRun(100, func() { _, _ = watchspec.Compile(src, 1, src.Watches[1], "", modelspec.Config{}) })
+	if compile > lookup+1 {
+		t.Errorf("Compile of a known condition allocates %.0f times, its condition's lookup %.0f: the reasons are built per watch", compile, lookup)
 	}
 }
