@@ -6,13 +6,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"maps"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -64,23 +62,6 @@ func cpuProfile(path string) (stop func()) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
-	}
-}
-
-// heapProfile writes a heap profile of what the built daemon holds, and
-// of what its start allocated, to path (LOOKOUT_HEAPPROFILE: where a
-// watch's bytes go, docs/benchmarks.md (13)); an empty path writes none.
-func heapProfile(path string) {
-	if path == "" {
-		return
-	}
-	runtime.GC()
-	f, err := os.Create(path)
-	if err == nil {
-		err = errors.Join(pprof.WriteHeapProfile(f), f.Close())
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "evaluator: LOOKOUT_HEAPPROFILE: %v\n", err)
 	}
 }
 
@@ -254,7 +235,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer p.pool.Close()
-	heapProfile(os.Getenv("LOOKOUT_HEAPPROFILE"))
+	cli.HeapProfile("evaluator", os.Getenv("LOOKOUT_HEAPPROFILE"))
 	sinks := append(slices.Sorted(maps.Keys(p.cfg.Global.Sinks)), config.OwnWebhookSink, config.OwnChannelSink)
 	m.CollectDatabase(p.pool, metrics.OutboxGauges, sinks, 0)
 	watcher := definitions.NewWatcher(p.pool, p.follower, definitions.WatcherConfig{CatchUpInterval: p.cfg.Global.Evaluator.CatchUpInterval}, p.logger)

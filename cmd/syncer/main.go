@@ -5,15 +5,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -145,7 +142,7 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 		return err
 	}
 	defer d.pool.Close()
-	heapProfile(os.Getenv("LOOKOUT_HEAPPROFILE"))
+	cli.HeapProfile("syncer", os.Getenv("LOOKOUT_HEAPPROFILE"))
 	m.CollectDatabase(d.pool, d.gauges, nil, 0)
 	watcher := definitions.NewWatcher(d.pool, d.follower, definitions.WatcherConfig{OnWake: d.syncer.Wake}, d.logger)
 	reloader := env.Reloader(d.pool, check, m, d.logger, d.start)
@@ -153,23 +150,6 @@ func runDaemon(ctx context.Context, env *cli.Env) error {
 	return cli.Supervise(ctx, listen, m, []health.Check{health.Database(d.pool), health.Migrations(d.pool),
 		health.Listener("config_listener", watcher.Listening), health.Listener("inbound_listener", events.Listening), reloader.Check()},
 		d.logger, d.tasks, d.syncer, events, watcher, reloader)
-}
-
-// heapProfile writes a heap profile of what the built daemon holds to
-// path (LOOKOUT_HEAPPROFILE: where a source's bytes go, docs/benchmarks.md
-// (13)); an empty path writes none.
-func heapProfile(path string) {
-	if path == "" {
-		return
-	}
-	runtime.GC()
-	f, err := os.Create(path)
-	if err == nil {
-		err = errors.Join(pprof.WriteHeapProfile(f), f.Close())
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "syncer: LOOKOUT_HEAPPROFILE: %v\n", err)
-	}
 }
 
 // runOnce runs what is due and exits 1 when a run failed, 2 when it could
