@@ -739,7 +739,7 @@ func (e *Evaluator) committed(claimed []*change, decs []decision, notes int) {
 // records whole cannot replace the probes).
 const claimSQL = `
 	SELECT c.id, c.source, c.record_id, c.kind, c.version, coalesce(c.new_hash, ''), c.changed_fields,
-	       c.record, c.previous, c.attempts, c.created_at, ` + recordColumnsOfR + `
+	       c.record, c.previous, c.attempts, c.created_at, ` + changes.SnapshotColumnsOfR + `
 	FROM (SELECT ch.id, ch.source, ch.record_id, ch.kind, ch.version, ch.new_hash, ch.changed_fields, ch.record,
 	             ch.previous, ch.eval_attempts + 1 AS attempts, ch.created_at
 	      FROM changes ch` + claimWhere + `
@@ -750,11 +750,6 @@ const claimSQL = `
 	                     AND r.record_id = c.record_id AND r.version = c.version
 	                   OFFSET 0) r ON true
 	ORDER BY c.id`
-
-// recordColumnsOfR is changes.SnapshotColumnsOfR as the outer columns of
-// claimSQL's LATERAL subquery r.
-const recordColumnsOfR = `r.record_id, r.title, r.body, r.url, r.author, r.status, r.labels,
-	       r.external_created_at, r.external_updated_at, r.extra`
 
 // noRecordColumns stands for claimSQL's record columns in claimShardSQL,
 // which returns the snapshot itself.
