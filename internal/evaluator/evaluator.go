@@ -865,31 +865,12 @@ func (e *Evaluator) lease(ctx context.Context, tx pgx.Tx, claimed []*change, own
 	return nil
 }
 
-// scanChanges reads change rows (the columns of claimSQL) and decodes
+// scanChanges reads change rows (claimSQL's columns without the record's) and decodes
 // their snapshots. A created change whose record is still at its version
 // has no snapshot of its own (changes.record is NULL): its Record stays nil
 // for fillSnapshots.
 func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
-	if err != nil {
-		return nil, fmt.Errorf("read changes: %w", err)
-	}
-	defer rows.Close()
-	var out []*change
-	for rows.Next() {
-		c := &change{}
-		var rec, prev []byte
-		if err := rows.Scan(&c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields, &rec, &prev, &c.Attempts, &c.CreatedAt); err != nil {
-			return nil, fmt.Errorf("read changes: %w", err)
-		}
-		if c.Record, c.Previous, err = normalize.DecodeSnapshots(rec, prev); err != nil {
-			return nil, fmt.Errorf("change %d: %w", c.ID, err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read changes: %w", err)
-	}
-	return out, nil
+	return scanChangeRows(rows, err, false)
 }
 
 // scanClaimed reads the rows of a claim (claimSQL's columns: scanChanges'
@@ -898,6 +879,13 @@ func scanChanges(rows pgx.Rows, err error) ([]*change, error) {
 // record at the change's version holds keeps a nil Record, as in
 // scanChanges.
 func scanClaimed(rows pgx.Rows, err error) ([]*change, error) {
+	return scanChangeRows(rows, err, true)
+}
+
+// scanChangeRows is scanChanges, and with withRecord scanClaimed: the
+// change's columns, then the record's when withRecord, whose snapshot
+// stands for a change that stores none.
+func scanChangeRows(rows pgx.Rows, err error, withRecord bool) ([]*change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read changes: %w", err)
 	}
@@ -908,16 +896,19 @@ func scanClaimed(rows pgx.Rows, err error) ([]*change, error) {
 	for rows.Next() {
 		c := &change{}
 		var rec, prev []byte
-		cols = changes.RecordColumns{}
-		targets = append(append(targets[:0], &c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields,
-			&rec, &prev, &c.Attempts, &c.CreatedAt), cols.Targets()...)
+		targets = append(targets[:0], &c.ID, &c.Source, &c.RecordID, &c.Kind, &c.Version, &c.NewHash, &c.ChangedFields,
+			&rec, &prev, &c.Attempts, &c.CreatedAt)
+		if withRecord {
+			cols = changes.RecordColumns{}
+			targets = append(targets, cols.Targets()...)
+		}
 		if err := rows.Scan(targets...); err != nil {
 			return nil, fmt.Errorf("read changes: %w", err)
 		}
 		if c.Record, c.Previous, err = normalize.DecodeSnapshots(rec, prev); err != nil {
 			return nil, fmt.Errorf("change %d: %w", c.ID, err)
 		}
-		if c.Record == nil {
+		if c.Record == nil && withRecord {
 			if c.Record, err = cols.Snapshot(); err != nil {
 				return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
 			}
