@@ -107,7 +107,7 @@ func begin(ctx context.Context, conn *pgx.Conn, owner, key, operation, hash stri
 	var b pgx.Batch
 	b.Queue("BEGIN")
 	if key != "" {
-		if err := idempotency.QueueClaim(&b, owner, key, operation, hash); err != nil {
+		if err := idempotency.QueueClaim(&b, owner, key); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -3,11 +3,11 @@
 // same key and the same body gets that answer again and creates nothing,
 // and a retry with another body is refused.
 //
-// Claim runs in the create's transaction, before the create: it takes the
+// The claim (QueueClaim, Claimed) runs in the create's transaction, before the create: it takes the
 // key with a transaction-scoped advisory lock, so a concurrent request
 // with the same key waits on it until the first commits (then it finds
 // the answer) or rolls back (then it takes the key itself), and reads the
-// key's answer. Save writes the key's one row, with its answer, in the
+// key's answer. QueueSave writes the key's one row, with its answer, in the
 // same transaction (queued with its COMMIT by control): a key is one
 // insert, not an insert and an update. A create that fails rolls back and
 // leaves the key free. Named queries are in queries.go.
@@ -19,14 +19,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/lookout-dev/lookout/internal/db"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lookout-dev/lookout/internal/db"
 )
 
-// Querier runs statements: a pgx.Tx (Claim and Save want the create's).
+// Querier runs statements (CountExpired's).
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -58,7 +59,7 @@ func (e *MismatchError) Error() string {
 	return fmt.Sprintf("Idempotency-Key %q was used with a different request body; send the same body to retry, or use a new key for a new request", e.Key)
 }
 
-// Hash is the request hash Claim compares: SHA-256 of the operation and body.
+// Hash is the request hash Claimed compares: SHA-256 of the operation and body.
 func Hash(operation string, body []byte) string {
 	h := sha256.New()
 	h.Write([]byte(operation))
@@ -67,24 +68,13 @@ func Hash(operation string, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Claim takes key for owner in tx. It returns (nil, nil) when the key is
-// new (go on, then Save), the stored answer when the same request was
-// already answered, or a *MismatchError.
-func Claim(ctx context.Context, tx Querier, owner, key, operation, requestHash string) (*Stored, error) {
-	if len(key) > MaxKeyLength {
-		return nil, fmt.Errorf("Idempotency-Key is %d characters, at most %d are allowed", len(key), MaxKeyLength)
-	}
-	if _, err := tx.Exec(ctx, queryLock, owner, key); err != nil {
-		return nil, fmt.Errorf("lock idempotency key: %w", err)
-	}
-	return read(tx.QueryRow(ctx, queryRead, owner, key), key, operation, requestHash)
-}
-
-// QueueClaim is Claim's statements queued in b, to be sent in one round
-// trip with the BEGIN of the request's transaction before them; the
-// caller passes the batch's results, at the first of them, to Claimed. A
-// key longer than MaxKeyLength is refused before anything is queued.
-func QueueClaim(b *pgx.Batch, owner, key, operation, requestHash string) error {
+// QueueClaim queues in b the claim of key for owner: its lock for the
+// rest of the transaction, then the read of its stored answer, to be sent
+// in one round trip with the BEGIN of the request's transaction before
+// them; the caller passes the batch's results, at the first of them, to
+// Claimed (then, for a new key, QueueSave with its COMMIT). A key longer
+// than MaxKeyLength is refused before anything is queued.
+func QueueClaim(b *pgx.Batch, owner, key string) error {
 	if len(key) > MaxKeyLength {
 		return fmt.Errorf("Idempotency-Key is %d characters, at most %d are allowed", len(key), MaxKeyLength)
 	}
@@ -93,7 +83,7 @@ func QueueClaim(b *pgx.Batch, owner, key, operation, requestHash string) error {
 	return nil
 }
 
-// Claimed is the rest of Claim once QueueClaim's statements were sent:
+// Claimed is the rest of the claim once QueueClaim's statements were sent:
 // it reads their results from br and returns (nil, nil) when the key is
 // new, else the stored answer or a *MismatchError.
 func Claimed(br pgx.BatchResults, key, operation, requestHash string) (*Stored, error) {
@@ -119,16 +109,7 @@ func read(row pgx.Row, key, operation, requestHash string) (*Stored, error) {
 	return &s, nil
 }
 
-// Save writes key with the answer of the request that claimed it, in its
-// transaction.
-func Save(ctx context.Context, tx Querier, owner, key, operation, requestHash string, s Stored) error {
-	if _, err := tx.Exec(ctx, querySave, owner, key, operation, requestHash, s.Status, s.Response, s.Sealed); err != nil {
-		return fmt.Errorf("save idempotency key: %w", err)
-	}
-	return nil
-}
-
-// QueueSave is Save queued in b, to be sent in the transaction of the
+// QueueSave queues in b the insert of key with its answer, to be sent in the transaction of the
 // request that claimed key with its other last statements in one round
 // trip (the caller sends b before it commits, or with its COMMIT).
 func QueueSave(b *pgx.Batch, owner, key, operation, requestHash string, s Stored) {
