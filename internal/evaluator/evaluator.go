@@ -1021,18 +1021,19 @@ func (e *Evaluator) evaluate(claimed []*change, decided map[int64]map[string]boo
 		total += len(of[i])
 	}
 	out := make([]decision, 0, total)
+	r := watchspec.NewRunner()
 	for i, c := range claimed {
 		ws := of[i]
 		if len(ws) == 0 {
 			continue
 		}
-		env := whenEnv(c)
+		env := whenEnv(r, c)
 		for _, w := range ws {
 			if decided[c.ID][w.Config.Name] {
 				continue
 			}
 			d := decision{change: c, watch: w, step: "filter", urgency: w.Config.Urgency}
-			d.matched, d.verdict, d.reason = w.Filter(env)
+			d.matched, d.verdict, d.reason = r.Filter(w, env)
 			out = append(out, d)
 		}
 	}
