@@ -395,3 +395,56 @@ func TestComposersShareTheDefaultTemplates(t *testing.T) {
 		t.Errorf("NewComposer without sinks or watches allocates %.0f times, want at most 10", allocs)
 	}
 }
+
+// TestComposeWritesTheDefaultsAsTheTemplatesRender composes matches of
+// every shape with the defaults, which Compose writes without
+// text/template, and with a sink whose templates are the default texts,
+// which it executes: title, body and payload must be the same bytes. It
+// also bounds the allocations of a default notification's rendering.
+func TestComposeWritesTheDefaultsAsTheTemplatesRender(t *testing.T) {
+	// Not parallel: AllocsPerRun counts the whole process.
+	sinks := map[string]*config.Sink{
+		"log":      {Type: "log"},
+		"verbatim": {Type: "log", Title: DefaultTitle, Body: DefaultBody},
+	}
+	c, err := NewComposer(sinks, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	conf := 0.5
+	var matches []*Match
+	for _, title := range []string{"", "Fix the build", "  spaced\n\ttitle  ", "{{.Watch.Name}} <b>&amp;</b> é 🙂"} {
+		for _, url := range []string{"", "https://x/1?a=b&c=<d>"} {
+			for _, fields := range [][]string{nil, {}, {"status"}, {"status", "title", "labels"}} {
+				for _, reason := range []string{"", `when "record.status == 'open'" is true`, "two\nlines "} {
+					matches = append(matches, &Match{Source: "tasks", Watch: &config.Watch{Name: "urgent"}, Owner: "alice",
+						DedupeKey: "tasks/1/urgent/v1-abc", Now: now,
+						Record:     PayloadRecord{ID: "r-1", Title: title, URL: url, Status: "open", Labels: []string{"ops"}, Extra: map[string]any{"n": int64(1)}},
+						Change:     PayloadChange{ID: 7, Kind: "updated", Version: len(fields) - 1, ChangedFields: fields},
+						Verdict:    Verdict{Urgency: "high", Reason: reason, Confidence: conf}, Confidence: &conf})
+				}
+			}
+		}
+	}
+	for i, m := range matches {
+		direct := c.Compose(&Match{Source: m.Source, Watch: m.Watch, Owner: m.Owner, Sink: "log", DedupeKey: m.DedupeKey,
+			Record: m.Record, Change: m.Change, Verdict: m.Verdict, Confidence: m.Confidence, Now: m.Now})
+		executed := c.Compose(&Match{Source: m.Source, Watch: m.Watch, Owner: m.Owner, Sink: "verbatim", DedupeKey: m.DedupeKey,
+			Record: m.Record, Change: m.Change, Verdict: m.Verdict, Confidence: m.Confidence, Now: m.Now})
+		if direct.Err != nil || executed.Err != nil {
+			t.Fatalf("match %d: errors %v, %v", i, direct.Err, executed.Err)
+		}
+		if direct.Title != executed.Title || direct.Body != executed.Body || string(direct.Payload) != string(executed.Payload) {
+			t.Errorf("match %d: the defaults written give\n%q\n%q\n%s\nexecuted\n%q\n%q\n%s", i,
+				direct.Title, direct.Body, direct.Payload, executed.Title, executed.Body, executed.Payload)
+		}
+	}
+	m := matches[len(matches)-1]
+	m.Sink = "log"
+	allocs := testing.AllocsPerRun(100, func() { c.Compose(m) })
+	t.Logf("%.0f allocations a default notification", allocs)
+	if allocs > 15 {
+		t.Errorf("composing a default notification allocates %.0f times; want at most 15 (with text/template, 34)", allocs)
+	}
+}
