@@ -420,9 +420,9 @@ func TestComposeWritesTheDefaultsAsTheTemplatesRender(t *testing.T) {
 				for _, reason := range []string{"", `when "record.status == 'open'" is true`, "two\nlines "} {
 					matches = append(matches, &Match{Source: "tasks", Watch: &config.Watch{Name: "urgent"}, Owner: "alice",
 						DedupeKey: "tasks/1/urgent/v1-abc", Now: now,
-						Record:     PayloadRecord{ID: "r-1", Title: title, URL: url, Status: "open", Labels: []string{"ops"}, Extra: map[string]any{"n": int64(1)}},
-						Change:     PayloadChange{ID: 7, Kind: "updated", Version: len(fields) - 1, ChangedFields: fields},
-						Verdict:    Verdict{Urgency: "high", Reason: reason, Confidence: conf}, Confidence: &conf})
+						Record:  PayloadRecord{ID: "r-1", Title: title, URL: url, Status: "open", Labels: []string{"ops"}, Extra: map[string]any{"n": int64(1)}},
+						Change:  PayloadChange{ID: 7, Kind: "updated", Version: len(fields) - 1, ChangedFields: fields},
+						Verdict: Verdict{Urgency: "high", Reason: reason, Confidence: conf}, Confidence: &conf})
 				}
 			}
 		}
