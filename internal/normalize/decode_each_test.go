@@ -2,6 +2,7 @@ package normalize_test
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/lookout-dev/lookout/internal/normalize"
@@ -48,4 +49,32 @@ func TestDecodeEachDecodesAsDecode(t *testing.T) {
 			t.Errorf("DecodeEach(%q) = %#v, want an error", bad, vs)
 		}
 	}
+}
+
+// BenchmarkDecodeExtras decodes 2,000 extras of the benchmark's records
+// (docs/benchmarks.md (4), one claim's): each with Decode, and all with
+// DecodeEach.
+func BenchmarkDecodeExtras(b *testing.B) {
+	datas := make([][]byte, 2000)
+	for i := range datas {
+		datas[i] = []byte(`{"n": ` + strconv.Itoa(10_000_000+i) + `}`)
+	}
+	b.Run("Decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, d := range datas {
+				if _, err := normalize.Decode(d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("DecodeEach", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := normalize.DecodeEach(datas); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
