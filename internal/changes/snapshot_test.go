@@ -2,10 +2,13 @@ package changes_test
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lookout-dev/lookout/internal/changes"
@@ -237,4 +240,44 @@ func deref(s *string) any {
 		return nil
 	}
 	return *s
+}
+
+// TestSnapshotsDecodeTheExtrasTogether builds the snapshots of several
+// records' columns with one Snapshots and checks each against Snapshot of
+// its columns alone; an extra that does not decode fails Finish with the
+// record's id.
+func TestSnapshotsDecodeTheExtrasTogether(t *testing.T) {
+	t.Parallel()
+	text := func(s string) pgtype.Text { return pgtype.Text{String: s, Valid: true} }
+	cols := []changes.RecordColumns{
+		{ID: text("a"), Title: text("A"), Labels: []string{"x"}, Extra: []byte(`{"n": 9007199254740993, "f": 0.5}`)},
+		{ID: text("b"), Status: text("open")},
+		{},
+		{ID: text("c"), Extra: []byte(`{"list": [1, {"deep": 2}], "s": "é"}`)},
+	}
+	var s changes.Snapshots
+	var got []map[string]any
+	for i := range cols {
+		got = append(got, s.Add(&cols[i]))
+	}
+	if err := s.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range cols {
+		want, err := cols[i].Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got[i], want) {
+			t.Errorf("record %d: Snapshots gives %#v, Snapshot %#v", i, got[i], want)
+		}
+	}
+	if got[0]["extra"].(map[string]any)["n"] != int64(9007199254740993) {
+		t.Errorf("extra of a: %#v, want n as an exact int64", got[0]["extra"])
+	}
+	s.Add(&cols[0])
+	s.Add(&changes.RecordColumns{ID: text("bad"), Extra: []byte(`{"n": `)})
+	if err := s.Finish(); err == nil || !strings.Contains(err.Error(), "record bad: extra") {
+		t.Errorf("Finish with a broken extra: %v, want an error naming record bad", err)
+	}
 }

@@ -308,13 +308,13 @@ func (e *Evaluator) enqueue(ctx context.Context, tx pgx.Tx, decs []decision, own
 // changes, and wakes the deliverers when notifications were created.
 func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []*change, decs []decision, owned map[int64]bool, wake bool) error {
 	b := &pgx.Batch{}
-	// The columns, sized for every decision at once: grown by append, the
-	// thirteen slices were a tenth of a drain's allocations.
+	// The columns count_evaluations reads, sized for every decision at
+	// once (grown by append, the columns were a tenth of a drain's
+	// allocations); the others only for the INSERT below, the COPY reads
+	// the decisions in place.
 	n := len(decs)
-	evChange, evChangeAt := make([]int64, 0, n), make([]time.Time, 0, n)
-	evSource, evRecord, evWatch, evHash := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-	evStep, evDecision, evReason, evUrgency, evOwner := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-	evMatched, evNote, evCall, evConfidence := make([]bool, 0, n), make([]*int64, 0, n), make([]*int64, 0, n), make([]*float64, 0, n)
+	evStep, evDecision, evOwner := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	evCall, evConfidence := make([]*int64, 0, n), make([]*float64, 0, n)
 	evIdx := make([]int, 0, n)
 	for i := range decs {
 		d := &decs[i]
@@ -323,19 +323,9 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		}
 		d.written = true
 		evIdx = append(evIdx, i)
-		evChange = append(evChange, d.change.ID)
-		evChangeAt = append(evChangeAt, d.change.CreatedAt)
-		evSource = append(evSource, d.change.Source)
-		evRecord = append(evRecord, d.change.RecordID)
-		evWatch = append(evWatch, d.watch.Config.Name)
 		evOwner = append(evOwner, d.watch.Owner)
-		evHash = append(evHash, d.change.NewHash)
 		evStep = append(evStep, d.step)
-		evMatched = append(evMatched, d.matched)
 		evDecision = append(evDecision, d.verdict)
-		evReason = append(evReason, d.reason)
-		evUrgency = append(evUrgency, d.urgency)
-		evNote = append(evNote, d.noteID)
 		evCall = append(evCall, d.modelCallID)
 		evConfidence = append(evConfidence, d.confidence)
 	}
@@ -349,7 +339,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 	// and as count_evaluations adds them to the hour's and day's totals.
 	at := time.Now()
 	switch {
-	case len(evChange) > 0 && firstAttempt:
+	case len(evIdx) > 0 && firstAttempt:
 		// No change of the batch was ever decided before (a decision is
 		// only written by the transaction that settles or holds its
 		// change, and a held change comes back with more attempts):
@@ -360,7 +350,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 			return fmt.Errorf("write evaluations: %w", err)
 		}
 		queueCount(b, at, evDecision, evStep, evOwner, evConfidence, evCall, nil)
-	case len(evChange) > 0:
+	case len(evIdx) > 0:
 		// A held decision is replaced when the change comes back; any
 		// other existing decision stands (a repeat is a no-op). Only the
 		// rows inserted are counted here: a replaced one is counted by
@@ -371,9 +361,18 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		if err != nil {
 			return err
 		}
-		inserted := make([]bool, len(evChange))
-		for i := range evChange {
-			inserted[i] = !exists[decisionKey{evChange[i], evWatch[i]}]
+		m := len(evIdx)
+		evChange, evChangeAt := make([]int64, m), make([]time.Time, m)
+		evSource, evRecord, evWatch, evHash := make([]string, m), make([]string, m), make([]string, m), make([]string, m)
+		evReason, evUrgency := make([]string, m), make([]string, m)
+		evMatched, evNote := make([]bool, m), make([]*int64, m)
+		inserted := make([]bool, m)
+		for j, i := range evIdx {
+			d := &decs[i]
+			evChange[j], evChangeAt[j], evSource[j], evRecord[j] = d.change.ID, d.change.CreatedAt, d.change.Source, d.change.RecordID
+			evWatch[j], evHash[j], evReason[j], evUrgency[j] = d.watch.Config.Name, d.change.NewHash, d.reason, d.urgency
+			evMatched[j], evNote[j] = d.matched, d.noteID
+			inserted[j] = !exists[decisionKey{evChange[j], evWatch[j]}]
 		}
 		b.Queue(`
 			INSERT INTO evaluations (change_id, source, record_id, watch, content_hash, step, matched,

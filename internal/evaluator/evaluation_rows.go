@@ -38,19 +38,32 @@ func (r *evaluationRows) Next() bool {
 }
 
 // Values returns the current row's values, in evaluationColumns' order:
-// content_hash is NULL for an empty hash.
+// content_hash is NULL for an empty hash. A NULL is a nil value, which pgx
+// writes without looking up an encode plan (a valuer of a nil pointer is
+// planned, then encoded as NULL): a deterministic decision has three or
+// four NULLs of its 17 columns.
 func (r *evaluationRows) Values() ([]any, error) {
 	d := &r.decs[r.idx[r.i-1]]
 	c, v := d.change, r.values
-	var hash *string
+	v[0], v[1], v[2], v[3], v[4] = db.Int8{P: &c.ID}, db.Text{P: &c.Source}, db.Text{P: &c.RecordID}, db.Text{P: &d.watch.Config.Name}, nil
 	if c.NewHash != "" {
-		hash = &c.NewHash
+		v[4] = db.Text{P: &c.NewHash}
 	}
-	v[0], v[1], v[2], v[3], v[4] = db.Int8{P: &c.ID}, db.Text{P: &c.Source}, db.Text{P: &c.RecordID}, db.Text{P: &d.watch.Config.Name}, db.Text{P: hash}
 	v[5], v[6], v[7], v[8], v[9] = db.Text{P: &d.step}, d.matched, db.Text{P: &d.verdict}, db.Text{P: &d.reason}, db.Text{P: &d.urgency}
-	v[10], v[11], v[12], v[13] = db.Int8{P: d.noteID}, db.Text{P: r.evaluator}, db.Int8{P: d.modelCallID}, db.Float8{P: d.confidence}
+	v[10], v[11], v[12], v[13] = nullable(d.noteID), db.Text{P: r.evaluator}, nullable(d.modelCallID), nil
+	if d.confidence != nil {
+		v[13] = db.Float8{P: d.confidence}
+	}
 	v[14], v[15], v[16] = db.Tstz{P: r.at}, db.Text{P: &d.watch.Owner}, db.Tstz{P: &c.CreatedAt}
 	return v, nil
+}
+
+// nullable is p as a COPY value: nil (NULL) for a nil pointer.
+func nullable(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return db.Int8{P: p}
 }
 
 // Err is nil: the rows are in memory.

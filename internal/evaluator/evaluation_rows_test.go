@@ -44,9 +44,28 @@ func TestEvaluationRowsReadTheDecisionsInPlace(t *testing.T) {
 		}
 		d := &decs[idx[n]]
 		id, _ := v[0].(pgtype.Int64Valuer).Int64Value()
-		hash, _ := v[4].(pgtype.TextValuer).TextValue()
+		// A NULL is nil (pgx plans no encoding for it) or a valuer's
+		// invalid value.
+		var hash pgtype.Text
+		if v[4] != nil {
+			hash, _ = v[4].(pgtype.TextValuer).TextValue()
+		}
 		evaluator, _ := v[11].(pgtype.TextValuer).TextValue()
-		confidence, _ := v[13].(pgtype.Float64Valuer).Float64Value()
+		var confidence pgtype.Float8
+		if v[13] != nil {
+			confidence, _ = v[13].(pgtype.Float64Valuer).Float64Value()
+		}
+		for _, col := range []int{10, 12} {
+			if v[col] != nil {
+				p, _ := v[col].(pgtype.Int64Valuer).Int64Value()
+				want := map[int]*int64{10: d.noteID, 12: d.modelCallID}[col]
+				if p.Valid != (want != nil) || (want != nil && p.Int64 != *want) {
+					t.Fatalf("row %d (decision %d): %s = %+v; want %v", n, idx[n], evaluationColumns[col], p, want)
+				}
+			} else if col == 12 && d.modelCallID != nil {
+				t.Fatalf("row %d (decision %d): %s NULL; want %d", n, idx[n], evaluationColumns[col], *d.modelCallID)
+			}
+		}
 		createdAt, _ := v[14].(pgtype.TimestamptzValuer).TimestamptzValue()
 		changeAt, _ := v[16].(pgtype.TimestamptzValuer).TimestamptzValue()
 		if id.Int64 != d.change.ID || hash.Valid != (d.change.NewHash != "") || evaluator.String != owner ||

@@ -892,6 +892,7 @@ func scanChangeRows(rows pgx.Rows, err error, withRecord bool) ([]*change, error
 	defer rows.Close()
 	var out []*change
 	var cols changes.RecordColumns
+	var snaps changes.Snapshots
 	targets := make([]any, 0, 21)
 	for rows.Next() {
 		c := &change{}
@@ -909,14 +910,15 @@ func scanChangeRows(rows pgx.Rows, err error, withRecord bool) ([]*change, error
 			return nil, fmt.Errorf("change %d: %w", c.ID, err)
 		}
 		if c.Record == nil && withRecord {
-			if c.Record, err = cols.Snapshot(); err != nil {
-				return nil, fmt.Errorf("change %d: record snapshot: %w", c.ID, err)
-			}
+			c.Record = snaps.Add(&cols)
 		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read changes: %w", err)
+	}
+	if err := snaps.Finish(); err != nil {
+		return nil, fmt.Errorf("read changes: record snapshot: %w", err)
 	}
 	return out, nil
 }
@@ -1021,18 +1023,19 @@ func (e *Evaluator) evaluate(claimed []*change, decided map[int64]map[string]boo
 		total += len(of[i])
 	}
 	out := make([]decision, 0, total)
+	r := watchspec.NewRunner()
 	for i, c := range claimed {
 		ws := of[i]
 		if len(ws) == 0 {
 			continue
 		}
-		env := whenEnv(c)
+		env := whenEnv(r, c)
 		for _, w := range ws {
 			if decided[c.ID][w.Config.Name] {
 				continue
 			}
 			d := decision{change: c, watch: w, step: "filter", urgency: w.Config.Urgency}
-			d.matched, d.verdict, d.reason = w.Filter(env)
+			d.matched, d.verdict, d.reason = r.Filter(w, env)
 			out = append(out, d)
 		}
 	}

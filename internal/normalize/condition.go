@@ -33,7 +33,18 @@ func (c *Condition) String() string { return c.src }
 // Run evaluates the condition with the variables of env (see CompileWhen
 // and CompileStopWhen for the names and their shapes).
 func (c *Condition) Run(env map[string]any) (bool, error) {
-	out, err := expr.Run(c.prog, env)
+	return c.result(expr.Run(c.prog, env))
+}
+
+// RunOn is Run on the VM m, which a caller running many conditions in one
+// goroutine reuses from run to run: expr.Run makes a new VM, its stack and
+// its variables at every run. m is not safe for concurrent use.
+func (c *Condition) RunOn(m *vm.VM, env map[string]any) (bool, error) {
+	return c.result(m.Run(c.prog, env))
+}
+
+// result reads what a run of the condition gave.
+func (c *Condition) result(out any, err error) (bool, error) {
 	if err != nil {
 		return false, runError(err)
 	}

@@ -2,9 +2,11 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"text/template"
@@ -407,6 +409,41 @@ func render(t, def *template.Template, data any) (string, error) {
 	return b.String(), err
 }
 
+// defaultTitle is what DefaultTitle renders for d.
+func defaultTitle(d *TemplateData) string {
+	return "[" + d.Watch.Name + "] " + cmp.Or(d.Record.Title, d.Record.ID)
+}
+
+// defaultBody is what DefaultBody renders for d.
+func defaultBody(d *TemplateData) string {
+	var b strings.Builder
+	b.Grow(len(d.Verdict.Reason) + len(d.Record.URL) + len(d.Source) + len(d.Change.Kind) + len(d.Verdict.Urgency) + 40)
+	b.WriteString(d.Verdict.Reason)
+	if d.Record.URL != "" {
+		b.WriteString("\n")
+		b.WriteString(d.Record.URL)
+	}
+	b.WriteString("\n\n")
+	b.WriteString(d.Source)
+	b.WriteString(": ")
+	b.WriteString(d.Change.Kind)
+	b.WriteString(" v")
+	b.WriteString(strconv.Itoa(d.Change.Version))
+	if len(d.Change.ChangedFields) > 0 {
+		b.WriteString(" (")
+		for i, f := range d.Change.ChangedFields {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(f)
+		}
+		b.WriteString(")")
+	}
+	b.WriteString(", urgency ")
+	b.WriteString(d.Verdict.Urgency)
+	return b.String()
+}
+
 // cleanTitle makes a one-line title of at most 300 characters.
 func cleanTitle(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
@@ -456,8 +493,21 @@ func (c *Composer) Compose(m *Match) Composed {
 	}
 	data := &TemplateData{Record: m.Record, Change: m.Change, Verdict: m.Verdict, Source: m.Source, Sink: m.Sink,
 		Watch: WatchData{Name: m.Watch.Name, When: m.Watch.When, Ask: m.Watch.Ask}}
-	title, terr := render(tt, c.def.title, data)
-	body, berr := render(bt, c.def.body, data)
+	// The defaults are written directly: executing them through
+	// text/template was about two thirds of a notification's rendering in
+	// a drain (docs/benchmarks.md, (4) on branch eval-go).
+	var title, body string
+	var terr, berr error
+	if tt == nil {
+		title = defaultTitle(data)
+	} else {
+		title, terr = render(tt, c.def.title, data)
+	}
+	if bt == nil {
+		body = defaultBody(data)
+	} else {
+		body, berr = render(bt, c.def.body, data)
+	}
 	out := Composed{Title: cleanTitle(title), Body: strings.TrimSpace(body), Err: errors.Join(terr, berr)}
 	p := Payload{DedupeKey: m.DedupeKey, Kind: KindSingle, Watch: m.Watch.Name, Source: m.Source, Owner: m.Owner,
 		Title: out.Title, Body: out.Body, Record: m.Record, Change: m.Change,

@@ -101,7 +101,11 @@ func (w *Watch) Match(env map[string]any) (bool, error) {
 // evaluator records it: matched, the verdict (notify when the condition
 // holds, skip when it does not, error when it cannot run) and the reason.
 func (w *Watch) Filter(env map[string]any) (matched bool, verdict, reason string) {
-	ok, err := w.Match(env)
+	return w.filtered(w.Match(env))
+}
+
+// filtered is Filter's reading of a run of the condition.
+func (w *Watch) filtered(ok bool, err error) (matched bool, verdict, reason string) {
 	switch {
 	case err != nil:
 		return false, "error", fmt.Sprintf("when %q: %v", w.Config.When, err)

@@ -2,6 +2,7 @@ package watchspec_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -15,7 +16,7 @@ import (
 
 // validator is the api's validation path with watchspec.Check as its only
 // check, over the defaults of an empty configuration directory.
-func validator(t *testing.T) *definitions.Validator {
+func validator(t testing.TB) *definitions.Validator {
 	t.Helper()
 	cfg, err := config.Load(t.TempDir())
 	if err != nil {
@@ -181,4 +182,142 @@ func TestCompileSharesTheReasons(t *testing.T) {
 	if compile > lookup+1 {
 		t.Errorf("Compile of a known condition allocates %.0f times, its condition's lookup %.0f: the reasons are built per watch", compile, lookup)
 	}
+}
+
+// TestRunnerAgreesWithEnv runs conditions over every variable of a
+// change's environment through one Runner, change after change, and
+// checks each decision against Filter over Change.Env: the reused
+// environment holds exactly the change's values, whatever the change
+// before it held. It also checks that the Runner allocates less than
+// Change.Env and Filter do (docs/benchmarks.md, (4) on branch eval-go).
+func TestRunnerAgreesWithEnv(t *testing.T) {
+	// Not parallel: AllocsPerRun counts the whole process.
+	whens := []string{
+		`record.status == 'open' && "urgent" in record.labels`,
+		`change.kind == "updated" && changed("status") && record.status == "open"`,
+		`previous != nil && previous.status != record.status`,
+		`previous == nil`,
+		`change.id % 2 == 0 && change.version > 1`,
+		`len(change.changed_fields) == 1`,
+		`"status" in change.changed_fields`,
+		`source == "tasks" && changed("title")`,
+		`record.title startsWith "A" || get(record.extra, "n") == 5`,
+		`int(record.body) > 0`,
+	}
+	var watches []string
+	for i, w := range whens {
+		watches = append(watches, fmt.Sprintf(`{"name": "w%d", "when": %q}`, i, w))
+	}
+	src, err := validator(t).Source([]byte(strings.Replace(source, "%s", strings.Join(watches, ", "), 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []*watchspec.Watch
+	for i := range src.Watches {
+		w, err := watchspec.Compile(src, i, src.Watches[i], "", modelspec.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	rec := func(title, status, body string, labels []any, n any) map[string]any {
+		return map[string]any{"id": "r", "title": title, "body": body, "url": "", "author": "", "status": status,
+			"labels": labels, "created_at": nil, "updated_at": nil, "extra": map[string]any{"n": n}}
+	}
+	changes := []watchspec.Change{
+		{ID: 1, Source: "tasks", Kind: "created", Version: 1, Record: rec("A", "open", "1", []any{"urgent"}, int64(1))},
+		{ID: 2, Source: "tasks", Kind: "updated", Version: 2, ChangedFields: []string{"status", "title"},
+			Record: rec("B", "open", "x", []any{"ops"}, int64(5)), Previous: rec("B", "done", "x", nil, int64(5))},
+		{ID: 3, Source: "other", Kind: "updated", Version: 3, ChangedFields: []string{"title"},
+			Record: rec("C", "done", "2", nil, 2.5), Previous: rec("A", "done", "2", nil, 2.5)},
+		{ID: 4, Source: "tasks", Kind: "deleted", Version: 4, Record: rec("", "open", "", []any{}, int64(0))},
+		{ID: 5, Source: "tasks", Kind: "updated", Version: 5, ChangedFields: []string{"status"},
+			Record: rec("D", "open", "3", []any{"urgent", "ops"}, int64(4)), Previous: rec("D", "open", "3", nil, int64(4))},
+	}
+	type result struct {
+		matched         bool
+		verdict, reason string
+	}
+	r := watchspec.NewRunner()
+	errs := 0
+	// Forwards and backwards: each change after one with more, fewer or
+	// no changed fields, another source and kind, a previous or none.
+	for pass, order := range [][]int{{0, 1, 2, 3, 4}, {4, 3, 2, 1, 0}, {1, 1, 3, 0, 2}} {
+		for _, ci := range order {
+			c := changes[ci]
+			for _, w := range ws {
+				var want, got result
+				want.matched, want.verdict, want.reason = w.Filter(c.Env())
+				got.matched, got.verdict, got.reason = r.Filter(w, r.Env(&c))
+				if got != want {
+					t.Errorf("pass %d, change %d, when %s: Runner gives %+v, Change.Env %+v", pass, c.ID, w.Config.When, got, want)
+				}
+				if want.verdict == "error" {
+					errs++
+				}
+			}
+		}
+	}
+	if errs == 0 {
+		t.Errorf("no condition failed to run: the errors' path is not compared")
+	}
+	c := changes[1]
+	fresh := testing.AllocsPerRun(100, func() {
+		env := c.Env()
+		for _, w := range ws[:2] {
+			_, _, _ = w.Filter(env)
+		}
+	})
+	reused := testing.AllocsPerRun(100, func() {
+		env := r.Env(&c)
+		for _, w := range ws[:2] {
+			_, _, _ = r.Filter(w, env)
+		}
+	})
+	t.Logf("a change's environment and two conditions: %.0f allocations with Change.Env and Filter, %.0f with a Runner", fresh, reused)
+	if reused > fresh/2 {
+		t.Errorf("a Runner allocates %.0f times a change, Change.Env and Filter %.0f: the environment or the VM is built per change", reused, fresh)
+	}
+}
+
+// BenchmarkEnvAndFilter is one change of the benchmark's backlog
+// (docs/benchmarks.md (4)) through its two watches: a fresh environment
+// (Change.Env) and Filter, against a Runner's.
+func BenchmarkEnvAndFilter(b *testing.B) {
+	src, err := validator(b).Source([]byte(strings.Replace(source, "%s",
+		`{"name": "urgent", "when": "record.status == \"open\" && \"urgent\" in record.labels"},
+		 {"name": "reopened", "when": "change.kind == \"updated\" && changed(\"status\") && record.status == \"open\""}`, 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ws []*watchspec.Watch
+	for i := range src.Watches {
+		w, err := watchspec.Compile(src, i, src.Watches[i], "", modelspec.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	c := watchspec.Change{ID: 10_000_001, Source: "gen", Kind: "created", Version: 1,
+		Record: map[string]any{"id": "r-1", "title": "Record 1", "body": "generated by the benchmark", "url": "", "author": "",
+			"status": "open", "labels": []any{"ops"}, "created_at": nil, "updated_at": nil, "extra": map[string]any{"n": int64(1)}}}
+	b.Run("Change.Env", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			env := c.Env()
+			for _, w := range ws {
+				_, _, _ = w.Filter(env)
+			}
+		}
+	})
+	b.Run("Runner", func(b *testing.B) {
+		b.ReportAllocs()
+		r := watchspec.NewRunner()
+		for b.Loop() {
+			env := r.Env(&c)
+			for _, w := range ws {
+				_, _, _ = r.Filter(w, env)
+			}
+		}
+	})
 }
