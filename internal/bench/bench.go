@@ -128,8 +128,10 @@ func (o *Options) runs(n int) bool {
 type Result struct {
 	// Start and End bound the run; Load is the machine's load average
 	// meanwhile.
-	Start, End                  time.Time
-	Load                        Load
+	Start, End time.Time
+	Load       Load
+	// HostSpeed is HostSpeed's probe at the run's start and end.
+	HostSpeed                   [2]time.Duration
 	Records                     int
 	Initial, Resync, Copy       time.Duration
 	InitialRate, ResyncRate     float64 // records/s
@@ -238,7 +240,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Records: o.Records, Start: time.Now()}
 	stopLoad := SampleLoad()
 	defer func() { res.Load, res.End = stopLoad(), time.Now() }()
-	fmt.Fprintf(out, "lookout benchmark (%d cores); every measurement on a fresh schema\n\n", runtime.NumCPU())
+	fmt.Fprintf(out, "lookout benchmark (%d cores); every measurement on a fresh schema\n", runtime.NumCPU())
+	res.HostSpeed[0] = probeHost(out, "start")
+	fmt.Fprintln(out)
+	defer func() { res.HostSpeed[1] = probeHost(out, "end") }()
 	r := &runner{o: &o, admin: admin, out: out, res: res}
 	for _, m := range []struct {
 		on  bool
@@ -265,6 +270,18 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// probeHost prints and returns HostSpeed's probe (0 when it cannot be
+// read: the run's figures stand without it).
+func probeHost(out io.Writer, when string) time.Duration {
+	d, err := HostSpeed()
+	if err != nil {
+		fmt.Fprintf(out, "host speed probe at the %s: %v\n", when, err)
+		return 0
+	}
+	fmt.Fprintf(out, "host speed probe at the %s: %.3f s of CPU for a fixed sort (lower is faster; docs/benchmarks.md \"The host's speed\")\n", when, d.Seconds())
+	return d
 }
 
 // runner holds what every measurement of one Run shares.

@@ -114,3 +114,16 @@ func TestCopyBaselineLikeRecords(t *testing.T) {
 		t.Error("records_copy is not distributed by source with records")
 	}
 }
+
+// TestHostSpeedReadsTheProbesCPU checks that the host speed probe reads
+// the work's CPU time: a thread's rusage that did not move would print 0.
+func TestHostSpeedReadsTheProbesCPU(t *testing.T) {
+	d, err := HostSpeed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d <= 0 {
+		t.Fatalf("the probe's CPU time is %s; want the time its sort took", d)
+	}
+	t.Logf("host speed probe: %s", d)
+}
