@@ -38,7 +38,9 @@ type DelivererConfig struct {
 	// replica (delivery.lease). Defaults to 2m.
 	Lease time.Duration
 	// BatchSize is how many notifications of one sink are claimed at once
-	// (delivery.batch_size). Defaults to 100.
+	// (delivery.batch_size) until the lane has shown its pace; a lane that
+	// sends faster claims more, up to maxClaimFactor times as many
+	// (claimSize). Defaults to 100.
 	BatchSize int
 	// PollInterval is the slow timer for retries that come due
 	// (delivery.poll_interval). Defaults to 1s.
@@ -85,6 +87,9 @@ type Deliverer struct {
 	// maxUnrecorded replaces the lanes' send slots (tests); 0 leaves
 	// unrecorded's default.
 	maxUnrecorded int
+	// onClaim, when set, is told each claim's limit and the rows it got
+	// (tests).
+	onClaim func(asked, got int)
 }
 
 // lane is one sink's queue.
@@ -260,7 +265,12 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, error) {
 	logger := d.logger.With("sink", l.name)
 	concurrency := max(l.cfg.Concurrency, 1)
-	rec := newRecorder(ctx, d, logger, d.unrecorded(concurrency), (claimsAhead+1)*max(d.conf.BatchSize, 1))
+	base := max(d.conf.BatchSize, 1)
+	size, most := base, base // the next claim's size (claimSize) and its largest; a fair lane's claims are ClaimFair's
+	if l.perOwner == 0 {
+		most = maxClaimFactor * base
+	}
+	rec := newRecorder(ctx, d, logger, d.unrecorded(concurrency, size), d.unrecorded(concurrency, most)+(claimsAhead+1)*most)
 	var recorded <-chan struct{} // nil (never ready) unless the lane is fair
 	if l.perOwner > 0 {
 		recorded = rec.recorded
@@ -323,12 +333,13 @@ claim:
 		sentBefore := rec.sent.Load()
 		var batch []*claimedRow
 		var cerr error
+		asked := size
 		if len(ahead) > 0 {
 			got := <-ahead[0]
 			ahead = ahead[1:]
-			batch, cerr = got.batch, got.err
+			batch, cerr, asked = got.batch, got.err, got.asked
 		} else {
-			batch, cerr = d.claim(ctx, l)
+			batch, cerr = d.claim(ctx, l, size)
 		}
 		if cerr != nil {
 			if ctx.Err() != nil {
@@ -346,6 +357,9 @@ claim:
 			continue
 		}
 		backoff.Reset()
+		if d.onClaim != nil {
+			d.onClaim(asked, len(batch))
+		}
 		if len(batch) == 0 && len(ahead) > 0 {
 			// Claims made at once may come back in any order: one that
 			// found the rows locked by another is empty though rows are
@@ -390,9 +404,10 @@ claim:
 			continue
 		}
 		rec.held.Add(int64(len(batch)))
-		for l.perOwner == 0 && len(batch) >= d.conf.BatchSize && len(ahead) < claimsAhead && !rec.failing.Load() {
-			ahead = append(ahead, d.claimAhead(ctx, l))
+		for l.perOwner == 0 && len(batch) >= asked && len(ahead) < claimsAhead && !rec.failing.Load() {
+			ahead = append(ahead, d.claimAhead(ctx, l, size))
 		}
+		handing := time.Now()
 		for i, c := range batch {
 			if ctx.Err() != nil || rec.failing.Load() {
 				for _, r := range batch[i:] {
@@ -417,6 +432,10 @@ claim:
 				break claim
 			}
 		}
+		if l.perOwner == 0 {
+			size = claimSize(base, len(batch)-concurrency, time.Since(handing))
+			rec.slots.setLimit(d.unrecorded(concurrency, size))
+		}
 	}
 	dropAhead()
 	close(work)
@@ -437,29 +456,66 @@ const claimsAhead = 2
 type claimResult struct {
 	batch []*claimedRow
 	err   error
+	asked int // the claim's limit
 }
 
-// claimAhead claims l's next batch in the background; the channel
-// receives its result once.
-func (d *Deliverer) claimAhead(ctx context.Context, l *lane) <-chan claimResult {
+// claimAhead claims up to limit rows of l's next batch in the background;
+// the channel receives its result once.
+func (d *Deliverer) claimAhead(ctx context.Context, l *lane, limit int) <-chan claimResult {
 	ch := make(chan claimResult, 1)
 	go func() {
-		batch, err := d.claim(ctx, l)
-		ch <- claimResult{batch: batch, err: err}
+		batch, err := d.claim(ctx, l, limit)
+		ch <- claimResult{batch: batch, err: err, asked: limit}
 	}()
 	return ch
 }
 
-// unrecorded is how many rows a lane with the given concurrency may have
-// sent and not yet recorded, its send slots: twice the claim batch (or
-// twice the concurrency, if more), so that sends go on at full speed while
-// the outcomes of a batch are written. It is what a crash or a database
-// outage may make a lane send twice.
-func (d *Deliverer) unrecorded(concurrency int) int {
+// claimSpan is how much of a lane's sending one claim holds once the lane
+// has shown its pace (claimSize), and maxClaimFactor how many times
+// delivery.batch_size it may hold at most.
+const (
+	claimSpan      = 100 * time.Millisecond
+	maxClaimFactor = 8
+)
+
+// claimSize is the size of a lane's next claim, after it handed out paced
+// rows of its last batch in took (the rows beyond its idle workers, each
+// handed out only when a worker finished one): about claimSpan of sending
+// at that pace, as base (delivery.batch_size) times a power of two, at
+// least base and at most maxClaimFactor times base.
+//
+// A claim is a statement and a commit whatever its size, so a fast
+// receiver is sent more rows per claim (a backlog of 5,000 to a local
+// receiver: about 10 claims instead of 50), while a slow one keeps
+// base-sized claims, whose leases its workers can cover. The sizes are
+// few, each its own prepared claim (its limit is written in the
+// statement), and the rows sent and not yet recorded stay bounded by the
+// send slots (unrecorded), which do not grow with the claims.
+func claimSize(base, paced int, took time.Duration) int {
+	if paced <= 0 || took <= 0 {
+		return base
+	}
+	want := float64(paced) * float64(claimSpan) / float64(took)
+	size := base
+	for size < maxClaimFactor*base && float64(size) < want {
+		size *= 2
+	}
+	return size
+}
+
+// unrecorded is how many rows a lane with the given concurrency, claiming
+// claim rows at a time, may have sent and not yet recorded, its send
+// slots: twice the claim (or twice the concurrency, if more), so that
+// sends go on at full speed while the outcomes of a batch are written. It
+// is what a crash or a database outage may make a lane send twice: twice
+// delivery.batch_size, or about twice claimSpan of sending for a lane
+// whose claims grew (claimSize), at most 2 × maxClaimFactor ×
+// delivery.batch_size.
+func (d *Deliverer) unrecorded(concurrency, claim int) int {
 	if d.maxUnrecorded > 0 {
 		return d.maxUnrecorded
 	}
-	return max(2*concurrency, 2*d.conf.BatchSize)
+	return max(2*concurrency, 2*claim)
 }
 
 // leaseCovers reports whether c's lease outlasts a whole attempt plus a
@@ -476,15 +532,16 @@ type claimedRow struct {
 	leaseEnd time.Time
 }
 
-func (d *Deliverer) claim(ctx context.Context, l *lane) ([]*claimedRow, error) {
+// claim claims up to limit rows of l (a fair lane: its own limit).
+func (d *Deliverer) claim(ctx context.Context, l *lane, limit int) ([]*claimedRow, error) {
 	start := time.Now()
 	var rows []outbox.Claimed
 	var err error
 	if l.perOwner > 0 {
-		limit := min(d.conf.BatchSize, max(l.cfg.Concurrency, 1))
-		rows, err = outbox.ClaimFair(ctx, d.pool, l.name, d.conf.Owner, limit, d.conf.Lease, l.perOwner)
+		fair := min(d.conf.BatchSize, max(l.cfg.Concurrency, 1))
+		rows, err = outbox.ClaimFair(ctx, d.pool, l.name, d.conf.Owner, fair, d.conf.Lease, l.perOwner)
 	} else {
-		rows, err = outbox.Claim(ctx, d.pool, l.name, d.conf.Owner, d.conf.BatchSize, d.conf.Lease)
+		rows, err = outbox.Claim(ctx, d.pool, l.name, d.conf.Owner, limit, d.conf.Lease)
 	}
 	if err != nil {
 		return nil, err
@@ -630,7 +687,7 @@ type recorder struct {
 	ctx    context.Context
 	in     chan outcome
 	done   chan error
-	slots  chan struct{}
+	slots  *sendSlots
 
 	// failing is set by a failed write and cleared by the next success.
 	failing atomic.Bool
@@ -646,13 +703,14 @@ type recorder struct {
 	recorded chan struct{}
 }
 
-// newRecorder returns a running recorder with the given send slots; its
-// queue holds the outcomes of every slot and of the claimed rows
-// (claimed) given back unsent, so that a worker or the lane adding an outcome does not
-// wait while a write is in flight.
-func newRecorder(ctx context.Context, d *Deliverer, logger *slog.Logger, slots, claimed int) *recorder {
-	r := &recorder{d: d, logger: logger, ctx: ctx, in: make(chan outcome, slots+claimed), done: make(chan error, 1),
-		slots: make(chan struct{}, slots), recovered: make(chan struct{}, 1), recorded: make(chan struct{}, 1)}
+// newRecorder returns a running recorder with the given send slots (the
+// lane may change their number: sendSlots.setLimit); its queue holds
+// queue outcomes — those of the most slots the lane gives it and of the
+// rows it may have claimed, given back unsent — so that a worker or the
+// lane adding an outcome does not wait while a write is in flight.
+func newRecorder(ctx context.Context, d *Deliverer, logger *slog.Logger, slots, queue int) *recorder {
+	r := &recorder{d: d, logger: logger, ctx: ctx, in: make(chan outcome, queue), done: make(chan error, 1),
+		slots: newSendSlots(slots), recovered: make(chan struct{}, 1), recorded: make(chan struct{}, 1)}
 	go r.run()
 	return r
 }
@@ -660,10 +718,53 @@ func newRecorder(ctx context.Context, d *Deliverer, logger *slog.Logger, slots, 
 func (r *recorder) add(o outcome) { r.in <- o }
 
 // acquire takes a send slot, waiting for an earlier send to be recorded.
-func (r *recorder) acquire() { r.slots <- struct{}{} }
+func (r *recorder) acquire() { r.slots.acquire() }
 
 // release gives a send slot back.
-func (r *recorder) release() { <-r.slots }
+func (r *recorder) release() { r.slots.release() }
+
+// sendSlots is a counting semaphore whose limit can change while it is
+// held: a lower limit lets no one in until enough slots were given back.
+type sendSlots struct {
+	mu          sync.Mutex
+	freed       sync.Cond
+	used, limit int
+}
+
+func newSendSlots(limit int) *sendSlots {
+	s := &sendSlots{limit: limit}
+	s.freed.L = &s.mu
+	return s
+}
+
+// acquire takes a slot, waiting while every slot is taken.
+func (s *sendSlots) acquire() {
+	s.mu.Lock()
+	for s.used >= s.limit {
+		s.freed.Wait()
+	}
+	s.used++
+	s.mu.Unlock()
+}
+
+// release gives a slot back.
+func (s *sendSlots) release() {
+	s.mu.Lock()
+	s.used--
+	s.mu.Unlock()
+	s.freed.Signal()
+}
+
+// setLimit changes how many slots there are.
+func (s *sendSlots) setLimit(n int) {
+	s.mu.Lock()
+	grew := n > s.limit
+	s.limit = n
+	s.mu.Unlock()
+	if grew {
+		s.freed.Broadcast()
+	}
+}
 
 // close flushes what is left and returns the error of outcomes it could
 // not write.

@@ -387,7 +387,7 @@ func TestExpiredLeaseIsTakenOverAndFenced(t *testing.T) {
 	a := newDeliverer(t, pool, sinks, cfgs, DelivererConfig{Owner: "a", Lease: 30 * time.Second})
 	b := newDeliverer(t, pool, sinks, cfgs, DelivererConfig{Owner: "b", Lease: 30 * time.Second})
 	ctx := context.Background()
-	claimed, err := a.claim(ctx, a.lanes[0]) // a claims, then "dies"
+	claimed, err := a.claim(ctx, a.lanes[0], a.conf.BatchSize) // a claims, then "dies"
 	if err != nil || len(claimed) != 3 {
 		t.Fatalf("claim = %d rows, %v", len(claimed), err)
 	}

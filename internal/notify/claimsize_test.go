@@ -1,0 +1,157 @@
+package notify
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lookout-dev/lookout/internal/config"
+	"github.com/lookout-dev/lookout/internal/pgtest"
+)
+
+func TestClaimSize(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		paced int
+		took  time.Duration
+		want  int
+	}{
+		{"no pace seen yet", 0, 0, 100},
+		{"no time measured", 84, 0, 100},
+		{"a slow receiver: 90 rows in 2 s", 90, 2 * time.Second, 100},
+		{"a claim's worth in claimSpan", 100, claimSpan, 100},
+		{"just over a claim in claimSpan", 101, claimSpan, 200},
+		{"250 rows in claimSpan", 100, 40 * time.Millisecond, 400},
+		{"a local receiver: 84 rows in 5 ms", 84, 5 * time.Millisecond, maxClaimFactor * 100},
+		{"faster still: capped", 1000, time.Millisecond, maxClaimFactor * 100},
+	}
+	for _, c := range cases {
+		if got := claimSize(100, c.paced, c.took); got != c.want {
+			t.Errorf("%s: claimSize(100, %d, %v) = %d, want %d", c.name, c.paced, c.took, got, c.want)
+		}
+	}
+}
+
+// TestSendSlotsFollowTheirLimit: a sender waiting for a slot gets one when
+// the limit grows, and after the limit shrinks only the slots given back
+// below it let a sender in.
+func TestSendSlotsFollowTheirLimit(t *testing.T) {
+	t.Parallel()
+	s := newSendSlots(1)
+	s.acquire()
+	in := make(chan struct{})
+	go func() { s.acquire(); close(in) }()
+	s.setLimit(2) // the waiting sender gets the new slot
+	waitFor(t, in, "a sender to get the slot the limit added")
+
+	s.setLimit(1) // two held, one allowed
+	s.release()   // one held: still at the limit
+	in = make(chan struct{})
+	go func() { s.acquire(); close(in) }()
+	s.release() // none held: the sender gets in
+	waitFor(t, in, "a sender to get the slot given back under the lower limit")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used != 1 || s.limit != 1 {
+		t.Errorf("used %d of %d slots, want 1 of 1", s.used, s.limit)
+	}
+}
+
+// waitFor fails the test when ch is not closed within a minute (a lost
+// wake-up would hang forever).
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("waited a minute for %s", what)
+	}
+}
+
+// claimLog records a deliverer's claims (Deliverer.onClaim).
+type claimLog struct {
+	mu    sync.Mutex
+	asked []int
+}
+
+func (c *claimLog) add(asked, _ int) {
+	c.mu.Lock()
+	c.asked = append(c.asked, asked)
+	c.mu.Unlock()
+}
+
+func (c *claimLog) sizes() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.asked)
+}
+
+// TestClaimsGrowOnlyByTheirRule drains a backlog to a local receiver that
+// answers at once: every row is delivered exactly once, and every claim
+// asks for batch_size times 1, 2, 4 or 8 rows, starting at batch_size.
+// How far the claims grow depends on the machine's pace (the closing log
+// line shows it); the rule itself is TestClaimSize's.
+func TestClaimsGrowOnlyByTheirRule(t *testing.T) {
+	t.Parallel()
+	const n, base = 600, 10
+	pool := pgtest.Pool(t)
+	rc := newReceiver(t, "s3cret")
+	keys := insertNotifications(t, pool, "hook", "k", n)
+	d := newDeliverer(t, pool, map[string]Sink{"hook": rc.sink(t)},
+		map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 3, 4)}, DelivererConfig{BatchSize: base})
+	var claims claimLog
+	d.onClaim = claims.add
+	if got, err := d.DeliverDue(context.Background()); got != n || err != nil {
+		t.Fatalf("DeliverDue = %d, %v; want %d", got, err, n)
+	}
+	rc.check()
+	if m := rc.missing(keys); len(m) > 0 || rc.duplicates() > 0 {
+		t.Errorf("%d rows never delivered, %d delivered twice", len(m), rc.duplicates())
+	}
+	sizes := claims.sizes()
+	if len(sizes) == 0 || sizes[0] != base {
+		t.Fatalf("claims asked %v; want the first to ask batch_size (%d)", sizes, base)
+	}
+	for _, s := range sizes {
+		if !slices.Contains([]int{base, 2 * base, 4 * base, 8 * base}, s) {
+			t.Errorf("a claim asked %d rows; want batch_size (%d) times 1, 2, 4 or 8 (all: %v)", s, base, sizes)
+		}
+	}
+	t.Logf("claims asked %v", sizes)
+}
+
+// TestSlowReceiverKeepsBatchSizeClaims: a receiver that takes 30 ms a
+// request, two at a time, is handed fewer than batch_size rows in
+// claimSpan, so every claim stays at batch_size — a slower machine only
+// makes it slower.
+func TestSlowReceiverKeepsBatchSizeClaims(t *testing.T) {
+	t.Parallel()
+	const n, base = 40, 10
+	pool := pgtest.Pool(t)
+	rc := newReceiver(t, "s3cret")
+	rc.behave = func(http.ResponseWriter, *http.Request, string, int) bool {
+		time.Sleep(30 * time.Millisecond) // the receiver's own work, not a wait for state
+		return false
+	}
+	keys := insertNotifications(t, pool, "hook", "k", n)
+	d := newDeliverer(t, pool, map[string]Sink{"hook": rc.sink(t)},
+		map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 3, 2)}, DelivererConfig{BatchSize: base})
+	var claims claimLog
+	d.onClaim = claims.add
+	if got, err := d.DeliverDue(context.Background()); got != n || err != nil {
+		t.Fatalf("DeliverDue = %d, %v; want %d", got, err, n)
+	}
+	rc.check()
+	if m := rc.missing(keys); len(m) > 0 {
+		t.Errorf("%d rows never delivered", len(m))
+	}
+	for _, s := range claims.sizes() {
+		if s != base {
+			t.Fatalf("claims asked %v; want batch_size (%d) every time", claims.sizes(), base)
+		}
+	}
+}
