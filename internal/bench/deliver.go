@@ -94,8 +94,10 @@ func RunDeliveries(ctx context.Context, pool *pgxpool.Pool, n int) (time.Duratio
 	return DeliverTo(ctx, pool, r, "", n)
 }
 
-// deliveryPairs is how many runs of each side (5) alternates.
-const deliveryPairs = 3
+// deliveryPairs is how many runs of each side (5) alternates: five (each
+// a few tenths of a second), so that a slower moment of the host during
+// two of them moves neither median.
+const deliveryPairs = 5
 
 // DeliveriesAgainstBare measures (5): n deliveries through the outbox and,
 // as its baseline, n bare signed POSTs to the same receiver (BarePosts),
