@@ -254,11 +254,11 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 //
 // Sending stops while outcomes cannot be recorded: a row sent then would
 // be sent again after its lease. Each send takes one of the lane's send
-// slots (twice the claim batch, or twice the concurrency if more) that
-// only the recording of its outcome gives back, so at most that many rows are
-// ever sent and not yet recorded — what a crash or a database outage can
-// repeat — whatever the claim batch; twice, so that sends go on at full
-// speed while a write of outcomes is in flight. Once a write fails, no
+// slots (twice its current claim, claimSize, or twice the concurrency if
+// more) that only the recording of its outcome gives back, so at most that
+// many rows are ever sent and not yet recorded — what a crash or a
+// database outage can repeat; twice, so that sends go on at full speed
+// while a write of outcomes is in flight. Once a write fails, no
 // new send starts (the check is made before each one) until a write
 // succeeds; the rows not sent go back to pending then, without counting
 // an attempt.
@@ -489,8 +489,10 @@ const (
 // receiver: about 10 claims instead of 50), while a slow one keeps
 // base-sized claims, whose leases its workers can cover. The sizes are
 // few, each its own prepared claim (its limit is written in the
-// statement), and the rows sent and not yet recorded stay bounded by the
-// send slots (unrecorded), which do not grow with the claims.
+// statement). The send slots follow the claim (unrecorded: twice it), so
+// that each write of outcomes takes what finished while the last one ran
+// rather than workers waiting for slots; what a crash can make the lane
+// send again is then about twice claimSpan of its sending.
 func claimSize(base, paced int, took time.Duration) int {
 	if paced <= 0 || took <= 0 {
 		return base
