@@ -57,8 +57,8 @@ func TestCopyWritesWhatTheInsertWrites(t *testing.T) {
 			       ev.matched, ev.decision, ev.reason, ev.urgency, coalesce(n.dedupe_key, '<null>'), n.title, n.body, n.payload::text,
 			       ev.evaluator, coalesce(ev.model_call_id::text, '<null>'), coalesce(ev.confidence::text, '<null>'),
 			       ev.created_at IS NOT NULL, ev.owner, ev.change_created_at = ch.created_at)
-			FROM evaluations ev LEFT JOIN notifications n ON n.id = ev.notification_id
-			JOIN changes ch ON ch.id = ev.change_id
+			FROM evaluations ev LEFT JOIN notifications n ON n.source = ev.source AND n.id = ev.notification_id
+			JOIN changes ch ON ch.source = ev.source AND ch.id = ev.change_id
 			ORDER BY ev.change_id, ev.watch`)
 		if err != nil {
 			t.Fatal(err)
