@@ -18,7 +18,7 @@ func TestEvaluationRowsReadTheDecisionsInPlace(t *testing.T) {
 	created := time.Date(2026, 12, 3, 4, 0, 0, 0, time.UTC)
 	at := created.Add(time.Second)
 	w := &watchspec.Watch{Config: &config.Watch{Name: "w"}, Owner: "alice"}
-	conf, call := 0.75, int64(9)
+	conf, call, note := 0.75, int64(9), int64(11)
 	decs := make([]decision, 1000)
 	idx := make([]int, 0, len(decs))
 	for i := range decs {
@@ -29,6 +29,9 @@ func TestEvaluationRowsReadTheDecisionsInPlace(t *testing.T) {
 		decs[i] = decision{change: c, watch: w, step: "filter", matched: true, verdict: "notify", reason: "why", urgency: "high"}
 		if i == 2 {
 			decs[i].confidence, decs[i].modelCallID = &conf, &call
+		}
+		if i == 4 {
+			decs[i].noteID = &note
 		}
 		if i%3 != 0 {
 			idx = append(idx, i)
@@ -55,15 +58,13 @@ func TestEvaluationRowsReadTheDecisionsInPlace(t *testing.T) {
 		if v[13] != nil {
 			confidence, _ = v[13].(pgtype.Float64Valuer).Float64Value()
 		}
-		for _, col := range []int{10, 12} {
+		for col, want := range map[int]*int64{10: d.noteID, 12: d.modelCallID} {
+			var p pgtype.Int8
 			if v[col] != nil {
-				p, _ := v[col].(pgtype.Int64Valuer).Int64Value()
-				want := map[int]*int64{10: d.noteID, 12: d.modelCallID}[col]
-				if p.Valid != (want != nil) || (want != nil && p.Int64 != *want) {
-					t.Fatalf("row %d (decision %d): %s = %+v; want %v", n, idx[n], evaluationColumns[col], p, want)
-				}
-			} else if col == 12 && d.modelCallID != nil {
-				t.Fatalf("row %d (decision %d): %s NULL; want %d", n, idx[n], evaluationColumns[col], *d.modelCallID)
+				p, _ = v[col].(pgtype.Int64Valuer).Int64Value()
+			}
+			if p.Valid != (want != nil) || (want != nil && p.Int64 != *want) {
+				t.Fatalf("row %d (decision %d): %s = %+v; want %v", n, idx[n], evaluationColumns[col], p, want)
 			}
 		}
 		createdAt, _ := v[14].(pgtype.TimestamptzValuer).TimestamptzValue()
