@@ -90,19 +90,15 @@ func (c *claimLog) sizes() []int {
 	return slices.Clone(c.asked)
 }
 
-// TestClaimsGrowOnlyByTheirRule drains a backlog to a local receiver that
-// answers at once: every row is delivered exactly once, and every claim
-// asks for batch_size times 1, 2, 4 or 8 rows, starting at batch_size.
-// How far the claims grow depends on the machine's pace (the closing log
-// line shows it); the rule itself is TestClaimSize's.
-func TestClaimsGrowOnlyByTheirRule(t *testing.T) {
-	t.Parallel()
-	const n, base = 600, 10
+// drainCountingClaims delivers n pending notifications to rc through a
+// lane of the given concurrency claiming base rows at first, checks that
+// each was delivered exactly once, and returns the limit of every claim.
+func drainCountingClaims(t *testing.T, rc *receiver, n, base, concurrency int) []int {
+	t.Helper()
 	pool := pgtest.Pool(t)
-	rc := newReceiver(t, "s3cret")
 	keys := insertNotifications(t, pool, "hook", "k", n)
 	d := newDeliverer(t, pool, map[string]Sink{"hook": rc.sink(t)},
-		map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 3, 4)}, DelivererConfig{BatchSize: base})
+		map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 3, concurrency)}, DelivererConfig{BatchSize: base})
 	var claims claimLog
 	d.onClaim = claims.add
 	if got, err := d.DeliverDue(context.Background()); got != n || err != nil {
@@ -112,7 +108,18 @@ func TestClaimsGrowOnlyByTheirRule(t *testing.T) {
 	if m := rc.missing(keys); len(m) > 0 || rc.duplicates() > 0 {
 		t.Errorf("%d rows never delivered, %d delivered twice", len(m), rc.duplicates())
 	}
-	sizes := claims.sizes()
+	return claims.sizes()
+}
+
+// TestClaimsGrowOnlyByTheirRule drains a backlog to a local receiver that
+// answers at once: every row is delivered exactly once, and every claim
+// asks for batch_size times 1, 2, 4 or 8 rows, starting at batch_size.
+// How far the claims grow depends on the machine's pace (the closing log
+// line shows it); the rule itself is TestClaimSize's.
+func TestClaimsGrowOnlyByTheirRule(t *testing.T) {
+	t.Parallel()
+	const base = 10
+	sizes := drainCountingClaims(t, newReceiver(t, "s3cret"), 600, base, 4)
 	if len(sizes) == 0 || sizes[0] != base {
 		t.Fatalf("claims asked %v; want the first to ask batch_size (%d)", sizes, base)
 	}
@@ -130,28 +137,16 @@ func TestClaimsGrowOnlyByTheirRule(t *testing.T) {
 // makes it slower.
 func TestSlowReceiverKeepsBatchSizeClaims(t *testing.T) {
 	t.Parallel()
-	const n, base = 40, 10
-	pool := pgtest.Pool(t)
+	const base = 10
 	rc := newReceiver(t, "s3cret")
 	rc.behave = func(http.ResponseWriter, *http.Request, string, int) bool {
 		time.Sleep(30 * time.Millisecond) // the receiver's own work, not a wait for state
 		return false
 	}
-	keys := insertNotifications(t, pool, "hook", "k", n)
-	d := newDeliverer(t, pool, map[string]Sink{"hook": rc.sink(t)},
-		map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 3, 2)}, DelivererConfig{BatchSize: base})
-	var claims claimLog
-	d.onClaim = claims.add
-	if got, err := d.DeliverDue(context.Background()); got != n || err != nil {
-		t.Fatalf("DeliverDue = %d, %v; want %d", got, err, n)
-	}
-	rc.check()
-	if m := rc.missing(keys); len(m) > 0 {
-		t.Errorf("%d rows never delivered", len(m))
-	}
-	for _, s := range claims.sizes() {
+	sizes := drainCountingClaims(t, rc, 40, base, 2)
+	for _, s := range sizes {
 		if s != base {
-			t.Fatalf("claims asked %v; want batch_size (%d) every time", claims.sizes(), base)
+			t.Fatalf("claims asked %v; want batch_size (%d) every time", sizes, base)
 		}
 	}
 }
