@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -131,9 +132,12 @@ type Result struct {
 	Start, End time.Time
 	Load       Load
 	// HostSpeed is HostSpeed's probe at the run's start and end.
-	HostSpeed                   [2]time.Duration
-	Records                     int
-	Initial, Resync, Copy       time.Duration
+	HostSpeed             [2]time.Duration
+	Records               int
+	Initial, Resync, Copy time.Duration
+	// InitialRuns and CopyRuns are (1)'s alternated runs, in order;
+	// Initial and Copy are their medians.
+	InitialRuns, CopyRuns       []time.Duration
 	InitialRate, ResyncRate     float64 // records/s
 	CopyRate                    float64 // rows/s
 	ResyncRowsWritten           int64
@@ -362,6 +366,8 @@ func (r *runner) syncVsCopy(ctx context.Context) error {
 	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(1) initial sync", seconds(res.Initial), res.InitialRate, res.InitialVsCopy)
 	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "(2) unchanged re-sync", seconds(res.Resync), res.ResyncRate, res.ResyncVsCopy)
 	fmt.Fprintf(out, "  %-32s %10.2f %14.0f %10.2f\n", "    plain COPY of the same rows", seconds(res.Copy), res.CopyRate, 1.0)
+	fmt.Fprintf(out, "  (1) and the COPY are medians of %d runs each, alternated: sync %s s; COPY %s s\n",
+		syncPairs, runSeconds(res.InitialRuns), runSeconds(res.CopyRuns))
 	fmt.Fprintf(out, "  the re-sync wrote %d record/change rows (target 0)\n", res.ResyncRowsWritten)
 	fmt.Fprintf(out, "  %-32s %14s %14s %10s\n", "CPU and WAL", "bench (Go) s", "PostgreSQL s", "WAL MB")
 	for _, c := range []struct {
@@ -728,22 +734,56 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 		return err
 	}
 
-	// (a) initial sync
-	checkpoint(ctx, pool, o.Nodes)
-	c0, err := measureCost(ctx, pool, o.Nodes)
+	// (a) initial sync and (c) the plain COPY of the same rows into a
+	// table like records, alternated syncPairs times: the host's speed
+	// changes within a run (docs/benchmarks.md, "The host's speed"), and
+	// a sync measured once beside a COPY measured once carried both
+	// spreads. Each sync after the first starts where the first did: the
+	// tables emptied and the source never synced (a source that synced
+	// before reads its stored records back, even from empty tables).
+	cp, err := newCopyBaseline(ctx, pool, api, cfg.Sources[0], o.Nodes)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	if _, err := s.RunDue(ctx); err != nil {
-		return err
+	var syncs, copies []measured
+	for i := range syncPairs {
+		if i > 0 {
+			if _, err := pool.Exec(ctx, `TRUNCATE records, changes`); err != nil {
+				return fmt.Errorf("empty the tables for initial sync %d: %w", i+1, err)
+			}
+			if _, err := pool.Exec(ctx, `
+				UPDATE sources SET next_run_at = now(), cursor = DEFAULT, last_success_at = NULL,
+				       last_run_at = NULL, last_change_at = NULL
+				WHERE name <> $1`, warmupName); err != nil {
+				return fmt.Errorf("make the source new again for initial sync %d: %w", i+1, err)
+			}
+		}
+		checkpoint(ctx, pool, o.Nodes)
+		c0, err := measureCost(ctx, pool, o.Nodes)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if _, err := s.RunDue(ctx); err != nil {
+			return err
+		}
+		m := measured{took: time.Since(start)}
+		if m.cost, err = c0.since(ctx, pool, o.Nodes); err != nil {
+			return err
+		}
+		if err := checkRun(ctx, pool, o.Records, "items_created"); err != nil {
+			return fmt.Errorf("initial sync %d: %w", i+1, err)
+		}
+		syncs = append(syncs, m)
+		if m.took, m.cost, err = cp.measure(ctx); err != nil {
+			return err
+		}
+		copies = append(copies, m)
 	}
-	res.Initial = time.Since(start)
-	if res.InitialCost, err = c0.since(ctx, pool, o.Nodes); err != nil {
-		return err
-	}
-	if err := checkRun(ctx, pool, o.Records, "items_created"); err != nil {
-		return err
+	res.Initial, res.InitialCost = medianOf(syncs)
+	res.Copy, res.CopyCost = medianOf(copies)
+	for i := range syncs {
+		res.InitialRuns, res.CopyRuns = append(res.InitialRuns, syncs[i].took), append(res.CopyRuns, copies[i].took)
 	}
 
 	// (b) unchanged re-sync: nothing may be written but the run's own rows.
@@ -760,10 +800,11 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	if err != nil {
 		return err
 	}
-	if c0, err = measureCost(ctx, pool, o.Nodes); err != nil {
+	c0, err := measureCost(ctx, pool, o.Nodes)
+	if err != nil {
 		return err
 	}
-	start = time.Now()
+	start := time.Now()
 	if _, err := s.RunDue(ctx); err != nil {
 		return err
 	}
@@ -779,13 +820,6 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 		return err
 	}
 	res.ResyncRowsWritten = after - before
-
-	// (c) plain COPY of the same rows into a table like records
-	// (copyBaseline checkpoints before it).
-	res.Copy, res.CopyCost, err = copyBaseline(ctx, pool, api, cfg.Sources[0], o.Nodes)
-	if err != nil {
-		return err
-	}
 
 	sec := func(d time.Duration) float64 { return d.Seconds() }
 	res.InitialRate = float64(o.Records) / sec(res.Initial)
@@ -976,52 +1010,107 @@ func tupleWrites(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	return n, err
 }
 
-// copyBaseline COPYs the same normalized rows into a table like records and
-// returns how long the COPY took and what it cost. Rows are prepared
-// before timing: the baseline is the database's best case. The COPY
-// runs on a connection that COPYed them once before into another table
-// (not measured), as (1) runs on connections that synced before
-// (warmupSync). On a Citus coordinator both tables are distributed as
-// records is (by source, co-located with it): the COPY goes through the
-// coordinator to the shard of the source, as the syncer's writes do.
+// syncPairs is how many initial syncs and COPYs (1) alternates, as (5)
+// alternates deliveryPairs.
+const syncPairs = 5
+
+// measured is one timed run and what it cost.
+type measured struct {
+	took time.Duration
+	cost Cost
+}
+
+// runSeconds lists the runs' seconds, "2.31 2.40 …".
+func runSeconds(runs []time.Duration) string {
+	s := make([]string, len(runs))
+	for i, d := range runs {
+		s[i] = strconv.FormatFloat(d.Seconds(), 'f', 2, 64)
+	}
+	return strings.Join(s, " ")
+}
+
+// medianOf returns the median run of ms (by time) and its cost.
+func medianOf(ms []measured) (time.Duration, Cost) {
+	s := slices.Clone(ms)
+	slices.SortFunc(s, func(a, b measured) int { return cmp.Compare(a.took, b.took) })
+	m := s[len(s)/2]
+	return m.took, m.cost
+}
+
+// copyBaseline COPYs the same normalized rows into a table like records
+// once (copyBaselineRuns.measure) and returns how long the COPY took and
+// what it cost.
 func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config.Source, nodes []string) (time.Duration, Cost, error) {
-	citus, err := onCitus(ctx, pool)
+	cp, err := newCopyBaseline(ctx, pool, api, src, nodes)
 	if err != nil {
 		return 0, Cost{}, err
 	}
+	return cp.measure(ctx)
+}
+
+// copyBaselineRuns is (1)'s baseline: the rows of src's mapping of the
+// fixture API, prepared before timing (the baseline is the database's
+// best case), and the tables they are COPYed into.
+type copyBaselineRuns struct {
+	pool  *pgxpool.Pool
+	rows  [][]any
+	nodes []string
+}
+
+// newCopyBaseline makes the baseline's tables, records_warmup and
+// records_copy, like records. On a Citus coordinator both are
+// distributed as records is (by source, co-located with it): the COPY
+// goes through the coordinator to the shard of the source, as the
+// syncer's writes do.
+func newCopyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config.Source, nodes []string) (*copyBaselineRuns, error) {
+	citus, err := onCitus(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
 	for _, t := range []string{"records_warmup", "records_copy"} {
 		if _, err := pool.Exec(ctx, `CREATE TABLE `+t+` (LIKE records INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)`); err != nil {
-			return 0, Cost{}, err
+			return nil, err
 		}
 		if !citus {
 			continue
 		}
 		if _, err := pool.Exec(ctx, `SELECT create_distributed_table($1, 'source', colocate_with => 'records')`, t); err != nil {
-			return 0, Cost{}, fmt.Errorf("distribute %s like records: %w", t, err)
+			return nil, fmt.Errorf("distribute %s like records: %w", t, err)
 		}
 	}
 	rows, err := copyRows(api, src, "tickets")
 	if err != nil {
-		return 0, Cost{}, err
+		return nil, err
 	}
-	conn, err := pool.Acquire(ctx)
+	return &copyBaselineRuns{pool: pool, rows: rows, nodes: nodes}, nil
+}
+
+// measure COPYs the rows into an empty records_copy and returns how long
+// it took and what it cost. The COPY runs on a connection that COPYed
+// them just before into records_warmup (not measured), as (1) runs on
+// connections that synced before (warmupSync).
+func (b *copyBaselineRuns) measure(ctx context.Context) (time.Duration, Cost, error) {
+	if _, err := b.pool.Exec(ctx, `TRUNCATE records_warmup, records_copy`); err != nil {
+		return 0, Cost{}, fmt.Errorf("empty the COPY baseline's tables: %w", err)
+	}
+	conn, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return 0, Cost{}, err
 	}
 	defer conn.Release()
-	if _, err := copyInto(ctx, conn, "records_warmup", rows); err != nil {
+	if _, err := copyInto(ctx, conn, "records_warmup", b.rows); err != nil {
 		return 0, Cost{}, err
 	}
-	checkpoint(ctx, pool, nodes)
-	c0, err := measureCost(ctx, pool, nodes)
+	checkpoint(ctx, b.pool, b.nodes)
+	c0, err := measureCost(ctx, b.pool, b.nodes)
 	if err != nil {
 		return 0, Cost{}, err
 	}
-	d, err := copyInto(ctx, conn, "records_copy", rows)
+	d, err := copyInto(ctx, conn, "records_copy", b.rows)
 	if err != nil {
 		return 0, Cost{}, err
 	}
-	c, err := c0.since(ctx, pool, nodes)
+	c, err := c0.since(ctx, b.pool, b.nodes)
 	return d, c, err
 }
 
