@@ -729,7 +729,7 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	// which a fresh connection's first large write pays and a running
 	// daemon's does not. The initial sync of another source of the same
 	// size on this pool warms the connections (1) reuses; the COPY
-	// baseline's connection is warmed alike (copyBaseline).
+	// baseline's connection is warmed alike (copyBaselineRuns.measure).
 	if err := warmupSync(ctx, pool, srv.URL); err != nil {
 		return err
 	}
@@ -1035,17 +1035,6 @@ func medianOf(ms []measured) (time.Duration, Cost) {
 	slices.SortFunc(s, func(a, b measured) int { return cmp.Compare(a.took, b.took) })
 	m := s[len(s)/2]
 	return m.took, m.cost
-}
-
-// copyBaseline COPYs the same normalized rows into a table like records
-// once (copyBaselineRuns.measure) and returns how long the COPY took and
-// what it cost.
-func copyBaseline(ctx context.Context, pool *pgxpool.Pool, api *API, src *config.Source, nodes []string) (time.Duration, Cost, error) {
-	cp, err := newCopyBaseline(ctx, pool, api, src, nodes)
-	if err != nil {
-		return 0, Cost{}, err
-	}
-	return cp.measure(ctx)
 }
 
 // copyBaselineRuns is (1)'s baseline: the rows of src's mapping of the

@@ -94,7 +94,11 @@ func TestCopyBaselineLikeRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := copyBaseline(ctx, pool, api, cfg.Sources[0], nil); err != nil {
+	cp, err := newCopyBaseline(ctx, pool, api, cfg.Sources[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cp.measure(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var n int
