@@ -759,16 +759,8 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 			}
 		}
 		checkpoint(ctx, pool, o.Nodes)
-		c0, err := measureCost(ctx, pool, o.Nodes)
+		m, err := timeRunDue(ctx, s, pool, o.Nodes)
 		if err != nil {
-			return err
-		}
-		start := time.Now()
-		if _, err := s.RunDue(ctx); err != nil {
-			return err
-		}
-		m := measured{took: time.Since(start)}
-		if m.cost, err = c0.since(ctx, pool, o.Nodes); err != nil {
 			return err
 		}
 		if err := checkRun(ctx, pool, o.Records, "items_created"); err != nil {
@@ -800,18 +792,11 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	if err != nil {
 		return err
 	}
-	c0, err := measureCost(ctx, pool, o.Nodes)
+	m, err := timeRunDue(ctx, s, pool, o.Nodes)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	if _, err := s.RunDue(ctx); err != nil {
-		return err
-	}
-	res.Resync = time.Since(start)
-	if res.ResyncCost, err = c0.since(ctx, pool, o.Nodes); err != nil {
-		return err
-	}
+	res.Resync, res.ResyncCost = m.took, m.cost
 	if err := checkQuietRun(ctx, pool, o.Records); err != nil {
 		return err
 	}
@@ -1027,6 +1012,22 @@ func runSeconds(runs []time.Duration) string {
 		s[i] = strconv.FormatFloat(d.Seconds(), 'f', 2, 64)
 	}
 	return strings.Join(s, " ")
+}
+
+// timeRunDue runs s's due sources once and returns how long it took and
+// what it cost.
+func timeRunDue(ctx context.Context, s *syncer.Syncer, pool *pgxpool.Pool, nodes []string) (measured, error) {
+	c0, err := measureCost(ctx, pool, nodes)
+	if err != nil {
+		return measured{}, err
+	}
+	start := time.Now()
+	if _, err := s.RunDue(ctx); err != nil {
+		return measured{}, err
+	}
+	m := measured{took: time.Since(start)}
+	m.cost, err = c0.since(ctx, pool, nodes)
+	return m, err
 }
 
 // medianOf returns the median run of ms (by time) and its cost.
