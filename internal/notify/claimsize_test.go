@@ -30,8 +30,8 @@ func TestClaimSize(t *testing.T) {
 		{"faster still: capped", 1000, time.Millisecond, maxClaimFactor * 100},
 	}
 	for _, c := range cases {
-		if got := claimSize(100, c.paced, c.took); got != c.want {
-			t.Errorf("%s: claimSize(100, %d, %v) = %d, want %d", c.name, c.paced, c.took, got, c.want)
+		if got := claimSize(100, c.paced, c.took, claimSpan); got != c.want {
+			t.Errorf("%s: claimSize(100, %d, %v, claimSpan) = %d, want %d", c.name, c.paced, c.took, got, c.want)
 		}
 	}
 }
@@ -91,9 +91,10 @@ func (c *claimLog) sizes() []int {
 }
 
 // drainCountingClaims delivers n pending notifications to rc through a
-// lane of the given concurrency claiming base rows at first, checks that
-// each was delivered exactly once, and returns the limit of every claim.
-func drainCountingClaims(t *testing.T, rc *receiver, n, base, concurrency int) []int {
+// lane of the given concurrency claiming base rows at first (sizing its
+// claims to span of sending; 0: claimSpan), checks that each was
+// delivered exactly once, and returns the limit of every claim.
+func drainCountingClaims(t *testing.T, rc *receiver, n, base, concurrency int, span time.Duration) []int {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	keys := insertNotifications(t, pool, "hook", "k", n)
@@ -101,6 +102,7 @@ func drainCountingClaims(t *testing.T, rc *receiver, n, base, concurrency int) [
 		map[string]*config.Sink{"hook": sinkConf("webhook", 5*time.Second, 3, concurrency)}, DelivererConfig{BatchSize: base})
 	var claims claimLog
 	d.onClaim = claims.add
+	d.span = span
 	if got, err := d.DeliverDue(context.Background()); got != n || err != nil {
 		t.Fatalf("DeliverDue = %d, %v; want %d", got, err, n)
 	}
@@ -114,21 +116,28 @@ func drainCountingClaims(t *testing.T, rc *receiver, n, base, concurrency int) [
 // TestClaimsGrowOnlyByTheirRule drains a backlog to a local receiver that
 // answers at once: every row is delivered exactly once, and every claim
 // asks for batch_size times 1, 2, 4 or 8 rows, starting at batch_size.
-// How far the claims grow depends on the machine's pace (the closing log
-// line shows it); the rule itself is TestClaimSize's.
+// With the default claimSpan, how far the claims grow depends on the
+// machine's pace (the log line shows it); with a span of hours any pace is
+// fast, so the claims must reach their cap, whatever the machine's speed
+// (the rule itself is TestClaimSize's).
 func TestClaimsGrowOnlyByTheirRule(t *testing.T) {
 	t.Parallel()
 	const base = 10
-	sizes := drainCountingClaims(t, newReceiver(t, "s3cret"), 600, base, 4)
-	if len(sizes) == 0 || sizes[0] != base {
-		t.Fatalf("claims asked %v; want the first to ask batch_size (%d)", sizes, base)
-	}
-	for _, s := range sizes {
-		if !slices.Contains([]int{base, 2 * base, 4 * base, 8 * base}, s) {
-			t.Errorf("a claim asked %d rows; want batch_size (%d) times 1, 2, 4 or 8 (all: %v)", s, base, sizes)
+	for _, span := range []time.Duration{0, 24 * time.Hour} {
+		sizes := drainCountingClaims(t, newReceiver(t, "s3cret"), 600, base, 4, span)
+		if len(sizes) == 0 || sizes[0] != base {
+			t.Fatalf("span %v: claims asked %v; want the first to ask batch_size (%d)", span, sizes, base)
 		}
+		for _, s := range sizes {
+			if !slices.Contains([]int{base, 2 * base, 4 * base, 8 * base}, s) {
+				t.Errorf("span %v: a claim asked %d rows; want batch_size (%d) times 1, 2, 4 or 8 (all: %v)", span, s, base, sizes)
+			}
+		}
+		if span > 0 && !slices.Contains(sizes, maxClaimFactor*base) {
+			t.Errorf("span %v: claims asked %v; want them to reach %d (maxClaimFactor × batch_size)", span, sizes, maxClaimFactor*base)
+		}
+		t.Logf("span %v: claims asked %v", span, sizes)
 	}
-	t.Logf("claims asked %v", sizes)
 }
 
 // TestSlowReceiverKeepsBatchSizeClaims: a receiver that takes 30 ms a
@@ -143,7 +152,7 @@ func TestSlowReceiverKeepsBatchSizeClaims(t *testing.T) {
 		time.Sleep(30 * time.Millisecond) // the receiver's own work, not a wait for state
 		return false
 	}
-	sizes := drainCountingClaims(t, rc, 40, base, 2)
+	sizes := drainCountingClaims(t, rc, 40, base, 2, 0)
 	for _, s := range sizes {
 		if s != base {
 			t.Fatalf("claims asked %v; want batch_size (%d) every time", sizes, base)

@@ -90,6 +90,9 @@ type Deliverer struct {
 	// onClaim, when set, is told each claim's limit and the rows it got
 	// (tests).
 	onClaim func(asked, got int)
+	// span replaces claimSpan (tests: a span of hours makes any pace grow
+	// the claims); 0 leaves claimSpan.
+	span time.Duration
 }
 
 // lane is one sink's queue.
@@ -266,6 +269,7 @@ func (d *Deliverer) runLane(ctx context.Context, l *lane, drain bool) (int, erro
 	logger := d.logger.With("sink", l.name)
 	concurrency := max(l.cfg.Concurrency, 1)
 	base := max(d.conf.BatchSize, 1)
+	span := cmp.Or(d.span, claimSpan)
 	size, most := base, base // the next claim's size (claimSize) and its largest; a fair lane's claims are ClaimFair's
 	if l.perOwner == 0 {
 		most = maxClaimFactor * base
@@ -433,7 +437,7 @@ claim:
 			}
 		}
 		if l.perOwner == 0 {
-			size = claimSize(base, len(batch)-concurrency, time.Since(handing))
+			size = claimSize(base, len(batch)-concurrency, time.Since(handing), span)
 			rec.slots.setLimit(d.unrecorded(concurrency, size))
 		}
 	}
@@ -480,8 +484,8 @@ const (
 
 // claimSize is the size of a lane's next claim, after it handed out paced
 // rows of its last batch in took (the rows beyond its idle workers, each
-// handed out only when a worker finished one): about claimSpan of sending
-// at that pace, as base (delivery.batch_size) times a power of two, at
+// handed out only when a worker finished one): about span (claimSpan) of
+// sending at that pace, as base (delivery.batch_size) times a power of two, at
 // least base and at most maxClaimFactor times base.
 //
 // A claim is a statement and a commit whatever its size, so a fast
@@ -493,11 +497,11 @@ const (
 // that each write of outcomes takes what finished while the last one ran
 // rather than workers waiting for slots; what a crash can make the lane
 // send again is then about twice claimSpan of its sending.
-func claimSize(base, paced int, took time.Duration) int {
+func claimSize(base, paced int, took, span time.Duration) int {
 	if paced <= 0 || took <= 0 {
 		return base
 	}
-	want := float64(paced) * float64(claimSpan) / float64(took)
+	want := float64(paced) * float64(span) / float64(took)
 	size := base
 	for size < maxClaimFactor*base && float64(size) < want {
 		size *= 2
