@@ -761,14 +761,14 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 		checkpoint(ctx, pool, o.Nodes)
 		m, err := timeRunDue(ctx, s, pool, o.Nodes)
 		if err != nil {
-			return err
+			return fmt.Errorf("initial sync %d: %w", i+1, err)
 		}
 		if err := checkRun(ctx, pool, o.Records, "items_created"); err != nil {
 			return fmt.Errorf("initial sync %d: %w", i+1, err)
 		}
 		syncs = append(syncs, m)
 		if m.took, m.cost, err = cp.measure(ctx); err != nil {
-			return err
+			return fmt.Errorf("COPY baseline %d: %w", i+1, err)
 		}
 		copies = append(copies, m)
 	}
@@ -794,7 +794,7 @@ func runSync(ctx context.Context, pool *pgxpool.Pool, o Options, res *Result) er
 	}
 	m, err := timeRunDue(ctx, s, pool, o.Nodes)
 	if err != nil {
-		return err
+		return fmt.Errorf("unchanged re-sync: %w", err)
 	}
 	res.Resync, res.ResyncCost = m.took, m.cost
 	if err := checkQuietRun(ctx, pool, o.Records); err != nil {
