@@ -33,6 +33,21 @@ func BenchmarkDecodePage(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodePageReference decodes BenchmarkDecodePage's page with
+// the reference path alone (goccy/go-json's stream decoder, UseNumber,
+// Numbers), which Decode falls back on: the two side by side are the
+// fast path's gain.
+func BenchmarkDecodePageReference(b *testing.B) {
+	page := benchPage()
+	b.SetBytes(int64(len(page)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := normalize.ReferenceDecode(page); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkMapTickets maps a decoded page of 1,000 tickets with the
 // default mapping (the bench's), raw JSON left to the mapper.
 func BenchmarkMapTickets(b *testing.B) {

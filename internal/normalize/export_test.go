@@ -1,0 +1,5 @@
+package normalize
+
+// ReferenceDecode is Decode's reference path, for the benchmarks of the
+// external test package.
+var ReferenceDecode = referenceDecode
