@@ -79,8 +79,10 @@ const (
 
 // release returns fd to the pool, holding nothing of the page it decoded.
 func (fd *fastDecoder) release() {
-	clear(fd.entries[:cap(fd.entries)])
-	clear(fd.values[:cap(fd.values)])
+	// Each object or array clears what it popped; a failed decode leaves
+	// its unfinished ones below len.
+	clear(fd.entries)
+	clear(fd.values)
 	fd.entries, fd.values = fd.entries[:0], fd.values[:0]
 	if cap(fd.entries) > maxScratch || cap(fd.values) > maxScratch || cap(fd.unq) > maxScratch {
 		fd.entries, fd.values, fd.unq = nil, nil, nil
@@ -90,6 +92,8 @@ func (fd *fastDecoder) release() {
 	fastDecoders.Put(fd)
 }
 
+// errKind is a token where a value should be (jsontext reports those
+// first; this is the guard if it did not).
 var errKind = errors.New("unexpected token")
 
 // value decodes the next value.

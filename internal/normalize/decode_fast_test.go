@@ -1,6 +1,7 @@
 package normalize
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,3 +86,32 @@ func TestDecodeKeepsNoInput(t *testing.T) {
 		t.Errorf("after the input was overwritten, the decoded value is %#v, want %#v", v, want)
 	}
 }
+
+// TestFailedDecodeLeavesNothing: a decode that fails midway (the input
+// ends inside nested objects and arrays) returns its decoder to the pool
+// holding none of the input's values, and the next decode is whole.
+func TestFailedDecodeLeavesNothing(t *testing.T) {
+	fd := fastDecoders.New().(*fastDecoder)
+	*fd.in = *bytesBuffer(`{"a":{"b":"kept?","c":[1,"two",{"d":"deep"`)
+	fd.dec.Reset(fd.in, decodeOptions)
+	if _, err := fd.value(); err == nil {
+		t.Fatal("the truncated input decoded")
+	}
+	if len(fd.entries) == 0 && len(fd.values) == 0 {
+		t.Fatal("the failed decode left no unfinished entries: the test no longer covers release")
+	}
+	fd.release()
+	for i, e := range fd.entries[:cap(fd.entries)] {
+		if e != (entry{}) {
+			t.Errorf("entries[%d] = %#v after release, want it cleared", i, e)
+		}
+	}
+	for i, v := range fd.values[:cap(fd.values)] {
+		if v != nil {
+			t.Errorf("values[%d] = %#v after release, want it cleared", i, v)
+		}
+	}
+	checkDecodeMatchesReference(t, []byte(`{"a":{"b":"x","c":[1,"two",{"d":"deep"}]}}`))
+}
+
+func bytesBuffer(s string) *bytes.Buffer { return bytes.NewBufferString(s) }
