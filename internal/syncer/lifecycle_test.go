@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -472,5 +473,66 @@ func TestPauseResumeRunNow(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "SOURCE") || !strings.Contains(out.String(), "inbox") || !strings.Contains(out.String(), "active") {
 		t.Errorf("status output:\n%s", out.String())
+	}
+}
+
+// TestConnectorPanicFailsOnlyItsRun: a connector that panics after its
+// first page (a bug, or a library that panics on what an upstream sent)
+// fails its run with an error that says so, keeps the page written before
+// it, backs off, and logs the stack; the syncer and its other sources go
+// on.
+func TestConnectorPanicFailsOnlyItsRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	cfg := loadConfig(t, fastLimits+"syncer: {backoff: {min: 10s, max: 40s}}\n", map[string]string{
+		"bad":  "every: 1s\njitter: 0s\n",
+		"good": "every: 1s\njitter: 0s\n",
+	}, map[string]fetchFunc{
+		"bad": func(ctx context.Context, _ connectors.Env, _ json.RawMessage, emit connectors.EmitFunc) (connectors.Result, error) {
+			if err := emit(ctx, connectors.Page{Items: []connectors.Item{{Value: map[string]any{"id": "before"}, Loc: "page 1"}}}); err != nil {
+				return connectors.Result{}, err
+			}
+			var m map[string]int
+			m["page 2"]++ // a nil map: the runtime panics
+			return connectors.Result{}, nil
+		},
+		"good": items(func() []map[string]any { return []map[string]any{{"id": "g1"}, {"id": "g2"}} }),
+	})
+	s := h.syncer(cfg, Config{})
+	if n := h.runDue(s); n != 2 {
+		t.Fatalf("ran %d sources, want 2", n)
+	}
+	runs := h.runs("bad")
+	if len(runs) != 1 || runs[0].Status != "failed" || !strings.Contains(runs[0].Error, "the connector panicked") ||
+		!strings.Contains(runs[0].Error, "assignment to entry in nil map") {
+		t.Fatalf("bad's runs: %+v, want one failed run whose error says the connector panicked, and why", runs)
+	}
+	if r := h.source("bad"); r.Failures != 1 || !strings.Contains(r.IntervalReason, "backoff after 1 consecutive failure") {
+		t.Errorf("bad after the panic: failures %d, interval reason %q", r.Failures, r.IntervalReason)
+	}
+	var stored []string
+	rows, err := h.pool.Query(context.Background(), `SELECT source || '/' || record_id FROM records ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"bad/before", "good/g1", "good/g2"}; !slices.Equal(stored, want) {
+		t.Errorf("records %v, want %v (the page before the panic, and the other source's)", stored, want)
+	}
+	if r := h.runs("good"); len(r) != 1 || r[0].Status != "succeeded" {
+		t.Errorf("good's runs: %+v, want one succeeded", r)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, `msg="the connector panicked; the run failed"`) ||
+		!strings.Contains(logs, "source=bad") || !strings.Contains(logs, "lifecycle_test.go") {
+		t.Errorf("the log does not name the panic, its source and its stack:\n%s", logs)
 	}
 }

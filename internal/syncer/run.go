@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -365,7 +366,7 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 	w := s.startPageWriter(ctx, r)
 	defer w.stop()
 	m := newPageMapper(s, r, src, w)
-	res, err := src.conn.Fetch(ctx, r.cursor, m.emit)
+	res, err := s.fetchRecovering(ctx, r, src, m)
 	written, writeErr := w.close()
 	if writeErr != nil {
 		err = writeErr // the root cause; the connector only saw errWriterFailed
@@ -387,6 +388,23 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 		}
 	}
 	return out
+}
+
+// fetchRecovering runs the connector's fetch (and, within it, the mapping
+// of its pages). A panic there — a connector's bug, a library that
+// panics on what an upstream sent — fails the run with an error that says
+// so, logged with its stack, as any other failure: the pages written
+// before it stay, the run backs off, and the process and its other
+// sources go on.
+func (s *Syncer) fetchRecovering(ctx context.Context, r *run, src *source, m *pageMapper) (res connectors.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.logger.Error("the connector panicked; the run failed", "source", r.name, "run_id", r.runID,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res, err = connectors.Result{}, fmt.Errorf("the connector panicked (a bug; the syncer's log has its stack): %v", p)
+		}
+	}()
+	return src.conn.Fetch(ctx, r.cursor, m.emit)
 }
 
 // fetchStatus classifies the error a fetch ended with: none succeeded; an
