@@ -178,19 +178,12 @@ func TestRunSyncAlternatesSyncsAndCopies(t *testing.T) {
 	if len(res.InitialRuns) != syncPairs || len(res.CopyRuns) != syncPairs {
 		t.Errorf("%d syncs and %d COPYs measured, want %d of each", len(res.InitialRuns), len(res.CopyRuns), syncPairs)
 	}
-	var created []int
 	rows, err := pool.Query(ctx, `SELECT items_created FROM sync_runs WHERE source = 'tickets' ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var c int
-		if err := rows.Scan(&c); err != nil {
-			t.Fatal(err)
-		}
-		created = append(created, c)
-	}
-	if err := rows.Err(); err != nil {
+	created, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The initial syncs; the re-sync is a quiet run, counted in
