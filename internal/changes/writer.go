@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/lookout-dev/lookout/internal/db"
 	"github.com/lookout-dev/lookout/internal/normalize"
@@ -394,40 +393,33 @@ type changeRow struct {
 	runID            *int64
 }
 
-// rowSource is a pgx.CopyFromSource over n rows whose values fill writes
-// into one slice, reused from row to row (pgx encodes a row's values
-// before it asks for the next).
-type rowSource struct {
-	n, i   int
-	values []any
-	fill   func(i int, values []any)
-}
-
-func (s *rowSource) Next() bool {
-	s.i++
-	return s.i <= s.n
-}
-
-func (s *rowSource) Values() ([]any, error) {
-	s.fill(s.i-1, s.values)
-	return s.values, nil
-}
-
-func (s *rowSource) Err() error { return nil }
-
-func (b *batch) recordRows() *rowSource {
-	return &rowSource{n: len(b.newRecords), values: make([]any, len(recordColumns)), fill: func(i int, v []any) {
+// recordRows is the COPY of b's new records.
+func (b *batch) recordRows() *db.CopyIn {
+	return db.NewCopyIn(len(b.newRecords), func(i int, c *db.CopyIn) {
 		row := &b.newRecords[i]
-		v[0], v[1], v[2], v[3] = db.Text{P: row.source}, db.Text{P: row.id}, int4{&row.version}, db.Text{P: &row.r.Hash}
-		v[4], v[5], v[6], v[7], v[8] = db.Text{P: row.title}, db.Text{P: row.body}, db.Text{P: row.url}, db.Text{P: row.author}, db.Text{P: row.status}
-		v[9], v[10], v[11], v[12], v[13], v[14] = textArray{&row.labels}, db.Tstz{P: row.r.CreatedAt}, db.Tstz{P: row.r.UpdatedAt}, row.extra, rawOf(row.r), db.Int8{P: row.runID}
-	}}
+		c.Row(len(recordColumns))
+		c.TextPtr(row.source)
+		c.TextPtr(row.id)
+		c.Int4(row.version)
+		c.Text(row.r.Hash)
+		c.TextPtr(row.title)
+		c.TextPtr(row.body)
+		c.TextPtr(row.url)
+		c.TextPtr(row.author)
+		c.TextPtr(row.status)
+		c.TextArray(row.labels)
+		c.TstzPtr(row.r.CreatedAt)
+		c.TstzPtr(row.r.UpdatedAt)
+		c.JSONB(row.extra)
+		c.JSONB(rawOf(row.r))
+		c.Int8Ptr(row.runID)
+	})
 }
 
-// changeRows is the COPY of b's changes: its columns and rows. When no
-// change has an old hash or a snapshot (a first sync's created changes),
-// those columns are left out: their default is NULL.
-func (b *batch) changeRows() ([]string, *rowSource) {
+// changeRows is the COPY of b's changes: its columns, their statement and
+// the rows. When no change has an old hash or a snapshot (a first sync's
+// created changes), those columns are left out: their default is NULL.
+func (b *batch) changeRows() (cols []string, stmt string, rows *db.CopyIn) {
 	short := true
 	for i := range b.changes {
 		if c := &b.changes[i]; c.oldHash != nil || c.record != nil || c.previous != nil {
@@ -436,65 +428,33 @@ func (b *batch) changeRows() ([]string, *rowSource) {
 		}
 	}
 	if short {
-		return createdColumns, &rowSource{n: len(b.changes), values: make([]any, len(createdColumns)), fill: func(i int, v []any) {
+		return createdColumns, copyCreated, db.NewCopyIn(len(b.changes), func(i int, c *db.CopyIn) {
 			row := &b.changes[i]
-			v[0], v[1], v[2], v[3] = db.Text{P: row.source}, db.Text{P: row.id}, db.Text{P: row.kind}, int4{&row.version}
-			v[4], v[5], v[6] = db.Text{P: row.newHash}, textArray{&row.fields}, db.Int8{P: row.runID}
-		}}
+			c.Row(len(createdColumns))
+			c.TextPtr(row.source)
+			c.TextPtr(row.id)
+			c.TextPtr(row.kind)
+			c.Int4(row.version)
+			c.TextPtr(row.newHash)
+			c.TextArray(row.fields)
+			c.Int8Ptr(row.runID)
+		})
 	}
-	return changeColumns, &rowSource{n: len(b.changes), values: make([]any, len(changeColumns)), fill: func(i int, v []any) {
+	return changeColumns, copyChanges, db.NewCopyIn(len(b.changes), func(i int, c *db.CopyIn) {
 		row := &b.changes[i]
-		v[0], v[1], v[2], v[3], v[4], v[5] = db.Text{P: row.source}, db.Text{P: row.id}, db.Text{P: row.kind}, int4{&row.version}, db.Text{P: row.oldHash}, db.Text{P: row.newHash}
-		v[6], v[7], v[8], v[9] = textArray{&row.fields}, jsonOf(row.record), jsonOf(row.previous), db.Int8{P: row.runID}
-	}}
+		c.Row(len(changeColumns))
+		c.TextPtr(row.source)
+		c.TextPtr(row.id)
+		c.TextPtr(row.kind)
+		c.Int4(row.version)
+		c.TextPtr(row.oldHash)
+		c.TextPtr(row.newHash)
+		c.TextArray(row.fields)
+		c.JSONBPtr(row.record)
+		c.JSONBPtr(row.previous)
+		c.Int8Ptr(row.runID)
+	})
 }
-
-// jsonOf is a jsonb column value: NULL for nil.
-func jsonOf(p *string) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
-// int4 is an int4 column value beside db's (db.Text, db.Int8, db.Tstz):
-// a nil pointer is NULL, one pointer in an interface, nothing allocated.
-type int4 struct{ p *int32 }
-
-func (i int4) Int64Value() (pgtype.Int8, error) {
-	if i.p == nil {
-		return pgtype.Int8{}, nil
-	}
-	return pgtype.Int8{Int64: int64(*i.p), Valid: true}, nil
-}
-
-// textArray is a text[] column value whose elements pgx encodes as text
-// values (nothing boxed; a []string is boxed element by element): a nil
-// slice is NULL.
-type textArray struct{ p *[]string }
-
-// arrayDims are the dimensions of one-dimensional arrays of up to 63
-// elements, shared (pgx only reads them).
-var arrayDims = func() (d [64][]pgtype.ArrayDimension) {
-	for n := range d {
-		d[n] = []pgtype.ArrayDimension{{Length: int32(n), LowerBound: 1}}
-	}
-	return d
-}()
-
-func (a textArray) Dimensions() []pgtype.ArrayDimension {
-	if *a.p == nil {
-		return nil
-	}
-	if n := len(*a.p); n < len(arrayDims) {
-		return arrayDims[n]
-	}
-	return []pgtype.ArrayDimension{{Length: int32(len(*a.p)), LowerBound: 1}}
-}
-
-func (a textArray) Index(i int) any { return db.Text{P: &(*a.p)[i]} }
-
-func (a textArray) IndexType() any { return db.Text{} }
 
 // nonEmpty points at s, or is nil (NULL) for "".
 func nonEmpty(s *string) *string {
@@ -619,6 +579,10 @@ var (
 	createdColumns = []string{"source", "record_id", "kind", "version", "new_hash", "changed_fields", "run_id"}
 	changeColumns  = []string{"source", "record_id", "kind", "version", "old_hash", "new_hash", "changed_fields",
 		"record", "previous", "run_id"}
+
+	copyRecords = db.CopyStatement("records", recordColumns)
+	copyCreated = db.CopyStatement("changes", createdColumns)
+	copyChanges = db.CopyStatement("changes", changeColumns)
 )
 
 const upsertRecords = `
@@ -656,13 +620,13 @@ func (b *batch) write(ctx context.Context, tx pgx.Tx, source string, runID int64
 		return err
 	}
 	if len(b.newRecords) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"records"}, recordColumns, b.recordRows()); err != nil {
+		if _, err := db.CopyFrom(ctx, tx, "records", recordColumns, copyRecords, b.recordRows()); err != nil {
 			return fmt.Errorf("copy %d new records of %s: %w", len(b.newRecords), source, err)
 		}
 	}
 	if len(b.changes) > 0 {
-		cols, rows := b.changeRows()
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"changes"}, cols, rows); err != nil {
+		cols, stmt, rows := b.changeRows()
+		if _, err := db.CopyFrom(ctx, tx, "changes", cols, stmt, rows); err != nil {
 			return fmt.Errorf("copy %d changes of %s: %w", len(b.changes), source, err)
 		}
 	}

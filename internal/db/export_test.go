@@ -8,3 +8,6 @@ func (l *Listener) ListeningSignal(tb testsignal.TB) *testsignal.Signal[struct{}
 	l.testSignals.listening.Init(tb)
 	return &l.testSignals.listening
 }
+
+// Buffered is the capacity of the buffer c encodes rows into.
+func (c *CopyIn) Buffered() int { return cap(c.buf) }

@@ -40,6 +40,9 @@ var evaluationColumns = []string{"change_id", "source", "record_id", "watch", "c
 	"decision", "reason", "urgency", "notification_id", "evaluator", "model_call_id", "confidence", "created_at", "owner",
 	"change_created_at"}
 
+// copyEvaluations is the COPY of evaluationColumns.
+var copyEvaluations = db.CopyStatement("evaluations", evaluationColumns)
+
 // note is a notification row to enqueue for decision dec.
 type note struct {
 	dec        int // index into decisions
@@ -346,7 +349,7 @@ func (e *Evaluator) recordEvaluations(ctx context.Context, tx pgx.Tx, claimed []
 		// nothing can conflict, so the rows go in with COPY, in batches
 		// (no trigger on evaluations' inserts: migration 57), and every
 		// row is counted.
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"evaluations"}, evaluationColumns, newEvaluationRows(decs, evIdx, &e.conf.Owner, &at)); err != nil {
+		if _, err := db.CopyFrom(ctx, tx, "evaluations", evaluationColumns, copyEvaluations, evaluationRows(decs, evIdx, &e.conf.Owner, &at)); err != nil {
 			return fmt.Errorf("write evaluations: %w", err)
 		}
 		queueCount(b, at, evDecision, evStep, evOwner, evConfidence, evCall, nil)

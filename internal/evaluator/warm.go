@@ -74,7 +74,7 @@ func (e *Evaluator) warmConn(ctx context.Context, conn *pgx.Conn, distributed bo
 			return err
 		}
 		if !distributed {
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"evaluations"}, evaluationColumns, pgx.CopyFromRows(nil)); err != nil {
+			if _, err := db.CopyFrom(ctx, tx, "evaluations", evaluationColumns, copyEvaluations, evaluationRows(nil, nil, nil, nil)); err != nil {
 				return err
 			}
 		}

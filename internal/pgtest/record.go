@@ -170,7 +170,8 @@ func sender() (string, bool) {
 		case strings.HasPrefix(fn, "github.com/jackc/"),
 			strings.HasPrefix(fn, "database/sql."),
 			strings.HasPrefix(fn, "runtime."),
-			strings.HasPrefix(fn, module+"internal/pgtest."):
+			strings.HasPrefix(fn, module+"internal/pgtest."),
+			fn == module+"internal/db.CopyFrom": // its caller sent the COPY
 		default:
 			if strings.HasSuffix(f.File, "_test.go") || !strings.HasPrefix(fn, module) {
 				return "", false
