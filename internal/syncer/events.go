@@ -469,7 +469,7 @@ func (e *Events) mapAll(ctx context.Context, src *source, evs []inbound.Event) (
 		for i, u := range unit {
 			ids[i] = u.ID
 		}
-		res, err := e.mapEvent(ctx, src, ev, decoded[ev.ID])
+		res, recs, err := e.mapUnit(ctx, src, ev, decoded[ev.ID])
 		if reason, ok := connectors.IsIgnored(err); ok {
 			for _, u := range unit {
 				results = append(results, inbound.Result{ID: u.ID, Outcome: inbound.OutcomeIgnored, Detail: reason})
@@ -496,18 +496,6 @@ func (e *Events) mapAll(ctx context.Context, src *source, evs []inbound.Event) (
 			}
 			continue
 		}
-		var recs []normalize.Record
-		for _, it := range res.Items {
-			if err != nil {
-				break
-			}
-			var r normalize.Record
-			if r, err = src.mapper.Map(it.Value, it.Raw); err != nil {
-				err = &connectors.ItemError{Loc: it.Loc, Err: err}
-				break
-			}
-			recs = append(recs, r)
-		}
 		if err != nil {
 			// A payload the mapping refuses is refused the same way next time.
 			for _, u := range unit {
@@ -522,6 +510,33 @@ func (e *Events) mapAll(ctx context.Context, src *source, evs []inbound.Event) (
 		}
 	}
 	return items, results, retries
+}
+
+// mapUnit maps event ev (ce is ev decoded, or zero) into records: the
+// connector's items (mapEvent), each through the source's mapping; an
+// item the mapping refuses is an *connectors.ItemError. A panic in the
+// connector or the mapping is one too, logged with its stack: the
+// event's payload made it, and would again, so the event fails instead
+// of the process (which would claim it again at its next start).
+func (e *Events) mapUnit(ctx context.Context, src *source, ev *inbound.Event, ce connectors.Event) (res connectors.EventResult, recs []normalize.Record, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, recs = connectors.EventResult{}, nil
+			err = &connectors.ItemError{Loc: "event " + ev.DeliveryID, Err: e.s.connectorPanic(p, "the event's mapping",
+				"source", src.name, "event_id", ev.ID, "delivery_id", ev.DeliveryID)}
+		}
+	}()
+	if res, err = e.mapEvent(ctx, src, ev, ce); err != nil {
+		return res, nil, err
+	}
+	for _, it := range res.Items {
+		r, err := src.mapper.Map(it.Value, it.Raw)
+		if err != nil {
+			return res, nil, &connectors.ItemError{Loc: it.Loc, Err: err}
+		}
+		recs = append(recs, r)
+	}
+	return res, recs, nil
 }
 
 // mapEvent turns a stored event into items (ce is ev decoded, or zero): through the connector when

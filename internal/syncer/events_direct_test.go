@@ -16,6 +16,7 @@ import (
 	"github.com/lookout-dev/lookout/internal/definitions"
 	"github.com/lookout-dev/lookout/internal/inbound"
 	"github.com/lookout-dev/lookout/internal/ingest"
+	"github.com/lookout-dev/lookout/internal/normalize"
 	"github.com/lookout-dev/lookout/internal/pgtest"
 	"github.com/lookout-dev/lookout/internal/signature"
 	"github.com/lookout-dev/lookout/internal/testsignal"
@@ -217,4 +218,45 @@ func (w *hookWorld) count(sql string) int {
 		w.t.Fatalf("%s: %v", sql, err)
 	}
 	return n
+}
+
+// panickyMapper is the hooks source's connector made an EventMapper that
+// panics on the item whose id is "boom", as a connector's bug would.
+type panickyMapper struct{ connectors.Connector }
+
+func (panickyMapper) FetchKey(connectors.Event) string { return "" }
+
+func (panickyMapper) MapEvent(_ context.Context, ev connectors.Event) (connectors.EventResult, error) {
+	data, _ := ev.Payload["data"].(map[string]any)
+	if data["id"] == "boom" {
+		var seen map[string]bool
+		seen["boom"] = true // a write to a nil map
+	}
+	return connectors.EventResult{Items: []connectors.Item{{Value: data, Raw: normalize.Canonical(data), Loc: "event " + ev.DeliveryID}}}, nil
+}
+
+// An event whose mapping panics fails, with the panic in its detail and
+// in the log with its stack; the events beside it are mirrored and the
+// processor goes on. Before, the panic stopped the syncer, which claimed
+// the event again at its next start.
+func TestWebhookEventWhoseMappingPanicsFails(t *testing.T) {
+	t.Parallel()
+	w := newHookWorld(t, EventsConfig{})
+	src := w.s.source("hooks")
+	src.conn = panickyMapper{src.conn}
+	t0 := time.Date(2026, 2, 1, 12, 0, 0, 0, time.UTC)
+	w.deliver("d1", item("boom", "panics", t0))
+	w.deliver("d2", item("a2", "fine", t0))
+	if n := w.drain(); n != 2 {
+		t.Errorf("drain finished %d events, want 2", n)
+	}
+	if e := w.event("d1"); e.Outcome != inbound.OutcomeFailed || !strings.Contains(e.Detail, "the connector panicked") {
+		t.Errorf("event d1: %q %q, want failed with the panic", e.Outcome, e.Detail)
+	}
+	if e := w.event("d2"); e.Outcome != inbound.OutcomeCreated {
+		t.Errorf("event d2: %q %q, want created", e.Outcome, e.Detail)
+	}
+	if got := w.title("a2"); got != "fine" {
+		t.Errorf("record a2: %q", got)
+	}
 }

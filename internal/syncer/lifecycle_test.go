@@ -523,3 +523,43 @@ func TestConnectorPanicFailsOnlyItsRun(t *testing.T) {
 		t.Errorf("the log does not name the panic, its source and its stack:\n%s", logs)
 	}
 }
+
+// panickyKeys is a source's connector made a KeyChecker whose check
+// panics, as a connector's bug would.
+type panickyKeys struct{ connectors.Connector }
+
+func (panickyKeys) Present(context.Context, []string) ([]string, error) {
+	var byID map[string]bool
+	byID["k1"] = true // a write to a nil map
+	return nil, nil
+}
+
+// A panic while the connector checks which records are still upstream
+// fails the run like one in its fetch: the records stay (nothing is
+// deleted on a check that did not end), the log has the stack.
+func TestKeyCheckPanicFailsItsRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	cfg := loadConfig(t, fastLimits, map[string]string{"keys": "every: 1s\njitter: 0s\n"}, map[string]fetchFunc{
+		"keys": func(ctx context.Context, _ connectors.Env, _ json.RawMessage, emit connectors.EmitFunc) (connectors.Result, error) {
+			if err := emit(ctx, connectors.Page{Items: []connectors.Item{{Value: map[string]any{"id": "k1"}, Loc: "page 1"}}}); err != nil {
+				return connectors.Result{}, err
+			}
+			return connectors.Result{CheckKeys: true}, nil
+		},
+	})
+	s := h.syncer(cfg, Config{})
+	src := s.source("keys")
+	src.conn = panickyKeys{src.conn}
+	h.runDue(s)
+	runs := h.runs("keys")
+	if len(runs) != 1 || runs[0].Status != "failed" || !strings.Contains(runs[0].Error, "the connector panicked") {
+		t.Fatalf("runs: %+v, want one failed run whose error says the connector panicked", runs)
+	}
+	if got, _ := h.stored("keys"); !maps.Equal(got, map[string]int{"k1": 1}) {
+		t.Errorf("records %v, want k1 kept", got)
+	}
+	if logs := h.logs.String(); !strings.Contains(logs, `msg="the connector panicked; the key check failed"`) || !strings.Contains(logs, "lifecycle_test.go") {
+		t.Errorf("the log does not name the panic and its stack:\n%s", logs)
+	}
+}

@@ -399,12 +399,19 @@ func (s *Syncer) fetch(ctx context.Context, r *run, src *source) outcome {
 func (s *Syncer) fetchRecovering(ctx context.Context, r *run, src *source, m *pageMapper) (res connectors.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.logger.Error("the connector panicked; the run failed", "source", r.name, "run_id", r.runID,
-				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			res, err = connectors.Result{}, fmt.Errorf("the connector panicked (a bug; the syncer's log has its stack): %v", p)
+			res, err = connectors.Result{}, s.connectorPanic(p, "the run", "source", r.name, "run_id", r.runID)
 		}
 	}()
 	return src.conn.Fetch(ctx, r.cursor, m.emit)
+}
+
+// connectorPanic logs p, a panic of connector code recovered on this
+// goroutine, with the goroutine's stack, and returns the error that
+// fails what (the run, the event's mapping, the key check) instead of
+// the process.
+func (s *Syncer) connectorPanic(p any, what string, attrs ...any) error {
+	s.logger.Error("the connector panicked; "+what+" failed", append(attrs, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))...)
+	return fmt.Errorf("the connector panicked (a bug; the syncer's log has its stack): %v", p)
 }
 
 // fetchStatus classifies the error a fetch ended with: none succeeded; an
@@ -813,7 +820,7 @@ func (s *Syncer) checkKeys(ctx context.Context, r *run, src *source, kc connecto
 			break
 		}
 		live += len(ids)
-		present, err := kc.Present(ctx, ids)
+		present, err := s.present(ctx, r, kc, ids)
 		if err != nil {
 			return changes.Stats{}, fmt.Errorf("check which of %d records after %q are still upstream: %w", len(ids), after, err)
 		}
@@ -832,6 +839,16 @@ func (s *Syncer) checkKeys(ctx context.Context, r *run, src *source, kc connecto
 		after = ids[len(ids)-1]
 	}
 	return s.deleteMissing(ctx, r, src, missing, live)
+}
+
+// present is kc.Present, a panic of which fails the run (connectorPanic).
+func (s *Syncer) present(ctx context.Context, r *run, kc connectors.KeyChecker, ids []string) (present []string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			present, err = nil, s.connectorPanic(p, "the key check", "source", r.name, "run_id", r.runID)
+		}
+	}()
+	return kc.Present(ctx, ids)
 }
 
 // deleteMissing records deletions for the missing ones of live records,

@@ -31,7 +31,7 @@ func (r *Runner) pass(ctx context.Context, src *source, runID int64) error {
 	if v, ok := src.actor.(connectors.Verifier); ok && !src.verified.Load() {
 		// The task version leaves out what the tool itself moves on an
 		// edit, which the connector learns from its schema.
-		if err := v.Verify(ctx); err != nil {
+		if err := r.call(ctx, v.Verify); err != nil {
 			return fmt.Errorf("verify %s before its pass: %w", name, err)
 		}
 		src.verified.Store(true)

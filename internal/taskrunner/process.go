@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -252,20 +253,23 @@ func (r *Runner) writeTool(ctx context.Context, w *watch, run *tasks.Run, until 
 
 // act calls fn until it succeeds: after a *RetryLaterError at its RetryAt
 // (unless that is after until), after other errors up to actTries times
-// with a short backoff; ErrUnauthorized, ErrNotFound, ErrMoved and
-// *ValidationError are returned at once.
+// with a short backoff; ErrUnauthorized, ErrNotFound, ErrMoved,
+// *ValidationError and a panic of the connector are returned at once.
 func (r *Runner) act(ctx context.Context, until time.Time, fn func(ctx context.Context) error) error {
 	b := service.Backoff{Min: 500 * time.Millisecond, Max: 10 * time.Second}
 	for tries := 1; ; {
 		cctx, cancel := context.WithTimeout(ctx, actTimeout)
-		err := fn(cctx)
+		err := r.call(cctx, fn)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		var rl *connectors.RetryLaterError
 		var ve *connectors.ValidationError
+		var pe *panicked
 		switch {
+		case errors.As(err, &pe):
+			return err
 		case ctx.Err() != nil:
 			return fmt.Errorf("%w (%w)", ctx.Err(), err)
 		case errors.As(err, &rl):
@@ -287,6 +291,23 @@ func (r *Runner) act(ctx context.Context, until time.Time, fn func(ctx context.C
 			}
 		}
 	}
+}
+
+// panicked is the error of a tool action whose connector panicked: not
+// tried again within the attempt.
+type panicked struct{ error }
+
+// call is fn; a panic in it (the connector's bug) is logged with its
+// stack and returned as a *panicked error, so that the attempt ends as
+// after any failed write to the tool instead of the process.
+func (r *Runner) call(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.logger.Error("the connector panicked; the tool action failed", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = &panicked{fmt.Errorf("the connector panicked (a bug; the log has its stack): %v", p)}
+		}
+	}()
+	return fn(ctx)
 }
 
 func claimOf(run *tasks.Run) connectors.Claim {
