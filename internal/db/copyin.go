@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,11 +21,12 @@ import (
 //
 // pgx.Conn.CopyFrom encodes each value through pgtype.Map, which looks up
 // an encode plan for the value's Go type and the column's OID: two map
-// lookups and an interface call per value, about a third of the Go CPU of
-// an initial sync's writes (docs/benchmarks.md "(1): COPY rows encoded
-// by their writer"). The encodings here are PostgreSQL's send functions'
-// (the same bytes pgx writes; TestCopyInMatchesPgx compares them row by
-// row through a real server), and the protocol is pgconn's.
+// lookups and interface calls per value, five times the cost of the
+// bytes for a page of records, about 0.1 s of Go CPU per initial sync of
+// 100,000 (docs/benchmarks.md "(1) and (4): COPY rows encoded by their
+// writers"). The encodings here are PostgreSQL's send functions' (the
+// same bytes pgx writes; TestCopyInMatchesPgx compares them row by row
+// through a real server), and the protocol is pgconn's.
 type CopyIn struct {
 	rows, row int
 	fill      func(i int, c *CopyIn)
@@ -36,12 +38,20 @@ type CopyIn struct {
 
 // NewCopyIn returns the COPY of n rows whose values fill appends.
 func NewCopyIn(n int, fill func(i int, c *CopyIn)) *CopyIn {
-	c := &CopyIn{rows: n, fill: fill, buf: make([]byte, 0, copyChunk+1024)}
+	c := &CopyIn{rows: n, fill: fill, buf: (*copyBuffers.Get().(*[]byte))[:0]}
 	c.buf = append(c.buf, copySignature...)
 	c.buf = binary.BigEndian.AppendUint32(c.buf, 0) // flags
 	c.buf = binary.BigEndian.AppendUint32(c.buf, 0) // header extension length
 	return c
 }
+
+// copyBuffers are the buffers of CopyIns that were read to their end:
+// each COPY of the syncer's pages and of the evaluator's decisions takes
+// one, instead of making a chunk's worth of bytes.
+var copyBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, copyChunk+1024)
+	return &b
+}}
 
 // copyChunk is what pgconn reads at a time (its buffer, less the
 // message's header).
@@ -69,6 +79,11 @@ func (c *CopyIn) Read(p []byte) (int, error) {
 		c.end = true
 	}
 	if c.off == len(c.buf) {
+		if c.buf != nil && cap(c.buf) <= 4*copyChunk { // not one a large row grew
+			b := c.buf[:0]
+			copyBuffers.Put(&b)
+		}
+		c.buf, c.off = nil, 0
 		return 0, io.EOF
 	}
 	n := copy(p, c.buf[c.off:])

@@ -204,3 +204,27 @@ func TestCopyInBuffersAChunk(t *testing.T) {
 		t.Errorf("the buffer grew to %d bytes for reads of %d (rows of %d)", most, len(p), row)
 	}
 }
+
+// A CopyIn read past its end keeps answering io.EOF, and its buffer goes
+// back to be reused once: the next COPY starts from an empty buffer.
+func TestCopyInReadPastTheEnd(t *testing.T) {
+	t.Parallel()
+	in := db.NewCopyIn(1, func(i int, c *db.CopyIn) {
+		c.Row(1)
+		c.Text("x")
+	})
+	p := make([]byte, 64)
+	n, err := in.Read(p)
+	if want := 11 + 8 + 2 + 4 + 1 + 2; n != want || err != nil {
+		t.Fatalf("first read: %d bytes, %v; want %d", n, err, want)
+	}
+	for range 3 {
+		if n, err := in.Read(p); n != 0 || err != io.EOF {
+			t.Fatalf("read past the end: %d bytes, %v", n, err)
+		}
+	}
+	next := db.NewCopyIn(0, nil)
+	if n, err := next.Read(p); n != 11+8+2 || err != nil {
+		t.Fatalf("the next COPY read %d bytes, %v; want its header and trailer alone", n, err)
+	}
+}
