@@ -427,31 +427,26 @@ func (b *batch) changeRows() (cols []string, stmt string, rows *db.CopyIn) {
 			break
 		}
 	}
+	cols, stmt = changeColumns, copyChanges
 	if short {
-		return createdColumns, copyCreated, db.NewCopyIn(len(b.changes), func(i int, c *db.CopyIn) {
-			row := &b.changes[i]
-			c.Row(len(createdColumns))
-			c.TextPtr(row.source)
-			c.TextPtr(row.id)
-			c.TextPtr(row.kind)
-			c.Int4(row.version)
-			c.TextPtr(row.newHash)
-			c.TextArray(row.fields)
-			c.Int8Ptr(row.runID)
-		})
+		cols, stmt = createdColumns, copyCreated
 	}
-	return changeColumns, copyChanges, db.NewCopyIn(len(b.changes), func(i int, c *db.CopyIn) {
+	return cols, stmt, db.NewCopyIn(len(b.changes), func(i int, c *db.CopyIn) {
 		row := &b.changes[i]
-		c.Row(len(changeColumns))
+		c.Row(len(cols))
 		c.TextPtr(row.source)
 		c.TextPtr(row.id)
 		c.TextPtr(row.kind)
 		c.Int4(row.version)
-		c.TextPtr(row.oldHash)
+		if !short {
+			c.TextPtr(row.oldHash)
+		}
 		c.TextPtr(row.newHash)
 		c.TextArray(row.fields)
-		c.JSONBPtr(row.record)
-		c.JSONBPtr(row.previous)
+		if !short {
+			c.JSONBPtr(row.record)
+			c.JSONBPtr(row.previous)
+		}
 		c.Int8Ptr(row.runID)
 	})
 }

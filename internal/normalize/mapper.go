@@ -850,35 +850,33 @@ func referenceDecode(data []byte) (v any, err error) {
 			// out of range in its buffer, on invalid UTF-8 that
 			// FuzzDecodeMatchesReference found): encoding/json, slower,
 			// decodes it instead, and a page cannot stop the process.
-			v, err = stdDecode(data)
+			v, err = decodeStream(json.NewDecoder(bytes.NewReader(data)), data)
 		}
 	}()
-	dec := gojson.NewDecoder(bytes.NewReader(data))
+	return decodeStream(gojson.NewDecoder(bytes.NewReader(data)), data)
+}
+
+// streamDecoder is what goccy/go-json's and encoding/json's decoders
+// share.
+type streamDecoder interface {
+	UseNumber()
+	Decode(v any) error
+	More() bool
+}
+
+// decodeStream decodes data, the one JSON value dec reads, with UseNumber,
+// then Numbers. Malformed input is rare: its error is decodeError's,
+// encoding/json's precise one (a *json.SyntaxError with the offset of the
+// problem).
+func decodeStream(dec streamDecoder, data []byte) (any, error) {
 	dec.UseNumber()
-	err = dec.Decode(&v)
+	var v any
+	err := dec.Decode(&v)
 	if err == nil && dec.More() {
 		err = errors.New("unexpected data after the JSON value")
 	}
 	if err != nil {
-		// Malformed input is rare: decode again with encoding/json for its
-		// precise error (a *json.SyntaxError with the offset of the problem).
 		return nil, decodeError(data, err)
-	}
-	return Numbers(v), nil
-}
-
-// stdDecode is referenceDecode with encoding/json, for input that
-// goccy/go-json cannot decode without panicking: its values are the same
-// kinds (UseNumber, then Numbers), its errors decodeError's.
-func stdDecode(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, decodeError(data, err)
-	}
-	if dec.More() {
-		return nil, decodeError(data, errors.New("unexpected data after the JSON value"))
 	}
 	return Numbers(v), nil
 }
